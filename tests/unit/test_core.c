@@ -1,0 +1,79 @@
+/* test_core.c - status messages, half conversions, files, the thread pool. */
+#include "testhelp.h"
+
+#include "core/file.h"
+#include "core/half.h"
+#include "core/pool.h"
+#include "core/status.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+
+TEST(err_set_and_wrap) {
+    hearth_err err = {0};
+    CHECK_EQ(hearth_err_set(&err, HEARTH_EFORMAT, "tensor %s: bad", "x.weight"), HEARTH_EFORMAT);
+    CHECK_STR(err.msg, "tensor x.weight: bad");
+    hearth_err_wrap(&err, HEARTH_EFORMAT, "loading %s", "m.gguf");
+    CHECK_STR(err.msg, "loading m.gguf: tensor x.weight: bad");
+    CHECK_EQ(err.status, HEARTH_EFORMAT);
+    CHECK_STR(hearth_status_name(HEARTH_ENOMEM), "out of memory");
+}
+
+TEST(half_roundtrip) {
+    /* Every finite f16 value survives f16 -> f32 -> f16. */
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        if (((h >> 10) & 0x1f) == 0x1f) continue;
+        float f = hearth_f16_to_f32((uint16_t)h);
+        CHECK_MSG(hearth_f32_to_f16(f) == h, "f16 %04x -> %g -> %04x", h, f, hearth_f32_to_f16(f));
+    }
+    CHECK_NEAR(hearth_f16_to_f32(0x3c00), 1.0, 0);
+    CHECK_NEAR(hearth_f16_to_f32(0xc000), -2.0, 0);
+    CHECK_EQ(hearth_f32_to_f16(1e6f), 0x7c00); /* overflow -> inf */
+    CHECK_NEAR(hearth_bf16_to_f32(hearth_f32_to_bf16(3.140625f)), 3.140625, 0);
+    /* round to nearest even: 1 + 2^-8 lies exactly between two bf16 values */
+    CHECK_EQ(hearth_f32_to_bf16(1.00390625f), 0x3f80);
+}
+
+TEST(file_errors_name_the_path) {
+    hearth_err err = {0};
+    hearth_mmap m;
+    CHECK_EQ(hearth_mmap_open(&m, "/nonexistent/x.gguf", &err), HEARTH_ENOENT);
+    CHECK_CONTAINS(err.msg, "/nonexistent/x.gguf");
+    char path[512];
+    snprintf(path, sizeof path, "%s/f.txt", test_tmpdir());
+    FILE *f = fopen(path, "w");
+    CHECK(f);
+    fputs("hello", f);
+    fclose(f);
+    char *buf;
+    size_t n;
+    CHECK_EQ(hearth_file_read(path, &buf, &n, &err), HEARTH_OK);
+    CHECK_EQ(n, 5);
+    CHECK_STR(buf, "hello");
+    free(buf);
+    CHECK_EQ(hearth_mmap_open(&m, path, &err), HEARTH_OK);
+    CHECK_EQ(m.size, 5);
+    CHECK(memcmp(m.data, "hello", 5) == 0);
+    hearth_mmap_close(&m);
+}
+
+typedef struct { atomic_int hits[1000]; } pool_ctx;
+
+static void pool_task(void *ctx, int task, int n_tasks) {
+    (void)n_tasks;
+    atomic_fetch_add(&((pool_ctx *)ctx)->hits[task], 1);
+}
+
+TEST(pool_runs_every_task_once) {
+    hearth_pool *p;
+    CHECK_EQ(hearth_pool_new(&p, 4, NULL), HEARTH_OK);
+    pool_ctx *c = calloc(1, sizeof *c);
+    for (int round = 0; round < 200; round++) {
+        int n = 1 + (round * 37) % 1000;
+        for (int i = 0; i < 1000; i++) atomic_store(&c->hits[i], 0);
+        hearth_pool_run(p, pool_task, c, n);
+        for (int i = 0; i < 1000; i++) CHECK_EQ(atomic_load(&c->hits[i]), i < n ? 1 : 0);
+    }
+    free(c);
+    hearth_pool_free(p);
+}
