@@ -16,8 +16,8 @@ endif
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 
 WARN    := -Wall -Wextra -Werror -Wno-unused-parameter -Wno-format-truncation
-CFLAGS  ?= -O2 -g
-CFLAGS  += -std=c11 $(WARN) -Iinclude -Isrc -pthread -MMD -MP -D_DEFAULT_SOURCE
+OPT     ?= -O2 -g
+CFLAGS  := $(OPT) -std=c11 $(WARN) -Iinclude -Isrc -pthread -MMD -MP -D_DEFAULT_SOURCE
 LDLIBS  := -ljansson -lmicrohttpd -lpcre2-8 -lutf8proc -lm -pthread
 SAN     :=
 
@@ -77,7 +77,7 @@ test: $(SETUP_STAMP)
 	bash tests/run_all.sh ./$(BIN) $(BUILD)/test_unit
 
 asan: $(SETUP_STAMP)
-	$(MAKE) BUILD=build-asan BIN=hearth-asan CUDA=0 CFLAGS="-O1 -g -fno-omit-frame-pointer" \
+	$(MAKE) BUILD=build-asan BIN=hearth-asan CUDA=0 OPT="-O1 -g -fno-omit-frame-pointer" \
 	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined" all build-asan/test_unit
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  bash tests/run_all.sh ./hearth-asan build-asan/test_unit
