@@ -1,0 +1,31 @@
+/* dtype.c - the table of element types. */
+#include "core/dtype.h"
+
+static const hearth_dtype_info *lookup(uint32_t t) {
+    static const hearth_dtype_info f32 = {"f32", 1, 4}, f16 = {"f16", 1, 2}, bf16 = {"bf16", 1, 2},
+                                   q4_0 = {"q4_0", 32, 18}, q4_1 = {"q4_1", 32, 20},
+                                   q8_0 = {"q8_0", 32, 34}, q8_1 = {"q8_1", 32, 36},
+                                   q4_k = {"q4_K", 256, 144}, q6_k = {"q6_K", 256, 210},
+                                   q8_k = {"q8_K", 256, 292};
+    switch (t) {
+    case HEARTH_DT_F32: return &f32;
+    case HEARTH_DT_F16: return &f16;
+    case HEARTH_DT_BF16: return &bf16;
+    case HEARTH_DT_Q4_0: return &q4_0;
+    case HEARTH_DT_Q4_1: return &q4_1;
+    case HEARTH_DT_Q8_0: return &q8_0;
+    case HEARTH_DT_Q8_1: return &q8_1;
+    case HEARTH_DT_Q4_K: return &q4_k;
+    case HEARTH_DT_Q6_K: return &q6_k;
+    case HEARTH_DT_Q8_K: return &q8_k;
+    }
+    return NULL;
+}
+
+const hearth_dtype_info *hearth_dtype_get(uint32_t type) { return lookup(type); }
+
+size_t hearth_dtype_row_bytes(uint32_t type, int64_t n) {
+    const hearth_dtype_info *d = lookup(type);
+    if (!d || n < 0 || n % d->block) return 0;
+    return (size_t)(n / d->block) * (size_t)d->block_bytes;
+}
