@@ -1,0 +1,200 @@
+/* sampler.c - logit processors, truncation filters, seeded draws, logprobs. */
+#include "engine/sampler.h"
+
+#include "core/clock.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+void hearth_sampling_default(hearth_sampling *p) {
+    memset(p, 0, sizeof *p);
+    p->temperature = 1.0f;
+    p->top_p = 1.0f;
+    p->repetition_penalty = 1.0f;
+}
+
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+/* xoshiro256** */
+static uint64_t rng_next(uint64_t s[4]) {
+    uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return r;
+}
+
+/* uniform in [0, 1) with 53 random bits */
+static double rng_uniform(uint64_t s[4]) { return (double)(rng_next(s) >> 11) * 0x1.0p-53; }
+
+hearth_status hearth_sampler_init(hearth_sampler *s, const hearth_sampling *p, int vocab, hearth_err *err) {
+    memset(s, 0, sizeof *s);
+    if (!(p->temperature >= 0.0f) || !isfinite(p->temperature))
+        return hearth_err_set(err, HEARTH_EINVAL, "temperature must be >= 0, got %g", p->temperature);
+    if (!(p->top_p > 0.0f && p->top_p <= 1.0f))
+        return hearth_err_set(err, HEARTH_EINVAL, "top_p must be in (0, 1], got %g", p->top_p);
+    if (!(p->min_p >= 0.0f && p->min_p <= 1.0f))
+        return hearth_err_set(err, HEARTH_EINVAL, "min_p must be in [0, 1], got %g", p->min_p);
+    if (p->top_k < 0) return hearth_err_set(err, HEARTH_EINVAL, "top_k must be >= 0, got %d", p->top_k);
+    if (!(p->repetition_penalty > 0.0f) || !isfinite(p->repetition_penalty))
+        return hearth_err_set(err, HEARTH_EINVAL, "repetition_penalty must be > 0, got %g", p->repetition_penalty);
+    if (!isfinite(p->presence_penalty) || !isfinite(p->frequency_penalty))
+        return hearth_err_set(err, HEARTH_EINVAL, "presence/frequency penalty must be finite");
+    if (p->top_logprobs < 0 || p->top_logprobs > HEARTH_MAX_TOP_LOGPROBS)
+        return hearth_err_set(err, HEARTH_EINVAL, "top_logprobs must be in [0, %d], got %d", HEARTH_MAX_TOP_LOGPROBS,
+                              p->top_logprobs);
+    for (int i = 0; i < p->n_logit_bias; i++) {
+        if (p->logit_bias[i].id < 0 || p->logit_bias[i].id >= vocab)
+            return hearth_err_set(err, HEARTH_EINVAL, "logit_bias: token id %d outside the vocabulary [0, %d)",
+                                  p->logit_bias[i].id, vocab);
+        if (!isfinite(p->logit_bias[i].bias) && p->logit_bias[i].bias != -INFINITY)
+            return hearth_err_set(err, HEARTH_EINVAL, "logit_bias: bias for token %d is not a number",
+                                  p->logit_bias[i].id);
+    }
+    s->p = *p;
+    s->vocab = vocab;
+    s->out_counts = calloc((size_t)vocab, sizeof *s->out_counts);
+    s->in_context = calloc((size_t)vocab, 1);
+    s->cand = malloc(sizeof *s->cand * (size_t)vocab);
+    s->probs = malloc(sizeof *s->probs * (size_t)vocab);
+    s->bias = p->n_logit_bias ? malloc(sizeof *s->bias * (size_t)p->n_logit_bias) : NULL;
+    if (!s->out_counts || !s->in_context || !s->cand || !s->probs || (p->n_logit_bias && !s->bias)) {
+        hearth_sampler_deinit(s);
+        return hearth_err_set(err, HEARTH_ENOMEM, "sampler: out of memory");
+    }
+    if (p->n_logit_bias) memcpy(s->bias, p->logit_bias, sizeof *s->bias * (size_t)p->n_logit_bias);
+    s->p.logit_bias = s->bias;
+    uint64_t seed = p->seed;
+    if (!p->has_seed) {
+        static atomic_ullong counter;
+        seed = (uint64_t)(hearth_time_now() * 1e9) ^ (atomic_fetch_add(&counter, 1) * 0x9e3779b97f4a7c15ull);
+    }
+    for (int i = 0; i < 4; i++) s->rng[i] = splitmix64(&seed);
+    return HEARTH_OK;
+}
+
+void hearth_sampler_deinit(hearth_sampler *s) {
+    free(s->out_counts);
+    free(s->in_context);
+    free(s->cand);
+    free(s->probs);
+    free(s->bias);
+    memset(s, 0, sizeof *s);
+}
+
+void hearth_sampler_accept_prompt(hearth_sampler *s, const int32_t *ids, int n) {
+    for (int i = 0; i < n; i++)
+        if (ids[i] >= 0 && ids[i] < s->vocab) s->in_context[ids[i]] = 1;
+}
+
+void hearth_sampler_accept(hearth_sampler *s, int32_t id) {
+    if (id < 0 || id >= s->vocab) return;
+    s->out_counts[id]++;
+    s->in_context[id] = 1;
+}
+
+static void apply_processors(hearth_sampler *s, float *logits) {
+    const hearth_sampling *p = &s->p;
+    if (p->repetition_penalty != 1.0f || p->presence_penalty != 0.0f || p->frequency_penalty != 0.0f) {
+        for (int i = 0; i < s->vocab; i++) {
+            if (s->in_context[i] && p->repetition_penalty != 1.0f)
+                logits[i] = logits[i] > 0 ? logits[i] / p->repetition_penalty : logits[i] * p->repetition_penalty;
+            if (s->out_counts[i])
+                logits[i] -= p->frequency_penalty * (float)s->out_counts[i] + p->presence_penalty;
+        }
+    }
+    for (int i = 0; i < p->n_logit_bias; i++) logits[s->bias[i].id] += s->bias[i].bias;
+}
+
+static void fill_logprobs(const hearth_sampler *s, const float *logits, int32_t chosen, hearth_logprobs *lp) {
+    float mx = -INFINITY;
+    for (int i = 0; i < s->vocab; i++)
+        if (logits[i] > mx) mx = logits[i];
+    double sum = 0.0;
+    for (int i = 0; i < s->vocab; i++) sum += exp((double)logits[i] - mx);
+    float lse = mx + (float)log(sum);
+    lp->chosen = (hearth_token_logprob){chosen, logits[chosen] - lse};
+    int n = s->p.top_logprobs;
+    lp->n_top = 0;
+    for (int i = 0; i < s->vocab; i++) { /* insertion into a short sorted list */
+        float v = logits[i];
+        if (lp->n_top == n && (n == 0 || v <= lp->top[n - 1].logprob)) continue;
+        int j = lp->n_top < n ? lp->n_top++ : n - 1;
+        while (j > 0 && lp->top[j - 1].logprob < v) {
+            lp->top[j] = lp->top[j - 1];
+            j--;
+        }
+        lp->top[j] = (hearth_token_logprob){i, v};
+    }
+    for (int i = 0; i < lp->n_top; i++) lp->top[i].logprob -= lse;
+}
+
+static const float *g_sort_logits; /* qsort has no context argument; engine thread only */
+static int cmp_desc(const void *a, const void *b) {
+    float x = g_sort_logits[*(const int32_t *)a], y = g_sort_logits[*(const int32_t *)b];
+    if (x != y) return x > y ? -1 : 1;
+    return *(const int32_t *)a - *(const int32_t *)b;
+}
+
+int32_t hearth_sampler_sample(hearth_sampler *s, float *logits, hearth_logprobs *lp) {
+    const hearth_sampling *p = &s->p;
+    apply_processors(s, logits);
+    int32_t best = 0;
+    for (int i = 1; i < s->vocab; i++)
+        if (logits[i] > logits[best]) best = i;
+    int32_t chosen = best;
+    if (p->temperature > 0.0f && isfinite(logits[best])) {
+        /* Candidates within 40 nats of the best: below that a token's
+         * probability does not change an f32 sum, so nothing is lost. */
+        float mx = logits[best];
+        int n = 0;
+        for (int i = 0; i < s->vocab; i++)
+            if (logits[i] >= mx - 40.0f) s->cand[n++] = i;
+        g_sort_logits = logits;
+        qsort(s->cand, (size_t)n, sizeof *s->cand, cmp_desc);
+        double total = 0.0;
+        for (int i = 0; i < n; i++) total += s->probs[i] = expf(logits[s->cand[i]] - mx);
+        int keep = n;
+        if (p->top_p < 1.0f) { /* smallest prefix whose mass reaches top_p */
+            double cum = 0.0;
+            for (int i = 0; i < n; i++) {
+                cum += s->probs[i] / total;
+                if (cum >= p->top_p) {
+                    keep = i + 1;
+                    break;
+                }
+            }
+        }
+        if (p->min_p > 0.0f) { /* probability relative to the best >= min_p */
+            int k = 0;
+            while (k < keep && s->probs[k] >= p->min_p) k++;
+            keep = k > 0 ? k : 1;
+        }
+        if (p->top_k > 0 && p->top_k < keep) keep = p->top_k;
+        double z = 0.0;
+        for (int i = 0; i < keep; i++) z += s->probs[i] = expf((logits[s->cand[i]] - mx) / p->temperature);
+        double u = rng_uniform(s->rng) * z, acc = 0.0;
+        chosen = s->cand[keep - 1];
+        for (int i = 0; i < keep; i++) {
+            acc += s->probs[i];
+            if (u < acc) {
+                chosen = s->cand[i];
+                break;
+            }
+        }
+    }
+    if (lp) fill_logprobs(s, logits, chosen, lp);
+    return chosen;
+}

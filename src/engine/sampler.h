@@ -1,0 +1,77 @@
+/* sampler.h - turn logits into the next token, per request.
+ *
+ * Order (as mlx-lm/transformers document it for this project): logit
+ * processors (repetition penalty over prompt + output, presence/frequency
+ * penalties over the output, logit_bias) -> top_p -> min_p -> top_k ->
+ * temperature draw. The three filters are computed on the processed
+ * distribution at temperature 1 and keep the intersection of their prefixes.
+ * Temperature 0 is argmax. Same seed => same draws. Logprobs are those of the
+ * processed distribution (after penalties and bias, before filters and
+ * temperature). All buffers are sized at init; sampling allocates nothing. */
+#ifndef HEARTH_ENGINE_SAMPLER_H
+#define HEARTH_ENGINE_SAMPLER_H
+
+#include "core/status.h"
+
+#include <stdint.h>
+
+#define HEARTH_MAX_TOP_LOGPROBS 20
+
+typedef struct {
+    int32_t id;
+    float bias;
+} hearth_logit_bias;
+
+/* Resolved sampling settings of one request (defaults: hearth_sampling_default). */
+typedef struct hearth_sampling {
+    float temperature;        /* 0 = greedy */
+    float top_p;              /* 1 = off */
+    float min_p;              /* 0 = off */
+    int top_k;                /* 0 = off */
+    float repetition_penalty; /* 1 = off (HF: divide positive logits, multiply negative) */
+    float presence_penalty;   /* 0 = off (OpenAI) */
+    float frequency_penalty;  /* 0 = off (OpenAI) */
+    uint64_t seed;
+    int has_seed;             /* 0: seeded from the clock and a counter */
+    const hearth_logit_bias *logit_bias; /* borrowed; copied at init */
+    int n_logit_bias;
+    int top_logprobs;         /* top-N alternatives to report, 0..HEARTH_MAX_TOP_LOGPROBS */
+} hearth_sampling;
+
+void hearth_sampling_default(hearth_sampling *p);
+
+typedef struct {
+    int32_t id;
+    float logprob;
+} hearth_token_logprob;
+
+/* The chosen token's logprob and the top-N alternatives, most likely first. */
+typedef struct {
+    hearth_token_logprob chosen;
+    hearth_token_logprob top[HEARTH_MAX_TOP_LOGPROBS];
+    int n_top;
+} hearth_logprobs;
+
+typedef struct hearth_sampler {
+    hearth_sampling p;
+    int vocab;
+    uint64_t rng[4];
+    hearth_logit_bias *bias;   /* owned copy */
+    int32_t *out_counts;       /* [vocab] occurrences in the output */
+    uint8_t *in_context;       /* [vocab] seen in prompt or output */
+    int32_t *cand;             /* [vocab] candidate ids (scratch) */
+    float *probs;              /* [vocab] scratch */
+} hearth_sampler;
+
+/* Caller-owned storage. EINVAL names a bad setting (negative temperature,
+ * top_p outside (0,1], bias id outside the vocabulary, ...). */
+hearth_status hearth_sampler_init(hearth_sampler *s, const hearth_sampling *p, int vocab, hearth_err *err);
+void hearth_sampler_deinit(hearth_sampler *s);
+/* The prompt's ids count for the repetition penalty. */
+void hearth_sampler_accept_prompt(hearth_sampler *s, const int32_t *ids, int n);
+/* Choose a token from logits[vocab] (modified in place by the processors);
+ * fills lp if non-NULL. Does not accept it: call hearth_sampler_accept. */
+int32_t hearth_sampler_sample(hearth_sampler *s, float *logits, hearth_logprobs *lp);
+void hearth_sampler_accept(hearth_sampler *s, int32_t id);
+
+#endif

@@ -1,0 +1,178 @@
+/* test_sampler.c - each sampler setting, checked by its effect on draws. */
+#include "testhelp.h"
+
+#include "engine/sampler.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+static int sample_once(hearth_sampler *s, const float *base, int vocab) {
+    float l[64];
+    memcpy(l, base, sizeof(float) * (size_t)vocab);
+    return hearth_sampler_sample(s, l, NULL);
+}
+
+TEST(sampler_greedy_is_argmax) {
+    hearth_sampling p;
+    hearth_sampling_default(&p);
+    p.temperature = 0;
+    hearth_sampler s;
+    CHECK_EQ(hearth_sampler_init(&s, &p, 5, NULL), HEARTH_OK);
+    float l[5] = {0.1f, 2.0f, -1.0f, 1.99f, 0.0f};
+    CHECK_EQ(hearth_sampler_sample(&s, l, NULL), 1);
+    hearth_sampler_deinit(&s);
+}
+
+TEST(sampler_same_seed_same_draws) {
+    float base[16];
+    for (int i = 0; i < 16; i++) base[i] = (float)(i % 5) * 0.3f;
+    int a[200], b[200], c[200];
+    for (int run = 0; run < 3; run++) {
+        hearth_sampling p;
+        hearth_sampling_default(&p);
+        p.seed = run == 2 ? 43 : 42;
+        p.has_seed = 1;
+        hearth_sampler s;
+        CHECK_EQ(hearth_sampler_init(&s, &p, 16, NULL), HEARTH_OK);
+        int *out = run == 0 ? a : run == 1 ? b : c;
+        for (int i = 0; i < 200; i++) out[i] = sample_once(&s, base, 16);
+        hearth_sampler_deinit(&s);
+    }
+    CHECK(memcmp(a, b, sizeof a) == 0);
+    CHECK(memcmp(a, c, sizeof a) != 0);
+}
+
+/* Draw n times; counts[id] */
+static void histogram(const hearth_sampling *p, const float *base, int vocab, int n, int *counts) {
+    hearth_sampler s;
+    memset(counts, 0, sizeof(int) * (size_t)vocab);
+    if (hearth_sampler_init(&s, p, vocab, NULL) != HEARTH_OK) return;
+    for (int i = 0; i < n; i++) counts[sample_once(&s, base, vocab)]++;
+    hearth_sampler_deinit(&s);
+}
+
+TEST(sampler_temperature_one_matches_softmax) {
+    float base[4] = {logf(0.5f), logf(0.25f), logf(0.15f), logf(0.10f)};
+    hearth_sampling p;
+    hearth_sampling_default(&p);
+    p.seed = 7;
+    p.has_seed = 1;
+    int counts[4];
+    histogram(&p, base, 4, 40000, counts);
+    const double want[4] = {0.5, 0.25, 0.15, 0.10};
+    for (int i = 0; i < 4; i++) CHECK_NEAR(counts[i] / 40000.0, want[i], 0.01);
+}
+
+TEST(sampler_low_temperature_sharpens) {
+    float base[3] = {1.0f, 0.5f, 0.0f};
+    hearth_sampling p;
+    hearth_sampling_default(&p);
+    p.temperature = 0.1f;
+    p.seed = 1;
+    p.has_seed = 1;
+    int counts[3];
+    histogram(&p, base, 3, 5000, counts);
+    /* p(top) = 1 / (1 + e^-5 + e^-10) = 0.9932 */
+    CHECK_NEAR(counts[0] / 5000.0, 0.9932, 0.005);
+}
+
+TEST(sampler_top_p_keeps_smallest_prefix) {
+    float base[3] = {logf(0.5f), logf(0.3f), logf(0.2f)};
+    hearth_sampling p;
+    hearth_sampling_default(&p);
+    p.top_p = 0.6f;
+    p.seed = 3;
+    p.has_seed = 1;
+    int counts[3];
+    histogram(&p, base, 3, 4000, counts);
+    CHECK_EQ(counts[2], 0);
+    CHECK_NEAR(counts[0] / 4000.0, 0.5 / 0.8, 0.03); /* renormalised over the kept two */
+}
+
+TEST(sampler_min_p_and_top_k) {
+    float base[4] = {logf(0.4f), logf(0.3f), logf(0.2f), logf(0.1f)};
+    hearth_sampling p;
+    hearth_sampling_default(&p);
+    p.min_p = 0.45f; /* keeps p >= 0.18: tokens 0, 1, 2 */
+    p.seed = 5;
+    p.has_seed = 1;
+    int counts[4];
+    histogram(&p, base, 4, 4000, counts);
+    CHECK_EQ(counts[3], 0);
+    CHECK(counts[2] > 0);
+    p.top_k = 2;
+    histogram(&p, base, 4, 4000, counts);
+    CHECK_EQ(counts[2] + counts[3], 0);
+    CHECK(counts[1] > 0);
+    p.top_k = 1;
+    histogram(&p, base, 4, 500, counts);
+    CHECK_EQ(counts[0], 500);
+}
+
+TEST(sampler_penalties_and_bias) {
+    hearth_sampling p;
+    hearth_sampling_default(&p);
+    p.temperature = 0;
+    p.repetition_penalty = 2.0f;
+    p.presence_penalty = 0.5f;
+    p.frequency_penalty = 0.25f;
+    hearth_logit_bias bias[2] = {{3, 10.0f}, {0, -INFINITY}};
+    p.logit_bias = bias;
+    p.n_logit_bias = 2;
+    hearth_sampler s;
+    CHECK_EQ(hearth_sampler_init(&s, &p, 5, NULL), HEARTH_OK);
+    int32_t prompt[1] = {1};
+    hearth_sampler_accept_prompt(&s, prompt, 1);
+    hearth_sampler_accept(&s, 2);
+    hearth_sampler_accept(&s, 2);
+    float l[5] = {5.0f, 4.0f, -1.0f, 0.0f, 1.0f};
+    CHECK_EQ(hearth_sampler_sample(&s, l, NULL), 3);
+    CHECK(isinf(l[0]) && l[0] < 0);            /* banned */
+    CHECK_NEAR(l[1], 2.0, 1e-6);               /* prompt token: 4 / 2 */
+    CHECK_NEAR(l[2], -2.0 - 0.5 - 0.5, 1e-6);  /* -1 * 2, then presence 0.5 + 2 x 0.25 */
+    CHECK_NEAR(l[3], 10.0, 1e-6);
+    CHECK_NEAR(l[4], 1.0, 1e-6);
+    hearth_sampler_deinit(&s);
+}
+
+TEST(sampler_logprobs) {
+    hearth_sampling p;
+    hearth_sampling_default(&p);
+    p.temperature = 0;
+    p.top_logprobs = 3;
+    hearth_sampler s;
+    CHECK_EQ(hearth_sampler_init(&s, &p, 5, NULL), HEARTH_OK);
+    float l[5] = {1.0f, 3.0f, 2.0f, 0.0f, -1.0f};
+    double z = 0;
+    for (int i = 0; i < 5; i++) z += exp(l[i]);
+    hearth_logprobs lp;
+    CHECK_EQ(hearth_sampler_sample(&s, l, &lp), 1);
+    CHECK_EQ(lp.chosen.id, 1);
+    CHECK_NEAR(lp.chosen.logprob, 3.0 - log(z), 1e-5);
+    CHECK_EQ(lp.n_top, 3);
+    CHECK_EQ(lp.top[0].id, 1);
+    CHECK_EQ(lp.top[1].id, 2);
+    CHECK_EQ(lp.top[2].id, 0);
+    CHECK_NEAR(lp.top[2].logprob, 1.0 - log(z), 1e-5);
+    hearth_sampler_deinit(&s);
+}
+
+TEST(sampler_rejects_bad_settings) {
+    hearth_sampling p;
+    hearth_sampler s;
+    hearth_err err = {0};
+    hearth_sampling_default(&p);
+    p.temperature = -1;
+    CHECK_EQ(hearth_sampler_init(&s, &p, 5, &err), HEARTH_EINVAL);
+    CHECK_CONTAINS(err.msg, "temperature");
+    hearth_sampling_default(&p);
+    p.top_p = 0;
+    CHECK_EQ(hearth_sampler_init(&s, &p, 5, &err), HEARTH_EINVAL);
+    CHECK_CONTAINS(err.msg, "top_p");
+    hearth_sampling_default(&p);
+    hearth_logit_bias b = {7, 1.0f};
+    p.logit_bias = &b;
+    p.n_logit_bias = 1;
+    CHECK_EQ(hearth_sampler_init(&s, &p, 5, &err), HEARTH_EINVAL);
+    CHECK_CONTAINS(err.msg, "token id 7");
+}
