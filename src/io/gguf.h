@@ -21,8 +21,9 @@
  * lengths are kept because token strings may contain NUL bytes. Numeric array
  * data is NOT copied: hearth_gguf_get_arr returns a pointer into the map, which
  * may be unaligned (fine on x86-64 / arm64; use memcpy elsewhere). Tensor data
- * pointers are into the map and aligned to general.alignment relative to the
- * file start (the map itself is page aligned).
+ * pointers are into the map at file offsets that are multiples of
+ * general.alignment; the map is page aligned, so the pointers themselves are
+ * aligned for any alignment up to the page size (32 by default).
  *
  * Lifetime: every pointer handed out (names, strings, array data, tensors)
  * stays valid until hearth_gguf_close. Threading: after open, the object is

@@ -97,8 +97,7 @@ static inline int write_file(const char *path, const void *p, size_t n) {
 
 static inline int write_text(const char *path, const char *s) { return write_file(path, s, strlen(s)); }
 
-/* path of `name` inside the test scratch dir (a static buffer per call site is
- * not needed: the caller passes its own). */
+/* buf = path of `name` inside the test scratch dir; returns buf. */
 static inline const char *tmp_path(char *buf, size_t cap, const char *name) {
     snprintf(buf, cap, "%s/%s", test_tmpdir(), name);
     return buf;
