@@ -1,0 +1,53 @@
+/* matmul.h - y = x W^T on the CPU for every weight type (the op the model's
+ * linear layers call).
+ *
+ *   y[t*N + n] = sum_k x[t*K + k] * W[n, k]     for t < T, n < N
+ *
+ * W has N rows of K elements of type wt, row stride hearth_dtype_row_bytes(wt, K):
+ * a GGUF tensor with ne[0] = K, ne[1] = N as it lies in the file, or an HF
+ * [N][K] safetensors tensor (f32/f16/bf16). x and y are f32, row-major; y must
+ * not overlap x or W.
+ *
+ * Numerics follow llama.cpp's CPU backend: the activations are quantized per
+ * block to q8_0 (q4_0, q8_0 weights), q8_1 (q4_1) or q8_K (q4_K, q6_K) and
+ * dotted with integers; for f16 / bf16 weights the activations are rounded to
+ * f16 / bf16 and dotted in f32; f32 weights use x as is. The result is bit for
+ * bit the same whatever the thread count, the ISA chosen at run time
+ * (AVX-512, AVX2 or scalar) and T (a token's row does not depend on the
+ * other tokens): each output follows one fixed sequence of f32 operations
+ * (see matmul_scalar.c, which spells it out).
+ *
+ * Supported weight types: f32, f16, bf16, q4_0, q4_1, q8_0, q4_K, q6_K.
+ * K must be a positive multiple of the type's block size (32 for q4_0/q4_1/
+ * q8_0, 256 for q4_K/q6_K); the model checks shapes at load, so a violation
+ * here is a programmer error (asserted). */
+#ifndef HEARTH_OPS_CPU_MATMUL_H
+#define HEARTH_OPS_CPU_MATMUL_H
+
+#include "core/dtype.h"
+#include "core/pool.h"
+
+#include <stddef.h>
+
+/* 1 when hearth_cpu_matmul accepts weights of type wt. */
+int hearth_cpu_matmul_supports(hearth_dtype wt);
+
+/* Bytes of scratch hearth_cpu_matmul needs for T tokens of K elements
+ * against weights of type wt (0 for f32 weights, where NULL scratch is fine).
+ * Size it once for the largest T and K at load. */
+size_t hearth_cpu_matmul_scratch_bytes(hearth_dtype wt, int T, int K);
+
+/* y = x W^T (see above). scratch: at least hearth_cpu_matmul_scratch_bytes(wt,
+ * T, K) bytes, 64-byte aligned, owned by the caller and clobbered. pool may be
+ * NULL (the calling thread does all the work). Allocates nothing.
+ * Thread-safety: one call at a time per pool (and per scratch). */
+void hearth_cpu_matmul(hearth_pool *pool, float *y, const float *x, int T, const void *w,
+                       hearth_dtype wt, int K, int N, void *scratch);
+
+/* The plain C reference for the same contract: each weight row dequantized to
+ * f32 and dotted with the unquantized x in f32, in simple loops. Slow; for
+ * tests. */
+void hearth_cpu_matmul_ref(float *y, const float *x, int T, const void *w, hearth_dtype wt,
+                           int K, int N);
+
+#endif
