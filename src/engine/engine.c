@@ -1,0 +1,527 @@
+/* engine.c - engine thread, mailbox, continuous batching, preemption.
+ *
+ * A sequence's known tokens are tokens[0, n_tokens): its prompt, then what it
+ * generated. n_computed of them are in its KV slot. Each step a running
+ * sequence contributes the rows tokens[n_computed, n_computed + chunk); when
+ * the chunk reaches n_tokens its last row's logits give the next token.
+ * Decode is the chunk of one; prefill and recompute after preemption are
+ * longer chunks. So every path is the same forward call.
+ *
+ * Locks: e->mu guards the mailbox, stop flags and stats; s->mu guards a
+ * sequence's event queue and summary. The engine thread alone touches the
+ * model, the KV cache, the waiting list and the running slots. */
+#define _GNU_SOURCE
+#include "engine/engine.h"
+
+#include "core/clock.h"
+#include "core/log.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct hearth_seq {
+    atomic_int refs; /* engine + consumer */
+    atomic_int cancel;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    hearth_token_event *queue; /* ring [cap] */
+    int q_head, q_count, q_cap;
+    int finished;
+    hearth_seq_summary summary;
+
+    /* engine thread only */
+    hearth_gen_request req;
+    int32_t *tokens; /* [n_prompt + max_new] */
+    int n_tokens, n_computed, n_gen, slot;
+    int plan; /* rows planned for the current step */
+    hearth_sampler sampler;
+    double t_submit, t_admit, t_first;
+    hearth_seq *next; /* mailbox / waiting list link */
+};
+
+struct hearth_engine {
+    hearth_model *m;
+    hearth_kv *kv;
+    hearth_engine_opts o;
+    int vocab, max_tokens, ctx;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    hearth_seq *mail_head, *mail_tail; /* submitted, not yet seen by the engine */
+    int n_mail;
+    int stop, no_admission;
+    hearth_engine_stats stats;
+
+    /* engine thread only */
+    hearth_seq *wait_head, *wait_tail;
+    int n_waiting;
+    hearth_seq **running; /* [n_slots], NULL = free slot */
+    int32_t *b_tokens, *b_seq, *b_pos, *b_rows; /* [max_tokens] */
+    hearth_seq **row_seq;                        /* [max_tokens] owner of each logit row */
+    float *logits;                               /* [max_tokens][vocab] */
+};
+
+static void seq_unref(hearth_seq *s) {
+    if (atomic_fetch_sub(&s->refs, 1) != 1) return;
+    hearth_sampler_deinit(&s->sampler);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s->queue);
+    free(s->tokens);
+    free(s->req.prompt);
+    free(s);
+}
+
+/* ---- consumer side ---- */
+
+int hearth_seq_next(hearth_seq *s, hearth_token_event *ev, int timeout_ms) {
+    struct timespec dl;
+    if (timeout_ms >= 0) {
+        clock_gettime(CLOCK_REALTIME, &dl);
+        dl.tv_sec += timeout_ms / 1000;
+        dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        if (dl.tv_nsec >= 1000000000L) dl.tv_sec++, dl.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&s->mu);
+    while (s->q_count == 0 && !s->finished) {
+        if (timeout_ms < 0) {
+            pthread_cond_wait(&s->cv, &s->mu);
+        } else if (pthread_cond_timedwait(&s->cv, &s->mu, &dl) == ETIMEDOUT) {
+            pthread_mutex_unlock(&s->mu);
+            return -1;
+        }
+    }
+    int r = 0;
+    if (s->q_count > 0) {
+        *ev = s->queue[s->q_head];
+        s->q_head = (s->q_head + 1) % s->q_cap;
+        s->q_count--;
+        r = 1;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return r;
+}
+
+void hearth_seq_summary_get(hearth_seq *s, hearth_seq_summary *out) {
+    pthread_mutex_lock(&s->mu);
+    *out = s->summary;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void hearth_seq_cancel(hearth_seq *s) { atomic_store(&s->cancel, 1); }
+
+void hearth_seq_release(hearth_seq *s) {
+    hearth_seq_cancel(s);
+    seq_unref(s);
+}
+
+/* ---- engine side ---- */
+
+static int queue_full(hearth_seq *s) {
+    pthread_mutex_lock(&s->mu);
+    int full = s->q_count == s->q_cap;
+    pthread_mutex_unlock(&s->mu);
+    return full;
+}
+
+static void push_event(hearth_seq *s, const hearth_token_event *ev) {
+    pthread_mutex_lock(&s->mu);
+    HEARTH_ASSERT(s->q_count < s->q_cap);
+    s->queue[(s->q_head + s->q_count) % s->q_cap] = *ev;
+    s->q_count++;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void finish(hearth_engine *e, hearth_seq *s, hearth_finish why, const char *msg) {
+    double now = hearth_time_now();
+    if (s->slot >= 0) {
+        hearth_kv_release_slot(e->kv, s->slot);
+        e->running[s->slot] = NULL;
+        s->slot = -1;
+    }
+    /* Stats first: a consumer that sees the end also sees it counted. */
+    pthread_mutex_lock(&e->mu);
+    if (why == HEARTH_FINISH_CANCELED) e->stats.requests_canceled++;
+    else if (why == HEARTH_FINISH_ERROR) e->stats.requests_error++;
+    else e->stats.requests_ok++;
+    e->stats.tokens_out += s->n_gen;
+    pthread_mutex_unlock(&e->mu);
+    pthread_mutex_lock(&s->mu);
+    hearth_seq_summary *r = &s->summary;
+    r->finish = why;
+    r->n_prompt = s->req.n_prompt;
+    r->n_gen = s->n_gen;
+    double admit = s->t_admit > 0 ? s->t_admit : now, first = s->t_first > 0 ? s->t_first : now;
+    r->queue_s = admit - s->t_submit;
+    r->prefill_s = first - admit;
+    r->decode_s = now - first;
+    if (msg) snprintf(r->error, sizeof r->error, "%s", msg);
+    s->finished = 1;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    seq_unref(s);
+}
+
+static void wait_push_front(hearth_engine *e, hearth_seq *s) {
+    s->next = e->wait_head;
+    e->wait_head = s;
+    if (!e->wait_tail) e->wait_tail = s;
+    e->n_waiting++;
+}
+
+static hearth_seq *wait_pop(hearth_engine *e) {
+    hearth_seq *s = e->wait_head;
+    if (!s) return NULL;
+    e->wait_head = s->next;
+    if (!e->wait_head) e->wait_tail = NULL;
+    s->next = NULL;
+    e->n_waiting--;
+    return s;
+}
+
+/* Free a running sequence's blocks; it resumes later from its tokens. */
+static void preempt(hearth_engine *e, hearth_seq *s) {
+    hearth_kv_release_slot(e->kv, s->slot);
+    e->running[s->slot] = NULL;
+    s->slot = -1;
+    s->n_computed = 0;
+    s->summary.n_preempted++;
+    wait_push_front(e, s);
+    pthread_mutex_lock(&e->mu);
+    e->stats.preemptions++;
+    pthread_mutex_unlock(&e->mu);
+}
+
+static hearth_seq *newest_running(hearth_engine *e) {
+    hearth_seq *best = NULL;
+    for (int i = 0; i < e->o.n_slots; i++) {
+        hearth_seq *s = e->running[i];
+        if (s && (!best || s->t_admit > best->t_admit)) best = s;
+    }
+    return best;
+}
+
+static void drain_mailbox(hearth_engine *e) {
+    pthread_mutex_lock(&e->mu);
+    hearth_seq *m = e->mail_head;
+    e->mail_head = e->mail_tail = NULL;
+    e->n_mail = 0;
+    pthread_mutex_unlock(&e->mu);
+    while (m) {
+        hearth_seq *n = m->next;
+        m->next = NULL;
+        if (e->wait_tail) e->wait_tail->next = m;
+        else e->wait_head = m;
+        e->wait_tail = m;
+        e->n_waiting++;
+        m = n;
+    }
+}
+
+static void retire_canceled(hearth_engine *e) {
+    for (int i = 0; i < e->o.n_slots; i++)
+        if (e->running[i] && atomic_load(&e->running[i]->cancel))
+            finish(e, e->running[i], HEARTH_FINISH_CANCELED, NULL);
+    hearth_seq **pp = &e->wait_head, *prev = NULL;
+    while (*pp) {
+        hearth_seq *s = *pp;
+        if (atomic_load(&s->cancel)) {
+            *pp = s->next;
+            if (e->wait_tail == s) e->wait_tail = prev;
+            e->n_waiting--;
+            finish(e, s, HEARTH_FINISH_CANCELED, NULL);
+        } else {
+            prev = s;
+            pp = &s->next;
+        }
+    }
+}
+
+static void admit(hearth_engine *e) {
+    for (int slot = 0; slot < e->o.n_slots && e->wait_head; slot++) {
+        if (e->running[slot]) continue;
+        hearth_seq *s = e->wait_head;
+        int blocks = (s->n_tokens + hearth_kv_block_size(e->kv)) / hearth_kv_block_size(e->kv);
+        int any_running = 0;
+        for (int i = 0; i < e->o.n_slots; i++) any_running |= e->running[i] != NULL;
+        if (any_running && blocks > hearth_kv_n_free_blocks(e->kv)) break; /* FIFO: no overtaking */
+        wait_pop(e);
+        s->slot = slot;
+        s->n_computed = 0;
+        if (s->t_admit == 0) s->t_admit = hearth_time_now();
+        e->running[slot] = s;
+    }
+}
+
+/* Plan the batch: decode rows first (latency), then prefill chunks, within
+ * the token budget, reserving KV for each; a sequence that cannot get blocks
+ * preempts the newest running one (possibly itself) before any row is
+ * written, so no row ever targets released blocks. */
+static int plan(hearth_engine *e) {
+    int n = 0;
+    for (int i = 0; i < e->o.n_slots; i++)
+        if (e->running[i]) e->running[i]->plan = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < e->o.n_slots && n < e->max_tokens; i++) {
+            hearth_seq *s = e->running[i];
+            if (!s) continue;
+            int todo = s->n_tokens - s->n_computed, is_decode = todo == 1;
+            if (todo <= 0 || is_decode != (pass == 0)) continue;
+            if (queue_full(s)) continue; /* backpressure: paused until the reader catches up */
+            int chunk = todo < e->max_tokens - n ? todo : e->max_tokens - n;
+            hearth_status st;
+            while ((st = hearth_kv_reserve(e->kv, s->slot, s->n_computed + chunk)) == HEARTH_EBUSY) {
+                hearth_seq *victim = newest_running(e);
+                n -= victim->plan;
+                victim->plan = 0;
+                preempt(e, victim);
+                if (victim == s) break;
+            }
+            if (s->slot < 0) continue; /* preempted itself */
+            if (st != HEARTH_OK) {
+                finish(e, s, HEARTH_FINISH_ERROR, "no room in the KV cache");
+                continue;
+            }
+            s->plan = chunk;
+            n += chunk;
+        }
+    }
+    return n;
+}
+
+/* Build one batch, run it, sample. Returns 1 if any work was done. */
+static int step(hearth_engine *e) {
+    if (plan(e) == 0) return 0;
+    int n = 0, n_rows = 0;
+    for (int i = 0; i < e->o.n_slots; i++) {
+        hearth_seq *s = e->running[i];
+        if (!s || s->plan == 0) continue;
+        for (int k = 0; k < s->plan; k++) {
+            e->b_tokens[n + k] = s->tokens[s->n_computed + k];
+            e->b_seq[n + k] = s->slot;
+            e->b_pos[n + k] = s->n_computed + k;
+        }
+        n += s->plan;
+        s->n_computed += s->plan;
+        if (s->n_computed == s->n_tokens) {
+            e->b_rows[n_rows] = n - 1;
+            e->row_seq[n_rows++] = s;
+        }
+    }
+    hearth_err err = {0};
+    hearth_status st = hearth_model_forward(e->m, e->kv, e->b_tokens, e->b_seq, e->b_pos, n, e->b_rows, n_rows,
+                                            e->logits, &err);
+    pthread_mutex_lock(&e->mu);
+    e->stats.steps++;
+    pthread_mutex_unlock(&e->mu);
+    double now = hearth_time_now();
+    for (int r = 0; r < n_rows; r++) {
+        hearth_seq *s = e->row_seq[r];
+        if (s->slot < 0) continue;
+        if (st != HEARTH_OK) {
+            finish(e, s, HEARTH_FINISH_ERROR, err.msg);
+            continue;
+        }
+        hearth_token_event ev = {0};
+        ev.has_logprobs = s->req.want_logprobs;
+        ev.id = hearth_sampler_sample(&s->sampler, e->logits + (size_t)r * e->vocab, ev.has_logprobs ? &ev.lp : NULL);
+        hearth_sampler_accept(&s->sampler, ev.id);
+        if (s->t_first == 0) s->t_first = now;
+        s->tokens[s->n_tokens++] = ev.id;
+        s->n_gen++;
+        push_event(s, &ev);
+        int is_stop = 0;
+        for (int k = 0; k < s->req.n_stop; k++) is_stop |= s->req.stop_ids[k] == ev.id;
+        if (is_stop) finish(e, s, HEARTH_FINISH_STOP, NULL);
+        else if (s->n_gen >= s->req.max_new || s->n_tokens >= e->ctx) finish(e, s, HEARTH_FINISH_LENGTH, NULL);
+    }
+    return 1;
+}
+
+static void *engine_main(void *arg) {
+    hearth_engine *e = arg;
+    for (;;) {
+        pthread_mutex_lock(&e->mu);
+        int any = e->n_waiting > 0 || e->mail_head != NULL;
+        for (int i = 0; i < e->o.n_slots && !any; i++) any = e->running[i] != NULL;
+        while (!any && !e->stop) {
+            pthread_cond_wait(&e->cv, &e->mu);
+            any = e->mail_head != NULL;
+        }
+        int stop = e->stop;
+        pthread_mutex_unlock(&e->mu);
+        drain_mailbox(e);
+        if (stop) {
+            for (int i = 0; i < e->o.n_slots; i++)
+                if (e->running[i]) finish(e, e->running[i], HEARTH_FINISH_CANCELED, "engine stopped");
+            hearth_seq *s;
+            while ((s = wait_pop(e))) finish(e, s, HEARTH_FINISH_CANCELED, "engine stopped");
+            return NULL;
+        }
+        retire_canceled(e);
+        admit(e);
+        pthread_mutex_lock(&e->mu);
+        int running = 0;
+        for (int i = 0; i < e->o.n_slots; i++) running += e->running[i] != NULL;
+        e->stats.running = running;
+        e->stats.waiting = e->n_waiting + e->n_mail;
+        pthread_mutex_unlock(&e->mu);
+        if (!step(e)) {
+            /* Everyone running is paused by backpressure: nap briefly. */
+            struct timespec ts = {0, 200000};
+            if (running) nanosleep(&ts, NULL);
+        }
+    }
+}
+
+hearth_status hearth_engine_new(hearth_engine **out, hearth_model *m, hearth_kv *kv, const hearth_engine_opts *o,
+                                hearth_err *err) {
+    *out = NULL;
+    hearth_engine *e = calloc(1, sizeof *e);
+    if (!e) return hearth_err_set(err, HEARTH_ENOMEM, "engine: out of memory");
+    e->m = m;
+    e->kv = kv;
+    e->o = *o;
+    if (e->o.n_slots <= 0) e->o.n_slots = 1;
+    if (e->o.max_waiting <= 0) e->o.max_waiting = 256;
+    if (e->o.queue_cap <= 0) e->o.queue_cap = 64;
+    e->vocab = hearth_model_config_get(m)->vocab_size;
+    e->max_tokens = hearth_model_max_tokens(m);
+    e->ctx = hearth_kv_max_ctx(kv);
+    size_t T = (size_t)e->max_tokens;
+    e->running = calloc((size_t)e->o.n_slots, sizeof *e->running);
+    e->b_tokens = malloc(T * 4);
+    e->b_seq = malloc(T * 4);
+    e->b_pos = malloc(T * 4);
+    e->b_rows = malloc(T * 4);
+    e->row_seq = malloc(T * sizeof *e->row_seq);
+    e->logits = malloc(T * (size_t)e->vocab * sizeof(float));
+    if (!e->running || !e->b_tokens || !e->b_seq || !e->b_pos || !e->b_rows || !e->row_seq || !e->logits) {
+        hearth_engine_free(e);
+        return hearth_err_set(err, HEARTH_ENOMEM, "engine: out of memory for step buffers");
+    }
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->cv, NULL);
+    if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
+        pthread_mutex_destroy(&e->mu);
+        pthread_cond_destroy(&e->cv);
+        e->thread = 0;
+        hearth_engine_free(e);
+        return hearth_err_set(err, HEARTH_EIO, "engine: cannot start its thread");
+    }
+    pthread_mutex_lock(&e->mu);
+    e->stats.kv_blocks_total = hearth_kv_n_blocks(kv);
+    pthread_mutex_unlock(&e->mu);
+    *out = e;
+    return HEARTH_OK;
+}
+
+void hearth_engine_free(hearth_engine *e) {
+    if (!e) return;
+    if (e->thread) {
+        pthread_mutex_lock(&e->mu);
+        e->stop = 1;
+        pthread_cond_signal(&e->cv);
+        pthread_mutex_unlock(&e->mu);
+        pthread_join(e->thread, NULL);
+        pthread_mutex_destroy(&e->mu);
+        pthread_cond_destroy(&e->cv);
+    }
+    free(e->running);
+    free(e->b_tokens);
+    free(e->b_seq);
+    free(e->b_pos);
+    free(e->b_rows);
+    free(e->row_seq);
+    free(e->logits);
+    free(e);
+}
+
+hearth_status hearth_engine_submit(hearth_engine *e, hearth_gen_request *r, hearth_seq **out, hearth_err *err) {
+    *out = NULL;
+    if (r->n_prompt <= 0) return hearth_err_set(err, HEARTH_EINVAL, "the prompt is empty");
+    if (r->n_prompt >= e->ctx)
+        return hearth_err_set(err, HEARTH_ERANGE,
+                              "the prompt has %d tokens; the context holds %d (prompt plus at least one token)",
+                              r->n_prompt, e->ctx);
+    for (int i = 0; i < r->n_prompt; i++)
+        if (r->prompt[i] < 0 || r->prompt[i] >= e->vocab)
+            return hearth_err_set(err, HEARTH_ERANGE, "prompt token id %d outside the vocabulary [0, %d)",
+                                  r->prompt[i], e->vocab);
+    if (r->max_new <= 0) return hearth_err_set(err, HEARTH_EINVAL, "max_tokens must be at least 1");
+    if (r->max_new > e->ctx - r->n_prompt) r->max_new = e->ctx - r->n_prompt; /* clamp to the room left */
+    hearth_seq *s = calloc(1, sizeof *s);
+    if (!s) return hearth_err_set(err, HEARTH_ENOMEM, "out of memory");
+    hearth_status st = hearth_sampler_init(&s->sampler, &r->sampling, e->vocab, err);
+    if (st != HEARTH_OK) {
+        free(s);
+        return st;
+    }
+    s->q_cap = e->o.queue_cap;
+    s->queue = malloc(sizeof *s->queue * (size_t)s->q_cap);
+    s->tokens = malloc(sizeof *s->tokens * (size_t)(r->n_prompt + r->max_new));
+    if (!s->queue || !s->tokens) {
+        hearth_sampler_deinit(&s->sampler);
+        free(s->queue);
+        free(s->tokens);
+        free(s);
+        return hearth_err_set(err, HEARTH_ENOMEM, "out of memory");
+    }
+    memcpy(s->tokens, r->prompt, sizeof *s->tokens * (size_t)r->n_prompt);
+    hearth_sampler_accept_prompt(&s->sampler, r->prompt, r->n_prompt);
+    s->n_tokens = r->n_prompt;
+    s->slot = -1;
+    s->t_submit = hearth_time_now();
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    atomic_init(&s->refs, 2);
+    atomic_init(&s->cancel, 0);
+    pthread_mutex_lock(&e->mu);
+    if (e->no_admission || e->stop || e->n_mail + e->n_waiting >= e->o.max_waiting) {
+        int closing = e->no_admission || e->stop;
+        e->stats.requests_rejected++;
+        pthread_mutex_unlock(&e->mu);
+        atomic_init(&s->refs, 1);
+        seq_unref(s);
+        return hearth_err_set(err, HEARTH_EBUSY, closing ? "the server is shutting down"
+                                                         : "too many requests waiting; try again later");
+    }
+    s->req = *r;
+    s->req.sampling.logit_bias = NULL; /* the sampler keeps its own copy */
+    r->prompt = NULL;                  /* ownership moved */
+    if (e->mail_tail) e->mail_tail->next = s;
+    else e->mail_head = s;
+    e->mail_tail = s;
+    e->n_mail++;
+    e->stats.tokens_in += s->n_tokens;
+    pthread_cond_signal(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    *out = s;
+    return HEARTH_OK;
+}
+
+void hearth_engine_stats_get(hearth_engine *e, hearth_engine_stats *out) {
+    pthread_mutex_lock(&e->mu);
+    *out = e->stats;
+    pthread_mutex_unlock(&e->mu);
+    out->kv_blocks_free = hearth_kv_n_free_blocks(e->kv); /* a racy read of an int: a gauge */
+}
+
+void hearth_engine_stop_admission(hearth_engine *e) {
+    pthread_mutex_lock(&e->mu);
+    e->no_admission = 1;
+    pthread_mutex_unlock(&e->mu);
+}
+
+int hearth_engine_active(hearth_engine *e) {
+    pthread_mutex_lock(&e->mu);
+    int n = e->stats.running + e->stats.waiting + e->n_mail;
+    pthread_mutex_unlock(&e->mu);
+    return n;
+}

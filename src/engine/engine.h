@@ -1,0 +1,102 @@
+/* engine.h - the engine thread: a mailbox of requests in, a bounded event
+ * queue per sequence out, and a continuous-batching scheduler in between.
+ *
+ * One engine per model. Each step it admits waiting requests into free
+ * sequence slots (FIFO: no starvation), runs the decode rows of running
+ * sequences and chunked prefill of new ones in one forward call within a
+ * token budget, samples each row with its own sampler, and retires finished
+ * or cancelled sequences (their KV blocks go back at once). A lone request
+ * takes the same path: B=1 is not a separate engine. When KV blocks run out
+ * the newest running sequence is preempted (its blocks freed, recomputed
+ * later from its prompt + output so far); its output is unchanged.
+ *
+ * Threads: hearth_engine_submit / hearth_seq_* may be called from any
+ * thread; the model and KV are touched by the engine thread only. */
+#ifndef HEARTH_ENGINE_H
+#define HEARTH_ENGINE_H
+
+#include "engine/kv.h"
+#include "engine/sampler.h"
+#include "model/model.h"
+
+#define HEARTH_MAX_STOP_IDS 32
+
+/* What one request asks of the engine (resolved settings, DESIGN §3). */
+typedef struct {
+    int32_t *prompt; /* malloc'd; ownership moves to the engine on successful submit */
+    int n_prompt;
+    int max_new;     /* > 0 */
+    hearth_sampling sampling; /* logit_bias is copied at submit */
+    int32_t stop_ids[HEARTH_MAX_STOP_IDS];
+    int n_stop;
+    int want_logprobs;
+} hearth_gen_request;
+
+typedef enum {
+    HEARTH_FINISH_NONE = 0, /* still running */
+    HEARTH_FINISH_STOP,     /* a stop id (end of generation) was produced */
+    HEARTH_FINISH_LENGTH,   /* max_new or the context was reached */
+    HEARTH_FINISH_CANCELED, /* cancelled by the consumer or at shutdown */
+    HEARTH_FINISH_ERROR,    /* the engine failed; see summary.error */
+} hearth_finish;
+
+typedef struct {
+    int32_t id;
+    int has_logprobs;
+    hearth_logprobs lp;
+} hearth_token_event;
+
+/* The one terminal result of a sequence (DESIGN §3: settled once, by the engine). */
+typedef struct {
+    hearth_finish finish;
+    int n_prompt, n_gen, n_cached; /* n_cached: prompt tokens served from the prefix cache */
+    double queue_s, prefill_s, decode_s; /* waiting, first-token latency after admission, rest */
+    int n_preempted;
+    char error[256];
+} hearth_seq_summary;
+
+typedef struct {
+    long requests_ok, requests_canceled, requests_error, requests_rejected;
+    long tokens_in, tokens_out, tokens_cached;
+    int running, waiting;
+    int kv_blocks_total, kv_blocks_free, kv_blocks_cached;
+    long prefix_lookups, prefix_hits;
+    long steps, preemptions;
+} hearth_engine_stats;
+
+typedef struct hearth_engine hearth_engine;
+typedef struct hearth_seq hearth_seq;
+
+typedef struct {
+    int n_slots;     /* concurrent sequences (max batch) */
+    int max_waiting; /* mailbox bound; submit beyond it is EBUSY */
+    int queue_cap;   /* per-sequence event queue bound (backpressure) */
+} hearth_engine_opts;
+
+/* Start the engine thread over model + kv (borrowed; outlive the engine). */
+hearth_status hearth_engine_new(hearth_engine **out, hearth_model *m, hearth_kv *kv, const hearth_engine_opts *o,
+                                hearth_err *err);
+/* Cancel everything, join the thread, free. */
+void hearth_engine_free(hearth_engine *e);
+
+/* Validate and enqueue. On HEARTH_OK the prompt now belongs to the engine and
+ * *out is a handle the caller must hearth_seq_release. EBUSY: queue full;
+ * ERANGE: prompt does not fit the context; EINVAL: bad settings (err says). */
+hearth_status hearth_engine_submit(hearth_engine *e, hearth_gen_request *r, hearth_seq **out, hearth_err *err);
+
+/* Next event: 1 = token in *ev, 0 = finished (read the summary), -1 = timed
+ * out (timeout_ms >= 0). */
+int hearth_seq_next(hearth_seq *s, hearth_token_event *ev, int timeout_ms);
+void hearth_seq_summary_get(hearth_seq *s, hearth_seq_summary *out);
+/* Ask the engine to stop this sequence; it frees its KV at the next step. */
+void hearth_seq_cancel(hearth_seq *s);
+/* The consumer is done with the handle (cancels it if still running). */
+void hearth_seq_release(hearth_seq *s);
+
+void hearth_engine_stats_get(hearth_engine *e, hearth_engine_stats *out);
+/* Stop admitting (submit returns EBUSY with "shutting down"). */
+void hearth_engine_stop_admission(hearth_engine *e);
+/* Sequences running or waiting. */
+int hearth_engine_active(hearth_engine *e);
+
+#endif

@@ -1,0 +1,64 @@
+/* generate.c - serial generation over hearth_model_forward. */
+#include "engine/generate.h"
+
+#include "core/clock.h"
+
+#include <stdlib.h>
+
+hearth_status hearth_generate(hearth_model *m, hearth_kv *kv, int slot, const int32_t *prompt, int n_prompt,
+                              int max_new, hearth_sampler *smp, const int32_t *stop_ids, int n_stop, int lp_wanted,
+                              hearth_token_fn fn, void *user, hearth_gen_stats *stats, hearth_err *err) {
+    const hearth_model_config *c = hearth_model_config_get(m);
+    int chunk = hearth_model_max_tokens(m), ctx = hearth_kv_max_ctx(kv);
+    *stats = (hearth_gen_stats){.n_prompt = n_prompt};
+    if (n_prompt <= 0) return hearth_err_set(err, HEARTH_EINVAL, "empty prompt");
+    if (n_prompt >= ctx)
+        return hearth_err_set(err, HEARTH_ERANGE, "prompt of %d tokens does not fit the context of %d", n_prompt,
+                              ctx);
+    if (max_new > ctx - n_prompt) max_new = ctx - n_prompt;
+    float *logits = malloc(sizeof(float) * (size_t)c->vocab_size);
+    int32_t *seq = malloc(sizeof(int32_t) * (size_t)chunk), *pos = malloc(sizeof(int32_t) * (size_t)chunk);
+    hearth_status st = HEARTH_OK;
+    if (!logits || !seq || !pos) {
+        st = hearth_err_set(err, HEARTH_ENOMEM, "generate: out of memory");
+        goto done;
+    }
+    if ((st = hearth_kv_reserve(kv, slot, n_prompt + max_new)) != HEARTH_OK) {
+        st = hearth_err_set(err, st, "generate: no room in the KV cache for %d positions", n_prompt + max_new);
+        goto done;
+    }
+    for (int i = 0; i < chunk; i++) seq[i] = slot;
+    hearth_sampler_accept_prompt(smp, prompt, n_prompt);
+    double t0 = hearth_time_now();
+    for (int p0 = 0; p0 < n_prompt; p0 += chunk) {
+        int n = n_prompt - p0 < chunk ? n_prompt - p0 : chunk;
+        for (int i = 0; i < n; i++) pos[i] = p0 + i;
+        int last = n - 1, want = p0 + n == n_prompt;
+        if ((st = hearth_model_forward(m, kv, prompt + p0, seq, pos, n, &last, want, logits, err))) goto done;
+    }
+    double t1 = hearth_time_now();
+    stats->prefill_s = t1 - t0;
+    int32_t cur;
+    hearth_logprobs lp;
+    for (int i = 0; i < max_new; i++) {
+        if (i > 0) {
+            int32_t p = n_prompt + i - 1, zero = 0;
+            if ((st = hearth_model_forward(m, kv, &cur, seq, &p, 1, &zero, 1, logits, err))) goto done;
+        }
+        cur = hearth_sampler_sample(smp, logits, lp_wanted ? &lp : NULL);
+        hearth_sampler_accept(smp, cur);
+        stats->n_gen++;
+        int is_stop = 0;
+        for (int k = 0; k < n_stop; k++) is_stop |= stop_ids[k] == cur;
+        int halt = fn ? fn(user, cur, lp_wanted ? &lp : NULL) : 0;
+        if (is_stop) stats->stopped_by_id = 1;
+        if (is_stop || halt) break;
+    }
+    stats->decode_s = hearth_time_now() - t1;
+done:
+    hearth_kv_release_slot(kv, slot);
+    free(logits);
+    free(seq);
+    free(pos);
+    return st;
+}

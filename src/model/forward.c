@@ -1,0 +1,80 @@
+/* forward.c - the decoder, written once against the op set.
+ *
+ * One call runs T tokens, each of its own sequence and position, so prefill
+ * (T tokens of one sequence) and batched decode (one token of T sequences)
+ * are the same code. Nothing here allocates or synchronises with the host,
+ * but the final download of the requested logits. */
+#include "model/model_internal.h"
+
+#include <math.h>
+
+hearth_status hearth_model_forward(hearth_model *m, hearth_kv *kv, const int32_t *tokens, const int32_t *seq,
+                                   const int32_t *pos, int T, const int32_t *logit_rows, int n_logit_rows,
+                                   float *logits, hearth_err *err) {
+    const hearth_model_config *c = &m->cfg;
+    const hearth_ops *o = m->ops;
+    void *ctx = m->ops_ctx;
+    if (T <= 0 || T > m->max_tokens || n_logit_rows < 0 || n_logit_rows > T)
+        return hearth_err_set(err, HEARTH_EINVAL, "forward: %d tokens (max %d), %d logit rows", T, m->max_tokens,
+                              n_logit_rows);
+    for (int t = 0; t < T; t++) {
+        if (tokens[t] < 0 || tokens[t] >= c->vocab_size)
+            return hearth_err_set(err, HEARTH_ERANGE, "token id %d out of range [0, %d)", tokens[t], c->vocab_size);
+        if (pos[t] < 0 || pos[t] >= hearth_kv_max_ctx(kv))
+            return hearth_err_set(err, HEARTH_ERANGE, "position %d outside the context (%d)", pos[t],
+                                  hearth_kv_max_ctx(kv));
+    }
+    const int dim = c->hidden_size, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
+    const int qd = nh * hd, kvd = nkv * hd, ffn = c->intermediate_size;
+    const float scale = 1.0f / sqrtf((float)hd);
+    const hearth_kv_view *view = hearth_kv_view_get(kv);
+
+    /* The embedding lookup reads ids on the host side of the CPU backend;
+     * device backends read the uploaded copy. */
+    o->upload(ctx, m->d_tokens, tokens, sizeof(int32_t) * (size_t)T);
+    o->upload(ctx, m->d_seq, seq, sizeof(int32_t) * (size_t)T);
+    o->upload(ctx, m->d_pos, pos, sizeof(int32_t) * (size_t)T);
+
+    /* ARCH SWITCH: gemma scales the embedding by sqrt(dim). */
+    o->embed(ctx, m->x, &m->tok_embd, m->d_tokens, T);
+    for (int l = 0; l < c->n_layers; l++) {
+        const hearth_layer_weights *L = &m->layers[l];
+        o->rmsnorm(ctx, m->xb, m->x, L->attn_norm, T, dim, c->rms_norm_eps);
+        o->matmul(ctx, m->q, m->xb, T, &L->wq);
+        o->matmul(ctx, m->k, m->xb, T, &L->wk);
+        o->matmul(ctx, m->v, m->xb, T, &L->wv);
+        if (L->bq) {
+            o->add_bias(ctx, m->q, L->bq, T, qd);
+            o->add_bias(ctx, m->k, L->bk, T, kvd);
+            o->add_bias(ctx, m->v, L->bv, T, kvd);
+        }
+        if (L->q_norm) {
+            o->rmsnorm(ctx, m->q, m->q, L->q_norm, T * nh, hd, c->rms_norm_eps);
+            o->rmsnorm(ctx, m->k, m->k, L->k_norm, T * nkv, hd, c->rms_norm_eps);
+        }
+        o->rope(ctx, m->q, T, nh, hd, m->d_pos, &m->rope);
+        o->rope(ctx, m->k, T, nkv, hd, m->d_pos, &m->rope);
+        o->kv_write(ctx, view, l, m->k, m->v, T, m->d_seq, m->d_pos);
+        o->attention(ctx, m->att, m->q, T, view, l, m->d_seq, m->d_pos, nh, nkv, hd, scale, c->sliding_window);
+        o->matmul(ctx, m->xb, m->att, T, &L->wo);
+        o->add(ctx, m->x, m->xb, (size_t)T * dim);
+        o->rmsnorm(ctx, m->xb, m->x, L->ffn_norm, T, dim, c->rms_norm_eps);
+        /* ARCH SWITCH: MoE routes each row to its experts here. */
+        o->matmul(ctx, m->hb, m->xb, T, &L->w_gate);
+        o->matmul(ctx, m->hb2, m->xb, T, &L->w_up);
+        o->swiglu(ctx, m->hb, m->hb, m->hb2, T, ffn);
+        o->matmul(ctx, m->xb, m->hb, T, &L->w_down);
+        o->add(ctx, m->x, m->xb, (size_t)T * dim);
+    }
+    if (n_logit_rows == 0) return HEARTH_OK;
+    /* Gather the rows that need logits, then norm + head on those only. */
+    for (int i = 0; i < n_logit_rows; i++) {
+        int r = logit_rows[i];
+        if (r < 0 || r >= T) return hearth_err_set(err, HEARTH_EINVAL, "forward: logit row %d of %d", r, T);
+        o->copy(ctx, m->xb + (size_t)i * dim, m->x + (size_t)r * dim, sizeof(float) * (size_t)dim);
+    }
+    o->rmsnorm(ctx, m->xb, m->xb, m->out_norm, n_logit_rows, dim, c->rms_norm_eps);
+    o->matmul(ctx, m->logits, m->xb, n_logit_rows, &m->output);
+    o->download(ctx, logits, m->logits, sizeof(float) * (size_t)n_logit_rows * c->vocab_size);
+    return HEARTH_OK;
+}

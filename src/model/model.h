@@ -1,0 +1,58 @@
+/* model.h - a decoder-only transformer in memory, written once against the
+ * op set (ops/ops.h) and driven by the config: llama, mistral, qwen2, qwen3.
+ *
+ * Weights come from a GGUF file or an HF model directory (safetensors). On a
+ * host backend they point into the mmapped files; on a device backend they
+ * are uploaded once at load. Switch points for later architectures (gemma's
+ * scaled embeddings and offset norms, MoE feed-forward) are marked
+ * "ARCH SWITCH" in model.c and forward.c. */
+#ifndef HEARTH_MODEL_H
+#define HEARTH_MODEL_H
+
+#include "engine/kv.h"
+#include "io/model_config.h"
+#include "ops/ops.h"
+
+typedef struct hearth_gguf hearth_gguf;
+
+typedef struct {
+    hearth_weight wq, wk, wv, wo;        /* [n_heads*hd, dim], [n_kv*hd, dim] x2, [dim, n_heads*hd] */
+    hearth_weight w_gate, w_up, w_down;  /* [ffn, dim], [ffn, dim], [dim, ffn] */
+    const float *attn_norm, *ffn_norm;   /* [dim] */
+    const float *q_norm, *k_norm;        /* [head_dim] (qwen3) or NULL */
+    const float *bq, *bk, *bv;           /* [n_heads*hd], [n_kv*hd] x2 (qwen2) or NULL */
+} hearth_layer_weights;
+
+typedef struct hearth_model hearth_model;
+
+/* Read only the config of a GGUF file or an HF directory (to size backend
+ * scratch before loading). */
+hearth_status hearth_model_peek_config(const char *path, hearth_model_config *cfg, hearth_err *err);
+
+/* Load a model from a GGUF file or an HF model directory onto a backend.
+ * max_tokens bounds the rows of one forward call (the prefill chunk / batch).
+ * Errors name the file and the tensor at fault. */
+hearth_status hearth_model_load(hearth_model **out, const char *path, const hearth_ops *ops, void *ops_ctx,
+                                int max_tokens, hearth_err *err);
+void hearth_model_free(hearth_model *m);
+
+const hearth_model_config *hearth_model_config_get(const hearth_model *m);
+/* The GGUF the model came from (for its tokenizer and template), or NULL. */
+const hearth_gguf *hearth_model_gguf(const hearth_model *m);
+/* Path as given at load. */
+const char *hearth_model_path(const hearth_model *m);
+/* Bytes of weights read per decoded token (for roofline reports). */
+size_t hearth_model_weight_bytes(const hearth_model *m);
+int hearth_model_kv_dim(const hearth_model *m);
+/* Most tokens one forward call takes (as given at load). */
+int hearth_model_max_tokens(const hearth_model *m);
+
+/* Run T tokens through the model. Token t is tokens[t] at position pos[t] of
+ * the sequence in KV slot seq[t] (positions must be reserved in kv). Writes
+ * the logits of the rows listed in logit_rows (n_logit_rows of them) to
+ * logits, host memory [n_logit_rows][vocab]. T <= max_tokens. Engine thread. */
+hearth_status hearth_model_forward(hearth_model *m, hearth_kv *kv, const int32_t *tokens, const int32_t *seq,
+                                   const int32_t *pos, int T, const int32_t *logit_rows, int n_logit_rows,
+                                   float *logits, hearth_err *err);
+
+#endif

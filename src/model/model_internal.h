@@ -1,0 +1,42 @@
+/* model_internal.h - the hearth_model struct, shared by model.c (load) and
+ * forward.c (the decoder). */
+#ifndef HEARTH_MODEL_INTERNAL_H
+#define HEARTH_MODEL_INTERNAL_H
+
+#include "io/gguf.h"
+#include "io/safetensors.h"
+#include "model/model.h"
+
+struct hearth_model {
+    char *path;
+    hearth_model_config cfg;
+    const hearth_ops *ops;
+    void *ops_ctx;
+    hearth_gguf *gguf;    /* one of the two sources */
+    hearth_st_set *st;
+
+    hearth_weight tok_embd; /* [vocab, dim] */
+    hearth_weight output;   /* [vocab, dim]; the embedding when tied */
+    const float *out_norm;  /* [dim] */
+    hearth_layer_weights *layers;
+    hearth_rope rope;
+    size_t weight_bytes;
+
+    /* Backend allocations made at load (uploaded weights, converted norms,
+     * activations), freed together. */
+    void **owned;
+    int n_owned, cap_owned;
+
+    /* Activations, backend memory, sized for max_tokens rows. */
+    int max_tokens;
+    float *x;      /* [T][dim] residual stream */
+    float *xb;     /* [T][max(dim, q_dim)] */
+    float *q;      /* [T][q_dim] */
+    float *k, *v;  /* [T][kv_dim] */
+    float *att;    /* [T][q_dim] */
+    float *hb, *hb2; /* [T][ffn] */
+    float *logits; /* [T][vocab] */
+    int32_t *d_tokens, *d_seq, *d_pos; /* [T] */
+};
+
+#endif

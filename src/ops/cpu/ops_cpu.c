@@ -1,0 +1,229 @@
+/* ops_cpu.c - the CPU backend table: matmul (ops/cpu/matmul.c) plus the
+ * element-wise ops, rope and paged attention, threaded over the pool.
+ *
+ * Invariant: nothing here allocates; all scratch is sized in ctx_new. */
+#include "ops/cpu/ops_cpu.h"
+
+#include "core/half.h"
+#include "ops/cpu/matmul.h"
+#include "ops/cpu/quant.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct hearth_cpu_ctx {
+    hearth_pool *pool;
+    int max_tokens, max_cols, max_ctx;
+    void *mm_scratch;
+    size_t mm_scratch_bytes;
+    float *att_scratch; /* [n_att_tasks][max_ctx] */
+    int n_att_tasks;
+};
+
+static size_t max_scratch_bytes(int T, int K) {
+    static const hearth_dtype types[] = {HEARTH_DT_F32, HEARTH_DT_F16, HEARTH_DT_BF16, HEARTH_DT_Q4_0,
+                                         HEARTH_DT_Q4_1, HEARTH_DT_Q8_0, HEARTH_DT_Q4_K, HEARTH_DT_Q6_K};
+    size_t m = 0;
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        int k = K;
+        int blk = hearth_dtype_get(types[i])->block;
+        if (k % blk) k += blk - k % blk;
+        size_t b = hearth_cpu_matmul_scratch_bytes(types[i], T, k);
+        if (b > m) m = b;
+    }
+    return m;
+}
+
+hearth_status hearth_cpu_ctx_new(hearth_cpu_ctx **out, int n_threads, int max_tokens, int max_cols,
+                                 int max_ctx, hearth_err *err) {
+    *out = NULL;
+    hearth_cpu_ctx *c = calloc(1, sizeof *c);
+    if (!c) return hearth_err_set(err, HEARTH_ENOMEM, "cpu backend: out of memory");
+    hearth_status st = hearth_pool_new(&c->pool, n_threads, err);
+    if (st != HEARTH_OK) {
+        free(c);
+        return st;
+    }
+    c->max_tokens = max_tokens;
+    c->max_cols = max_cols;
+    c->max_ctx = max_ctx;
+    c->mm_scratch_bytes = max_scratch_bytes(max_tokens, max_cols);
+    c->n_att_tasks = hearth_pool_size(c->pool) * 4;
+    c->mm_scratch = aligned_alloc(64, (c->mm_scratch_bytes + 63) & ~(size_t)63);
+    c->att_scratch = malloc(sizeof(float) * (size_t)c->n_att_tasks * (size_t)max_ctx);
+    if (!c->mm_scratch || !c->att_scratch) {
+        hearth_cpu_ctx_free(c);
+        return hearth_err_set(err, HEARTH_ENOMEM, "cpu backend: cannot allocate scratch for %d tokens",
+                              max_tokens);
+    }
+    *out = c;
+    return HEARTH_OK;
+}
+
+void hearth_cpu_ctx_free(hearth_cpu_ctx *c) {
+    if (!c) return;
+    hearth_pool_free(c->pool);
+    free(c->mm_scratch);
+    free(c->att_scratch);
+    free(c);
+}
+
+hearth_pool *hearth_cpu_ctx_pool(hearth_cpu_ctx *c) { return c->pool; }
+
+static void *cpu_alloc(void *ctx, size_t bytes) { return aligned_alloc(64, (bytes + 63) & ~(size_t)63); }
+static void cpu_free(void *ctx, void *p) { free(p); }
+static void cpu_copy(void *ctx, void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
+
+static void cpu_matmul(void *ctx, float *y, const float *x, int T, const hearth_weight *w) {
+    hearth_cpu_ctx *c = ctx;
+    HEARTH_ASSERT(T <= c->max_tokens && w->cols <= c->max_cols + 255);
+    hearth_cpu_matmul(c->pool, y, x, T, w->data, w->type, w->cols, w->rows, c->mm_scratch);
+}
+
+static void cpu_embed(void *ctx, float *out, const hearth_weight *table, const int32_t *ids, int T) {
+    for (int t = 0; t < T; t++) {
+        const uint8_t *row = (const uint8_t *)table->data + (size_t)ids[t] * table->row_bytes;
+        hearth_cpu_dequantize_row(table->type, row, out + (size_t)t * table->cols, table->cols);
+    }
+}
+
+static void cpu_rmsnorm(void *ctx, float *y, const float *x, const float *w, int n_rows, int dim, float eps) {
+    for (int r = 0; r < n_rows; r++) {
+        const float *xr = x + (size_t)r * dim;
+        float *yr = y + (size_t)r * dim;
+        double ss = 0.0;
+        for (int i = 0; i < dim; i++) ss += (double)xr[i] * xr[i];
+        float s = 1.0f / sqrtf((float)(ss / dim) + eps);
+        for (int i = 0; i < dim; i++) yr[i] = xr[i] * s * w[i];
+    }
+}
+
+static void cpu_rope(void *ctx, float *x, int T, int n_heads, int head_dim, const int32_t *pos,
+                     const hearth_rope *rope) {
+    int half = rope->rot_dim / 2;
+    for (int t = 0; t < T; t++) {
+        for (int i = 0; i < half; i++) {
+            float ang = (float)pos[t] * rope->inv_freq[i];
+            float cs = cosf(ang), sn = sinf(ang);
+            for (int h = 0; h < n_heads; h++) {
+                float *v = x + ((size_t)t * n_heads + h) * head_dim;
+                int a = rope->neox ? i : 2 * i, b = rope->neox ? i + half : 2 * i + 1;
+                float x0 = v[a], x1 = v[b];
+                v[a] = x0 * cs - x1 * sn;
+                v[b] = x0 * sn + x1 * cs;
+            }
+        }
+    }
+}
+
+static void cpu_add_bias(void *ctx, float *y, const float *b, int T, int n) {
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < n; i++) y[(size_t)t * n + i] += b[i];
+}
+
+static void cpu_add(void *ctx, float *y, const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+static void cpu_swiglu(void *ctx, float *out, const float *gate, const float *up, int T, int n) {
+    size_t total = (size_t)T * n;
+    for (size_t i = 0; i < total; i++) {
+        float g = gate[i];
+        out[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
+static inline size_t kv_offset(const hearth_kv_view *kv, int seq, int pos) {
+    int blk = kv->block_table[(size_t)seq * kv->max_blocks_per_seq + pos / kv->block_size];
+    return ((size_t)blk * kv->block_size + (size_t)(pos % kv->block_size)) * kv->kv_dim;
+}
+
+static void cpu_kv_write(void *ctx, const hearth_kv_view *kv, int layer, const float *k, const float *v, int T,
+                         const int32_t *seq, const int32_t *pos) {
+    for (int t = 0; t < T; t++) {
+        size_t off = kv_offset(kv, seq[t], pos[t]);
+        memcpy(kv->k[layer] + off, k + (size_t)t * kv->kv_dim, sizeof(float) * kv->kv_dim);
+        memcpy(kv->v[layer] + off, v + (size_t)t * kv->kv_dim, sizeof(float) * kv->kv_dim);
+    }
+}
+
+typedef struct {
+    hearth_cpu_ctx *c;
+    float *out;
+    const float *q;
+    const hearth_kv_view *kv;
+    int layer, T, n_heads, n_kv_heads, head_dim, window;
+    const int32_t *seq, *pos;
+    float scale;
+} att_job;
+
+/* One (token, head) pair: two passes over the positions (scores, then the
+ * weighted sum of V), the exact softmax with max subtraction. */
+static void att_one(const att_job *j, int t, int h, float *scores) {
+    const hearth_kv_view *kv = j->kv;
+    int hd = j->head_dim, kvh = h / (j->n_heads / j->n_kv_heads);
+    const float *q = j->q + ((size_t)t * j->n_heads + h) * hd;
+    float *o = j->out + ((size_t)t * j->n_heads + h) * hd;
+    int p_end = j->pos[t], p0 = j->window > 0 ? p_end - j->window + 1 : 0;
+    if (p0 < 0) p0 = 0;
+    float mx = -INFINITY;
+    for (int p = p0; p <= p_end; p++) {
+        const float *k = j->kv->k[j->layer] + kv_offset(kv, j->seq[t], p) + (size_t)kvh * hd;
+        float s = 0.0f;
+        for (int i = 0; i < hd; i++) s += q[i] * k[i];
+        s *= j->scale;
+        scores[p - p0] = s;
+        if (s > mx) mx = s;
+    }
+    float sum = 0.0f;
+    for (int p = p0; p <= p_end; p++) {
+        float e = expf(scores[p - p0] - mx);
+        scores[p - p0] = e;
+        sum += e;
+    }
+    float inv = 1.0f / sum;
+    for (int i = 0; i < hd; i++) o[i] = 0.0f;
+    for (int p = p0; p <= p_end; p++) {
+        const float *v = j->kv->v[j->layer] + kv_offset(kv, j->seq[t], p) + (size_t)kvh * hd;
+        float a = scores[p - p0] * inv;
+        for (int i = 0; i < hd; i++) o[i] += a * v[i];
+    }
+}
+
+static void att_task(void *ctx, int task, int n_tasks) {
+    const att_job *j = ctx;
+    int total = j->T * j->n_heads;
+    int lo = (int)((long)total * task / n_tasks), hi = (int)((long)total * (task + 1) / n_tasks);
+    float *scores = j->c->att_scratch + (size_t)task * j->c->max_ctx;
+    for (int w = lo; w < hi; w++) att_one(j, w / j->n_heads, w % j->n_heads, scores);
+}
+
+static void cpu_attention(void *ctx, float *out, const float *q, int T, const hearth_kv_view *kv, int layer,
+                          const int32_t *seq, const int32_t *pos, int n_heads, int n_kv_heads, int head_dim,
+                          float scale, int window) {
+    hearth_cpu_ctx *c = ctx;
+    att_job j = {c, out, q, kv, layer, T, n_heads, n_kv_heads, head_dim, window, seq, pos, scale};
+    for (int t = 0; t < T; t++) HEARTH_ASSERT(pos[t] < c->max_ctx);
+    int n_tasks = T * n_heads < c->n_att_tasks ? T * n_heads : c->n_att_tasks;
+    hearth_pool_run(c->pool, att_task, &j, n_tasks);
+}
+
+const hearth_ops hearth_cpu_ops = {
+    .name = "cpu",
+    .host_memory = 1,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .copy = cpu_copy,
+    .matmul = cpu_matmul,
+    .embed = cpu_embed,
+    .rmsnorm = cpu_rmsnorm,
+    .rope = cpu_rope,
+    .add_bias = cpu_add_bias,
+    .add = cpu_add,
+    .swiglu = cpu_swiglu,
+    .kv_write = cpu_kv_write,
+    .attention = cpu_attention,
+};

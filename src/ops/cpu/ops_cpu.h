@@ -1,0 +1,21 @@
+/* ops_cpu.h - the CPU backend of the op set (ops/ops.h). */
+#ifndef HEARTH_OPS_CPU_H
+#define HEARTH_OPS_CPU_H
+
+#include "core/pool.h"
+#include "ops/ops.h"
+
+typedef struct hearth_cpu_ctx hearth_cpu_ctx;
+
+/* A CPU backend context: a thread pool (n_threads as hearth_pool_new: 0 = one
+ * per core) and scratch sized for batches of up to max_tokens rows of up to
+ * max_cols inputs, and attention over up to max_ctx positions. The ctx is the
+ * `ctx` argument of every op in hearth_cpu_ops. One thread at a time. */
+hearth_status hearth_cpu_ctx_new(hearth_cpu_ctx **out, int n_threads, int max_tokens, int max_cols,
+                                 int max_ctx, hearth_err *err);
+void hearth_cpu_ctx_free(hearth_cpu_ctx *c);
+hearth_pool *hearth_cpu_ctx_pool(hearth_cpu_ctx *c);
+
+extern const hearth_ops hearth_cpu_ops;
+
+#endif
