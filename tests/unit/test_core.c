@@ -77,3 +77,31 @@ TEST(pool_runs_every_task_once) {
     free(c);
     hearth_pool_free(p);
 }
+
+#include "core/sha256.h"
+
+static void hex(const uint8_t d[32], char out[65]) {
+    for (int i = 0; i < 32; i++) sprintf(out + 2 * i, "%02x", d[i]);
+}
+
+TEST(sha256_known_answers) {
+    uint8_t d[32];
+    char h[65];
+    hearth_sha256 s;
+    hearth_sha256_init(&s);
+    hearth_sha256_final(&s, d);
+    hex(d, h);
+    CHECK_STR(h, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    hearth_sha256_init(&s);
+    hearth_sha256_update(&s, "abc", 3);
+    hearth_sha256_final(&s, d);
+    hex(d, h);
+    CHECK_STR(h, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    /* two blocks, fed in uneven pieces */
+    const char *m = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+    hearth_sha256_init(&s);
+    for (size_t i = 0; i < strlen(m); i += 7) hearth_sha256_update(&s, m + i, strlen(m) - i < 7 ? strlen(m) - i : 7);
+    hearth_sha256_final(&s, d);
+    hex(d, h);
+    CHECK_STR(h, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+}
