@@ -11,6 +11,7 @@ typedef struct {
 } cli_verb;
 
 int cmd_devices(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
 
 /* Shared helpers for verbs. */
 /* Print "hearth VERB: message" and return 2 (usage error). */

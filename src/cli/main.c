@@ -11,6 +11,7 @@
 
 static const cli_verb VERBS[] = {
     {"devices", "list the CPU features and GPUs hearth can use", cmd_devices},
+    {"tokenize", "show the token ids a model's tokenizer gives a text", cmd_tokenize},
 };
 enum { N_VERBS = sizeof VERBS / sizeof VERBS[0] };
 
