@@ -86,5 +86,14 @@ run: $(SETUP_STAMP)
 	$(MAKE) all
 	./$(BIN) run models/SmolLM2-135M-Instruct.Q4_1.gguf "Tell me about the hearth." -n 64
 
+# Microbenchmarks: build and run bench/bench_matmul.c (prints, never fails on a time).
+bench:
+	$(MAKE) $(BUILD)/bench_matmul
+	./$(BUILD)/bench_matmul
+
+$(BUILD)/bench_matmul: bench/bench_matmul.c $(BUILD)/libhearth.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SAN) -o $@ $< $(BUILD)/libhearth.a $(LDLIBS)
+
 clean:
 	rm -rf build build-asan hearth hearth-asan

@@ -1,5 +1,327 @@
-/* matmul_avx512.c - AVX-512 (F, BW, VL, DQ, VNNI) kernels.
- * Compiled for that target per function, chosen at run time (matmul.c). */
+/* matmul_avx512.c - AVX-512 (F, BW, VL, DQ, VNNI) kernels, chosen at run time
+ * (matmul.c); the whole file is compiled for that target.
+ *
+ * Each kernel reproduces the f32 operation order of matmul_scalar.c exactly:
+ *  - quantized weights, "lane = row": 16 weight rows are processed together;
+ *    per block, each row's exact integer dot comes out of VPDPBUSD partial
+ *    sums and a fixed transpose-add tree into lane r of one vector, and one
+ *    vector FMA per block does acc_r = fma(dw_r * dx, isum_r, acc_r) for all
+ *    16 rows. The weight codes enter VPDPBUSD as the unsigned operand: q4
+ *    nibbles as they are, q8 codes xor 0x80 (= q + 128); the offsets
+ *    (-8 resp. +128 times the activation block sum) are removed in integers.
+ *  - float weights, "lane = k mod 16": each (row, token) pair keeps one
+ *    16-lane FMA chain over k, reduced by the pairwise tree at the end. */
+#include "core/half.h"
 #include "ops/cpu/matmul_impl.h"
+#include "ops/cpu/quant.h"
 
-const mm_isa hearth_cpu_mm_avx512 = {.name = "avx512"};
+#include <immintrin.h>
+#include <string.h>
+
+#pragma GCC target("avx2,fma,f16c,bmi,bmi2,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")
+
+#define INLINE static inline __attribute__((always_inline))
+/* Small fixed-count loops must unroll so their arrays live in registers. */
+#define UNROLL _Pragma("GCC unroll 16")
+
+enum { GEMV_T = 4 }; /* tokens sharing one pass over a 16-row group */
+
+/* ---- activations ------------------------------------------------------------ */
+
+static void act_q8_01(const float *x, const mm_act *a, int t0, int t1) {
+    const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    for (int t = t0; t < t1; t++) {
+        const float *xt = x + (size_t)t * a->K;
+        int8_t *q = a->qs + (size_t)t * a->qs_stride;
+        size_t o = (size_t)t * a->nb_stride;
+        for (int b = 0; b < a->nb; b++, xt += 32, q += 32) {
+            __m512 v0 = _mm512_loadu_ps(xt), v1 = _mm512_loadu_ps(xt + 16);
+            float amax = _mm512_reduce_max_ps(
+                _mm512_max_ps(_mm512_and_ps(v0, absmask), _mm512_and_ps(v1, absmask)));
+            float d = amax / 127.f, id = amax != 0.f ? 127.f / amax : 0.f;
+            __m512 vid = _mm512_set1_ps(id);
+            __m128i q0 = _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v0, vid)));
+            __m128i q1 = _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v1, vid)));
+            _mm_storeu_si128((__m128i *)(void *)q, q0);
+            _mm_storeu_si128((__m128i *)(void *)(q + 16), q1);
+            int sum = _mm512_reduce_add_epi32(_mm512_add_epi32(_mm512_cvtepi8_epi32(q0), _mm512_cvtepi8_epi32(q1)));
+            a->d[o + b] = _cvtsh_ss(_cvtss_sh(d, 0));
+            a->isum[o + b] = sum;
+            if (a->s) a->s[o + b] = _cvtsh_ss(_cvtss_sh(d * (float)sum, 0));
+        }
+    }
+}
+
+static void act_f16(const float *x, const mm_act *a, int t0, int t1) {
+    for (int t = t0; t < t1; t++) {
+        const float *xt = x + (size_t)t * a->K;
+        float *f = a->f + (size_t)t * a->f_stride;
+        for (int k = 0; k < a->K; k += 16) {
+            __mmask16 m = a->K - k >= 16 ? 0xffff : (__mmask16)((1u << (a->K - k)) - 1);
+            __m512 v = _mm512_maskz_loadu_ps(m, xt + k);
+            _mm512_mask_storeu_ps(f + k, m, _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT)));
+        }
+    }
+}
+
+static void act_bf16(const float *x, const mm_act *a, int t0, int t1) {
+    const __m512i lsb = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7fff);
+    const __m512i hi = _mm512_set1_epi32((int)0xffff0000u), quiet = _mm512_set1_epi32(0x00400000);
+    const __m512i absm = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+    for (int t = t0; t < t1; t++) {
+        const float *xt = x + (size_t)t * a->K;
+        float *f = a->f + (size_t)t * a->f_stride;
+        for (int k = 0; k < a->K; k += 16) {
+            __mmask16 m = a->K - k >= 16 ? 0xffff : (__mmask16)((1u << (a->K - k)) - 1);
+            __m512i u = _mm512_castps_si512(_mm512_maskz_loadu_ps(m, xt + k));
+            __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(bias, _mm512_and_si512(_mm512_srli_epi32(u, 16), lsb)));
+            __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, absm), inf);
+            r = _mm512_mask_or_epi32(r, nan, u, quiet);
+            _mm512_mask_storeu_ps(f + k, m, _mm512_castsi512_ps(_mm512_and_si512(r, hi)));
+        }
+    }
+}
+
+/* ---- quantized weights: helpers ----------------------------------------------- */
+
+/* Row pointers of a group of 16 (rows past the end repeat the last one) and
+ * their byte offsets from row 0, for gathers. */
+typedef struct {
+    const uint8_t *p[16];
+    __m512i off;
+    __mmask16 store;
+} rows16;
+
+INLINE void rows16_init(rows16 *g, const mm_job *j, int n, int nr) {
+    int32_t off[16];
+    UNROLL for (int r = 0; r < 16; r++) {
+        int rr = r < nr ? r : nr - 1;
+        g->p[r] = j->w + (size_t)(n + rr) * j->row_bytes;
+        off[r] = (int32_t)((size_t)rr * j->row_bytes);
+    }
+    g->off = _mm512_loadu_si512(off);
+    g->store = (__mmask16)((1u << nr) - 1);
+}
+
+/* The f16 at byte offset o of each of the 16 rows, as f32. */
+INLINE __m512 gather_f16(const rows16 *g, size_t o) {
+    __m512i v = _mm512_i32gather_epi32(g->off, g->p[0] + o, 1);
+    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v));
+}
+
+INLINE __m512i load2x256(const uint8_t *a, const uint8_t *b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)a)),
+                              _mm256_loadu_si256((const __m256i *)(const void *)b), 1);
+}
+
+INLINE __m512i load4x128(const uint8_t *a, const uint8_t *b, const uint8_t *c, const uint8_t *d) {
+    __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(const void *)a));
+    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)b), 1);
+    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)c), 2);
+    return _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)d), 3);
+}
+
+/* p[i] holds 4 dword partial sums per 128-bit chunk; returns, per chunk c,
+ * lane i = the sum of p[i]'s chunk c. */
+INLINE __m512i reduce4(__m512i p0, __m512i p1, __m512i p2, __m512i p3) {
+    __m512i s01 = _mm512_add_epi32(_mm512_unpacklo_epi32(p0, p1), _mm512_unpackhi_epi32(p0, p1));
+    __m512i s23 = _mm512_add_epi32(_mm512_unpacklo_epi32(p2, p3), _mm512_unpackhi_epi32(p2, p3));
+    return _mm512_add_epi32(_mm512_unpacklo_epi64(s01, s23), _mm512_unpackhi_epi64(s01, s23));
+}
+
+/* p[i] (i < 4) holds rows i (lanes 0-7) and i+4 (lanes 8-15), p[4+i] rows
+ * 8+i and 12+i; returns lane r = the sum of row r's 8 lanes. */
+INLINE __m512i reduce8(const __m512i *p) {
+    __m512i u0 = reduce4(p[0], p[1], p[2], p[3]), u1 = reduce4(p[4], p[5], p[6], p[7]);
+    __m512i a = _mm512_shuffle_i32x4(u0, u1, _MM_SHUFFLE(2, 0, 2, 0));
+    __m512i b = _mm512_shuffle_i32x4(u0, u1, _MM_SHUFFLE(3, 1, 3, 1));
+    return _mm512_add_epi32(a, b);
+}
+
+INLINE void store_rows(const mm_job *j, const rows16 *g, int n, int t, __m512 acc) {
+    _mm512_mask_storeu_ps(j->y + (size_t)t * j->N + n, g->store, acc);
+}
+
+/* ---- q8_0 ----------------------------------------------------------------------- */
+
+INLINE void gemv_q8_0(const mm_job *j, int n, int nr, int t0, const int tt) {
+    const mm_act *a = j->a;
+    rows16 g;
+    rows16_init(&g, j, n, nr);
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    __m512 acc[GEMV_T];
+    UNROLL for (int c = 0; c < tt; c++) acc[c] = _mm512_setzero_ps();
+    for (int b = 0; b < a->nb; b++) {
+        size_t o = (size_t)b * sizeof(hearth_block_q8_0);
+        __m512 dw = gather_f16(&g, o);
+        __m512i wv[8];
+        UNROLL for (int i = 0; i < 4; i++) {
+            wv[i] = _mm512_xor_si512(load2x256(g.p[i] + o + 2, g.p[i + 4] + o + 2), flip);
+            wv[4 + i] = _mm512_xor_si512(load2x256(g.p[8 + i] + o + 2, g.p[12 + i] + o + 2), flip);
+        }
+        UNROLL for (int c = 0; c < tt; c++) {
+            int t = t0 + c;
+            const int8_t *xq = a->qs + (size_t)t * a->qs_stride + 32 * b;
+            size_t xo = (size_t)t * a->nb_stride + b;
+            __m512i xb = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)xq));
+            __m512i p[8];
+            UNROLL for (int i = 0; i < 8; i++) p[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wv[i], xb);
+            __m512i isum = _mm512_sub_epi32(reduce8(p), _mm512_set1_epi32(128 * a->isum[xo]));
+            __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(a->d[xo]));
+            acc[c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum), acc[c]);
+        }
+    }
+    UNROLL for (int c = 0; c < tt; c++) store_rows(j, &g, n, t0 + c, acc[c]);
+}
+
+/* ---- q4_0 / q4_1 ---------------------------------------------------------------- */
+
+/* is_q4_1: 0 for q4_0 (codes - 8), 1 for q4_1 (codes, plus the min term). */
+INLINE void gemv_q4(const mm_job *j, int n, int nr, int t0, const int tt, const int is_q4_1) {
+    const mm_act *a = j->a;
+    const size_t bb = is_q4_1 ? sizeof(hearth_block_q4_1) : sizeof(hearth_block_q4_0), qo = is_q4_1 ? 4 : 2;
+    rows16 g;
+    rows16_init(&g, j, n, nr);
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    __m512 acc[GEMV_T];
+    UNROLL for (int c = 0; c < tt; c++) acc[c] = _mm512_setzero_ps();
+    for (int b = 0; b < a->nb; b++) {
+        size_t o = (size_t)b * bb;
+        __m512 dw, mw = _mm512_setzero_ps();
+        if (is_q4_1) {
+            __m512i v = _mm512_i32gather_epi32(g.off, g.p[0] + o, 1);
+            dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v));
+            mw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(v, 16)));
+        } else {
+            dw = gather_f16(&g, o);
+        }
+        /* vector i: rows i, i+4, i+8, i+12 in its four 128-bit chunks */
+        __m512i lo[4], hi[4];
+        UNROLL for (int i = 0; i < 4; i++) {
+            __m512i z = load4x128(g.p[i] + o + qo, g.p[i + 4] + o + qo, g.p[i + 8] + o + qo, g.p[i + 12] + o + qo);
+            lo[i] = _mm512_and_si512(z, low4);
+            hi[i] = _mm512_and_si512(_mm512_srli_epi16(z, 4), low4);
+        }
+        UNROLL for (int c = 0; c < tt; c++) {
+            int t = t0 + c;
+            const int8_t *xq = a->qs + (size_t)t * a->qs_stride + 32 * b;
+            size_t xo = (size_t)t * a->nb_stride + b;
+            __m512i xl = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)xq));
+            __m512i xh = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)(xq + 16)));
+            __m512i p[4];
+            UNROLL for (int i = 0; i < 4; i++)
+                p[i] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[i], xl), hi[i], xh);
+            __m512i isum = reduce4(p[0], p[1], p[2], p[3]);
+            if (!is_q4_1) isum = _mm512_sub_epi32(isum, _mm512_set1_epi32(8 * a->isum[xo]));
+            __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(a->d[xo]));
+            acc[c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum), acc[c]);
+            if (is_q4_1) acc[c] = _mm512_fmadd_ps(mw, _mm512_set1_ps(a->s[xo]), acc[c]);
+        }
+    }
+    UNROLL for (int c = 0; c < tt; c++) store_rows(j, &g, n, t0 + c, acc[c]);
+}
+
+/* Each row group of 16, tokens GEMV_T at a time. */
+#define ROWS_GEMV(name, call)                                                          \
+    static void name(const mm_job *j, int n0, int n1) {                                \
+        for (int n = n0; n < n1; n += 16) {                                            \
+            int nr = n1 - n < 16 ? n1 - n : 16;                                        \
+            for (int t0 = 0; t0 < j->T; t0 += GEMV_T) {                                \
+                switch (j->T - t0 < GEMV_T ? j->T - t0 : GEMV_T) {                     \
+                case 1: call(1); break;                                                \
+                case 2: call(2); break;                                                \
+                case 3: call(3); break;                                                \
+                default: call(4); break;                                               \
+                }                                                                      \
+            }                                                                          \
+        }                                                                              \
+    }
+#define CALL_Q8_0(tt) gemv_q8_0(j, n, nr, t0, tt)
+#define CALL_Q4_0(tt) gemv_q4(j, n, nr, t0, tt, 0)
+#define CALL_Q4_1(tt) gemv_q4(j, n, nr, t0, tt, 1)
+ROWS_GEMV(rows_q8_0, CALL_Q8_0)
+ROWS_GEMV(rows_q4_0, CALL_Q4_0)
+ROWS_GEMV(rows_q4_1, CALL_Q4_1)
+
+/* ---- float weights ---------------------------------------------------------------- */
+
+enum { W_F32, W_F16, W_BF16 };
+
+INLINE __m512 load_w(const uint8_t *row, int k, __mmask16 m, const int wt) {
+    if (wt == W_F32) return _mm512_maskz_loadu_ps(m, (const float *)(const void *)row + k);
+    __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)(const void *)row + k);
+    if (wt == W_F16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* The pairwise tree of matmul_scalar.c: (l, l+8), (l, l+4), (l, l+2), (0, 1). */
+INLINE float tree16(__m512 a) {
+    __m256 b = _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
+    __m128 c = _mm_add_ps(_mm256_castps256_ps128(b), _mm256_extractf128_ps(b, 1));
+    __m128 d = _mm_add_ps(c, _mm_movehl_ps(c, c));
+    return _mm_cvtss_f32(_mm_add_ss(d, _mm_movehdup_ps(d)));
+}
+
+/* A tile of R rows x C tokens (R, C <= 4): 16-lane FMA chains over k. */
+INLINE void ftile(const mm_job *j, int n, const int R, int t0, const int C, const int wt) {
+    const uint8_t *w[4];
+    const float *x[4];
+    UNROLL for (int r = 0; r < R; r++) w[r] = j->w + (size_t)(n + r) * j->row_bytes;
+    UNROLL for (int c = 0; c < C; c++)
+        x[c] = wt == W_F32 ? j->x + (size_t)(t0 + c) * j->K : j->a->f + (size_t)(t0 + c) * j->a->f_stride;
+    __m512 acc[4][4];
+    UNROLL for (int r = 0; r < R; r++)
+        UNROLL for (int c = 0; c < C; c++) acc[r][c] = _mm512_setzero_ps();
+    int K = j->K, k = 0;
+    for (; k + 16 <= K; k += 16) {
+        __m512 wv[4], xv[4];
+        UNROLL for (int r = 0; r < R; r++) wv[r] = load_w(w[r], k, 0xffff, wt);
+        UNROLL for (int c = 0; c < C; c++) xv[c] = _mm512_loadu_ps(x[c] + k);
+        UNROLL for (int r = 0; r < R; r++)
+            UNROLL for (int c = 0; c < C; c++) acc[r][c] = _mm512_fmadd_ps(wv[r], xv[c], acc[r][c]);
+    }
+    if (k < K) { /* masked lanes stay as they are: fma(0, 0, acc) == acc */
+        __mmask16 m = (__mmask16)((1u << (K - k)) - 1);
+        __m512 wv[4], xv[4];
+        UNROLL for (int r = 0; r < R; r++) wv[r] = load_w(w[r], k, m, wt);
+        UNROLL for (int c = 0; c < C; c++) xv[c] = _mm512_maskz_loadu_ps(m, x[c] + k);
+        UNROLL for (int r = 0; r < R; r++)
+            UNROLL for (int c = 0; c < C; c++) acc[r][c] = _mm512_fmadd_ps(wv[r], xv[c], acc[r][c]);
+    }
+    UNROLL for (int r = 0; r < R; r++)
+        UNROLL for (int c = 0; c < C; c++) j->y[(size_t)(t0 + c) * j->N + n + r] = tree16(acc[r][c]);
+}
+
+INLINE void frows(const mm_job *j, int n0, int n1, const int wt) {
+    for (int t0 = 0; t0 < j->T; t0 += 4) {
+        int C = j->T - t0 < 4 ? j->T - t0 : 4;
+        int n = n0;
+        for (; n + 4 <= n1; n += 4) {
+            switch (C) {
+            case 1: ftile(j, n, 4, t0, 1, wt); break;
+            case 2: ftile(j, n, 4, t0, 2, wt); break;
+            case 3: ftile(j, n, 4, t0, 3, wt); break;
+            default: ftile(j, n, 4, t0, 4, wt); break;
+            }
+        }
+        for (; n < n1; n++) {
+            switch (C) {
+            case 1: ftile(j, n, 1, t0, 1, wt); break;
+            case 2: ftile(j, n, 1, t0, 2, wt); break;
+            case 3: ftile(j, n, 1, t0, 3, wt); break;
+            default: ftile(j, n, 1, t0, 4, wt); break;
+            }
+        }
+    }
+}
+
+static void rows_f32(const mm_job *j, int n0, int n1) { frows(j, n0, n1, W_F32); }
+static void rows_f16(const mm_job *j, int n0, int n1) { frows(j, n0, n1, W_F16); }
+static void rows_bf16(const mm_job *j, int n0, int n1) { frows(j, n0, n1, W_BF16); }
+
+const mm_isa hearth_cpu_mm_avx512 = {
+    .name = "avx512",
+    .rows = {[MM_F32] = rows_f32, [MM_F16] = rows_f16, [MM_BF16] = rows_bf16, [MM_Q4_0] = rows_q4_0,
+             [MM_Q4_1] = rows_q4_1, [MM_Q8_0] = rows_q8_0},
+    .act = {[ACT_F16] = act_f16, [ACT_BF16] = act_bf16, [ACT_Q8_0] = act_q8_01, [ACT_Q8_1] = act_q8_01},
+};
