@@ -6,6 +6,7 @@
 #include "core/pool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -16,7 +17,10 @@
 #define cpu_relax() ((void)0)
 #endif
 
-enum { SPIN_ITERS = 1 << 15 };
+/* Spin briefly (pause), then yield the core (the machine may be
+ * oversubscribed: a spinning thread must not starve the one it waits for),
+ * then sleep on the condition variable. */
+enum { SPIN_PAUSES = 1 << 10, SPIN_YIELDS = 1 << 8 };
 
 struct hearth_pool {
     int n_threads; /* including the caller */
@@ -52,8 +56,12 @@ static void *worker_main(void *arg) {
         unsigned g;
         int spins = 0;
         while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen) {
-            if (++spins < SPIN_ITERS) {
+            if (++spins < SPIN_PAUSES) {
                 cpu_relax();
+                continue;
+            }
+            if (spins < SPIN_PAUSES + SPIN_YIELDS) {
+                sched_yield();
                 continue;
             }
             pthread_mutex_lock(&p->mu);
@@ -130,5 +138,8 @@ void hearth_pool_run(hearth_pool *p, hearth_pool_fn fn, void *ctx, int n_tasks) 
     pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
     drain_tasks(p);
-    while (atomic_load_explicit(&p->workers_done, memory_order_acquire) < p->n_threads - 1) cpu_relax();
+    for (int spins = 0; atomic_load_explicit(&p->workers_done, memory_order_acquire) < p->n_threads - 1; spins++) {
+        if (spins < SPIN_PAUSES) cpu_relax();
+        else sched_yield();
+    }
 }

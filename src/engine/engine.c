@@ -15,6 +15,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/sha256.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -250,11 +251,21 @@ static void admit(hearth_engine *e) {
         int blocks = (s->n_tokens + hearth_kv_block_size(e->kv)) / hearth_kv_block_size(e->kv);
         int any_running = 0;
         for (int i = 0; i < e->o.n_slots; i++) any_running |= e->running[i] != NULL;
-        if (any_running && blocks > hearth_kv_n_free_blocks(e->kv)) break; /* FIFO: no overtaking */
+        if (any_running && blocks > hearth_kv_n_available_blocks(e->kv)) break; /* FIFO: no overtaking */
         wait_pop(e);
         s->slot = slot;
-        s->n_computed = 0;
-        if (s->t_admit == 0) s->t_admit = hearth_time_now();
+        s->n_computed = hearth_kv_prefix_acquire(e->kv, slot, s->tokens, s->n_tokens);
+        if (s->t_admit == 0) { /* first admission: the prompt's cache hit is what usage reports */
+            s->t_admit = hearth_time_now();
+            pthread_mutex_lock(&s->mu);
+            s->summary.n_cached = s->n_computed;
+            pthread_mutex_unlock(&s->mu);
+            pthread_mutex_lock(&e->mu);
+            e->stats.prefix_lookups++;
+            e->stats.prefix_hits += s->n_computed > 0;
+            e->stats.tokens_cached += s->n_computed;
+            pthread_mutex_unlock(&e->mu);
+        }
         e->running[slot] = s;
     }
 }
@@ -320,6 +331,11 @@ static int step(hearth_engine *e) {
     pthread_mutex_lock(&e->mu);
     e->stats.steps++;
     pthread_mutex_unlock(&e->mu);
+    if (st == HEARTH_OK) /* full blocks computed this step join the prefix cache */
+        for (int i = 0; i < e->o.n_slots; i++) {
+            hearth_seq *s = e->running[i];
+            if (s && s->plan) hearth_kv_prefix_commit(e->kv, s->slot, s->tokens, s->n_computed);
+        }
     double now = hearth_time_now();
     for (int r = 0; r < n_rows; r++) {
         hearth_seq *s = e->row_seq[r];
@@ -392,6 +408,16 @@ hearth_status hearth_engine_new(hearth_engine **out, hearth_model *m, hearth_kv 
     if (e->o.max_waiting <= 0) e->o.max_waiting = 256;
     if (e->o.queue_cap <= 0) e->o.queue_cap = 64;
     e->vocab = hearth_model_config_get(m)->vocab_size;
+    /* The prefix-cache namespace: the weights, the KV scheme, the format. */
+    hearth_sha256 ns;
+    uint8_t key[32];
+    int32_t scheme[2] = {hearth_kv_block_size(kv), 1 /* format version */};
+    hearth_sha256_init(&ns);
+    hearth_sha256_update(&ns, hearth_model_fingerprint(m), 32);
+    hearth_sha256_update(&ns, "kv:f32", 6);
+    hearth_sha256_update(&ns, scheme, sizeof scheme);
+    hearth_sha256_final(&ns, key);
+    hearth_kv_set_namespace(kv, key);
     e->max_tokens = hearth_model_max_tokens(m);
     e->ctx = hearth_kv_max_ctx(kv);
     size_t T = (size_t)e->max_tokens;
@@ -510,7 +536,9 @@ void hearth_engine_stats_get(hearth_engine *e, hearth_engine_stats *out) {
     pthread_mutex_lock(&e->mu);
     *out = e->stats;
     pthread_mutex_unlock(&e->mu);
-    out->kv_blocks_free = hearth_kv_n_free_blocks(e->kv); /* a racy read of an int: a gauge */
+    /* racy reads of ints: gauges */
+    out->kv_blocks_free = hearth_kv_n_free_blocks(e->kv);
+    out->kv_blocks_cached = hearth_kv_n_cached_blocks(e->kv);
 }
 
 void hearth_engine_stop_admission(hearth_engine *e) {

@@ -1,12 +1,24 @@
-/* kv.c - paged KV block pool with refcounts and per-slot block tables.
+/* kv.c - paged KV block pool, per-slot block tables, content-addressed
+ * prefix cache with LRU eviction.
  *
- * Invariants: a block is on the free list iff its refcount is 0; a slot's
- * table row lists exactly n_slot_blocks[slot] held blocks, the rest -1
- * (unused entries point at block 0 in the backend copy, never read). */
+ * Block states: free (refcount 0, on the free list, no key), held (refcount
+ * > 0, by one or more slots; keyed if registered), cached (refcount 0,
+ * keyed, on the LRU list). Registered blocks are full and never written
+ * again: a slot writes only positions past its shared prefix. A slot's
+ * table row lists exactly slot_blocks[slot] held blocks; the rest is 0. */
 #include "engine/kv.h"
+
+#include "core/sha256.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+typedef struct {
+    uint8_t key[32];
+    int keyed;
+    int hnext;       /* hash chain */
+    int lprev, lnext; /* LRU list (cached blocks only) */
+} block_meta;
 
 struct hearth_kv {
     const hearth_ops *ops;
@@ -17,8 +29,15 @@ struct hearth_kv {
     int32_t *table_dev;      /* backend copy (== table on host backends) */
     int table_dirty;
     int *slot_blocks;        /* [n_slots] blocks held */
+    int *slot_keyed;         /* [n_slots] leading blocks whose key is known (registered or found) */
     int *refcount;           /* [n_blocks] */
     int *free_list, n_free;  /* stack of free block ids */
+    block_meta *meta;        /* [n_blocks] */
+    int32_t *ids;            /* [n_blocks][block_size] token ids of keyed blocks */
+    int *buckets;            /* [n_buckets] hash chain heads, -1 = empty */
+    int n_buckets;
+    int lru_head, lru_tail, n_cached;
+    uint8_t ns[32];
     hearth_kv_view view;
 };
 
@@ -35,15 +54,22 @@ hearth_status hearth_kv_new(hearth_kv **out, const hearth_ops *ops, void *ops_ct
     kv->n_blocks = n_blocks;
     kv->n_slots = n_slots;
     kv->max_blocks_per_seq = (max_ctx + block_size - 1) / block_size;
+    kv->n_buckets = 16;
+    while (kv->n_buckets < 2 * n_blocks) kv->n_buckets *= 2;
     size_t layer_bytes = sizeof(float) * (size_t)n_blocks * block_size * kv_dim;
     size_t table_n = (size_t)n_slots * kv->max_blocks_per_seq;
     kv->k = calloc((size_t)n_layers, sizeof *kv->k);
     kv->v = calloc((size_t)n_layers, sizeof *kv->v);
-    kv->table = malloc(sizeof(int32_t) * table_n);
+    kv->table = calloc(table_n, sizeof(int32_t));
     kv->slot_blocks = calloc((size_t)n_slots, sizeof(int));
+    kv->slot_keyed = calloc((size_t)n_slots, sizeof(int));
     kv->refcount = calloc((size_t)n_blocks, sizeof(int));
     kv->free_list = malloc(sizeof(int) * (size_t)n_blocks);
-    if (!kv->k || !kv->v || !kv->table || !kv->slot_blocks || !kv->refcount || !kv->free_list) {
+    kv->meta = calloc((size_t)n_blocks, sizeof *kv->meta);
+    kv->ids = malloc(sizeof(int32_t) * (size_t)n_blocks * block_size);
+    kv->buckets = malloc(sizeof(int) * (size_t)kv->n_buckets);
+    if (!kv->k || !kv->v || !kv->table || !kv->slot_blocks || !kv->slot_keyed || !kv->refcount || !kv->free_list ||
+        !kv->meta || !kv->ids || !kv->buckets) {
         hearth_kv_free(kv);
         return hearth_err_set(err, HEARTH_ENOMEM, "kv cache: out of memory for block tables");
     }
@@ -66,9 +92,10 @@ hearth_status hearth_kv_new(hearth_kv **out, const hearth_ops *ops, void *ops_ct
             return hearth_err_set(err, HEARTH_ENOMEM, "kv cache: cannot allocate the block table");
         }
     }
-    for (size_t i = 0; i < table_n; i++) kv->table[i] = 0;
     for (int b = 0; b < n_blocks; b++) kv->free_list[b] = n_blocks - 1 - b;
     kv->n_free = n_blocks;
+    for (int i = 0; i < kv->n_buckets; i++) kv->buckets[i] = -1;
+    kv->lru_head = kv->lru_tail = -1;
     kv->table_dirty = 1;
     kv->view = (hearth_kv_view){kv->k, kv->v, kv->table_dev, block_size, kv->max_blocks_per_seq, kv_dim, n_blocks};
     *out = kv;
@@ -86,10 +113,86 @@ void hearth_kv_free(hearth_kv *kv) {
     free(kv->v);
     free(kv->table);
     free(kv->slot_blocks);
+    free(kv->slot_keyed);
     free(kv->refcount);
     free(kv->free_list);
+    free(kv->meta);
+    free(kv->ids);
+    free(kv->buckets);
     free(kv);
 }
+
+/* ---- hash table and LRU ---- */
+
+static unsigned bucket_of(const hearth_kv *kv, const uint8_t key[32]) {
+    unsigned h;
+    memcpy(&h, key, sizeof h);
+    return h & (unsigned)(kv->n_buckets - 1);
+}
+
+static int table_find(const hearth_kv *kv, const uint8_t key[32], const int32_t *ids) {
+    for (int b = kv->buckets[bucket_of(kv, key)]; b >= 0; b = kv->meta[b].hnext)
+        if (!memcmp(kv->meta[b].key, key, 32) &&
+            !memcmp(kv->ids + (size_t)b * kv->block_size, ids, sizeof(int32_t) * kv->block_size))
+            return b;
+    return -1;
+}
+
+static void table_insert(hearth_kv *kv, int b, const uint8_t key[32], const int32_t *ids) {
+    block_meta *m = &kv->meta[b];
+    memcpy(m->key, key, 32);
+    memcpy(kv->ids + (size_t)b * kv->block_size, ids, sizeof(int32_t) * kv->block_size);
+    m->keyed = 1;
+    unsigned h = bucket_of(kv, key);
+    m->hnext = kv->buckets[h];
+    kv->buckets[h] = b;
+}
+
+static void table_remove(hearth_kv *kv, int b) {
+    int *pp = &kv->buckets[bucket_of(kv, kv->meta[b].key)];
+    while (*pp != b) pp = &kv->meta[*pp].hnext;
+    *pp = kv->meta[b].hnext;
+    kv->meta[b].keyed = 0;
+}
+
+static void lru_unlink(hearth_kv *kv, int b) {
+    block_meta *m = &kv->meta[b];
+    if (m->lprev >= 0) kv->meta[m->lprev].lnext = m->lnext;
+    else kv->lru_head = m->lnext;
+    if (m->lnext >= 0) kv->meta[m->lnext].lprev = m->lprev;
+    else kv->lru_tail = m->lprev;
+    kv->n_cached--;
+}
+
+static void lru_push(hearth_kv *kv, int b) {
+    block_meta *m = &kv->meta[b];
+    m->lnext = -1;
+    m->lprev = kv->lru_tail;
+    if (kv->lru_tail >= 0) kv->meta[kv->lru_tail].lnext = b;
+    else kv->lru_head = b;
+    kv->lru_tail = b;
+    kv->n_cached++;
+}
+
+/* A block for new data: free list first, else evict the least recently used
+ * cached block. -1 if neither exists. */
+static int take_block(hearth_kv *kv) {
+    if (kv->n_free > 0) return kv->free_list[--kv->n_free];
+    int b = kv->lru_head;
+    if (b < 0) return -1;
+    lru_unlink(kv, b);
+    table_remove(kv, b);
+    return b;
+}
+
+static void drop_ref(hearth_kv *kv, int b) {
+    HEARTH_ASSERT(kv->refcount[b] > 0);
+    if (--kv->refcount[b] > 0) return;
+    if (kv->meta[b].keyed) lru_push(kv, b);
+    else kv->free_list[kv->n_free++] = b;
+}
+
+/* ---- slots ---- */
 
 hearth_status hearth_kv_reserve(hearth_kv *kv, int slot, int n_pos) {
     HEARTH_ASSERT(slot >= 0 && slot < kv->n_slots);
@@ -97,10 +200,10 @@ hearth_status hearth_kv_reserve(hearth_kv *kv, int slot, int n_pos) {
     if (need > kv->max_blocks_per_seq) return HEARTH_ERANGE;
     int have = kv->slot_blocks[slot];
     if (need <= have) return HEARTH_OK;
-    if (need - have > kv->n_free) return HEARTH_EBUSY;
+    if (need - have > kv->n_free + kv->n_cached) return HEARTH_EBUSY;
     int32_t *row = kv->table + (size_t)slot * kv->max_blocks_per_seq;
     for (int i = have; i < need; i++) {
-        int b = kv->free_list[--kv->n_free];
+        int b = take_block(kv);
         kv->refcount[b] = 1;
         row[i] = b;
     }
@@ -112,15 +215,71 @@ hearth_status hearth_kv_reserve(hearth_kv *kv, int slot, int n_pos) {
 void hearth_kv_release_slot(hearth_kv *kv, int slot) {
     int32_t *row = kv->table + (size_t)slot * kv->max_blocks_per_seq;
     for (int i = 0; i < kv->slot_blocks[slot]; i++) {
-        int b = row[i];
-        HEARTH_ASSERT(kv->refcount[b] > 0);
-        if (--kv->refcount[b] == 0) kv->free_list[kv->n_free++] = b;
+        drop_ref(kv, row[i]);
         row[i] = 0;
     }
     kv->slot_blocks[slot] = 0;
+    kv->slot_keyed[slot] = 0;
     kv->table_dirty = 1;
 }
 
+/* ---- prefix cache ---- */
+
+void hearth_kv_set_namespace(hearth_kv *kv, const uint8_t ns[32]) { memcpy(kv->ns, ns, 32); }
+
+static void block_key(const hearth_kv *kv, const uint8_t parent[32], const int32_t *ids, uint8_t out[32]) {
+    hearth_sha256 s;
+    hearth_sha256_init(&s);
+    hearth_sha256_update(&s, kv->ns, 32);
+    hearth_sha256_update(&s, parent, 32);
+    hearth_sha256_update(&s, ids, sizeof(int32_t) * (size_t)kv->block_size);
+    hearth_sha256_final(&s, out);
+}
+
+int hearth_kv_prefix_acquire(hearth_kv *kv, int slot, const int32_t *ids, int n) {
+    HEARTH_ASSERT(kv->slot_blocks[slot] == 0);
+    int32_t *row = kv->table + (size_t)slot * kv->max_blocks_per_seq;
+    uint8_t parent[32] = {0}, key[32];
+    int bs = kv->block_size, got = 0;
+    /* full blocks strictly before the last token */
+    for (int i = 0; (i + 1) * bs <= n - 1 && i < kv->max_blocks_per_seq; i++) {
+        block_key(kv, parent, ids + (size_t)i * bs, key);
+        int b = table_find(kv, key, ids + (size_t)i * bs);
+        if (b < 0) break;
+        if (kv->refcount[b] == 0) lru_unlink(kv, b);
+        kv->refcount[b]++;
+        row[got++] = b;
+        memcpy(parent, key, 32);
+    }
+    kv->slot_blocks[slot] = got;
+    kv->slot_keyed[slot] = got;
+    if (got) kv->table_dirty = 1;
+    return got * bs;
+}
+
+void hearth_kv_prefix_commit(hearth_kv *kv, int slot, const int32_t *ids, int n_computed) {
+    int bs = kv->block_size, full = n_computed / bs;
+    if (full > kv->slot_blocks[slot]) full = kv->slot_blocks[slot];
+    int32_t *row = kv->table + (size_t)slot * kv->max_blocks_per_seq;
+    int i = kv->slot_keyed[slot];
+    if (i >= full) return;
+    uint8_t parent[32] = {0}, key[32];
+    if (i > 0) memcpy(parent, kv->meta[row[i - 1]].key, 32);
+    for (; i < full; i++) {
+        block_key(kv, parent, ids + (size_t)i * bs, key);
+        int b = row[i];
+        if (!kv->meta[b].keyed && table_find(kv, key, ids + (size_t)i * bs) < 0) table_insert(kv, b, key, ids + (size_t)i * bs);
+        /* An identical block computed by another sequence keeps the table
+         * entry; this one stays private (keyed = 0) but remembers its key so
+         * that the chain continues from it. */
+        memcpy(kv->meta[b].key, key, 32);
+        memcpy(parent, key, 32);
+    }
+    kv->slot_keyed[slot] = full;
+}
+
+int hearth_kv_n_cached_blocks(const hearth_kv *kv) { return kv->n_cached; }
+int hearth_kv_n_available_blocks(const hearth_kv *kv) { return kv->n_free + kv->n_cached; }
 int hearth_kv_n_free_blocks(const hearth_kv *kv) { return kv->n_free; }
 int hearth_kv_n_blocks(const hearth_kv *kv) { return kv->n_blocks; }
 int hearth_kv_block_size(const hearth_kv *kv) { return kv->block_size; }

@@ -29,6 +29,24 @@ int hearth_kv_n_blocks(const hearth_kv *kv);
 int hearth_kv_block_size(const hearth_kv *kv);
 int hearth_kv_max_ctx(const hearth_kv *kv);
 
+/* ---- prefix cache (DESIGN §3: content-addressed) ----
+ * A full block is keyed by SHA-256(namespace, parent key, its token ids); the
+ * namespace fingerprints the weights, the adapters and the KV scheme. A
+ * lookup also compares the stored ids, so a collision never serves wrong KV.
+ * Unreferenced cached blocks stay resident and are evicted LRU only when the
+ * free list is empty. */
+void hearth_kv_set_namespace(hearth_kv *kv, const uint8_t ns[32]);
+/* Acquire into an empty slot the cached blocks of the longest cached prefix
+ * of ids[0, n) and return the positions they cover: a multiple of the block
+ * size, always < n (the last token is always computed). */
+int hearth_kv_prefix_acquire(hearth_kv *kv, int slot, const int32_t *ids, int n);
+/* Register the slot's blocks that are full within ids[0, n_computed). */
+void hearth_kv_prefix_commit(hearth_kv *kv, int slot, const int32_t *ids, int n_computed);
+/* Blocks held by the cache and referenced by no sequence (evictable). */
+int hearth_kv_n_cached_blocks(const hearth_kv *kv);
+/* Blocks not held by any sequence: free or evictable. */
+int hearth_kv_n_available_blocks(const hearth_kv *kv);
+
 /* The view the attention ops read, with the block table synced to backend
  * memory (an upload when it changed). Valid until the next reserve/release. */
 const hearth_kv_view *hearth_kv_view_get(hearth_kv *kv);

@@ -76,6 +76,19 @@ static int src_find(const hearth_model *m, int role, int layer, src_tensor *t) {
     return 1;
 }
 
+/* Fingerprint a tensor cheaply: its header and 3 x 64 sampled bytes (DESIGN
+ * §3: cheap at load, independent of the path). */
+static void fingerprint_tensor(hearth_model *m, const src_tensor *t) {
+    hearth_sha256_update(&m->fp, t->name, strlen(t->name));
+    int64_t hdr[4] = {t->type, t->rows, t->cols, (int64_t)t->nbytes};
+    hearth_sha256_update(&m->fp, hdr, sizeof hdr);
+    size_t n = t->nbytes < 64 ? t->nbytes : 64;
+    const uint8_t *d = t->data;
+    hearth_sha256_update(&m->fp, d, n);
+    hearth_sha256_update(&m->fp, d + t->nbytes / 2 - n / 2, n);
+    hearth_sha256_update(&m->fp, d + t->nbytes - n, n);
+}
+
 static void *owned_alloc(hearth_model *m, size_t bytes) {
     if (m->n_owned == m->cap_owned) {
         int cap = m->cap_owned ? m->cap_owned * 2 : 64;
@@ -123,6 +136,7 @@ static hearth_status load_matrix(hearth_model *m, int role, int layer, int64_t r
         return hearth_err_set(err, HEARTH_EFORMAT, "%s: tensor %s: %zu bytes, expected %zu", m->path, t.name,
                               t.nbytes, w->row_bytes * (size_t)rows);
     m->weight_bytes += t.nbytes;
+    fingerprint_tensor(m, &t);
     if (m->ops->host_memory) {
         w->data = t.data;
     } else {
@@ -151,6 +165,7 @@ static hearth_status load_vector(hearth_model *m, int role, int layer, int64_t n
     if (hearth_dtype_row_bytes(t.type, n) != t.nbytes)
         return hearth_err_set(err, HEARTH_EFORMAT, "%s: tensor %s: wrong byte size", m->path, t.name);
     m->weight_bytes += t.nbytes;
+    fingerprint_tensor(m, &t);
     if (t.type == HEARTH_DT_F32 && m->ops->host_memory) {
         *out = t.data;
         return HEARTH_OK;
@@ -280,6 +295,8 @@ hearth_status hearth_model_load(hearth_model **out, const char *path, const hear
     }
     if ((st = check_config(m, err)) != HEARTH_OK) goto fail;
     const hearth_model_config *c = &m->cfg;
+    hearth_sha256_init(&m->fp);
+    hearth_sha256_update(&m->fp, c, sizeof *c);
     int64_t dim = c->hidden_size, qd = (int64_t)c->n_heads * c->head_dim, kvd = (int64_t)c->n_kv_heads * c->head_dim,
             ffn = c->intermediate_size;
     if ((st = load_matrix(m, T_EMBD, 0, c->vocab_size, dim, 0, &m->tok_embd, err))) goto fail;
@@ -310,6 +327,7 @@ hearth_status hearth_model_load(hearth_model **out, const char *path, const hear
         if ((st = load_matrix(m, T_UP, l, ffn, dim, 0, &L->w_up, err))) goto fail;
         if ((st = load_matrix(m, T_DOWN, l, dim, ffn, 0, &L->w_down, err))) goto fail;
     }
+    hearth_sha256_final(&m->fp, m->fingerprint);
     if ((st = load_rope(m, err))) goto fail;
     if ((st = alloc_activations(m, err))) goto fail;
     *out = m;
@@ -336,3 +354,4 @@ const char *hearth_model_path(const hearth_model *m) { return m->path; }
 size_t hearth_model_weight_bytes(const hearth_model *m) { return m->weight_bytes; }
 int hearth_model_kv_dim(const hearth_model *m) { return m->cfg.n_kv_heads * m->cfg.head_dim; }
 int hearth_model_max_tokens(const hearth_model *m) { return m->max_tokens; }
+const uint8_t *hearth_model_fingerprint(const hearth_model *m) { return m->fingerprint; }

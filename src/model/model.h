@@ -44,6 +44,8 @@ const char *hearth_model_path(const hearth_model *m);
 /* Bytes of weights read per decoded token (for roofline reports). */
 size_t hearth_model_weight_bytes(const hearth_model *m);
 int hearth_model_kv_dim(const hearth_model *m);
+/* SHA-256 fingerprint of the weights (32 bytes, owned by the model). */
+const uint8_t *hearth_model_fingerprint(const hearth_model *m);
 /* Most tokens one forward call takes (as given at load). */
 int hearth_model_max_tokens(const hearth_model *m);
 

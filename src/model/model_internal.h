@@ -3,6 +3,7 @@
 #ifndef HEARTH_MODEL_INTERNAL_H
 #define HEARTH_MODEL_INTERNAL_H
 
+#include "core/sha256.h"
 #include "io/gguf.h"
 #include "io/safetensors.h"
 #include "model/model.h"
@@ -21,6 +22,8 @@ struct hearth_model {
     hearth_layer_weights *layers;
     hearth_rope rope;
     size_t weight_bytes;
+    hearth_sha256 fp;         /* running fingerprint while loading */
+    uint8_t fingerprint[32];  /* of the weights: config, tensor headers, sampled bytes */
 
     /* Backend allocations made at load (uploaded weights, converted norms,
      * activations), freed together. */

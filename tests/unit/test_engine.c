@@ -76,7 +76,7 @@ static void run_batched(rig *r, int n_slots, int32_t want[N_REQ][N_NEW], int *pr
     hearth_engine *e;
     hearth_engine_opts o = {.n_slots = n_slots, .max_waiting = 64, .queue_cap = 4};
     hearth_err err = {0};
-    int baseline = hearth_kv_n_free_blocks(r->kv);
+    int baseline = hearth_kv_n_available_blocks(r->kv);
     CHECK_EQ(hearth_engine_new(&e, r->m, r->kv, &o, &err), HEARTH_OK);
     int vocab = hearth_model_config_get(r->m)->vocab_size;
     hearth_seq *seqs[N_REQ];
@@ -109,7 +109,7 @@ static void run_batched(rig *r, int n_slots, int32_t want[N_REQ][N_NEW], int *pr
     hearth_engine_free(e);
     CHECK_MSG(bad == 0, "%d of %d requests differ from their serial output (slots %d)", bad, N_REQ, n_slots);
     CHECK_EQ(st.requests_ok, N_REQ);
-    CHECK_EQ(hearth_kv_n_free_blocks(r->kv), baseline);
+    CHECK_EQ(hearth_kv_n_available_blocks(r->kv), baseline); /* nothing held: no leak */
 }
 
 TEST(engine_batching_never_changes_greedy_output) {
@@ -173,6 +173,66 @@ TEST(engine_rejects_and_cancels) {
     CHECK_EQ(sum.finish, HEARTH_FINISH_CANCELED);
     hearth_seq_release(s);
     hearth_engine_free(e);
-    CHECK_EQ(hearth_kv_n_free_blocks(r.kv), 32);
+    CHECK_EQ(hearth_kv_n_available_blocks(r.kv), 32);
     rig_close(&r);
+}
+
+/* Run one request through the engine; returns the summary, output in out. */
+static hearth_seq_summary one(hearth_engine *e, const int32_t *ids, int n, int n_new, int32_t *out) {
+    hearth_gen_request q = {0};
+    hearth_seq_summary sum = {0};
+    q.prompt = malloc(sizeof(int32_t) * (size_t)n);
+    memcpy(q.prompt, ids, sizeof(int32_t) * (size_t)n);
+    q.n_prompt = n;
+    q.max_new = n_new;
+    hearth_sampling_default(&q.sampling);
+    q.sampling.temperature = 0;
+    hearth_seq *s;
+    if (hearth_engine_submit(e, &q, &s, NULL) != HEARTH_OK) return sum;
+    hearth_token_event ev;
+    int k = 0;
+    while (hearth_seq_next(s, &ev, -1) == 1) out[k++] = ev.id;
+    hearth_seq_summary_get(s, &sum);
+    hearth_seq_release(s);
+    return sum;
+}
+
+TEST(engine_prefix_cache_multi_turn) {
+    rig r, fresh;
+    int ok = rig_open(&r, 64, 4, 64) && rig_open(&fresh, 64, 4, 64);
+    CHECK_MSG(ok, "cannot open the tiny model");
+    hearth_engine *e, *e2;
+    hearth_engine_opts o = {.n_slots = 4};
+    CHECK_EQ(hearth_engine_new(&e, r.m, r.kv, &o, NULL), HEARTH_OK);
+    CHECK_EQ(hearth_engine_new(&e2, fresh.m, fresh.kv, &o, NULL), HEARTH_OK);
+    int vocab = hearth_model_config_get(r.m)->vocab_size;
+    int32_t conv[200], out[64], out2[64];
+    int n = 40;
+    for (int i = 0; i < n; i++) conv[i] = (i * 37 + 11) % vocab;
+    hearth_seq_summary s1 = one(e, conv, n, 20, out);
+    CHECK_EQ(s1.n_gen, 20);
+    CHECK_EQ(s1.n_cached, 0);
+    /* turn 2: previous prompt + reply + a new user message */
+    memcpy(conv + n, out, sizeof(int32_t) * 20);
+    n += 20;
+    for (int i = 0; i < 10; i++) conv[n++] = (i * 53 + 7) % vocab;
+    hearth_seq_summary s2 = one(e, conv, n, 16, out);
+    CHECK_MSG(s2.n_cached >= (40 + 20) / 16 * 16, "cached %d tokens, expected >= %d", s2.n_cached, (60 / 16) * 16);
+    /* the same turn on an engine with an empty cache gives the same output */
+    hearth_seq_summary s3 = one(e2, conv, n, 16, out2);
+    CHECK_EQ(s3.n_cached, 0);
+    CHECK(memcmp(out, out2, sizeof(int32_t) * 16) == 0);
+    /* the identical prompt again: all but the last block come from the cache */
+    hearth_seq_summary s4 = one(e, conv, n, 16, out2);
+    CHECK_EQ(s4.n_cached, (n - 1) / 16 * 16);
+    CHECK(memcmp(out, out2, sizeof(int32_t) * 16) == 0);
+    hearth_engine_stats st;
+    hearth_engine_stats_get(e, &st);
+    CHECK_EQ(st.prefix_hits, 2);
+    CHECK(st.kv_blocks_cached > 0);
+    hearth_engine_free(e);
+    hearth_engine_free(e2);
+    CHECK_EQ(hearth_kv_n_available_blocks(r.kv), 64);
+    rig_close(&r);
+    rig_close(&fresh);
 }
