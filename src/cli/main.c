@@ -10,6 +10,8 @@
 #include <string.h>
 
 static const cli_verb VERBS[] = {
+    {"run", "generate a continuation of a prompt, streamed to stdout", cmd_run},
+    {"bench", "measure prefill and decode speed", cmd_bench},
     {"devices", "list the CPU features and GPUs hearth can use", cmd_devices},
     {"tokenize", "show the token ids a model's tokenizer gives a text", cmd_tokenize},
 };

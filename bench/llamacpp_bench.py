@@ -1,0 +1,54 @@
+"""Peer benchmark: llama.cpp (through llama-cpp-python, built from source here)
+on the same GGUF, the same random prompt ids as `hearth bench`, same threads.
+
+usage: python bench/llamacpp_bench.py MODEL.gguf [--prompt 512] [--gen 128] [--threads 2] [--reps 3]
+Prints prefill and decode tok/s in the same format as `hearth bench`.
+"""
+import argparse
+import time
+
+import llama_cpp
+
+
+def prompt_ids(n, vocab):
+    # the same LCG as src/cli/cmd_bench.c
+    x, out = 12345, []
+    for _ in range(n):
+        x = (x * 6364136223846793005 + 1442695040888963407) % (1 << 64)
+        out.append((x >> 33) % vocab)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model")
+    ap.add_argument("--prompt", type=int, default=512)
+    ap.add_argument("--gen", type=int, default=128)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--reps", type=int, default=1)
+    ap.add_argument("--batch", type=int, default=512)
+    a = ap.parse_args()
+    llm = llama_cpp.Llama(a.model, n_ctx=a.prompt + a.gen + 16, n_threads=a.threads, n_threads_batch=a.threads,
+                          n_batch=a.batch, n_ubatch=a.batch, verbose=False, logits_all=False)
+    ids = prompt_ids(a.prompt, llm.n_vocab())
+    best_pp = best_tg = 0.0
+    for _ in range(a.reps):
+        llm.reset()
+        llm._ctx.kv_cache_clear() if hasattr(llm._ctx, "kv_cache_clear") else None
+        t0 = time.perf_counter()
+        llm.eval(ids)
+        t1 = time.perf_counter()
+        tok = int(llm.scores[llm.n_tokens - 1].argmax())
+        t2 = time.perf_counter()
+        for _ in range(a.gen - 1):
+            llm.eval([tok])
+            tok = int(llm.scores[llm.n_tokens - 1].argmax())
+        t3 = time.perf_counter()
+        best_pp = max(best_pp, a.prompt / (t1 - t0))
+        best_tg = max(best_tg, (a.gen - 1) / (t3 - t2))
+    print(f"model {a.model} | llama.cpp {llama_cpp.__version__} | prefill {a.prompt}: {best_pp:.1f} tok/s | "
+          f"decode {a.gen}: {best_tg:.2f} tok/s")
+
+
+if __name__ == "__main__":
+    main()

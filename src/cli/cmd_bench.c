@@ -1,0 +1,98 @@
+/* cmd_bench.c - `hearth bench MODEL`: prefill and decode speed on random
+ * prompt ids, greedy, no early stop. A measurement, never a test. */
+#include "cli/cli.h"
+#include "cli/session.h"
+#include "engine/generate.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: hearth bench MODEL [options]\n\n"
+            "Measure prefill and decode tokens/s on a prompt of random token ids.\n\n"
+            "options:\n"
+            "  --prompt N     prompt tokens (default 512)\n"
+            "  --gen N        generated tokens (default 128)\n"
+            "  --reps N       repetitions; the best is reported (default 1)\n"
+            "  --threads T    CPU threads (default: one per core)\n"
+            "  --batch N      prefill chunk: tokens per forward (default 512)\n"
+            "  --device D     cpu, cuda or cuda:N\n");
+}
+
+int cmd_bench(int argc, char **argv) {
+    cli_session_opts so = {0};
+    long n_prompt = 512, n_gen = 128, reps = 1, lv;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long *dst = !strcmp(a, "--prompt") ? &n_prompt
+                    : !strcmp(a, "--gen")  ? &n_gen
+                    : !strcmp(a, "--reps") ? &reps
+                                           : NULL;
+        if (cli_is_help(a)) {
+            usage(stdout);
+            return 0;
+        } else if (dst || !strcmp(a, "--threads") || !strcmp(a, "--batch")) {
+            if (!v) return cli_usage_error("bench", "%s needs a value", a);
+            if (!cli_parse_int("bench", a, v, &lv)) return 2;
+            if (lv < 0 || (lv == 0 && strcmp(a, "--threads"))) return cli_usage_error("bench", "%s must be > 0", a);
+            if (dst) *dst = lv;
+            else if (!strcmp(a, "--threads")) so.threads = (int)lv;
+            else so.max_tokens = (int)lv;
+            i++;
+        } else if (!strcmp(a, "--device")) {
+            if (!v) return cli_usage_error("bench", "%s needs a value", a);
+            so.device = v;
+            i++;
+        } else if (a[0] == '-') {
+            return cli_usage_error("bench", "unknown option '%s'", a);
+        } else if (!so.model_path) {
+            so.model_path = a;
+        } else {
+            return cli_usage_error("bench", "unexpected argument '%s'", a);
+        }
+    }
+    if (!so.model_path) return cli_usage_error("bench", "missing MODEL");
+    so.ctx = (int)(n_prompt + n_gen + 16);
+    hearth_err err = {0};
+    cli_session s;
+    if (cli_session_open(&s, &so, &err) != HEARTH_OK) {
+        fprintf(stderr, "hearth bench: %s\n", err.msg);
+        return 1;
+    }
+    const hearth_model_config *cfg = hearth_model_config_get(s.model);
+    int32_t *ids = malloc(sizeof *ids * (size_t)n_prompt);
+    uint64_t x = 12345;
+    for (long i = 0; ids && i < n_prompt; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        ids[i] = (int32_t)((x >> 33) % (uint64_t)cfg->vocab_size);
+    }
+    double best_pp = 0, best_tg = 0;
+    int rc = 0;
+    for (long r = 0; r < reps && ids; r++) {
+        hearth_sampling sp;
+        hearth_sampling_default(&sp);
+        sp.temperature = 0;
+        hearth_sampler smp;
+        hearth_gen_stats gs;
+        if (hearth_sampler_init(&smp, &sp, cfg->vocab_size, &err) != HEARTH_OK ||
+            hearth_generate(s.model, s.kv, 0, ids, (int)n_prompt, (int)n_gen, &smp, NULL, 0, 0, NULL, NULL, &gs,
+                            &err) != HEARTH_OK) {
+            fprintf(stderr, "hearth bench: %s\n", err.msg);
+            rc = 1;
+            hearth_sampler_deinit(&smp);
+            break;
+        }
+        hearth_sampler_deinit(&smp);
+        double pp = gs.n_prompt / gs.prefill_s, tg = gs.n_gen > 1 ? (gs.n_gen - 1) / gs.decode_s : 0;
+        if (pp > best_pp) best_pp = pp;
+        if (tg > best_tg) best_tg = tg;
+    }
+    if (!rc)
+        printf("model %s | %s | weights %.1f MiB | prefill %ld: %.1f tok/s | decode %ld: %.2f tok/s\n", so.model_path,
+               s.ops->name, hearth_model_weight_bytes(s.model) / 1048576.0, n_prompt, best_pp, n_gen, best_tg);
+    free(ids);
+    cli_session_close(&s);
+    return rc;
+}

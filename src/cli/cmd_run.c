@@ -1,0 +1,222 @@
+/* cmd_run.c - `hearth run MODEL "prompt"`: one-shot generation to stdout,
+ * speeds to stderr; `--prompt-ids 1,2,3 --ids` for models without a tokenizer. */
+#include "cli/cli.h"
+#include "cli/session.h"
+#include "engine/generate.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: hearth run MODEL [PROMPT] [options]\n\n"
+            "Generate a continuation of PROMPT (raw text, no chat template) and stream it to stdout;\n"
+            "prompt and decode speeds go to stderr. MODEL is a GGUF file or a Hugging Face model directory.\n\n"
+            "options:\n"
+            "  -n, --max-tokens N      tokens to generate (default 128)\n"
+            "  --temp T                temperature, 0 = greedy (default 0.8)\n"
+            "  --top-p P  --top-k K  --min-p P\n"
+            "  --repeat-penalty R  --presence-penalty P  --frequency-penalty F\n"
+            "  --seed S                seed for sampling (same seed, same output)\n"
+            "  --prompt-ids 1,2,3      token ids instead of PROMPT\n"
+            "  --ids                   print generated ids (space-separated) instead of text\n"
+            "  --ignore-eos            do not stop at end-of-generation tokens\n"
+            "  --threads T             CPU threads (default: one per core)\n"
+            "  --ctx N                 context length (default: model's, at most 4096)\n"
+            "  --device D              cpu, cuda or cuda:N\n");
+}
+
+typedef struct {
+    const hearth_tokenizer *tok;
+    hearth_detok detok;
+    int print_ids, n_printed;
+} run_out;
+
+static int on_token(void *user, int32_t id, const hearth_logprobs *lp) {
+    run_out *o = user;
+    if (o->print_ids) {
+        printf(o->n_printed++ ? " %d" : "%d", id);
+    } else {
+        char buf[512];
+        size_t n = hearth_detok_push(&o->detok, id, buf, sizeof buf);
+        fwrite(buf, 1, n, stdout);
+    }
+    fflush(stdout);
+    return 0;
+}
+
+static int parse_ids(const char *s, int32_t **out, int *n) {
+    int cap = 16, k = 0;
+    int32_t *ids = malloc(sizeof *ids * (size_t)cap);
+    const char *p = s;
+    while (ids && *p) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 0 || v > 0x7fffffff || (*end && *end != ',')) {
+            free(ids);
+            return 0;
+        }
+        if (k == cap) {
+            int32_t *n2 = realloc(ids, sizeof *ids * (size_t)(cap *= 2));
+            if (!n2) break;
+            ids = n2;
+        }
+        ids[k++] = (int32_t)v;
+        p = *end ? end + 1 : end;
+    }
+    if (!ids || k == 0) {
+        free(ids);
+        return 0;
+    }
+    *out = ids;
+    *n = k;
+    return 1;
+}
+
+int cmd_run(int argc, char **argv) {
+    cli_session_opts so = {0};
+    hearth_sampling sp;
+    hearth_sampling_default(&sp);
+    sp.temperature = 0.8f;
+    const char *prompt = NULL, *prompt_ids = NULL;
+    long max_new = 128, lv;
+    double dv;
+    int print_ids = 0, ignore_eos = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define NEED_VALUE() \
+    if (!v) return cli_usage_error("run", "%s needs a value", a); \
+    i++
+        if (cli_is_help(a)) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) {
+            NEED_VALUE();
+            if (!cli_parse_int("run", a, v, &max_new)) return 2;
+            if (max_new < 0) return cli_usage_error("run", "%s must be >= 0", a);
+        } else if (!strcmp(a, "--temp")) {
+            NEED_VALUE();
+            if (!cli_parse_float("run", a, v, &dv)) return 2;
+            sp.temperature = (float)dv;
+        } else if (!strcmp(a, "--top-p")) {
+            NEED_VALUE();
+            if (!cli_parse_float("run", a, v, &dv)) return 2;
+            sp.top_p = (float)dv;
+        } else if (!strcmp(a, "--min-p")) {
+            NEED_VALUE();
+            if (!cli_parse_float("run", a, v, &dv)) return 2;
+            sp.min_p = (float)dv;
+        } else if (!strcmp(a, "--top-k")) {
+            NEED_VALUE();
+            if (!cli_parse_int("run", a, v, &lv)) return 2;
+            sp.top_k = (int)lv;
+        } else if (!strcmp(a, "--repeat-penalty")) {
+            NEED_VALUE();
+            if (!cli_parse_float("run", a, v, &dv)) return 2;
+            sp.repetition_penalty = (float)dv;
+        } else if (!strcmp(a, "--presence-penalty")) {
+            NEED_VALUE();
+            if (!cli_parse_float("run", a, v, &dv)) return 2;
+            sp.presence_penalty = (float)dv;
+        } else if (!strcmp(a, "--frequency-penalty")) {
+            NEED_VALUE();
+            if (!cli_parse_float("run", a, v, &dv)) return 2;
+            sp.frequency_penalty = (float)dv;
+        } else if (!strcmp(a, "--seed")) {
+            NEED_VALUE();
+            if (!cli_parse_int("run", a, v, &lv)) return 2;
+            sp.seed = (uint64_t)lv;
+            sp.has_seed = 1;
+        } else if (!strcmp(a, "--prompt-ids")) {
+            NEED_VALUE();
+            prompt_ids = v;
+        } else if (!strcmp(a, "--ids")) {
+            print_ids = 1;
+        } else if (!strcmp(a, "--ignore-eos")) {
+            ignore_eos = 1;
+        } else if (!strcmp(a, "--threads")) {
+            NEED_VALUE();
+            if (!cli_parse_int("run", a, v, &lv)) return 2;
+            so.threads = (int)lv;
+        } else if (!strcmp(a, "--ctx")) {
+            NEED_VALUE();
+            if (!cli_parse_int("run", a, v, &lv)) return 2;
+            so.ctx = (int)lv;
+        } else if (!strcmp(a, "--device")) {
+            NEED_VALUE();
+            so.device = v;
+        } else if (a[0] == '-' && a[1]) {
+            return cli_usage_error("run", "unknown option '%s'", a);
+        } else if (!so.model_path) {
+            so.model_path = a;
+        } else if (!prompt) {
+            prompt = a;
+        } else {
+            return cli_usage_error("run", "unexpected argument '%s'", a);
+        }
+#undef NEED_VALUE
+    }
+    if (!so.model_path) return cli_usage_error("run", "missing MODEL");
+    if (!prompt && !prompt_ids) return cli_usage_error("run", "give a PROMPT or --prompt-ids");
+    if (prompt && prompt_ids) return cli_usage_error("run", "give a PROMPT or --prompt-ids, not both");
+    int32_t *ids = NULL;
+    int n_ids = 0;
+    if (prompt_ids && !parse_ids(prompt_ids, &ids, &n_ids))
+        return cli_usage_error("run", "--prompt-ids expects comma-separated token ids, got '%s'", prompt_ids);
+    so.need_tokenizer = !print_ids || prompt;
+
+    hearth_err err = {0};
+    cli_session s;
+    int rc = 1;
+    hearth_sampler smp = {0};
+    if (cli_session_open(&s, &so, &err) != HEARTH_OK) {
+        fprintf(stderr, "hearth run: %s\n", err.msg);
+        free(ids);
+        return 1;
+    }
+    const hearth_model_config *cfg = hearth_model_config_get(s.model);
+    if (prompt) {
+        size_t n;
+        if (hearth_tok_encode(s.tok, prompt, strlen(prompt), 1, 0, &ids, &n, &err) != HEARTH_OK) goto done;
+        n_ids = (int)n;
+    }
+    for (int i = 0; i < n_ids; i++)
+        if (ids[i] >= cfg->vocab_size) {
+            hearth_err_set(&err, HEARTH_ERANGE, "prompt token id %d outside the vocabulary [0, %d)", ids[i],
+                           cfg->vocab_size);
+            goto done;
+        }
+    if (hearth_sampler_init(&smp, &sp, cfg->vocab_size, &err) != HEARTH_OK) goto done;
+    int32_t stops[16];
+    int n_stop = 0;
+    if (!ignore_eos) {
+        for (int i = 0; i < cfg->n_eos && n_stop < 8; i++) stops[n_stop++] = cfg->eos_token_ids[i];
+        if (s.tok)
+            for (int id = 0; id < hearth_tok_n_vocab(s.tok) && n_stop < 16; id++)
+                if (hearth_tok_is_eog(s.tok, id)) stops[n_stop++] = id;
+    }
+    run_out out = {.tok = s.tok, .print_ids = print_ids};
+    if (s.tok) hearth_detok_init(&out.detok, s.tok, 1);
+    hearth_gen_stats gs;
+    if (max_new > 0 && hearth_generate(s.model, s.kv, 0, ids, n_ids, (int)max_new, &smp, stops, n_stop, 0, on_token,
+                                       &out, &gs, &err) != HEARTH_OK)
+        goto done;
+    if (!print_ids && s.tok) {
+        char buf[64];
+        fwrite(buf, 1, hearth_detok_finish(&out.detok, buf, sizeof buf), stdout);
+    }
+    printf("\n");
+    fflush(stdout);
+    if (max_new > 0)
+        fprintf(stderr, "hearth: prompt %d tokens, %.1f tok/s; decode %d tokens, %.1f tok/s; load %.2f s (%s)\n",
+                gs.n_prompt, gs.n_prompt / gs.prefill_s, gs.n_gen,
+                gs.n_gen > 1 ? (gs.n_gen - 1) / gs.decode_s : 0.0, s.load_s, s.ops->name);
+    rc = 0;
+done:
+    if (rc) fprintf(stderr, "hearth run: %s\n", err.msg);
+    hearth_sampler_deinit(&smp);
+    free(ids);
+    cli_session_close(&s);
+    return rc;
+}

@@ -1,0 +1,80 @@
+/* session.c - backend choice, model + tokenizer load, KV sizing. */
+#include "cli/session.h"
+
+#include "core/clock.h"
+#include "core/file.h"
+#include "core/log.h"
+#include "ops/cpu/ops_cpu.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static hearth_status open_backend(cli_session *s, const cli_session_opts *o, const hearth_model_config *cfg,
+                                  hearth_err *err) {
+    int qd = cfg->n_heads * cfg->head_dim;
+    int max_cols = cfg->hidden_size;
+    if (qd > max_cols) max_cols = qd;
+    if (cfg->intermediate_size > max_cols) max_cols = cfg->intermediate_size;
+    const char *dev = o->device ? o->device : "cpu";
+    if (!strcmp(dev, "cpu")) {
+        hearth_cpu_ctx *c;
+        hearth_status st = hearth_cpu_ctx_new(&c, o->threads, s->max_tokens, max_cols, s->ctx, err);
+        if (st != HEARTH_OK) return st;
+        s->ops = &hearth_cpu_ops;
+        s->ops_ctx = c;
+        return HEARTH_OK;
+    }
+    if (!strncmp(dev, "cuda", 4))
+        return hearth_err_set(err, HEARTH_ENOTSUP, "device '%s': this build has no CUDA backend yet", dev);
+    return hearth_err_set(err, HEARTH_EINVAL, "unknown device '%s' (expected cpu, cuda or cuda:N)", dev);
+}
+
+static hearth_status open_tokenizer(cli_session *s, const char *path, hearth_err *err) {
+    const hearth_gguf *g = hearth_model_gguf(s->model);
+    if (g) return hearth_tok_load_gguf(&s->tok, g, err);
+    char tj[4096], tc[4096];
+    snprintf(tj, sizeof tj, "%s/tokenizer.json", path);
+    snprintf(tc, sizeof tc, "%s/tokenizer_config.json", path);
+    if (!hearth_path_is_file(tj)) return HEARTH_OK; /* a model without a tokenizer: ids only */
+    return hearth_tok_load_json(&s->tok, tj, hearth_path_is_file(tc) ? tc : NULL, err);
+}
+
+hearth_status cli_session_open(cli_session *s, const cli_session_opts *o, hearth_err *err) {
+    memset(s, 0, sizeof *s);
+    double t0 = hearth_time_now();
+    hearth_model_config cfg;
+    hearth_status st = hearth_model_peek_config(o->model_path, &cfg, err);
+    if (st != HEARTH_OK) return st;
+    s->ctx = o->ctx > 0 ? o->ctx : (cfg.max_position_embeddings > 0 && cfg.max_position_embeddings < 4096
+                                        ? cfg.max_position_embeddings
+                                        : 4096);
+    s->max_tokens = o->max_tokens > 0 ? o->max_tokens : 512;
+    if ((st = open_backend(s, o, &cfg, err)) != HEARTH_OK) goto fail;
+    if ((st = hearth_model_load(&s->model, o->model_path, s->ops, s->ops_ctx, s->max_tokens, err))) goto fail;
+    const hearth_model_config *c = hearth_model_config_get(s->model);
+    int n_slots = o->n_slots > 0 ? o->n_slots : 1, block = 16;
+    int n_blocks = n_slots * ((s->ctx + block - 1) / block);
+    if ((st = hearth_kv_new(&s->kv, s->ops, s->ops_ctx, c->n_layers, hearth_model_kv_dim(s->model), block, n_blocks,
+                            n_slots, s->ctx, err)))
+        goto fail;
+    if ((st = open_tokenizer(s, o->model_path, err))) goto fail;
+    if (o->need_tokenizer && !s->tok) {
+        st = hearth_err_set(err, HEARTH_ENOENT, "%s has no tokenizer: give token ids with --prompt-ids",
+                            o->model_path);
+        goto fail;
+    }
+    s->load_s = hearth_time_now() - t0;
+    return HEARTH_OK;
+fail:
+    cli_session_close(s);
+    return st;
+}
+
+void cli_session_close(cli_session *s) {
+    if (s->tok) hearth_tok_free(s->tok);
+    if (s->kv) hearth_kv_free(s->kv);
+    if (s->model) hearth_model_free(s->model);
+    if (s->ops == &hearth_cpu_ops) hearth_cpu_ctx_free(s->ops_ctx);
+    memset(s, 0, sizeof *s);
+}

@@ -1,0 +1,34 @@
+/* session.h - what the run/bench/serve verbs share: pick a backend, load the
+ * model and its tokenizer, size the KV cache. */
+#ifndef HEARTH_CLI_SESSION_H
+#define HEARTH_CLI_SESSION_H
+
+#include "engine/kv.h"
+#include "model/model.h"
+#include "tok/tok.h"
+
+typedef struct {
+    const char *model_path;
+    const char *device;  /* "cpu", "cuda", "cuda:N"; NULL = cuda when present, else cpu */
+    int threads;         /* CPU threads, 0 = one per core */
+    int ctx;             /* context length, 0 = min(model's, 4096) */
+    int max_tokens;      /* rows per forward (prefill chunk), 0 = 512 */
+    int n_slots;         /* sequence slots, 0 = 1 */
+    int need_tokenizer;  /* fail if the model has none */
+} cli_session_opts;
+
+typedef struct {
+    const hearth_ops *ops;
+    void *ops_ctx;
+    hearth_model *model;
+    hearth_kv *kv;
+    hearth_tokenizer *tok; /* NULL when the model has none */
+    int ctx, max_tokens;
+    double load_s;
+} cli_session;
+
+/* Open everything; on failure prints nothing, fills err, cleans up. */
+hearth_status cli_session_open(cli_session *s, const cli_session_opts *o, hearth_err *err);
+void cli_session_close(cli_session *s);
+
+#endif

@@ -1,0 +1,82 @@
+"""`hearth run` and `hearth bench` through the real binary."""
+import json
+import pathlib
+import re
+
+import pytest
+
+from conftest import DEFAULT_MODEL, ROOT, run_hearth
+
+TINY = ROOT / "tests" / "fixtures" / "tiny"
+
+
+def test_run_default_model_greedy_text():
+    r = run_hearth("run", DEFAULT_MODEL, "The capital of France is", "-n", "12", "--temp", "0")
+    assert r.returncode == 0, r.stderr
+    assert len(r.stdout.strip()) > 0
+    assert re.search(r"decode \d+ tokens, [\d.]+ tok/s", r.stderr)
+    # greedy is deterministic
+    r2 = run_hearth("run", DEFAULT_MODEL, "The capital of France is", "-n", "12", "--temp", "0")
+    assert r2.stdout == r.stdout
+
+
+def test_run_same_seed_same_text():
+    args = ("run", DEFAULT_MODEL, "Once upon a time", "-n", "16", "--temp", "0.9", "--ignore-eos")
+    a = run_hearth(*args, "--seed", "7")
+    b = run_hearth(*args, "--seed", "7")
+    c = run_hearth(*args, "--seed", "8")
+    assert a.returncode == 0, a.stderr
+    assert a.stdout == b.stdout
+    assert a.stdout != c.stdout
+
+
+def test_run_prompt_ids_prints_ids():
+    r = run_hearth("run", DEFAULT_MODEL, "--prompt-ids", "1,504,3458", "-n", "8", "--temp", "0", "--ids",
+                   "--ignore-eos")
+    assert r.returncode == 0, r.stderr
+    ids = r.stdout.split()
+    assert len(ids) == 8 and all(i.isdigit() for i in ids)
+
+
+@pytest.mark.parametrize("name", ["llama3-f32", "qwen2-f32"])
+def test_run_ids_on_model_without_tokenizer_matches_golden(name):
+    d = TINY / name
+    if not d.exists():
+        pytest.fail(f"{d} missing: tools/oracle/make_tiny_models.py writes it")
+    g = json.loads((d / "golden.json").read_text())["greedy"][0]
+    r = run_hearth("run", d, "--prompt-ids", ",".join(map(str, g["prompt_ids"])), "-n",
+                   str(len(g["output_ids"])), "--temp", "0", "--ids", "--ignore-eos")
+    assert r.returncode == 0, r.stderr
+    assert [int(x) for x in r.stdout.split()] == g["output_ids"]
+
+
+def test_run_missing_model_is_reported():
+    r = run_hearth("run", "/nonexistent/model.gguf", "hi")
+    assert r.returncode == 1
+    assert "/nonexistent/model.gguf" in r.stderr
+
+
+def test_run_truncated_gguf_is_reported_not_crash(tmp_path):
+    data = DEFAULT_MODEL.read_bytes()
+    for cut in (3, 100, 5000, len(data) // 2):
+        p = tmp_path / f"cut{cut}.gguf"
+        p.write_bytes(data[:cut])
+        r = run_hearth("run", p, "hi", "-n", "2")
+        assert r.returncode == 1, (cut, r.returncode, r.stderr)
+        assert str(p) in r.stderr
+
+
+def test_run_usage_errors():
+    assert run_hearth("run").returncode == 2
+    r = run_hearth("run", DEFAULT_MODEL, "hi", "-n", "abc")
+    assert r.returncode == 2 and "-n expects an integer" in r.stderr
+    r = run_hearth("run", DEFAULT_MODEL, "--prompt-ids", "1,x")
+    assert r.returncode == 2 and "--prompt-ids" in r.stderr
+    r = run_hearth("run", DEFAULT_MODEL, "hi", "--temp", "-1")
+    assert r.returncode == 1 and "temperature" in r.stderr
+
+
+def test_bench_prints_rates():
+    r = run_hearth("bench", DEFAULT_MODEL, "--prompt", "32", "--gen", "8")
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"prefill 32: [\d.]+ tok/s \| decode 8: [\d.]+ tok/s", r.stdout)
