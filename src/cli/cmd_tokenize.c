@@ -3,6 +3,8 @@
 #include "cli/cli.h"
 #include "tok/tok.h"
 
+#include "core/clock.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +18,9 @@ static void usage(FILE *f) {
             "  --ids               print only the ids, space-separated, on one line\n"
             "  --no-add-special    do not add bos/eos/cls/sep (the post-processor)\n"
             "  --no-parse-special  treat special tokens written in TEXT as plain text\n"
-            "  --decode            also print the decoded text (skip_special_tokens=false)\n");
+            "  --decode            also print the decoded text (skip_special_tokens=false)\n"
+            "  --bench N           encode N times, print only the token count and MB/s (stderr);\n"
+            "                      with --lines, each line of TEXT is encoded on its own\n");
 }
 
 static char *read_stdin(size_t *len) {
@@ -54,9 +58,42 @@ static void print_token(const char *s, size_t n) {
     putchar('\'');
 }
 
+/* Encode text `reps` times (as one string, or line by line) and report. */
+static int run_bench(const hearth_tokenizer *t, const char *text, size_t len, long reps, int lines, int add_special,
+                     int parse_special) {
+    size_t total_tokens = 0;
+    double t0 = hearth_time_now();
+    for (long r = 0; r < reps; r++) {
+        size_t a = 0;
+        while (a < len || (a == 0 && len == 0)) {
+            size_t b = len;
+            if (lines) {
+                const char *nl = memchr(text + a, '\n', len - a);
+                b = nl ? (size_t)(nl - text) + 1 : len;
+            }
+            int32_t *ids;
+            size_t n;
+            hearth_err err = {0};
+            if (hearth_tok_encode(t, text + a, b - a, add_special, parse_special, &ids, &n, &err)) {
+                fprintf(stderr, "hearth tokenize: %s\n", err.msg);
+                return 1;
+            }
+            free(ids);
+            total_tokens += n;
+            a = b;
+            if (len == 0) break;
+        }
+    }
+    double dt = hearth_time_now() - t0;
+    fprintf(stderr, "tokens %zu bytes %zu seconds %.4f MB/s %.2f\n", total_tokens / (size_t)reps, len, dt / (double)reps,
+            (double)len * (double)reps / dt / 1e6);
+    return 0;
+}
+
 int cmd_tokenize(int argc, char **argv) {
     const char *model = NULL, *text = NULL;
-    int ids_only = 0, add_special = 1, parse_special = 1, decode = 0;
+    int ids_only = 0, add_special = 1, parse_special = 1, decode = 0, lines = 0;
+    long bench = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (cli_is_help(a)) {
@@ -66,6 +103,12 @@ int cmd_tokenize(int argc, char **argv) {
         else if (!strcmp(a, "--no-add-special")) add_special = 0;
         else if (!strcmp(a, "--no-parse-special")) parse_special = 0;
         else if (!strcmp(a, "--decode")) decode = 1;
+        else if (!strcmp(a, "--lines")) lines = 1;
+        else if (!strcmp(a, "--bench")) {
+            if (i + 1 >= argc) return cli_usage_error("tokenize", "--bench needs a count");
+            if (!cli_parse_int("tokenize", "--bench", argv[++i], &bench)) return 2;
+            if (bench < 1) return cli_usage_error("tokenize", "--bench expects a count >= 1");
+        }
         else if (a[0] == '-' && a[1] == '-') return cli_usage_error("tokenize", "unknown option '%s'", a);
         else if (!model) model = a;
         else if (!text) text = a;
@@ -92,6 +135,12 @@ int cmd_tokenize(int argc, char **argv) {
     int32_t *ids;
     size_t n;
     int rc = 0;
+    if (bench) {
+        rc = run_bench(t, text, len, bench, lines, add_special, parse_special);
+        free(buf);
+        hearth_tok_free(t);
+        return rc;
+    }
     if (hearth_tok_encode(t, text, len, add_special, parse_special, &ids, &n, &err)) {
         fprintf(stderr, "hearth tokenize: %s\n", err.msg);
         rc = 1;
