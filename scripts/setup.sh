@@ -59,3 +59,29 @@ fi
 
 touch .venv/.setup-done
 echo "setup: done"
+
+# ---- tok/: real tokenizer vocabularies for the tokenizer goldens ----------------------
+# llama.cpp's vocab-only GGUF files (and its tokenizer test vectors), taken from the sdist
+# of llama-cpp-python==0.3.36 (PyPI), checked by sha256, into models/vocab/. The goldens
+# in tests/fixtures/tok/ name these files (tools/oracle/tok_goldens.py).
+VOCAB_SDIST=llama_cpp_python-0.3.36.tar.gz
+VOCAB_SDIST_SHA=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
+VOCAB_NAMES="gpt-2 llama-bpe qwen2 starcoder falcon mpt refact command-r llama-spm phi-3 bert-bge"
+if [ ! -f models/vocab/.done-0.3.36 ]; then
+  echo "setup: fetching tokenizer vocabularies from the PyPI sdist llama-cpp-python==0.3.36"
+  vtmp=$(mktemp -d)
+  .venv/bin/python -m pip download -q --no-deps --no-binary :all: llama-cpp-python==0.3.36 -d "$vtmp"
+  echo "$VOCAB_SDIST_SHA  $vtmp/$VOCAB_SDIST" | sha256sum -c --status \
+    || { echo "setup: sha256 mismatch for $VOCAB_SDIST" >&2; rm -rf "$vtmp"; exit 1; }
+  members=""
+  for v in $VOCAB_NAMES; do
+    for ext in gguf gguf.inp gguf.out; do
+      members="$members llama_cpp_python-0.3.36/vendor/llama.cpp/models/ggml-vocab-$v.$ext"
+    done
+  done
+  mkdir -p models/vocab
+  tar -xzf "$vtmp/$VOCAB_SDIST" -C "$vtmp" $members
+  mv "$vtmp"/llama_cpp_python-0.3.36/vendor/llama.cpp/models/ggml-vocab-* models/vocab/
+  rm -rf "$vtmp"
+  touch models/vocab/.done-0.3.36
+fi

@@ -52,10 +52,10 @@ hearth_status tok_finish_vocab(hearth_tokenizer *t, hearth_err *err) {
             continue;
         }
         t->tok_str[i] = t->strings.p + off;
-        /* HF keeps the last id of a duplicated string in its reverse map;
-         * GGUF vocabularies may repeat strings: keep the first, as llama.cpp. */
-        if (tok_strmap_get(&t->vocab, t->tok_str[i], t->tok_len[i]) < 0 &&
-            tok_strmap_put(&t->vocab, t->tok_str[i], t->tok_len[i], i))
+        /* A string given twice (GGUF vocabularies do this, e.g. "  " next to
+         * "ĠĠ" once re-spelled) maps to its last id, as the dict transformers
+         * builds from the file does. */
+        if (tok_strmap_put(&t->vocab, t->tok_str[i], t->tok_len[i], i))
             return hearth_err_set(err, HEARTH_ENOMEM, "out of memory");
     }
     char tmp[8];

@@ -260,28 +260,40 @@ static hearth_status load(hearth_tokenizer *t, const hearth_gguf *g, const char 
     t->eos = eos >= 0 && eos < (int64_t)n_tok ? (int32_t)eos : -1;
     t->pad = pad >= 0 && pad < (int64_t)n_tok ? (int32_t)pad : -1;
 
+    /* control tokens (3) become special added tokens, user-defined ones (4)
+     * plain added tokens; transformers adds them by string, so the id is the
+     * one the vocabulary gives that string, and a string missing from the
+     * (re-spelled) vocabulary is not added */
     for (uint64_t i = 0; tt_data && i < n_tok; i++) {
         int32_t ty;
         memcpy(&ty, (const char *)tt_data + i * 4, 4);
         if (ty != 3 && ty != 4) continue;
         size_t len;
         const char *s = hearth_gguf_arr_str_at(g, kv_tokens, i, &len);
-        if (ty == 3 && !in_alphabet(s, len)) continue; /* transformers skips these mislabels */
-        tok_added a = {.content = (char *)t->tok_str[i], .len = t->tok_len[i], .id = (int32_t)i, .special = ty == 3};
-        if (!a.len) continue;
+        if (!len || (ty == 3 && !in_alphabet(s, len))) continue; /* transformers skips these mislabels */
+        int32_t id = tok_strmap_get(&t->vocab, s, len);
+        if (id < 0) continue;
+        tok_added a = {.content = (char *)s, .len = len, .id = id, .special = ty == 3};
         if ((st = tok_add_added(t, &a, err))) return st;
+    }
+    /* transformers registers bos/eos/unk/pad as special tokens by string; a
+     * string outside the re-spelled vocabulary would get a new id past the
+     * model's vocabulary there, which no model can take: hearth leaves it */
+    int64_t sp_ids[4] = {bos, eos, unk, pad};
+    int32_t *sp_out[4] = {&t->bos, &t->eos, NULL, &t->pad};
+    for (int i = 0; i < 4; i++) {
+        if (sp_ids[i] < 0 || sp_ids[i] >= (int64_t)n_tok) continue;
+        size_t len;
+        const char *s = hearth_gguf_arr_str_at(g, kv_tokens, (uint64_t)sp_ids[i], &len);
+        int32_t id = len && in_alphabet(s, len) ? tok_strmap_get(&t->vocab, s, len) : -1;
+        if (id < 0) continue;
+        if (sp_out[i]) *sp_out[i] = id;
+        tok_added a = {.content = (char *)s, .len = len, .id = id, .special = 1};
+        if (!(t->tok_flags[id] & TOKF_ADDED) && (st = tok_add_added(t, &a, err))) return st;
     }
     if (add_bos && t->bos >= 0 && (st = push_post(t, 0, t->bos, err))) return st;
     if ((st = push_post(t, 1, 0, err))) return st;
     if (add_eos && t->eos >= 0 && (st = push_post(t, 0, t->eos, err))) return st;
-    /* transformers marks bos/eos/unk/pad special even when not control */
-    int64_t sp_ids[4] = {bos, eos, unk, pad};
-    for (int i = 0; i < 4; i++)
-        if (sp_ids[i] >= 0 && sp_ids[i] < (int64_t)n_tok && !(t->tok_flags[sp_ids[i]] & TOKF_ADDED)) {
-            tok_added a = {.content = (char *)t->tok_str[sp_ids[i]], .len = t->tok_len[sp_ids[i]],
-                           .id = (int32_t)sp_ids[i], .special = 1};
-            if (a.len && in_alphabet(a.content, a.len) && (st = tok_add_added(t, &a, err))) return st;
-        }
     return tok_finish(t, name, err);
 }
 

@@ -196,11 +196,28 @@ def gguf_tokenizer(path):
     return tok.backend_tokenizer, note
 
 
+def llamacpp_vectors(path):
+    """llama.cpp's test vectors beside a vocab file: texts and the ids its HF tokenizer gave."""
+    inp, out = pathlib.Path(str(path) + ".inp"), pathlib.Path(str(path) + ".out")
+    if not inp.exists() or not out.exists():
+        return []
+    texts = inp.read_text(encoding="utf-8").split("\n__ggml_vocab_test__\n")
+    ids = out.read_text(encoding="utf-8").strip("\n").split("\n")
+    if texts and texts[-1] == "":
+        texts = texts[:-1]
+    return [(t, [int(x) for x in i.split()]) for t, i in zip(texts, ids)]
+
+
 def do_gguf(name, relpath):
     path = ROOT / relpath
     tok, note = gguf_tokenizer(str(path))
-    texts = CORPUS + special_texts(tok)
-    write(name, {"kind": "gguf", "path": relpath, "sha256": sha256(path), "oracle": note}, add_cases(tok, texts))
+    vec = llamacpp_vectors(path)
+    texts = CORPUS + special_texts(tok) + [t for t, _ in vec]
+    cases = add_cases(tok, texts)
+    agree = sum(c["ids_plain"] == ids for c, (_, ids) in zip(cases[len(cases) - len(vec):], vec))
+    if vec:
+        note += f"; agrees with llama.cpp's test vectors on {agree}/{len(vec)}"
+    write(name, {"kind": "gguf", "path": relpath, "sha256": sha256(path), "oracle": note}, cases)
 
 
 # ---- tiny trained tokenizers ------------------------------------------------------------
@@ -308,6 +325,12 @@ def do_tiny(only):
 
 GGUFS = {
     "smollm2": "models/SmolLM2-135M-Instruct.Q4_1.gguf",
+    # byte-level BPE vocabularies from llama.cpp (scripts/setup.sh puts them in models/vocab/).
+    # Not deepseek-coder / deepseek-llm: their bos/eos strings use characters outside the byte
+    # alphabet, and transformers' GGUF conversion then registers them as new tokens with ids past
+    # the vocabulary (32257 for a 32256-token model), which is no golden for a model to follow.
+    **{f"vocab_{v.replace('-', '_')}": f"models/vocab/ggml-vocab-{v}.gguf" for v in [
+        "gpt-2", "llama-bpe", "qwen2", "starcoder", "falcon", "mpt", "refact", "command-r"]},
 }
 
 
