@@ -1,6 +1,7 @@
 /* cmd_bench.c - `hearth bench MODEL`: prefill and decode speed on random
  * prompt ids, greedy, no early stop. A measurement, never a test. */
 #include "cli/cli.h"
+#include "cli/bench_engine.h"
 #include "cli/session.h"
 #include "engine/generate.h"
 
@@ -18,17 +19,20 @@ static void usage(FILE *f) {
             "  --reps N       repetitions; the best is reported (default 1)\n"
             "  --threads T    CPU threads (default: one per core)\n"
             "  --batch N      prefill chunk: tokens per forward (default 512)\n"
+            "  --parallel N   N concurrent streams through the batching engine (output tok/s, TTFT);\n"
+            "                 without it, one sequence through the serial path\n"
             "  --device D     cpu, cuda or cuda:N\n");
 }
 
 int cmd_bench(int argc, char **argv) {
     cli_session_opts so = {0};
-    long n_prompt = 512, n_gen = 128, reps = 1, lv;
+    long n_prompt = 512, n_gen = 128, reps = 1, parallel = 0, lv;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long *dst = !strcmp(a, "--prompt") ? &n_prompt
                     : !strcmp(a, "--gen")  ? &n_gen
                     : !strcmp(a, "--reps") ? &reps
+                    : !strcmp(a, "--parallel") ? &parallel
                                            : NULL;
         if (cli_is_help(a)) {
             usage(stdout);
@@ -55,11 +59,18 @@ int cmd_bench(int argc, char **argv) {
     }
     if (!so.model_path) return cli_usage_error("bench", "missing MODEL");
     so.ctx = (int)(n_prompt + n_gen + 16);
+    so.n_slots = parallel > 0 ? (int)parallel : 1;
     hearth_err err = {0};
     cli_session s;
     if (cli_session_open(&s, &so, &err) != HEARTH_OK) {
         fprintf(stderr, "hearth bench: %s\n", err.msg);
         return 1;
+    }
+    if (parallel > 0) {
+        int r = cli_bench_engine(&s, (int)parallel, (int)n_prompt, (int)n_gen, &err);
+        if (r) fprintf(stderr, "hearth bench: %s\n", err.msg);
+        cli_session_close(&s);
+        return r;
     }
     const hearth_model_config *cfg = hearth_model_config_get(s.model);
     int32_t *ids = malloc(sizeof *ids * (size_t)n_prompt);

@@ -2,7 +2,7 @@
  * speeds to stderr; `--prompt-ids 1,2,3 --ids` for models without a tokenizer. */
 #include "cli/cli.h"
 #include "cli/session.h"
-#include "engine/generate.h"
+#include "engine/engine.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,7 +169,7 @@ int cmd_run(int argc, char **argv) {
     hearth_err err = {0};
     cli_session s;
     int rc = 1;
-    hearth_sampler smp = {0};
+    hearth_engine *eng = NULL;
     if (cli_session_open(&s, &so, &err) != HEARTH_OK) {
         fprintf(stderr, "hearth run: %s\n", err.msg);
         free(ids);
@@ -187,21 +187,36 @@ int cmd_run(int argc, char **argv) {
                            cfg->vocab_size);
             goto done;
         }
-    if (hearth_sampler_init(&smp, &sp, cfg->vocab_size, &err) != HEARTH_OK) goto done;
-    int32_t stops[16];
-    int n_stop = 0;
+    /* One request through the engine: B=1 is the engine's ordinary path. */
+    hearth_gen_request q = {0};
+    q.sampling = sp;
+    q.max_new = (int)max_new;
     if (!ignore_eos) {
-        for (int i = 0; i < cfg->n_eos && n_stop < 8; i++) stops[n_stop++] = cfg->eos_token_ids[i];
+        for (int i = 0; i < cfg->n_eos && q.n_stop < 8; i++) q.stop_ids[q.n_stop++] = cfg->eos_token_ids[i];
         if (s.tok)
-            for (int id = 0; id < hearth_tok_n_vocab(s.tok) && n_stop < 16; id++)
-                if (hearth_tok_is_eog(s.tok, id)) stops[n_stop++] = id;
+            for (int id = 0; id < hearth_tok_n_vocab(s.tok) && q.n_stop < HEARTH_MAX_STOP_IDS; id++)
+                if (hearth_tok_is_eog(s.tok, id)) q.stop_ids[q.n_stop++] = id;
     }
     run_out out = {.tok = s.tok, .print_ids = print_ids};
     if (s.tok) hearth_detok_init(&out.detok, s.tok, 1);
-    hearth_gen_stats gs;
-    if (max_new > 0 && hearth_generate(s.model, s.kv, 0, ids, n_ids, (int)max_new, &smp, stops, n_stop, 0, on_token,
-                                       &out, &gs, &err) != HEARTH_OK)
-        goto done;
+    hearth_seq_summary sum = {0};
+    if (max_new > 0) {
+        hearth_engine_opts eo = {.n_slots = 1};
+        hearth_seq *seq;
+        if (hearth_engine_new(&eng, s.model, s.kv, &eo, &err) != HEARTH_OK) goto done;
+        q.prompt = ids;
+        q.n_prompt = n_ids;
+        if (hearth_engine_submit(eng, &q, &seq, &err) != HEARTH_OK) goto done;
+        ids = NULL; /* the engine owns the prompt now */
+        hearth_token_event ev;
+        while (hearth_seq_next(seq, &ev, -1) == 1) on_token(&out, ev.id, NULL);
+        hearth_seq_summary_get(seq, &sum);
+        hearth_seq_release(seq);
+        if (sum.finish == HEARTH_FINISH_ERROR) {
+            hearth_err_set(&err, HEARTH_EIO, "%s", sum.error);
+            goto done;
+        }
+    }
     if (!print_ids && s.tok) {
         char buf[64];
         fwrite(buf, 1, hearth_detok_finish(&out.detok, buf, sizeof buf), stdout);
@@ -210,12 +225,12 @@ int cmd_run(int argc, char **argv) {
     fflush(stdout);
     if (max_new > 0)
         fprintf(stderr, "hearth: prompt %d tokens, %.1f tok/s; decode %d tokens, %.1f tok/s; load %.2f s (%s)\n",
-                gs.n_prompt, gs.n_prompt / gs.prefill_s, gs.n_gen,
-                gs.n_gen > 1 ? (gs.n_gen - 1) / gs.decode_s : 0.0, s.load_s, s.ops->name);
+                sum.n_prompt, sum.n_prompt / sum.prefill_s, sum.n_gen,
+                sum.n_gen > 1 ? (sum.n_gen - 1) / sum.decode_s : 0.0, s.load_s, s.ops->name);
     rc = 0;
 done:
     if (rc) fprintf(stderr, "hearth run: %s\n", err.msg);
-    hearth_sampler_deinit(&smp);
+    hearth_engine_free(eng);
     free(ids);
     cli_session_close(&s);
     return rc;

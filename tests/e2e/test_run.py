@@ -80,3 +80,9 @@ def test_bench_prints_rates():
     r = run_hearth("bench", DEFAULT_MODEL, "--prompt", "32", "--gen", "8")
     assert r.returncode == 0, r.stderr
     assert re.search(r"prefill 32: [\d.]+ tok/s \| decode 8: [\d.]+ tok/s", r.stdout)
+
+
+def test_bench_parallel_streams_through_engine():
+    r = run_hearth("bench", DEFAULT_MODEL, "--prompt", "16", "--gen", "4", "--parallel", "3")
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"engine \| 3 streams x \(16 in, 4 out\) \| output [\d.]+ tok/s \| TTFT p50", r.stdout)
