@@ -184,9 +184,15 @@ def add_metadata(w, arch, cfg, gen, name, ftype):
 def convert(hf_dir, out_path, outtype, name):
     """Write hf_dir's model as GGUF `outtype` ("f32" or "f16") to out_path."""
     cfg, gen, tensors = load_hf(hf_dir)
+    write_gguf(out_path, cfg, gen, tensors, outtype, name, where=hf_dir)
+
+
+def write_gguf(out_path, cfg, gen, tensors, outtype, name, where="model"):
+    """Write HF-named tensors (numpy, any float dtype) with an HF config as GGUF.
+    outtype "f32": every tensor F32; "f16": 2-D .weight tensors F16, the rest F32."""
     mt = cfg["model_type"]
     if mt not in ARCHS:
-        raise ValueError(f"{hf_dir}: model_type {mt!r} not handled")
+        raise ValueError(f"{where}: model_type {mt!r} not handled")
     arch, undo_permute = ARCHS[mt]
     ftype = {"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTLY_F16}[outtype]
     n_head, n_kv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
@@ -199,11 +205,9 @@ def convert(hf_dir, out_path, outtype, name):
                      llama3_rope_factors(cfg))
     for hf_name in sorted(tensors):
         data = tensors[hf_name]
-        if data.dtype != np.float32:
-            data = data.astype(np.float32)
         new = tmap.get_name(hf_name, try_suffixes=(".weight", ".bias"))
         if new is None:
-            raise ValueError(f"{hf_dir}: tensor {hf_name} has no GGUF name")
+            raise ValueError(f"{where}: tensor {hf_name} has no GGUF name")
         if undo_permute and hf_name.endswith(("q_proj.weight", "q_proj.bias")):
             data = permute(data, n_head, n_head)
         if undo_permute and hf_name.endswith(("k_proj.weight", "k_proj.bias")):
@@ -211,6 +215,8 @@ def convert(hf_dir, out_path, outtype, name):
         if outtype == "f16" and data.ndim >= 2 and not new.endswith("_norm.weight") \
                 and new.endswith(".weight"):
             data = data.astype(np.float16)
+        else:
+            data = data.astype(np.float32)
         w.add_tensor(new, np.ascontiguousarray(data))
     total, shared, expert, n_expert = w.get_total_parameter_count()
     w.add_size_label(gguf.size_label(total, shared, expert, n_expert))
@@ -221,6 +227,7 @@ def convert(hf_dir, out_path, outtype, name):
 
 
 def quantize(src, dst, qtype):
+    """llama.cpp's own quantizer (llama-quantize's default tensor mix for the type)."""
     p = llama_cpp.llama_model_quantize_default_params()
     p.nthread = N_THREADS
     p.ftype = {"q8_0": llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0,
