@@ -7,6 +7,7 @@
 #include "core/half.h"
 #include "ops/cpu/matmul.h"
 #include "ops/cpu/quant.h"
+#include "ops/cpu/vec.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@ struct hearth_cpu_ctx {
     void *mm_scratch;
     size_t mm_scratch_bytes;
     float *att_scratch; /* [n_att_tasks][max_ctx] */
+    const hearth_vec_ops *vec;
     int n_att_tasks;
 };
 
@@ -48,6 +50,7 @@ hearth_status hearth_cpu_ctx_new(hearth_cpu_ctx **out, int n_threads, int max_to
     c->max_tokens = max_tokens;
     c->max_cols = max_cols;
     c->max_ctx = max_ctx;
+    c->vec = hearth_vec_get(NULL);
     c->mm_scratch_bytes = max_scratch_bytes(max_tokens, max_cols);
     c->n_att_tasks = hearth_pool_size(c->pool) * 4;
     c->mm_scratch = aligned_alloc(64, (c->mm_scratch_bytes + 63) & ~(size_t)63);
@@ -167,12 +170,11 @@ static void att_one(const att_job *j, int t, int h, float *scores) {
     float *o = j->out + ((size_t)t * j->n_heads + h) * hd;
     int p_end = j->pos[t], p0 = j->window > 0 ? p_end - j->window + 1 : 0;
     if (p0 < 0) p0 = 0;
+    const hearth_vec_ops *vec = j->c->vec;
     float mx = -INFINITY;
     for (int p = p0; p <= p_end; p++) {
         const float *k = j->kv->k[j->layer] + kv_offset(kv, j->seq[t], p) + (size_t)kvh * hd;
-        float s = 0.0f;
-        for (int i = 0; i < hd; i++) s += q[i] * k[i];
-        s *= j->scale;
+        float s = vec->dot(q, k, hd) * j->scale;
         scores[p - p0] = s;
         if (s > mx) mx = s;
     }
@@ -183,11 +185,10 @@ static void att_one(const att_job *j, int t, int h, float *scores) {
         sum += e;
     }
     float inv = 1.0f / sum;
-    for (int i = 0; i < hd; i++) o[i] = 0.0f;
+    memset(o, 0, sizeof(float) * (size_t)hd);
     for (int p = p0; p <= p_end; p++) {
         const float *v = j->kv->v[j->layer] + kv_offset(kv, j->seq[t], p) + (size_t)kvh * hd;
-        float a = scores[p - p0] * inv;
-        for (int i = 0; i < hd; i++) o[i] += a * v[i];
+        vec->axpy(o, scores[p - p0] * inv, v, hd);
     }
 }
 
