@@ -14,6 +14,7 @@ int cmd_devices(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_template(int argc, char **argv);
 
 /* Shared helpers for verbs. */
 /* Print "hearth VERB: message" and return 2 (usage error). */

@@ -14,6 +14,7 @@ static const cli_verb VERBS[] = {
     {"bench", "measure prefill and decode speed", cmd_bench},
     {"devices", "list the CPU features and GPUs hearth can use", cmd_devices},
     {"tokenize", "show the token ids a model's tokenizer gives a text", cmd_tokenize},
+    {"template", "print the prompt a model's chat template renders for a conversation", cmd_template},
 };
 enum { N_VERBS = sizeof VERBS / sizeof VERBS[0] };
 
