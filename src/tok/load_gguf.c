@@ -123,14 +123,128 @@ static int in_alphabet(const char *s, size_t n) {
     return 1;
 }
 
+/* One merge candidate of transformers' generate_merges. */
+typedef struct {
+    int32_t l, r, id;
+    float score;
+    int32_t ll, rl; /* lengths in characters */
+    int64_t seq;    /* order of generation (stable sort) */
+} mcand;
+
+static int mcand_cmp(const void *a, const void *b) {
+    const mcand *x = a, *y = b;
+    if (x->score != y->score) return x->score > y->score ? -1 : 1;
+    if (x->ll != y->ll) return x->ll > y->ll ? -1 : 1;
+    if (x->rl != y->rl) return x->rl > y->rl ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static int local_cmp(const void *a, const void *b) {
+    const mcand *x = a, *y = b;
+    if (x->l != y->l) return x->l < y->l ? -1 : 1;
+    return (x->r > y->r) - (x->r < y->r);
+}
+
+/* A SentencePiece vocabulary without merges: every split of a token into
+ * two vocabulary tokens is a merge, ranked by the token's score (best
+ * first), then longer left and right parts first, then file order; as
+ * transformers' generate_merges. */
+static hearth_status merges_from_scores(hearth_tokenizer *t, const hearth_gguf *g, const char *name, hearth_err *err) {
+    hearth_gguf_type et;
+    uint64_t n = 0;
+    const void *data = NULL;
+    hearth_status st = hearth_gguf_get_arr(g, "tokenizer.ggml.scores", &et, &n, &data, err);
+    if (st) return hearth_err_wrap(err, st, "%s: a vocabulary without merges needs scores", name);
+    if (et != HEARTH_GGUF_F32 || n != (uint64_t)t->n_vocab)
+        return hearth_err_set(err, HEARTH_EFORMAT, "%s: tokenizer.ggml.scores must be %d float32 values", name, t->n_vocab);
+    size_t cap = 1024, nc = 0;
+    mcand *c = malloc(cap * sizeof *c);
+    if (!c) return hearth_err_set(err, HEARTH_ENOMEM, "out of memory");
+    int64_t seq = 0;
+    for (int32_t i = 0; i < t->n_vocab; i++) {
+        const char *s = t->tok_str[i];
+        size_t len = t->tok_len[i];
+        if (tok_strmap_get(&t->vocab, s, len) != i) continue;
+        float score;
+        memcpy(&score, (const char *)data + (size_t)i * 4, 4);
+        size_t first = nc;
+        int lchars = 0, total = 0;
+        for (size_t k = 0; k < len; k++) total += ((unsigned char)s[k] & 0xC0) != 0x80;
+        for (size_t k = 1; k < len; k++) {
+            if (((unsigned char)s[k - 1] & 0xC0) != 0x80) lchars++;
+            if (((unsigned char)s[k] & 0xC0) == 0x80) continue;
+            int32_t l = tok_strmap_get(&t->vocab, s, k), r = tok_strmap_get(&t->vocab, s + k, len - k);
+            if (l < 0 || r < 0) continue;
+            if (nc == cap) {
+                mcand *p = realloc(c, (cap *= 2) * sizeof *c);
+                if (!p) {
+                    free(c);
+                    return hearth_err_set(err, HEARTH_ENOMEM, "out of memory");
+                }
+                c = p;
+            }
+            c[nc++] = (mcand){l, r, i, score, lchars, total - lchars, 0};
+        }
+        qsort(c + first, nc - first, sizeof *c, local_cmp);
+        for (size_t k = first; k < nc; k++) c[k].seq = seq++;
+    }
+    qsort(c, nc, sizeof *c, mcand_cmp);
+    st = HEARTH_OK;
+    if (tok_pairmap_init(&t->merges, nc)) st = hearth_err_set(err, HEARTH_ENOMEM, "out of memory");
+    for (size_t k = 0; !st && k < nc; k++)
+        if (tok_pairmap_put(&t->merges, c[k].l, c[k].r, (int32_t)k, c[k].id)) st = hearth_err_set(err, HEARTH_ENOMEM, "out of memory");
+    free(c);
+    return st;
+}
+
+/* transformers' LlamaTokenizer pipeline (Phi-3: the prefix space from a
+ * normalizer instead of Metaspace). */
+static hearth_status spm_pipeline(hearth_tokenizer *t, const char *arch, hearth_err *err) {
+    hearth_status st;
+    if (!strcmp(arch, "phi3")) {
+        t->norm = calloc(2, sizeof *t->norm);
+        if (!t->norm) return hearth_err_set(err, HEARTH_ENOMEM, "out of memory");
+        t->n_norm = 2;
+        t->norm[0] = (tok_norm){.kind = NORM_PREPEND, .content = strdup("\xE2\x96\x81"), .content_len = 3};
+        t->norm[1] = (tok_norm){.kind = NORM_REPLACE, .pattern = strdup(" "), .pattern_len = 1,
+                                .content = strdup("\xE2\x96\x81"), .content_len = 3};
+        if (!t->norm[0].content || !t->norm[1].pattern || !t->norm[1].content)
+            return hearth_err_set(err, HEARTH_ENOMEM, "out of memory");
+    } else {
+        tok_pre pp = {.kind = PRE_METASPACE, .replacement = 0x2581, .prepend = PREPEND_FIRST, .split = 0};
+        if ((st = push_pre(t, pp, err))) return st;
+    }
+    tok_dec d[4] = {{.kind = DEC_REPLACE, .pattern = strdup("\xE2\x96\x81"), .pattern_len = 3, .content = strdup(" "), .content_len = 1},
+                    {.kind = DEC_BYTE_FALLBACK},
+                    {.kind = DEC_FUSE},
+                    {.kind = DEC_STRIP, .content = strdup(" "), .content_len = 1, .start = 1}};
+    if (!d[0].pattern || !d[0].content || !d[3].content) {
+        free(d[0].pattern), free(d[0].content), free(d[3].content);
+        return hearth_err_set(err, HEARTH_ENOMEM, "out of memory");
+    }
+    for (int i = 0; i < 4; i++)
+        if ((st = push_dec(t, d[i], err))) {
+            for (int j = i; j < 4; j++) free(d[j].pattern), free(d[j].content);
+            return st;
+        }
+    return HEARTH_OK;
+}
+
 static hearth_status load(hearth_tokenizer *t, const hearth_gguf *g, const char *name, hearth_err *err) {
     const char *model;
     size_t model_len;
     hearth_status st = hearth_gguf_get_str(g, "tokenizer.ggml.model", &model, &model_len, err);
     if (st) return st;
-    int is_bpe = !strcmp(model, "gpt2");
-    if (!is_bpe)
-        return hearth_err_set(err, HEARTH_ENOTSUP, "%s: tokenizer.ggml.model '%s' is not supported (gpt2)", name, model);
+    int is_bpe = !strcmp(model, "gpt2"), is_spm = !strcmp(model, "llama");
+    const char *arch = "";
+    size_t arch_len = 0;
+    if (hearth_gguf_find_key(g, "general.architecture") >= 0 &&
+        (st = hearth_gguf_get_str(g, "general.architecture", &arch, &arch_len, err)))
+        return st;
+    if (is_spm && (!strncmp(arch, "gemma", 5)))
+        return hearth_err_set(err, HEARTH_ENOTSUP, "%s: the SentencePiece vocabulary of architecture '%s' is not supported yet", name, arch);
+    if (!is_bpe && !is_spm)
+        return hearth_err_set(err, HEARTH_ENOTSUP, "%s: tokenizer.ggml.model '%s' is not supported (gpt2, llama)", name, model);
 
     int64_t kv_tokens = hearth_gguf_find_key(g, "tokenizer.ggml.tokens");
     hearth_gguf_type et;
@@ -159,7 +273,7 @@ static hearth_status load(hearth_tokenizer *t, const hearth_gguf *g, const char 
         if (!s) return hearth_err_set(err, HEARTH_EFORMAT, "%s: tokenizer.ggml.tokens[%llu] unreadable", name, (unsigned long long)i);
         if (!tok_utf8_valid(s, len))
             return hearth_err_set(err, HEARTH_EFORMAT, "%s: tokenizer.ggml.tokens[%llu] is not valid UTF-8", name, (unsigned long long)i);
-        if (!in_alphabet(s, len)) {
+        if (is_bpe && !in_alphabet(s, len)) {
             /* transformers re-spells such a token through the byte map */
             spelled.n = 0;
             for (size_t k = 0; k < len; k++) {
@@ -181,7 +295,12 @@ static hearth_status load(hearth_tokenizer *t, const hearth_gguf *g, const char 
     free(spelled.p);
     if ((st = tok_finish_vocab(t, err))) return st;
     t->model = MODEL_BPE;
-    t->byte_level = 1;
+    t->byte_level = is_bpe;
+    if (is_spm) {
+        /* transformers' LlamaTokenizer: BPE with byte fallback, unknowns fused, no unk token */
+        t->byte_fallback = 1;
+        t->fuse_unk = 1;
+    }
 
     /* merges */
     int64_t kv_merges = hearth_gguf_find_key(g, "tokenizer.ggml.merges");
@@ -190,7 +309,11 @@ static hearth_status load(hearth_tokenizer *t, const hearth_gguf *g, const char 
         if ((st = hearth_gguf_get_arr(g, "tokenizer.ggml.merges", &et, &n_merges, NULL, err))) return st;
         if (et != HEARTH_GGUF_STRING) return hearth_err_set(err, HEARTH_EFORMAT, "%s: tokenizer.ggml.merges must be a string array", name);
     }
-    if (tok_pairmap_init(&t->merges, (size_t)n_merges)) return hearth_err_set(err, HEARTH_ENOMEM, "out of memory");
+    if (kv_merges < 0 && is_spm) {
+        if ((st = merges_from_scores(t, g, name, err))) return st;
+        n_merges = 0;
+    } else if (tok_pairmap_init(&t->merges, (size_t)n_merges))
+        return hearth_err_set(err, HEARTH_ENOMEM, "out of memory");
     tok_buf cat = {0};
     for (uint64_t i = 0; i < n_merges; i++) {
         size_t len;
@@ -223,6 +346,10 @@ static hearth_status load(hearth_tokenizer *t, const hearth_gguf *g, const char 
     }
     free(cat.p);
 
+    if (is_spm) {
+        if ((st = spm_pipeline(t, arch, err))) return st;
+        goto specials;
+    }
     /* pre-tokenizer */
     const char *pre = "default";
     size_t pre_len = 7;
@@ -246,13 +373,14 @@ static hearth_status load(hearth_tokenizer *t, const hearth_gguf *g, const char 
     if ((st = push_pre(t, bl, err))) return st;
     if ((st = push_dec(t, (tok_dec){.kind = DEC_BYTELEVEL}, err))) return st;
 
+specials:;
     /* special tokens */
     int64_t bos = -1, eos = -1, unk = -1, pad = -1;
     if ((st = opt_int(g, "tokenizer.ggml.bos_token_id", &bos, err)) || (st = opt_int(g, "tokenizer.ggml.eos_token_id", &eos, err)) ||
         (st = opt_int(g, "tokenizer.ggml.unknown_token_id", &unk, err)) ||
         (st = opt_int(g, "tokenizer.ggml.padding_token_id", &pad, err)))
         return st;
-    int add_bos = 0, add_eos = 0;
+    int add_bos = is_spm, add_eos = 0; /* transformers: a llama vocabulary adds BOS unless told not to */
     if ((st = opt_bool(g, "tokenizer.ggml.add_bos_token", &add_bos, err)) ||
         (st = opt_bool(g, "tokenizer.ggml.add_eos_token", &add_eos, err)))
         return st;
@@ -270,7 +398,7 @@ static hearth_status load(hearth_tokenizer *t, const hearth_gguf *g, const char 
         if (ty != 3 && ty != 4) continue;
         size_t len;
         const char *s = hearth_gguf_arr_str_at(g, kv_tokens, i, &len);
-        if (!len || (ty == 3 && !in_alphabet(s, len))) continue; /* transformers skips these mislabels */
+        if (!len || (is_bpe && ty == 3 && !in_alphabet(s, len))) continue; /* transformers skips these mislabels */
         int32_t id = tok_strmap_get(&t->vocab, s, len);
         if (id < 0) continue;
         tok_added a = {.content = (char *)s, .len = len, .id = id, .special = ty == 3};
@@ -285,11 +413,27 @@ static hearth_status load(hearth_tokenizer *t, const hearth_gguf *g, const char 
         if (sp_ids[i] < 0 || sp_ids[i] >= (int64_t)n_tok) continue;
         size_t len;
         const char *s = hearth_gguf_arr_str_at(g, kv_tokens, (uint64_t)sp_ids[i], &len);
-        int32_t id = len && in_alphabet(s, len) ? tok_strmap_get(&t->vocab, s, len) : -1;
+        int32_t id = len && (is_spm || in_alphabet(s, len)) ? tok_strmap_get(&t->vocab, s, len) : -1;
         if (id < 0) continue;
         if (sp_out[i]) *sp_out[i] = id;
         tok_added a = {.content = (char *)s, .len = len, .id = id, .special = 1};
         if (!(t->tok_flags[id] & TOKF_ADDED) && (st = tok_add_added(t, &a, err))) return st;
+    }
+    /* LlamaTokenizer's own defaults (unk "<unk>", bos "<s>", eos "</s>") end
+     * up special in transformers too, even when the file marks them
+     * user-defined (Phi-3's "</s>") */
+    static const char *const SPM_DEFAULTS[] = {"<unk>", "<s>", "</s>"};
+    for (int i = 0; is_spm && i < 3; i++) {
+        int32_t id = tok_strmap_get(&t->vocab, SPM_DEFAULTS[i], strlen(SPM_DEFAULTS[i]));
+        if (id < 0) continue;
+        int32_t ai = tok_strmap_get(&t->added_map, SPM_DEFAULTS[i], strlen(SPM_DEFAULTS[i]));
+        if (ai >= 0) {
+            t->added[ai].special = 1;
+            t->tok_flags[t->added[ai].id] |= TOKF_SPECIAL;
+            continue;
+        }
+        tok_added a = {.content = (char *)SPM_DEFAULTS[i], .len = strlen(SPM_DEFAULTS[i]), .id = id, .special = 1};
+        if ((st = tok_add_added(t, &a, err))) return st;
     }
     if (add_bos && t->bos >= 0 && (st = push_post(t, 0, t->bos, err))) return st;
     if ((st = push_post(t, 1, 0, err))) return st;

@@ -334,6 +334,9 @@ GGUFS = {
     # the vocabulary (32257 for a 32256-token model), which is no golden for a model to follow.
     **{f"vocab_{v.replace('-', '_')}": f"models/vocab/ggml-vocab-{v}.gguf" for v in [
         "gpt-2", "llama-bpe", "qwen2", "starcoder", "falcon", "mpt", "refact", "command-r"]},
+    # SentencePiece BPE with byte fallback (merges rebuilt from the scores)
+    "vocab_llama_spm": "models/vocab/ggml-vocab-llama-spm.gguf",
+    "vocab_phi_3": "models/vocab/ggml-vocab-phi-3.gguf",
 }
 
 
