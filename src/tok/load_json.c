@@ -609,7 +609,7 @@ static hearth_status load_unigram(ctx *c, json_t *m) {
             return FAIL(c, HEARTH_EFORMAT, "%s: model.vocab[%zu] must be [token, score]", c->name, i);
         json_t *s = json_array_get(e, 0);
         if ((st = tok_set_token(t, (int32_t)i, json_string_value(s), json_string_length(s), c->err))) return st;
-        t->scores[i] = (float)json_number_value(json_array_get(e, 1));
+        t->scores[i] = json_number_value(json_array_get(e, 1));
         if (t->scores[i] < t->min_score) t->min_score = t->scores[i];
         int chars = 0;
         for (size_t k = 0; k < json_string_length(s); k++) chars += ((unsigned char)json_string_value(s)[k] & 0xC0) != 0x80;

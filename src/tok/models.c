@@ -259,7 +259,7 @@ static hearth_status unigram_piece(const hearth_tokenizer *t, tok_scratch *sc, c
             int k = tok_utf8_next(u + j, n - j, &cp);
             j += (size_t)(k > 0 ? k : 1);
             int32_t id = tok_strmap_get(&t->vocab, p + i, j - i);
-            if (id < 0 || (t->tok_flags[id] & TOKF_ADDED)) continue;
+            if (id < 0) continue;
             double sc2 = best[i] + (double)t->scores[id];
             if (c == 0) has_single = 1;
             if (sc2 > best[j]) best[j] = sc2, from[j] = (int32_t)i, tid[j] = id;
@@ -278,12 +278,8 @@ static hearth_status unigram_piece(const hearth_tokenizer *t, tok_scratch *sc, c
     int prev_unk = 0;
     for (size_t k = nr; k-- > 0;) {
         int32_t id = rev[k];
-        if (id == -2) {
-            if (t->byte_fallback) {
-                /* bytes of that char as <0xXX> */
-                prev_unk = 0;
-                continue;
-            }
+        if (id == -2 || (id >= 0 && id == t->unk_id)) {
+            /* unknown characters, and the unk piece itself, fuse into one unk */
             if (prev_unk && t->fuse_unk) continue;
             prev_unk = 1;
             if (t->unk_id >= 0 && (st = tok_emit(sc, t->unk_id))) break;

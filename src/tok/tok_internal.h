@@ -216,8 +216,8 @@ struct hearth_tokenizer {
     /* WordPiece */
     int max_input_chars;
     /* Unigram */
-    float *scores;
-    float min_score;
+    double *scores;
+    double min_score;
     int max_token_chars;  /* longest token in code points (Unigram lattice bound) */
 
     /* pipeline */

@@ -311,6 +311,14 @@ def tiny_tokenizers():
     t.pre_tokenizer = pre_tokenizers.Whitespace()
     t.train_from_iterator(TRAIN, trainers.BpeTrainer(vocab_size=450, special_tokens=["<unk>"], show_progress=False))
     out["tiny_whitespace"] = t
+
+    t = Tokenizer(models.Unigram())
+    t.normalizer = normalizers.NFKC()
+    t.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always", split=True)
+    t.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="always")
+    t.train_from_iterator(TRAIN, trainers.UnigramTrainer(vocab_size=300, special_tokens=["<unk>"], unk_token="<unk>",
+                                                         show_progress=False))
+    out["tiny_unigram"] = t
     return out
 
 
