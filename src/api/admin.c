@@ -1,0 +1,182 @@
+/* admin.c - GET /health, /v1/models, /stats (JSON) and /metrics (Prometheus
+ * text format 0.0.4). Counters come from the api (requests by outcome and by
+ * status, tokens, latency sums) and from the engine (queue, KV, prefix cache). */
+#include "api/api_internal.h"
+
+#include "core/clock.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+void api_health(hearth_api *a, hearth_http_response *r) {
+    int state = atomic_load(&a->state);
+    if (state == API_READY) {
+        api_json(r, 200, json_pack("{s:s}", "status", "ok"));
+        return;
+    }
+    api_error(r, 503, "unavailable_error", NULL, state == API_LOADING ? "model_loading" : "server_shutting_down",
+              state == API_LOADING ? "the model is loading" : "the server is shutting down");
+}
+
+static json_t *model_obj(hearth_api *a) {
+    long created = (long)time(NULL) - (long)(hearth_time_now() - a->t_start);
+    return json_pack("{s:s,s:s,s:I,s:s}", "id", a->model_id, "object", "model", "created", (json_int_t)created,
+                     "owned_by", "hearth");
+}
+
+void api_models(hearth_api *a, const char *path, hearth_http_response *r) {
+    if (!strcmp(path, "/v1/models")) {
+        api_json(r, 200, json_pack("{s:s,s:[o]}", "object", "list", "data", model_obj(a)));
+        return;
+    }
+    const char *id = path + strlen("/v1/models/");
+    if (!strcmp(id, a->model_id)) {
+        api_json(r, 200, model_obj(a));
+        return;
+    }
+    api_error(r, 404, "invalid_request_error", "model", "model_not_found", "The model '%s' does not exist; this server serves '%s'.", id,
+              a->model_id);
+}
+
+/* A consistent copy of the counters. */
+typedef struct {
+    long by_code[API_N_CODES + 1];
+    long ok, canceled, client_gone, error, rejected;
+    long prompt, completion, cached, ttft_n;
+    double ttft_sum, gen_s_sum;
+    int active, state;
+    hearth_engine_stats es;
+    int has_engine;
+} snapshot;
+
+static void snap(hearth_api *a, snapshot *s) {
+    memset(s, 0, sizeof *s);
+    pthread_mutex_lock(&a->mu);
+    memcpy(s->by_code, a->by_code, sizeof s->by_code);
+    s->ok = a->n_ok;
+    s->canceled = a->n_canceled;
+    s->client_gone = a->n_client_gone;
+    s->error = a->n_error;
+    s->rejected = a->n_rejected;
+    s->prompt = a->prompt_tokens;
+    s->completion = a->completion_tokens;
+    s->cached = a->cached_tokens;
+    s->ttft_sum = a->ttft_sum;
+    s->ttft_n = a->ttft_n;
+    s->gen_s_sum = a->gen_s_sum;
+    s->active = a->n_jobs;
+    hearth_engine *e = a->engine;
+    pthread_mutex_unlock(&a->mu);
+    s->state = atomic_load(&a->state);
+    if (e) {
+        hearth_engine_stats_get(e, &s->es);
+        s->has_engine = 1;
+    }
+}
+
+static const char *state_name(int st) {
+    return st == API_READY ? "ready" : st == API_LOADING ? "loading" : "shutting_down";
+}
+
+void api_stats(hearth_api *a, hearth_http_response *r) {
+    snapshot s;
+    snap(a, &s);
+    json_t *codes = json_object();
+    for (int i = 0; i < API_N_CODES && API_CODES[i]; i++) {
+        char k[8];
+        snprintf(k, sizeof k, "%d", API_CODES[i]);
+        json_object_set_new(codes, k, json_integer(s.by_code[i]));
+    }
+    json_object_set_new(codes, "other", json_integer(s.by_code[API_N_CODES]));
+    json_t *doc = json_pack(
+        "{s:s,s:s,s:f,s:{s:I,s:I,s:I,s:I,s:I,s:i,s:o},s:{s:I,s:I,s:I},s:{s:i,s:i},s:{s:I,s:I},s:{s:f}}", "model",
+        a->model_id, "state", state_name(s.state), "uptime_s", hearth_time_now() - a->t_start, "requests", "ok",
+        (json_int_t)s.ok, "cancelled", (json_int_t)s.canceled, "client_disconnected", (json_int_t)s.client_gone,
+        "error", (json_int_t)s.error, "rejected", (json_int_t)s.rejected, "active", s.active, "by_status", codes,
+        "tokens", "prompt", (json_int_t)s.prompt, "completion", (json_int_t)s.completion, "cached",
+        (json_int_t)s.cached, "queue", "running", s.es.running, "waiting", s.es.waiting, "cache", "prefix_lookups",
+        (json_int_t)s.es.prefix_lookups, "prefix_hits", (json_int_t)s.es.prefix_hits, "latency", "ttft_avg_s",
+        s.ttft_n ? s.ttft_sum / (double)s.ttft_n : 0.0);
+    if (s.has_engine) {
+        json_t *eng = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:i,s:i,s:i}", "requests_ok",
+                                (json_int_t)s.es.requests_ok, "requests_cancelled", (json_int_t)s.es.requests_canceled,
+                                "requests_error", (json_int_t)s.es.requests_error, "requests_rejected",
+                                (json_int_t)s.es.requests_rejected, "tokens_out", (json_int_t)s.es.tokens_out, "steps",
+                                (json_int_t)s.es.steps, "preemptions", (json_int_t)s.es.preemptions, "kv_blocks_total",
+                                s.es.kv_blocks_total, "kv_blocks_free", s.es.kv_blocks_free, "kv_blocks_cached",
+                                s.es.kv_blocks_cached);
+        json_object_set_new(doc, "engine", eng);
+    }
+    api_json(r, 200, doc);
+}
+
+void api_metrics(hearth_api *a, hearth_http_response *r) {
+    snapshot s;
+    snap(a, &s);
+    api_buf b = {0};
+    char line[256];
+#define P(...) (snprintf(line, sizeof line, __VA_ARGS__), api_buf_puts(&b, line))
+    P("# HELP hearth_requests_total Completion requests by outcome.\n# TYPE hearth_requests_total counter\n");
+    P("hearth_requests_total{outcome=\"ok\"} %ld\n", s.ok);
+    P("hearth_requests_total{outcome=\"cancelled\"} %ld\n", s.canceled);
+    P("hearth_requests_total{outcome=\"error\"} %ld\n", s.error);
+    P("hearth_requests_total{outcome=\"rejected\"} %ld\n", s.rejected);
+    P("# HELP hearth_client_disconnects_total Generations cancelled because the client left.\n"
+      "# TYPE hearth_client_disconnects_total counter\nhearth_client_disconnects_total %ld\n",
+      s.client_gone);
+    P("# HELP hearth_http_responses_total HTTP responses by status code.\n# TYPE hearth_http_responses_total counter\n");
+    for (int i = 0; i < API_N_CODES && API_CODES[i]; i++)
+        P("hearth_http_responses_total{code=\"%d\"} %ld\n", API_CODES[i], s.by_code[i]);
+    P("hearth_http_responses_total{code=\"other\"} %ld\n", s.by_code[API_N_CODES]);
+    P("# HELP hearth_prompt_tokens_total Prompt tokens of finished requests.\n"
+      "# TYPE hearth_prompt_tokens_total counter\nhearth_prompt_tokens_total %ld\n",
+      s.prompt);
+    P("# HELP hearth_completion_tokens_total Generated tokens of finished requests.\n"
+      "# TYPE hearth_completion_tokens_total counter\nhearth_completion_tokens_total %ld\n",
+      s.completion);
+    P("# HELP hearth_cached_tokens_total Prompt tokens served from the prefix cache.\n"
+      "# TYPE hearth_cached_tokens_total counter\nhearth_cached_tokens_total %ld\n",
+      s.cached);
+    P("# HELP hearth_time_to_first_token_seconds Time from request start to the first token.\n"
+      "# TYPE hearth_time_to_first_token_seconds summary\n"
+      "hearth_time_to_first_token_seconds_sum %.6f\nhearth_time_to_first_token_seconds_count %ld\n",
+      s.ttft_sum, s.ttft_n);
+    P("# HELP hearth_requests_active Completions running now.\n# TYPE hearth_requests_active gauge\n"
+      "hearth_requests_active %d\n",
+      s.active);
+    P("# HELP hearth_queue_running Sequences in the running batch.\n# TYPE hearth_queue_running gauge\n"
+      "hearth_queue_running %d\n",
+      s.es.running);
+    P("# HELP hearth_queue_waiting Sequences waiting for a slot.\n# TYPE hearth_queue_waiting gauge\n"
+      "hearth_queue_waiting %d\n",
+      s.es.waiting);
+    P("# HELP hearth_kv_blocks_free Free KV cache blocks.\n# TYPE hearth_kv_blocks_free gauge\n"
+      "hearth_kv_blocks_free %d\n",
+      s.es.kv_blocks_free);
+    P("# HELP hearth_kv_blocks_total KV cache blocks.\n# TYPE hearth_kv_blocks_total gauge\n"
+      "hearth_kv_blocks_total %d\n",
+      s.es.kv_blocks_total);
+    P("# HELP hearth_prefix_cache_hits_total Prefix cache hits.\n# TYPE hearth_prefix_cache_hits_total counter\n"
+      "hearth_prefix_cache_hits_total %ld\n",
+      s.es.prefix_hits);
+    P("# HELP hearth_engine_steps_total Engine batch steps.\n# TYPE hearth_engine_steps_total counter\n"
+      "hearth_engine_steps_total %ld\n",
+      s.es.steps);
+    P("# HELP hearth_ready 1 when the model is loaded and serving.\n# TYPE hearth_ready gauge\nhearth_ready %d\n",
+      s.state == API_READY);
+    P("# HELP hearth_uptime_seconds Seconds since the server started.\n# TYPE hearth_uptime_seconds gauge\n"
+      "hearth_uptime_seconds %.3f\n",
+      hearth_time_now() - a->t_start);
+#undef P
+    if (b.oom) {
+        api_buf_free(&b);
+        api_error(r, 503, "unavailable_error", NULL, "out_of_memory", "out of memory");
+        return;
+    }
+    r->status = 200;
+    r->content_type = "text/plain; version=0.0.4; charset=utf-8";
+    r->body = b.p;
+    r->len = b.n;
+}

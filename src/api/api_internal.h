@@ -1,0 +1,131 @@
+/* api_internal.h - what the adapters in api/ share: the server state, the
+ * running-request registry, counters, a growable string, error bodies and
+ * the OpenAI request parser. Private to api/. */
+#ifndef HEARTH_API_INTERNAL_H
+#define HEARTH_API_INTERNAL_H
+
+#include "api/api.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+enum { API_LOADING = 0, API_READY = 1, API_SHUTTING = 2 };
+
+/* ---- growable string ---- */
+typedef struct {
+    char *p;
+    size_t n, cap;
+    int oom;
+} api_buf;
+void api_buf_put(api_buf *b, const char *s, size_t n);
+void api_buf_puts(api_buf *b, const char *s);
+void api_buf_free(api_buf *b);
+
+/* ---- a running completion (streamed or not) ---- */
+typedef struct api_job api_job;
+
+/* HTTP statuses counted one by one in /stats and /metrics. */
+#define API_N_CODES 12
+extern const int API_CODES[API_N_CODES];
+
+struct hearth_api {
+    char *model_id, *api_key;
+    atomic_int state;
+    hearth_cpl_ctx *cpl;
+    hearth_engine *engine;
+    double t_start;
+    pthread_mutex_t mu; /* guards everything below */
+    api_job *jobs;      /* running completions */
+    int n_jobs;
+    long by_code[API_N_CODES + 1]; /* last: any other */
+    long n_ok, n_canceled, n_client_gone, n_error, n_rejected;
+    long prompt_tokens, completion_tokens, cached_tokens;
+    double ttft_sum, gen_s_sum;
+    long ttft_n;
+};
+
+/* Count a response by status code. */
+void api_count_status(hearth_api *a, int status);
+
+/* ---- responses ---- */
+/* OpenAI error body {"error":{"message","type","param","code"}}; param/code may be NULL. */
+void api_error(hearth_http_response *r, int status, const char *type, const char *param, const char *code,
+               const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+/* A JSON body (steals v). */
+void api_json(hearth_http_response *r, int status, json_t *v);
+/* The status and body for a refused start. */
+void api_cpl_error(hearth_api *a, hearth_http_response *r, const hearth_cpl_error *e);
+
+/* ---- requests ---- */
+typedef struct {
+    int stream, include_usage;
+    int logprobs, top_logprobs; /* as the request gave them (0 = none) */
+} api_req_opts;
+
+/* Parse an OpenAI chat / text completion body into r (initialised by the
+ * caller). 0 on success; else 1 and e names the field (status EINVAL or
+ * ENOTSUP). */
+int api_parse_chat(const json_t *body, hearth_cpl_request *r, api_req_opts *o, hearth_cpl_error *e);
+int api_parse_text(const json_t *body, hearth_cpl_request *r, api_req_opts *o, hearth_cpl_error *e);
+
+/* ---- jobs ---- */
+typedef struct api_proto api_proto;
+
+struct api_job {
+    hearth_api *a;
+    hearth_cpl *q;
+    hearth_http_conn *conn;
+    const api_proto *proto;
+    api_req_opts o;
+    char id[48];
+    long created;
+    /* non-streamed: the accumulated answer */
+    api_buf content, reasoning;
+    json_t *tool_calls;
+    /* streamed */
+    api_buf out;       /* the SSE bytes of the current step */
+    int phase;      /* 0 = nothing sent, 1 = streaming, 2 = over */
+    int lp_sent;    /* logprob records already sent */
+    long text_off;  /* bytes of text sent (legacy logprobs text_offset) */
+    json_t *chunks; /* the chunks of the current step */
+    api_job *prev, *next;
+};
+
+/* What differs between /v1/chat/completions and /v1/completions. */
+struct api_proto {
+    const char *object, *chunk_object, *id_prefix;
+    /* streamed: turn an event into a chunk appended to j->chunks */
+    void (*chunk_event)(api_job *j, const hearth_cpl_event *ev);
+    /* streamed: the first chunk (chat: the role), or NULL */
+    json_t *(*first_chunk)(api_job *j);
+    /* streamed: attach logprob records [from, to) to chunk c */
+    void (*chunk_logprobs)(api_job *j, json_t *c, int from, int to);
+    /* streamed: a chunk with an empty delta/text (to carry logprobs or the finish reason) */
+    json_t *(*empty_chunk)(api_job *j);
+    /* streamed: set the finish reason on a chunk */
+    void (*chunk_finish)(api_job *j, json_t *c, const char *finish);
+    /* the whole response (non-streamed) */
+    json_t *(*full)(api_job *j);
+};
+
+/* Start the completion of r (already parsed) and answer: the whole JSON, or
+ * a stream. Counts and registers the job. */
+void api_run(hearth_api *a, const hearth_http_request *rq, const api_proto *p, hearth_cpl_request *r,
+             const api_req_opts *o, hearth_http_response *resp);
+
+/* Pieces the renderers share. */
+json_t *api_usage(const hearth_cpl_summary *s);
+json_t *api_chunk_base(api_job *j); /* {"id","object","created","model"} */
+/* Text of token id for logprob reports, and its UTF-8 bytes as a JSON array. */
+json_t *api_token_string(api_job *j, int32_t id);
+json_t *api_token_bytes(json_t *token_string);
+
+extern const api_proto API_CHAT, API_TEXT;
+
+/* admin.c */
+void api_health(hearth_api *a, hearth_http_response *r);
+void api_models(hearth_api *a, const char *path, hearth_http_response *r);
+void api_stats(hearth_api *a, hearth_http_response *r);
+void api_metrics(hearth_api *a, hearth_http_response *r);
+
+#endif

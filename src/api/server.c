@@ -1,0 +1,528 @@
+/* server.c - routing, auth, server state, the running-request registry and
+ * the job runner that both OpenAI adapters use (one JSON document, or
+ * server-sent events pulled by net/ as the client reads). */
+#include "api/api_internal.h"
+
+#include "core/clock.h"
+#include "core/log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+const int API_CODES[API_N_CODES] = {200, 400, 401, 404, 405, 413, 429, 500, 503, 0, 0, 0};
+
+/* ---- api_buf ---- */
+
+void api_buf_put(api_buf *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->n + n + 1) cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = 1;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
+}
+
+void api_buf_puts(api_buf *b, const char *s) { api_buf_put(b, s, strlen(s)); }
+
+void api_buf_free(api_buf *b) {
+    free(b->p);
+    memset(b, 0, sizeof *b);
+}
+
+/* ---- responses ---- */
+
+void api_json(hearth_http_response *r, int status, json_t *v) {
+    r->status = status;
+    r->content_type = "application/json";
+    r->body = v ? json_dumps(v, JSON_COMPACT) : NULL;
+    r->len = r->body ? strlen(r->body) : 0;
+    json_decref(v);
+    if (!r->body) { /* out of memory while rendering */
+        r->status = 500;
+        r->content_type = "text/plain";
+    }
+}
+
+void api_error(hearth_http_response *r, int status, const char *type, const char *param, const char *code,
+               const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    json_t *e = json_pack("{s:s,s:s,s:o,s:o}", "message", msg, "type", type, "param",
+                          param && *param ? json_string(param) : json_null(), "code",
+                          code && *code ? json_string(code) : json_null());
+    if (!e) /* the message was not UTF-8 (it quotes the request): say so plainly */
+        e = json_pack("{s:s,s:s,s:n,s:n}", "message", "invalid request (the error message is not valid UTF-8)",
+                      "type", type, "param", "code");
+    api_json(r, status, json_pack("{s:o}", "error", e));
+    if (status == 429 || status == 503) {
+        r->hdr_name[0] = "Retry-After";
+        snprintf(r->hdr_value[0], sizeof r->hdr_value[0], "%d", status == 429 ? 1 : 5);
+    }
+}
+
+void api_cpl_error(hearth_api *a, hearth_http_response *r, const hearth_cpl_error *e) {
+    switch (e->status) {
+    case HEARTH_EBUSY:
+        if (atomic_load(&a->state) == API_SHUTTING)
+            api_error(r, 503, "unavailable_error", NULL, "server_shutting_down", "%s", e->msg);
+        else
+            api_error(r, 429, "rate_limit_error", NULL, e->code[0] ? e->code : "queue_full", "%s", e->msg);
+        break;
+    case HEARTH_ENOMEM:
+        api_error(r, 503, "unavailable_error", NULL, "out_of_memory", "%s", e->msg);
+        break;
+    case HEARTH_EIO:
+    case HEARTH_EFORMAT:
+        api_error(r, 500, "server_error", NULL, NULL, "%s", e->msg);
+        break;
+    case HEARTH_ENOTSUP:
+        api_error(r, 400, "invalid_request_error", e->param, e->code[0] ? e->code : "unsupported_parameter", "%s",
+                  e->msg);
+        break;
+    default: /* EINVAL, ERANGE, ENOENT: the request is at fault */
+        api_error(r, 400, "invalid_request_error", e->param, e->code[0] ? e->code : NULL, "%s", e->msg);
+        break;
+    }
+}
+
+void api_count_status(hearth_api *a, int status) {
+    pthread_mutex_lock(&a->mu);
+    int i = 0;
+    while (i < API_N_CODES && API_CODES[i] && API_CODES[i] != status) i++;
+    if (i < API_N_CODES && API_CODES[i] == status) a->by_code[i]++;
+    else a->by_code[API_N_CODES]++;
+    if (status >= 400) a->n_rejected++;
+    pthread_mutex_unlock(&a->mu);
+}
+
+/* ---- pieces the renderers share ---- */
+
+json_t *api_usage(const hearth_cpl_summary *s) {
+    return json_pack("{s:i,s:i,s:i,s:{s:i}}", "prompt_tokens", s->prompt_tokens, "completion_tokens",
+                     s->completion_tokens, "total_tokens", s->prompt_tokens + s->completion_tokens,
+                     "prompt_tokens_details", "cached_tokens", s->cached_tokens);
+}
+
+json_t *api_chunk_base(api_job *j) {
+    return json_pack("{s:s,s:s,s:I,s:s}", "id", j->id, "object", j->proto->chunk_object, "created",
+                     (json_int_t)j->created, "model", j->a->model_id);
+}
+
+json_t *api_token_string(api_job *j, int32_t id) {
+    char buf[1024];
+    size_t n = hearth_sink_token_text(hearth_cpl_ctx_tok(hearth_cpl_context(j->q)), id, buf, sizeof buf);
+    json_t *s = json_stringn(buf, n);
+    return s ? s : json_string("\xef\xbf\xbd"); /* a token that is part of a UTF-8 sequence */
+}
+
+json_t *api_token_bytes(json_t *token_string) {
+    json_t *a = json_array();
+    const unsigned char *s = (const unsigned char *)json_string_value(token_string);
+    for (size_t i = 0; i < json_string_length(token_string); i++) json_array_append_new(a, json_integer(s[i]));
+    return a;
+}
+
+static void make_id(char *out, size_t cap, const char *prefix) {
+    static atomic_ullong counter;
+    static const char ALNUM[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    uint64_t x = (uint64_t)(hearth_time_now() * 1e9) + atomic_fetch_add(&counter, 1) * 0x9e3779b97f4a7c15ull;
+    size_t n = (size_t)snprintf(out, cap, "%s", prefix);
+    for (int i = 0; i < 24 && n + 1 < cap; i++) {
+        x += 0x9e3779b97f4a7c15ull;
+        uint64_t z = x;
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        z ^= z >> 31;
+        out[n++] = ALNUM[z % (sizeof ALNUM - 1)];
+    }
+    out[n] = 0;
+}
+
+/* ---- jobs ---- */
+
+static int conn_gone(void *conn) { return hearth_http_conn_gone(conn); }
+static int always_gone(void *unused) { return 1; }
+
+static void job_register(api_job *j) {
+    hearth_api *a = j->a;
+    pthread_mutex_lock(&a->mu);
+    j->next = a->jobs;
+    if (a->jobs) a->jobs->prev = j;
+    a->jobs = j;
+    a->n_jobs++;
+    pthread_mutex_unlock(&a->mu);
+}
+
+/* Count the outcome once, unregister, free. */
+static void job_end(api_job *j) {
+    hearth_api *a = j->a;
+    const hearth_cpl_summary *s = hearth_cpl_summary_get(j->q);
+    pthread_mutex_lock(&a->mu);
+    if (j->prev) j->prev->next = j->next;
+    else a->jobs = j->next;
+    if (j->next) j->next->prev = j->prev;
+    a->n_jobs--;
+    switch (s->finish) {
+    case HEARTH_CPL_FINISH_STOP:
+    case HEARTH_CPL_FINISH_LENGTH:
+    case HEARTH_CPL_FINISH_TOOL_CALLS: a->n_ok++; break;
+    case HEARTH_CPL_FINISH_CANCELED:
+        a->n_canceled++;
+        if (s->client_gone) a->n_client_gone++;
+        break;
+    case HEARTH_CPL_FINISH_ERROR: a->n_error++; break;
+    }
+    a->prompt_tokens += s->prompt_tokens;
+    a->completion_tokens += s->completion_tokens;
+    a->cached_tokens += s->cached_tokens;
+    if (s->ttft_s > 0) a->ttft_sum += s->ttft_s, a->ttft_n++;
+    a->gen_s_sum += s->total_s;
+    pthread_mutex_unlock(&a->mu);
+    hearth_cpl_free(j->q);
+    api_buf_free(&j->content);
+    api_buf_free(&j->reasoning);
+    api_buf_free(&j->out);
+    json_decref(j->tool_calls);
+    json_decref(j->chunks);
+    free(j);
+}
+
+/* Non-streamed: accumulate the events. */
+static void on_event_accumulate(void *user, const hearth_cpl_event *ev) {
+    api_job *j = user;
+    switch (ev->kind) {
+    case HEARTH_CPL_CONTENT: api_buf_put(&j->content, ev->text, ev->len); break;
+    case HEARTH_CPL_REASONING: api_buf_put(&j->reasoning, ev->text, ev->len); break;
+    case HEARTH_CPL_TOOL_CALL: {
+        json_t *args = json_string(ev->arguments);
+        json_t *c = json_pack("{s:s,s:s,s:{s:s,s:o}}", "id", ev->id, "type", "function", "function", "name",
+                              ev->name, "arguments", args ? args : json_string("{}"));
+        if (!j->tool_calls) j->tool_calls = json_array();
+        if (c) json_array_append_new(j->tool_calls, c);
+        break;
+    }
+    }
+}
+
+static void on_event_chunk(void *user, const hearth_cpl_event *ev) {
+    api_job *j = user;
+    j->proto->chunk_event(j, ev);
+}
+
+static void sse_put(api_job *j, json_t *v) {
+    char *s = json_dumps(v, JSON_COMPACT);
+    if (!s) return;
+    api_buf_puts(&j->out, "data: ");
+    api_buf_puts(&j->out, s);
+    api_buf_puts(&j->out, "\n\n");
+    free(s);
+}
+
+/* The error event that ends a stream after headers were sent. */
+static void sse_error(api_job *j, const hearth_cpl_summary *s) {
+    int shutting = atomic_load(&j->a->state) == API_SHUTTING;
+    const char *msg = s->finish == HEARTH_CPL_FINISH_ERROR ? s->error
+                      : shutting ? "the server is shutting down; the generation was cancelled"
+                                 : s->error;
+    json_t *e = json_pack("{s:{s:s,s:s,s:n,s:s}}", "error", "message", msg, "type",
+                          s->finish == HEARTH_CPL_FINISH_ERROR ? "server_error" : "unavailable_error", "param", "code",
+                          s->finish == HEARTH_CPL_FINISH_ERROR ? "engine_error"
+                          : shutting                            ? "server_shutting_down"
+                                                                : "cancelled");
+    if (e) sse_put(j, e);
+    json_decref(e);
+}
+
+static int job_next(void *self, const char **data, size_t *len) {
+    api_job *j = self;
+    j->out.n = 0;
+    *data = "";
+    *len = 0;
+    if (j->phase == 2) return 0;
+    if (j->phase == 0) { /* the first chunk goes out before any token */
+        j->phase = 1;
+        json_t *c = j->proto->first_chunk ? j->proto->first_chunk(j) : NULL;
+        if (c) {
+            sse_put(j, c);
+            json_decref(c);
+            *data = j->out.p;
+            *len = j->out.n;
+            return 1;
+        }
+    }
+    json_decref(j->chunks);
+    j->chunks = json_array();
+    int more = hearth_cpl_step(j->q, on_event_chunk, j, conn_gone, j->conn);
+    if (j->o.logprobs) { /* this step's records ride on its first content chunk */
+        int n;
+        hearth_cpl_logprobs(j->q, &n);
+        if (n > j->lp_sent) {
+            json_t *c = json_array_get(j->chunks, 0);
+            if (!c) {
+                c = j->proto->empty_chunk(j);
+                json_array_append_new(j->chunks, c);
+            }
+            j->proto->chunk_logprobs(j, c, j->lp_sent, n);
+            j->lp_sent = n;
+        }
+    }
+    size_t i;
+    json_t *c;
+    json_array_foreach(j->chunks, i, c) sse_put(j, c);
+    if (!more) {
+        const hearth_cpl_summary *s = hearth_cpl_summary_get(j->q);
+        if (s->finish <= HEARTH_CPL_FINISH_TOOL_CALLS) {
+            json_t *fin = j->proto->empty_chunk(j);
+            j->proto->chunk_finish(j, fin, hearth_cpl_finish_name(s->finish));
+            sse_put(j, fin);
+            json_decref(fin);
+            if (j->o.include_usage) {
+                json_t *u = api_chunk_base(j);
+                json_object_set_new(u, "choices", json_array());
+                json_object_set_new(u, "usage", api_usage(s));
+                sse_put(j, u);
+                json_decref(u);
+            }
+            api_buf_puts(&j->out, "data: [DONE]\n\n");
+        } else {
+            sse_error(j, s);
+        }
+        j->phase = 2;
+    }
+    if (j->out.oom) { /* cannot render: end the stream */
+        j->out.n = 0;
+        j->phase = 2;
+        hearth_cpl_cancel(j->q);
+        return 0;
+    }
+    *data = j->out.p ? j->out.p : "";
+    *len = j->out.n;
+    return more;
+}
+
+static void job_free(void *self) {
+    api_job *j = self;
+    if (j->phase != 2) {
+        /* net gave up on the connection (the client left while we were
+         * writing): stop the generation and let it settle. */
+        while (hearth_cpl_step(j->q, on_event_accumulate, j, always_gone, NULL)) {
+        }
+    }
+    job_end(j);
+}
+
+void api_run(hearth_api *a, const hearth_http_request *rq, const api_proto *p, hearth_cpl_request *r,
+             const api_req_opts *o, hearth_http_response *resp) {
+    int state = atomic_load(&a->state);
+    if (state != API_READY) {
+        api_error(resp, 503, "unavailable_error", NULL, state == API_LOADING ? "model_loading" : "server_shutting_down",
+                  state == API_LOADING ? "the model is still loading; try again shortly"
+                                       : "the server is shutting down");
+        return;
+    }
+    hearth_cpl_error e;
+    hearth_cpl *q;
+    if (hearth_cpl_start(a->cpl, r, &q, &e) != HEARTH_OK) {
+        api_cpl_error(a, resp, &e);
+        return;
+    }
+    api_job *j = calloc(1, sizeof *j);
+    if (!j) {
+        hearth_cpl_free(q);
+        api_error(resp, 503, "unavailable_error", NULL, "out_of_memory", "out of memory");
+        return;
+    }
+    j->a = a;
+    j->q = q;
+    j->conn = rq->conn;
+    j->proto = p;
+    j->o = *o;
+    j->created = (long)time(NULL);
+    make_id(j->id, sizeof j->id, p->id_prefix);
+    job_register(j);
+    if (o->stream) {
+        resp->status = 200;
+        resp->content_type = "text/event-stream";
+        resp->stream = (hearth_http_stream){.self = j, .next = job_next, .free = job_free};
+        return;
+    }
+    while (hearth_cpl_step(q, on_event_accumulate, j, conn_gone, rq->conn)) {
+    }
+    const hearth_cpl_summary *s = hearth_cpl_summary_get(q);
+    if (s->finish == HEARTH_CPL_FINISH_ERROR)
+        api_error(resp, 500, "server_error", NULL, "engine_error", "%s", s->error);
+    else if (s->finish == HEARTH_CPL_FINISH_CANCELED)
+        api_error(resp, 503, "unavailable_error", NULL, s->client_gone ? "cancelled" : "server_shutting_down", "%s",
+                  s->client_gone ? "the client disconnected" : "the server is shutting down; the generation was cancelled");
+    else if (j->content.oom || j->reasoning.oom)
+        api_error(resp, 503, "unavailable_error", NULL, "out_of_memory", "out of memory while rendering");
+    else
+        api_json(resp, 200, p->full(j));
+    job_end(j);
+}
+
+/* ---- routing ---- */
+
+static int is_post_route(const char *path) {
+    return !strcmp(path, "/v1/chat/completions") || !strcmp(path, "/v1/completions");
+}
+
+static int is_get_route(const char *path) {
+    return !strcmp(path, "/health") || !strcmp(path, "/v1/models") || !strncmp(path, "/v1/models/", 11) ||
+           !strcmp(path, "/stats") || !strcmp(path, "/metrics");
+}
+
+/* Constant-time comparison of the presented key. */
+static int key_ok(const hearth_api *a, const char *auth) {
+    if (!a->api_key) return 1;
+    if (!auth || strncasecmp(auth, "Bearer ", 7)) return 0;
+    const char *k = auth + 7;
+    size_t n = strlen(k), m = strlen(a->api_key);
+    unsigned char d = (unsigned char)(n != m);
+    for (size_t i = 0; i < m; i++) d |= (unsigned char)(a->api_key[i] ^ (i < n ? k[i] : 0));
+    return d == 0;
+}
+
+static int route_early(hearth_api *a, const hearth_http_request *rq, hearth_http_response *r) {
+    const char *path = rq->path, *m = rq->method;
+    int get = is_get_route(path), post = is_post_route(path);
+    if (!get && !post) {
+        api_error(r, 404, "invalid_request_error", NULL, "not_found", "Unknown route: %s %s", m, path);
+        return 1;
+    }
+    if (strcmp(path, "/health") && !key_ok(a, rq->authorization)) {
+        api_error(r, 401, "invalid_request_error", NULL, "invalid_api_key",
+                  rq->authorization ? "Incorrect API key provided." : "Missing API key: send 'Authorization: Bearer <key>'.");
+        r->hdr_name[1] = "WWW-Authenticate";
+        snprintf(r->hdr_value[1], sizeof r->hdr_value[1], "Bearer");
+        return 1;
+    }
+    if ((get && strcmp(m, "GET") && strcmp(m, "HEAD")) || (post && strcmp(m, "POST"))) {
+        api_error(r, 405, "invalid_request_error", NULL, "method_not_allowed", "%s is not allowed on %s (use %s).", m,
+                  path, get ? "GET" : "POST");
+        r->hdr_name[1] = "Allow";
+        snprintf(r->hdr_value[1], sizeof r->hdr_value[1], "%s", get ? "GET" : "POST");
+        return 1;
+    }
+    if (get) {
+        if (!strcmp(path, "/health")) api_health(a, r);
+        else if (!strcmp(path, "/stats")) api_stats(a, r);
+        else if (!strcmp(path, "/metrics")) api_metrics(a, r);
+        else api_models(a, path, r);
+        return 1;
+    }
+    int state = atomic_load(&a->state);
+    if (state != API_READY) { /* refuse before reading the body */
+        api_error(r, 503, "unavailable_error", NULL, state == API_LOADING ? "model_loading" : "server_shutting_down",
+                  state == API_LOADING ? "the model is still loading; try again shortly"
+                                       : "the server is shutting down");
+        return 1;
+    }
+    return 0;
+}
+
+static int on_early(void *user, const hearth_http_request *rq, hearth_http_response *r) {
+    hearth_api *a = user;
+    int answered = route_early(a, rq, r);
+    if (answered) api_count_status(a, r->status);
+    return answered;
+}
+
+static void on_handle(void *user, const hearth_http_request *rq, hearth_http_response *r) {
+    hearth_api *a = user;
+    json_error_t je;
+    json_t *body = json_loadb(rq->body, rq->body_len, 0, &je);
+    if (!body) {
+        api_error(r, 400, "invalid_request_error", NULL, "invalid_json",
+                  "We could not parse the JSON body of your request: %s (line %d, column %d).", je.text, je.line,
+                  je.column);
+    } else {
+        int chat = !strcmp(rq->path, "/v1/chat/completions");
+        hearth_cpl_request req;
+        hearth_cpl_request_init(&req);
+        api_req_opts o = {0};
+        hearth_cpl_error e = {0};
+        if (chat ? api_parse_chat(body, &req, &o, &e) : api_parse_text(body, &req, &o, &e))
+            api_cpl_error(a, r, &e);
+        else
+            api_run(a, rq, chat ? &API_CHAT : &API_TEXT, &req, &o, r);
+        hearth_cpl_request_deinit(&req);
+        json_decref(body);
+    }
+    api_count_status(a, r->status);
+}
+
+static void on_error(void *user, int status, const char *msg, hearth_http_response *r) {
+    hearth_api *a = user;
+    api_error(r, status, "invalid_request_error", NULL, status == 413 ? "request_too_large" : NULL, "%s", msg);
+    api_count_status(a, r->status);
+}
+
+/* ---- life cycle ---- */
+
+hearth_status hearth_api_new(hearth_api **out, const hearth_api_opts *o, hearth_err *err) {
+    *out = NULL;
+    hearth_api *a = calloc(1, sizeof *a);
+    if (!a) return hearth_err_set(err, HEARTH_ENOMEM, "api: out of memory");
+    a->model_id = strdup(o->model_id ? o->model_id : "hearth");
+    a->api_key = o->api_key && *o->api_key ? strdup(o->api_key) : NULL;
+    if (!a->model_id || (o->api_key && *o->api_key && !a->api_key)) {
+        hearth_api_free(a);
+        return hearth_err_set(err, HEARTH_ENOMEM, "api: out of memory");
+    }
+    atomic_init(&a->state, API_LOADING);
+    a->t_start = hearth_time_now();
+    pthread_mutex_init(&a->mu, NULL);
+    *out = a;
+    return HEARTH_OK;
+}
+
+hearth_http_handler hearth_api_handler(hearth_api *a) {
+    return (hearth_http_handler){.user = a, .early = on_early, .handle = on_handle, .error = on_error};
+}
+
+void hearth_api_set_ready(hearth_api *a, hearth_cpl_ctx *c, hearth_engine *e) {
+    pthread_mutex_lock(&a->mu);
+    a->cpl = c;
+    a->engine = e;
+    pthread_mutex_unlock(&a->mu);
+    atomic_store(&a->state, API_READY);
+}
+
+void hearth_api_begin_shutdown(hearth_api *a) { atomic_store(&a->state, API_SHUTTING); }
+
+int hearth_api_active(hearth_api *a) {
+    pthread_mutex_lock(&a->mu);
+    int n = a->n_jobs;
+    pthread_mutex_unlock(&a->mu);
+    return n;
+}
+
+void hearth_api_cancel_all(hearth_api *a) {
+    pthread_mutex_lock(&a->mu);
+    for (api_job *j = a->jobs; j; j = j->next) hearth_cpl_cancel(j->q);
+    pthread_mutex_unlock(&a->mu);
+}
+
+void hearth_api_free(hearth_api *a) {
+    if (!a) return;
+    pthread_mutex_destroy(&a->mu);
+    free(a->model_id);
+    free(a->api_key);
+    free(a);
+}

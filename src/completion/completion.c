@@ -1,0 +1,436 @@
+/* completion.c - prepare (resolve, template, tokenize, admit), execute (pull
+ * tokens, cancel on disconnect) and the terminal summary. See completion.h. */
+#include "completion/completion.h"
+
+#include "core/clock.h"
+#include "template/template.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct hearth_cpl_ctx {
+    hearth_engine *engine;
+    const hearth_tokenizer *tok;
+    int ctx, vocab;
+    hearth_tmpl *tmpl;
+    int template_thinks; /* the template knows <think>: split reasoning */
+    char *bos, *eos;     /* token texts for the template, or NULL */
+    hearth_cpl_params defaults; /* built-in < model < flags, resolved once */
+    int32_t end_ids[HEARTH_MAX_STOP_IDS];
+    int n_end;
+};
+
+struct hearth_cpl {
+    hearth_cpl_ctx *c;
+    hearth_seq *seq;
+    hearth_sink sink;
+    atomic_int cancel;
+    int done, sink_stopped, client_gone;
+    int n_pulled;
+    hearth_logprobs *lp; /* [lp_cap] when logprobs were asked for */
+    int n_lp, lp_cap, want_lp;
+    double t_start, t_first;
+    hearth_cpl_summary sum;
+};
+
+/* ---- settings ---- */
+
+void hearth_cpl_params_overlay(hearth_cpl_params *b, const hearth_cpl_params *o) {
+#define TAKE(f)                 \
+    if (o->has_##f) {           \
+        b->has_##f = 1;         \
+        b->f = o->f;            \
+    }
+    TAKE(temperature)
+    TAKE(top_p)
+    TAKE(top_k)
+    TAKE(min_p)
+    TAKE(repetition_penalty)
+    TAKE(presence_penalty)
+    TAKE(frequency_penalty)
+    TAKE(max_tokens)
+    TAKE(seed)
+#undef TAKE
+}
+
+void hearth_cpl_params_from_gen(hearth_cpl_params *p, const hearth_gen_defaults *g) {
+    memset(p, 0, sizeof *p);
+    if (g->has_temperature) p->has_temperature = 1, p->temperature = g->temperature;
+    if (g->has_top_p) p->has_top_p = 1, p->top_p = g->top_p;
+    if (g->has_top_k) p->has_top_k = 1, p->top_k = g->top_k;
+    if (g->has_min_p) p->has_min_p = 1, p->min_p = g->min_p;
+    if (g->has_repetition_penalty) p->has_repetition_penalty = 1, p->repetition_penalty = g->repetition_penalty;
+    if (g->has_max_new_tokens) p->has_max_tokens = 1, p->max_tokens = g->max_new_tokens;
+    /* transformers: do_sample=false decodes greedily whatever the temperature */
+    if (g->has_do_sample && !g->do_sample) p->has_temperature = 1, p->temperature = 0;
+}
+
+void hearth_cpl_request_init(hearth_cpl_request *r) {
+    memset(r, 0, sizeof *r);
+    r->prompt_field = "prompt";
+}
+
+void hearth_cpl_request_deinit(hearth_cpl_request *r) {
+    json_decref(r->messages);
+    json_decref(r->tools);
+    json_decref(r->template_kwargs);
+    free(r->prompt);
+    free(r->prompt_ids);
+    for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
+    free(r->bias);
+    memset(r, 0, sizeof *r);
+}
+
+const char *hearth_cpl_finish_name(hearth_cpl_finish f) {
+    switch (f) {
+    case HEARTH_CPL_FINISH_STOP: return "stop";
+    case HEARTH_CPL_FINISH_LENGTH: return "length";
+    case HEARTH_CPL_FINISH_TOOL_CALLS: return "tool_calls";
+    case HEARTH_CPL_FINISH_CANCELED: return "cancelled";
+    case HEARTH_CPL_FINISH_ERROR: return "error";
+    }
+    return "error";
+}
+
+/* ---- context ---- */
+
+static char *token_string(const hearth_tokenizer *tok, int id) {
+    size_t n = 0;
+    const char *s = id >= 0 ? hearth_tok_token_text(tok, id, &n) : NULL;
+    if (!s) return NULL;
+    char *p = malloc(n + 1);
+    if (p) memcpy(p, s, n), p[n] = 0;
+    return p;
+}
+
+static void add_end_id(hearth_cpl_ctx *c, int id) {
+    if (id < 0 || id >= c->vocab) return;
+    for (int i = 0; i < c->n_end; i++)
+        if (c->end_ids[i] == id) return;
+    if (c->n_end < HEARTH_MAX_STOP_IDS) c->end_ids[c->n_end++] = id;
+}
+
+hearth_status hearth_cpl_ctx_new(hearth_cpl_ctx **out, const hearth_cpl_ctx_opts *o, hearth_err *err) {
+    *out = NULL;
+    hearth_cpl_ctx *c = calloc(1, sizeof *c);
+    if (!c) return hearth_err_set(err, HEARTH_ENOMEM, "completion: out of memory");
+    c->engine = o->engine;
+    c->tok = o->tok;
+    c->ctx = o->ctx;
+    c->vocab = o->cfg->vocab_size;
+    if (o->chat_template) {
+        hearth_status st = hearth_tmpl_parse(&c->tmpl, o->chat_template, o->chat_template_len, err);
+        if (st != HEARTH_OK) {
+            hearth_cpl_ctx_free(c);
+            return hearth_err_wrap(err, st, "chat template");
+        }
+        /* A template that writes <think> has a model that thinks in it. */
+        for (size_t i = 0; i + 7 <= o->chat_template_len && !c->template_thinks; i++)
+            c->template_thinks = !memcmp(o->chat_template + i, "<think>", 7);
+    }
+    c->bos = token_string(c->tok, hearth_tok_bos(c->tok));
+    c->eos = token_string(c->tok, hearth_tok_eos(c->tok));
+    for (int i = 0; i < o->cfg->n_eos; i++) add_end_id(c, o->cfg->eos_token_ids[i]);
+    add_end_id(c, hearth_tok_eos(c->tok));
+    int nv = hearth_tok_n_vocab(c->tok);
+    for (int id = 0; id < nv && id < c->vocab; id++)
+        if (hearth_tok_is_eog(c->tok, id)) add_end_id(c, id);
+    /* built-in < model < flags */
+    hearth_cpl_params *d = &c->defaults;
+    d->temperature = 1.0f;
+    d->top_p = 1.0f;
+    d->repetition_penalty = 1.0f;
+    hearth_cpl_params_overlay(d, &o->model_defaults);
+    hearth_cpl_params_overlay(d, &o->flags);
+    *out = c;
+    return HEARTH_OK;
+}
+
+void hearth_cpl_ctx_free(hearth_cpl_ctx *c) {
+    if (!c) return;
+    hearth_tmpl_free(c->tmpl);
+    free(c->bos);
+    free(c->eos);
+    free(c);
+}
+
+int hearth_cpl_ctx_has_chat(const hearth_cpl_ctx *c) { return c->tmpl != NULL; }
+const hearth_tokenizer *hearth_cpl_ctx_tok(const hearth_cpl_ctx *c) { return c->tok; }
+
+hearth_status hearth_cpl_render_chat(const hearth_cpl_ctx *c, const json_t *messages, const json_t *tools,
+                                     const json_t *kwargs, char **out, hearth_err *err) {
+    *out = NULL;
+    if (!c->tmpl)
+        return hearth_err_set(err, HEARTH_ENOTSUP,
+                              "the model has no chat template: use /v1/completions, or start the server with "
+                              "--chat-template-file");
+    return hearth_tmpl_render_chat(c->tmpl, messages, tools, 1, c->bos, c->eos, kwargs, out, NULL, err);
+}
+
+/* ---- prepare ---- */
+
+static hearth_status reject(hearth_cpl_error *e, hearth_status st, const char *param, const char *code,
+                            const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static hearth_status reject(hearth_cpl_error *e, hearth_status st, const char *param, const char *code,
+                            const char *fmt, ...) {
+    e->status = st;
+    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    snprintf(e->code, sizeof e->code, "%s", code ? code : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+/* Does the rendered prompt end inside an open <think>? */
+static int ends_in_think(const char *s, size_t n) {
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == '\t')) n--;
+    return n >= 7 && !memcmp(s + n - 7, "<think>", 7);
+}
+
+hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, hearth_cpl **out,
+                               hearth_cpl_error *e) {
+    *out = NULL;
+    memset(e, 0, sizeof *e);
+    double t0 = hearth_time_now();
+    hearth_err err = {0};
+    hearth_status st;
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    int in_reasoning = 0;
+
+    /* Resolve: request over the context's defaults. */
+    hearth_cpl_params p = c->defaults;
+    hearth_cpl_params_overlay(&p, &r->p);
+
+    /* Template and tokens. */
+    if (r->chat) {
+        char *text = NULL;
+        size_t len;
+        if (!c->tmpl)
+            return reject(e, HEARTH_ENOTSUP, "messages", "chat_template_missing",
+                          "the model has no chat template: use /v1/completions, or start the server with "
+                          "--chat-template-file");
+        st = hearth_tmpl_render_chat(c->tmpl, r->messages, r->tools, 1, c->bos, c->eos, r->template_kwargs, &text,
+                                     &len, &err);
+        if (st != HEARTH_OK)
+            return reject(e, st == HEARTH_ENOMEM ? st : HEARTH_EINVAL, "messages", NULL,
+                          "messages: the chat template refused them: %s", err.msg);
+        in_reasoning = c->template_thinks && ends_in_think(text, len);
+        st = hearth_tok_encode(c->tok, text, len, 0, 1, &ids, &n_ids, &err);
+        free(text);
+        if (st != HEARTH_OK) return reject(e, st, "messages", NULL, "messages: %s", err.msg);
+    } else if (r->prompt_ids) {
+        n_ids = (size_t)r->n_prompt_ids;
+        ids = malloc(sizeof *ids * (n_ids ? n_ids : 1));
+        if (!ids) return reject(e, HEARTH_ENOMEM, NULL, NULL, "out of memory");
+        memcpy(ids, r->prompt_ids, sizeof *ids * n_ids);
+        for (size_t i = 0; i < n_ids; i++)
+            if (ids[i] < 0 || ids[i] >= c->vocab) {
+                free(ids);
+                return reject(e, HEARTH_ERANGE, r->prompt_field, NULL,
+                              "%s: token id %d is outside the vocabulary [0, %d)", r->prompt_field, r->prompt_ids[i],
+                              c->vocab);
+            }
+    } else {
+        const char *text = r->prompt ? r->prompt : "";
+        st = hearth_tok_encode(c->tok, text, strlen(text), 1, 1, &ids, &n_ids, &err);
+        if (st != HEARTH_OK) return reject(e, st, r->prompt_field, NULL, "%s: %s", r->prompt_field, err.msg);
+    }
+    const char *pfield = r->chat ? "messages" : r->prompt_field;
+    if (n_ids == 0) {
+        free(ids);
+        return reject(e, HEARTH_EINVAL, pfield, NULL, "%s: the prompt is empty", pfield);
+    }
+    if ((int)n_ids >= c->ctx) {
+        free(ids);
+        return reject(e, HEARTH_ERANGE, pfield, "context_length_exceeded",
+                      "This model's maximum context length is %d tokens; the prompt has %zu tokens, which leaves "
+                      "no room to generate. Shorten the %s.",
+                      c->ctx, n_ids, pfield);
+    }
+    int room = c->ctx - (int)n_ids;
+    int max_new = p.has_max_tokens ? p.max_tokens : room;
+    if (max_new < 1) {
+        free(ids);
+        return reject(e, HEARTH_EINVAL, "max_tokens", NULL, "max_tokens must be at least 1, got %d", max_new);
+    }
+    if (max_new > room) max_new = room; /* clamped to the room left */
+
+    hearth_cpl *q = calloc(1, sizeof *q);
+    if (!q) {
+        free(ids);
+        return reject(e, HEARTH_ENOMEM, NULL, NULL, "out of memory");
+    }
+    q->c = c;
+    q->t_start = t0;
+    atomic_init(&q->cancel, 0);
+    st = hearth_sink_init(&q->sink, c->tok, (const char *const *)r->stop, r->n_stop, c->end_ids,
+                          r->ignore_eos ? 0 : c->n_end, r->chat && c->template_thinks, in_reasoning,
+                          r->chat && r->parse_tools, &err);
+    if (st != HEARTH_OK) {
+        free(ids);
+        hearth_cpl_free(q);
+        return reject(e, st, st == HEARTH_EINVAL ? "stop" : NULL, NULL, "%s", err.msg);
+    }
+    q->want_lp = r->logprobs || r->top_logprobs > 0;
+
+    hearth_gen_request g = {0};
+    g.prompt = ids;
+    g.n_prompt = (int)n_ids;
+    g.max_new = max_new;
+    hearth_sampling_default(&g.sampling);
+    g.sampling.temperature = p.temperature;
+    g.sampling.top_p = p.top_p;
+    g.sampling.top_k = p.top_k;
+    g.sampling.min_p = p.min_p;
+    g.sampling.repetition_penalty = p.repetition_penalty;
+    g.sampling.presence_penalty = p.presence_penalty;
+    g.sampling.frequency_penalty = p.frequency_penalty;
+    g.sampling.seed = p.seed;
+    g.sampling.has_seed = p.has_seed;
+    g.sampling.logit_bias = r->bias;
+    g.sampling.n_logit_bias = r->n_bias;
+    g.sampling.top_logprobs = r->top_logprobs;
+    g.want_logprobs = q->want_lp;
+    if (!r->ignore_eos) {
+        memcpy(g.stop_ids, c->end_ids, sizeof g.stop_ids[0] * (size_t)c->n_end);
+        g.n_stop = c->n_end;
+    }
+    st = hearth_engine_submit(c->engine, &g, &q->seq, &err);
+    free(g.prompt); /* NULL when ownership moved */
+    if (st != HEARTH_OK) {
+        hearth_cpl_free(q);
+        const char *param = NULL;
+        if (st == HEARTH_EINVAL || st == HEARTH_ERANGE) {
+            /* The sampler names the setting in its message; point at it. */
+            static const char *fields[] = {"temperature", "top_p", "top_k", "min_p", "repetition_penalty",
+                                           "presence_penalty", "frequency_penalty", "logit_bias", "top_logprobs"};
+            for (size_t i = 0; i < sizeof fields / sizeof *fields && !param; i++)
+                if (strstr(err.msg, fields[i])) param = fields[i];
+            if (!param) param = pfield;
+        }
+        return reject(e, st, param, st == HEARTH_EBUSY ? "queue_full" : NULL, "%s", err.msg);
+    }
+    q->sum.prompt_tokens = (int)n_ids;
+    *out = q;
+    return HEARTH_OK;
+}
+
+/* ---- execute ---- */
+
+static void record_lp(hearth_cpl *q, const hearth_logprobs *lp) {
+    if (q->n_lp == q->lp_cap) {
+        int cap = q->lp_cap ? q->lp_cap * 2 : 64;
+        hearth_logprobs *p = realloc(q->lp, sizeof *p * (size_t)cap);
+        if (!p) return; /* a missing record is better than a crash; the count shows it */
+        q->lp = p;
+        q->lp_cap = cap;
+    }
+    q->lp[q->n_lp++] = *lp;
+}
+
+static void settle(hearth_cpl *q, hearth_cpl_event_fn fn, void *user) {
+    hearth_seq_summary s;
+    hearth_sink_finish(&q->sink, fn, user);
+    hearth_seq_summary_get(q->seq, &s);
+    hearth_cpl_summary *m = &q->sum;
+    m->completion_tokens = q->n_pulled;
+    m->cached_tokens = s.n_cached;
+    m->queue_s = s.queue_s;
+    m->ttft_s = q->t_first > 0 ? q->t_first - q->t_start : 0;
+    m->total_s = hearth_time_now() - q->t_start;
+    if (q->sink_stopped) {
+        m->finish = HEARTH_CPL_FINISH_STOP; /* a stop string or an end id: our decision, not the engine's */
+    } else {
+        switch (s.finish) {
+        case HEARTH_FINISH_STOP: m->finish = HEARTH_CPL_FINISH_STOP; break;
+        case HEARTH_FINISH_LENGTH: m->finish = HEARTH_CPL_FINISH_LENGTH; break;
+        case HEARTH_FINISH_ERROR:
+            m->finish = HEARTH_CPL_FINISH_ERROR;
+            snprintf(m->error, sizeof m->error, "%s", s.error[0] ? s.error : "the engine failed");
+            break;
+        default:
+            m->finish = HEARTH_CPL_FINISH_CANCELED;
+            m->client_gone = q->client_gone;
+            snprintf(m->error, sizeof m->error, "%s",
+                     q->client_gone ? "the client disconnected" : s.error[0] ? s.error : "cancelled");
+            break;
+        }
+    }
+    if (m->finish == HEARTH_CPL_FINISH_STOP && q->sink.n_tool_calls > 0) m->finish = HEARTH_CPL_FINISH_TOOL_CALLS;
+    q->done = 1;
+}
+
+/* Wait (bounded) for the engine to retire a sequence we cancelled, so that
+ * its summary is final. */
+static void drain_cancelled(hearth_cpl *q) {
+    hearth_token_event ev;
+    double until = hearth_time_now() + 5.0;
+    while (hearth_time_now() < until) {
+        int r = hearth_seq_next(q->seq, &ev, 100);
+        if (r == 0) return;
+    }
+}
+
+int hearth_cpl_step(hearth_cpl *q, hearth_cpl_event_fn fn, void *user, hearth_cpl_gone_fn gone, void *gone_ctx) {
+    if (q->done) return 0;
+    hearth_token_event ev;
+    int got = 0;
+    for (;;) {
+        if (atomic_load(&q->cancel)) hearth_seq_cancel(q->seq);
+        /* Block for the first token, then take whatever else is ready. */
+        int r = hearth_seq_next(q->seq, &ev, got ? 0 : 50);
+        if (r == 1) {
+            got++;
+            q->n_pulled++;
+            if (q->t_first == 0) q->t_first = hearth_time_now();
+            int is_end = 0;
+            for (int i = 0; i < q->sink.n_end; i++) is_end |= q->sink.end_ids[i] == ev.id;
+            if (q->want_lp && ev.has_logprobs && !is_end) record_lp(q, &ev.lp);
+            if (hearth_sink_push(&q->sink, ev.id, fn, user)) {
+                q->sink_stopped = 1;
+                hearth_seq_cancel(q->seq); /* a stop string or end id: no more tokens wanted */
+                drain_cancelled(q);
+                settle(q, fn, user);
+                return 0;
+            }
+            if (got >= 64) return 1;
+            continue;
+        }
+        if (r == 0) {
+            settle(q, fn, user);
+            return 0;
+        }
+        /* timed out */
+        if (got) return 1;
+        if (gone && gone(gone_ctx)) {
+            q->client_gone = 1;
+            hearth_seq_cancel(q->seq);
+        }
+    }
+}
+
+const hearth_logprobs *hearth_cpl_logprobs(const hearth_cpl *q, int *n) {
+    *n = q->n_lp;
+    return q->lp;
+}
+
+const hearth_cpl_summary *hearth_cpl_summary_get(const hearth_cpl *q) { return &q->sum; }
+const hearth_cpl_ctx *hearth_cpl_context(const hearth_cpl *q) { return q->c; }
+
+void hearth_cpl_cancel(hearth_cpl *q) {
+    atomic_store(&q->cancel, 1);
+    if (q->seq) hearth_seq_cancel(q->seq);
+}
+
+void hearth_cpl_free(hearth_cpl *q) {
+    if (!q) return;
+    if (q->seq) hearth_seq_release(q->seq);
+    hearth_sink_deinit(&q->sink);
+    free(q->lp);
+    free(q);
+}

@@ -1,0 +1,153 @@
+/* completion.h - the completion seam (DESIGN §1): prepare -> execute -> sink
+ * -> one terminal summary. Protocol adapters (api/) turn JSON into a neutral
+ * hearth_cpl_request, call hearth_cpl_start, pull semantic events with
+ * hearth_cpl_step, and render the one hearth_cpl_summary; they never see
+ * token ids, the template or the engine.
+ *
+ *   prepare (inside hearth_cpl_start): resolve settings (request > server
+ *     flag > model defaults > built-in), render the chat template, tokenize,
+ *     check the context, build the sink, submit to the engine. Everything
+ *     that can reject a request happens here, before any HTTP header.
+ *   execute (hearth_cpl_step): pull token events from the engine's bounded
+ *     per-request queue (a consumer that stops pulling pauses the sequence),
+ *     cancel when the client is gone.
+ *   sink: detokenize, stop strings, reasoning split, tool calls (sink.h).
+ *   summary: finish reason and usage, settled once.
+ *
+ * Threads: a hearth_cpl_ctx is shared by all request threads (read-only after
+ * creation). A hearth_cpl belongs to the thread that started it, except
+ * hearth_cpl_cancel, which any thread may call. */
+#ifndef HEARTH_COMPLETION_H
+#define HEARTH_COMPLETION_H
+
+#include "completion/sink.h"
+#include "engine/engine.h"
+#include "io/model_config.h"
+
+#include <jansson.h>
+
+/* Settings that resolve by precedence; each has a has_ flag. */
+typedef struct hearth_cpl_params {
+    int has_temperature, has_top_p, has_top_k, has_min_p, has_repetition_penalty, has_presence_penalty,
+        has_frequency_penalty, has_max_tokens, has_seed;
+    float temperature, top_p, min_p, repetition_penalty, presence_penalty, frequency_penalty;
+    int top_k, max_tokens;
+    uint64_t seed;
+} hearth_cpl_params;
+
+/* Take every field `over` sets; keep the rest of `base`. */
+void hearth_cpl_params_overlay(hearth_cpl_params *base, const hearth_cpl_params *over);
+/* The model layer from generation_config.json (do_sample=false = greedy). */
+void hearth_cpl_params_from_gen(hearth_cpl_params *p, const hearth_gen_defaults *g);
+
+/* A neutral request: what an adapter hands to prepare. It owns its members
+ * (hearth_cpl_request_deinit frees them). */
+typedef struct {
+    int chat;                /* 1: messages through the chat template; 0: a raw prompt */
+    json_t *messages;        /* chat: array in the transformers chat format (content a string or null,
+                                tool_calls[].function.arguments an object) */
+    json_t *tools;           /* chat: array of tool schemas, or NULL */
+    int parse_tools;         /* look for tool calls in the output */
+    json_t *template_kwargs; /* extra template variables (enable_thinking, ...), or NULL */
+    char *prompt;            /* text: the prompt (NUL-terminated), or NULL when prompt_ids */
+    int32_t *prompt_ids;     /* text: the prompt as token ids */
+    int n_prompt_ids;
+    const char *prompt_field; /* the request field that holds the prompt, for errors */
+    hearth_cpl_params p;
+    char *stop[HEARTH_STOP_MAX];
+    int n_stop;
+    hearth_logit_bias *bias;
+    int n_bias;
+    int logprobs;     /* record each token's logprob */
+    int top_logprobs; /* and the N most likely alternatives (0..HEARTH_MAX_TOP_LOGPROBS) */
+    int ignore_eos;   /* do not stop at end-of-generation ids */
+} hearth_cpl_request;
+
+void hearth_cpl_request_init(hearth_cpl_request *r);
+void hearth_cpl_request_deinit(hearth_cpl_request *r);
+
+/* Why a request was refused before generation. `status` says the class:
+ * EINVAL / ERANGE / ENOTSUP = the request is at fault (400), EBUSY = queue
+ * full (429; 503 when shutting), ENOMEM / EIO = the server (500/503). */
+typedef struct {
+    hearth_status status;
+    char param[64]; /* the request field at fault, or "" */
+    char code[48];  /* a machine-readable code ("context_length_exceeded"), or "" */
+    char msg[512];
+} hearth_cpl_error;
+
+typedef struct hearth_cpl_ctx hearth_cpl_ctx;
+
+typedef struct {
+    hearth_engine *engine;             /* borrowed; outlives the context */
+    const hearth_tokenizer *tok;       /* borrowed */
+    const hearth_model_config *cfg;    /* borrowed (eos ids, vocabulary size) */
+    int ctx;                           /* context length */
+    const char *chat_template;         /* template source (copied) or NULL = chat unavailable */
+    size_t chat_template_len;
+    hearth_cpl_params flags;           /* the server's flags */
+    hearth_cpl_params model_defaults;  /* generation_config.json */
+} hearth_cpl_ctx_opts;
+
+/* Parse the template, collect the end-of-generation ids. EFORMAT names the
+ * template line at fault. */
+hearth_status hearth_cpl_ctx_new(hearth_cpl_ctx **out, const hearth_cpl_ctx_opts *o, hearth_err *err);
+void hearth_cpl_ctx_free(hearth_cpl_ctx *c);
+int hearth_cpl_ctx_has_chat(const hearth_cpl_ctx *c);
+const hearth_tokenizer *hearth_cpl_ctx_tok(const hearth_cpl_ctx *c);
+
+/* Render the chat template for messages (and tools) with the generation
+ * prompt, as prepare does. *out is malloc'd. For `hearth chat` and tests. */
+hearth_status hearth_cpl_render_chat(const hearth_cpl_ctx *c, const json_t *messages, const json_t *tools,
+                                     const json_t *kwargs, char **out, hearth_err *err);
+
+typedef enum {
+    HEARTH_CPL_FINISH_STOP = 0,
+    HEARTH_CPL_FINISH_LENGTH,
+    HEARTH_CPL_FINISH_TOOL_CALLS,
+    HEARTH_CPL_FINISH_CANCELED, /* the client left, or the server is stopping */
+    HEARTH_CPL_FINISH_ERROR,    /* the engine failed after the start; see error */
+} hearth_cpl_finish;
+
+/* "stop", "length", "tool_calls", "cancelled", "error" */
+const char *hearth_cpl_finish_name(hearth_cpl_finish f);
+
+/* The one terminal result. */
+typedef struct {
+    hearth_cpl_finish finish;
+    int prompt_tokens;     /* tokens of the rendered prompt */
+    int completion_tokens; /* tokens generated up to the end (an end-of-generation id counts) */
+    int cached_tokens;     /* prompt tokens served from the prefix cache */
+    int client_gone;       /* CANCELED because the client disconnected */
+    double queue_s, ttft_s, total_s; /* ttft: start -> first token pulled */
+    char error[256];
+} hearth_cpl_summary;
+
+typedef struct hearth_cpl hearth_cpl;
+
+/* Prepare and submit. On HEARTH_OK *out is the running completion (free it
+ * with hearth_cpl_free); the request is only read. On failure *out is NULL and
+ * e says why (nothing was started). */
+hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, hearth_cpl **out,
+                               hearth_cpl_error *e);
+
+/* Client-liveness probe: non-zero when the client has gone. */
+typedef int (*hearth_cpl_gone_fn)(void *ctx);
+
+/* Execute: wait for the next tokens (polling gone() while waiting, when
+ * given), run them through the sink, and deliver the events to fn. Returns 1
+ * while the completion goes on, 0 once it is over (the summary is settled;
+ * later calls return 0 at once). */
+int hearth_cpl_step(hearth_cpl *q, hearth_cpl_event_fn fn, void *user, hearth_cpl_gone_fn gone, void *gone_ctx);
+
+/* Logprob records of the tokens pulled so far (end ids excluded), in order;
+ * NULL/0 when the request did not ask for logprobs. */
+const hearth_logprobs *hearth_cpl_logprobs(const hearth_cpl *q, int *n);
+const hearth_cpl_summary *hearth_cpl_summary_get(const hearth_cpl *q);
+const hearth_cpl_ctx *hearth_cpl_context(const hearth_cpl *q);
+/* Ask it to stop (any thread); the next step settles it as CANCELED. */
+void hearth_cpl_cancel(hearth_cpl *q);
+/* Release (cancels if still running). */
+void hearth_cpl_free(hearth_cpl *q);
+
+#endif
