@@ -4,6 +4,10 @@
 #ifndef HEARTH_CLI_H
 #define HEARTH_CLI_H
 
+#include "hearth.h"
+
+#include <stddef.h>
+
 typedef struct {
     const char *name;
     const char *summary;
@@ -15,6 +19,33 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_template(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
+
+/* The model stack `serve` and `chat` share (cmd_serve.c): model + tokenizer +
+ * KV (cli_session), the engine thread, and the completion context with the
+ * chat template and the resolved defaults. */
+typedef struct cli_stack cli_stack;
+struct hearth_cpl_params;
+struct hearth_cpl_ctx;
+struct hearth_engine;
+typedef struct {
+    const char *model_path;    /* GGUF file or HF directory */
+    const char *device;        /* NULL = cpu */
+    const char *template_file; /* a chat template to use instead of the model's, or NULL */
+    int threads, ctx, n_slots, max_queue; /* 0 = defaults */
+    const struct hearth_cpl_params *flags; /* the verb's sampling defaults, or NULL */
+} cli_stack_opts;
+/* On failure err says why and nothing is left open. */
+hearth_status cli_stack_open(cli_stack **out, const cli_stack_opts *o, hearth_err *err);
+void cli_stack_close(cli_stack *k);
+struct hearth_cpl_ctx *cli_stack_cpl(cli_stack *k);
+struct hearth_engine *cli_stack_engine(cli_stack *k);
+const char *cli_stack_describe(cli_stack *k); /* "cpu, context 4096" for start-up lines */
+/* models/SmolLM2-135M-Instruct.Q4_1.gguf beside the binary, else in the cwd. */
+const char *cli_default_model(char *buf, size_t cap);
+
+
 
 /* Shared helpers for verbs. */
 /* Print "hearth VERB: message" and return 2 (usage error). */

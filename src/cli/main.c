@@ -15,6 +15,8 @@ static const cli_verb VERBS[] = {
     {"devices", "list the CPU features and GPUs hearth can use", cmd_devices},
     {"tokenize", "show the token ids a model's tokenizer gives a text", cmd_tokenize},
     {"template", "print the prompt a model's chat template renders for a conversation", cmd_template},
+    {"serve", "serve a model over an OpenAI-compatible HTTP API", cmd_serve},
+    {"chat", "chat with a model in the terminal", cmd_chat},
 };
 enum { N_VERBS = sizeof VERBS / sizeof VERBS[0] };
 
