@@ -95,9 +95,12 @@ static void cpu_rmsnorm(void *ctx, float *y, const float *x, const float *w, int
     for (int r = 0; r < n_rows; r++) {
         const float *xr = x + (size_t)r * dim;
         float *yr = y + (size_t)r * dim;
+        /* ggml's order: float squares summed in double, the mean rounded to
+         * float, so GGUF parity with llama.cpp is not lost to rounding. */
         double ss = 0.0;
-        for (int i = 0; i < dim; i++) ss += (double)xr[i] * xr[i];
-        float s = 1.0f / sqrtf((float)(ss / dim) + eps);
+        for (int i = 0; i < dim; i++) ss += (double)(xr[i] * xr[i]);
+        float mean = (float)(ss / dim);
+        float s = 1.0f / sqrtf(mean + eps);
         for (int i = 0; i < dim; i++) yr[i] = xr[i] * s * w[i];
     }
 }
