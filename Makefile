@@ -2,7 +2,7 @@
 #   make            build ./hearth (+ the CUDA backend when nvcc is found; CUDA=0 to skip)
 #   make test       set up (idempotent), build, run every test tier
 #   make asan       the same tests, built with ASan + UBSan (CPU only)
-#   make run        set up, build, serve the default model
+#   make run        set up, build, serve the default model on 127.0.0.1:8080 (ARGS="--port N ...")
 #   make test-cuda  op and parity tests on an NVIDIA GPU
 
 CC      ?= gcc
@@ -84,7 +84,7 @@ asan: $(SETUP_STAMP)
 
 run: $(SETUP_STAMP)
 	$(MAKE) all
-	./$(BIN) run models/SmolLM2-135M-Instruct.Q4_1.gguf "Tell me about the hearth." -n 64
+	./$(BIN) serve models/SmolLM2-135M-Instruct.Q4_1.gguf $(ARGS)
 
 # Microbenchmarks: build and run bench/bench_matmul.c (prints, never fails on a time).
 bench:

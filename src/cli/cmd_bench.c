@@ -21,6 +21,7 @@ static void usage(FILE *f) {
             "  --batch N      prefill chunk: tokens per forward (default 512)\n"
             "  --parallel N   N concurrent streams through the batching engine (output tok/s, TTFT);\n"
             "                 without it, one sequence through the serial path\n"
+            "  --kv-budget M  KV cache size in MiB (default: every stream at full context)\n"
             "  --device D     cpu, cuda or cuda:N\n");
 }
 
@@ -44,6 +45,13 @@ int cmd_bench(int argc, char **argv) {
             if (dst) *dst = lv;
             else if (!strcmp(a, "--threads")) so.threads = (int)lv;
             else so.max_tokens = (int)lv;
+            i++;
+        } else if (!strcmp(a, "--kv-budget")) {
+            double mib;
+            if (!v) return cli_usage_error("bench", "%s needs a value", a);
+            if (!cli_parse_float("bench", a, v, &mib)) return 2;
+            if (mib <= 0) return cli_usage_error("bench", "%s must be > 0", a);
+            so.kv_budget_mib = mib;
             i++;
         } else if (!strcmp(a, "--device")) {
             if (!v) return cli_usage_error("bench", "%s needs a value", a);

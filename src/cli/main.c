@@ -10,13 +10,13 @@
 #include <string.h>
 
 static const cli_verb VERBS[] = {
-    {"run", "generate a continuation of a prompt, streamed to stdout", cmd_run},
-    {"bench", "measure prefill and decode speed", cmd_bench},
-    {"devices", "list the CPU features and GPUs hearth can use", cmd_devices},
-    {"tokenize", "show the token ids a model's tokenizer gives a text", cmd_tokenize},
-    {"template", "print the prompt a model's chat template renders for a conversation", cmd_template},
     {"serve", "serve a model over an OpenAI-compatible HTTP API", cmd_serve},
     {"chat", "chat with a model in the terminal", cmd_chat},
+    {"run", "generate a continuation of a prompt, streamed to stdout", cmd_run},
+    {"bench", "measure prefill and decode speed", cmd_bench},
+    {"tokenize", "show the token ids a model's tokenizer gives a text", cmd_tokenize},
+    {"template", "print the prompt a model's chat template renders for a conversation", cmd_template},
+    {"devices", "list the CPU features and GPUs hearth can use", cmd_devices},
 };
 enum { N_VERBS = sizeof VERBS / sizeof VERBS[0] };
 

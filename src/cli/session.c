@@ -40,6 +40,40 @@ static hearth_status open_tokenizer(cli_session *s, const char *path, hearth_err
     return hearth_tok_load_json(&s->tok, tj, hearth_path_is_file(tc) ? tc : NULL, err);
 }
 
+/* Bytes of RAM the kernel says can be had without swapping, or 0. */
+static size_t mem_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    size_t kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %zu kB", &kb) == 1) break;
+    if (f) fclose(f);
+    return kb * 1024;
+}
+
+/* The KV pool: --kv-budget if given; else room for every slot at full
+ * context plus one context of prefix-cache headroom, capped to a quarter of
+ * the available RAM (CPU). At least one full-length sequence must fit. */
+static hearth_status kv_blocks(cli_session *s, const cli_session_opts *o, const hearth_model_config *c,
+                               int n_slots, int block, int *out, hearth_err *err) {
+    size_t per_block = 2 * sizeof(float) * (size_t)c->n_layers * hearth_model_kv_dim(s->model) * block;
+    int ctx_blocks = (s->ctx + block - 1) / block;
+    long want = (long)ctx_blocks * (n_slots + 1);
+    if (o->kv_budget_mib > 0) {
+        want = (long)(o->kv_budget_mib * 1048576.0 / per_block);
+        if (want < ctx_blocks)
+            return hearth_err_set(err, HEARTH_EINVAL,
+                                  "--kv-budget %.0f MiB holds %ld positions; the context of %d needs %.1f MiB",
+                                  o->kv_budget_mib, want * block, s->ctx, ctx_blocks * (double)per_block / 1048576.0);
+    } else if (s->ops->host_memory) {
+        size_t avail = mem_available();
+        long cap = avail ? (long)(avail / 4 / per_block) : want;
+        if (want > cap) want = cap > ctx_blocks ? cap : ctx_blocks;
+    }
+    *out = (int)want;
+    return HEARTH_OK;
+}
+
 hearth_status cli_session_open(cli_session *s, const cli_session_opts *o, hearth_err *err) {
     memset(s, 0, sizeof *s);
     double t0 = hearth_time_now();
@@ -54,10 +88,12 @@ hearth_status cli_session_open(cli_session *s, const cli_session_opts *o, hearth
     if ((st = hearth_model_load(&s->model, o->model_path, s->ops, s->ops_ctx, s->max_tokens, err))) goto fail;
     const hearth_model_config *c = hearth_model_config_get(s->model);
     int n_slots = o->n_slots > 0 ? o->n_slots : 1, block = 16;
-    int n_blocks = n_slots * ((s->ctx + block - 1) / block);
+    int n_blocks = 0;
+    if ((st = kv_blocks(s, o, c, n_slots, block, &n_blocks, err))) goto fail;
     if ((st = hearth_kv_new(&s->kv, s->ops, s->ops_ctx, c->n_layers, hearth_model_kv_dim(s->model), block, n_blocks,
                             n_slots, s->ctx, err)))
         goto fail;
+    s->kv_blocks = n_blocks;
     if ((st = open_tokenizer(s, o->model_path, err))) goto fail;
     if (o->need_tokenizer && !s->tok) {
         st = hearth_err_set(err, HEARTH_ENOENT, "%s has no tokenizer: give token ids with --prompt-ids",

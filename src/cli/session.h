@@ -15,6 +15,7 @@ typedef struct {
     int max_tokens;      /* rows per forward (prefill chunk), 0 = 512 */
     int n_slots;         /* sequence slots, 0 = 1 */
     int need_tokenizer;  /* fail if the model has none */
+    double kv_budget_mib; /* KV pool size; 0 = room for n_slots full contexts + cache headroom */
 } cli_session_opts;
 
 typedef struct {
@@ -23,7 +24,7 @@ typedef struct {
     hearth_model *model;
     hearth_kv *kv;
     hearth_tokenizer *tok; /* NULL when the model has none */
-    int ctx, max_tokens;
+    int ctx, max_tokens, kv_blocks;
     double load_s;
 } cli_session;
 
