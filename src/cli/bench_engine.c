@@ -31,7 +31,7 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-int cli_bench_engine(cli_session *s, int n_par, int n_prompt, int n_gen, hearth_err *err) {
+int cli_bench_engine(hearth_session *s, int n_par, int n_prompt, int n_gen, hearth_err *err) {
     const hearth_model_config *cfg = hearth_model_config_get(s->model);
     hearth_engine *e;
     hearth_engine_opts o = {.n_slots = n_par, .max_waiting = n_par + 1, .queue_cap = n_gen + 1};

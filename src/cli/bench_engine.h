@@ -2,10 +2,10 @@
 #ifndef HEARTH_CLI_BENCH_ENGINE_H
 #define HEARTH_CLI_BENCH_ENGINE_H
 
-#include "cli/session.h"
+#include "lib/session.h"
 
 /* Run n_par greedy streams of n_prompt random ids -> n_gen tokens through a
  * fresh engine on s; print one result line. Returns 0 or 1 (err filled). */
-int cli_bench_engine(cli_session *s, int n_par, int n_prompt, int n_gen, hearth_err *err);
+int cli_bench_engine(hearth_session *s, int n_par, int n_prompt, int n_gen, hearth_err *err);
 
 #endif

@@ -23,7 +23,7 @@ int cmd_serve(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 
 /* The model stack `serve` and `chat` share (cmd_serve.c): model + tokenizer +
- * KV (cli_session), the engine thread, and the completion context with the
+ * KV (hearth_session), the engine thread, and the completion context with the
  * chat template and the resolved defaults. */
 typedef struct cli_stack cli_stack;
 struct hearth_cpl_params;

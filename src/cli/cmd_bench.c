@@ -2,7 +2,7 @@
  * prompt ids, greedy, no early stop. A measurement, never a test. */
 #include "cli/cli.h"
 #include "cli/bench_engine.h"
-#include "cli/session.h"
+#include "lib/session.h"
 #include "engine/generate.h"
 
 #include <stdio.h>
@@ -26,7 +26,7 @@ static void usage(FILE *f) {
 }
 
 int cmd_bench(int argc, char **argv) {
-    cli_session_opts so = {0};
+    hearth_session_opts so = {0};
     long n_prompt = 512, n_gen = 128, reps = 1, parallel = 0, lv;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -69,15 +69,15 @@ int cmd_bench(int argc, char **argv) {
     so.ctx = (int)(n_prompt + n_gen + 16);
     so.n_slots = parallel > 0 ? (int)parallel : 1;
     hearth_err err = {0};
-    cli_session s;
-    if (cli_session_open(&s, &so, &err) != HEARTH_OK) {
+    hearth_session s;
+    if (hearth_session_open(&s, &so, &err) != HEARTH_OK) {
         fprintf(stderr, "hearth bench: %s\n", err.msg);
         return 1;
     }
     if (parallel > 0) {
         int r = cli_bench_engine(&s, (int)parallel, (int)n_prompt, (int)n_gen, &err);
         if (r) fprintf(stderr, "hearth bench: %s\n", err.msg);
-        cli_session_close(&s);
+        hearth_session_close(&s);
         return r;
     }
     const hearth_model_config *cfg = hearth_model_config_get(s.model);
@@ -112,6 +112,6 @@ int cmd_bench(int argc, char **argv) {
         printf("model %s | %s | weights %.1f MiB | prefill %ld: %.1f tok/s | decode %ld: %.2f tok/s\n", so.model_path,
                s.ops->name, hearth_model_weight_bytes(s.model) / 1048576.0, n_prompt, best_pp, n_gen, best_tg);
     free(ids);
-    cli_session_close(&s);
+    hearth_session_close(&s);
     return rc;
 }

@@ -1,7 +1,7 @@
 /* cmd_run.c - `hearth run MODEL "prompt"`: one-shot generation to stdout,
  * speeds to stderr; `--prompt-ids 1,2,3 --ids` for models without a tokenizer. */
 #include "cli/cli.h"
-#include "cli/session.h"
+#include "lib/session.h"
 #include "engine/engine.h"
 
 #include <stdio.h>
@@ -75,7 +75,7 @@ static int parse_ids(const char *s, int32_t **out, int *n) {
 }
 
 int cmd_run(int argc, char **argv) {
-    cli_session_opts so = {0};
+    hearth_session_opts so = {0};
     hearth_sampling sp;
     hearth_sampling_default(&sp);
     sp.temperature = 0.8f;
@@ -167,10 +167,10 @@ int cmd_run(int argc, char **argv) {
     so.need_tokenizer = !print_ids || prompt;
 
     hearth_err err = {0};
-    cli_session s;
+    hearth_session s;
     int rc = 1;
     hearth_engine *eng = NULL;
-    if (cli_session_open(&s, &so, &err) != HEARTH_OK) {
+    if (hearth_session_open(&s, &so, &err) != HEARTH_OK) {
         fprintf(stderr, "hearth run: %s\n", err.msg);
         free(ids);
         return 1;
@@ -232,6 +232,6 @@ done:
     if (rc) fprintf(stderr, "hearth run: %s\n", err.msg);
     hearth_engine_free(eng);
     free(ids);
-    cli_session_close(&s);
+    hearth_session_close(&s);
     return rc;
 }

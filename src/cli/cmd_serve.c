@@ -10,7 +10,7 @@
 #define _GNU_SOURCE
 #include "api/api.h"
 #include "cli/cli.h"
-#include "cli/session.h"
+#include "lib/session.h"
 #include "core/clock.h"
 #include "core/file.h"
 #include "core/log.h"
@@ -43,7 +43,7 @@ const char *cli_default_model(char *buf, size_t cap) {
  * tokenizer.chat_template, else chat_template.jinja or tokenizer_config.json
  * "chat_template" (a string, or a list of {name, template}: "default") of an
  * HF directory. *out is malloc'd, NULL when the model has none. */
-static hearth_status load_template(const cli_session *s, const char *model_path, const char *file, char **out,
+static hearth_status load_template(const hearth_session *s, const char *model_path, const char *file, char **out,
                                    size_t *len, hearth_err *err) {
     *out = NULL;
     *len = 0;
@@ -90,7 +90,7 @@ static hearth_status load_template(const cli_session *s, const char *model_path,
 }
 
 struct cli_stack {
-    cli_session s;
+    hearth_session s;
     hearth_engine *engine;
     hearth_cpl_ctx *cpl;
 };
@@ -99,7 +99,7 @@ hearth_status cli_stack_open(cli_stack **out, const cli_stack_opts *o, hearth_er
     *out = NULL;
     cli_stack *k = calloc(1, sizeof *k);
     if (!k) return hearth_err_set(err, HEARTH_ENOMEM, "out of memory");
-    cli_session_opts so = {.model_path = o->model_path,
+    hearth_session_opts so = {.model_path = o->model_path,
                            .device = o->device,
                            .threads = o->threads,
                            .ctx = o->ctx,
@@ -107,7 +107,7 @@ hearth_status cli_stack_open(cli_stack **out, const cli_stack_opts *o, hearth_er
                            .need_tokenizer = 1};
     char *tmpl = NULL;
     size_t tlen = 0;
-    hearth_status st = cli_session_open(&k->s, &so, err);
+    hearth_status st = hearth_session_open(&k->s, &so, err);
     if (st != HEARTH_OK) {
         free(k);
         return st;
@@ -146,7 +146,7 @@ void cli_stack_close(cli_stack *k) {
     if (!k) return;
     hearth_cpl_ctx_free(k->cpl);
     hearth_engine_free(k->engine);
-    cli_session_close(&k->s);
+    hearth_session_close(&k->s);
     free(k);
 }
 

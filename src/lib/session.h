@@ -1,7 +1,7 @@
-/* session.h - what the run/bench/serve verbs share: pick a backend, load the
+/* session.h - what the library API and the verbs share: pick a backend, load the
  * model and its tokenizer, size the KV cache. */
-#ifndef HEARTH_CLI_SESSION_H
-#define HEARTH_CLI_SESSION_H
+#ifndef HEARTH_LIB_SESSION_H
+#define HEARTH_LIB_SESSION_H
 
 #include "engine/kv.h"
 #include "model/model.h"
@@ -16,7 +16,7 @@ typedef struct {
     int n_slots;         /* sequence slots, 0 = 1 */
     int need_tokenizer;  /* fail if the model has none */
     double kv_budget_mib; /* KV pool size; 0 = room for n_slots full contexts + cache headroom */
-} cli_session_opts;
+} hearth_session_opts;
 
 typedef struct {
     const hearth_ops *ops;
@@ -26,10 +26,10 @@ typedef struct {
     hearth_tokenizer *tok; /* NULL when the model has none */
     int ctx, max_tokens, kv_blocks;
     double load_s;
-} cli_session;
+} hearth_session;
 
 /* Open everything; on failure prints nothing, fills err, cleans up. */
-hearth_status cli_session_open(cli_session *s, const cli_session_opts *o, hearth_err *err);
-void cli_session_close(cli_session *s);
+hearth_status hearth_session_open(hearth_session *s, const hearth_session_opts *o, hearth_err *err);
+void hearth_session_close(hearth_session *s);
 
 #endif

@@ -1,5 +1,5 @@
 /* session.c - backend choice, model + tokenizer load, KV sizing. */
-#include "cli/session.h"
+#include "lib/session.h"
 
 #include "core/clock.h"
 #include "core/file.h"
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static hearth_status open_backend(cli_session *s, const cli_session_opts *o, const hearth_model_config *cfg,
+static hearth_status open_backend(hearth_session *s, const hearth_session_opts *o, const hearth_model_config *cfg,
                                   hearth_err *err) {
     int qd = cfg->n_heads * cfg->head_dim;
     int max_cols = cfg->hidden_size;
@@ -30,7 +30,7 @@ static hearth_status open_backend(cli_session *s, const cli_session_opts *o, con
     return hearth_err_set(err, HEARTH_EINVAL, "unknown device '%s' (expected cpu, cuda or cuda:N)", dev);
 }
 
-static hearth_status open_tokenizer(cli_session *s, const char *path, hearth_err *err) {
+static hearth_status open_tokenizer(hearth_session *s, const char *path, hearth_err *err) {
     const hearth_gguf *g = hearth_model_gguf(s->model);
     if (g) return hearth_tok_load_gguf(&s->tok, g, err);
     char tj[4096], tc[4096];
@@ -54,7 +54,7 @@ static size_t mem_available(void) {
 /* The KV pool: --kv-budget if given; else room for every slot at full
  * context plus one context of prefix-cache headroom, capped to a quarter of
  * the available RAM (CPU). At least one full-length sequence must fit. */
-static hearth_status kv_blocks(cli_session *s, const cli_session_opts *o, const hearth_model_config *c,
+static hearth_status kv_blocks(hearth_session *s, const hearth_session_opts *o, const hearth_model_config *c,
                                int n_slots, int block, int *out, hearth_err *err) {
     size_t per_block = 2 * sizeof(float) * (size_t)c->n_layers * hearth_model_kv_dim(s->model) * block;
     int ctx_blocks = (s->ctx + block - 1) / block;
@@ -74,7 +74,7 @@ static hearth_status kv_blocks(cli_session *s, const cli_session_opts *o, const 
     return HEARTH_OK;
 }
 
-hearth_status cli_session_open(cli_session *s, const cli_session_opts *o, hearth_err *err) {
+hearth_status hearth_session_open(hearth_session *s, const hearth_session_opts *o, hearth_err *err) {
     memset(s, 0, sizeof *s);
     double t0 = hearth_time_now();
     hearth_model_config cfg;
@@ -103,11 +103,11 @@ hearth_status cli_session_open(cli_session *s, const cli_session_opts *o, hearth
     s->load_s = hearth_time_now() - t0;
     return HEARTH_OK;
 fail:
-    cli_session_close(s);
+    hearth_session_close(s);
     return st;
 }
 
-void cli_session_close(cli_session *s) {
+void hearth_session_close(hearth_session *s) {
     if (s->tok) hearth_tok_free(s->tok);
     if (s->kv) hearth_kv_free(s->kv);
     if (s->model) hearth_model_free(s->model);

@@ -1,0 +1,123 @@
+/* hearth.c - the public embedding API (include/hearth.h) over a session and
+ * the engine: text in, text pieces out, concurrent callers batched. */
+#include "hearth.h"
+
+#include "core/clock.h"
+#include "core/status.h"
+#include "engine/engine.h"
+#include "lib/session.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct hearth {
+    hearth_session s;
+    hearth_engine *engine;
+};
+
+hearth_status hearth_open(hearth **out, const hearth_open_opts *o, hearth_err *err) {
+    *out = NULL;
+    if (!o || !o->model) return hearth_err_set(err, HEARTH_EINVAL, "hearth_open: no model path given");
+    hearth *h = calloc(1, sizeof *h);
+    if (!h) return hearth_err_set(err, HEARTH_ENOMEM, "out of memory");
+    hearth_session_opts so = {.model_path = o->model, .device = o->device, .threads = o->threads, .ctx = o->ctx,
+                              .n_slots = o->parallel > 0 ? o->parallel : 4, .need_tokenizer = 1};
+    hearth_status st = hearth_session_open(&h->s, &so, err);
+    if (st != HEARTH_OK) {
+        free(h);
+        return st;
+    }
+    hearth_engine_opts eo = {.n_slots = so.n_slots};
+    if ((st = hearth_engine_new(&h->engine, h->s.model, h->s.kv, &eo, err)) != HEARTH_OK) {
+        hearth_session_close(&h->s);
+        free(h);
+        return st;
+    }
+    *out = h;
+    return HEARTH_OK;
+}
+
+void hearth_close(hearth *h) {
+    if (!h) return;
+    hearth_engine_free(h->engine);
+    hearth_session_close(&h->s);
+    free(h);
+}
+
+void hearth_gen_opts_default(hearth_gen_opts *g) {
+    memset(g, 0, sizeof *g);
+    g->max_tokens = 128;
+    g->temperature = 0.8f;
+    g->top_p = 1.0f;
+    g->repetition_penalty = 1.0f;
+    g->add_special = 1;
+}
+
+hearth_status hearth_generate_text(hearth *h, const char *prompt, const hearth_gen_opts *g, hearth_piece_fn fn,
+                                   void *user, hearth_gen_result *res, hearth_err *err) {
+    hearth_gen_opts def;
+    if (!g) hearth_gen_opts_default(&def), g = &def;
+    const hearth_model_config *cfg = hearth_model_config_get(h->s.model);
+    hearth_gen_request q = {0};
+    hearth_sampling_default(&q.sampling);
+    q.sampling.temperature = g->temperature;
+    q.sampling.top_p = g->top_p;
+    q.sampling.min_p = g->min_p;
+    q.sampling.top_k = g->top_k;
+    q.sampling.repetition_penalty = g->repetition_penalty;
+    q.sampling.presence_penalty = g->presence_penalty;
+    q.sampling.frequency_penalty = g->frequency_penalty;
+    q.sampling.seed = g->seed;
+    q.sampling.has_seed = g->has_seed;
+    q.max_new = g->max_tokens;
+    if (!g->ignore_eos) {
+        for (int i = 0; i < cfg->n_eos && q.n_stop < 8; i++) q.stop_ids[q.n_stop++] = cfg->eos_token_ids[i];
+        for (int id = 0; id < hearth_tok_n_vocab(h->s.tok) && q.n_stop < HEARTH_MAX_STOP_IDS; id++)
+            if (hearth_tok_is_eog(h->s.tok, id)) q.stop_ids[q.n_stop++] = id;
+    }
+    size_t n = 0;
+    hearth_status st = hearth_tok_encode(h->s.tok, prompt, strlen(prompt), g->add_special, 0, &q.prompt, &n, err);
+    if (st != HEARTH_OK) return st;
+    q.n_prompt = (int)n;
+    hearth_seq *seq;
+    double t0 = hearth_time_now();
+    if ((st = hearth_engine_submit(h->engine, &q, &seq, err)) != HEARTH_OK) {
+        free(q.prompt);
+        return st;
+    }
+    hearth_detok d;
+    hearth_detok_init(&d, h->s.tok, 1);
+    char *buf = malloc(HEARTH_DETOK_MAX_OUT);
+    hearth_token_event ev;
+    double t_first = 0;
+    int stopped = !buf;
+    while (hearth_seq_next(seq, &ev, -1) == 1) {
+        if (t_first == 0) t_first = hearth_time_now();
+        if (stopped) continue; /* drain after a cancel */
+        size_t k = hearth_detok_push(&d, ev.id, buf, HEARTH_DETOK_MAX_OUT);
+        if (k && fn && fn(user, buf, k)) {
+            stopped = 1;
+            hearth_seq_cancel(seq);
+        }
+    }
+    if (buf && !stopped && fn) {
+        size_t k = hearth_detok_finish(&d, buf, HEARTH_DETOK_MAX_OUT);
+        if (k) fn(user, buf, k);
+    }
+    free(buf);
+    hearth_seq_summary sum;
+    hearth_seq_summary_get(seq, &sum);
+    hearth_seq_release(seq);
+    if (sum.finish == HEARTH_FINISH_ERROR) return hearth_err_set(err, HEARTH_EIO, "generation failed: %s", sum.error);
+    if (res) {
+        res->prompt_tokens = sum.n_prompt;
+        res->completion_tokens = sum.n_gen;
+        res->cached_tokens = sum.n_cached;
+        res->finish_reason = sum.finish == HEARTH_FINISH_STOP     ? "stop"
+                             : sum.finish == HEARTH_FINISH_LENGTH ? "length"
+                                                                  : "canceled";
+        res->ttft_s = t_first > 0 ? t_first - t0 : 0;
+        res->decode_tok_s = sum.n_gen > 1 && sum.decode_s > 0 ? (sum.n_gen - 1) / sum.decode_s : 0;
+    }
+    return HEARTH_OK;
+}
