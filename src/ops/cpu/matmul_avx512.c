@@ -221,9 +221,123 @@ INLINE void gemv_q4(const mm_job *j, int n, int nr, int t0, const int tt, const 
     UNROLL for (int c = 0; c < tt; c++) store_rows(j, &g, n, t0 + c, acc[c]);
 }
 
-/* Each row group of 16, tokens GEMV_T at a time. */
-#define ROWS_GEMV(name, call)                                                          \
+/* ---- q8_0 / q4_0 / q4_1 prefill: panels ---------------------------------------------
+ *
+ * For T >= GEMM_MIN_T the 16 rows of a group are repacked, KC_BLOCKS blocks
+ * of K at a time, into a panel where each 64-byte vector holds the same four
+ * consecutive codes of all 16 rows (as VPDPBUSD's unsigned operand), beside
+ * the rows' scales as f32. A tile of up to GEMM_C tokens then runs over the
+ * panel: four activation codes broadcast per VPDPBUSD give 16 rows' partial
+ * dots at once, so a block's exact integer dot per row needs no reduction.
+ * Between K chunks the running accumulators live in y. */
+enum { GEMM_MIN_T = 8, GEMM_C = 8, KC_BLOCKS = 16 };
+enum { Q_Q8_0, Q_Q4_0, Q_Q4_1 };
+
+typedef struct {
+    uint8_t q[KC_BLOCKS][8][64];
+    float d[KC_BLOCKS][16], m[KC_BLOCKS][16];
+} qpanel;
+
+INLINE void pack_q(qpanel *P, const rows16 *g, int b0, int nbk, const int kind) {
+    const size_t bb = kind == Q_Q8_0 ? sizeof(hearth_block_q8_0)
+                      : kind == Q_Q4_0 ? sizeof(hearth_block_q4_0) : sizeof(hearth_block_q4_1);
+    const __m512i low4 = _mm512_set1_epi8(0x0f), flip = _mm512_set1_epi8((char)0x80);
+    for (int bi = 0; bi < nbk; bi++) {
+        size_t o = (size_t)(b0 + bi) * bb;
+        const uint8_t *base = g->p[0] + o;
+        if (kind == Q_Q8_0) {
+            UNROLL for (int gi = 0; gi < 8; gi++) {
+                __m512i v = _mm512_i32gather_epi32(g->off, base + 2 + 4 * gi, 1);
+                _mm512_store_si512(P->q[bi][gi], _mm512_xor_si512(v, flip));
+            }
+            _mm512_store_ps(P->d[bi], gather_f16(g, o));
+        } else {
+            const size_t qo = kind == Q_Q4_1 ? 4 : 2;
+            UNROLL for (int gi = 0; gi < 4; gi++) {
+                __m512i v = _mm512_i32gather_epi32(g->off, base + qo + 4 * gi, 1);
+                _mm512_store_si512(P->q[bi][gi], _mm512_and_si512(v, low4));
+                _mm512_store_si512(P->q[bi][gi + 4], _mm512_and_si512(_mm512_srli_epi16(v, 4), low4));
+            }
+            __m512i v = _mm512_i32gather_epi32(g->off, base, 1);
+            _mm512_store_ps(P->d[bi], _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v)));
+            if (kind == Q_Q4_1) _mm512_store_ps(P->m[bi], _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(v, 16))));
+        }
+    }
+}
+
+/* C tokens from t0 over one panel (blocks b0 .. b0+nbk-1); first: start from 0. */
+INLINE void gemm_q_tile(const mm_job *j, const qpanel *P, const rows16 *g, int n, int b0, int nbk, int t0,
+                        const int C, int first, const int kind) {
+    const mm_act *a = j->a;
+    const int8_t *xq[GEMM_C];
+    const float *dx[GEMM_C], *sx[GEMM_C];
+    const int32_t *xs[GEMM_C];
+    __m512 acc[GEMM_C];
+    UNROLL for (int c = 0; c < C; c++) {
+        int t = t0 + c;
+        xq[c] = a->qs + (size_t)t * a->qs_stride;
+        dx[c] = a->d + (size_t)t * a->nb_stride;
+        xs[c] = a->isum + (size_t)t * a->nb_stride;
+        sx[c] = kind == Q_Q4_1 ? a->s + (size_t)t * a->nb_stride : NULL;
+        acc[c] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(g->store, j->y + (size_t)t * j->N + n);
+    }
+    for (int bi = 0; bi < nbk; bi++) {
+        int b = b0 + bi;
+        __m512i ia[GEMM_C];
+        UNROLL for (int c = 0; c < C; c++)
+            ia[c] = kind == Q_Q8_0 ? _mm512_set1_epi32(-128 * xs[c][b])
+                    : kind == Q_Q4_0 ? _mm512_set1_epi32(-8 * xs[c][b]) : _mm512_setzero_si512();
+        UNROLL for (int gi = 0; gi < 8; gi++) {
+            __m512i w = _mm512_load_si512(P->q[bi][gi]);
+            UNROLL for (int c = 0; c < C; c++) {
+                int32_t x4;
+                memcpy(&x4, xq[c] + 32 * b + 4 * gi, 4);
+                ia[c] = _mm512_dpbusd_epi32(ia[c], w, _mm512_set1_epi32(x4));
+            }
+        }
+        __m512 dw = _mm512_load_ps(P->d[bi]);
+        UNROLL for (int c = 0; c < C; c++) {
+            __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(dx[c][b]));
+            acc[c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(ia[c]), acc[c]);
+            if (kind == Q_Q4_1) acc[c] = _mm512_fmadd_ps(_mm512_load_ps(P->m[bi]), _mm512_set1_ps(sx[c][b]), acc[c]);
+        }
+    }
+    UNROLL for (int c = 0; c < C; c++) store_rows(j, g, n, t0 + c, acc[c]);
+}
+
+INLINE void gemm_q(const mm_job *j, int n0, int n1, const int kind) {
+    qpanel P __attribute__((aligned(64)));
+    int nb = j->a->nb;
+    for (int n = n0; n < n1; n += 16) {
+        rows16 g;
+        rows16_init(&g, j, n, n1 - n < 16 ? n1 - n : 16);
+        for (int b0 = 0; b0 < nb; b0 += KC_BLOCKS) {
+            int nbk = nb - b0 < KC_BLOCKS ? nb - b0 : KC_BLOCKS;
+            pack_q(&P, &g, b0, nbk, kind);
+            for (int t0 = 0; t0 < j->T; t0 += GEMM_C) {
+                int first = b0 == 0;
+                switch (j->T - t0 < GEMM_C ? j->T - t0 : GEMM_C) {
+                case 1: gemm_q_tile(j, &P, &g, n, b0, nbk, t0, 1, first, kind); break;
+                case 2: gemm_q_tile(j, &P, &g, n, b0, nbk, t0, 2, first, kind); break;
+                case 3: gemm_q_tile(j, &P, &g, n, b0, nbk, t0, 3, first, kind); break;
+                case 4: gemm_q_tile(j, &P, &g, n, b0, nbk, t0, 4, first, kind); break;
+                case 5: gemm_q_tile(j, &P, &g, n, b0, nbk, t0, 5, first, kind); break;
+                case 6: gemm_q_tile(j, &P, &g, n, b0, nbk, t0, 6, first, kind); break;
+                case 7: gemm_q_tile(j, &P, &g, n, b0, nbk, t0, 7, first, kind); break;
+                default: gemm_q_tile(j, &P, &g, n, b0, nbk, t0, 8, first, kind); break;
+                }
+            }
+        }
+    }
+}
+
+/* Each row group of 16: prefill through panels, few tokens GEMV_T at a time. */
+#define ROWS_Q(name, call, kind)                                                       \
     static void name(const mm_job *j, int n0, int n1) {                                \
+        if (j->T >= GEMM_MIN_T) {                                                      \
+            gemm_q(j, n0, n1, kind);                                                   \
+            return;                                                                    \
+        }                                                                              \
         for (int n = n0; n < n1; n += 16) {                                            \
             int nr = n1 - n < 16 ? n1 - n : 16;                                        \
             for (int t0 = 0; t0 < j->T; t0 += GEMV_T) {                                \
@@ -239,9 +353,173 @@ INLINE void gemv_q4(const mm_job *j, int n, int nr, int t0, const int tt, const 
 #define CALL_Q8_0(tt) gemv_q8_0(j, n, nr, t0, tt)
 #define CALL_Q4_0(tt) gemv_q4(j, n, nr, t0, tt, 0)
 #define CALL_Q4_1(tt) gemv_q4(j, n, nr, t0, tt, 1)
-ROWS_GEMV(rows_q8_0, CALL_Q8_0)
-ROWS_GEMV(rows_q4_0, CALL_Q4_0)
-ROWS_GEMV(rows_q4_1, CALL_Q4_1)
+ROWS_Q(rows_q8_0, CALL_Q8_0, Q_Q8_0)
+ROWS_Q(rows_q4_0, CALL_Q4_0, Q_Q4_0)
+ROWS_Q(rows_q4_1, CALL_Q4_1, Q_Q4_1)
+
+/* ---- q4_K / q6_K: panels for every T ------------------------------------------------
+ *
+ * One super-block (256) of 16 rows per panel, codes laid out as for q4_0 (four
+ * consecutive codes of the 16 rows per vector); the sub-block scales (and
+ * q4_K mins) unpacked to one int32 lane per row. Per sub-block, VPDPBUSD
+ * sums give each row's exact sub-block dot, which is multiplied by its scale
+ * in int32 (VPMULLD) and added into the super-block's isum. */
+typedef struct {
+    uint8_t q[64][64];       /* [group of 4 codes][row * 4 + e] */
+    int32_t sc[16][16];      /* [sub-block][row] (q4_K uses 8) */
+    int32_t m[8][16];        /* q4_K mins */
+    float d[16], dmin[16];
+} kpanel;
+
+INLINE void pack_q4_K(kpanel *P, const rows16 *g, int b) {
+    const uint8_t *base = g->p[0] + (size_t)b * sizeof(hearth_block_q4_K);
+    const __m512i low4 = _mm512_set1_epi8(0x0f), m6 = _mm512_set1_epi32(63);
+    UNROLL for (int c = 0; c < 4; c++) {
+        UNROLL for (int gi = 0; gi < 8; gi++) {
+            __m512i v = _mm512_i32gather_epi32(g->off, base + 16 + 32 * c + 4 * gi, 1);
+            _mm512_store_si512(P->q[(2 * c) * 8 + gi], _mm512_and_si512(v, low4));
+            _mm512_store_si512(P->q[(2 * c + 1) * 8 + gi], _mm512_and_si512(_mm512_srli_epi16(v, 4), low4));
+        }
+    }
+    __m512i dd = _mm512_i32gather_epi32(g->off, base, 1);
+    _mm512_store_ps(P->d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd)));
+    _mm512_store_ps(P->dmin, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))));
+    /* scales[0..3], [4..7], [8..11] of each row */
+    __m512i s0 = _mm512_i32gather_epi32(g->off, base + 4, 1), s1 = _mm512_i32gather_epi32(g->off, base + 8, 1);
+    __m512i s2 = _mm512_i32gather_epi32(g->off, base + 12, 1);
+    UNROLL for (int j = 0; j < 4; j++) {
+        __m512i a0 = _mm512_srli_epi32(s0, 8 * j), a1 = _mm512_srli_epi32(s1, 8 * j), a2 = _mm512_srli_epi32(s2, 8 * j);
+        _mm512_store_si512(P->sc[j], _mm512_and_si512(a0, m6));
+        _mm512_store_si512(P->m[j], _mm512_and_si512(a1, m6));
+        /* j + 4: low 4 bits from scales[j + 8], high 2 from the top bits of scales[j] / scales[j + 4] */
+        __m512i sc_hi = _mm512_or_si512(_mm512_and_si512(a2, _mm512_set1_epi32(15)),
+                                        _mm512_and_si512(_mm512_srli_epi32(a0, 2), _mm512_set1_epi32(48)));
+        __m512i m_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(a2, 4), _mm512_set1_epi32(15)),
+                                       _mm512_and_si512(_mm512_srli_epi32(a1, 2), _mm512_set1_epi32(48)));
+        _mm512_store_si512(P->sc[j + 4], sc_hi);
+        _mm512_store_si512(P->m[j + 4], m_hi);
+    }
+}
+
+INLINE void pack_q6_K(kpanel *P, const rows16 *g, int b) {
+    const uint8_t *base = g->p[0] + (size_t)b * sizeof(hearth_block_q6_K);
+    const __m512i low4 = _mm512_set1_epi8(0x0f), low2 = _mm512_set1_epi8(3);
+    UNROLL for (int h = 0; h < 2; h++) {
+        UNROLL for (int l0 = 0; l0 < 32; l0 += 4) {
+            __m512i ql0 = _mm512_i32gather_epi32(g->off, base + 64 * h + l0, 1);
+            __m512i ql1 = _mm512_i32gather_epi32(g->off, base + 64 * h + 32 + l0, 1);
+            __m512i qh = _mm512_i32gather_epi32(g->off, base + 128 + 32 * h + l0, 1);
+            __m512i v[4];
+            v[0] = _mm512_or_si512(_mm512_and_si512(ql0, low4), _mm512_slli_epi16(_mm512_and_si512(qh, low2), 4));
+            v[1] = _mm512_or_si512(_mm512_and_si512(ql1, low4),
+                                   _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 2), low2), 4));
+            v[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql0, 4), low4),
+                                   _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 4), low2), 4));
+            v[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql1, 4), low4),
+                                   _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 6), low2), 4));
+            UNROLL for (int c = 0; c < 4; c++) {
+                int e = 128 * h + 32 * c + l0; /* first element of this group */
+                _mm512_store_si512(P->q[e / 4], v[c]);
+            }
+        }
+    }
+    UNROLL for (int i = 0; i < 4; i++) { /* int8 scales, 4 per gathered dword */
+        __m512i s = _mm512_i32gather_epi32(g->off, base + 192 + 4 * i, 1);
+        UNROLL for (int k = 0; k < 4; k++)
+            _mm512_store_si512(P->sc[4 * i + k], _mm512_srai_epi32(_mm512_slli_epi32(s, 24 - 8 * k), 24));
+    }
+    __m512i dd = _mm512_i32gather_epi32(g->off, base + 206, 1); /* scales[14..15], d: stays inside the block */
+    _mm512_store_ps(P->d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))));
+}
+
+enum { K_Q4_K, K_Q6_K };
+
+INLINE void gemm_k_tile(const mm_job *j, const kpanel *P, const rows16 *g, int n, int b, int t0, const int C,
+                        const int kind) {
+    const mm_act *a = j->a;
+    __m512i isum[GEMM_C], imin[GEMM_C];
+    const int8_t *xq[GEMM_C];
+    const int16_t *bs[GEMM_C];
+    UNROLL for (int c = 0; c < C; c++) {
+        int t = t0 + c;
+        xq[c] = a->qs + (size_t)t * a->qs_stride + 256 * b;
+        bs[c] = a->bsums + ((size_t)t * a->nb_stride + b) * 16;
+        isum[c] = imin[c] = _mm512_setzero_si512();
+    }
+    if (kind == K_Q4_K) {
+        UNROLL for (int sb = 0; sb < 8; sb++) {
+            __m512i ia[GEMM_C];
+            UNROLL for (int c = 0; c < C; c++) ia[c] = _mm512_setzero_si512();
+            UNROLL for (int gi = 0; gi < 8; gi++) {
+                __m512i w = _mm512_load_si512(P->q[8 * sb + gi]);
+                UNROLL for (int c = 0; c < C; c++) {
+                    int32_t x4;
+                    memcpy(&x4, xq[c] + 32 * sb + 4 * gi, 4);
+                    ia[c] = _mm512_dpbusd_epi32(ia[c], w, _mm512_set1_epi32(x4));
+                }
+            }
+            __m512i sc = _mm512_load_si512(P->sc[sb]), m = _mm512_load_si512(P->m[sb]);
+            UNROLL for (int c = 0; c < C; c++) {
+                isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(ia[c], sc));
+                /* m < 64 and |bsum pair| <= 4064: one 16-bit product per lane */
+                int pair = bs[c][2 * sb] + bs[c][2 * sb + 1];
+                imin[c] = _mm512_dpwssd_epi32(imin[c], m, _mm512_set1_epi32(pair & 0xffff));
+            }
+        }
+    } else {
+        UNROLL for (int sb = 0; sb < 16; sb++) {
+            __m512i ia[GEMM_C];
+            UNROLL for (int c = 0; c < C; c++) ia[c] = _mm512_set1_epi32(-32 * bs[c][sb]);
+            UNROLL for (int gi = 0; gi < 4; gi++) {
+                __m512i w = _mm512_load_si512(P->q[4 * sb + gi]);
+                UNROLL for (int c = 0; c < C; c++) {
+                    int32_t x4;
+                    memcpy(&x4, xq[c] + 16 * sb + 4 * gi, 4);
+                    ia[c] = _mm512_dpbusd_epi32(ia[c], w, _mm512_set1_epi32(x4));
+                }
+            }
+            __m512i sc = _mm512_load_si512(P->sc[sb]);
+            UNROLL for (int c = 0; c < C; c++) isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(ia[c], sc));
+        }
+    }
+    __m512 dw = _mm512_load_ps(P->d), dm = _mm512_load_ps(P->dmin);
+    UNROLL for (int c = 0; c < C; c++) {
+        int t = t0 + c;
+        float *yp = j->y + (size_t)t * j->N + n;
+        __m512 acc = b == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(g->store, yp);
+        __m512 dx = _mm512_set1_ps(a->d[(size_t)t * a->nb_stride + b]);
+        acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, dx), _mm512_cvtepi32_ps(isum[c]), acc);
+        if (kind == K_Q4_K) acc = _mm512_fnmadd_ps(_mm512_mul_ps(dm, dx), _mm512_cvtepi32_ps(imin[c]), acc);
+        _mm512_mask_storeu_ps(yp, g->store, acc);
+    }
+}
+
+INLINE void gemm_k(const mm_job *j, int n0, int n1, const int kind) {
+    kpanel P __attribute__((aligned(64)));
+    for (int n = n0; n < n1; n += 16) {
+        rows16 g;
+        rows16_init(&g, j, n, n1 - n < 16 ? n1 - n : 16);
+        for (int b = 0; b < j->a->nb; b++) {
+            if (kind == K_Q4_K) pack_q4_K(&P, &g, b);
+            else pack_q6_K(&P, &g, b);
+            for (int t0 = 0; t0 < j->T; t0 += GEMM_C) {
+                switch (j->T - t0 < GEMM_C ? j->T - t0 : GEMM_C) {
+                case 1: gemm_k_tile(j, &P, &g, n, b, t0, 1, kind); break;
+                case 2: gemm_k_tile(j, &P, &g, n, b, t0, 2, kind); break;
+                case 3: gemm_k_tile(j, &P, &g, n, b, t0, 3, kind); break;
+                case 4: gemm_k_tile(j, &P, &g, n, b, t0, 4, kind); break;
+                case 5: gemm_k_tile(j, &P, &g, n, b, t0, 5, kind); break;
+                case 6: gemm_k_tile(j, &P, &g, n, b, t0, 6, kind); break;
+                case 7: gemm_k_tile(j, &P, &g, n, b, t0, 7, kind); break;
+                default: gemm_k_tile(j, &P, &g, n, b, t0, 8, kind); break;
+                }
+            }
+        }
+    }
+}
+
+static void rows_q4_K(const mm_job *j, int n0, int n1) { gemm_k(j, n0, n1, K_Q4_K); }
+static void rows_q6_K(const mm_job *j, int n0, int n1) { gemm_k(j, n0, n1, K_Q6_K); }
 
 /* ---- float weights ---------------------------------------------------------------- */
 
@@ -322,6 +600,6 @@ static void rows_bf16(const mm_job *j, int n0, int n1) { frows(j, n0, n1, W_BF16
 const mm_isa hearth_cpu_mm_avx512 = {
     .name = "avx512",
     .rows = {[MM_F32] = rows_f32, [MM_F16] = rows_f16, [MM_BF16] = rows_bf16, [MM_Q4_0] = rows_q4_0,
-             [MM_Q4_1] = rows_q4_1, [MM_Q8_0] = rows_q8_0},
+             [MM_Q4_1] = rows_q4_1, [MM_Q8_0] = rows_q8_0, [MM_Q4_K] = rows_q4_K, [MM_Q6_K] = rows_q6_K},
     .act = {[ACT_F16] = act_f16, [ACT_BF16] = act_bf16, [ACT_Q8_0] = act_q8_01, [ACT_Q8_1] = act_q8_01},
 };
