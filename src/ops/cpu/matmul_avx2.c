@@ -1,5 +1,454 @@
-/* matmul_avx2.c - AVX2 + FMA + F16C kernels (x86-64 CPUs from 2013 on).
- * Compiled for that target per function, chosen at run time (matmul.c). */
+/* matmul_avx2.c - AVX2 + FMA + F16C kernels (x86-64 CPUs from 2013 on), chosen
+ * at run time (matmul.c); the whole file is compiled for that target.
+ *
+ * Same arithmetic as matmul_scalar.c, bit for bit:
+ *  - q8_0 / q4_0 / q4_1, "lane = row": 8 weight rows at a time; per block,
+ *    PMADDUBSW + PMADDWD give each row's partial dots, a transpose-add tree
+ *    turns them into one exact integer dot per lane, and one FMA per block
+ *    updates the 8 rows' accumulators. q8_0 uses |w| times sign(x, w) (no
+ *    int16 overflow: 2 * 128 * 127 < 2^15); q4 nibbles enter unsigned, with
+ *    the -8 offset of q4_0 removed in integers.
+ *  - q4_K / q6_K: 8-row panels (four codes of 8 rows per vector), dotted with
+ *    broadcast activations; sums stay in int16 only as far as no overflow is
+ *    possible (q4: 8 groups, 8 * 2 * 15 * 127 < 2^15; q6: 2 groups).
+ *  - float weights: the 16-lane chains as two 8-lane halves. */
+#include "core/half.h"
 #include "ops/cpu/matmul_impl.h"
+#include "ops/cpu/quant.h"
 
-const mm_isa hearth_cpu_mm_avx2 = {.name = "avx2"};
+#include <immintrin.h>
+#include <string.h>
+
+#pragma GCC target("avx2,fma,f16c,bmi,bmi2")
+
+#define INLINE static inline __attribute__((always_inline))
+#define UNROLL _Pragma("GCC unroll 16")
+
+enum { GEMV_T = 4, PANEL_C = 4 };
+
+/* ---- activations ------------------------------------------------------------- */
+
+INLINE int hsum_i32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(s);
+}
+
+static void act_q8_01(const float *x, const mm_act *a, int t0, int t1) {
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7), ones8 = _mm256_set1_epi8(1);
+    for (int t = t0; t < t1; t++) {
+        const float *xt = x + (size_t)t * a->K;
+        int8_t *q = a->qs + (size_t)t * a->qs_stride;
+        size_t o = (size_t)t * a->nb_stride;
+        for (int b = 0; b < a->nb; b++, xt += 32, q += 32) {
+            __m256 v[4];
+            __m256 m = _mm256_setzero_ps();
+            UNROLL for (int i = 0; i < 4; i++) {
+                v[i] = _mm256_loadu_ps(xt + 8 * i);
+                m = _mm256_max_ps(m, _mm256_and_ps(v[i], absmask));
+            }
+            __m128 m4 = _mm_max_ps(_mm256_extractf128_ps(m, 1), _mm256_castps256_ps128(m));
+            m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+            m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+            float amax = _mm_cvtss_f32(m4);
+            float d = amax / 127.f, id = amax != 0.f ? 127.f / amax : 0.f;
+            __m256 vid = _mm256_set1_ps(id);
+            __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v[0], vid)), i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v[1], vid));
+            __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v[2], vid)), i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v[3], vid));
+            __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+            p = _mm256_permutevar8x32_epi32(p, perm);
+            _mm256_storeu_si256((__m256i *)(void *)q, p);
+            int sum = hsum_i32(_mm256_madd_epi16(_mm256_maddubs_epi16(ones8, p), _mm256_set1_epi16(1)));
+            a->d[o + b] = _cvtsh_ss(_cvtss_sh(d, 0));
+            a->isum[o + b] = sum;
+            if (a->s) a->s[o + b] = _cvtsh_ss(_cvtss_sh(d * (float)sum, 0));
+        }
+    }
+}
+
+static void act_f16(const float *x, const mm_act *a, int t0, int t1) {
+    for (int t = t0; t < t1; t++) {
+        const float *xt = x + (size_t)t * a->K;
+        float *f = a->f + (size_t)t * a->f_stride;
+        int k = 0;
+        for (; k + 8 <= a->K; k += 8)
+            _mm256_storeu_ps(f + k, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(xt + k), _MM_FROUND_TO_NEAREST_INT)));
+        for (; k < a->K; k++) f[k] = hearth_f16_to_f32(hearth_f32_to_f16(xt[k]));
+    }
+}
+
+static void act_bf16(const float *x, const mm_act *a, int t0, int t1) {
+    const __m256i lsb = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7fff);
+    const __m256i hi = _mm256_set1_epi32((int)0xffff0000u), quiet = _mm256_set1_epi32(0x00400000);
+    const __m256i absm = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+    for (int t = t0; t < t1; t++) {
+        const float *xt = x + (size_t)t * a->K;
+        float *f = a->f + (size_t)t * a->f_stride;
+        int k = 0;
+        for (; k + 8 <= a->K; k += 8) {
+            __m256i u = _mm256_castps_si256(_mm256_loadu_ps(xt + k));
+            __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(bias, _mm256_and_si256(_mm256_srli_epi32(u, 16), lsb)));
+            __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, absm), inf); /* signed compare is fine: both < 2^31 */
+            r = _mm256_blendv_epi8(r, _mm256_or_si256(u, quiet), nan);
+            _mm256_storeu_ps(f + k, _mm256_castsi256_ps(_mm256_and_si256(r, hi)));
+        }
+        for (; k < a->K; k++) f[k] = hearth_bf16_to_f32(hearth_f32_to_bf16(xt[k]));
+    }
+}
+
+/* ---- quantized weights, lane = row ----------------------------------------------- */
+
+typedef struct {
+    const uint8_t *p[8];
+    __m256i off;   /* byte offsets of the rows from p[0], for gathers */
+    __m256i store; /* lanes of real rows */
+} rows8;
+
+INLINE void rows8_init(rows8 *g, const mm_job *j, int n, int nr) {
+    int32_t off[8], st[8];
+    for (int r = 0; r < 8; r++) {
+        int rr = r < nr ? r : nr - 1;
+        g->p[r] = j->w + (size_t)(n + rr) * j->row_bytes;
+        off[r] = (int32_t)((size_t)rr * j->row_bytes);
+        st[r] = r < nr ? -1 : 0;
+    }
+    g->off = _mm256_loadu_si256((const __m256i *)(const void *)off);
+    g->store = _mm256_loadu_si256((const __m256i *)(const void *)st);
+}
+
+/* The f16 at byte offset o of each row (and the f16 after it, if hi), as f32. */
+INLINE __m256 load_f16x8(const rows8 *g, size_t o) {
+    uint16_t h[8];
+    UNROLL for (int r = 0; r < 8; r++) memcpy(&h[r], g->p[r] + o, 2);
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)h));
+}
+
+/* p[i]: row i's partial sums in 8 lanes; returns lane i = row i's sum. */
+INLINE __m256i reduce8(const __m256i *p) {
+    __m256i s01 = _mm256_add_epi32(_mm256_unpacklo_epi32(p[0], p[1]), _mm256_unpackhi_epi32(p[0], p[1]));
+    __m256i s23 = _mm256_add_epi32(_mm256_unpacklo_epi32(p[2], p[3]), _mm256_unpackhi_epi32(p[2], p[3]));
+    __m256i s45 = _mm256_add_epi32(_mm256_unpacklo_epi32(p[4], p[5]), _mm256_unpackhi_epi32(p[4], p[5]));
+    __m256i s67 = _mm256_add_epi32(_mm256_unpacklo_epi32(p[6], p[7]), _mm256_unpackhi_epi32(p[6], p[7]));
+    __m256i u0 = _mm256_add_epi32(_mm256_unpacklo_epi64(s01, s23), _mm256_unpackhi_epi64(s01, s23));
+    __m256i u1 = _mm256_add_epi32(_mm256_unpacklo_epi64(s45, s67), _mm256_unpackhi_epi64(s45, s67));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20), _mm256_permute2x128_si256(u0, u1, 0x31));
+}
+
+INLINE void store_rows(const mm_job *j, const rows8 *g, int n, int t, __m256 acc) {
+    _mm256_maskstore_ps(j->y + (size_t)t * j->N + n, g->store, acc);
+}
+
+enum { Q_Q8_0, Q_Q4_0, Q_Q4_1 };
+
+/* The 32 codes of a q4 block as bytes 0..15 (element order). */
+INLINE __m256i q4_bytes(const uint8_t *qs) {
+    __m128i q = _mm_loadu_si128((const __m128i *)(const void *)qs);
+    __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
+}
+
+INLINE void gemv8(const mm_job *j, int n, int nr, int t0, const int tt, const int kind) {
+    const mm_act *a = j->a;
+    const size_t bb = kind == Q_Q8_0 ? sizeof(hearth_block_q8_0)
+                      : kind == Q_Q4_0 ? sizeof(hearth_block_q4_0) : sizeof(hearth_block_q4_1);
+    const size_t qo = kind == Q_Q4_1 ? 4 : 2;
+    const __m256i ones = _mm256_set1_epi16(1);
+    rows8 g;
+    rows8_init(&g, j, n, nr);
+    __m256 acc[GEMV_T];
+    UNROLL for (int c = 0; c < tt; c++) acc[c] = _mm256_setzero_ps();
+    for (int b = 0; b < a->nb; b++) {
+        size_t o = (size_t)b * bb;
+        __m256 dw = load_f16x8(&g, o), mw = _mm256_setzero_ps();
+        if (kind == Q_Q4_1) mw = load_f16x8(&g, o + 2);
+        UNROLL for (int c = 0; c < tt; c++) {
+            int t = t0 + c;
+            size_t xo = (size_t)t * a->nb_stride + b;
+            __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(a->qs + (size_t)t * a->qs_stride + 32 * b));
+            __m256i p[8];
+            UNROLL for (int i = 0; i < 8; i++) {
+                if (kind == Q_Q8_0) {
+                    __m256i w = _mm256_loadu_si256((const __m256i *)(const void *)(g.p[i] + o + 2));
+                    p[i] = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w)), ones);
+                } else {
+                    p[i] = _mm256_madd_epi16(_mm256_maddubs_epi16(q4_bytes(g.p[i] + o + qo), x), ones);
+                }
+            }
+            __m256i isum = reduce8(p);
+            if (kind == Q_Q4_0) isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(8 * a->isum[xo]));
+            __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(a->d[xo]));
+            acc[c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), acc[c]);
+            if (kind == Q_Q4_1) acc[c] = _mm256_fmadd_ps(mw, _mm256_set1_ps(a->s[xo]), acc[c]);
+        }
+    }
+    UNROLL for (int c = 0; c < tt; c++) store_rows(j, &g, n, t0 + c, acc[c]);
+}
+
+INLINE void rows_q(const mm_job *j, int n0, int n1, const int kind) {
+    for (int n = n0; n < n1; n += 8) {
+        int nr = n1 - n < 8 ? n1 - n : 8;
+        for (int t0 = 0; t0 < j->T; t0 += GEMV_T) {
+            switch (j->T - t0 < GEMV_T ? j->T - t0 : GEMV_T) {
+            case 1: gemv8(j, n, nr, t0, 1, kind); break;
+            case 2: gemv8(j, n, nr, t0, 2, kind); break;
+            case 3: gemv8(j, n, nr, t0, 3, kind); break;
+            default: gemv8(j, n, nr, t0, 4, kind); break;
+            }
+        }
+    }
+}
+
+static void rows_q8_0(const mm_job *j, int n0, int n1) { rows_q(j, n0, n1, Q_Q8_0); }
+static void rows_q4_0(const mm_job *j, int n0, int n1) { rows_q(j, n0, n1, Q_Q4_0); }
+static void rows_q4_1(const mm_job *j, int n0, int n1) { rows_q(j, n0, n1, Q_Q4_1); }
+
+/* ---- q4_K / q6_K: 8-row panels --------------------------------------------------- */
+
+typedef struct {
+    uint8_t q[64][32];   /* [group of 4 codes][row * 4 + e] */
+    int32_t sc[16][8];   /* [sub-block][row] */
+    int32_t m[8][8];     /* q4_K mins */
+    float d[8], dmin[8];
+} kpanel;
+
+INLINE __m256i gather(const rows8 *g, const uint8_t *p) { return _mm256_i32gather_epi32((const int *)(const void *)p, g->off, 1); }
+
+INLINE __m256 cvt_lo16(__m256i v) { /* the low f16 of each dword lane, as f32 */
+    __m256i lo = _mm256_and_si256(v, _mm256_set1_epi32(0xffff));
+    __m128i h = _mm_packus_epi32(_mm256_castsi256_si128(lo), _mm256_extracti128_si256(lo, 1));
+    return _mm256_cvtph_ps(h);
+}
+
+INLINE void pack_q4_K(kpanel *P, const rows8 *g, int b) {
+    const uint8_t *base = g->p[0] + (size_t)b * sizeof(hearth_block_q4_K);
+    const __m256i low4 = _mm256_set1_epi8(0x0f), m6 = _mm256_set1_epi32(63);
+    UNROLL for (int c = 0; c < 4; c++) {
+        UNROLL for (int gi = 0; gi < 8; gi++) {
+            __m256i v = gather(g, base + 16 + 32 * c + 4 * gi);
+            _mm256_store_si256((__m256i *)(void *)P->q[(2 * c) * 8 + gi], _mm256_and_si256(v, low4));
+            _mm256_store_si256((__m256i *)(void *)P->q[(2 * c + 1) * 8 + gi],
+                               _mm256_and_si256(_mm256_srli_epi16(v, 4), low4));
+        }
+    }
+    __m256i dd = gather(g, base);
+    _mm256_store_ps(P->d, cvt_lo16(dd));
+    _mm256_store_ps(P->dmin, cvt_lo16(_mm256_srli_epi32(dd, 16)));
+    __m256i s0 = gather(g, base + 4), s1 = gather(g, base + 8), s2 = gather(g, base + 12);
+    UNROLL for (int jj = 0; jj < 4; jj++) {
+        __m256i a0 = _mm256_srli_epi32(s0, 8 * jj), a1 = _mm256_srli_epi32(s1, 8 * jj), a2 = _mm256_srli_epi32(s2, 8 * jj);
+        _mm256_store_si256((__m256i *)(void *)P->sc[jj], _mm256_and_si256(a0, m6));
+        _mm256_store_si256((__m256i *)(void *)P->m[jj], _mm256_and_si256(a1, m6));
+        __m256i sc_hi = _mm256_or_si256(_mm256_and_si256(a2, _mm256_set1_epi32(15)),
+                                        _mm256_and_si256(_mm256_srli_epi32(a0, 2), _mm256_set1_epi32(48)));
+        __m256i m_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(a2, 4), _mm256_set1_epi32(15)),
+                                       _mm256_and_si256(_mm256_srli_epi32(a1, 2), _mm256_set1_epi32(48)));
+        _mm256_store_si256((__m256i *)(void *)P->sc[jj + 4], sc_hi);
+        _mm256_store_si256((__m256i *)(void *)P->m[jj + 4], m_hi);
+    }
+}
+
+INLINE void pack_q6_K(kpanel *P, const rows8 *g, int b) {
+    const uint8_t *base = g->p[0] + (size_t)b * sizeof(hearth_block_q6_K);
+    const __m256i low4 = _mm256_set1_epi8(0x0f), low2 = _mm256_set1_epi8(3);
+    UNROLL for (int h = 0; h < 2; h++) {
+        UNROLL for (int l0 = 0; l0 < 32; l0 += 4) {
+            __m256i ql0 = gather(g, base + 64 * h + l0), ql1 = gather(g, base + 64 * h + 32 + l0);
+            __m256i qh = gather(g, base + 128 + 32 * h + l0);
+            __m256i v[4];
+            v[0] = _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_slli_epi16(_mm256_and_si256(qh, low2), 4));
+            v[1] = _mm256_or_si256(_mm256_and_si256(ql1, low4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), low2), 4));
+            v[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), low2), 4));
+            v[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), low2), 4));
+            UNROLL for (int c = 0; c < 4; c++)
+                _mm256_store_si256((__m256i *)(void *)P->q[(128 * h + 32 * c + l0) / 4], v[c]);
+        }
+    }
+    UNROLL for (int i = 0; i < 4; i++) {
+        __m256i s = gather(g, base + 192 + 4 * i);
+        UNROLL for (int k = 0; k < 4; k++)
+            _mm256_store_si256((__m256i *)(void *)P->sc[4 * i + k], _mm256_srai_epi32(_mm256_slli_epi32(s, 24 - 8 * k), 24));
+    }
+    _mm256_store_ps(P->d, cvt_lo16(_mm256_srli_epi32(gather(g, base + 206), 16)));
+}
+
+enum { K_Q4_K, K_Q6_K };
+
+INLINE void gemm_k_tile(const mm_job *j, const kpanel *P, const rows8 *g, int n, int b, int t0, const int C,
+                        const int kind) {
+    const mm_act *a = j->a;
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i isum[PANEL_C], imin[PANEL_C];
+    const int8_t *xq[PANEL_C];
+    const int16_t *bs[PANEL_C];
+    UNROLL for (int c = 0; c < C; c++) {
+        int t = t0 + c;
+        xq[c] = a->qs + (size_t)t * a->qs_stride + 256 * b;
+        bs[c] = a->bsums + ((size_t)t * a->nb_stride + b) * 16;
+        isum[c] = imin[c] = _mm256_setzero_si256();
+    }
+    if (kind == K_Q4_K) {
+        for (int sb = 0; sb < 8; sb++) {
+            __m256i s16[PANEL_C];
+            UNROLL for (int c = 0; c < C; c++) s16[c] = _mm256_setzero_si256();
+            UNROLL for (int gi = 0; gi < 8; gi++) {
+                __m256i w = _mm256_load_si256((const __m256i *)(const void *)P->q[8 * sb + gi]);
+                UNROLL for (int c = 0; c < C; c++) {
+                    int32_t x4;
+                    memcpy(&x4, xq[c] + 32 * sb + 4 * gi, 4);
+                    s16[c] = _mm256_add_epi16(s16[c], _mm256_maddubs_epi16(w, _mm256_set1_epi32(x4)));
+                }
+            }
+            __m256i sc = _mm256_load_si256((const __m256i *)(const void *)P->sc[sb]);
+            __m256i m = _mm256_load_si256((const __m256i *)(const void *)P->m[sb]);
+            UNROLL for (int c = 0; c < C; c++) {
+                isum[c] = _mm256_add_epi32(isum[c], _mm256_mullo_epi32(_mm256_madd_epi16(s16[c], ones), sc));
+                int pair = bs[c][2 * sb] + bs[c][2 * sb + 1];
+                imin[c] = _mm256_add_epi32(imin[c], _mm256_mullo_epi32(m, _mm256_set1_epi32(pair)));
+            }
+        }
+    } else {
+        for (int sb = 0; sb < 16; sb++) {
+            __m256i ia[PANEL_C];
+            UNROLL for (int c = 0; c < C; c++) ia[c] = _mm256_set1_epi32(-32 * bs[c][sb]);
+            UNROLL for (int half = 0; half < 2; half++) {
+                const uint8_t *q0 = P->q[4 * sb + 2 * half], *q1 = P->q[4 * sb + 2 * half + 1];
+                __m256i w0 = _mm256_load_si256((const __m256i *)(const void *)q0);
+                __m256i w1 = _mm256_load_si256((const __m256i *)(const void *)q1);
+                UNROLL for (int c = 0; c < C; c++) {
+                    int32_t x0, x1;
+                    memcpy(&x0, xq[c] + 16 * sb + 8 * half, 4);
+                    memcpy(&x1, xq[c] + 16 * sb + 8 * half + 4, 4);
+                    __m256i s = _mm256_add_epi16(_mm256_maddubs_epi16(w0, _mm256_set1_epi32(x0)),
+                                                 _mm256_maddubs_epi16(w1, _mm256_set1_epi32(x1)));
+                    ia[c] = _mm256_add_epi32(ia[c], _mm256_madd_epi16(s, ones));
+                }
+            }
+            __m256i sc = _mm256_load_si256((const __m256i *)(const void *)P->sc[sb]);
+            UNROLL for (int c = 0; c < C; c++) isum[c] = _mm256_add_epi32(isum[c], _mm256_mullo_epi32(ia[c], sc));
+        }
+    }
+    __m256 dw = _mm256_load_ps(P->d), dm = _mm256_load_ps(P->dmin);
+    UNROLL for (int c = 0; c < C; c++) {
+        int t = t0 + c;
+        float *yp = j->y + (size_t)t * j->N + n;
+        __m256 acc = b == 0 ? _mm256_setzero_ps() : _mm256_maskload_ps(yp, g->store);
+        __m256 dx = _mm256_set1_ps(a->d[(size_t)t * a->nb_stride + b]);
+        acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(isum[c]), acc);
+        if (kind == K_Q4_K) acc = _mm256_fnmadd_ps(_mm256_mul_ps(dm, dx), _mm256_cvtepi32_ps(imin[c]), acc);
+        _mm256_maskstore_ps(yp, g->store, acc);
+    }
+}
+
+INLINE void gemm_k(const mm_job *j, int n0, int n1, const int kind) {
+    kpanel P __attribute__((aligned(32)));
+    for (int n = n0; n < n1; n += 8) {
+        rows8 g;
+        rows8_init(&g, j, n, n1 - n < 8 ? n1 - n : 8);
+        for (int b = 0; b < j->a->nb; b++) {
+            if (kind == K_Q4_K) pack_q4_K(&P, &g, b);
+            else pack_q6_K(&P, &g, b);
+            for (int t0 = 0; t0 < j->T; t0 += PANEL_C) {
+                switch (j->T - t0 < PANEL_C ? j->T - t0 : PANEL_C) {
+                case 1: gemm_k_tile(j, &P, &g, n, b, t0, 1, kind); break;
+                case 2: gemm_k_tile(j, &P, &g, n, b, t0, 2, kind); break;
+                case 3: gemm_k_tile(j, &P, &g, n, b, t0, 3, kind); break;
+                default: gemm_k_tile(j, &P, &g, n, b, t0, 4, kind); break;
+                }
+            }
+        }
+    }
+}
+
+static void rows_q4_K(const mm_job *j, int n0, int n1) { gemm_k(j, n0, n1, K_Q4_K); }
+static void rows_q6_K(const mm_job *j, int n0, int n1) { gemm_k(j, n0, n1, K_Q6_K); }
+
+/* ---- float weights ------------------------------------------------------------------ */
+
+enum { W_F32, W_F16, W_BF16 };
+
+/* 8 weights from k as f32; w16 rows are f16/bf16. */
+INLINE __m256 load_w8(const uint8_t *row, int k, const int wt) {
+    if (wt == W_F32) return _mm256_loadu_ps((const float *)(const void *)row + k);
+    __m128i h = _mm_loadu_si128((const __m128i *)(const void *)((const uint16_t *)(const void *)row + k));
+    if (wt == W_F16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+INLINE float tree16(__m256 lo, __m256 hi) {
+    __m256 b = _mm256_add_ps(lo, hi);
+    __m128 c = _mm_add_ps(_mm256_castps256_ps128(b), _mm256_extractf128_ps(b, 1));
+    __m128 d = _mm_add_ps(c, _mm_movehl_ps(c, c));
+    return _mm_cvtss_f32(_mm_add_ss(d, _mm_movehdup_ps(d)));
+}
+
+/* R rows x C tokens (R * C <= 4): lanes 0-7 of the 16-lane chains in lo, 8-15 in hi. */
+INLINE void ftile(const mm_job *j, int n, const int R, int t0, const int C, const int wt) {
+    const int es = wt == W_F32 ? 4 : 2;
+    const uint8_t *w[4];
+    const float *x[4];
+    UNROLL for (int r = 0; r < R; r++) w[r] = j->w + (size_t)(n + r) * j->row_bytes;
+    UNROLL for (int c = 0; c < C; c++)
+        x[c] = wt == W_F32 ? j->x + (size_t)(t0 + c) * j->K : j->a->f + (size_t)(t0 + c) * j->a->f_stride;
+    __m256 lo[4][4], hi[4][4];
+    UNROLL for (int r = 0; r < R; r++) UNROLL for (int c = 0; c < C; c++) lo[r][c] = hi[r][c] = _mm256_setzero_ps();
+    int K = j->K, k = 0;
+    for (; k + 16 <= K; k += 16) {
+        UNROLL for (int r = 0; r < R; r++) {
+            __m256 wl = load_w8(w[r], k, wt), wh = load_w8(w[r], k + 8, wt);
+            UNROLL for (int c = 0; c < C; c++) {
+                lo[r][c] = _mm256_fmadd_ps(wl, _mm256_loadu_ps(x[c] + k), lo[r][c]);
+                hi[r][c] = _mm256_fmadd_ps(wh, _mm256_loadu_ps(x[c] + k + 8), hi[r][c]);
+            }
+        }
+    }
+    if (k < K) { /* zero-padded tail: fma(0, 0, acc) == acc */
+        int rem = K - k;
+        float xt[4][16];
+        uint8_t wtl[4][64];
+        UNROLL for (int c = 0; c < C; c++) {
+            memset(xt[c], 0, sizeof xt[c]);
+            memcpy(xt[c], x[c] + k, (size_t)rem * 4);
+        }
+        UNROLL for (int r = 0; r < R; r++) {
+            memset(wtl[r], 0, sizeof wtl[r]);
+            memcpy(wtl[r], w[r] + (size_t)k * es, (size_t)rem * es);
+            __m256 wl = load_w8(wtl[r], 0, wt), wh = load_w8(wtl[r], 8, wt);
+            UNROLL for (int c = 0; c < C; c++) {
+                lo[r][c] = _mm256_fmadd_ps(wl, _mm256_loadu_ps(xt[c]), lo[r][c]);
+                hi[r][c] = _mm256_fmadd_ps(wh, _mm256_loadu_ps(xt[c] + 8), hi[r][c]);
+            }
+        }
+    }
+    UNROLL for (int r = 0; r < R; r++)
+        UNROLL for (int c = 0; c < C; c++) j->y[(size_t)(t0 + c) * j->N + n + r] = tree16(lo[r][c], hi[r][c]);
+}
+
+INLINE void frows(const mm_job *j, int n0, int n1, const int wt) {
+    int t0 = 0;
+    for (; t0 + 2 <= j->T; t0 += 2) { /* 2 rows x 2 tokens */
+        int n = n0;
+        for (; n + 2 <= n1; n += 2) ftile(j, n, 2, t0, 2, wt);
+        for (; n < n1; n++) ftile(j, n, 1, t0, 2, wt);
+    }
+    if (t0 < j->T) { /* one token: 4 rows */
+        int n = n0;
+        for (; n + 4 <= n1; n += 4) ftile(j, n, 4, t0, 1, wt);
+        for (; n < n1; n++) ftile(j, n, 1, t0, 1, wt);
+    }
+}
+
+static void rows_f32(const mm_job *j, int n0, int n1) { frows(j, n0, n1, W_F32); }
+static void rows_f16(const mm_job *j, int n0, int n1) { frows(j, n0, n1, W_F16); }
+static void rows_bf16(const mm_job *j, int n0, int n1) { frows(j, n0, n1, W_BF16); }
+
+const mm_isa hearth_cpu_mm_avx2 = {
+    .name = "avx2",
+    .rows = {[MM_F32] = rows_f32, [MM_F16] = rows_f16, [MM_BF16] = rows_bf16, [MM_Q4_0] = rows_q4_0,
+             [MM_Q4_1] = rows_q4_1, [MM_Q8_0] = rows_q8_0, [MM_Q4_K] = rows_q4_K, [MM_Q6_K] = rows_q6_K},
+    .act = {[ACT_F16] = act_f16, [ACT_BF16] = act_bf16, [ACT_Q8_0] = act_q8_01, [ACT_Q8_1] = act_q8_01},
+};
