@@ -93,7 +93,7 @@ struct api_job {
 
 /* What differs between /v1/chat/completions and /v1/completions. */
 struct api_proto {
-    const char *object, *chunk_object, *id_prefix;
+    const char *chunk_object, *id_prefix;
     /* streamed: turn an event into a chunk appended to j->chunks */
     void (*chunk_event)(api_job *j, const hearth_cpl_event *ev);
     /* streamed: the first chunk (chat: the role), or NULL */

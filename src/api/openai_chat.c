@@ -78,7 +78,6 @@ static json_t *full(api_job *j) {
 }
 
 const api_proto API_CHAT = {
-    .object = "chat.completion",
     .chunk_object = "chat.completion.chunk",
     .id_prefix = "chatcmpl-",
     .chunk_event = chunk_event,

@@ -65,7 +65,6 @@ static json_t *full(api_job *j) {
 }
 
 const api_proto API_TEXT = {
-    .object = "text_completion",
     .chunk_object = "text_completion",
     .id_prefix = "cmpl-",
     .chunk_event = chunk_event,

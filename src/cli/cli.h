@@ -28,7 +28,6 @@ int cmd_chat(int argc, char **argv);
 typedef struct cli_stack cli_stack;
 struct hearth_cpl_params;
 struct hearth_cpl_ctx;
-struct hearth_engine;
 typedef struct {
     const char *model_path;    /* GGUF file or HF directory */
     const char *device;        /* NULL = cpu */
@@ -40,7 +39,6 @@ typedef struct {
 hearth_status cli_stack_open(cli_stack **out, const cli_stack_opts *o, hearth_err *err);
 void cli_stack_close(cli_stack *k);
 struct hearth_cpl_ctx *cli_stack_cpl(cli_stack *k);
-struct hearth_engine *cli_stack_engine(cli_stack *k);
 const char *cli_stack_describe(cli_stack *k); /* "cpu, context 4096" for start-up lines */
 /* models/SmolLM2-135M-Instruct.Q4_1.gguf beside the binary, else in the cwd. */
 const char *cli_default_model(char *buf, size_t cap);

@@ -151,7 +151,6 @@ void cli_stack_close(cli_stack *k) {
 }
 
 hearth_cpl_ctx *cli_stack_cpl(cli_stack *k) { return k->cpl; }
-hearth_engine *cli_stack_engine(cli_stack *k) { return k->engine; }
 
 const char *cli_stack_describe(cli_stack *k) {
     static _Thread_local char buf[128];

@@ -159,16 +159,6 @@ void hearth_cpl_ctx_free(hearth_cpl_ctx *c) {
 int hearth_cpl_ctx_has_chat(const hearth_cpl_ctx *c) { return c->tmpl != NULL; }
 const hearth_tokenizer *hearth_cpl_ctx_tok(const hearth_cpl_ctx *c) { return c->tok; }
 
-hearth_status hearth_cpl_render_chat(const hearth_cpl_ctx *c, const json_t *messages, const json_t *tools,
-                                     const json_t *kwargs, char **out, hearth_err *err) {
-    *out = NULL;
-    if (!c->tmpl)
-        return hearth_err_set(err, HEARTH_ENOTSUP,
-                              "the model has no chat template: use /v1/completions, or start the server with "
-                              "--chat-template-file");
-    return hearth_tmpl_render_chat(c->tmpl, messages, tools, 1, c->bos, c->eos, kwargs, out, NULL, err);
-}
-
 /* ---- prepare ---- */
 
 static hearth_status reject(hearth_cpl_error *e, hearth_status st, const char *param, const char *code,

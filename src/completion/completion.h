@@ -96,11 +96,6 @@ void hearth_cpl_ctx_free(hearth_cpl_ctx *c);
 int hearth_cpl_ctx_has_chat(const hearth_cpl_ctx *c);
 const hearth_tokenizer *hearth_cpl_ctx_tok(const hearth_cpl_ctx *c);
 
-/* Render the chat template for messages (and tools) with the generation
- * prompt, as prepare does. *out is malloc'd. For `hearth chat` and tests. */
-hearth_status hearth_cpl_render_chat(const hearth_cpl_ctx *c, const json_t *messages, const json_t *tools,
-                                     const json_t *kwargs, char **out, hearth_err *err);
-
 typedef enum {
     HEARTH_CPL_FINISH_STOP = 0,
     HEARTH_CPL_FINISH_LENGTH,

@@ -132,7 +132,16 @@ def test_queue_full_is_429():
         assert s.stop() == 0, s.output()
 
 
-def test_disconnect_cancels_within_a_second(small):
+@pytest.fixture
+def roomy():
+    """A server with the full context, so that a generation outlasts the test's steps."""
+    s = Server("--parallel", 2)
+    yield s
+    assert s.stop() == 0, s.output()
+
+
+def test_disconnect_cancels_within_a_second(roomy):
+    small = roomy
     before = small.stats()
     body = json.dumps({"prompt": "Once upon a time", "max_tokens": 5000, "temperature": 0, "ignore_eos": True,
                        "stream": True}).encode()
@@ -157,6 +166,21 @@ def test_disconnect_cancels_within_a_second(small):
     out = st["engine"]["tokens_out"]
     time.sleep(0.3)
     assert small.stats()["engine"]["tokens_out"] == out
+    # the same for a client that leaves while waiting for a whole (non-streamed) answer
+    body = json.dumps({"prompt": "Once upon a time", "max_tokens": 5000, "temperature": 0,
+                       "ignore_eos": True}).encode()
+    sock = socket.create_connection(("127.0.0.1", small.port))
+    sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    while not small.stats()["requests"]["active"]:  # it is being served
+        time.sleep(0.01)
+    time.sleep(0.2)
+    sock.close()
+    t0 = time.time()
+    while small.stats()["requests"]["client_disconnected"] < st["requests"]["client_disconnected"] + 1 or \
+            small.stats()["requests"]["active"]:
+        assert time.time() - t0 < 1.0 * SLOW, "a non-streamed request was not cancelled"
+        time.sleep(0.01)
 
 
 def test_sixteen_concurrent_clients():
@@ -185,15 +209,15 @@ def test_sixteen_concurrent_clients():
 def test_sigterm_while_streaming_drains_then_exits_0():
     s = Server("--parallel", 2, "--drain-timeout", 60)
     c = s.client()
-    stream = c.completions.create(model="m", prompt="Once upon a time", max_tokens=40, temperature=0,
+    stream = c.completions.create(model="m", prompt="Once upon a time", max_tokens=80, temperature=0,
                                   stream=True, extra_body={"ignore_eos": True})
     it = iter(stream)
     first = next(it)
     s.proc.send_signal(signal.SIGTERM)
-    time.sleep(0.2 * SLOW)
+    while s.get("/health")[0] != 503:  # admission stops at once
+        time.sleep(0.005)
     st, e = error_of(s.post("/v1/completions", {"prompt": "x", "max_tokens": 1}))
     assert st == 503 and e["code"] == "server_shutting_down"
-    assert s.get("/health")[0] == 503
     rest = list(it)  # the running stream still finishes, whole
     texts = [first.choices[0].text] + [x.choices[0].text for x in rest if x.choices]
     assert rest[-1].choices[0].finish_reason == "length"
@@ -263,3 +287,19 @@ def test_chat_verb_keeps_history_and_resets():
     assert len(answers) >= 3
     assert "(history cleared)" in p.stderr
     assert "never read" not in p.stdout
+
+
+def test_settings_precedence_request_over_server_flags():
+    s = Server("--parallel", 1, "--temp", "0", "--max-tokens", "3")
+    try:
+        c = s.client()
+        kw = dict(model="m", prompt="Once upon a time", extra_body={"ignore_eos": True})
+        flags = c.completions.create(**kw)  # the server's defaults: greedy, 3 tokens
+        assert flags.usage.completion_tokens == 3
+        greedy = c.completions.create(temperature=0, max_tokens=3, **kw)
+        assert flags.choices[0].text == greedy.choices[0].text
+        assert c.completions.create(max_tokens=5, **kw).usage.completion_tokens == 5  # the request wins
+        hot = {c.completions.create(temperature=1.5, seed=i, **kw).choices[0].text for i in range(4)}
+        assert hot != {greedy.choices[0].text}  # and its temperature too
+    finally:
+        assert s.stop() == 0, s.output()

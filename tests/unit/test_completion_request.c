@@ -207,3 +207,32 @@ TEST(request_mutations_never_crash) {
     }
     CHECK(accepted > 0 && refused_n > 0);
 }
+
+/* request > server flag > model (generation_config.json) > built-in */
+TEST(request_settings_precedence) {
+    hearth_gen_defaults g;
+    memset(&g, 0, sizeof g);
+    g.has_temperature = 1, g.temperature = 0.6f;
+    g.has_top_p = 1, g.top_p = 0.9f;
+    g.has_top_k = 1, g.top_k = 20;
+    g.has_max_new_tokens = 1, g.max_new_tokens = 100;
+    hearth_cpl_params model, flags = {0}, req = {0}, r = {0};
+    hearth_cpl_params_from_gen(&model, &g);
+    flags.has_temperature = 1, flags.temperature = 0.2f;
+    flags.has_max_tokens = 1, flags.max_tokens = 50;
+    req.has_top_p = 1, req.top_p = 0.5f;
+    req.has_max_tokens = 1, req.max_tokens = 7;
+    r.temperature = 1.0f, r.top_p = 1.0f, r.has_temperature = 1; /* built-in */
+    hearth_cpl_params_overlay(&r, &model);
+    hearth_cpl_params_overlay(&r, &flags);
+    hearth_cpl_params_overlay(&r, &req);
+    CHECK(r.temperature == 0.2f); /* flag over model */
+    CHECK(r.top_p == 0.5f);       /* request over model */
+    CHECK(r.has_top_k && r.top_k == 20); /* model over built-in */
+    CHECK(r.max_tokens == 7);     /* request over flag over model */
+    CHECK(!r.has_seed && !r.has_min_p);
+    /* transformers: do_sample=false is greedy whatever the temperature */
+    g.has_do_sample = 1, g.do_sample = 0;
+    hearth_cpl_params_from_gen(&model, &g);
+    CHECK(model.has_temperature && model.temperature == 0);
+}
