@@ -304,6 +304,9 @@ static int job_next(void *self, const char **data, size_t *len) {
         }
         j->phase = 2;
     }
+    /* Waiting (queued or a long prefill): an SSE comment keeps the connection
+     * active, so no idle timeout closes a stream that is merely patient. */
+    if (more && j->out.n == 0) api_buf_puts(&j->out, ": keep-alive\n\n");
     if (j->out.oom) { /* cannot render: end the stream */
         j->out.n = 0;
         j->phase = 2;

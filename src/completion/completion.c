@@ -370,6 +370,7 @@ int hearth_cpl_step(hearth_cpl *q, hearth_cpl_event_fn fn, void *user, hearth_cp
     if (q->done) return 0;
     hearth_token_event ev;
     int got = 0;
+    double idle_until = hearth_time_now() + HEARTH_CPL_IDLE_RETURN_S;
     for (;;) {
         if (atomic_load(&q->cancel)) hearth_seq_cancel(q->seq);
         /* Block for the first token, then take whatever else is ready. */
@@ -397,6 +398,9 @@ int hearth_cpl_step(hearth_cpl *q, hearth_cpl_event_fn fn, void *user, hearth_cp
         }
         /* timed out */
         if (got) return 1;
+        /* Nothing for a while (queued behind others, a long prefill): return
+         * empty-handed so the caller can show the connection is alive. */
+        if (hearth_time_now() > idle_until) return 1;
         if (gone && gone(gone_ctx)) {
             q->client_gone = 1;
             hearth_seq_cancel(q->seq);

@@ -133,6 +133,10 @@ typedef int (*hearth_cpl_gone_fn)(void *ctx);
  * given), run them through the sink, and deliver the events to fn. Returns 1
  * while the completion goes on, 0 once it is over (the summary is settled;
  * later calls return 0 at once). */
+/* hearth_cpl_step returns, with no event, after this many seconds without a
+ * token, so that a stream can send a keep-alive (SSE comment). */
+#define HEARTH_CPL_IDLE_RETURN_S 5.0
+
 int hearth_cpl_step(hearth_cpl *q, hearth_cpl_event_fn fn, void *user, hearth_cpl_gone_fn gone, void *gone_ctx);
 
 /* Logprob records of the tokens pulled so far (end ids excluded), in order;
