@@ -4,6 +4,7 @@
 #include "core/clock.h"
 #include "core/file.h"
 #include "core/log.h"
+#include "io/gguf.h"
 #include "ops/cpu/ops_cpu.h"
 
 #include <stdio.h>
@@ -32,7 +33,14 @@ static hearth_status open_backend(hearth_session *s, const hearth_session_opts *
 
 static hearth_status open_tokenizer(hearth_session *s, const char *path, hearth_err *err) {
     const hearth_gguf *g = hearth_model_gguf(s->model);
-    if (g) return hearth_tok_load_gguf(&s->tok, g, err);
+    if (g) {
+        const char *kind = NULL;
+        size_t len;
+        /* a GGUF without a vocabulary (llama.cpp's "none"): ids only */
+        if (hearth_gguf_get_str(g, "tokenizer.ggml.model", &kind, &len, NULL) != HEARTH_OK || !strcmp(kind, "none"))
+            return HEARTH_OK;
+        return hearth_tok_load_gguf(&s->tok, g, err);
+    }
     char tj[4096], tc[4096];
     snprintf(tj, sizeof tj, "%s/tokenizer.json", path);
     snprintf(tc, sizeof tc, "%s/tokenizer_config.json", path);

@@ -86,3 +86,13 @@ def test_bench_parallel_streams_through_engine():
     r = run_hearth("bench", DEFAULT_MODEL, "--prompt", "16", "--gen", "4", "--parallel", "3")
     assert r.returncode == 0, r.stderr
     assert re.search(r"engine \| 3 streams x \(16 in, 4 out\) \| output [\d.]+ tok/s \| TTFT p50", r.stdout)
+
+
+def test_run_gguf_without_vocabulary_takes_ids(tmp_path):
+    # the tiny GGUF fixtures carry no vocabulary (no tokenizer.ggml.model key)
+    m = ROOT / "tests" / "fixtures" / "tiny-gguf" / "llama3-q8_0.gguf"
+    r = run_hearth("run", m, "--prompt-ids", "1,2,3", "-n", "4", "--temp", "0", "--ids", "--ignore-eos")
+    assert r.returncode == 0, r.stderr
+    assert len(r.stdout.split()) == 4
+    r = run_hearth("run", m, "hello", "-n", "2")
+    assert r.returncode == 1 and "has no tokenizer" in r.stderr
