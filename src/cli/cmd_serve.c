@@ -178,6 +178,7 @@ static void usage(FILE *f) {
             "  --chat-template-file F a Jinja chat template to use instead of the model's\n"
             "  --max-body BYTES       largest request body (default 16777216); larger gets 413\n"
             "  --drain-timeout S      on SIGINT/SIGTERM, seconds to let running requests finish (default 10)\n"
+            "  --idle-timeout S       close a connection idle this long (default 120)\n"
             "  --temp T  --top-p P  --top-k K  --min-p P  --repeat-penalty R  --max-tokens N\n"
             "                         server defaults; a request's own fields win, the model's\n"
             "                         generation_config.json comes next\n"
@@ -201,7 +202,7 @@ int cmd_serve(int argc, char **argv) {
     hearth_cpl_params flags = {0};
     const char *host = "127.0.0.1", *api_key = NULL, *model_name = NULL, *tmpl_file = NULL;
     long port = 8080, max_queue = 256, lv;
-    long max_body = 16L << 20;
+    long max_body = 16L << 20, idle_s = 120;
     double drain_s = 10, dv;
     char defbuf[4096];
     for (int i = 1; i < argc; i++) {
@@ -229,6 +230,7 @@ int cmd_serve(int argc, char **argv) {
         INT_FLAG("--parallel", so.n_slots, 1)
         INT_FLAG("--threads", so.threads, 0)
         INT_FLAG("--max-body", max_body, 1)
+        INT_FLAG("--idle-timeout", idle_s, 1)
         else if (!strcmp(a, "--api-key")) {
             NEED_VALUE();
             api_key = v;
@@ -308,6 +310,7 @@ int cmd_serve(int argc, char **argv) {
                            .port = (int)port,
                            .max_body = (size_t)max_body,
                            .max_connections = 1024,
+                           .idle_timeout_s = (int)idle_s,
                            .h = hearth_api_handler(api)};
     if (hearth_http_start(&http, &ho, &err) != HEARTH_OK) goto done;
     fprintf(stderr, "hearth serve: listening on http://%s:%d (loading %s)\n", host, hearth_http_port(http),

@@ -90,6 +90,10 @@ static enum MHD_Result send_response(struct MHD_Connection *conn, hearth_http_re
         }
         MHD_add_response_header(resp, "Cache-Control", "no-cache");
         MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+        /* A stream may be silent for long (queued behind other requests
+         * after its first event): the idle timeout must not cut it. It is
+         * restored when the request completes (on_completed). */
+        MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
     } else {
         resp = MHD_create_response_from_buffer(r->len, r->body ? r->body : (void *)"",
                                                r->body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
@@ -172,6 +176,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
+    hearth_http *h = cls;
+    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)h->o.idle_timeout_s);
     req_state *rs = *con_cls;
     if (!rs) return;
     free(rs->body);
@@ -230,6 +236,7 @@ hearth_status hearth_http_start(hearth_http **out, const hearth_http_opts *o, he
     hearth_http *h = calloc(1, sizeof *h);
     if (!h) return hearth_err_set(err, HEARTH_ENOMEM, "http: out of memory");
     h->o = *o;
+    if (h->o.idle_timeout_s <= 0) h->o.idle_timeout_s = 120;
     int fd = -1, ipv6 = 0;
     hearth_status st = open_listener(o->host, o->port, &fd, &ipv6, err);
     if (st != HEARTH_OK) {
@@ -242,7 +249,7 @@ hearth_status hearth_http_start(hearth_http **out, const hearth_http_opts *o, he
                             MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, h, /* first, so that it logs everything */
                             MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)(o->max_connections > 0 ? o->max_connections : 512),
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)h->o.idle_timeout_s,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
                             MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
                             MHD_OPTION_END);

@@ -70,6 +70,8 @@ typedef struct {
     int port;            /* 0 = any free port (see hearth_http_port) */
     size_t max_body;     /* bytes; larger bodies get 413 */
     int max_connections; /* concurrent connections (threads) */
+    int idle_timeout_s;  /* an idle connection is closed after this long (0 = 120); never while a
+                            response is being streamed or generated */
     hearth_http_handler h;
 } hearth_http_opts;
 

@@ -303,3 +303,28 @@ def test_settings_precedence_request_over_server_flags():
         assert hot != {greedy.choices[0].text}  # and its temperature too
     finally:
         assert s.stop() == 0, s.output()
+
+
+def test_queued_stream_outlives_the_idle_timeout():
+    """A stream that waits in the queue after its first event (silent for
+    longer than the idle timeout) is not cut by it."""
+    s = Server("--parallel", 1, "--idle-timeout", 1)
+    try:
+        c = s.client()
+        holder = c.completions.create(model="m", prompt="Once", max_tokens=4000, temperature=0, stream=True,
+                                      extra_body={"ignore_eos": True})
+        next(iter(holder))  # holds the only slot
+        done = []
+
+        def queued():
+            chunks = list(chat(c, "Hi", max_tokens=3, temperature=0, stream=True))
+            done.append(chunks[-1].choices[0].finish_reason)
+
+        th = threading.Thread(target=queued)
+        th.start()
+        time.sleep(2.5)  # the queued stream has sent its role chunk and is silent
+        holder.close()
+        th.join(60 * SLOW)
+        assert done and done[0] in ("stop", "length")
+    finally:
+        assert s.stop() == 0, s.output()
