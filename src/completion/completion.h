@@ -129,14 +129,15 @@ hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, h
 /* Client-liveness probe: non-zero when the client has gone. */
 typedef int (*hearth_cpl_gone_fn)(void *ctx);
 
-/* Execute: wait for the next tokens (polling gone() while waiting, when
- * given), run them through the sink, and deliver the events to fn. Returns 1
- * while the completion goes on, 0 once it is over (the summary is settled;
- * later calls return 0 at once). */
 /* hearth_cpl_step returns, with no event, after this many seconds without a
  * token, so that a stream can send a keep-alive (SSE comment). */
 #define HEARTH_CPL_IDLE_RETURN_S 5.0
 
+/* Execute: wait for the next tokens (polling gone() while waiting, when
+ * given), run them through the sink, and deliver the events to fn. Returns 1
+ * while the completion goes on (possibly with no event, after
+ * HEARTH_CPL_IDLE_RETURN_S without a token), 0 once it is over (the summary
+ * is settled; later calls return 0 at once). */
 int hearth_cpl_step(hearth_cpl *q, hearth_cpl_event_fn fn, void *user, hearth_cpl_gone_fn gone, void *gone_ctx);
 
 /* Logprob records of the tokens pulled so far (end ids excluded), in order;
