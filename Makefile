@@ -97,3 +97,23 @@ $(BUILD)/bench_matmul: bench/bench_matmul.c $(BUILD)/libhearth.a
 
 clean:
 	rm -rf build build-asan hearth hearth-asan
+
+# CUDA op and parity tests (tests/cuda/*.c with the unit runner) and the
+# CUDA benchmarks (bench/cuda/*.c, one program each); they need CUDA=1 to
+# build and an NVIDIA GPU to run.
+CUDA_TEST_SRC := $(sort $(wildcard tests/cuda/*.c))
+CUDA_BENCH := $(patsubst bench/cuda/%.c,$(BUILD)/bench/cuda/%,$(wildcard bench/cuda/*.c))
+
+$(BUILD)/test_cuda: $(CUDA_TEST_SRC:%.c=$(BUILD)/%.o) $(BUILD)/tests/unit/runner.o $(BUILD)/libhearth.a
+	$(CC) $(SAN) -o $@ $(filter %.o,$^) $(BUILD)/libhearth.a $(LDLIBS)
+
+$(BUILD)/bench/cuda/%: $(BUILD)/bench/cuda/%.o $(BUILD)/libhearth.a
+	$(CC) -o $@ $< $(BUILD)/libhearth.a $(LDLIBS)
+
+.PHONY: bench-cuda
+bench-cuda: $(CUDA_BENCH)
+
+test-cuda:
+	@[ "$(CUDA)" = 1 ] || { echo "test-cuda: this build has no CUDA (nvcc not found or CUDA=0)"; exit 1; }
+	$(MAKE) all $(BUILD)/test_cuda
+	HEARTH_ROOT=$$PWD $(BUILD)/test_cuda $(FILTER)

@@ -1,0 +1,23 @@
+/* attention.cuh - what the two attention kernels share: which rows the
+ * tensor-core prefill kernel takes (the decision is made on the device, the
+ * same way by both kernels, so each row is computed exactly once). */
+#ifndef HEARTH_OPS_CUDA_ATTENTION_CUH
+#define HEARTH_OPS_CUDA_ATTENTION_CUH
+
+#include "ops/cuda/cuda_internal.cuh"
+
+/* Rows [tile*bm, min(T, tile*bm + bm)) all belong to one sequence. */
+__device__ __forceinline__ bool tile_uniform(const int32_t *seq, int T, int tile, int bm) {
+    int r0 = tile * bm, r1 = min(T, r0 + bm);
+    int s0 = seq[r0];
+    for (int r = r0 + 1; r < r1; r++)
+        if (seq[r] != s0) return false;
+    return true;
+}
+
+/* The tensor-core kernel for head_dim 64 or 128: one block per (64-row tile,
+ * query head); tiles whose rows span several sequences are left untouched. */
+void cu_attention_prefill(const cu_launch *L, float *out, const float *q, int T, const cu_kv *kv, const int32_t *seq,
+                          const int32_t *pos, int n_heads, int n_kv_heads, int head_dim, float scale, int window);
+
+#endif

@@ -1,0 +1,178 @@
+/* cuda_internal.cuh - what the CUDA op files share: the launch context, the
+ * launch helper (programmatic dependent launch), the ggml block layouts as
+ * device code, and each op's launcher.
+ *
+ * Kernel rule (programmatic dependent launch): every kernel calls pdl_wait()
+ * before it reads anything an earlier op wrote and before its first global
+ * write, and calls pdl_launch() once its main loop is done. Reads of weights
+ * (written only by uploads, which are never overlapped) may come before the
+ * wait. With PDL off both are no-ops. */
+#ifndef HEARTH_OPS_CUDA_INTERNAL_CUH
+#define HEARTH_OPS_CUDA_INTERNAL_CUH
+
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ops/cuda/ops_cuda.h"
+
+/* Where launchers put their stream, the device's shape and the first error. */
+struct cu_launch {
+    cudaStream_t stream;
+    int n_sm;
+    int pdl;
+    cudaError_t *err; /* sticky: the first failure is kept */
+};
+
+static inline void cu_note(const cu_launch *L, cudaError_t e) {
+    if (e != cudaSuccess && *L->err == cudaSuccess) *L->err = e;
+}
+
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void pdl_launch() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+
+/* Launch kernel k on L's stream; with L->pdl the launch may start while the
+ * previous kernel drains (it then waits in pdl_wait()). Empty grids are
+ * skipped. */
+template <typename... KArgs, typename... Args>
+static void cu_launch_k(const cu_launch *L, void (*k)(KArgs...), dim3 grid, dim3 block, size_t smem,
+                        Args... args) {
+    if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = L->stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = L->pdl ? 1 : 0;
+    cu_note(L, cudaLaunchKernelEx(&cfg, k, ((KArgs)args)...));
+}
+
+static inline int cu_div_up(long a, long b) { return (int)((a + b - 1) / b); }
+
+/* ---- ggml block layouts (device side) ------------------------------------
+ * Blocks are read with 2-byte loads: every field of every block type is
+ * 2-byte aligned in a row, whatever the row's alignment beyond that. */
+#define QK 32
+
+__device__ __forceinline__ float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+__device__ __forceinline__ uint16_t ld16(const uint8_t *p) { return *(const uint16_t *)p; }
+__device__ __forceinline__ uint32_t ld32u(const uint8_t *p) {
+    return (uint32_t)ld16(p) | ((uint32_t)ld16(p + 2) << 16);
+}
+
+template <int QT> struct qtraits;
+template <> struct qtraits<HEARTH_DT_Q4_0> { enum { BYTES = 18, ELEMS = 32, UNITS = 1, SEG_BLOCKS = 128 }; };
+template <> struct qtraits<HEARTH_DT_Q4_1> { enum { BYTES = 20, ELEMS = 32, UNITS = 1, SEG_BLOCKS = 128 }; };
+template <> struct qtraits<HEARTH_DT_Q8_0> { enum { BYTES = 34, ELEMS = 32, UNITS = 1, SEG_BLOCKS = 64 }; };
+template <> struct qtraits<HEARTH_DT_Q4_K> { enum { BYTES = 144, ELEMS = 256, UNITS = 4, SEG_BLOCKS = 16 }; };
+template <> struct qtraits<HEARTH_DT_Q6_K> { enum { BYTES = 210, ELEMS = 256, UNITS = 4, SEG_BLOCKS = 16 }; };
+
+/* Q4_K: 6-bit scale and min of sub-block j (0..7) from the 12 packed bytes. */
+__device__ __forceinline__ void q4k_scale_min(const uint8_t *sc, int j, int *d, int *m) {
+    if (j < 4) {
+        *d = sc[j] & 63;
+        *m = sc[j + 4] & 63;
+    } else {
+        *d = (sc[j + 4] & 0xF) | ((sc[j - 4] >> 6) << 4);
+        *m = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
+    }
+}
+
+/* Elements [32g, 32g+32) of one quantized block, as floats, in the CPU
+ * backend's arithmetic order with no fused multiply-add (__fmul_rn /
+ * __fadd_rn), so the values match hearth_cpu_dequantize_row bit for bit. */
+template <int QT> __device__ __forceinline__ void deq_group32(const uint8_t *b, int g, float *o);
+template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_Q4_0>(const uint8_t *b, int g, float *o) {
+    float d = h2f(ld16(b));
+#pragma unroll
+    for (int i = 0; i < 16; i++) {
+        int q = b[2 + i];
+        o[i] = (float)((q & 0xF) - 8) * d;
+        o[i + 16] = (float)((q >> 4) - 8) * d;
+    }
+}
+template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_Q4_1>(const uint8_t *b, int g, float *o) {
+    float d = h2f(ld16(b)), m = h2f(ld16(b + 2));
+#pragma unroll
+    for (int i = 0; i < 16; i++) {
+        int q = b[4 + i];
+        o[i] = __fadd_rn(__fmul_rn(d, (float)(q & 0xF)), m);
+        o[i + 16] = __fadd_rn(__fmul_rn(d, (float)(q >> 4)), m);
+    }
+}
+template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_Q8_0>(const uint8_t *b, int g, float *o) {
+    float d = h2f(ld16(b));
+#pragma unroll
+    for (int i = 0; i < 32; i++) o[i] = (float)(int8_t)b[2 + i] * d;
+}
+template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_Q4_K>(const uint8_t *b, int g, float *o) {
+    float d = h2f(ld16(b)), dmin = h2f(ld16(b + 2));
+    int sc, m;
+    q4k_scale_min(b + 4, g, &sc, &m);
+    float d1 = d * (float)sc, m1 = dmin * (float)m;
+    const uint8_t *q = b + 16 + 32 * (g >> 1);
+    int sh = (g & 1) * 4;
+#pragma unroll
+    for (int l = 0; l < 32; l++) o[l] = __fsub_rn(__fmul_rn(d1, (float)((q[l] >> sh) & 0xF)), m1);
+}
+template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_Q6_K>(const uint8_t *b, int g, float *o) {
+    float d = h2f(ld16(b + 208));
+    int n = g >> 2, k = g & 3;
+    const uint8_t *ql = b + 64 * n + 32 * (k & 1), *qh = b + 128 + 32 * n;
+    const int8_t *sc = (const int8_t *)(b + 192 + 8 * n + 2 * k);
+    int lsh = (k >> 1) * 4, hsh = 2 * k;
+#pragma unroll
+    for (int l = 0; l < 32; l++) {
+        int q = (((ql[l] >> lsh) & 0xF) | (((qh[l] >> hsh) & 3) << 4)) - 32;
+        o[l] = d * (float)sc[l / 16] * (float)q;
+    }
+}
+
+/* ---- launchers (one op per .cu file) ------------------------------------- */
+
+/* Activations prepared for a matmul (xprep.cu): bf16 / f16 copies, or q8
+ * codes int8 qs [T][K] followed by float4 [T][K/32] = (scale, sum of the
+ * group's codes, f16(scale*sum), 0), with 32-blocks (Q8) or 256-blocks (Q8K). */
+enum { XPREP_NONE = 0, XPREP_BF16, XPREP_F16, XPREP_Q8, XPREP_Q8K };
+void cu_xprep(const cu_launch *L, int kind, void *dst, const float *x, int T, int K);
+size_t cu_xprep_bytes(int kind, int T, int K);
+
+/* y[T][N] = x @ W^T for T <= 8 from prepared x (xp; or x itself for f32). */
+int cu_mmv_supported(hearth_dtype t);
+int cu_mmv_xprep_kind(hearth_dtype t);
+void cu_mmv(const cu_launch *L, float *y, const void *xp, int T, const void *w, hearth_dtype t, int K, int N,
+            size_t row_bytes);
+
+/* Rows [r0, r0+nr) of weight w dequantized to bf16 [nr][K]. */
+void cu_dequant_bf16(const cu_launch *L, __nv_bfloat16 *dst, const void *w, hearth_dtype t, int K, size_t row_bytes,
+                     int r0, int nr);
+void cu_embed(const cu_launch *L, float *out, const void *table, hearth_dtype t, int rows, int cols, size_t row_bytes,
+              const int32_t *ids, int T);
+void cu_rmsnorm(const cu_launch *L, float *y, const float *x, const float *w, int n_rows, int dim, float eps);
+void cu_rope(const cu_launch *L, float *x, int T, int n_heads, int head_dim, const int32_t *pos,
+             const float *inv_freq, int rot_dim, int neox);
+void cu_add_bias(const cu_launch *L, float *y, const float *b, int T, int n);
+void cu_add(const cu_launch *L, float *y, const float *x, size_t n);
+void cu_swiglu(const cu_launch *L, float *out, const float *gate, const float *up, int T, int n);
+
+/* Paged KV as the kernels see one layer of it. */
+struct cu_kv {
+    float *k, *v;
+    const int32_t *table;
+    int block_size, max_blocks, kv_dim;
+};
+void cu_kv_write(const cu_launch *L, const cu_kv *kv, const float *k, const float *v, int T, const int32_t *seq,
+                 const int32_t *pos);
+/* part: scratch of part_floats floats for split partial results. */
+void cu_attention(const cu_launch *L, float *out, const float *q, int T, const cu_kv *kv, const int32_t *seq,
+                  const int32_t *pos, int n_heads, int n_kv_heads, int head_dim, float scale, int window,
+                  float *part, size_t part_floats);
+
+#endif

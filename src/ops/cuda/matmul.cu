@@ -1,0 +1,69 @@
+/* matmul.cu - y[T][N] = x[T][K] @ W^T for every weight type: the GEMV
+ * kernels (mmv.cu) up to mmv_max_t rows, cuBLAS above.
+ *
+ * cuBLAS path: bf16 and f16 weights go to the GEMM as they are, with x
+ * rounded to the same type (as the CPU backend rounds it); f32 weights run a
+ * plain f32 GEMM; quantized weights are dequantized to bf16, a chunk of rows
+ * at a time, into a scratch buffer, and x is rounded to bf16. Accumulation is
+ * f32 throughout.
+ *
+ * The prepared x (bf16/f16/q8 copy) is kept while the same x feeds the next
+ * matmuls (q, k, v from one norm output; gate and up): the cache is dropped by
+ * every other op and by a matmul whose output overlaps it. */
+#include "ops/cuda/matmul.cuh"
+
+void cu_mm_invalidate(cu_mm_state *s) { s->c_x = NULL; }
+
+static void prep(const cu_launch *L, cu_mm_state *s, int kind, const float *x, int T, int K) {
+    if (s->c_x == x && s->c_T == T && s->c_K == K && s->c_kind == kind) return;
+    cu_xprep(L, kind, s->xprep, x, T, K);
+    s->c_x = x;
+    s->c_T = T;
+    s->c_K = K;
+    s->c_kind = kind;
+}
+
+static void gemm(const cu_launch *L, cu_mm_state *s, cudaDataType_t ab, const void *A, int lda, const void *B,
+                 float *C, int m, int n, int k, int ldc) {
+    const float one = 1.0f, zero = 0.0f;
+    cublasStatus_t st = cublasGemmEx(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, A, ab, lda, B, ab, k, &zero,
+                                     C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (st != CUBLAS_STATUS_SUCCESS) cu_note(L, cudaErrorUnknown);
+}
+
+void cu_matmul(const cu_launch *L, cu_mm_state *s, float *y, const float *x, int T, const void *w, hearth_dtype t,
+               int N, int K, size_t row_bytes) {
+    if (T <= s->mmv_max_t && T <= 8 && cu_mmv_supported(t)) {
+        int kind = cu_mmv_xprep_kind(t);
+        const void *xp = x;
+        if (kind != XPREP_NONE) {
+            prep(L, s, kind, x, T, K);
+            xp = s->xprep;
+        }
+        cu_mmv(L, y, xp, T, w, t, K, N, row_bytes);
+    } else if (t == HEARTH_DT_F32) {
+        gemm(L, s, CUDA_R_32F, w, (int)(row_bytes / 4), x, y, N, T, K, N);
+    } else if (t == HEARTH_DT_F16) {
+        prep(L, s, XPREP_F16, x, T, K);
+        gemm(L, s, CUDA_R_16F, w, (int)(row_bytes / 2), s->xprep, y, N, T, K, N);
+    } else if (t == HEARTH_DT_BF16) {
+        prep(L, s, XPREP_BF16, x, T, K);
+        gemm(L, s, CUDA_R_16BF, w, (int)(row_bytes / 2), s->xprep, y, N, T, K, N);
+    } else {
+        prep(L, s, XPREP_BF16, x, T, K);
+        int chunk = (int)(s->deq_bytes / ((size_t)K * 2));
+        if (chunk > N) chunk = N;
+        if (chunk > 64) chunk -= chunk % 64;
+        for (int n0 = 0; n0 < N; n0 += chunk) {
+            int nr = N - n0 < chunk ? N - n0 : chunk;
+            cu_dequant_bf16(L, s->deq, w, t, K, row_bytes, n0, nr);
+            gemm(L, s, CUDA_R_16BF, s->deq, K, s->xprep, y + n0, nr, T, K, N);
+        }
+    }
+    /* the output may have overwritten the cached input */
+    if (s->c_x) {
+        const char *ya = (const char *)y, *yb = ya + sizeof(float) * (size_t)T * N;
+        const char *xa = (const char *)s->c_x, *xb = xa + sizeof(float) * (size_t)s->c_T * s->c_K;
+        if (ya < xb && xa < yb) cu_mm_invalidate(s);
+    }
+}

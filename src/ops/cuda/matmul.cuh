@@ -1,0 +1,23 @@
+/* matmul.cuh - the matmul op's state: cuBLAS handle, scratch buffers and the
+ * cache of the last prepared x (see matmul.cu). */
+#ifndef HEARTH_OPS_CUDA_MATMUL_CUH
+#define HEARTH_OPS_CUDA_MATMUL_CUH
+
+#include "ops/cuda/cuda_internal.cuh"
+
+struct cu_mm_state {
+    cublasHandle_t blas;
+    void *xprep;          /* prepared x: max_tokens x (max_cols + 256), bf16-sized */
+    __nv_bfloat16 *deq;   /* dequantized weight rows for the cuBLAS path */
+    size_t deq_bytes;
+    int mmv_max_t;        /* GEMV up to this T (<= 8) */
+    const float *c_x;     /* cache key of xprep: x, T, K, kind; c_x NULL = empty */
+    int c_T, c_K, c_kind;
+};
+
+void cu_mm_invalidate(cu_mm_state *s);
+/* W: N rows of K elements of type t, row_bytes apart. */
+void cu_matmul(const cu_launch *L, cu_mm_state *s, float *y, const float *x, int T, const void *w, hearth_dtype t,
+               int N, int K, size_t row_bytes);
+
+#endif

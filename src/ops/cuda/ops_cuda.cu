@@ -1,0 +1,677 @@
+/* ops_cuda.cu - the CUDA backend table: context, memory, and the recorder
+ * that turns repeated op sequences into CUDA graphs.
+ *
+ * Every op call appends a record (the op and its arguments, by value) to a
+ * host array; nothing reaches the device until flush(): on download(), free(),
+ * a large upload, or a full record or staging buffer. flush() runs the records
+ * through the launchers (one stream), eagerly the first time a sequence is
+ * seen, captured as a graph the second time, replayed from the graph after
+ * that. A sequence is identified by the exact bytes of its records (pointers,
+ * sizes, op order), so a replay is the same work the eager run would issue.
+ * Small uploads are copied into pinned staging at call time (the caller's
+ * buffer is free on return) and recorded as copies from there; the staging
+ * offsets restart after each host sync, so one decode step after another
+ * records identical bytes.
+ *
+ * Invariants: records are zeroed before they are filled (memcmp identity);
+ * the matmul x cache is reset at the start of each run of records, so eager
+ * runs and captures make the same decisions; the ctx never allocates device
+ * memory after ctx_new but for alloc() and graph instantiation. */
+#include "ops/cuda/matmul.cuh"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern "C" {
+#include "core/log.h"
+}
+
+enum {
+    R_UPLOAD = 1,
+    R_COPY,
+    R_MATMUL,
+    R_EMBED,
+    R_RMSNORM,
+    R_ROPE,
+    R_ADD_BIAS,
+    R_ADD,
+    R_SWIGLU,
+    R_KV_WRITE,
+    R_ATTN,
+};
+
+struct rec {
+    int kind;
+    int i[11];
+    float f[2];
+    const void *p[8];
+    size_t z[2];
+};
+
+#define MAX_RECS 16384
+#define N_GRAPHS 8
+#define N_SEEN 16
+#define STAGE_BYTES (8u << 20)
+#define STAGE_MAX_UPLOAD (1u << 20)
+#define DL_STAGE_BYTES (16u << 20)
+
+struct graph_entry {
+    uint64_t hash;
+    int n;
+    rec *recs;
+    cudaGraphExec_t exec;
+    long last_use;
+};
+
+struct hearth_cuda_ctx {
+    int device;
+    char dev_name[160];
+    int max_tokens, max_cols, max_ctx;
+    cudaStream_t stream;
+    cu_launch L;
+    cudaError_t err;
+    const char *err_where;
+    int err_logged;
+    cu_mm_state mm;
+    float *part;
+    size_t part_floats;
+    void *blas_ws;
+    size_t blas_ws_bytes;
+
+    rec *recs;
+    int n_recs;
+    uint8_t *stage; /* pinned */
+    size_t stage_off;
+    uint8_t *dl_stage; /* pinned */
+
+    int graphs_on;
+    graph_entry graphs[N_GRAPHS];
+    uint64_t seen_hash[N_SEEN];
+    int seen_n[N_SEEN], seen_next;
+    uint64_t nocap_hash[N_SEEN];
+    int nocap_next;
+    long tick;
+    hearth_cuda_stats stats;
+};
+
+/* ---- errors --------------------------------------------------------------- */
+
+static void note(hearth_cuda_ctx *c, cudaError_t e, const char *where) {
+    if (e == cudaSuccess) return;
+    if (c->err == cudaSuccess) {
+        c->err = e;
+        c->err_where = where;
+    } else if (!c->err_where) {
+        c->err_where = where;
+    }
+    if (!c->err_logged) {
+        c->err_logged = 1;
+        hearth_log_error("cuda:%d: %s: %s", c->device, where, cudaGetErrorString(e));
+    }
+}
+
+/* Errors the launchers noted in c->err without a place. */
+static void check_launch(hearth_cuda_ctx *c, const char *where) {
+    if (c->err != cudaSuccess && !c->err_where) {
+        cudaError_t e = c->err;
+        c->err = cudaSuccess;
+        note(c, e, where);
+    }
+}
+
+/* ---- running records ------------------------------------------------------ */
+
+static void run_one(hearth_cuda_ctx *c, const rec *r) {
+    const cu_launch *L = &c->L;
+    if (r->kind != R_MATMUL) cu_mm_invalidate(&c->mm);
+    switch (r->kind) {
+    case R_UPLOAD:
+        cu_note(L, cudaMemcpyAsync((void *)r->p[0], r->p[1], r->z[0], cudaMemcpyHostToDevice, c->stream));
+        break;
+    case R_COPY:
+        cu_note(L, cudaMemcpyAsync((void *)r->p[0], r->p[1], r->z[0], cudaMemcpyDeviceToDevice, c->stream));
+        break;
+    case R_MATMUL:
+        cu_matmul(L, &c->mm, (float *)r->p[0], (const float *)r->p[1], r->i[0], r->p[2], (hearth_dtype)r->i[1],
+                  r->i[2], r->i[3], r->z[0]);
+        break;
+    case R_EMBED:
+        cu_embed(L, (float *)r->p[0], r->p[1], (hearth_dtype)r->i[0], r->i[1], r->i[2], r->z[0],
+                 (const int32_t *)r->p[2], r->i[3]);
+        break;
+    case R_RMSNORM:
+        cu_rmsnorm(L, (float *)r->p[0], (const float *)r->p[1], (const float *)r->p[2], r->i[0], r->i[1], r->f[0]);
+        break;
+    case R_ROPE:
+        cu_rope(L, (float *)r->p[0], r->i[0], r->i[1], r->i[2], (const int32_t *)r->p[1], (const float *)r->p[2],
+                r->i[3], r->i[4]);
+        break;
+    case R_ADD_BIAS: cu_add_bias(L, (float *)r->p[0], (const float *)r->p[1], r->i[0], r->i[1]); break;
+    case R_ADD: cu_add(L, (float *)r->p[0], (const float *)r->p[1], r->z[0]); break;
+    case R_SWIGLU:
+        cu_swiglu(L, (float *)r->p[0], (const float *)r->p[1], (const float *)r->p[2], r->i[0], r->i[1]);
+        break;
+    case R_KV_WRITE: {
+        cu_kv kv = {(float *)r->p[0], (float *)r->p[1], (const int32_t *)r->p[2], r->i[0], r->i[1], r->i[2]};
+        cu_kv_write(L, &kv, (const float *)r->p[3], (const float *)r->p[4], r->i[3], (const int32_t *)r->p[5],
+                    (const int32_t *)r->p[6]);
+        break;
+    }
+    case R_ATTN: {
+        cu_kv kv = {(float *)r->p[0], (float *)r->p[1], (const int32_t *)r->p[2], r->i[0], r->i[1], r->i[2]};
+        cu_attention(L, (float *)r->p[3], (const float *)r->p[4], r->i[3], &kv, (const int32_t *)r->p[5],
+                     (const int32_t *)r->p[6], r->i[4], r->i[5], r->i[6], r->f[0], r->i[7], c->part, c->part_floats);
+        break;
+    }
+    }
+}
+
+static void run_recs(hearth_cuda_ctx *c, const rec *recs, int n) {
+    cu_mm_invalidate(&c->mm);
+    for (int i = 0; i < n; i++) run_one(c, &recs[i]);
+    cu_mm_invalidate(&c->mm);
+}
+
+static uint64_t hash_recs(const rec *recs, int n) {
+    const uint64_t *w = (const uint64_t *)recs;
+    size_t nw = sizeof(rec) * (size_t)n / 8;
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ (uint64_t)n;
+    for (size_t i = 0; i < nw; i++) {
+        h ^= w[i];
+        h *= 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
+    }
+    return h;
+}
+
+static void drop_graphs(hearth_cuda_ctx *c) {
+    for (int i = 0; i < N_GRAPHS; i++) {
+        graph_entry *g = &c->graphs[i];
+        if (g->exec) cudaGraphExecDestroy(g->exec);
+        free(g->recs);
+        memset(g, 0, sizeof *g);
+    }
+    memset(c->seen_n, 0, sizeof c->seen_n);
+}
+
+/* Capture recs[0..n) as a graph and launch it; 0 if capture failed (nothing
+ * was run then). */
+static int capture_and_launch(hearth_cuda_ctx *c, uint64_t h) {
+    cudaError_t saved = c->err;
+    const char *saved_where = c->err_where;
+    if (cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    c->err = cudaSuccess;
+    run_recs(c, c->recs, c->n_recs);
+    cudaError_t run_err = c->err;
+    c->err = saved;
+    c->err_where = saved_where;
+    cudaGraph_t graph = NULL;
+    cudaError_t e = cudaStreamEndCapture(c->stream, &graph);
+    cudaGraphExec_t exec = NULL;
+    if (e == cudaSuccess && run_err == cudaSuccess) e = cudaGraphInstantiate(&exec, graph, 0);
+    if (graph) cudaGraphDestroy(graph);
+    if (e != cudaSuccess || run_err != cudaSuccess || !exec) {
+        cudaGetLastError();
+        if (exec) cudaGraphExecDestroy(exec);
+        c->nocap_hash[c->nocap_next++ % N_SEEN] = h;
+        return 0;
+    }
+    /* keep it in the least recently used slot */
+    graph_entry *slot = &c->graphs[0];
+    for (int i = 0; i < N_GRAPHS; i++) {
+        if (!c->graphs[i].exec) {
+            slot = &c->graphs[i];
+            break;
+        }
+        if (c->graphs[i].last_use < slot->last_use) slot = &c->graphs[i];
+    }
+    rec *copy = (rec *)malloc(sizeof(rec) * (size_t)c->n_recs);
+    if (slot->exec) cudaGraphExecDestroy(slot->exec);
+    free(slot->recs);
+    memset(slot, 0, sizeof *slot);
+    note(c, cudaGraphLaunch(exec, c->stream), "graph launch");
+    if (!copy) { /* cannot keep it: run once and let it go after the launch */
+        cudaStreamSynchronize(c->stream);
+        cudaGraphExecDestroy(exec);
+        return 1;
+    }
+    memcpy(copy, c->recs, sizeof(rec) * (size_t)c->n_recs);
+    *slot = (graph_entry){h, c->n_recs, copy, exec, ++c->tick};
+    c->stats.graph_captures++;
+    return 1;
+}
+
+/* Issue the recorded ops; with sync, wait for the stream and recycle the
+ * staging buffer. */
+static void flush(hearth_cuda_ctx *c, int sync) {
+    cudaSetDevice(c->device);
+    if (c->n_recs > 0) {
+        c->stats.flushes++;
+        int done = 0;
+        if (c->graphs_on) {
+            uint64_t h = hash_recs(c->recs, c->n_recs);
+            for (int i = 0; i < N_GRAPHS && !done; i++) {
+                graph_entry *g = &c->graphs[i];
+                if (g->exec && g->hash == h && g->n == c->n_recs &&
+                    !memcmp(g->recs, c->recs, sizeof(rec) * (size_t)c->n_recs)) {
+                    note(c, cudaGraphLaunch(g->exec, c->stream), "graph launch");
+                    g->last_use = ++c->tick;
+                    c->stats.graph_replays++;
+                    done = 1;
+                }
+            }
+            if (!done) {
+                int seen = 0, nocap = 0;
+                for (int i = 0; i < N_SEEN; i++) {
+                    if (c->seen_n[i] == c->n_recs && c->seen_hash[i] == h) seen = 1;
+                    if (c->nocap_hash[i] == h) nocap = 1;
+                }
+                if (seen && !nocap) done = capture_and_launch(c, h);
+                if (!seen) {
+                    c->seen_hash[c->seen_next % N_SEEN] = h;
+                    c->seen_n[c->seen_next % N_SEEN] = c->n_recs;
+                    c->seen_next++;
+                }
+            }
+        }
+        if (!done) {
+            run_recs(c, c->recs, c->n_recs);
+            check_launch(c, "launch");
+        }
+        c->n_recs = 0;
+    }
+    if (sync) {
+        note(c, cudaStreamSynchronize(c->stream), "stream sync (a kernel failed)");
+        c->stage_off = 0;
+    }
+}
+
+static rec *push(hearth_cuda_ctx *c, int kind) {
+    if (c->n_recs == MAX_RECS) flush(c, 0);
+    rec *r = &c->recs[c->n_recs++];
+    memset(r, 0, sizeof *r);
+    r->kind = kind;
+    c->stats.ops_recorded++;
+    return r;
+}
+
+/* ---- context -------------------------------------------------------------- */
+
+static hearth_status dev_fail(hearth_cuda_ctx *c, hearth_err *err, const char *what, size_t bytes, cudaError_t e) {
+    hearth_status st = e == cudaErrorMemoryAllocation ? HEARTH_ENOMEM : HEARTH_EIO;
+    if (bytes)
+        hearth_err_set(err, st, "cuda:%d (%s): %s (%.1f MiB): %s", c->device, c->dev_name, what,
+                       bytes / 1048576.0, cudaGetErrorString(e));
+    else
+        hearth_err_set(err, st, "cuda:%d (%s): %s: %s", c->device, c->dev_name, what, cudaGetErrorString(e));
+    cudaGetLastError();
+    hearth_cuda_ctx_free(c);
+    return st;
+}
+
+extern "C" hearth_status hearth_cuda_ctx_new(hearth_cuda_ctx **out, int device, int max_tokens, int max_cols,
+                                             int max_ctx, hearth_err *err) {
+    *out = NULL;
+    if (max_tokens <= 0 || max_cols <= 0 || max_ctx <= 0)
+        return hearth_err_set(err, HEARTH_EINVAL, "cuda:%d: bad sizes (max_tokens %d, max_cols %d, max_ctx %d)",
+                              device, max_tokens, max_cols, max_ctx);
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || device < 0 || device >= n) {
+        cudaGetLastError();
+        return hearth_err_set(err, HEARTH_ENOENT, "cuda:%d: no such device (%d found%s%s)", device,
+                              e == cudaSuccess ? n : 0, e == cudaSuccess ? "" : ": ",
+                              e == cudaSuccess ? "" : cudaGetErrorString(e));
+    }
+    hearth_cuda_ctx *c = (hearth_cuda_ctx *)calloc(1, sizeof *c);
+    if (!c) return hearth_err_set(err, HEARTH_ENOMEM, "cuda:%d: out of host memory", device);
+    c->device = device;
+    c->max_tokens = max_tokens;
+    c->max_cols = max_cols;
+    c->max_ctx = max_ctx;
+    c->graphs_on = 1;
+    c->L.pdl = 1;
+    c->L.err = &c->err;
+    c->mm.mmv_max_t = 8;
+    cudaDeviceProp prop;
+    if ((e = cudaGetDeviceProperties(&prop, device)) != cudaSuccess) return dev_fail(c, err, "device query", 0, e);
+    snprintf(c->dev_name, sizeof c->dev_name, "%s", prop.name);
+    c->L.n_sm = prop.multiProcessorCount;
+    if (prop.major < 9) {
+        hearth_err_set(err, HEARTH_ENOTSUP,
+                       "cuda:%d (%s): compute capability %d.%d; this build needs 9.0 (Hopper) or newer", device,
+                       c->dev_name, prop.major, prop.minor);
+        hearth_cuda_ctx_free(c);
+        return HEARTH_ENOTSUP;
+    }
+    if ((e = cudaSetDevice(device)) != cudaSuccess) return dev_fail(c, err, "set device", 0, e);
+    if ((e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess)
+        return dev_fail(c, err, "create stream", 0, e);
+    c->L.stream = c->stream;
+
+    size_t xprep_bytes = cu_xprep_bytes(XPREP_BF16, max_tokens, max_cols + 256);
+    if ((e = cudaMalloc(&c->mm.xprep, xprep_bytes)) != cudaSuccess)
+        return dev_fail(c, err, "matmul input scratch", xprep_bytes, e);
+    c->mm.deq_bytes = 128u << 20;
+    if ((e = cudaMalloc((void **)&c->mm.deq, c->mm.deq_bytes)) != cudaSuccess)
+        return dev_fail(c, err, "dequantized weight scratch", c->mm.deq_bytes, e);
+    long part_rows = 4L * c->L.n_sm + 64;
+    if (part_rows < max_tokens) part_rows = max_tokens;
+    c->part_floats = (size_t)part_rows * (size_t)(max_cols + max_cols / 8 + 64);
+    if ((e = cudaMalloc((void **)&c->part, c->part_floats * 4)) != cudaSuccess)
+        return dev_fail(c, err, "attention split scratch", c->part_floats * 4, e);
+    if (cublasCreate(&c->mm.blas) != CUBLAS_STATUS_SUCCESS) {
+        c->mm.blas = NULL;
+        return dev_fail(c, err, "cuBLAS init", 0, cudaErrorUnknown);
+    }
+    c->blas_ws_bytes = 32u << 20;
+    if ((e = cudaMalloc(&c->blas_ws, c->blas_ws_bytes)) != cudaSuccess)
+        return dev_fail(c, err, "cuBLAS workspace", c->blas_ws_bytes, e);
+    if (cublasSetStream(c->mm.blas, c->stream) != CUBLAS_STATUS_SUCCESS ||
+        cublasSetWorkspace(c->mm.blas, c->blas_ws, c->blas_ws_bytes) != CUBLAS_STATUS_SUCCESS)
+        return dev_fail(c, err, "cuBLAS stream/workspace", 0, cudaErrorUnknown);
+    c->recs = (rec *)malloc(sizeof(rec) * MAX_RECS);
+    if (!c->recs) return dev_fail(c, err, "record buffer (host)", sizeof(rec) * MAX_RECS, cudaErrorMemoryAllocation);
+    if ((e = cudaMallocHost((void **)&c->stage, STAGE_BYTES)) != cudaSuccess)
+        return dev_fail(c, err, "pinned upload staging", STAGE_BYTES, e);
+    if ((e = cudaMallocHost((void **)&c->dl_stage, DL_STAGE_BYTES)) != cudaSuccess)
+        return dev_fail(c, err, "pinned download staging", DL_STAGE_BYTES, e);
+    *out = c;
+    return HEARTH_OK;
+}
+
+extern "C" void hearth_cuda_ctx_free(hearth_cuda_ctx *c) {
+    if (!c) return;
+    cudaSetDevice(c->device);
+    if (c->stream) {
+        if (c->recs) flush(c, 1);
+        cudaStreamSynchronize(c->stream);
+    }
+    drop_graphs(c);
+    if (c->mm.blas) cublasDestroy(c->mm.blas);
+    cudaFree(c->blas_ws);
+    cudaFree(c->mm.xprep);
+    cudaFree(c->mm.deq);
+    cudaFree(c->part);
+    if (c->stage) cudaFreeHost(c->stage);
+    if (c->dl_stage) cudaFreeHost(c->dl_stage);
+    if (c->stream) cudaStreamDestroy(c->stream);
+    cudaGetLastError();
+    free(c->recs);
+    free(c);
+}
+
+extern "C" hearth_status hearth_cuda_ctx_error(hearth_cuda_ctx *c, hearth_err *err) {
+    if (c->err == cudaSuccess) return HEARTH_OK;
+    return hearth_err_set(err, HEARTH_EIO, "cuda:%d (%s): %s: %s", c->device, c->dev_name,
+                          c->err_where ? c->err_where : "kernel launch", cudaGetErrorString(c->err));
+}
+
+extern "C" void hearth_cuda_ctx_stats(const hearth_cuda_ctx *c, hearth_cuda_stats *s) { *s = c->stats; }
+
+extern "C" void hearth_cuda_ctx_set_graphs(hearth_cuda_ctx *c, int on) {
+    flush(c, 1);
+    c->graphs_on = on != 0;
+    if (!on) drop_graphs(c);
+}
+
+extern "C" void hearth_cuda_ctx_set_pdl(hearth_cuda_ctx *c, int on) {
+    flush(c, 1);
+    drop_graphs(c);
+    c->L.pdl = on != 0;
+}
+
+extern "C" void hearth_cuda_ctx_set_mmv_max_tokens(hearth_cuda_ctx *c, int t) {
+    flush(c, 1);
+    drop_graphs(c);
+    c->mm.mmv_max_t = t < 0 ? 0 : t > 8 ? 8 : t;
+}
+
+extern "C" void hearth_cuda_ctx_sync(hearth_cuda_ctx *c) { flush(c, 1); }
+
+static int cmp_float(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+extern "C" double hearth_cuda_copy_bandwidth(hearth_cuda_ctx *c, size_t bytes, int iters) {
+    flush(c, 1);
+    void *a = NULL, *b = NULL;
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    float *ms = (float *)calloc((size_t)(iters > 0 ? iters : 1), sizeof(float));
+    double gbs = 0.0;
+    if (ms && cudaMalloc(&a, bytes) == cudaSuccess && cudaMalloc(&b, bytes) == cudaSuccess &&
+        cudaEventCreate(&e0) == cudaSuccess && cudaEventCreate(&e1) == cudaSuccess &&
+        cudaMemsetAsync(a, 0x5a, bytes, c->stream) == cudaSuccess) {
+        cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, c->stream); /* warm-up */
+        int ok = 1;
+        for (int i = 0; i < iters && ok; i++) {
+            ok = cudaEventRecord(e0, c->stream) == cudaSuccess &&
+                 cudaMemcpyAsync(i & 1 ? a : b, i & 1 ? b : a, bytes, cudaMemcpyDeviceToDevice, c->stream) ==
+                     cudaSuccess &&
+                 cudaEventRecord(e1, c->stream) == cudaSuccess && cudaEventSynchronize(e1) == cudaSuccess &&
+                 cudaEventElapsedTime(&ms[i], e0, e1) == cudaSuccess;
+        }
+        if (ok && iters > 0) {
+            qsort(ms, (size_t)iters, sizeof(float), cmp_float);
+            gbs = 2.0 * (double)bytes / (ms[iters / 2] * 1e-3) / 1e9;
+        }
+    }
+    cudaGetLastError();
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+    cudaFree(a);
+    cudaFree(b);
+    free(ms);
+    return gbs;
+}
+
+/* ---- the op table ---------------------------------------------------------- */
+
+static void *op_alloc(void *ctx, size_t bytes) {
+    hearth_cuda_ctx *c = (hearth_cuda_ctx *)ctx;
+    cudaSetDevice(c->device);
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
+    if (e != cudaSuccess) {
+        cudaGetLastError(); /* out of memory is the caller's clean error, not a sticky one */
+        if (e != cudaErrorMemoryAllocation) note(c, e, "cudaMalloc");
+        return NULL;
+    }
+    return p;
+}
+
+static void op_free(void *ctx, void *p) {
+    hearth_cuda_ctx *c = (hearth_cuda_ctx *)ctx;
+    if (!p) return;
+    flush(c, 1);
+    drop_graphs(c); /* they may name p */
+    note(c, cudaFree(p), "cudaFree");
+}
+
+static void op_upload(void *ctx, void *dst, const void *src, size_t bytes) {
+    hearth_cuda_ctx *c = (hearth_cuda_ctx *)ctx;
+    if (bytes == 0) return;
+    if (bytes <= STAGE_MAX_UPLOAD) {
+        if (c->stage_off + bytes > STAGE_BYTES) flush(c, 1);
+        uint8_t *s = c->stage + c->stage_off;
+        memcpy(s, src, bytes);
+        c->stage_off += (bytes + 15) & ~(size_t)15;
+        rec *r = push(c, R_UPLOAD);
+        r->p[0] = dst;
+        r->p[1] = s;
+        r->z[0] = bytes;
+        return;
+    }
+    /* large (weights at load): after what is queued, straight from the
+     * caller's memory; returns once the source has been read */
+    flush(c, 0);
+    note(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream), "upload");
+    note(c, cudaStreamSynchronize(c->stream), "upload");
+    c->stage_off = 0;
+}
+
+static void op_download(void *ctx, void *dst, const void *src, size_t bytes) {
+    hearth_cuda_ctx *c = (hearth_cuda_ctx *)ctx;
+    flush(c, 0);
+    if (bytes <= DL_STAGE_BYTES) {
+        note(c, cudaMemcpyAsync(c->dl_stage, src, bytes, cudaMemcpyDeviceToHost, c->stream), "download");
+        note(c, cudaStreamSynchronize(c->stream), "download (a kernel failed)");
+        memcpy(dst, c->dl_stage, bytes);
+    } else {
+        note(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream), "download");
+        note(c, cudaStreamSynchronize(c->stream), "download (a kernel failed)");
+    }
+    c->stage_off = 0;
+}
+
+static void op_copy(void *ctx, void *dst, const void *src, size_t bytes) {
+    hearth_cuda_ctx *c = (hearth_cuda_ctx *)ctx;
+    if (bytes == 0) return;
+    rec *r = push(c, R_COPY);
+    r->p[0] = dst;
+    r->p[1] = src;
+    r->z[0] = bytes;
+}
+
+static void op_matmul(void *ctx, float *y, const float *x, int T, const hearth_weight *w) {
+    hearth_cuda_ctx *c = (hearth_cuda_ctx *)ctx;
+    HEARTH_ASSERT(T >= 1 && T <= c->max_tokens && w->cols <= c->max_cols + 256);
+    HEARTH_ASSERT(cu_mmv_supported(w->type));
+    rec *r = push(c, R_MATMUL);
+    r->p[0] = y;
+    r->p[1] = x;
+    r->p[2] = w->data;
+    r->i[0] = T;
+    r->i[1] = (int)w->type;
+    r->i[2] = w->rows;
+    r->i[3] = w->cols;
+    r->z[0] = w->row_bytes;
+}
+
+static void op_embed(void *ctx, float *out, const hearth_weight *table, const int32_t *ids, int T) {
+    hearth_cuda_ctx *c = (hearth_cuda_ctx *)ctx;
+    HEARTH_ASSERT(cu_mmv_supported(table->type));
+    rec *r = push(c, R_EMBED);
+    r->p[0] = out;
+    r->p[1] = table->data;
+    r->p[2] = ids;
+    r->i[0] = (int)table->type;
+    r->i[1] = table->rows;
+    r->i[2] = table->cols;
+    r->i[3] = T;
+    r->z[0] = table->row_bytes;
+}
+
+static void op_rmsnorm(void *ctx, float *y, const float *x, const float *w, int n_rows, int dim, float eps) {
+    hearth_cuda_ctx *c = (hearth_cuda_ctx *)ctx;
+    rec *r = push(c, R_RMSNORM);
+    r->p[0] = y;
+    r->p[1] = x;
+    r->p[2] = w;
+    r->i[0] = n_rows;
+    r->i[1] = dim;
+    r->f[0] = eps;
+}
+
+static void op_rope(void *ctx, float *x, int T, int n_heads, int head_dim, const int32_t *pos,
+                    const hearth_rope *rope) {
+    hearth_cuda_ctx *c = (hearth_cuda_ctx *)ctx;
+    HEARTH_ASSERT(rope->rot_dim <= head_dim && rope->rot_dim % 2 == 0);
+    rec *r = push(c, R_ROPE);
+    r->p[0] = x;
+    r->p[1] = pos;
+    r->p[2] = rope->inv_freq;
+    r->i[0] = T;
+    r->i[1] = n_heads;
+    r->i[2] = head_dim;
+    r->i[3] = rope->rot_dim;
+    r->i[4] = rope->neox;
+}
+
+static void op_add_bias(void *ctx, float *y, const float *b, int T, int n) {
+    rec *r = push((hearth_cuda_ctx *)ctx, R_ADD_BIAS);
+    r->p[0] = y;
+    r->p[1] = b;
+    r->i[0] = T;
+    r->i[1] = n;
+}
+
+static void op_add(void *ctx, float *y, const float *x, size_t n) {
+    rec *r = push((hearth_cuda_ctx *)ctx, R_ADD);
+    r->p[0] = y;
+    r->p[1] = x;
+    r->z[0] = n;
+}
+
+static void op_swiglu(void *ctx, float *out, const float *gate, const float *up, int T, int n) {
+    rec *r = push((hearth_cuda_ctx *)ctx, R_SWIGLU);
+    r->p[0] = out;
+    r->p[1] = gate;
+    r->p[2] = up;
+    r->i[0] = T;
+    r->i[1] = n;
+}
+
+static void op_kv_write(void *ctx, const hearth_kv_view *kv, int layer, const float *k, const float *v, int T,
+                        const int32_t *seq, const int32_t *pos) {
+    rec *r = push((hearth_cuda_ctx *)ctx, R_KV_WRITE);
+    r->p[0] = kv->k[layer];
+    r->p[1] = kv->v[layer];
+    r->p[2] = kv->block_table;
+    r->p[3] = k;
+    r->p[4] = v;
+    r->p[5] = seq;
+    r->p[6] = pos;
+    r->i[0] = kv->block_size;
+    r->i[1] = kv->max_blocks_per_seq;
+    r->i[2] = kv->kv_dim;
+    r->i[3] = T;
+}
+
+static void op_attention(void *ctx, float *out, const float *q, int T, const hearth_kv_view *kv, int layer,
+                         const int32_t *seq, const int32_t *pos, int n_heads, int n_kv_heads, int head_dim,
+                         float scale, int window) {
+    hearth_cuda_ctx *c = (hearth_cuda_ctx *)ctx;
+    HEARTH_ASSERT(head_dim <= 256 && n_kv_heads > 0 && n_heads % n_kv_heads == 0 && T <= c->max_tokens);
+    rec *r = push(c, R_ATTN);
+    r->p[0] = kv->k[layer];
+    r->p[1] = kv->v[layer];
+    r->p[2] = kv->block_table;
+    r->p[3] = out;
+    r->p[4] = q;
+    r->p[5] = seq;
+    r->p[6] = pos;
+    r->i[0] = kv->block_size;
+    r->i[1] = kv->max_blocks_per_seq;
+    r->i[2] = kv->kv_dim;
+    r->i[3] = T;
+    r->i[4] = n_heads;
+    r->i[5] = n_kv_heads;
+    r->i[6] = head_dim;
+    r->i[7] = window;
+    r->f[0] = scale;
+}
+
+extern "C" const hearth_ops hearth_cuda_ops = {
+    /* .name = */ "cuda",
+    /* .host_memory = */ 0,
+    /* .alloc = */ op_alloc,
+    /* .free = */ op_free,
+    /* .upload = */ op_upload,
+    /* .download = */ op_download,
+    /* .copy = */ op_copy,
+    /* .matmul = */ op_matmul,
+    /* .embed = */ op_embed,
+    /* .rmsnorm = */ op_rmsnorm,
+    /* .rope = */ op_rope,
+    /* .add_bias = */ op_add_bias,
+    /* .add = */ op_add,
+    /* .swiglu = */ op_swiglu,
+    /* .kv_write = */ op_kv_write,
+    /* .attention = */ op_attention,
+};

@@ -1,0 +1,66 @@
+/* ops_cuda.h - the CUDA backend of the op set (ops/ops.h), callable from C.
+ *
+ * Every op is issued on the context's one stream. Ops are recorded host-side
+ * and run when the host next needs the device to be done (download, free, a
+ * large upload, a full record buffer): a sequence of ops that repeats exactly
+ * (the same op, pointers and sizes, e.g. one decode step) is captured once as a
+ * CUDA graph and replayed from then on. The only host synchronisation is in
+ * download() and free(). Small uploads are staged in pinned memory at call
+ * time, so the caller may reuse its buffer at once.
+ *
+ * A context is used by one thread at a time (the engine thread). */
+#ifndef HEARTH_OPS_CUDA_H
+#define HEARTH_OPS_CUDA_H
+
+#ifdef __cplusplus
+/* core/status.h is C11; _Noreturn is spelled [[noreturn]] in C++. */
+#ifndef _Noreturn
+#define _Noreturn [[noreturn]]
+#endif
+extern "C" {
+#endif
+
+#include "ops/ops.h"
+
+typedef struct hearth_cuda_ctx hearth_cuda_ctx;
+
+/* A context on CUDA device `device`, with scratch for matmuls of up to
+ * max_tokens rows of up to max_cols inputs and attention over up to max_ctx
+ * positions. The error names the device and what failed. */
+hearth_status hearth_cuda_ctx_new(hearth_cuda_ctx **out, int device, int max_tokens, int max_cols, int max_ctx,
+                                  hearth_err *err);
+void hearth_cuda_ctx_free(hearth_cuda_ctx *c);
+
+/* Ops return nothing; a CUDA failure inside one (a launch error, a fault) is
+ * kept here, first one wins, and logged once. HEARTH_OK when none. */
+hearth_status hearth_cuda_ctx_error(hearth_cuda_ctx *c, hearth_err *err);
+
+/* Knobs and counters, for tests and benchmarks. */
+typedef struct {
+    long flushes;        /* times recorded ops were issued */
+    long graph_captures; /* sequences captured as graphs */
+    long graph_replays;  /* flushes served by a captured graph */
+    long ops_recorded;
+} hearth_cuda_stats;
+void hearth_cuda_ctx_stats(const hearth_cuda_ctx *c, hearth_cuda_stats *s);
+/* graphs: replay repeated sequences as CUDA graphs (default 1).
+ * pdl: programmatic dependent launch between kernels (default 1). */
+void hearth_cuda_ctx_set_graphs(hearth_cuda_ctx *c, int on);
+void hearth_cuda_ctx_set_pdl(hearth_cuda_ctx *c, int on);
+/* Up to which T matmul uses the GEMV kernels; above it, cuBLAS (default 8). */
+void hearth_cuda_ctx_set_mmv_max_tokens(hearth_cuda_ctx *c, int t);
+
+/* Issue everything recorded and wait for the device (benchmarks, tests). */
+void hearth_cuda_ctx_sync(hearth_cuda_ctx *c);
+/* Device-to-device copy bandwidth in GB/s (bytes read + bytes written over
+ * the time of one copy), the median of iters copies of `bytes` bytes; the
+ * ceiling that decode speed is judged against. 0 on failure. */
+double hearth_cuda_copy_bandwidth(hearth_cuda_ctx *c, size_t bytes, int iters);
+
+extern const hearth_ops hearth_cuda_ops;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

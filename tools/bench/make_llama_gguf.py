@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""make_llama_gguf.py - write a random-weight llama GGUF of a given shape.
+
+For benchmarks: the default shape is Llama-3.1-8B's (hidden 4096, 32 layers,
+32 heads, 8 KV heads, FFN 14336, vocab 128256). Run it where the model is
+used (16 GB in bf16: never copy it around):
+
+    python3 tools/bench/make_llama_gguf.py OUT.gguf --type bf16|f16|q8_0|q4_0
+                                          [--output-type q6_K] [--layers 32] ...
+
+Weights are random but valid: float types hold N(0, 0.02) values; quantized
+blocks hold random codes under an f16 scale of the size ggml's quantizer
+would give those values. To write 16 GB quickly, one 64 MiB tile of random
+rows per type is generated and repeated through every tensor (the tensors
+still lie at distinct addresses, so no cache sees the repetition). Norm
+weights are 1. Only numpy is needed; the GGUF layout (v3, little-endian,
+32-byte alignment) is written here byte by byte.
+"""
+import argparse
+import struct
+import sys
+
+import numpy as np
+
+GGUF_MAGIC = 0x46554747
+T_F32, T_F16, T_Q4_0, T_Q8_0, T_Q6_K, T_BF16 = 0, 1, 2, 8, 14, 30
+TYPES = {"f32": T_F32, "f16": T_F16, "bf16": T_BF16, "q4_0": T_Q4_0, "q8_0": T_Q8_0, "q6_K": T_Q6_K}
+BLOCK = {T_F32: (1, 4), T_F16: (1, 2), T_BF16: (1, 2), T_Q4_0: (32, 18), T_Q8_0: (32, 34), T_Q6_K: (256, 210)}
+V_U32, V_F32, V_STR = 4, 6, 8
+ALIGN = 32
+TILE = 64 << 20
+
+
+def row_bytes(t, n):
+    blk, bb = BLOCK[t]
+    assert n % blk == 0, (t, n)
+    return n // blk * bb
+
+
+def f16_bits(x):
+    return np.asarray(x, dtype=np.float16).view(np.uint16)
+
+
+def make_tile(t, cols, rng):
+    """About TILE bytes of whole rows of type t with `cols` columns."""
+    rb = row_bytes(t, cols)
+    rows = max(1, TILE // rb)
+    if t in (T_F32, T_F16, T_BF16):
+        v = rng.standard_normal((rows, cols), dtype=np.float32) * 0.02
+        if t == T_F32:
+            return v.tobytes()
+        if t == T_F16:
+            return v.astype(np.float16).tobytes()
+        u = v.view(np.uint32)
+        return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16).tobytes()
+    nb = rows * cols // BLOCK[t][0]
+    blk = np.empty((nb, BLOCK[t][1]), dtype=np.uint8)
+    # scales: |w| of N(0, 0.02) reaches ~0.05 in a block of 32 (~0.07 in 256)
+    scale_amax = {T_Q4_0: 0.05 / 8, T_Q8_0: 0.05 / 127, T_Q6_K: 0.07 / 32 / 127}[t]
+    d = f16_bits(scale_amax * (0.75 + 0.5 * rng.random(nb, dtype=np.float32))).view(np.uint8).reshape(nb, 2)
+    codes = rng.integers(0, 256, size=(nb, BLOCK[t][1]), dtype=np.uint8)
+    if t == T_Q4_0:
+        blk[:, 0:2] = d
+        blk[:, 2:] = codes[:, 2:]
+    elif t == T_Q8_0:
+        blk[:, 0:2] = d
+        blk[:, 2:] = codes[:, 2:]
+    else:  # q6_K: ql[128] qh[64] scales int8[16] d
+        blk[:, :192] = codes[:, :192]
+        blk[:, 192:208] = rng.integers(64, 128, size=(nb, 16), dtype=np.uint8)  # positive int8 scales
+        blk[:, 208:210] = d
+    return blk.tobytes()
+
+
+class Writer:
+    def __init__(self):
+        self.kv = []
+        self.tensors = []  # (name, dims(ne0 first), type)
+
+    def add_u32(self, k, v):
+        self.kv.append((k, V_U32, struct.pack("<I", v)))
+
+    def add_f32(self, k, v):
+        self.kv.append((k, V_F32, struct.pack("<f", v)))
+
+    def add_str(self, k, s):
+        b = s.encode()
+        self.kv.append((k, V_STR, struct.pack("<Q", len(b)) + b))
+
+    def add_tensor(self, name, dims, t):
+        self.tensors.append((name, dims, t))
+
+    def write(self, path, fill):
+        with open(path, "wb") as f:
+            f.write(struct.pack("<IIQQ", GGUF_MAGIC, 3, len(self.tensors), len(self.kv)))
+            for k, vt, vb in self.kv:
+                kb = k.encode()
+                f.write(struct.pack("<Q", len(kb)) + kb + struct.pack("<I", vt) + vb)
+            off = 0
+            sizes = []
+            for name, dims, t in self.tensors:
+                nb = name.encode()
+                n = row_bytes(t, dims[0]) * (int(np.prod(dims[1:])) if len(dims) > 1 else 1)
+                sizes.append(n)
+                f.write(struct.pack("<Q", len(nb)) + nb + struct.pack("<I", len(dims)))
+                f.write(struct.pack("<%dQ" % len(dims), *dims) + struct.pack("<IQ", t, off))
+                off += (n + ALIGN - 1) // ALIGN * ALIGN
+            f.write(b"\0" * ((-f.tell()) % ALIGN))
+            for (name, dims, t), n in zip(self.tensors, sizes):
+                fill(f, name, dims, t, n)
+                f.write(b"\0" * ((-n) % ALIGN))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("out")
+    ap.add_argument("--type", default="bf16", choices=["f32", "f16", "bf16", "q8_0", "q4_0"])
+    ap.add_argument("--output-type", default=None, help="type of output.weight (default: --type)")
+    ap.add_argument("--layers", type=int, default=32)
+    ap.add_argument("--hidden", type=int, default=4096)
+    ap.add_argument("--ffn", type=int, default=14336)
+    ap.add_argument("--heads", type=int, default=32)
+    ap.add_argument("--kv-heads", type=int, default=8)
+    ap.add_argument("--vocab", type=int, default=128256)
+    ap.add_argument("--ctx", type=int, default=8192)
+    ap.add_argument("--seed", type=int, default=1)
+    a = ap.parse_args()
+    wt = TYPES[a.type]
+    ot = TYPES[a.output_type] if a.output_type else wt
+    hd = a.hidden // a.heads
+    w = Writer()
+    w.add_str("general.architecture", "llama")
+    w.add_str("general.name", "random llama %d layers %s" % (a.layers, a.type))
+    w.add_u32("general.alignment", ALIGN)
+    w.add_u32("llama.block_count", a.layers)
+    w.add_u32("llama.context_length", a.ctx)
+    w.add_u32("llama.embedding_length", a.hidden)
+    w.add_u32("llama.feed_forward_length", a.ffn)
+    w.add_u32("llama.attention.head_count", a.heads)
+    w.add_u32("llama.attention.head_count_kv", a.kv_heads)
+    w.add_f32("llama.attention.layer_norm_rms_epsilon", 1e-5)
+    w.add_f32("llama.rope.freq_base", 500000.0)
+    w.add_u32("llama.vocab_size", a.vocab)
+    H, F, KV = a.hidden, a.ffn, a.kv_heads * hd
+    w.add_tensor("token_embd.weight", [H, a.vocab], wt)
+    w.add_tensor("output_norm.weight", [H], T_F32)
+    w.add_tensor("output.weight", [H, a.vocab], ot)
+    for l in range(a.layers):
+        p = "blk.%d." % l
+        w.add_tensor(p + "attn_norm.weight", [H], T_F32)
+        w.add_tensor(p + "attn_q.weight", [H, H], wt)
+        w.add_tensor(p + "attn_k.weight", [H, KV], wt)
+        w.add_tensor(p + "attn_v.weight", [H, KV], wt)
+        w.add_tensor(p + "attn_output.weight", [H, H], wt)
+        w.add_tensor(p + "ffn_norm.weight", [H], T_F32)
+        w.add_tensor(p + "ffn_gate.weight", [H, F], wt)
+        w.add_tensor(p + "ffn_up.weight", [H, F], wt)
+        w.add_tensor(p + "ffn_down.weight", [F, H], wt)
+
+    rng = np.random.default_rng(a.seed)
+    tiles = {}
+
+    def fill(f, name, dims, t, n):
+        if name.endswith("norm.weight"):
+            f.write(np.ones(dims[0], dtype=np.float32).tobytes())
+            return
+        key = (t, dims[0])
+        if key not in tiles:
+            tiles[key] = make_tile(t, dims[0], rng)
+        tile = tiles[key]
+        left = n
+        while left > 0:
+            k = min(left, len(tile))
+            f.write(tile[:k])  # tiles are whole rows, and n is whole rows
+            left -= k
+        print("  %-28s %-5s %8.1f MB" % (name, [k for k, v in TYPES.items() if v == t][0], n / 1e6),
+              file=sys.stderr) if name.startswith(("token", "output", "blk.0.")) else None
+
+    w.write(a.out, fill)
+    print("wrote %s" % a.out)
+
+
+if __name__ == "__main__":
+    main()
