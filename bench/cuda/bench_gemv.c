@@ -4,7 +4,7 @@
  * sum over one token's matmuls (32 layers + the output head) as the
  * GEMV-only decode ceiling. A measurement, never a test.
  *
- *   bench_gemv [--types bf16,q8_0,...] [--T 1,2,4,8] [--reps N]
+ *   bench_gemv [--types bf16,q8_0,...] [--T 1,2,4,8] [--reps N] [--only MATMUL]
  *
  * Weights are random but valid (finite scales and values), in enough copies
  * that every timed pass streams from device memory, not from the 60 MB L2.
@@ -90,12 +90,14 @@ int main(int argc, char **argv) {
     const char *types_arg = "bf16,f16,q8_0,q4_0,q4_1,q4_K,q6_K";
     const char *t_arg = "1";
     int reps = 10;
+    const char *only = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--types") && i + 1 < argc) types_arg = argv[++i];
         else if (!strcmp(argv[i], "--T") && i + 1 < argc) t_arg = argv[++i];
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else {
-            fprintf(stderr, "usage: bench_gemv [--types bf16,q8_0,...] [--T 1,2,4,8] [--reps N]\n");
+            fprintf(stderr, "usage: bench_gemv [--types bf16,q8_0,...] [--T 1,2,4,8] [--reps N] [--only MATMUL]\n");
             return 2;
         }
     }
@@ -127,6 +129,7 @@ int main(int argc, char **argv) {
             double layer_us = 0, head_us = 0, token_bytes = 0;
             for (int si = 0; si < N_SHAPES; si++) {
                 const shape *sh = &SHAPES[si];
+                if (only && strcmp(only, sh->name)) continue;
                 size_t rb = hearth_dtype_row_bytes(t, sh->K), wbytes = rb * (size_t)sh->N;
                 int copies = (int)((768u << 20) / wbytes) + 1;
                 if (copies < 2) copies = 2;

@@ -5,7 +5,12 @@
  * never a test.
  *
  *   bench_model MODEL [--prompt 512] [--gen 128] [--prefill 512,2048] [--reps 3]
- *                     [--no-graphs] [--no-pdl]
+ *                     [--no-graphs] [--no-pdl] [--no-fusion] [--profile]
+ *
+ * --profile adds, after the timed runs, the device time of every launch unit
+ * (hearth_cuda_ctx_profile) over 16 decode steps and over one prefill of each
+ * length; profiled runs are eager and serialised, so only their shares mean
+ * something, not their sum.
  *
  * Bytes per token = every matrix the decoder reads once per token (all layer
  * weights and the output head; of the embedding only one row) plus the norms,
@@ -36,7 +41,7 @@ static size_t wbytes(const hearth_weight *w) { return w->row_bytes * (size_t)w->
 
 int main(int argc, char **argv) {
     const char *path = NULL, *prefill_arg = "512,2048";
-    int n_prompt = 512, n_gen = 128, reps = 3, graphs = 1, pdl = 1;
+    int n_prompt = 512, n_gen = 128, reps = 3, graphs = 1, pdl = 1, fusion = 1, profile = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--prompt") && i + 1 < argc) n_prompt = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--gen") && i + 1 < argc) n_gen = atoi(argv[++i]);
@@ -44,10 +49,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--no-graphs")) graphs = 0;
         else if (!strcmp(argv[i], "--no-pdl")) pdl = 0;
+        else if (!strcmp(argv[i], "--no-fusion")) fusion = 0;
+        else if (!strcmp(argv[i], "--profile")) profile = 1;
         else if (argv[i][0] != '-' && !path) path = argv[i];
         else {
             fprintf(stderr, "usage: bench_model MODEL [--prompt N] [--gen N] [--prefill A,B] [--reps N] "
-                            "[--no-graphs] [--no-pdl]\n");
+                            "[--no-graphs] [--no-pdl] [--no-fusion] [--profile]\n");
             return 2;
         }
     }
@@ -79,6 +86,7 @@ int main(int argc, char **argv) {
     }
     hearth_cuda_ctx_set_graphs(c, graphs);
     hearth_cuda_ctx_set_pdl(c, pdl);
+    hearth_cuda_ctx_set_fusion(c, fusion);
     const hearth_ops *o = &hearth_cuda_ops;
     double bw = hearth_cuda_copy_bandwidth(c, (size_t)1 << 31, 21);
 
@@ -109,7 +117,8 @@ int main(int argc, char **argv) {
     printf("model %s: %s, %d layers, hidden %d, ffn %d, heads %d/%d, vocab %d; %.2f GB of weights, loaded in %.1f s\n",
            path, mc->arch, mc->n_layers, mc->hidden_size, mc->intermediate_size, mc->n_heads, mc->n_kv_heads,
            mc->vocab_size, hearth_model_weight_bytes(m) / 1e9, load_s);
-    printf("copy bandwidth %.0f GB/s; graphs %s, PDL %s\n", bw, graphs ? "on" : "off", pdl ? "on" : "off");
+    printf("copy bandwidth %.0f GB/s; graphs %s, PDL %s, fusion %s\n", bw, graphs ? "on" : "off", pdl ? "on" : "off",
+           fusion ? "on" : "off");
 
     int vocab = mc->vocab_size;
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)max_ctx), *seq = calloc((size_t)max_ctx, sizeof(int32_t)),
@@ -185,6 +194,32 @@ int main(int argc, char **argv) {
            roof_w, 100.0 / dec / roof_w, roof_wkv, 100.0 / dec / roof_wkv);
     printf("recorder: %ld flushes, %ld graph captures, %ld graph replays, %ld ops recorded\n", st.flushes,
            st.graph_captures, st.graph_replays, st.ops_recorded);
+    if (profile) {
+        static char text[16384];
+        /* 16 more decode steps (positions after the timed ones) */
+        hearth_cuda_ctx_profile(c, 1);
+        for (int i = 0; i < 16 && n_prompt + n_gen + i < max_ctx; i++) {
+            int32_t p = n_prompt + n_gen + i;
+            if (hearth_kv_reserve(kv, 0, p + 1) || hearth_model_forward(m, kv, &next, seq, &p, 1, &row0, 1, logits, &err))
+                break;
+            next = argmax(logits, vocab);
+        }
+        hearth_cuda_ctx_profile_text(c, text, sizeof text);
+        printf("\nprofile: 16 decode steps (device time per launch unit, eager, serialised)\n%s", text);
+        hearth_kv_release_slot(kv, 0);
+        snprintf(b, sizeof b, "%s", prefill_arg);
+        for (char *s = strtok(b, ","); s; s = strtok(NULL, ",")) {
+            int P = atoi(s);
+            if (P < 1 || P > max_prefill || hearth_kv_reserve(kv, 0, P)) continue;
+            int32_t lastp = P - 1;
+            hearth_cuda_ctx_profile(c, 1);
+            if (hearth_model_forward(m, kv, ids, seq, pos, P, &lastp, 1, logits, &err)) break;
+            hearth_cuda_ctx_profile_text(c, text, sizeof text);
+            printf("\nprofile: prefill %d\n%s", P, text);
+            hearth_kv_release_slot(kv, 0);
+        }
+        hearth_cuda_ctx_profile(c, 0);
+    }
     hearth_kv_free(kv);
     hearth_model_free(m);
     hearth_cuda_ctx_free(c);

@@ -8,18 +8,32 @@
  *    rows all belong to one sequence;
  *  - decode (here): flash-decoding. One block per (split, kv head, row) runs
  *    the query heads of its kv head (up to 8) over a slice of the row's
- *    positions, K and V read once for all of them; a second kernel combines
- *    the splits' (max, sum, unnormalised output). It takes every row the
- *    prefill kernel does not (tile_uniform() decides, on the device, for both).
+ *    positions (at least 16, so short contexts use fewer splits), K and V read
+ *    once for all of them, each warp its own online softmax; a second kernel
+ *    combines the splits' (max, sum, unnormalised output). It takes every row
+ *    the prefill kernel does not (tile_uniform() decides, on the device, for
+ *    both).
  */
 #include "ops/cuda/attention.cuh"
 
 #define AD_THREADS 128
-#define AD_CH 32    /* positions per sub-chunk */
-#define AD_MAXG 8   /* query heads per block */
+#define AD_WARPS 4
+#define AD_MAXG 8    /* query heads per block */
 #define AD_MAXHD 256
+#define AD_MINPOS 16 /* positions per split, at least */
+#define AD_PB 4      /* positions a warp loads before it computes */
 
-/* Part layout: [T][n_heads][S][hd + 2]: unnormalised output, then max, sum. */
+/* Splits a row of len positions really uses (S at most): each at least
+ * AD_MINPOS positions. The combine kernel recomputes it the same way. */
+__device__ __forceinline__ int eff_splits(int S, int len) { return max(1, min(S, (len + AD_MINPOS - 1) / AD_MINPOS)); }
+
+/* One block per (split, kv head x query-head group, row). Each warp runs its
+ * own online softmax over every AD_WARPS-th position of the split (K and V
+ * read once for the Gb query heads); the four warp states are merged at the
+ * end through shared memory. Lane l holds dims l, l + 32, ... of q, and of
+ * the output. Part layout: [T][n_heads][S][hd + 2] = unnormalised output,
+ * max, sum. */
+template <int HDL>
 __global__ void __launch_bounds__(AD_THREADS)
     attn_decode_kernel(float *__restrict__ out, const float *__restrict__ q, cu_kv kv, const int32_t *__restrict__ seq,
                        const int32_t *__restrict__ pos, int T, int n_heads, int n_kv, int hd, float scale, int window,
@@ -31,165 +45,168 @@ __global__ void __launch_bounds__(AD_THREADS)
     const int h0 = kvh * G + grp * AD_MAXG, Gb = min(AD_MAXG, G - grp * AD_MAXG);
     const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
     if (skip_bm > 0 && tile_uniform(seq, T, t / skip_bm, skip_bm)) return;
-
-    __shared__ float qs[AD_MAXG][AD_MAXHD];
-    __shared__ float sc[AD_MAXG][AD_CH];
-    __shared__ long long offs[AD_CH];
-    __shared__ float m_s[AD_MAXG], l_s[AD_MAXG], corr_s[AD_MAXG];
-
     const int p_hi = pos[t], p_lo = window > 0 ? max(0, p_hi - window + 1) : 0;
-    const int len = p_hi - p_lo + 1, chunk = (len + S - 1) / S;
+    const int len = p_hi - p_lo + 1, Se = eff_splits(S, len);
+    if (split >= Se) return;
+    const int chunk = (len + Se - 1) / Se;
     const int a = p_lo + split * chunk, e = min(p_hi + 1, a + chunk);
-    const int sq = seq[t];
-    for (int i = tid; i < Gb * hd; i += AD_THREADS) {
-        int g = i / hd, d = i - g * hd;
-        qs[g][d] = q[((size_t)t * n_heads + h0 + g) * hd + d] * scale;
-    }
-    if (tid < AD_MAXG) {
-        m_s[tid] = -INFINITY;
-        l_s[tid] = 0.0f;
-    }
-    float acc[AD_MAXG][2];
-#pragma unroll
-    for (int g = 0; g < AD_MAXG; g++) acc[g][0] = acc[g][1] = 0.0f;
-    const float *kb = kv.k + (size_t)kvh * hd, *vb = kv.v + (size_t)kvh * hd;
-    __syncthreads();
+    const int32_t *trow = kv.table + (size_t)seq[t] * kv.max_blocks;
 
-    for (int c0 = a; c0 < e; c0 += AD_CH) {
-        const int n = min(AD_CH, e - c0);
-        if (tid < AD_CH) {
-            long long o = 0;
-            if (tid < n) {
-                int p = c0 + tid;
-                int blk = kv.table[(size_t)sq * kv.max_blocks + p / kv.block_size];
-                o = ((long long)blk * kv.block_size + p % kv.block_size) * kv.kv_dim;
-            }
-            offs[tid] = o;
+    float qr[AD_MAXG][HDL], acc[AD_MAXG][HDL], m[AD_MAXG], l[AD_MAXG];
+#pragma unroll
+    for (int g = 0; g < AD_MAXG; g++) {
+        m[g] = -INFINITY;
+        l[g] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < HDL; i++) {
+            int d = lane + 32 * i;
+            qr[g][i] = (g < Gb && d < hd) ? q[((size_t)t * n_heads + h0 + g) * hd + d] * scale : 0.0f;
+            acc[g][i] = 0.0f;
         }
-        __syncthreads();
-        /* scores: warp wid takes positions wid*8 .. wid*8+7, lanes split hd */
-        {
-            float kr[8][AD_MAXHD / 32];
+    }
+    const float *kb = kv.k + (size_t)kvh * hd, *vb = kv.v + (size_t)kvh * hd;
+    for (int p0 = a + wid; p0 < e; p0 += AD_WARPS * AD_PB) {
+        float kr[AD_PB][HDL], vr[AD_PB][HDL];
+        int np = 0;
 #pragma unroll
-            for (int jj = 0; jj < 8; jj++) {
-                int j = wid * 8 + jj;
+        for (int j = 0; j < AD_PB; j++) {
+            int p = p0 + j * AD_WARPS;
+            if (p < e) {
+                np = j + 1;
+                size_t off = ((size_t)trow[p / kv.block_size] * kv.block_size + p % kv.block_size) * kv.kv_dim;
 #pragma unroll
-                for (int i = 0; i < AD_MAXHD / 32; i++) {
+                for (int i = 0; i < HDL; i++) {
                     int d = lane + 32 * i;
-                    kr[jj][i] = (j < n && d < hd) ? kb[offs[j] + d] : 0.0f;
+                    kr[j][i] = d < hd ? kb[off + d] : 0.0f;
+                    vr[j][i] = d < hd ? vb[off + d] : 0.0f;
                 }
             }
+        }
 #pragma unroll
-            for (int jj = 0; jj < 8; jj++) {
-                int j = wid * 8 + jj;
+        for (int j = 0; j < AD_PB; j++) {
+            if (j < np) {
 #pragma unroll
                 for (int g = 0; g < AD_MAXG; g++) {
                     if (g < Gb) {
-                        float s = 0.0f;
+                        float sc = 0.0f;
 #pragma unroll
-                        for (int i = 0; i < AD_MAXHD / 32; i++) {
-                            int d = lane + 32 * i;
-                            if (d < hd) s = fmaf(qs[g][d], kr[jj][i], s);
-                        }
+                        for (int i = 0; i < HDL; i++) sc = fmaf(qr[g][i], kr[j][i], sc);
 #pragma unroll
-                        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-                        if (lane == 0) sc[g][j] = j < n ? s : -INFINITY;
+                        for (int o = 16; o > 0; o >>= 1) sc += __shfl_xor_sync(0xffffffffu, sc, o);
+                        float mn = fmaxf(m[g], sc);
+                        float corr = m[g] == -INFINITY ? 0.0f : expf(m[g] - mn), pr = expf(sc - mn);
+                        l[g] = l[g] * corr + pr;
+#pragma unroll
+                        for (int i = 0; i < HDL; i++) acc[g][i] = fmaf(pr, vr[j][i], acc[g][i] * corr);
+                        m[g] = mn;
                     }
                 }
             }
         }
-        __syncthreads();
-        /* online softmax: a warp per query head */
-        for (int g = wid; g < Gb; g += AD_THREADS / 32) {
-            float s = sc[g][lane];
-            float mx = s;
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-            float m_old = m_s[g], m_new = fmaxf(m_old, mx);
-            float ex = s == -INFINITY ? 0.0f : expf(s - m_new);
-            float sum = ex;
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-            sc[g][lane] = ex;
-            if (lane == 0) {
-                float c = m_old == -INFINITY ? 0.0f : expf(m_old - m_new);
-                corr_s[g] = c;
-                l_s[g] = l_s[g] * c + sum;
-                m_s[g] = m_new;
-            }
-        }
-        __syncthreads();
-        /* weighted sum of V: thread owns dims tid and tid + 128 */
-#pragma unroll
-        for (int dd = 0; dd < 2; dd++) {
-            int d = tid + AD_THREADS * dd;
-            if (d < hd) {
-#pragma unroll
-                for (int g = 0; g < AD_MAXG; g++)
-                    if (g < Gb) acc[g][dd] *= corr_s[g];
-                for (int j0 = 0; j0 < n; j0 += 8) {
-                    float vv[8];
-#pragma unroll
-                    for (int jj = 0; jj < 8; jj++) vv[jj] = j0 + jj < n ? vb[offs[j0 + jj] + d] : 0.0f;
-#pragma unroll
-                    for (int jj = 0; jj < 8; jj++) {
-                        if (j0 + jj < n) {
-#pragma unroll
-                            for (int g = 0; g < AD_MAXG; g++)
-                                if (g < Gb) acc[g][dd] = fmaf(sc[g][j0 + jj], vv[jj], acc[g][dd]);
-                        }
-                    }
-                }
-            }
-        }
-        __syncthreads();
     }
+    /* merge the warps */
+    __shared__ float sm_m[AD_WARPS][AD_MAXG], sm_l[AD_WARPS][AD_MAXG];
+    __shared__ float sm_o[AD_WARPS][AD_MAXG][HDL * 32];
+#pragma unroll
+    for (int g = 0; g < AD_MAXG; g++) {
+        if (lane == 0) {
+            sm_m[wid][g] = m[g];
+            sm_l[wid][g] = l[g];
+        }
+#pragma unroll
+        for (int i = 0; i < HDL; i++) sm_o[wid][g][lane + 32 * i] = acc[g][i];
+    }
+    __syncthreads();
     pdl_launch();
+    for (int x = tid; x < Gb * hd; x += AD_THREADS) {
+        int g = x / hd, d = x - g * hd;
+        float M = -INFINITY;
 #pragma unroll
-    for (int dd = 0; dd < 2; dd++) {
-        int d = tid + AD_THREADS * dd;
-        if (d >= hd) continue;
+        for (int w = 0; w < AD_WARPS; w++)
+            if (sm_l[w][g] > 0.0f) M = fmaxf(M, sm_m[w][g]);
+        float L = 0.0f, O = 0.0f;
 #pragma unroll
-        for (int g = 0; g < AD_MAXG; g++) {
-            if (g >= Gb) continue;
-            size_t th = (size_t)t * n_heads + h0 + g;
-            if (S == 1) {
-                float l = l_s[g];
-                out[th * hd + d] = l > 0.0f ? acc[g][dd] / l : 0.0f;
-            } else {
-                float *pp = part + (th * S + split) * (size_t)(hd + 2);
-                pp[d] = acc[g][dd];
-                if (d == 0) {
-                    pp[hd] = m_s[g];
-                    pp[hd + 1] = l_s[g];
-                }
+        for (int w = 0; w < AD_WARPS; w++) {
+            if (sm_l[w][g] > 0.0f) {
+                float c = expf(sm_m[w][g] - M);
+                L += sm_l[w][g] * c;
+                O += sm_o[w][g][d] * c;
+            }
+        }
+        size_t th = (size_t)t * n_heads + h0 + g;
+        if (Se == 1) {
+            out[th * hd + d] = L > 0.0f ? O / L : 0.0f;
+        } else {
+            float *pp = part + (th * S + split) * (size_t)(hd + 2);
+            pp[d] = O;
+            if (d == 0) {
+                pp[hd] = M;
+                pp[hd + 1] = L;
             }
         }
     }
 }
 
+/* Merges the splits of each (row, head): weights from the splits' maxima and
+ * sums (in shared memory), then each thread one output dim. Rows whose
+ * splits collapsed to one were finished by the decode kernel. */
 __global__ void __launch_bounds__(AD_THREADS)
-    attn_combine_kernel(float *__restrict__ out, const float *__restrict__ part, int n_heads, int hd, int S) {
+    attn_combine_kernel(float *__restrict__ out, const float *__restrict__ part, const int32_t *__restrict__ pos,
+                        int n_heads, int hd, int S, int window) {
     pdl_wait();
+    __shared__ float wgt[64];
+    __shared__ float s_L;
     const int h = blockIdx.x, t = blockIdx.y;
+    const int p_hi = pos[t], p_lo = window > 0 ? max(0, p_hi - window + 1) : 0;
+    const int Se = eff_splits(S, p_hi - p_lo + 1);
+    if (Se == 1) return;
     const size_t th = (size_t)t * n_heads + h;
     const float *pp = part + th * S * (size_t)(hd + 2);
-    float M = -INFINITY;
-    for (int s = 0; s < S; s++)
-        if (pp[s * (hd + 2) + hd + 1] > 0.0f) M = fmaxf(M, pp[s * (hd + 2) + hd]);
-    float L = 0.0f;
-    for (int s = 0; s < S; s++) {
-        float l = pp[s * (hd + 2) + hd + 1];
-        if (l > 0.0f) L += l * expf(pp[s * (hd + 2) + hd] - M);
+    if (threadIdx.x < 32) {
+        int lane = threadIdx.x;
+        float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+        if (lane < Se) m0 = pp[lane * (hd + 2) + hd], l0 = pp[lane * (hd + 2) + hd + 1];
+        if (lane + 32 < Se) m1 = pp[(lane + 32) * (hd + 2) + hd], l1 = pp[(lane + 32) * (hd + 2) + hd + 1];
+        float M = fmaxf(l0 > 0.0f ? m0 : -INFINITY, l1 > 0.0f ? m1 : -INFINITY);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+        float w0 = l0 > 0.0f ? expf(m0 - M) : 0.0f, w1 = l1 > 0.0f ? expf(m1 - M) : 0.0f;
+        float L = l0 * w0 + l1 * w1;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) L += __shfl_xor_sync(0xffffffffu, L, o);
+        wgt[lane] = w0;
+        wgt[lane + 32] = w1;
+        if (lane == 0) s_L = L;
     }
+    __syncthreads();
     pdl_launch();
+    const float L = s_L;
     for (int d = threadIdx.x; d < hd; d += AD_THREADS) {
         float o = 0.0f;
-        for (int s = 0; s < S; s++) {
-            const float *ps = pp + s * (hd + 2);
-            if (ps[hd + 1] > 0.0f) o += ps[d] * expf(ps[hd] - M);
-        }
+#pragma unroll 8
+        for (int s = 0; s < Se; s++) o = fmaf(pp[s * (hd + 2) + d], wgt[s], o);
         out[th * hd + d] = L > 0.0f ? o / L : 0.0f;
+    }
+}
+
+template <int HDL>
+static void launch_decode(const cu_launch *L, dim3 grid, float *out, const float *q, const cu_kv *kv,
+                          const int32_t *seq, const int32_t *pos, int T, int n_heads, int n_kv, int hd, float scale,
+                          int window, int S, float *part, int skip_bm) {
+    cu_launch_k(L, attn_decode_kernel<HDL>, grid, dim3(AD_THREADS), 0, out, q, *kv, seq, pos, T, n_heads, n_kv, hd,
+                scale, window, S, part, skip_bm);
+}
+
+static void decode(const cu_launch *L, dim3 grid, float *out, const float *q, const cu_kv *kv, const int32_t *seq,
+                   const int32_t *pos, int T, int n_heads, int n_kv, int hd, float scale, int window, int S,
+                   float *part, int skip_bm) {
+    int hdl = (hd + 31) / 32;
+    switch (hdl) {
+    case 1: launch_decode<1>(L, grid, out, q, kv, seq, pos, T, n_heads, n_kv, hd, scale, window, S, part, skip_bm); break;
+    case 2: launch_decode<2>(L, grid, out, q, kv, seq, pos, T, n_heads, n_kv, hd, scale, window, S, part, skip_bm); break;
+    case 3: launch_decode<3>(L, grid, out, q, kv, seq, pos, T, n_heads, n_kv, hd, scale, window, S, part, skip_bm); break;
+    case 4: launch_decode<4>(L, grid, out, q, kv, seq, pos, T, n_heads, n_kv, hd, scale, window, S, part, skip_bm); break;
+    default: launch_decode<8>(L, grid, out, q, kv, seq, pos, T, n_heads, n_kv, hd, scale, window, S, part, skip_bm); break;
     }
 }
 
@@ -200,16 +217,16 @@ void cu_attention(const cu_launch *L, float *out, const float *q, int T, const c
     const int prefill = T > 32 && (head_dim == 64 || head_dim == 128);
     if (prefill) {
         cu_attention_prefill(L, out, q, T, kv, seq, pos, n_heads, n_kv_heads, head_dim, scale, window);
-        cu_launch_k(L, attn_decode_kernel, dim3(1, n_kv_heads * ngrp, T), dim3(AD_THREADS), 0, out, q, *kv, seq, pos,
-                    T, n_heads, n_kv_heads, head_dim, scale, window, 1, part, 64);
+        decode(L, dim3(1, n_kv_heads * ngrp, T), out, q, kv, seq, pos, T, n_heads, n_kv_heads, head_dim, scale, window,
+               1, part, 64);
         return;
     }
     long want = (4L * L->n_sm + (long)T * n_kv_heads * ngrp - 1) / ((long)T * n_kv_heads * ngrp);
     int S = (int)(want < 1 ? 1 : want > 64 ? 64 : want);
     while (S > 1 && (size_t)T * n_heads * S * (size_t)(head_dim + 2) > part_floats) S--;
-    cu_launch_k(L, attn_decode_kernel, dim3(S, n_kv_heads * ngrp, T), dim3(AD_THREADS), 0, out, q, *kv, seq, pos, T,
-                n_heads, n_kv_heads, head_dim, scale, window, S, part, 0);
+    decode(L, dim3(S, n_kv_heads * ngrp, T), out, q, kv, seq, pos, T, n_heads, n_kv_heads, head_dim, scale, window, S,
+           part, 0);
     if (S > 1)
-        cu_launch_k(L, attn_combine_kernel, dim3(n_heads, T), dim3(AD_THREADS), 0, out, (const float *)part, n_heads,
-                    head_dim, S);
+        cu_launch_k(L, attn_combine_kernel, dim3(n_heads, T), dim3(AD_THREADS), 0, out, (const float *)part, pos,
+                    n_heads, head_dim, S, window);
 }

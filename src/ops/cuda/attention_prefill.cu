@@ -47,6 +47,7 @@ __global__ void __launch_bounds__(128)
     __shared__ __align__(16) __half Vs[64 * LD];
     __shared__ int rlo[64], rhi[64];
     __shared__ int s_lo, s_hi;
+    __shared__ long long offs[64];
 
     pdl_wait();
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
@@ -56,6 +57,7 @@ __global__ void __launch_bounds__(128)
     if (!tile_uniform(seq, T, tile, 64)) return;
     const int r0 = tile * 64, nrows = min(64, T - r0);
     const int sq = seq[r0];
+    const int32_t *trow = kv.table + (size_t)sq * kv.max_blocks;
 
     if (tid == 0) {
         s_lo = INT_MAX;
@@ -77,7 +79,7 @@ __global__ void __launch_bounds__(128)
     for (int f = tid; f < 64 * F4; f += 128) {
         int r = f / F4, c = (f % F4) * 4;
         float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (r < nrows) v = *(const float4 *)(q + ((size_t)(r0 + r) * n_heads + h) * HD + c);
+        if (r < nrows) v = __ldg((const float4 *)(q + ((size_t)(r0 + r) * n_heads + h) * HD + c));
         __half2 *d = (__half2 *)&Ks[r * LD + c];
         d[0] = __floats2half2_rn(v.x * qscale, v.y * qscale);
         d[1] = __floats2half2_rn(v.z * qscale, v.w * qscale);
@@ -105,14 +107,23 @@ __global__ void __launch_bounds__(128)
 
     for (int kb = kv_lo; kb <= kv_hi; kb += 64) {
         __syncthreads(); /* the previous tile (or the Q staging) is consumed */
+        if (tid < 64) {
+            int p = kb + tid;
+            offs[tid] = p <= kv_hi ? ((long long)trow[p / kv.block_size] * kv.block_size + p % kv.block_size) *
+                                         kv.kv_dim
+                                   : -1;
+        }
+        __syncthreads();
+        /* every load of the tile is independent: eight float4 of K and V in flight per thread at a time */
+#pragma unroll 8
         for (int f = tid; f < 64 * F4; f += 128) {
-            int i = f / F4, c = (f % F4) * 4, p = kb + i;
+            int i = f / F4, c = (f % F4) * 4;
+            long long off = offs[i];
             float4 k4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f), v4 = k4;
-            if (p <= kv_hi) {
-                int blk = kv.table[(size_t)sq * kv.max_blocks + p / kv.block_size];
-                size_t off = ((size_t)blk * kv.block_size + (size_t)(p % kv.block_size)) * kv.kv_dim + c;
-                k4 = *(const float4 *)(kbase + off);
-                v4 = *(const float4 *)(vbase + off);
+            if (off >= 0) {
+                /* read-only loads: they may be hoisted above the shared stores */
+                k4 = __ldg((const float4 *)(kbase + off + c));
+                v4 = __ldg((const float4 *)(vbase + off + c));
             }
             __half2 *dk = (__half2 *)&Ks[i * LD + c], *dv = (__half2 *)&Vs[i * LD + c];
             dk[0] = __floats2half2_rn(k4.x, k4.y);

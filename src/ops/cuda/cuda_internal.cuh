@@ -72,7 +72,7 @@ template <> struct qtraits<HEARTH_DT_Q4_0> { enum { BYTES = 18, ELEMS = 32, UNIT
 template <> struct qtraits<HEARTH_DT_Q4_1> { enum { BYTES = 20, ELEMS = 32, UNITS = 1, SEG_BLOCKS = 128 }; };
 template <> struct qtraits<HEARTH_DT_Q8_0> { enum { BYTES = 34, ELEMS = 32, UNITS = 1, SEG_BLOCKS = 64 }; };
 template <> struct qtraits<HEARTH_DT_Q4_K> { enum { BYTES = 144, ELEMS = 256, UNITS = 4, SEG_BLOCKS = 16 }; };
-template <> struct qtraits<HEARTH_DT_Q6_K> { enum { BYTES = 210, ELEMS = 256, UNITS = 4, SEG_BLOCKS = 16 }; };
+template <> struct qtraits<HEARTH_DT_Q6_K> { enum { BYTES = 210, ELEMS = 256, UNITS = 4, SEG_BLOCKS = 8 }; };
 
 /* Q4_K: 6-bit scale and min of sub-block j (0..7) from the 12 packed bytes. */
 __device__ __forceinline__ void q4k_scale_min(const uint8_t *sc, int j, int *d, int *m) {
@@ -144,11 +144,23 @@ enum { XPREP_NONE = 0, XPREP_BF16, XPREP_F16, XPREP_Q8, XPREP_Q8K };
 void cu_xprep(const cu_launch *L, int kind, void *dst, const float *x, int T, int K);
 size_t cu_xprep_bytes(int kind, int T, int K);
 
-/* y[T][N] = x @ W^T for T <= 8 from prepared x (xp; or x itself for f32). */
+/* The matrices of one GEMV launch, all of one type and K, sharing x: up to 3
+ * stacked by rows (y[m] [T][n[m]]), or with swiglu set the gate (w[0]) and
+ * up (w[1]) matrices of n[0] = n[1] rows: y[0] = gate, y[1] = up and
+ * out = silu(gate) * up, out written last (it may alias y[0] or y[1]). */
+struct mmv_set {
+    const uint8_t *w[3];
+    float *y[3];
+    int n[3];
+    int count;
+    int swiglu;
+    float *out;
+};
+
+/* y = x @ W^T for T <= 8 from prepared x (xp; or x itself for f32). */
 int cu_mmv_supported(hearth_dtype t);
 int cu_mmv_xprep_kind(hearth_dtype t);
-void cu_mmv(const cu_launch *L, float *y, const void *xp, int T, const void *w, hearth_dtype t, int K, int N,
-            size_t row_bytes);
+void cu_mmv(const cu_launch *L, const mmv_set *set, const void *xp, int T, hearth_dtype t, int K, size_t row_bytes);
 
 /* Rows [r0, r0+nr) of weight w dequantized to bf16 [nr][K]. */
 void cu_dequant_bf16(const cu_launch *L, __nv_bfloat16 *dst, const void *w, hearth_dtype t, int K, size_t row_bytes,
@@ -170,6 +182,18 @@ struct cu_kv {
 };
 void cu_kv_write(const cu_launch *L, const cu_kv *kv, const float *k, const float *v, int T, const int32_t *seq,
                  const int32_t *pos);
+/* Fusions the recorder makes (ops_cuda.cu): X += D (D may be NULL), then
+ * Y = rmsnorm(X) * w, then Y prepared as kind into prep for T = rows rows
+ * (XPREP_NONE: no preparation); cu_add_rmsnorm_fits says which (dim, kind). */
+int cu_add_rmsnorm_fits(int dim, int kind);
+void cu_add_rmsnorm(const cu_launch *L, float *X, const float *D, float *Y, const float *w, int rows, int dim,
+                    float eps, int kind, void *prep);
+/* rope on q [T][n_q heads] and k [T][n_k heads], then k and v into the cache
+ * (kv->kv_dim == n_k * head_dim). */
+void cu_rope_kv(const cu_launch *L, float *q, float *k, const float *v, int T, int n_q, int n_k, int head_dim,
+                const int32_t *pos, const float *inv_freq, int rot_dim, int neox, const cu_kv *kv,
+                const int32_t *seq);
+
 /* part: scratch of part_floats floats for split partial results. */
 void cu_attention(const cu_launch *L, float *out, const float *q, int T, const cu_kv *kv, const int32_t *seq,
                   const int32_t *pos, int n_heads, int n_kv_heads, int head_dim, float scale, int window,

@@ -31,16 +31,50 @@ static void gemm(const cu_launch *L, cu_mm_state *s, cudaDataType_t ab, const vo
     if (st != CUBLAS_STATUS_SUCCESS) cu_note(L, cudaErrorUnknown);
 }
 
+void cu_mm_set_cache(cu_mm_state *s, const float *x, int T, int K, int kind) {
+    s->c_x = x;
+    s->c_T = T;
+    s->c_K = K;
+    s->c_kind = kind;
+}
+
+int cu_mm_gemv(const cu_mm_state *s, int T, hearth_dtype t) {
+    return T <= s->mmv_max_t && T <= 8 && cu_mmv_supported(t);
+}
+
+/* Drop the cache if [y, y + bytes) overlaps the cached input. */
+static void out_written(cu_mm_state *s, const float *y, size_t bytes) {
+    if (!s->c_x) return;
+    const char *ya = (const char *)y, *yb = ya + bytes;
+    const char *xa = (const char *)s->c_x, *xb = xa + sizeof(float) * (size_t)s->c_T * s->c_K;
+    if (ya < xb && xa < yb) cu_mm_invalidate(s);
+}
+
+static const void *gemv_input(const cu_launch *L, cu_mm_state *s, const float *x, int T, hearth_dtype t, int K) {
+    int kind = cu_mmv_xprep_kind(t);
+    if (kind == XPREP_NONE) return x;
+    prep(L, s, kind, x, T, K);
+    return s->xprep;
+}
+
+void cu_matmul_set(const cu_launch *L, cu_mm_state *s, const mmv_set *set, const float *x, int T, hearth_dtype t,
+                   int K, size_t row_bytes) {
+    cu_mmv(L, set, gemv_input(L, s, x, T, t, K), T, t, K, row_bytes);
+    int n = set->swiglu ? 2 : set->count;
+    for (int m = 0; m < n; m++) out_written(s, set->y[m], sizeof(float) * (size_t)T * set->n[m]);
+    if (set->swiglu) out_written(s, set->out, sizeof(float) * (size_t)T * set->n[0]);
+}
+
 void cu_matmul(const cu_launch *L, cu_mm_state *s, float *y, const float *x, int T, const void *w, hearth_dtype t,
                int N, int K, size_t row_bytes) {
-    if (T <= s->mmv_max_t && T <= 8 && cu_mmv_supported(t)) {
-        int kind = cu_mmv_xprep_kind(t);
-        const void *xp = x;
-        if (kind != XPREP_NONE) {
-            prep(L, s, kind, x, T, K);
-            xp = s->xprep;
-        }
-        cu_mmv(L, y, xp, T, w, t, K, N, row_bytes);
+    if (cu_mm_gemv(s, T, t)) {
+        mmv_set set = {};
+        set.w[0] = (const uint8_t *)w;
+        set.y[0] = y;
+        set.n[0] = N;
+        set.count = 1;
+        cu_matmul_set(L, s, &set, x, T, t, K, row_bytes);
+        return;
     } else if (t == HEARTH_DT_F32) {
         gemm(L, s, CUDA_R_32F, w, (int)(row_bytes / 4), x, y, N, T, K, N);
     } else if (t == HEARTH_DT_F16) {
@@ -61,9 +95,5 @@ void cu_matmul(const cu_launch *L, cu_mm_state *s, float *y, const float *x, int
         }
     }
     /* the output may have overwritten the cached input */
-    if (s->c_x) {
-        const char *ya = (const char *)y, *yb = ya + sizeof(float) * (size_t)T * N;
-        const char *xa = (const char *)s->c_x, *xb = xa + sizeof(float) * (size_t)s->c_T * s->c_K;
-        if (ya < xb && xa < yb) cu_mm_invalidate(s);
-    }
+    out_written(s, y, sizeof(float) * (size_t)T * N);
 }

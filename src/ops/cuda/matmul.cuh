@@ -16,6 +16,13 @@ struct cu_mm_state {
 };
 
 void cu_mm_invalidate(cu_mm_state *s);
+/* The scratch now holds x prepared as kind (a fused kernel wrote it). */
+void cu_mm_set_cache(cu_mm_state *s, const float *x, int T, int K, int kind);
+/* 1 when a matmul of T rows of type t runs on the GEMV kernels. */
+int cu_mm_gemv(const cu_mm_state *s, int T, hearth_dtype t);
+/* One GEMV launch over a set of matrices sharing x (cu_mm_gemv must hold). */
+void cu_matmul_set(const cu_launch *L, cu_mm_state *s, const mmv_set *set, const float *x, int T, hearth_dtype t,
+                   int K, size_t row_bytes);
 /* W: N rows of K elements of type t, row_bytes apart. */
 void cu_matmul(const cu_launch *L, cu_mm_state *s, float *y, const float *x, int T, const void *w, hearth_dtype t,
                int N, int K, size_t row_bytes);

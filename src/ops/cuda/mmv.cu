@@ -6,6 +6,10 @@
  * 16-byte loads (L1 bypassed), x rounded as the CPU backend rounds it (bf16
  * or f16 copies made by xprep.cu), f32 accumulation.
  *
+ * One launch computes a set of matrices that share x (mmv_set): q, k and v
+ * stacked by rows, or the gate/up pair of a SwiGLU with its epilogue
+ * (silu(gate) * up written next to both raw outputs).
+ *
  * Quantized weights (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K): x is q8 / q8_K
  * (xprep.cu) and the dot products are integer (dp4a) per group, then scaled
  * with the CPU backend's fmaf steps. When rows are 16-byte aligned, each warp stages its rows through
@@ -37,6 +41,39 @@ __device__ __forceinline__ float warp_sum(float v) {
     return v;
 }
 
+/* ---- the set of matrices of one launch ------------------------------------ */
+
+__device__ __forceinline__ int set_rows(const mmv_set &s) { return s.swiglu ? s.n[0] : s.n[0] + s.n[1] + s.n[2]; }
+
+/* Physical row ph (0, or 1 = the up row in swiglu mode) of logical row r. */
+__device__ __forceinline__ const uint8_t *set_row(const mmv_set &s, int r, int ph, size_t rb) {
+    if (s.swiglu) return (ph ? s.w[1] : s.w[0]) + (size_t)r * rb; /* no dynamic index: set stays in registers */
+    if (r < s.n[0]) return s.w[0] + (size_t)r * rb;
+    r -= s.n[0];
+    if (r < s.n[1]) return s.w[1] + (size_t)r * rb;
+    return s.w[2] + (size_t)(r - s.n[1]) * rb;
+}
+
+/* y of logical row r, token t (not swiglu). */
+__device__ __forceinline__ void set_store(const mmv_set &s, int r, int t, float v) {
+    if (r < s.n[0]) {
+        s.y[0][(size_t)t * s.n[0] + r] = v;
+    } else if (r - s.n[0] < s.n[1]) {
+        s.y[1][(size_t)t * s.n[1] + r - s.n[0]] = v;
+    } else {
+        s.y[2][(size_t)t * s.n[2] + r - s.n[0] - s.n[1]] = v;
+    }
+}
+
+/* swiglu: gate g and up u of row r, token t. out is written last, so it may
+ * alias either raw output. */
+__device__ __forceinline__ void swiglu_store(const mmv_set &s, int r, int t, float g, float u) {
+    size_t i = (size_t)t * s.n[0] + r;
+    if (s.out != s.y[0]) s.y[0][i] = g;
+    if (s.out != s.y[1]) s.y[1][i] = u;
+    s.out[i] = g / (1.0f + expf(-g)) * u;
+}
+
 /* ---- float weights -------------------------------------------------------- */
 
 /* 8 (2-byte types) or 4 (f32) elements of a 16-byte chunk, as floats. */
@@ -65,20 +102,24 @@ template <> __device__ __forceinline__ void unpack16<HEARTH_DT_F32>(uint4 v, flo
     f[3] = __uint_as_float(v.w);
 }
 
-/* One warp owns rows [R*warp, R*warp + R). Weights and x in 16-byte chunks:
+/* One warp owns logical rows [2*warp, 2*warp + 2), or in swiglu mode the
+ * gate and up rows of logical row warp. Weights and x in 16-byte chunks:
  * chunk c of a row is elements [E*c, E*c + E). */
-template <int WT, int NT, int R>
-__global__ void __launch_bounds__(256) mmv_float_kernel(const uint8_t *__restrict__ W, size_t row_bytes,
-                                                        const void *__restrict__ xp, float *__restrict__ y, int K,
-                                                        int N) {
+template <int WT, int NT>
+__global__ void __launch_bounds__(256) mmv_float_kernel(mmv_set set, size_t row_bytes, const void *__restrict__ xp,
+                                                        int K) {
     constexpr int E = WT == HEARTH_DT_F32 ? 4 : 8;
-    constexpr int U = 4;
+    constexpr int U = 4, R = 2;
     const int lane = threadIdx.x & 31;
-    const int row0 = (int)((blockIdx.x * blockDim.x + threadIdx.x) >> 5) * R;
+    const int warp = (int)((blockIdx.x * blockDim.x + threadIdx.x) >> 5);
+    const int N = set_rows(set);
+    const int row0 = set.swiglu ? warp : warp * R;
     const int nch = K / E;
     const uint8_t *wr[R];
 #pragma unroll
-    for (int r = 0; r < R; r++) wr[r] = W + (size_t)min(row0 + r, N - 1) * row_bytes;
+    for (int r = 0; r < R; r++)
+        wr[r] = set.swiglu ? set_row(set, min(row0, N - 1), r, row_bytes)
+                           : set_row(set, min(row0 + r, N - 1), 0, row_bytes);
     const uint8_t *xb = (const uint8_t *)xp;
     const size_t xrow = (size_t)K * (WT == HEARTH_DT_F32 ? 4 : 2);
 
@@ -132,12 +173,17 @@ __global__ void __launch_bounds__(256) mmv_float_kernel(const uint8_t *__restric
     }
     pdl_launch();
 #pragma unroll
-    for (int r = 0; r < R; r++)
-#pragma unroll
-        for (int t = 0; t < NT; t++) {
-            float v = warp_sum(acc[r][t]);
-            if (lane == 0 && row0 + r < N) y[(size_t)t * N + row0 + r] = v;
+    for (int t = 0; t < NT; t++) {
+        float v0 = warp_sum(acc[0][t]), v1 = warp_sum(acc[1][t]);
+        if (lane == 0) {
+            if (set.swiglu) {
+                swiglu_store(set, row0, t, v0, v1);
+            } else {
+                set_store(set, row0, t, v0);
+                if (row0 + 1 < N) set_store(set, row0 + 1, t, v1);
+            }
         }
+    }
 }
 
 /* Any K and alignment: warp per row, one element per lane step. */
@@ -149,28 +195,31 @@ __device__ __forceinline__ float load_elem(const void *p, size_t i) {
 }
 
 template <int WT, int NT>
-__global__ void __launch_bounds__(256) mmv_float_generic(const uint8_t *__restrict__ W, size_t row_bytes,
-                                                         const void *__restrict__ xp, float *__restrict__ y, int K,
-                                                         int N) {
+__global__ void __launch_bounds__(256) mmv_float_generic(mmv_set set, size_t row_bytes, const void *__restrict__ xp,
+                                                         int K) {
     pdl_wait();
     const int lane = threadIdx.x & 31;
     const int row = (int)((blockIdx.x * blockDim.x + threadIdx.x) >> 5);
-    if (row >= N) return;
-    const uint8_t *wr = W + (size_t)row * row_bytes;
-    float acc[NT];
+    if (row >= set_rows(set)) return;
+    float g[NT];
+    for (int ph = 0; ph <= set.swiglu; ph++) {
+        const uint8_t *wr = set_row(set, row, ph, row_bytes);
+        float acc[NT];
 #pragma unroll
-    for (int t = 0; t < NT; t++) acc[t] = 0.0f;
-    for (int k = lane; k < K; k += 32) {
-        float wv = load_elem<WT>(wr, k);
+        for (int t = 0; t < NT; t++) acc[t] = 0.0f;
+        for (int k = lane; k < K; k += 32) {
+            float wv = load_elem<WT>(wr, k);
 #pragma unroll
-        for (int t = 0; t < NT; t++) acc[t] = fmaf(wv, load_elem<WT>(xp, (size_t)t * K + k), acc[t]);
+            for (int t = 0; t < NT; t++) acc[t] = fmaf(wv, load_elem<WT>(xp, (size_t)t * K + k), acc[t]);
+        }
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            float v = warp_sum(acc[t]);
+            if (set.swiglu && ph == 0) g[t] = v;
+            else if (lane == 0) set.swiglu ? swiglu_store(set, row, t, g[t], v) : set_store(set, row, t, v);
+        }
     }
     pdl_launch();
-#pragma unroll
-    for (int t = 0; t < NT; t++) {
-        float v = warp_sum(acc[t]);
-        if (lane == 0) y[(size_t)t * N + row] = v;
-    }
 }
 
 /* ---- quantized weights ---------------------------------------------------- */
@@ -190,89 +239,120 @@ __device__ __forceinline__ void x_group(const xq8 &x, int t, int g, int *v, floa
     *ds = x.ds[(size_t)t * (x.K / QK) + g];
 }
 
-/* acc[t] += the dot product of one unit of a block (b: its bytes; sub: which
- * unit of the block; gb: the block's index in the row) with x row t. The
- * integer part is exact and each scaling step is the CPU's fmaf (see
- * ops/cpu/matmul_scalar.c); K-quant blocks are cut in 4 units of 64
- * elements, each scaled on its own. */
-template <int QT, int NT> struct qdot;
+/* acc[r][t] += the dot product of one unit of a block of row r (b[r]: its
+ * bytes; sub: which unit of the block; gb: the block's index in the row)
+ * with x row t; the R rows share each x load. The integer part is exact and
+ * each scaling step is the CPU's fmaf (see ops/cpu/matmul_scalar.c);
+ * K-quant blocks are cut in 4 units of 64 elements, each scaled on its own. */
+template <int QT, int NT, int R> struct qdot;
 
-template <int NT> struct qdot<HEARTH_DT_Q4_0, NT> {
-    static __device__ __forceinline__ void run(const uint8_t *b, int sub, int gb, const xq8 &x, float *acc) {
-        float d = h2f(ld16(b));
-        uint32_t q[4];
+template <int NT, int R> struct qdot<HEARTH_DT_Q4_0, NT, R> {
+    static __device__ __forceinline__ void run(const uint8_t *const *b, int sub, int gb, const xq8 &x,
+                                               float (*acc)[NT]) {
+        float d[R];
+        uint32_t q[R][4];
 #pragma unroll
-        for (int i = 0; i < 4; i++) q[i] = ld32u(b + 2 + 4 * i);
+        for (int r = 0; r < R; r++) {
+            d[r] = h2f(ld16(b[r]));
+#pragma unroll
+            for (int i = 0; i < 4; i++) q[r][i] = ld32u(b[r] + 2 + 4 * i);
+        }
 #pragma unroll
         for (int t = 0; t < NT; t++) {
             int v[8];
             float4 ds;
             x_group(x, t, gb, v, &ds);
-            int s = 0;
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
-                s = __dp4a((int)(q[i] & 0x0F0F0F0Fu), v[i], s);
-                s = __dp4a((int)((q[i] >> 4) & 0x0F0F0F0Fu), v[4 + i], s);
+            for (int r = 0; r < R; r++) {
+                int s = 0;
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    s = __dp4a((int)(q[r][i] & 0x0F0F0F0Fu), v[i], s);
+                    s = __dp4a((int)((q[r][i] >> 4) & 0x0F0F0F0Fu), v[4 + i], s);
+                }
+                s -= 8 * (int)ds.y;
+                acc[r][t] = fmaf(d[r] * ds.x, (float)s, acc[r][t]);
             }
-            s -= 8 * (int)ds.y;
-            acc[t] = fmaf(d * ds.x, (float)s, acc[t]);
         }
     }
 };
 
-template <int NT> struct qdot<HEARTH_DT_Q4_1, NT> {
-    static __device__ __forceinline__ void run(const uint8_t *b, int sub, int gb, const xq8 &x, float *acc) {
-        float d = h2f(ld16(b)), m = h2f(ld16(b + 2));
-        uint32_t q[4];
+template <int NT, int R> struct qdot<HEARTH_DT_Q4_1, NT, R> {
+    static __device__ __forceinline__ void run(const uint8_t *const *b, int sub, int gb, const xq8 &x,
+                                               float (*acc)[NT]) {
+        float d[R], m[R];
+        uint32_t q[R][4];
 #pragma unroll
-        for (int i = 0; i < 4; i++) q[i] = ld32u(b + 4 + 4 * i);
+        for (int r = 0; r < R; r++) {
+            d[r] = h2f(ld16(b[r]));
+            m[r] = h2f(ld16(b[r] + 2));
+#pragma unroll
+            for (int i = 0; i < 4; i++) q[r][i] = ld32u(b[r] + 4 + 4 * i);
+        }
 #pragma unroll
         for (int t = 0; t < NT; t++) {
             int v[8];
             float4 ds;
             x_group(x, t, gb, v, &ds);
-            int s = 0;
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
-                s = __dp4a((int)(q[i] & 0x0F0F0F0Fu), v[i], s);
-                s = __dp4a((int)((q[i] >> 4) & 0x0F0F0F0Fu), v[4 + i], s);
+            for (int r = 0; r < R; r++) {
+                int s = 0;
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    s = __dp4a((int)(q[r][i] & 0x0F0F0F0Fu), v[i], s);
+                    s = __dp4a((int)((q[r][i] >> 4) & 0x0F0F0F0Fu), v[4 + i], s);
+                }
+                acc[r][t] = fmaf(d[r] * ds.x, (float)s, acc[r][t]);
+                acc[r][t] = fmaf(m[r], ds.z, acc[r][t]);
             }
-            acc[t] = fmaf(d * ds.x, (float)s, acc[t]);
-            acc[t] = fmaf(m, ds.z, acc[t]);
         }
     }
 };
 
-template <int NT> struct qdot<HEARTH_DT_Q8_0, NT> {
-    static __device__ __forceinline__ void run(const uint8_t *b, int sub, int gb, const xq8 &x, float *acc) {
-        float d = h2f(ld16(b));
-        uint32_t q[8];
+template <int NT, int R> struct qdot<HEARTH_DT_Q8_0, NT, R> {
+    static __device__ __forceinline__ void run(const uint8_t *const *b, int sub, int gb, const xq8 &x,
+                                               float (*acc)[NT]) {
+        float d[R];
+        uint32_t q[R][8];
 #pragma unroll
-        for (int i = 0; i < 8; i++) q[i] = ld32u(b + 2 + 4 * i);
+        for (int r = 0; r < R; r++) {
+            d[r] = h2f(ld16(b[r]));
+#pragma unroll
+            for (int i = 0; i < 8; i++) q[r][i] = ld32u(b[r] + 2 + 4 * i);
+        }
 #pragma unroll
         for (int t = 0; t < NT; t++) {
             int v[8];
             float4 ds;
             x_group(x, t, gb, v, &ds);
-            int s = 0;
 #pragma unroll
-            for (int i = 0; i < 8; i++) s = __dp4a((int)q[i], v[i], s);
-            acc[t] = fmaf(d * ds.x, (float)s, acc[t]);
+            for (int r = 0; r < R; r++) {
+                int s = 0;
+#pragma unroll
+                for (int i = 0; i < 8; i++) s = __dp4a((int)q[r][i], v[i], s);
+                acc[r][t] = fmaf(d[r] * ds.x, (float)s, acc[r][t]);
+            }
         }
     }
 };
 
 /* Q4_K unit j (0..3): sub-blocks 2j (low nibbles of qs[32j..32j+32)) and 2j+1
  * (high nibbles). */
-template <int NT> struct qdot<HEARTH_DT_Q4_K, NT> {
-    static __device__ __forceinline__ void run(const uint8_t *b, int j, int gb, const xq8 &x, float *acc) {
-        float d = h2f(ld16(b)), dmin = h2f(ld16(b + 2));
-        int sc0, m0, sc1, m1;
-        q4k_scale_min(b + 4, 2 * j, &sc0, &m0);
-        q4k_scale_min(b + 4, 2 * j + 1, &sc1, &m1);
-        uint32_t q[8];
+template <int NT, int R> struct qdot<HEARTH_DT_Q4_K, NT, R> {
+    static __device__ __forceinline__ void run(const uint8_t *const *b, int j, int gb, const xq8 &x,
+                                               float (*acc)[NT]) {
+        float d[R], dmin[R];
+        int sc0[R], m0[R], sc1[R], m1[R];
+        uint32_t q[R][8];
 #pragma unroll
-        for (int i = 0; i < 8; i++) q[i] = ld32u(b + 16 + 32 * j + 4 * i);
+        for (int r = 0; r < R; r++) {
+            d[r] = h2f(ld16(b[r]));
+            dmin[r] = h2f(ld16(b[r] + 2));
+            q4k_scale_min(b[r] + 4, 2 * j, &sc0[r], &m0[r]);
+            q4k_scale_min(b[r] + 4, 2 * j + 1, &sc1[r], &m1[r]);
+#pragma unroll
+            for (int i = 0; i < 8; i++) q[r][i] = ld32u(b[r] + 16 + 32 * j + 4 * i);
+        }
         int g0 = gb * 8 + 2 * j;
 #pragma unroll
         for (int t = 0; t < NT; t++) {
@@ -280,35 +360,47 @@ template <int NT> struct qdot<HEARTH_DT_Q4_K, NT> {
             float4 ds0, ds1;
             x_group(x, t, g0, v0, &ds0);
             x_group(x, t, g0 + 1, v1, &ds1);
-            int s0 = 0, s1 = 0;
 #pragma unroll
-            for (int i = 0; i < 8; i++) {
-                s0 = __dp4a((int)(q[i] & 0x0F0F0F0Fu), v0[i], s0);
-                s1 = __dp4a((int)((q[i] >> 4) & 0x0F0F0F0Fu), v1[i], s1);
+            for (int r = 0; r < R; r++) {
+                int s0 = 0, s1 = 0;
+#pragma unroll
+                for (int i = 0; i < 8; i++) {
+                    s0 = __dp4a((int)(q[r][i] & 0x0F0F0F0Fu), v0[i], s0);
+                    s1 = __dp4a((int)((q[r][i] >> 4) & 0x0F0F0F0Fu), v1[i], s1);
+                }
+                int s = sc0[r] * s0 + sc1[r] * s1, mins = m0[r] * (int)ds0.y + m1[r] * (int)ds1.y;
+                acc[r][t] = fmaf(d[r] * ds0.x, (float)s, acc[r][t]);
+                acc[r][t] = fmaf(-(dmin[r] * ds0.x), (float)mins, acc[r][t]);
             }
-            int s = sc0 * s0 + sc1 * s1, mins = m0 * (int)ds0.y + m1 * (int)ds1.y;
-            acc[t] = fmaf(d * ds0.x, (float)s, acc[t]);
-            acc[t] = fmaf(-(dmin * ds0.x), (float)mins, acc[t]);
         }
     }
 };
 
 /* Q6_K unit u (0..3): half n = u/2 of the block, groups k = u%2 and k + 2
  * (low / high nibbles of the same 32 ql bytes, the same 32 qh bytes). */
-template <int NT> struct qdot<HEARTH_DT_Q6_K, NT> {
-    static __device__ __forceinline__ void run(const uint8_t *b, int u, int gb, const xq8 &x, float *acc) {
+template <int NT, int R> struct qdot<HEARTH_DT_Q6_K, NT, R> {
+    static __device__ __forceinline__ void run(const uint8_t *const *b, int u, int gb, const xq8 &x,
+                                               float (*acc)[NT]) {
         const int n = u >> 1, kk = u & 1;
-        float d = h2f(ld16(b + 208));
-        const uint8_t *ql = b + 64 * n + 32 * kk, *qh = b + 128 + 32 * n;
-        const int8_t *sc = (const int8_t *)(b + 192 + 8 * n);
-        int scA0 = sc[2 * kk], scA1 = sc[2 * kk + 1], scB0 = sc[2 * kk + 4], scB1 = sc[2 * kk + 5];
-        int va[8], vb[8];
+        float d[R];
+        int scA0[R], scA1[R], scB0[R], scB1[R], va[R][8], vb[R][8];
 #pragma unroll
-        for (int i = 0; i < 8; i++) {
-            uint32_t L = ld32u(ql + 4 * i), H = ld32u(qh + 4 * i);
-            va[i] = (int)__vsubss4((L & 0x0F0F0F0Fu) | (((H >> (2 * kk)) & 0x03030303u) << 4), 0x20202020u);
-            vb[i] = (int)__vsubss4(((L >> 4) & 0x0F0F0F0Fu) | (((H >> (2 * kk + 4)) & 0x03030303u) << 4),
-                                   0x20202020u);
+        for (int r = 0; r < R; r++) {
+            d[r] = h2f(ld16(b[r] + 208));
+            const uint8_t *ql = b[r] + 64 * n + 32 * kk, *qh = b[r] + 128 + 32 * n;
+            const int8_t *sc = (const int8_t *)(b[r] + 192 + 8 * n);
+            scA0[r] = sc[2 * kk];
+            scA1[r] = sc[2 * kk + 1];
+            scB0[r] = sc[2 * kk + 4];
+            scB1[r] = sc[2 * kk + 5];
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                uint32_t L = ld32u(ql + 4 * i), H = ld32u(qh + 4 * i);
+                va[r][i] =
+                    (int)__vsubss4((L & 0x0F0F0F0Fu) | (((H >> (2 * kk)) & 0x03030303u) << 4), 0x20202020u);
+                vb[r][i] = (int)__vsubss4(((L >> 4) & 0x0F0F0F0Fu) | (((H >> (2 * kk + 4)) & 0x03030303u) << 4),
+                                          0x20202020u);
+            }
         }
         int gA = gb * 8 + 4 * n + kk;
 #pragma unroll
@@ -317,51 +409,65 @@ template <int NT> struct qdot<HEARTH_DT_Q6_K, NT> {
             float4 dsa, dsb;
             x_group(x, t, gA, xa, &dsa);
             x_group(x, t, gA + 2, xb, &dsb);
-            int a0 = 0, a1 = 0, b0 = 0, b1 = 0;
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
-                a0 = __dp4a(va[i], xa[i], a0);
-                a1 = __dp4a(va[4 + i], xa[4 + i], a1);
-                b0 = __dp4a(vb[i], xb[i], b0);
-                b1 = __dp4a(vb[4 + i], xb[4 + i], b1);
+            for (int r = 0; r < R; r++) {
+                int a0 = 0, a1 = 0, b0 = 0, b1 = 0;
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    a0 = __dp4a(va[r][i], xa[i], a0);
+                    a1 = __dp4a(va[r][4 + i], xa[4 + i], a1);
+                    b0 = __dp4a(vb[r][i], xb[i], b0);
+                    b1 = __dp4a(vb[r][4 + i], xb[4 + i], b1);
+                }
+                int s = scA0[r] * a0 + scA1[r] * a1 + scB0[r] * b0 + scB1[r] * b1;
+                acc[r][t] = fmaf(d[r] * dsa.x, (float)s, acc[r][t]);
             }
-            int s = scA0 * a0 + scA1 * a1 + scB0 * b0 + scB1 * b1;
-            acc[t] = fmaf(d * dsa.x, (float)s, acc[t]);
         }
     }
 };
 
-/* Rows 16-byte aligned: each warp streams its rows (gw, gw + nw, ...) in
- * segments of SEG_BLOCKS blocks through a double buffer in shared memory. */
+/* Rows 16-byte aligned. A warp owns pairs of rows - the gate and up rows of
+ * one output in swiglu mode, logical rows 2j and 2j+1 otherwise - so every x
+ * load serves two rows; it streams pairs gw, gw + nw, ... in segments of
+ * SEG_BLOCKS blocks of both rows through a double buffer in shared memory
+ * (cp.async, 16-byte chunks, fully coalesced whatever the block size). */
 template <int QT, int NT>
-__global__ void __launch_bounds__(128) mmv_quant_staged(const uint8_t *__restrict__ W, size_t row_bytes, xq8 x,
-                                                        float *__restrict__ y, int N) {
+__global__ void __launch_bounds__(128) mmv_quant_staged(mmv_set set, size_t row_bytes, xq8 x) {
     using TR = qtraits<QT>;
     constexpr int SEG = TR::SEG_BLOCKS * TR::BYTES;
     static_assert(SEG % 16 == 0, "segment must be whole 16-byte chunks");
-    __shared__ __align__(16) uint8_t sm[4][2][SEG];
+    __shared__ __align__(16) uint8_t sm[4][2][2][SEG];
     const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
     const int gw = blockIdx.x * 4 + wid, nw = gridDim.x * 4;
+    const int N = set_rows(set);
+    const int npairs = set.swiglu ? N : (N + 1) / 2;
     const int nblk_row = x.K / TR::ELEMS;
     const int nseg = (int)((row_bytes + SEG - 1) / SEG);
-    const int nrows = gw < N ? (N - 1 - gw) / nw + 1 : 0;
-    const int nitems = nrows * nseg;
+    const int mine = gw < npairs ? (npairs - 1 - gw) / nw + 1 : 0;
+    const int nitems = mine * nseg;
 
+    auto row_of = [&](int pair, int k) -> const uint8_t * {
+        return set.swiglu ? set_row(set, pair, k, row_bytes) : set_row(set, min(2 * pair + k, N - 1), 0, row_bytes);
+    };
     auto issue = [&](int it) {
-        int j = it / nseg, s = it - j * nseg;
-        size_t row = (size_t)gw + (size_t)j * nw;
-        const uint8_t *src = W + row * row_bytes + (size_t)s * SEG;
+        int j = it / nseg, s = it - j * nseg, pair = gw + j * nw;
         int bytes = (int)min((size_t)SEG, row_bytes - (size_t)s * SEG);
-        uint8_t *dst = sm[wid][it & 1];
-        for (int c = lane * 16; c < bytes; c += 512) cp_async16(dst + c, src + c);
+#pragma unroll
+        for (int k = 0; k < 2; k++) {
+            const uint8_t *src = row_of(pair, k) + (size_t)s * SEG;
+            uint8_t *dst = sm[wid][it & 1][k];
+            for (int c = lane * 16; c < bytes; c += 512) cp_async16(dst + c, src + c);
+        }
     };
     if (nitems > 0) issue(0);
     cp_async_commit();
     pdl_wait();
 
-    float acc[NT];
+    float acc[2][NT];
 #pragma unroll
-    for (int t = 0; t < NT; t++) acc[t] = 0.0f;
+    for (int k = 0; k < 2; k++)
+#pragma unroll
+        for (int t = 0; t < NT; t++) acc[k][t] = 0.0f;
     for (int it = 0; it < nitems; it++) {
         if (it + 1 < nitems) issue(it + 1);
         cp_async_commit();
@@ -370,49 +476,62 @@ __global__ void __launch_bounds__(128) mmv_quant_staged(const uint8_t *__restric
         int j = it / nseg, s = it - j * nseg;
         int blk0 = s * TR::SEG_BLOCKS;
         int nu = min((int)TR::SEG_BLOCKS, nblk_row - blk0) * TR::UNITS;
-        const uint8_t *sb = sm[wid][it & 1];
+        const uint8_t *sa = sm[wid][it & 1][0], *sb = sm[wid][it & 1][1];
         for (int u = lane; u < nu; u += 32) {
             int b = u / TR::UNITS;
-            qdot<QT, NT>::run(sb + b * TR::BYTES, u - b * TR::UNITS, blk0 + b, x, acc);
+            const uint8_t *bp[2] = {sa + b * TR::BYTES, sb + b * TR::BYTES};
+            qdot<QT, NT, 2>::run(bp, u - b * TR::UNITS, blk0 + b, x, acc);
         }
         __syncwarp();
         if (s == nseg - 1) {
-            int row = gw + j * nw;
+            int pair = gw + j * nw;
 #pragma unroll
             for (int t = 0; t < NT; t++) {
-                float v = warp_sum(acc[t]);
-                if (lane == 0) y[(size_t)t * N + row] = v;
-                acc[t] = 0.0f;
+                float v0 = warp_sum(acc[0][t]), v1 = warp_sum(acc[1][t]);
+                acc[0][t] = acc[1][t] = 0.0f;
+                if (lane == 0) {
+                    if (set.swiglu) {
+                        swiglu_store(set, pair, t, v0, v1);
+                    } else {
+                        set_store(set, 2 * pair, t, v0);
+                        if (2 * pair + 1 < N) set_store(set, 2 * pair + 1, t, v1);
+                    }
+                }
             }
         }
     }
     pdl_launch();
 }
 
-/* Any row alignment: warp per row, blocks read straight from global memory. */
+/* Any row alignment: warp per logical row, blocks read straight from global
+ * memory. */
 template <int QT, int NT>
-__global__ void __launch_bounds__(256) mmv_quant_direct(const uint8_t *__restrict__ W, size_t row_bytes, xq8 x,
-                                                        float *__restrict__ y, int N) {
+__global__ void __launch_bounds__(256) mmv_quant_direct(mmv_set set, size_t row_bytes, xq8 x) {
     using TR = qtraits<QT>;
     pdl_wait();
     const int lane = threadIdx.x & 31;
     const int row = (int)((blockIdx.x * blockDim.x + threadIdx.x) >> 5);
-    if (row >= N) return;
-    const uint8_t *wr = W + (size_t)row * row_bytes;
+    if (row >= set_rows(set)) return;
     const int nu = x.K / TR::ELEMS * TR::UNITS;
-    float acc[NT];
+    float g[NT];
+    for (int ph = 0; ph <= set.swiglu; ph++) {
+        const uint8_t *wr = set_row(set, row, ph, row_bytes);
+        float acc[NT];
 #pragma unroll
-    for (int t = 0; t < NT; t++) acc[t] = 0.0f;
-    for (int u = lane; u < nu; u += 32) {
-        int b = u / TR::UNITS;
-        qdot<QT, NT>::run(wr + (size_t)b * TR::BYTES, u - b * TR::UNITS, b, x, acc);
+        for (int t = 0; t < NT; t++) acc[t] = 0.0f;
+        for (int u = lane; u < nu; u += 32) {
+            int b = u / TR::UNITS;
+            const uint8_t *bp[1] = {wr + (size_t)b * TR::BYTES};
+            qdot<QT, NT, 1>::run(bp, u - b * TR::UNITS, b, x, (float(*)[NT])acc);
+        }
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            float v = warp_sum(acc[t]);
+            if (set.swiglu && ph == 0) g[t] = v;
+            else if (lane == 0) set.swiglu ? swiglu_store(set, row, t, g[t], v) : set_store(set, row, t, v);
+        }
     }
     pdl_launch();
-#pragma unroll
-    for (int t = 0; t < NT; t++) {
-        float v = warp_sum(acc[t]);
-        if (lane == 0) y[(size_t)t * N + row] = v;
-    }
 }
 
 /* ---- dispatch ------------------------------------------------------------- */
@@ -435,65 +554,77 @@ int cu_mmv_xprep_kind(hearth_dtype t) {
     }
 }
 
+static int set_aligned(const mmv_set *s) {
+    int n = s->swiglu ? 2 : s->count;
+    for (int m = 0; m < n; m++)
+        if ((uintptr_t)s->w[m] & 15) return 0;
+    return 1;
+}
+
+static int set_rows_host(const mmv_set *s) { return s->swiglu ? s->n[0] : s->n[0] + s->n[1] + s->n[2]; }
+
 template <int WT, int NT>
-static void launch_float(const cu_launch *L, float *y, const void *xp, const void *w, int K, int N,
-                         size_t row_bytes) {
+static void launch_float(const cu_launch *L, const mmv_set *set, const void *xp, int K, size_t row_bytes) {
     constexpr int E = WT == HEARTH_DT_F32 ? 4 : 8;
-    int fast = K % E == 0 && ((uintptr_t)w & 15) == 0 && row_bytes % 16 == 0 && ((uintptr_t)xp & 15) == 0;
+    int N = set_rows_host(set);
+    int fast = K % E == 0 && set_aligned(set) && row_bytes % 16 == 0 && ((uintptr_t)xp & 15) == 0;
     if (fast) {
-        constexpr int R = 2;
-        int warps = cu_div_up(N, R);
-        cu_launch_k(L, mmv_float_kernel<WT, NT, R>, dim3(cu_div_up(warps, 8)), dim3(256), 0, (const uint8_t *)w,
-                    row_bytes, xp, y, K, N);
+        int warps = set->swiglu ? N : cu_div_up(N, 2);
+        cu_launch_k(L, mmv_float_kernel<WT, NT>, dim3(cu_div_up(warps, 8)), dim3(256), 0, *set, row_bytes, xp, K);
     } else {
-        cu_launch_k(L, mmv_float_generic<WT, NT>, dim3(cu_div_up(N, 8)), dim3(256), 0, (const uint8_t *)w,
-                    row_bytes, xp, y, K, N);
+        cu_launch_k(L, mmv_float_generic<WT, NT>, dim3(cu_div_up(N, 8)), dim3(256), 0, *set, row_bytes, xp, K);
     }
 }
 
 template <int QT, int NT>
-static void launch_quant(const cu_launch *L, float *y, const void *xp, const void *w, int K, int N,
-                         size_t row_bytes) {
+static void launch_quant(const cu_launch *L, const mmv_set *set, const void *xp, int K, size_t row_bytes) {
     size_t n = (size_t)NT * (size_t)K;
     xq8 x = {(const int8_t *)xp, (const float4 *)((const int8_t *)xp + n), K};
-    if (((uintptr_t)w & 15) == 0 && row_bytes % 16 == 0) {
-        int blocks = cu_div_up(N, 4);
-        if (blocks > L->n_sm * 16) blocks = L->n_sm * 16;
-        cu_launch_k(L, mmv_quant_staged<QT, NT>, dim3(blocks), dim3(128), 0, (const uint8_t *)w, row_bytes, x, y,
-                    N);
+    int N = set_rows_host(set);
+    if (set_aligned(set) && row_bytes % 16 == 0) {
+        /* one wave of resident blocks, or fewer when there are fewer pairs */
+        static int per_sm = 0;
+        if (!per_sm && (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mmv_quant_staged<QT, NT>, 128, 0) !=
+                            cudaSuccess ||
+                        per_sm < 1)) {
+            cudaGetLastError();
+            per_sm = 4;
+        }
+        int pairs = set->swiglu ? N : cu_div_up(N, 2);
+        int blocks = cu_div_up(pairs, 4);
+        if (blocks > L->n_sm * per_sm) blocks = L->n_sm * per_sm;
+        cu_launch_k(L, mmv_quant_staged<QT, NT>, dim3(blocks), dim3(128), 0, *set, row_bytes, x);
     } else {
-        cu_launch_k(L, mmv_quant_direct<QT, NT>, dim3(cu_div_up(N, 8)), dim3(256), 0, (const uint8_t *)w,
-                    row_bytes, x, y, N);
+        cu_launch_k(L, mmv_quant_direct<QT, NT>, dim3(cu_div_up(N, 8)), dim3(256), 0, *set, row_bytes, x);
     }
 }
 
 template <int NT>
-static void launch_nt(const cu_launch *L, float *y, const void *xp, const void *w, hearth_dtype t, int K, int N,
-                      size_t rb) {
+static void launch_nt(const cu_launch *L, const mmv_set *set, const void *xp, hearth_dtype t, int K, size_t rb) {
     switch (t) {
-    case HEARTH_DT_F32: launch_float<HEARTH_DT_F32, NT>(L, y, xp, w, K, N, rb); break;
-    case HEARTH_DT_F16: launch_float<HEARTH_DT_F16, NT>(L, y, xp, w, K, N, rb); break;
-    case HEARTH_DT_BF16: launch_float<HEARTH_DT_BF16, NT>(L, y, xp, w, K, N, rb); break;
-    case HEARTH_DT_Q4_0: launch_quant<HEARTH_DT_Q4_0, NT>(L, y, xp, w, K, N, rb); break;
-    case HEARTH_DT_Q4_1: launch_quant<HEARTH_DT_Q4_1, NT>(L, y, xp, w, K, N, rb); break;
-    case HEARTH_DT_Q8_0: launch_quant<HEARTH_DT_Q8_0, NT>(L, y, xp, w, K, N, rb); break;
-    case HEARTH_DT_Q4_K: launch_quant<HEARTH_DT_Q4_K, NT>(L, y, xp, w, K, N, rb); break;
-    case HEARTH_DT_Q6_K: launch_quant<HEARTH_DT_Q6_K, NT>(L, y, xp, w, K, N, rb); break;
+    case HEARTH_DT_F32: launch_float<HEARTH_DT_F32, NT>(L, set, xp, K, rb); break;
+    case HEARTH_DT_F16: launch_float<HEARTH_DT_F16, NT>(L, set, xp, K, rb); break;
+    case HEARTH_DT_BF16: launch_float<HEARTH_DT_BF16, NT>(L, set, xp, K, rb); break;
+    case HEARTH_DT_Q4_0: launch_quant<HEARTH_DT_Q4_0, NT>(L, set, xp, K, rb); break;
+    case HEARTH_DT_Q4_1: launch_quant<HEARTH_DT_Q4_1, NT>(L, set, xp, K, rb); break;
+    case HEARTH_DT_Q8_0: launch_quant<HEARTH_DT_Q8_0, NT>(L, set, xp, K, rb); break;
+    case HEARTH_DT_Q4_K: launch_quant<HEARTH_DT_Q4_K, NT>(L, set, xp, K, rb); break;
+    case HEARTH_DT_Q6_K: launch_quant<HEARTH_DT_Q6_K, NT>(L, set, xp, K, rb); break;
     default: break;
     }
 }
 
-void cu_mmv(const cu_launch *L, float *y, const void *xp, int T, const void *w, hearth_dtype t, int K, int N,
+void cu_mmv(const cu_launch *L, const mmv_set *set, const void *xp, int T, hearth_dtype t, int K,
             size_t row_bytes) {
     switch (T) {
-    case 1: launch_nt<1>(L, y, xp, w, t, K, N, row_bytes); break;
-    case 2: launch_nt<2>(L, y, xp, w, t, K, N, row_bytes); break;
-    case 3: launch_nt<3>(L, y, xp, w, t, K, N, row_bytes); break;
-    case 4: launch_nt<4>(L, y, xp, w, t, K, N, row_bytes); break;
-    case 5: launch_nt<5>(L, y, xp, w, t, K, N, row_bytes); break;
-    case 6: launch_nt<6>(L, y, xp, w, t, K, N, row_bytes); break;
-    case 7: launch_nt<7>(L, y, xp, w, t, K, N, row_bytes); break;
-    case 8: launch_nt<8>(L, y, xp, w, t, K, N, row_bytes); break;
+    case 1: launch_nt<1>(L, set, xp, t, K, row_bytes); break;
+    case 2: launch_nt<2>(L, set, xp, t, K, row_bytes); break;
+    case 3: launch_nt<3>(L, set, xp, t, K, row_bytes); break;
+    case 4: launch_nt<4>(L, set, xp, t, K, row_bytes); break;
+    case 5: launch_nt<5>(L, set, xp, t, K, row_bytes); break;
+    case 6: launch_nt<6>(L, set, xp, t, K, row_bytes); break;
+    case 7: launch_nt<7>(L, set, xp, t, K, row_bytes); break;
+    case 8: launch_nt<8>(L, set, xp, t, K, row_bytes); break;
     default: break;
     }
 }

@@ -55,6 +55,8 @@ struct rec {
 #define STAGE_BYTES (8u << 20)
 #define STAGE_MAX_UPLOAD (1u << 20)
 #define DL_STAGE_BYTES (16u << 20)
+#define PROF_EVENTS 256
+#define MAX_PROF 64
 
 struct graph_entry {
     uint64_t hash;
@@ -93,6 +95,15 @@ struct hearth_cuda_ctx {
     int nocap_next;
     long tick;
     hearth_cuda_stats stats;
+    int fuse;
+    int profile, pdl_saved;
+    cudaEvent_t prof_ev[PROF_EVENTS];
+    struct {
+        char label[96];
+        double ms;
+        long count;
+    } prof[MAX_PROF];
+    int n_prof;
 };
 
 /* ---- errors --------------------------------------------------------------- */
@@ -167,9 +178,182 @@ static void run_one(hearth_cuda_ctx *c, const rec *r) {
     }
 }
 
+/* ---- fusion: patterns of consecutive records run as one launch ---------------
+ * Each matcher checks that the fused kernel computes exactly what the records
+ * would (same inputs, no aliasing that the separate ops would see
+ * differently); anything else runs record by record. */
+
+static int overlap(const void *a, size_t na, const void *b, size_t nb) {
+    const char *x = (const char *)a, *y = (const char *)b;
+    return x < y + nb && y < x + na;
+}
+
+/* matmul fields: p0 y, p1 x, p2 w, i0 T, i1 type, i2 N, i3 K, z0 row_bytes */
+static size_t mm_ybytes(const rec *r) { return sizeof(float) * (size_t)r->i[0] * r->i[2]; }
+static size_t mm_xbytes(const rec *r) { return sizeof(float) * (size_t)r->i[0] * r->i[3]; }
+static int mm_gemv(const hearth_cuda_ctx *c, const rec *r) {
+    return r->kind == R_MATMUL && cu_mm_gemv(&c->mm, r->i[0], (hearth_dtype)r->i[1]);
+}
+static int mm_same_input(const rec *a, const rec *b) {
+    return a->p[1] == b->p[1] && a->i[0] == b->i[0] && a->i[1] == b->i[1] && a->i[3] == b->i[3] && a->z[0] == b->z[0];
+}
+
+static const char *type_name(int t) {
+    const hearth_dtype_info *d = hearth_dtype_get((uint32_t)t);
+    return d ? d->name : "?";
+}
+
+/* Runs the unit starting at recs[i]; returns how many records it took and
+ * names it in label (for the profile). */
+static int run_unit(hearth_cuda_ctx *c, const rec *recs, int i, int n, char *label, size_t lsz) {
+    const rec *r = &recs[i];
+    const cu_launch *L = &c->L;
+    int left = n - i;
+    if (c->fuse) {
+        /* gate, up, swiglu(out, gate, up) */
+        if (left >= 3 && mm_gemv(c, r) && mm_gemv(c, r + 1) && mm_same_input(r, r + 1) && r->i[2] == r[1].i[2] &&
+            r[2].kind == R_SWIGLU && r[2].p[1] == r->p[0] && r[2].p[2] == r[1].p[0] && r[2].i[0] == r->i[0] &&
+            r[2].i[1] == r->i[2] && !overlap(r->p[0], mm_ybytes(r), r[1].p[0], mm_ybytes(r)) &&
+            !overlap(r->p[0], mm_ybytes(r), r->p[1], mm_xbytes(r)) &&
+            !overlap(r[1].p[0], mm_ybytes(r), r->p[1], mm_xbytes(r)) &&
+            !overlap(r[2].p[0], mm_ybytes(r), r->p[1], mm_xbytes(r)) &&
+            (r[2].p[0] == r->p[0] || r[2].p[0] == r[1].p[0] ||
+             (!overlap(r[2].p[0], mm_ybytes(r), r->p[0], mm_ybytes(r)) &&
+              !overlap(r[2].p[0], mm_ybytes(r), r[1].p[0], mm_ybytes(r))))) {
+            mmv_set set = {};
+            set.w[0] = (const uint8_t *)r->p[2];
+            set.w[1] = (const uint8_t *)r[1].p[2];
+            set.y[0] = (float *)r->p[0];
+            set.y[1] = (float *)r[1].p[0];
+            set.n[0] = set.n[1] = r->i[2];
+            set.swiglu = 1;
+            set.out = (float *)r[2].p[0];
+            cu_matmul_set(L, &c->mm, &set, (const float *)r->p[1], r->i[0], (hearth_dtype)r->i[1], r->i[3], r->z[0]);
+            snprintf(label, lsz, "matmul gate+up+swiglu %s %dx%d T=%d", type_name(r->i[1]), r->i[2], r->i[3], r->i[0]);
+            return 3;
+        }
+        /* up to 3 matmuls of one x (q, k, v) */
+        if (left >= 2 && mm_gemv(c, r)) {
+            int m = 1;
+            while (m < 3 && m < left && mm_gemv(c, r + m) && mm_same_input(r, r + m)) {
+                const rec *q = r + m;
+                int ok = !overlap(q->p[0], mm_ybytes(q), r->p[1], mm_xbytes(r));
+                for (int j = 0; j < m && ok; j++) ok = !overlap(q->p[0], mm_ybytes(q), r[j].p[0], mm_ybytes(r + j));
+                if (!ok) break;
+                m++;
+            }
+            if (m >= 2 && !overlap(r->p[0], mm_ybytes(r), r->p[1], mm_xbytes(r))) {
+                mmv_set set = {};
+                int rows = 0;
+                for (int j = 0; j < m; j++) {
+                    set.w[j] = (const uint8_t *)r[j].p[2];
+                    set.y[j] = (float *)r[j].p[0];
+                    set.n[j] = r[j].i[2];
+                    rows += r[j].i[2];
+                }
+                set.count = m;
+                cu_matmul_set(L, &c->mm, &set, (const float *)r->p[1], r->i[0], (hearth_dtype)r->i[1], r->i[3],
+                              r->z[0]);
+                snprintf(label, lsz, "matmul x%d %s %dx%d T=%d", m, type_name(r->i[1]), rows, r->i[3], r->i[0]);
+                return m;
+            }
+        }
+        /* [add(X, D)] rmsnorm(Y, X) [-> matmul(x = Y) needing prep] */
+        {
+            const rec *a = r->kind == R_ADD ? r : NULL, *nr = a ? r + 1 : r;
+            int took = a ? 2 : 1;
+            if ((!a || left >= 2) && nr->kind == R_RMSNORM && nr->i[1] > 256 &&
+                (!a || (nr->p[1] == a->p[0] && (size_t)nr->i[0] * nr->i[1] == a->z[0]))) {
+                int rows = nr->i[0], dim = nr->i[1], kind = XPREP_NONE;
+                const rec *mm = took < left ? nr + 1 : NULL;
+                if (mm && mm_gemv(c, mm) && mm->p[1] == nr->p[0] && mm->i[0] == rows && mm->i[3] == dim)
+                    kind = cu_mmv_xprep_kind((hearth_dtype)mm->i[1]);
+                if (!cu_add_rmsnorm_fits(dim, kind)) kind = XPREP_NONE;
+                if (cu_add_rmsnorm_fits(dim, kind) && (a || kind != XPREP_NONE)) {
+                    cu_mm_invalidate(&c->mm);
+                    cu_add_rmsnorm(L, (float *)nr->p[1], a ? (const float *)a->p[1] : NULL, (float *)nr->p[0],
+                                   (const float *)nr->p[2], rows, dim, nr->f[0], kind, c->mm.xprep);
+                    if (kind != XPREP_NONE) cu_mm_set_cache(&c->mm, (const float *)nr->p[0], rows, dim, kind);
+                    snprintf(label, lsz, "%srmsnorm%s dim %d rows %d", a ? "add+" : "",
+                             kind != XPREP_NONE ? "+prep" : "", dim, rows);
+                    return took;
+                }
+            }
+        }
+        /* rope(q), rope(k), kv_write(k, v) */
+        if (left >= 3 && r->kind == R_ROPE && r[1].kind == R_ROPE && r[2].kind == R_KV_WRITE &&
+            r->i[0] == r[1].i[0] && r->i[2] == r[1].i[2] && r->p[1] == r[1].p[1] && r->p[2] == r[1].p[2] &&
+            r->i[3] == r[1].i[3] && r->i[4] == r[1].i[4] && r[2].p[3] == r[1].p[0] && r[2].p[6] == r->p[1] &&
+            r[2].i[3] == r->i[0] && r[2].i[2] == r[1].i[1] * r[1].i[2]) {
+            int T = r->i[0], hd = r->i[2];
+            size_t qb = sizeof(float) * (size_t)T * r->i[1] * hd, kb = sizeof(float) * (size_t)T * r[2].i[2];
+            if (!overlap(r->p[0], qb, r[1].p[0], kb) && !overlap(r->p[0], qb, r[2].p[4], kb) &&
+                !overlap(r[1].p[0], kb, r[2].p[4], kb)) {
+                cu_mm_invalidate(&c->mm);
+                cu_kv kv = {(float *)r[2].p[0], (float *)r[2].p[1], (const int32_t *)r[2].p[2], r[2].i[0], r[2].i[1],
+                            r[2].i[2]};
+                cu_rope_kv(L, (float *)r->p[0], (float *)r[1].p[0], (const float *)r[2].p[4], T, r->i[1], r[1].i[1],
+                           hd, (const int32_t *)r->p[1], (const float *)r->p[2], r->i[3], r->i[4], &kv,
+                           (const int32_t *)r[2].p[5]);
+                snprintf(label, lsz, "rope+rope+kv_write T=%d", T);
+                return 3;
+            }
+        }
+    }
+    run_one(c, r);
+    switch (r->kind) {
+    case R_MATMUL:
+        snprintf(label, lsz, "matmul %s %dx%d T=%d%s", type_name(r->i[1]), r->i[2], r->i[3], r->i[0],
+                 mm_gemv(c, r) ? "" : " (cublas)");
+        break;
+    case R_ATTN: snprintf(label, lsz, "attention T=%d%s", r->i[3], r->i[3] > 32 ? " (tensor cores)" : ""); break;
+    default: {
+        static const char *names[] = {"?", "upload", "copy", "matmul", "embed", "rmsnorm", "rope", "add_bias",
+                                      "add", "swiglu", "kv_write", "attention"};
+        snprintf(label, lsz, "%s", names[r->kind]);
+    }
+    }
+    return 1;
+}
+
+static void prof_add(hearth_cuda_ctx *c, const char *label, float ms) {
+    int k = 0;
+    while (k < c->n_prof && strcmp(c->prof[k].label, label)) k++;
+    if (k == c->n_prof) {
+        if (c->n_prof == MAX_PROF) return;
+        snprintf(c->prof[k].label, sizeof c->prof[0].label, "%s", label);
+        c->prof[k].ms = 0.0;
+        c->prof[k].count = 0;
+        c->n_prof++;
+    }
+    c->prof[k].ms += ms;
+    c->prof[k].count++;
+}
+
 static void run_recs(hearth_cuda_ctx *c, const rec *recs, int n) {
+    char label[96];
     cu_mm_invalidate(&c->mm);
-    for (int i = 0; i < n; i++) run_one(c, &recs[i]);
+    if (!c->profile) {
+        for (int i = 0; i < n;) i += run_unit(c, recs, i, n, label, sizeof label);
+    } else {
+        /* an event pair around each unit; the stream is drained per batch */
+        for (int i = 0; i < n;) {
+            int nu = 0;
+            char labels[PROF_EVENTS / 2][96];
+            while (i < n && nu < PROF_EVENTS / 2) {
+                cudaEventRecord(c->prof_ev[2 * nu], c->stream);
+                i += run_unit(c, recs, i, n, labels[nu], sizeof labels[0]);
+                cudaEventRecord(c->prof_ev[2 * nu + 1], c->stream);
+                nu++;
+            }
+            cudaStreamSynchronize(c->stream);
+            for (int u = 0; u < nu; u++) {
+                float ms = 0.0f;
+                cudaEventElapsedTime(&ms, c->prof_ev[2 * u], c->prof_ev[2 * u + 1]);
+                prof_add(c, labels[u], ms);
+            }
+        }
+    }
     cu_mm_invalidate(&c->mm);
 }
 
@@ -252,7 +436,7 @@ static void flush(hearth_cuda_ctx *c, int sync) {
     if (c->n_recs > 0) {
         c->stats.flushes++;
         int done = 0;
-        if (c->graphs_on) {
+        if (c->graphs_on && !c->profile) {
             uint64_t h = hash_recs(c->recs, c->n_recs);
             for (int i = 0; i < N_GRAPHS && !done; i++) {
                 graph_entry *g = &c->graphs[i];
@@ -334,6 +518,7 @@ extern "C" hearth_status hearth_cuda_ctx_new(hearth_cuda_ctx **out, int device, 
     c->max_cols = max_cols;
     c->max_ctx = max_ctx;
     c->graphs_on = 1;
+    c->fuse = 1;
     c->L.pdl = 1;
     c->L.err = &c->err;
     c->mm.mmv_max_t = 8;
@@ -392,6 +577,8 @@ extern "C" void hearth_cuda_ctx_free(hearth_cuda_ctx *c) {
         cudaStreamSynchronize(c->stream);
     }
     drop_graphs(c);
+    for (int i = 0; i < PROF_EVENTS; i++)
+        if (c->prof_ev[i]) cudaEventDestroy(c->prof_ev[i]);
     if (c->mm.blas) cublasDestroy(c->mm.blas);
     cudaFree(c->blas_ws);
     cudaFree(c->mm.xprep);
@@ -422,7 +609,72 @@ extern "C" void hearth_cuda_ctx_set_graphs(hearth_cuda_ctx *c, int on) {
 extern "C" void hearth_cuda_ctx_set_pdl(hearth_cuda_ctx *c, int on) {
     flush(c, 1);
     drop_graphs(c);
-    c->L.pdl = on != 0;
+    if (c->profile) c->pdl_saved = on != 0;
+    else c->L.pdl = on != 0;
+}
+
+extern "C" void hearth_cuda_ctx_set_fusion(hearth_cuda_ctx *c, int on) {
+    flush(c, 1);
+    drop_graphs(c);
+    c->fuse = on != 0;
+}
+
+extern "C" void hearth_cuda_ctx_profile(hearth_cuda_ctx *c, int on) {
+    flush(c, 1);
+    if (on && !c->prof_ev[0]) {
+        for (int i = 0; i < PROF_EVENTS; i++)
+            if (cudaEventCreate(&c->prof_ev[i]) != cudaSuccess) {
+                cudaGetLastError();
+                for (int j = 0; j < i; j++) cudaEventDestroy(c->prof_ev[j]);
+                memset(c->prof_ev, 0, sizeof c->prof_ev);
+                return;
+            }
+    }
+    /* events between programmatically dependent kernels would time the
+     * overlap, not the kernels: profiled runs launch without PDL */
+    if (on && !c->profile) {
+        c->pdl_saved = c->L.pdl;
+        c->L.pdl = 0;
+    } else if (!on && c->profile) {
+        c->L.pdl = c->pdl_saved;
+    }
+    c->profile = on != 0;
+    if (on) c->n_prof = 0;
+}
+
+static int cmp_prof(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b; /* the first member of an order entry */
+    return (x < y) - (x > y);
+}
+
+extern "C" size_t hearth_cuda_ctx_profile_text(hearth_cuda_ctx *c, char *buf, size_t size) {
+    flush(c, 1);
+    struct {
+        double ms;
+        int k;
+    } order[MAX_PROF];
+    double total = 0.0;
+    for (int k = 0; k < c->n_prof; k++) {
+        order[k].ms = c->prof[k].ms;
+        order[k].k = k;
+        total += c->prof[k].ms;
+    }
+    qsort(order, (size_t)c->n_prof, sizeof order[0], cmp_prof);
+    size_t used = 0;
+    int w = snprintf(buf, size, "%10s %8s %9s %6s  %s\n", "total ms", "count", "avg us", "share", "launch unit");
+    if (w > 0) used += (size_t)w;
+    for (int i = 0; i < c->n_prof && used < size; i++) {
+        int k = order[i].k;
+        w = snprintf(buf + used, size - used, "%10.3f %8ld %9.2f %5.1f%%  %s\n", c->prof[k].ms, c->prof[k].count,
+                     1e3 * c->prof[k].ms / (double)c->prof[k].count, 100.0 * c->prof[k].ms / (total > 0 ? total : 1),
+                     c->prof[k].label);
+        if (w > 0) used += (size_t)w;
+    }
+    if (used < size) {
+        w = snprintf(buf + used, size - used, "%10.3f total\n", total);
+        if (w > 0) used += (size_t)w;
+    }
+    return used < size ? used : size;
 }
 
 extern "C" void hearth_cuda_ctx_set_mmv_max_tokens(hearth_cuda_ctx *c, int t) {

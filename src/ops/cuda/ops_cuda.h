@@ -49,6 +49,16 @@ void hearth_cuda_ctx_set_graphs(hearth_cuda_ctx *c, int on);
 void hearth_cuda_ctx_set_pdl(hearth_cuda_ctx *c, int on);
 /* Up to which T matmul uses the GEMV kernels; above it, cuBLAS (default 8). */
 void hearth_cuda_ctx_set_mmv_max_tokens(hearth_cuda_ctx *c, int t);
+/* fusion: run recognised op patterns as one kernel (default 1): matmuls
+ * sharing x (q, k, v), gate + up + swiglu, add + rmsnorm (+ the next
+ * matmul's input preparation), rope + rope + kv_write. */
+void hearth_cuda_ctx_set_fusion(hearth_cuda_ctx *c, int on);
+/* Profile: while on, flushes run eagerly (no graphs, no PDL) with device
+ * events around each launch unit, summed per unit label. Turning it on clears the
+ * sums. profile_text writes a table (largest first) into buf, returns the
+ * length written. */
+void hearth_cuda_ctx_profile(hearth_cuda_ctx *c, int on);
+size_t hearth_cuda_ctx_profile_text(hearth_cuda_ctx *c, char *buf, size_t size);
 
 /* Issue everything recorded and wait for the device (benchmarks, tests). */
 void hearth_cuda_ctx_sync(hearth_cuda_ctx *c);

@@ -1,6 +1,8 @@
-/* rmsnorm.cu - y = x / sqrt(mean(x^2) + eps) * w per row. y may alias x: each
- * element is read and written by the same thread. A warp per row for short
- * rows (per-head q/k norms), a block per row for hidden-size rows. */
+/* rmsnorm.cu - y = x / sqrt(mean(x^2) + eps) * w per row, in the CPU's (and
+ * ggml's) rounding: f32 squares summed in double, the mean rounded to f32.
+ * y may alias x: each element is read and written by the same thread. A warp
+ * per row for short rows (per-head q/k norms), a block per row for
+ * hidden-size rows. */
 #include "ops/cuda/cuda_internal.cuh"
 
 __global__ void rmsnorm_warp_kernel(float *y, const float *x, const float *__restrict__ w, int n_rows, int dim,
@@ -12,16 +14,16 @@ __global__ void rmsnorm_warp_kernel(float *y, const float *x, const float *__res
     const float *xr = x + (size_t)row * dim;
     float *yr = y + (size_t)row * dim;
     float v[8]; /* dim <= 256 */
-    float ss = 0.0f;
+    double ss = 0.0;
 #pragma unroll
     for (int i = 0; i < 8; i++) {
         int k = lane + 32 * i;
         v[i] = k < dim ? xr[k] : 0.0f;
-        ss = fmaf(v[i], v[i], ss);
+        ss += (double)(v[i] * v[i]);
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    float s = 1.0f / sqrtf(ss / (float)dim + eps);
+    float s = 1.0f / sqrtf((float)(ss / dim) + eps);
     pdl_launch();
 #pragma unroll
     for (int i = 0; i < 8; i++) {
@@ -33,19 +35,19 @@ __global__ void rmsnorm_warp_kernel(float *y, const float *x, const float *__res
 __global__ void __launch_bounds__(256) rmsnorm_block_kernel(float *y, const float *x, const float *__restrict__ w,
                                                             int dim, float eps) {
     pdl_wait();
-    __shared__ float red[8];
+    __shared__ double red[8];
     const float *xr = x + (size_t)blockIdx.x * dim;
     float *yr = y + (size_t)blockIdx.x * dim;
-    float ss = 0.0f;
-    for (int k = threadIdx.x; k < dim; k += 256) ss = fmaf(xr[k], xr[k], ss);
+    double ss = 0.0;
+    for (int k = threadIdx.x; k < dim; k += 256) ss += (double)(xr[k] * xr[k]);
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
     if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
     __syncthreads();
-    float tot = 0.0f;
+    double tot = 0.0;
 #pragma unroll
     for (int i = 0; i < 8; i++) tot += red[i];
-    float s = 1.0f / sqrtf(tot / (float)dim + eps);
+    float s = 1.0f / sqrtf((float)(tot / dim) + eps);
     pdl_launch();
     for (int k = threadIdx.x; k < dim; k += 256) yr[k] = xr[k] * s * w[k];
 }

@@ -1,0 +1,96 @@
+/* add_rmsnorm.cu - the recorder's fusion of a residual add, the rmsnorm that
+ * reads its result, and the preparation of the normed row for the matmuls
+ * that follow (bf16 / f16 copy, or q8 in 32-blocks, as xprep.cu makes them):
+ *   X += D (when D is given); Y = X / rms(X) * w; prep(Y).
+ * One block of 1024 threads per row (a decode step has one row: the whole
+ * chip waits on this block, so it is wide and shallow), each thread holding
+ * the elements k with k % 1024 == tid (dim <= 8192), so Y may alias X or D:
+ * every element is read and written by one thread. Rounding as rmsnorm.cu
+ * and add.cu. */
+#include "ops/cuda/cuda_internal.cuh"
+
+#define AR_NT 1024
+#define AR_MAXJ 8 /* dim <= AR_NT * AR_MAXJ */
+
+__global__ void __launch_bounds__(AR_NT) add_rmsnorm_kernel(float *X, const float *D, float *Y,
+                                                          const float *__restrict__ w, int dim, float eps, int kind,
+                                                          void *prep, int T) {
+    pdl_wait();
+    __shared__ double red[AR_NT / 32];
+    const int row = blockIdx.x, tid = threadIdx.x, lane = tid & 31;
+    float *xr = X + (size_t)row * dim;
+    const float *dr = D ? D + (size_t)row * dim : NULL;
+    float *yr = Y + (size_t)row * dim;
+    float v[AR_MAXJ];
+    double ss = 0.0;
+#pragma unroll
+    for (int j = 0; j < AR_MAXJ; j++) {
+        int k = j * AR_NT + tid;
+        v[j] = 0.0f;
+        if (k < dim) {
+            float a = xr[k];
+            if (dr) a = a + dr[k];
+            v[j] = a;
+            ss += (double)(a * a);
+        }
+    }
+    if (dr) {
+#pragma unroll
+        for (int j = 0; j < AR_MAXJ; j++) {
+            int k = j * AR_NT + tid;
+            if (k < dim) xr[k] = v[j];
+        }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if (lane == 0) red[tid >> 5] = ss;
+    __syncthreads();
+    double tot = 0.0;
+#pragma unroll
+    for (int i = 0; i < AR_NT / 32; i++) tot += red[i];
+    const float s = 1.0f / sqrtf((float)(tot / dim) + eps);
+    pdl_launch();
+    const size_t n = (size_t)T * dim;
+#pragma unroll
+    for (int j = 0; j < AR_MAXJ; j++) {
+        int k = j * AR_NT + tid;
+        if (j * AR_NT >= dim) break;
+        float y = 0.0f;
+        if (k < dim) {
+            y = v[j] * s * w[k];
+            yr[k] = y;
+        }
+        size_t e = (size_t)row * dim + k;
+        if (kind == XPREP_BF16) {
+            if (k < dim) ((__nv_bfloat16 *)prep)[e] = __float2bfloat16_rn(y);
+        } else if (kind == XPREP_F16) {
+            if (k < dim) ((__half *)prep)[e] = __float2half_rn(y);
+        } else if (kind == XPREP_Q8) { /* dim % 32 == 0: a warp holds one 32-group */
+            if (j * AR_NT + (tid & ~31) < dim) {
+                float amax = fabsf(y);
+#pragma unroll
+                for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+                float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
+                int q = __float2int_rn(y * id);
+                q = q > 127 ? 127 : q < -128 ? -128 : q;
+                ((int8_t *)prep)[e] = (int8_t)q;
+                int sum = q;
+#pragma unroll
+                for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+                if (lane == 0)
+                    ((float4 *)((int8_t *)prep + n))[e / QK] =
+                        make_float4(__half2float(__float2half_rn(d)), (float)sum,
+                                    __half2float(__float2half_rn(d * (float)sum)), 0.0f);
+            }
+        }
+    }
+}
+
+int cu_add_rmsnorm_fits(int dim, int kind) {
+    return dim <= AR_NT * AR_MAXJ && (kind != XPREP_Q8 || dim % QK == 0) && kind != XPREP_Q8K;
+}
+
+void cu_add_rmsnorm(const cu_launch *L, float *X, const float *D, float *Y, const float *w, int rows, int dim,
+                    float eps, int kind, void *prep) {
+    cu_launch_k(L, add_rmsnorm_kernel, dim3(rows), dim3(AR_NT), 0, X, D, Y, w, dim, eps, kind, prep, rows);
+}

@@ -1,0 +1,55 @@
+/* rope_kv.cu - the recorder's fusion of rope(q), rope(k) and kv_write(k, v):
+ * blocks (t, part) rotate token t's q and k heads in place (as rope.cu does)
+ * and store k and v at (seq[t], pos[t]) of the paged cache (as kv_write.cu
+ * does), a pair per thread spread over several blocks per token. Dimensions
+ * past rot_dim are not rotated but still stored. */
+#include "ops/cuda/cuda_internal.cuh"
+
+__global__ void rope_kv_kernel(float *q, float *k, const float *__restrict__ v, int n_q, int n_k, int head_dim,
+                               const int32_t *__restrict__ pos, const float *__restrict__ inv_freq, int half,
+                               int neox, cu_kv kv, const int32_t *__restrict__ seq) {
+    pdl_wait();
+    const int t = blockIdx.x, p = pos[t];
+    const int blk = kv.table[(size_t)seq[t] * kv.max_blocks + p / kv.block_size];
+    const size_t off = ((size_t)blk * kv.block_size + (size_t)(p % kv.block_size)) * kv.kv_dim;
+    float *qt = q + (size_t)t * n_q * head_dim, *kt = k + (size_t)t * kv.kv_dim;
+    const float *vt = v + (size_t)t * kv.kv_dim;
+    const int stride = blockDim.x * gridDim.y, i0 = blockIdx.y * blockDim.x + threadIdx.x;
+    for (int i = i0; i < (n_q + n_k) * half; i += stride) {
+        int h = i / half, pi = i - h * half;
+        float ang = (float)p * inv_freq[pi];
+        float sn, cs;
+        sincosf(ang, &sn, &cs);
+        int a = neox ? pi : 2 * pi, b = neox ? pi + half : 2 * pi + 1;
+        if (h < n_q) {
+            float *x = qt + (size_t)h * head_dim;
+            float x0 = x[a], x1 = x[b];
+            x[a] = x0 * cs - x1 * sn;
+            x[b] = x0 * sn + x1 * cs;
+        } else {
+            h -= n_q;
+            float *x = kt + (size_t)h * head_dim;
+            float x0 = x[a], x1 = x[b];
+            float y0 = x0 * cs - x1 * sn, y1 = x0 * sn + x1 * cs;
+            x[a] = y0;
+            x[b] = y1;
+            kv.k[off + (size_t)h * head_dim + a] = y0;
+            kv.k[off + (size_t)h * head_dim + b] = y1;
+        }
+    }
+    for (int i = i0; i < kv.kv_dim; i += stride) {
+        if (i % head_dim >= 2 * half) kv.k[off + i] = kt[i];
+        kv.v[off + i] = vt[i];
+    }
+    pdl_launch();
+}
+
+void cu_rope_kv(const cu_launch *L, float *q, float *k, const float *v, int T, int n_q, int n_k, int head_dim,
+                const int32_t *pos, const float *inv_freq, int rot_dim, int neox, const cu_kv *kv,
+                const int32_t *seq) {
+    int parts = cu_div_up((long)(n_q + n_k) * (rot_dim / 2), 128);
+    if (parts > 32) parts = 32;
+    if (parts < 1) parts = 1;
+    cu_launch_k(L, rope_kv_kernel, dim3(T, parts), dim3(128), 0, q, k, v, n_q, n_k, head_dim, pos, inv_freq,
+                rot_dim / 2, neox, *kv, seq);
+}
