@@ -713,8 +713,11 @@ static int layer_case(hearth_dtype t, int T) {
      * block by several percent) while cuBLAS takes bf16 activations, so the
      * CPU is the less exact of the two; cuda_matmul_* checks that path against
      * the unquantized-x reference instead. Fused and unfused runs are compared
-     * bit for bit in every case. */
-    double tol = T <= 8 ? (quant ? 1e-2 : 2e-3) : (quant ? INFINITY : 5e-3);
+     * bit for bit in every case. Float weights at T = 40: the f16 attention
+     * (~1e-3 relative) moves the large swiglu products (|hb| ~ 1e3 with this
+     * data's outliers) across bf16 / f16 steps of the down projection's
+     * input: up to ~1e-2 of max |x| was seen, hence 3e-2. */
+    double tol = T <= 8 ? (quant ? 1e-2 : 2e-3) : (quant ? INFINITY : 3e-2);
     char errs[256] = "";
     for (int i = 0; i < 8 && ok; i++) {
         size_t at, n = i == 1 ? (size_t)T * dim : sz[i]; /* xb ends as the down output [T][dim] */
