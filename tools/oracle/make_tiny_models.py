@@ -29,7 +29,8 @@ logit margin at that position is wide in every way the model is run:
               margin (an engine that computes bf16 weights with f32 activations
               lies between the two).
 Greedy prompts are drawn likewise: a random prompt is kept only when every one
-of its 32 greedy steps has such a margin. The margins actually seen are
+of its 32 greedy steps has such a margin, and its continuation is not a short
+loop (at least MIN_DISTINCT distinct ids). The margins actually seen are
 recorded in golden.json.
 
 Numerics: float32 goldens run on the GPU with TF32 off (matmul and cuDNN) and
@@ -59,6 +60,8 @@ SEQ_LEN = 24          # tokens per logits sequence (mistral's window is 8: it ma
 N_SEQ = 3             # logits sequences per model
 GREEDY_NEW = 32       # greedy continuation length
 GREEDY_PROMPT_LENS = (7, 13)
+MIN_DISTINCT = 12     # distinct ids a greedy continuation must hold: random models,
+                      # tied ones above all, fall into short loops, which test little
 PICK_F32 = 0.02       # margin demanded while choosing ids (f32); checked: > 1e-2
 PICK_BF16 = 0.25      # margin demanded while choosing ids (bf16); checked: > 0.1
 CHECK_F32 = 1e-2
@@ -201,7 +204,15 @@ def greedy_batch(model, prompts, n):
     return torch.stack(toks, 1), torch.stack(gaps, 1)
 
 
+def distinct(toks):
+    """Number of distinct ids in each row of [B, n]."""
+    s, _ = toks.sort(dim=1)
+    return 1 + (s[:, 1:] != s[:, :-1]).sum(dim=1)
+
+
 def choose_greedy_prompt(run, vocab, length, gen, device):
+    """A prompt whose greedy steps all have wide margins; among those, the one
+    whose continuations hold the most distinct ids (first to reach MIN_DISTINCT)."""
     prompts = torch.randint(0, vocab, (GREEDY_CANDIDATES, length), generator=gen).to(device)
     t32, g32 = greedy_batch(run.m32, prompts, GREEDY_NEW)
     t16, g16 = greedy_batch(run.m16, prompts, GREEDY_NEW)
@@ -209,10 +220,16 @@ def choose_greedy_prompt(run, vocab, length, gen, device):
     ok = ((g32 >= PICK_F32).all(1) & (g16 >= PICK_BF16).all(1) & (g16f >= PICK_BF16).all(1)
           & (t16 == t16f).all(1))
     good = ok.nonzero().flatten().tolist()
-    log(f"    greedy prompts of {length}: {len(good)}/{GREEDY_CANDIDATES} candidates pass")
     if not good:
+        log(f"    greedy prompts of {length}: none of {GREEDY_CANDIDATES} has wide margins")
         return None
-    return prompts[good[0]].tolist()
+    variety = torch.minimum(distinct(t32), distinct(t16)).clamp(max=MIN_DISTINCT)
+    best = max(good, key=lambda i: (int(variety[i]), -i))
+    log(f"    greedy prompts of {length}: {len(good)}/{GREEDY_CANDIDATES} have wide margins; "
+        f"taking #{best}, {int(distinct(t32[best:best + 1]))} distinct ids (f32)")
+    if int(variety[best]) < MIN_DISTINCT:
+        log(f"    WARNING: no wide-margin continuation holds {MIN_DISTINCT} distinct ids")
+    return prompts[best].tolist()
 
 
 @torch.no_grad()
@@ -414,6 +431,8 @@ def main():
     ap.add_argument("--out", default="tests/fixtures/tiny")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--only", nargs="*", help="model names (default: all)")
+    ap.add_argument("--greedy-candidates", type=int, default=GREEDY_CANDIDATES,
+                    help="random prompts tried at once (fewer for a quick CPU run)")
     ap.add_argument("--verify", action="store_true",
                     help="reload the saved directories under --out and recompute their goldens")
     args = ap.parse_args()
@@ -425,6 +444,7 @@ def main():
     device = torch.device(args.device)
     if args.verify:
         return verify(args.out, device)
+    globals()["GREEDY_CANDIDATES"] = args.greedy_candidates
     provenance = {
         "made_by": "tools/oracle/make_tiny_models.py",
         "torch": torch.__version__, "transformers": transformers.__version__,
