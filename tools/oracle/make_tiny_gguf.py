@@ -33,7 +33,8 @@ ids; greedy continuations are 32 llama.cpp decode steps (argmax; checked
 against llama-cpp-python's own temp=0 sampler).
 
 As for the HF goldens, the ids are chosen so that the top-1/top-2 logit margin
-is at least PICK at every position and every greedy step in all four types:
+is at least PICK at every position and every greedy step in all four types, and
+greedy prompts so that no continuation is a short loop (MIN_DISTINCT ids):
 the parity tests demand identical top-1 and greedy output, and a near-tie
 would flip on a rounding difference (llama.cpp quantizes activations to Q8_0
 in its quantized matmuls; an engine need not).
@@ -68,6 +69,7 @@ SEQ_LEN = 24
 N_SEQ = 3
 GREEDY_NEW = 32
 GREEDY_PROMPT_LENS = (7, 13)
+MIN_DISTINCT = 12     # distinct ids a greedy continuation must hold (no short loops)
 PICK = 0.15           # margin demanded while choosing ids
 CHECK = 0.1           # margin every recorded position must exceed
 N_CTX = 128
@@ -325,13 +327,19 @@ def set_threads(llms, n):
         llama_cpp.llama_set_n_threads(llm.ctx, n, n)
 
 
-def choose_prompt(llms, vocab, length, rng, tries=20000):
+def wide_and_varied(llm, p):
+    r = greedy(llm, p, GREEDY_NEW, stop_below=PICK)
+    return r is not None and len(set(r[0])) >= MIN_DISTINCT
+
+
+def choose_prompt(llms, vocab, length, rng, tries=50000):
     for i in range(tries):
         p = [int(x) for x in rng.integers(vocab, size=length)]
-        if all(greedy(llm, p, GREEDY_NEW, stop_below=PICK) is not None for llm in llms):
+        if all(wide_and_varied(llm, p) for llm in llms):
             log(f"    greedy prompt of {length}: found after {i + 1} tries")
             return p
-    raise RuntimeError(f"no greedy prompt of {length} with margin >= {PICK} in {tries} tries")
+    raise RuntimeError(f"no greedy prompt of {length} with margin >= {PICK} and "
+                       f">= {MIN_DISTINCT} distinct ids in {tries} tries")
 
 
 def vs_pytorch(llm, hf_dir, window):
