@@ -5,9 +5,14 @@ usage: python bench/llamacpp_bench.py MODEL.gguf [--prompt 512] [--gen 128] [--t
 Prints prefill and decode tok/s in the same format as `hearth bench`.
 """
 import argparse
+import pathlib
+import sys
 import time
 
 import llama_cpp
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tools" / "oracle"))
+from llamacpp_util import open_llama  # noqa: E402  (AMX buffer types off: SIGILL in this VM)
 
 
 def prompt_ids(n, vocab):
@@ -28,10 +33,8 @@ def main():
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--batch", type=int, default=512)
     a = ap.parse_args()
-    # AMX "extra buffer types" crash (SIGILL) in this VM; the plain CPU path is llama.cpp's usual one.
-    llm = llama_cpp.Llama(a.model, n_ctx=a.prompt + a.gen + 16, n_threads=a.threads, n_threads_batch=a.threads,
-                          n_batch=a.batch, n_ubatch=a.batch, verbose=False, logits_all=False,
-                          use_extra_bufts=False)
+    llm = open_llama(a.model, n_ctx=a.prompt + a.gen + 16, n_threads=a.threads, n_threads_batch=a.threads,
+                     n_batch=a.batch, n_ubatch=a.batch, verbose=False, logits_all=False)
     ids = prompt_ids(a.prompt, llm.n_vocab())
     best_pp = best_tg = 0.0
     for _ in range(a.reps):
