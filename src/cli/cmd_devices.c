@@ -6,10 +6,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#ifndef HEARTH_CUDA
-int hearth_cuda_device_count(void) { return 0; }
-int hearth_cuda_device_query(int i, hearth_cuda_device_info *info) { return -1; }
-#endif
 
 int cmd_devices(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {

@@ -6,6 +6,10 @@
 #include "core/log.h"
 #include "io/gguf.h"
 #include "ops/cpu/ops_cpu.h"
+#include "ops/cuda/cuda_info.h"
+#ifdef HEARTH_CUDA
+#include "ops/cuda/ops_cuda.h"
+#endif
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +21,8 @@ static hearth_status open_backend(hearth_session *s, const hearth_session_opts *
     int max_cols = cfg->hidden_size;
     if (qd > max_cols) max_cols = qd;
     if (cfg->intermediate_size > max_cols) max_cols = cfg->intermediate_size;
-    const char *dev = o->device ? o->device : "cpu";
+    /* CUDA is chosen when a GPU is present and no device was named. */
+    const char *dev = o->device ? o->device : hearth_cuda_device_count() > 0 ? "cuda" : "cpu";
     if (!strcmp(dev, "cpu")) {
         hearth_cpu_ctx *c;
         hearth_status st = hearth_cpu_ctx_new(&c, o->threads, s->max_tokens, max_cols, s->ctx, err);
@@ -26,8 +31,27 @@ static hearth_status open_backend(hearth_session *s, const hearth_session_opts *
         s->ops_ctx = c;
         return HEARTH_OK;
     }
-    if (!strncmp(dev, "cuda", 4))
-        return hearth_err_set(err, HEARTH_ENOTSUP, "device '%s': this build has no CUDA backend yet", dev);
+    if (!strncmp(dev, "cuda", 4) && (dev[4] == 0 || dev[4] == ':')) {
+        char *end = NULL;
+        long idx = dev[4] == ':' ? strtol(dev + 5, &end, 10) : 0;
+        if (dev[4] == ':' && (end == dev + 5 || *end || idx < 0))
+            return hearth_err_set(err, HEARTH_EINVAL, "device '%s': expected cuda:N with N a device index", dev);
+#ifdef HEARTH_CUDA
+        int n = hearth_cuda_device_count();
+        if (idx >= n)
+            return hearth_err_set(err, HEARTH_ENOENT, "device '%s': %d CUDA device%s found", dev, n, n == 1 ? "" : "s");
+        hearth_cuda_ctx *c;
+        hearth_status st = hearth_cuda_ctx_new(&c, (int)idx, s->max_tokens, max_cols, s->ctx, err);
+        if (st != HEARTH_OK) return st;
+        s->ops = &hearth_cuda_ops;
+        s->ops_ctx = c;
+        s->cuda_device = (int)idx;
+        return HEARTH_OK;
+#else
+        return hearth_err_set(err, HEARTH_ENOTSUP, "device '%s': this build has no CUDA backend (built with CUDA=0)",
+                              dev);
+#endif
+    }
     return hearth_err_set(err, HEARTH_EINVAL, "unknown device '%s' (expected cpu, cuda or cuda:N)", dev);
 }
 
@@ -73,7 +97,16 @@ static hearth_status kv_blocks(hearth_session *s, const hearth_session_opts *o, 
             return hearth_err_set(err, HEARTH_EINVAL,
                                   "--kv-budget %.0f MiB holds %ld positions; the context of %d needs %.1f MiB",
                                   o->kv_budget_mib, want * block, s->ctx, ctx_blocks * (double)per_block / 1048576.0);
-    } else if (s->ops->host_memory) {
+    } else if (!s->ops->host_memory) {
+        /* a device: its free memory after the weights, less a reserve for
+         * the backend's workspaces (cuBLAS, graphs) */
+        hearth_cuda_device_info info;
+        size_t reserve = (size_t)2 << 30;
+        if (hearth_cuda_device_query(s->cuda_device, &info) == 0 && info.mem_free > reserve) {
+            long cap = (long)((info.mem_free - reserve) / per_block);
+            if (want > cap) want = cap > ctx_blocks ? cap : ctx_blocks;
+        }
+    } else {
         size_t avail = mem_available();
         long cap = avail ? (long)(avail / 4 / per_block) : want;
         if (want > cap) want = cap > ctx_blocks ? cap : ctx_blocks;
@@ -120,5 +153,8 @@ void hearth_session_close(hearth_session *s) {
     if (s->kv) hearth_kv_free(s->kv);
     if (s->model) hearth_model_free(s->model);
     if (s->ops == &hearth_cpu_ops) hearth_cpu_ctx_free(s->ops_ctx);
+#ifdef HEARTH_CUDA
+    if (s->ops == &hearth_cuda_ops) hearth_cuda_ctx_free(s->ops_ctx);
+#endif
     memset(s, 0, sizeof *s);
 }

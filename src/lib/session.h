@@ -25,6 +25,7 @@ typedef struct {
     hearth_kv *kv;
     hearth_tokenizer *tok; /* NULL when the model has none */
     int ctx, max_tokens, kv_blocks;
+    int cuda_device; /* index when ops is the CUDA backend */
     double load_s;
 } hearth_session;
 
