@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static hearth_status open_backend(hearth_session *s, const hearth_session_opts *o, const hearth_model_config *cfg,
                                   hearth_err *err) {
@@ -22,7 +23,12 @@ static hearth_status open_backend(hearth_session *s, const hearth_session_opts *
     if (qd > max_cols) max_cols = qd;
     if (cfg->intermediate_size > max_cols) max_cols = cfg->intermediate_size;
     /* CUDA is chosen when a GPU is present and no device was named. */
-    const char *dev = o->device ? o->device : hearth_cuda_device_count() > 0 ? "cuda" : "cpu";
+    /* The CUDA runtime is only initialised where an NVIDIA driver exists:
+     * starting it in a server process without one changed how the process
+     * notices a client's closed socket (tests/e2e/test_server_lifecycle.py). */
+    const char *dev = o->device                                                  ? o->device
+                      : access("/dev/nvidiactl", F_OK) == 0 && hearth_cuda_device_count() > 0 ? "cuda"
+                                                                                  : "cpu";
     if (!strcmp(dev, "cpu")) {
         hearth_cpu_ctx *c;
         hearth_status st = hearth_cpu_ctx_new(&c, o->threads, s->max_tokens, max_cols, s->ctx, err);
