@@ -371,6 +371,12 @@ int hearth_cpl_step(hearth_cpl *q, hearth_cpl_event_fn fn, void *user, hearth_cp
     hearth_token_event ev;
     int got = 0;
     double idle_until = hearth_time_now() + HEARTH_CPL_IDLE_RETURN_S;
+    /* A client that hung up while tokens were flowing: do not wait for a
+     * write to fail, cancel now (one poll() per step). */
+    if (gone && !q->client_gone && gone(gone_ctx)) {
+        q->client_gone = 1;
+        hearth_seq_cancel(q->seq);
+    }
     for (;;) {
         if (atomic_load(&q->cancel)) hearth_seq_cancel(q->seq);
         /* Block for the first token, then take whatever else is ready. */
