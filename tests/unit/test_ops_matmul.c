@@ -449,7 +449,7 @@ static void check_type(hearth_dtype t) {
         return;
     }
     int blk = hearth_dtype_get(t)->block;
-    static const int Ts[] = {1, 3, 17, 64};
+    static const int Ts[] = {1, 3, 7, 17, 64}; /* 7: the 4+2+1 token tiles */
     static const int Ks[] = {13, 32, 37, 256, 576, 1536};
     int failed = 0;
     for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0] && !failed; ti++)

@@ -230,7 +230,7 @@ INLINE void gemv_q4(const mm_job *j, int n, int nr, int t0, const int tt, const 
  * panel: four activation codes broadcast per VPDPBUSD give 16 rows' partial
  * dots at once, so a block's exact integer dot per row needs no reduction.
  * Between K chunks the running accumulators live in y. */
-enum { GEMM_MIN_T = 8, GEMM_C = 8, KC_BLOCKS = 16 };
+enum { GEMM_MIN_T = 5, GEMM_C = 8, KC_BLOCKS = 16 };
 enum { Q_Q8_0, Q_Q4_0, Q_Q4_1 };
 
 typedef struct {
@@ -314,19 +314,12 @@ INLINE void gemm_q(const mm_job *j, int n0, int n1, const int kind) {
         for (int b0 = 0; b0 < nb; b0 += KC_BLOCKS) {
             int nbk = nb - b0 < KC_BLOCKS ? nb - b0 : KC_BLOCKS;
             pack_q(&P, &g, b0, nbk, kind);
-            for (int t0 = 0; t0 < j->T; t0 += GEMM_C) {
-                int first = b0 == 0;
-                switch (j->T - t0 < GEMM_C ? j->T - t0 : GEMM_C) {
-                case 1: gemm_q_tile(j, &P, &g, n, b0, nbk, t0, 1, first, kind); break;
-                case 2: gemm_q_tile(j, &P, &g, n, b0, nbk, t0, 2, first, kind); break;
-                case 3: gemm_q_tile(j, &P, &g, n, b0, nbk, t0, 3, first, kind); break;
-                case 4: gemm_q_tile(j, &P, &g, n, b0, nbk, t0, 4, first, kind); break;
-                case 5: gemm_q_tile(j, &P, &g, n, b0, nbk, t0, 5, first, kind); break;
-                case 6: gemm_q_tile(j, &P, &g, n, b0, nbk, t0, 6, first, kind); break;
-                case 7: gemm_q_tile(j, &P, &g, n, b0, nbk, t0, 7, first, kind); break;
-                default: gemm_q_tile(j, &P, &g, n, b0, nbk, t0, 8, first, kind); break;
-                }
-            }
+            /* token tiles of 8, the rest as 4 + 2 + 1 (each token's arithmetic is the same in any tile) */
+            int first = b0 == 0, t0 = 0;
+            for (; t0 + 8 <= j->T; t0 += 8) gemm_q_tile(j, &P, &g, n, b0, nbk, t0, 8, first, kind);
+            if (j->T - t0 >= 4) gemm_q_tile(j, &P, &g, n, b0, nbk, t0, 4, first, kind), t0 += 4;
+            if (j->T - t0 >= 2) gemm_q_tile(j, &P, &g, n, b0, nbk, t0, 2, first, kind), t0 += 2;
+            if (j->T - t0 >= 1) gemm_q_tile(j, &P, &g, n, b0, nbk, t0, 1, first, kind);
         }
     }
 }
@@ -502,18 +495,11 @@ INLINE void gemm_k(const mm_job *j, int n0, int n1, const int kind) {
         for (int b = 0; b < j->a->nb; b++) {
             if (kind == K_Q4_K) pack_q4_K(&P, &g, b);
             else pack_q6_K(&P, &g, b);
-            for (int t0 = 0; t0 < j->T; t0 += GEMM_C) {
-                switch (j->T - t0 < GEMM_C ? j->T - t0 : GEMM_C) {
-                case 1: gemm_k_tile(j, &P, &g, n, b, t0, 1, kind); break;
-                case 2: gemm_k_tile(j, &P, &g, n, b, t0, 2, kind); break;
-                case 3: gemm_k_tile(j, &P, &g, n, b, t0, 3, kind); break;
-                case 4: gemm_k_tile(j, &P, &g, n, b, t0, 4, kind); break;
-                case 5: gemm_k_tile(j, &P, &g, n, b, t0, 5, kind); break;
-                case 6: gemm_k_tile(j, &P, &g, n, b, t0, 6, kind); break;
-                case 7: gemm_k_tile(j, &P, &g, n, b, t0, 7, kind); break;
-                default: gemm_k_tile(j, &P, &g, n, b, t0, 8, kind); break;
-                }
-            }
+            int t0 = 0;
+            for (; t0 + 8 <= j->T; t0 += 8) gemm_k_tile(j, &P, &g, n, b, t0, 8, kind);
+            if (j->T - t0 >= 4) gemm_k_tile(j, &P, &g, n, b, t0, 4, kind), t0 += 4;
+            if (j->T - t0 >= 2) gemm_k_tile(j, &P, &g, n, b, t0, 2, kind), t0 += 2;
+            if (j->T - t0 >= 1) gemm_k_tile(j, &P, &g, n, b, t0, 1, kind);
         }
     }
 }
@@ -540,19 +526,19 @@ INLINE float tree16(__m512 a) {
     return _mm_cvtss_f32(_mm_add_ss(d, _mm_movehdup_ps(d)));
 }
 
-/* A tile of R rows x C tokens (R, C <= 4): 16-lane FMA chains over k. */
+/* A tile of R rows x C tokens (R <= 4, C <= 6): 16-lane FMA chains over k. */
 INLINE void ftile(const mm_job *j, int n, const int R, int t0, const int C, const int wt) {
     const uint8_t *w[4];
-    const float *x[4];
+    const float *x[6];
     UNROLL for (int r = 0; r < R; r++) w[r] = j->w + (size_t)(n + r) * j->row_bytes;
     UNROLL for (int c = 0; c < C; c++)
         x[c] = wt == W_F32 ? j->x + (size_t)(t0 + c) * j->K : j->a->f + (size_t)(t0 + c) * j->a->f_stride;
-    __m512 acc[4][4];
+    __m512 acc[4][6];
     UNROLL for (int r = 0; r < R; r++)
         UNROLL for (int c = 0; c < C; c++) acc[r][c] = _mm512_setzero_ps();
     int K = j->K, k = 0;
     for (; k + 16 <= K; k += 16) {
-        __m512 wv[4], xv[4];
+        __m512 wv[4], xv[6];
         UNROLL for (int r = 0; r < R; r++) wv[r] = load_w(w[r], k, 0xffff, wt);
         UNROLL for (int c = 0; c < C; c++) xv[c] = _mm512_loadu_ps(x[c] + k);
         UNROLL for (int r = 0; r < R; r++)
@@ -560,7 +546,7 @@ INLINE void ftile(const mm_job *j, int n, const int R, int t0, const int C, cons
     }
     if (k < K) { /* masked lanes stay as they are: fma(0, 0, acc) == acc */
         __mmask16 m = (__mmask16)((1u << (K - k)) - 1);
-        __m512 wv[4], xv[4];
+        __m512 wv[4], xv[6];
         UNROLL for (int r = 0; r < R; r++) wv[r] = load_w(w[r], k, m, wt);
         UNROLL for (int c = 0; c < C; c++) xv[c] = _mm512_maskz_loadu_ps(m, x[c] + k);
         UNROLL for (int r = 0; r < R; r++)
@@ -570,27 +556,19 @@ INLINE void ftile(const mm_job *j, int n, const int R, int t0, const int C, cons
         UNROLL for (int c = 0; c < C; c++) j->y[(size_t)(t0 + c) * j->N + n + r] = tree16(acc[r][c]);
 }
 
+INLINE void frows_c(const mm_job *j, int n0, int n1, int t0, const int C, const int wt) {
+    int n = n0;
+    for (; n + 4 <= n1; n += 4) ftile(j, n, 4, t0, C, wt);
+    for (; n < n1; n++) ftile(j, n, 1, t0, C, wt);
+}
+
+/* Token tiles of 6, the rest as 4 + 2 + 1. */
 INLINE void frows(const mm_job *j, int n0, int n1, const int wt) {
-    for (int t0 = 0; t0 < j->T; t0 += 4) {
-        int C = j->T - t0 < 4 ? j->T - t0 : 4;
-        int n = n0;
-        for (; n + 4 <= n1; n += 4) {
-            switch (C) {
-            case 1: ftile(j, n, 4, t0, 1, wt); break;
-            case 2: ftile(j, n, 4, t0, 2, wt); break;
-            case 3: ftile(j, n, 4, t0, 3, wt); break;
-            default: ftile(j, n, 4, t0, 4, wt); break;
-            }
-        }
-        for (; n < n1; n++) {
-            switch (C) {
-            case 1: ftile(j, n, 1, t0, 1, wt); break;
-            case 2: ftile(j, n, 1, t0, 2, wt); break;
-            case 3: ftile(j, n, 1, t0, 3, wt); break;
-            default: ftile(j, n, 1, t0, 4, wt); break;
-            }
-        }
-    }
+    int t0 = 0;
+    for (; t0 + 6 <= j->T; t0 += 6) frows_c(j, n0, n1, t0, 6, wt);
+    if (j->T - t0 >= 4) frows_c(j, n0, n1, t0, 4, wt), t0 += 4;
+    if (j->T - t0 >= 2) frows_c(j, n0, n1, t0, 2, wt), t0 += 2;
+    if (j->T - t0 >= 1) frows_c(j, n0, n1, t0, 1, wt);
 }
 
 static void rows_f32(const mm_job *j, int n0, int n1) { frows(j, n0, n1, W_F32); }
