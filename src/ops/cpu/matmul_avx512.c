@@ -52,6 +52,47 @@ static void act_q8_01(const float *x, const mm_act *a, int t0, int t1) {
     }
 }
 
+/* q8_K: the first element of largest magnitude sets the sign of the scale,
+ * as in the scalar loop; codes round to nearest even (cvtps2dq) and
+ * saturate to int8 (vpmovsdb). */
+static void act_q8_K(const float *x, const mm_act *a, int t0, int t1) {
+    const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    for (int t = t0; t < t1; t++) {
+        const float *xt = x + (size_t)t * a->K;
+        int8_t *q = a->qs + (size_t)t * a->qs_stride;
+        size_t o = (size_t)t * a->nb_stride;
+        for (int b = 0; b < a->nb; b++, xt += 256, q += 256) {
+            int16_t *bs = a->bsums + (o + b) * 16;
+            __m512 m = _mm512_setzero_ps();
+            UNROLL for (int i = 0; i < 16; i++) m = _mm512_max_ps(m, _mm512_and_ps(_mm512_loadu_ps(xt + 16 * i), absmask));
+            float amax = _mm512_reduce_max_ps(m);
+            if (!(amax > 0.f)) {
+                memset(q, 0, 256);
+                memset(bs, 0, 32);
+                a->d[o + b] = 0.f;
+                continue;
+            }
+            float max = 0.f;
+            __m512 va = _mm512_set1_ps(amax);
+            for (int i = 0; i < 16; i++) {
+                __mmask16 hit = _mm512_cmp_ps_mask(_mm512_and_ps(_mm512_loadu_ps(xt + 16 * i), absmask), va, _CMP_EQ_OQ);
+                if (hit) {
+                    max = xt[16 * i + __builtin_ctz(hit)];
+                    break;
+                }
+            }
+            float iscale = -127.f / max;
+            __m512 vs = _mm512_set1_ps(iscale);
+            UNROLL for (int i = 0; i < 16; i++) {
+                __m128i c = _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xt + 16 * i), vs)));
+                _mm_storeu_si128((__m128i *)(void *)(q + 16 * i), c);
+                bs[i] = (int16_t)_mm512_reduce_add_epi32(_mm512_cvtepi8_epi32(c));
+            }
+            a->d[o + b] = 1.f / iscale;
+        }
+    }
+}
+
 static void act_f16(const float *x, const mm_act *a, int t0, int t1) {
     for (int t = t0; t < t1; t++) {
         const float *xt = x + (size_t)t * a->K;
@@ -579,5 +620,6 @@ const mm_isa hearth_cpu_mm_avx512 = {
     .name = "avx512",
     .rows = {[MM_F32] = rows_f32, [MM_F16] = rows_f16, [MM_BF16] = rows_bf16, [MM_Q4_0] = rows_q4_0,
              [MM_Q4_1] = rows_q4_1, [MM_Q8_0] = rows_q8_0, [MM_Q4_K] = rows_q4_K, [MM_Q6_K] = rows_q6_K},
-    .act = {[ACT_F16] = act_f16, [ACT_BF16] = act_bf16, [ACT_Q8_0] = act_q8_01, [ACT_Q8_1] = act_q8_01},
+    .act = {[ACT_F16] = act_f16, [ACT_BF16] = act_bf16, [ACT_Q8_0] = act_q8_01, [ACT_Q8_1] = act_q8_01,
+            [ACT_Q8_K] = act_q8_K},
 };
