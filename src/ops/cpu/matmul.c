@@ -6,7 +6,16 @@
  * output rows are split into tiles of ROW_TILE rows and the tiles into tasks;
  * each task computes all T tokens of its rows, so every weight byte is read
  * by one thread, once per call (the kernels tile over T inside). Which thread
- * runs a task never changes a result (matmul.h). */
+ * runs a task never changes a result (matmul.h).
+ *
+ * Kernels (matmul_avx512.c, matmul_avx2.c; matmul_scalar.c is the definition):
+ *   q8_0/q4_0/q4_1, T < 5: 16 rows at a time, one exact integer dot per row
+ *     and block out of VPDPBUSD partials and a transpose-add tree (decode);
+ *   q8_0/q4_0/q4_1, T >= 5, and q4_K/q6_K always: 16-row panels repacked so
+ *     that a vector holds four codes of every row; broadcast activations give
+ *     per-row dots directly (prefill; 8 tokens per pass over the panel);
+ *   f32/f16/bf16: 4 rows x 6 tokens of 16-lane FMA chains.
+ * bench/bench_matmul.c measures them (make bench). */
 #include "ops/cpu/matmul.h"
 
 #include "core/status.h"
