@@ -16,7 +16,9 @@
 #include "ops/cpu/matmul_impl.h"
 #include "ops/cpu/quant.h"
 
+#if defined(__x86_64__)
 #include <emmintrin.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,24 +42,38 @@ static void *xalloc(size_t n) {
 
 /* Read bandwidth over n bytes with the pool's threads: each thread reads its
  * share as 16 interleaved streams (as the 16-row GEMV kernels do, which
- * gets more memory-level parallelism than one stream), 16-byte SSE2 loads
- * into independent sums: the decode ceiling here. */
-typedef struct { const __m128i *p; size_t n; uint64_t out[64]; } bw_ctx;
+ * gets more memory-level parallelism than one stream), 16-byte loads
+ * (SSE2 on x86-64) into independent sums: the decode ceiling here. */
+#if defined(__x86_64__)
+typedef __m128i vec16;
+#define VZERO() _mm_setzero_si128()
+#define VADD(a, p) _mm_add_epi64((a), _mm_load_si128(p))
+#else
+typedef struct { uint64_t a, b; } vec16;
+static inline vec16 vzero(void) { return (vec16){0, 0}; }
+static inline vec16 vadd(vec16 s, const vec16 *p) { return (vec16){s.a + p->a, s.b + p->b}; }
+#define VZERO() vzero()
+#define VADD(a, p) vadd((a), (p))
+#endif
+
+typedef struct { const vec16 *p; size_t n; vec16 out[64]; } bw_ctx;
 static void bw_task(void *ctx, int task, int n_tasks) {
     bw_ctx *c = ctx;
     size_t a = c->n * (size_t)task / (size_t)n_tasks, b = c->n * (size_t)(task + 1) / (size_t)n_tasks;
     size_t seg = (b - a) / 16 / 4 * 4; /* 16 segments, in 64-byte lines */
-    __m128i s[4] = {_mm_setzero_si128(), _mm_setzero_si128(), _mm_setzero_si128(), _mm_setzero_si128()};
+    vec16 s[4] = {VZERO(), VZERO(), VZERO(), VZERO()};
     for (size_t i = 0; i < seg; i += 4)
         for (int r = 0; r < 16; r++) {
-            const __m128i *q = c->p + a + (size_t)r * seg + i;
-            s[0] = _mm_add_epi64(s[0], _mm_load_si128(q));
-            s[1] = _mm_add_epi64(s[1], _mm_load_si128(q + 1));
-            s[2] = _mm_add_epi64(s[2], _mm_load_si128(q + 2));
-            s[3] = _mm_add_epi64(s[3], _mm_load_si128(q + 3));
+            const vec16 *q = c->p + a + (size_t)r * seg + i;
+            s[0] = VADD(s[0], q);
+            s[1] = VADD(s[1], q + 1);
+            s[2] = VADD(s[2], q + 2);
+            s[3] = VADD(s[3], q + 3);
         }
-    __m128i t = _mm_add_epi64(_mm_add_epi64(s[0], s[1]), _mm_add_epi64(s[2], s[3]));
-    c->out[task & 63] = (uint64_t)_mm_cvtsi128_si64(t);
+    c->out[task & 63] = s[0];
+    c->out[(task + 1) & 63] = s[1];
+    c->out[(task + 2) & 63] = s[2];
+    c->out[(task + 3) & 63] = s[3];
 }
 
 /* Best seconds per call of fn over batches of ~2 ms for about secs seconds. */
@@ -80,7 +96,7 @@ static double best_time(call_fn fn, void *ctx, double secs) {
 typedef struct { hearth_pool *pool; const unsigned char *w; size_t wbytes; int copies, next; } bw_call;
 static void bw_run(void *ctx) {
     bw_call *b = ctx;
-    bw_ctx c = {.p = (const __m128i *)(const void *)(b->w + b->wbytes * (size_t)b->next), .n = b->wbytes / 16};
+    bw_ctx c = {.p = (const vec16 *)(const void *)(b->w + b->wbytes * (size_t)b->next), .n = b->wbytes / 16};
     b->next = (b->next + 1) % b->copies;
     hearth_pool_run(b->pool, bw_task, &c, hearth_pool_size(b->pool));
 }

@@ -16,6 +16,8 @@
 #include "ops/cpu/matmul_impl.h"
 #include "ops/cpu/quant.h"
 
+#if defined(__x86_64__)
+
 #include <immintrin.h>
 #include <string.h>
 
@@ -452,3 +454,9 @@ const mm_isa hearth_cpu_mm_avx2 = {
              [MM_Q4_1] = rows_q4_1, [MM_Q8_0] = rows_q8_0, [MM_Q4_K] = rows_q4_K, [MM_Q6_K] = rows_q6_K},
     .act = {[ACT_F16] = act_f16, [ACT_BF16] = act_bf16, [ACT_Q8_0] = act_q8_01, [ACT_Q8_1] = act_q8_01},
 };
+
+#else /* not x86-64: no kernels; matmul.c never selects this table */
+
+const mm_isa hearth_cpu_mm_avx2 = {.name = "avx2"};
+
+#endif

@@ -15,6 +15,8 @@
 #include "ops/cpu/matmul_impl.h"
 #include "ops/cpu/quant.h"
 
+#if defined(__x86_64__)
+
 #include <immintrin.h>
 #include <string.h>
 
@@ -623,3 +625,9 @@ const mm_isa hearth_cpu_mm_avx512 = {
     .act = {[ACT_F16] = act_f16, [ACT_BF16] = act_bf16, [ACT_Q8_0] = act_q8_01, [ACT_Q8_1] = act_q8_01,
             [ACT_Q8_K] = act_q8_K},
 };
+
+#else /* not x86-64: no kernels; matmul.c never selects this table */
+
+const mm_isa hearth_cpu_mm_avx512 = {.name = "avx512"};
+
+#endif
