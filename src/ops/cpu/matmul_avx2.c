@@ -8,9 +8,10 @@
  *    updates the 8 rows' accumulators. q8_0 uses |w| times sign(x, w) (no
  *    int16 overflow: 2 * 128 * 127 < 2^15); q4 nibbles enter unsigned, with
  *    the -8 offset of q4_0 removed in integers.
- *  - q4_K / q6_K: 8-row panels (four codes of 8 rows per vector), dotted with
- *    broadcast activations; sums stay in int16 only as far as no overflow is
- *    possible (q4: 8 groups, 8 * 2 * 15 * 127 < 2^15; q6: 2 groups).
+ *  - prefill (T >= 5) of those, and q4_K / q6_K always: 8-row panels (four
+ *    codes of 8 rows per vector), dotted with broadcast activations; sums stay
+ *    in int16 only as far as no overflow is possible (q4: 8 groups, 8 * 2 *
+ *    15 * 127 < 2^15; q6: 2 groups).
  *  - float weights: the 16-lane chains as two 8-lane halves. */
 #include "core/half.h"
 #include "ops/cpu/matmul_impl.h"
@@ -188,7 +189,127 @@ INLINE void gemv8(const mm_job *j, int n, int nr, int t0, const int tt, const in
     UNROLL for (int c = 0; c < tt; c++) store_rows(j, &g, n, t0 + c, acc[c]);
 }
 
+/* ---- q8_0 / q4_0 / q4_1 prefill: 8-row panels ---------------------------------
+ *
+ * As on AVX-512: KC_BLOCKS blocks of 8 rows repacked so that a vector holds
+ * four codes of each row, dotted with broadcast activations by PMADDUBSW.
+ * q4 codes (<= 15) let a whole block's eight groups add up in int16 (<= 8 *
+ * 2 * 15 * 127 < 2^15) before one PMADDWD; q8_0 stores the codes signed and
+ * uses |w| * sign(x, w), widening every group. */
+enum { GEMM_MIN_T = 5, KC_BLOCKS = 16 };
+
+typedef struct {
+    uint8_t q[KC_BLOCKS][8][32];
+    float d[KC_BLOCKS][8], m[KC_BLOCKS][8];
+} qpanel;
+
+INLINE __m256i gather(const rows8 *g, const uint8_t *p) { return _mm256_i32gather_epi32((const int *)(const void *)p, g->off, 1); }
+
+INLINE __m256 cvt_lo16(__m256i v) { /* the low f16 of each dword lane, as f32 */
+    __m256i lo = _mm256_and_si256(v, _mm256_set1_epi32(0xffff));
+    __m128i h = _mm_packus_epi32(_mm256_castsi256_si128(lo), _mm256_extracti128_si256(lo, 1));
+    return _mm256_cvtph_ps(h);
+}
+
+INLINE void pack_q(qpanel *P, const rows8 *g, int b0, int nbk, const int kind) {
+    const size_t bb = kind == Q_Q8_0 ? sizeof(hearth_block_q8_0)
+                      : kind == Q_Q4_0 ? sizeof(hearth_block_q4_0) : sizeof(hearth_block_q4_1);
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    for (int bi = 0; bi < nbk; bi++) {
+        const uint8_t *base = g->p[0] + (size_t)(b0 + bi) * bb;
+        if (kind == Q_Q8_0) {
+            UNROLL for (int gi = 0; gi < 8; gi++)
+                _mm256_store_si256((__m256i *)(void *)P->q[bi][gi], gather(g, base + 2 + 4 * gi));
+        } else {
+            const size_t qo = kind == Q_Q4_1 ? 4 : 2;
+            UNROLL for (int gi = 0; gi < 4; gi++) {
+                __m256i v = gather(g, base + qo + 4 * gi);
+                _mm256_store_si256((__m256i *)(void *)P->q[bi][gi], _mm256_and_si256(v, low4));
+                _mm256_store_si256((__m256i *)(void *)P->q[bi][gi + 4], _mm256_and_si256(_mm256_srli_epi16(v, 4), low4));
+            }
+        }
+        __m256i v = gather(g, base);
+        _mm256_store_ps(P->d[bi], cvt_lo16(v));
+        if (kind == Q_Q4_1) _mm256_store_ps(P->m[bi], cvt_lo16(_mm256_srli_epi32(v, 16)));
+    }
+}
+
+INLINE void gemm_q_tile(const mm_job *j, const qpanel *P, const rows8 *g, int n, int b0, int nbk, int t0, const int C,
+                        int first, const int kind) {
+    const mm_act *a = j->a;
+    const __m256i ones = _mm256_set1_epi16(1);
+    const int8_t *xq[PANEL_C];
+    size_t xo[PANEL_C];
+    __m256 acc[PANEL_C];
+    UNROLL for (int c = 0; c < C; c++) {
+        int t = t0 + c;
+        xq[c] = a->qs + (size_t)t * a->qs_stride;
+        xo[c] = (size_t)t * a->nb_stride;
+        acc[c] = first ? _mm256_setzero_ps() : _mm256_maskload_ps(j->y + (size_t)t * j->N + n, g->store);
+    }
+    for (int bi = 0; bi < nbk; bi++) {
+        int b = b0 + bi;
+        __m256i ia[PANEL_C];
+        if (kind == Q_Q8_0) {
+            UNROLL for (int c = 0; c < C; c++) ia[c] = _mm256_setzero_si256();
+            UNROLL for (int gi = 0; gi < 8; gi++) {
+                __m256i w = _mm256_load_si256((const __m256i *)(const void *)P->q[bi][gi]);
+                __m256i aw = _mm256_sign_epi8(w, w);
+                UNROLL for (int c = 0; c < C; c++) {
+                    int32_t x4;
+                    memcpy(&x4, xq[c] + 32 * b + 4 * gi, 4);
+                    __m256i sx = _mm256_sign_epi8(_mm256_set1_epi32(x4), w);
+                    ia[c] = _mm256_add_epi32(ia[c], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), ones));
+                }
+            }
+        } else {
+            __m256i s16[PANEL_C];
+            UNROLL for (int c = 0; c < C; c++) s16[c] = _mm256_setzero_si256();
+            UNROLL for (int gi = 0; gi < 8; gi++) {
+                __m256i w = _mm256_load_si256((const __m256i *)(const void *)P->q[bi][gi]);
+                UNROLL for (int c = 0; c < C; c++) {
+                    int32_t x4;
+                    memcpy(&x4, xq[c] + 32 * b + 4 * gi, 4);
+                    s16[c] = _mm256_add_epi16(s16[c], _mm256_maddubs_epi16(w, _mm256_set1_epi32(x4)));
+                }
+            }
+            UNROLL for (int c = 0; c < C; c++) {
+                ia[c] = _mm256_madd_epi16(s16[c], ones);
+                if (kind == Q_Q4_0) ia[c] = _mm256_sub_epi32(ia[c], _mm256_set1_epi32(8 * a->isum[xo[c] + b]));
+            }
+        }
+        __m256 dw = _mm256_load_ps(P->d[bi]);
+        UNROLL for (int c = 0; c < C; c++) {
+            __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(a->d[xo[c] + b]));
+            acc[c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(ia[c]), acc[c]);
+            if (kind == Q_Q4_1) acc[c] = _mm256_fmadd_ps(_mm256_load_ps(P->m[bi]), _mm256_set1_ps(a->s[xo[c] + b]), acc[c]);
+        }
+    }
+    UNROLL for (int c = 0; c < C; c++) store_rows(j, g, n, t0 + c, acc[c]);
+}
+
+INLINE void gemm_q(const mm_job *j, int n0, int n1, const int kind) {
+    qpanel P __attribute__((aligned(32)));
+    int nb = j->a->nb;
+    for (int n = n0; n < n1; n += 8) {
+        rows8 g;
+        rows8_init(&g, j, n, n1 - n < 8 ? n1 - n : 8);
+        for (int b0 = 0; b0 < nb; b0 += KC_BLOCKS) {
+            int nbk = nb - b0 < KC_BLOCKS ? nb - b0 : KC_BLOCKS;
+            pack_q(&P, &g, b0, nbk, kind);
+            int first = b0 == 0, t0 = 0;
+            for (; t0 + 4 <= j->T; t0 += 4) gemm_q_tile(j, &P, &g, n, b0, nbk, t0, 4, first, kind);
+            if (j->T - t0 >= 2) gemm_q_tile(j, &P, &g, n, b0, nbk, t0, 2, first, kind), t0 += 2;
+            if (j->T - t0 >= 1) gemm_q_tile(j, &P, &g, n, b0, nbk, t0, 1, first, kind);
+        }
+    }
+}
+
 INLINE void rows_q(const mm_job *j, int n0, int n1, const int kind) {
+    if (j->T >= GEMM_MIN_T) {
+        gemm_q(j, n0, n1, kind);
+        return;
+    }
     for (int n = n0; n < n1; n += 8) {
         int nr = n1 - n < 8 ? n1 - n : 8;
         for (int t0 = 0; t0 < j->T; t0 += GEMV_T) {
@@ -214,14 +335,6 @@ typedef struct {
     int32_t m[8][8];     /* q4_K mins */
     float d[8], dmin[8];
 } kpanel;
-
-INLINE __m256i gather(const rows8 *g, const uint8_t *p) { return _mm256_i32gather_epi32((const int *)(const void *)p, g->off, 1); }
-
-INLINE __m256 cvt_lo16(__m256i v) { /* the low f16 of each dword lane, as f32 */
-    __m256i lo = _mm256_and_si256(v, _mm256_set1_epi32(0xffff));
-    __m128i h = _mm_packus_epi32(_mm256_castsi256_si128(lo), _mm256_extracti128_si256(lo, 1));
-    return _mm256_cvtph_ps(h);
-}
 
 INLINE void pack_q4_K(kpanel *P, const rows8 *g, int b) {
     const uint8_t *base = g->p[0] + (size_t)b * sizeof(hearth_block_q4_K);
