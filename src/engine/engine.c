@@ -414,7 +414,8 @@ hearth_status hearth_engine_new(hearth_engine **out, hearth_model *m, hearth_kv 
     int32_t scheme[2] = {hearth_kv_block_size(kv), 1 /* format version */};
     hearth_sha256_init(&ns);
     hearth_sha256_update(&ns, hearth_model_fingerprint(m), 32);
-    hearth_sha256_update(&ns, "kv:f32", 6);
+    const char *kv_scheme = hearth_kv_type(kv) == HEARTH_DT_F16 ? "kv:f16" : "kv:f32";
+    hearth_sha256_update(&ns, kv_scheme, 6);
     hearth_sha256_update(&ns, scheme, sizeof scheme);
     hearth_sha256_final(&ns, key);
     hearth_kv_set_namespace(kv, key);

@@ -24,7 +24,8 @@ struct hearth_kv {
     const hearth_ops *ops;
     void *ops_ctx;
     int n_layers, kv_dim, block_size, n_blocks, n_slots, max_blocks_per_seq;
-    float **k, **v;          /* host array of backend pointers, [n_layers] */
+    void **k, **v;           /* host array of backend pointers, [n_layers] */
+    hearth_dtype type;       /* F32 or F16 */
     int32_t *table;          /* host, [n_slots][max_blocks_per_seq] */
     int32_t *table_dev;      /* backend copy (== table on host backends) */
     int table_dirty;
@@ -42,13 +43,17 @@ struct hearth_kv {
 };
 
 hearth_status hearth_kv_new(hearth_kv **out, const hearth_ops *ops, void *ops_ctx, int n_layers, int kv_dim,
-                            int block_size, int n_blocks, int n_slots, int max_ctx, hearth_err *err) {
+                            hearth_dtype type, int block_size, int n_blocks, int n_slots, int max_ctx, hearth_err *err) {
     *out = NULL;
+    if (type != HEARTH_DT_F32 && !(type == HEARTH_DT_F16 && ops->kv_f16))
+        return hearth_err_set(err, HEARTH_ENOTSUP, "kv cache: the %s backend has no %s KV cache", ops->name,
+                              hearth_dtype_get(type)->name);
     hearth_kv *kv = calloc(1, sizeof *kv);
     if (!kv) return hearth_err_set(err, HEARTH_ENOMEM, "kv cache: out of memory");
     kv->ops = ops;
     kv->ops_ctx = ops_ctx;
     kv->n_layers = n_layers;
+    kv->type = type;
     kv->kv_dim = kv_dim;
     kv->block_size = block_size;
     kv->n_blocks = n_blocks;
@@ -56,7 +61,7 @@ hearth_status hearth_kv_new(hearth_kv **out, const hearth_ops *ops, void *ops_ct
     kv->max_blocks_per_seq = (max_ctx + block_size - 1) / block_size;
     kv->n_buckets = 16;
     while (kv->n_buckets < 2 * n_blocks) kv->n_buckets *= 2;
-    size_t layer_bytes = sizeof(float) * (size_t)n_blocks * block_size * kv_dim;
+    size_t layer_bytes = (type == HEARTH_DT_F16 ? 2 : 4) * (size_t)n_blocks * block_size * kv_dim;
     size_t table_n = (size_t)n_slots * kv->max_blocks_per_seq;
     kv->k = calloc((size_t)n_layers, sizeof *kv->k);
     kv->v = calloc((size_t)n_layers, sizeof *kv->v);
@@ -97,7 +102,7 @@ hearth_status hearth_kv_new(hearth_kv **out, const hearth_ops *ops, void *ops_ct
     for (int i = 0; i < kv->n_buckets; i++) kv->buckets[i] = -1;
     kv->lru_head = kv->lru_tail = -1;
     kv->table_dirty = 1;
-    kv->view = (hearth_kv_view){kv->k, kv->v, kv->table_dev, block_size, kv->max_blocks_per_seq, kv_dim, n_blocks};
+    kv->view = (hearth_kv_view){kv->k, kv->v, kv->table_dev, block_size, kv->max_blocks_per_seq, kv_dim, n_blocks, type};
     *out = kv;
     return HEARTH_OK;
 }
@@ -284,6 +289,8 @@ int hearth_kv_n_free_blocks(const hearth_kv *kv) { return kv->n_free; }
 int hearth_kv_n_blocks(const hearth_kv *kv) { return kv->n_blocks; }
 int hearth_kv_block_size(const hearth_kv *kv) { return kv->block_size; }
 int hearth_kv_max_ctx(const hearth_kv *kv) { return kv->max_blocks_per_seq * kv->block_size; }
+
+hearth_dtype hearth_kv_type(const hearth_kv *kv) { return kv->type; }
 
 const hearth_kv_view *hearth_kv_view_get(hearth_kv *kv) {
     if (kv->table_dirty && kv->table_dev != kv->table)

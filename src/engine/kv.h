@@ -12,10 +12,13 @@
 typedef struct hearth_kv hearth_kv;
 
 /* Pool of n_blocks blocks of block_size positions, for n_layers x kv_dim
- * floats per position, and n_slots sequence slots of up to max_ctx positions.
- * Memory comes from ops->alloc; ENOMEM names the bytes asked for. */
+ * elements of `type` (F32, or F16 where ops->kv_f16) per position, and
+ * n_slots sequence slots of up to max_ctx positions. Memory comes from
+ * ops->alloc; ENOMEM names the bytes asked for, ENOTSUP an unsupported type. */
 hearth_status hearth_kv_new(hearth_kv **out, const hearth_ops *ops, void *ops_ctx, int n_layers, int kv_dim,
-                            int block_size, int n_blocks, int n_slots, int max_ctx, hearth_err *err);
+                            hearth_dtype type, int block_size, int n_blocks, int n_slots, int max_ctx,
+                            hearth_err *err);
+hearth_dtype hearth_kv_type(const hearth_kv *kv);
 void hearth_kv_free(hearth_kv *kv);
 
 /* Make room in slot for positions [0, n_pos): acquires the blocks it lacks.

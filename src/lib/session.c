@@ -94,7 +94,7 @@ static size_t mem_available(void) {
  * the available RAM (CPU). At least one full-length sequence must fit. */
 static hearth_status kv_blocks(hearth_session *s, const hearth_session_opts *o, const hearth_model_config *c,
                                int n_slots, int block, int *out, hearth_err *err) {
-    size_t per_block = 2 * sizeof(float) * (size_t)c->n_layers * hearth_model_kv_dim(s->model) * block;
+    size_t per_block = 2 * (size_t)hearth_dtype_get(s->kv_type)->block_bytes * (size_t)c->n_layers * hearth_model_kv_dim(s->model) * block;
     int ctx_blocks = (s->ctx + block - 1) / block;
     long want = (long)ctx_blocks * (n_slots + 1);
     if (o->kv_budget_mib > 0) {
@@ -132,12 +132,21 @@ hearth_status hearth_session_open(hearth_session *s, const hearth_session_opts *
                                         : 4096);
     s->max_tokens = o->max_tokens > 0 ? o->max_tokens : 512;
     if ((st = open_backend(s, o, &cfg, err)) != HEARTH_OK) goto fail;
+    if (!o->kv_type) {
+        s->kv_type = s->ops->host_memory ? HEARTH_DT_F32 : HEARTH_DT_F16;
+    } else if (!strcmp(o->kv_type, "f32") || !strcmp(o->kv_type, "f16")) {
+        s->kv_type = o->kv_type[1] == '3' ? HEARTH_DT_F32 : HEARTH_DT_F16;
+    } else {
+        st = hearth_err_set(err, HEARTH_EINVAL, "KV cache type '%s': expected f32 or f16", o->kv_type);
+        goto fail;
+    }
     if ((st = hearth_model_load(&s->model, o->model_path, s->ops, s->ops_ctx, s->max_tokens, err))) goto fail;
     const hearth_model_config *c = hearth_model_config_get(s->model);
     int n_slots = o->n_slots > 0 ? o->n_slots : 1, block = 16;
     int n_blocks = 0;
     if ((st = kv_blocks(s, o, c, n_slots, block, &n_blocks, err))) goto fail;
-    if ((st = hearth_kv_new(&s->kv, s->ops, s->ops_ctx, c->n_layers, hearth_model_kv_dim(s->model), block, n_blocks,
+    if ((st = hearth_kv_new(&s->kv, s->ops, s->ops_ctx, c->n_layers, hearth_model_kv_dim(s->model), s->kv_type, block,
+                            n_blocks,
                             n_slots, s->ctx, err)))
         goto fail;
     s->kv_blocks = n_blocks;

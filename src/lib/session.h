@@ -16,6 +16,7 @@ typedef struct {
     int n_slots;         /* sequence slots, 0 = 1 */
     int need_tokenizer;  /* fail if the model has none */
     double kv_budget_mib; /* KV pool size; 0 = room for n_slots full contexts + cache headroom */
+    const char *kv_type;  /* "f32" or "f16"; NULL = f16 on a GPU (as llama.cpp), f32 on the CPU */
 } hearth_session_opts;
 
 typedef struct {
@@ -26,6 +27,7 @@ typedef struct {
     hearth_tokenizer *tok; /* NULL when the model has none */
     int ctx, max_tokens, kv_blocks;
     int cuda_device; /* index when ops is the CUDA backend */
+    hearth_dtype kv_type;
     double load_s;
 } hearth_session;
 

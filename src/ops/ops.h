@@ -28,12 +28,50 @@ typedef struct hearth_weight {
 
 /* Paged KV cache of one backend. Position p of sequence s lives in block
  * block_table[s * max_blocks_per_seq + p / block_size], slot p % block_size.
- * Per layer l, block b, slot i: k[l][((b * block_size) + i) * kv_dim + j]. */
+ * Per layer l, block b, slot i: k[l][((b * block_size) + i) * kv_dim + j].
+ * Elements are `type`: F32 on every backend, F16 where ops->kv_f16 is set
+ * (k and v are written rounded to nearest; attention reads them as stored). */
 typedef struct hearth_kv_view {
-    float **k, **v;            /* [n_layers] -> [n_blocks * block_size * kv_dim] */
+    void **k, **v;             /* [n_layers] -> [n_blocks * block_size * kv_dim] of type */
     const int32_t *block_table; /* [n_seqs][max_blocks_per_seq] */
     int block_size, max_blocks_per_seq, kv_dim, n_blocks;
+    hearth_dtype type;          /* HEARTH_DT_F32 or HEARTH_DT_F16 */
 } hearth_kv_view;
+
+/* Token choice for one logit row, made where the logits are (the pick op),
+ * so a decode step moves a few bytes per row to the host, not the vocabulary. */
+#define HEARTH_PICK_TOP 20
+typedef struct hearth_pick_params {
+    float temperature; /* 0: argmax (first index of the maximum) */
+    float min_p;       /* 0: off; else only tokens with x >= max + log(min_p) are drawn */
+    uint64_t key;      /* random key of this draw (the host sampler's stream) */
+    int32_t logprobs;  /* 1: fill lse, chosen and the top list; 0: only id and max */
+    int32_t n_top;     /* 0..HEARTH_PICK_TOP largest logits to report */
+} hearth_pick_params;
+
+/* A draw at temperature T > 0 is the Gumbel-max rule, bit-defined so that
+ * every backend draws the same token from the same logits: for token i,
+ * z = hearth_pick_hash(key, i), u = ((z >> 40) + 0.5f) * 2^-24 (a float in
+ * (0, 1)), score = x[i] * (1.0f / T) - logf(-logf(u)); the chosen id has the largest
+ * score (ties to the lower id) among the tokens that pass min_p. Since
+ * -logf(-logf(u)) lies in [-2.86, 17.33] for every such u, only tokens with
+ * x >= max - 20.2 * T can win; a backend may skip the others. */
+static inline uint64_t hearth_pick_hash(uint64_t key, uint32_t i) {
+    uint64_t z = key + ((uint64_t)i + 1) * 0x9e3779b97f4a7c15ull; /* splitmix64 finaliser */
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+typedef struct hearth_pick {
+    int32_t id;          /* the chosen token */
+    float max;           /* largest logit of the row */
+    float lse;           /* log(sum(exp(x))) of the row: logprob(i) = x[i] - lse (logprobs only) */
+    float chosen;        /* x[id] (logprobs only) */
+    int32_t n_top;       /* as asked (logprobs only, else 0) */
+    int32_t top_id[HEARTH_PICK_TOP]; /* largest first, ties to the lower id */
+    float top_x[HEARTH_PICK_TOP];
+} hearth_pick;
 
 /* Rotary embedding: the frequency of pair i is inv_freq[i] (precomputed at
  * load with the scaling rule of the config, length head_dim/2). neox=1 pairs
@@ -50,6 +88,8 @@ typedef struct hearth_ops {
     /* 1 when backend memory is host memory: the model then points weights
      * straight into the mmapped file instead of uploading them. */
     int host_memory;
+    /* 1 when kv_write and attention take F16 KV views. */
+    int kv_f16;
     /* Backend memory: NULL on out-of-memory (a clean error, never a crash). */
     void *(*alloc)(void *ctx, size_t bytes);
     void (*free)(void *ctx, void *p);
@@ -83,6 +123,9 @@ typedef struct hearth_ops {
     void (*attention)(void *ctx, float *out, const float *q, int T, const hearth_kv_view *kv, int layer,
                       const int32_t *seq, const int32_t *pos, int n_heads, int n_kv_heads, int head_dim,
                       float scale, int window);
+    /* out[r] for each row r of logits[n_rows][vocab], drawn by params[r] (both backend memory). */
+    void (*pick)(void *ctx, hearth_pick *out, const float *logits, int n_rows, int vocab,
+                 const hearth_pick_params *params);
 } hearth_ops;
 
 #endif

@@ -815,7 +815,7 @@ static int engine_open(engine *e, const char *path, int cuda, int max_ctx, heart
     }
     if (hearth_model_load(&e->m, path, e->ops, e->ctx, 64, err)) return 0;
     const hearth_model_config *c = hearth_model_config_get(e->m);
-    if (hearth_kv_new(&e->kv, e->ops, e->ctx, c->n_layers, hearth_model_kv_dim(e->m), 16, (max_ctx + 15) / 16, 1,
+    if (hearth_kv_new(&e->kv, e->ops, e->ctx, c->n_layers, hearth_model_kv_dim(e->m), HEARTH_DT_F32, 16, (max_ctx + 15) / 16, 1,
                       max_ctx, err))
         return 0;
     return 1;

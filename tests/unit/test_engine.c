@@ -30,7 +30,7 @@ static int rig_open(rig *r, int n_blocks, int n_slots, int max_tokens) {
         return 0;
     }
     const hearth_model_config *c = hearth_model_config_get(r->m);
-    return hearth_kv_new(&r->kv, &hearth_cpu_ops, r->cpu, c->n_layers, hearth_model_kv_dim(r->m), 16, n_blocks,
+    return hearth_kv_new(&r->kv, &hearth_cpu_ops, r->cpu, c->n_layers, hearth_model_kv_dim(r->m), HEARTH_DT_F32, 16, n_blocks,
                          n_slots, 256, &err) == HEARTH_OK;
 }
 

@@ -6,12 +6,15 @@
 
 #include "core/half.h"
 #include "ops/cpu/matmul.h"
+#include "ops/cpu/pick.h"
 #include "ops/cpu/quant.h"
 #include "ops/cpu/vec.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define HEARTH_CPU_MAX_HEAD_DIM 512
 
 struct hearth_cpu_ctx {
     hearth_pool *pool;
@@ -145,13 +148,33 @@ static inline size_t kv_offset(const hearth_kv_view *kv, int seq, int pos) {
     return ((size_t)blk * kv->block_size + (size_t)(pos % kv->block_size)) * kv->kv_dim;
 }
 
+static void store_row(const hearth_kv_view *kv, void *base, size_t off, const float *x) {
+    if (kv->type == HEARTH_DT_F16) {
+        uint16_t *d = (uint16_t *)base + off;
+        for (int j = 0; j < kv->kv_dim; j++) d[j] = hearth_f32_to_f16(x[j]);
+    } else {
+        memcpy((float *)base + off, x, sizeof(float) * (size_t)kv->kv_dim);
+    }
+}
+
 static void cpu_kv_write(void *ctx, const hearth_kv_view *kv, int layer, const float *k, const float *v, int T,
                          const int32_t *seq, const int32_t *pos) {
+    (void)ctx;
     for (int t = 0; t < T; t++) {
         size_t off = kv_offset(kv, seq[t], pos[t]);
-        memcpy(kv->k[layer] + off, k + (size_t)t * kv->kv_dim, sizeof(float) * kv->kv_dim);
-        memcpy(kv->v[layer] + off, v + (size_t)t * kv->kv_dim, sizeof(float) * kv->kv_dim);
+        store_row(kv, kv->k[layer], off, k + (size_t)t * kv->kv_dim);
+        store_row(kv, kv->v[layer], off, v + (size_t)t * kv->kv_dim);
     }
+}
+
+/* One head's K or V at (seq, p) as f32: the cache itself when it is f32,
+ * else converted into buf[hd]. */
+static const float *load_head(const hearth_kv_view *kv, void *base, int seq, int p, int kvh, int hd, float *buf) {
+    size_t off = kv_offset(kv, seq, p) + (size_t)kvh * hd;
+    if (kv->type != HEARTH_DT_F16) return (const float *)base + off;
+    const uint16_t *s = (const uint16_t *)base + off;
+    for (int i = 0; i < hd; i++) buf[i] = hearth_f16_to_f32(s[i]);
+    return buf;
 }
 
 typedef struct {
@@ -174,9 +197,10 @@ static void att_one(const att_job *j, int t, int h, float *scores) {
     int p_end = j->pos[t], p0 = j->window > 0 ? p_end - j->window + 1 : 0;
     if (p0 < 0) p0 = 0;
     const hearth_vec_ops *vec = j->c->vec;
+    float buf[HEARTH_CPU_MAX_HEAD_DIM];
     float mx = -INFINITY;
     for (int p = p0; p <= p_end; p++) {
-        const float *k = j->kv->k[j->layer] + kv_offset(kv, j->seq[t], p) + (size_t)kvh * hd;
+        const float *k = load_head(kv, kv->k[j->layer], j->seq[t], p, kvh, hd, buf);
         float s = vec->dot(q, k, hd) * j->scale;
         scores[p - p0] = s;
         if (s > mx) mx = s;
@@ -190,7 +214,7 @@ static void att_one(const att_job *j, int t, int h, float *scores) {
     float inv = 1.0f / sum;
     memset(o, 0, sizeof(float) * (size_t)hd);
     for (int p = p0; p <= p_end; p++) {
-        const float *v = j->kv->v[j->layer] + kv_offset(kv, j->seq[t], p) + (size_t)kvh * hd;
+        const float *v = load_head(kv, kv->v[j->layer], j->seq[t], p, kvh, hd, buf);
         vec->axpy(o, scores[p - p0] * inv, v, hd);
     }
 }
@@ -209,13 +233,37 @@ static void cpu_attention(void *ctx, float *out, const float *q, int T, const he
     hearth_cpu_ctx *c = ctx;
     att_job j = {c, out, q, kv, layer, T, n_heads, n_kv_heads, head_dim, window, seq, pos, scale};
     for (int t = 0; t < T; t++) HEARTH_ASSERT(pos[t] < c->max_ctx);
+    HEARTH_ASSERT(head_dim <= HEARTH_CPU_MAX_HEAD_DIM);
     int n_tasks = T * n_heads < c->n_att_tasks ? T * n_heads : c->n_att_tasks;
     hearth_pool_run(c->pool, att_task, &j, n_tasks);
+}
+
+typedef struct {
+    hearth_pick *out;
+    const float *logits;
+    const hearth_pick_params *params;
+    int n_rows, vocab;
+} pick_job;
+
+static void pick_task(void *ctx, int task, int n_tasks) {
+    const pick_job *j = ctx;
+    for (int r = task; r < j->n_rows; r += n_tasks)
+        hearth_pick_row(&j->out[r], j->logits + (size_t)r * j->vocab, j->vocab, &j->params[r]);
+}
+
+static void cpu_pick(void *ctx, hearth_pick *out, const float *logits, int n_rows, int vocab,
+                     const hearth_pick_params *params) {
+    hearth_cpu_ctx *c = ctx;
+    pick_job j = {out, logits, params, n_rows, vocab};
+    int n_tasks = hearth_pool_size(c->pool);
+    if (n_rows <= 0) return;
+    hearth_pool_run(c->pool, pick_task, &j, n_rows < n_tasks ? n_rows : n_tasks);
 }
 
 const hearth_ops hearth_cpu_ops = {
     .name = "cpu",
     .host_memory = 1,
+    .kv_f16 = 1,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .upload = cpu_copy,
@@ -230,4 +278,5 @@ const hearth_ops hearth_cpu_ops = {
     .swiglu = cpu_swiglu,
     .kv_write = cpu_kv_write,
     .attention = cpu_attention,
+    .pick = cpu_pick,
 };

@@ -912,6 +912,7 @@ static void op_attention(void *ctx, float *out, const float *q, int T, const hea
 extern "C" const hearth_ops hearth_cuda_ops = {
     /* .name = */ "cuda",
     /* .host_memory = */ 0,
+    /* .kv_f16 = */ 0,
     /* .alloc = */ op_alloc,
     /* .free = */ op_free,
     /* .upload = */ op_upload,
@@ -926,4 +927,5 @@ extern "C" const hearth_ops hearth_cuda_ops = {
     /* .swiglu = */ op_swiglu,
     /* .kv_write = */ op_kv_write,
     /* .attention = */ op_attention,
+    /* .pick = */ NULL,
 };
