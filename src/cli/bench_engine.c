@@ -64,14 +64,17 @@ int cli_bench_engine(hearth_session *s, int n_par, int n_prompt, int n_gen, hear
         n_started++;
     }
     long total = 0;
-    double t_end = t0;
+    double t_end = t0, dec = 0;
     for (int i = 0; i < n_started; i++) {
         pthread_join(th[i], NULL);
         total += st[i].n_out;
         if (st[i].t_end > t_end) t_end = st[i].t_end;
         ttft[i] = st[i].t_first - st[i].t_submit;
+        if (st[i].n_out > 1) dec += (st[i].n_out - 1) / (st[i].t_end - st[i].t_first);
         hearth_seq_release(st[i].seq);
     }
+    hearth_engine_stats es;
+    hearth_engine_stats_get(e, &es);
     hearth_engine_free(e);
     if (!rc && n_started > 0) {
         qsort(ttft, (size_t)n_started, sizeof *ttft, cmp_double);
@@ -79,9 +82,64 @@ int cli_bench_engine(hearth_session *s, int n_par, int n_prompt, int n_gen, hear
         printf("engine | %d streams x (%d in, %d out) | output %.2f tok/s | TTFT p50 %.3f s, p99 %.3f s | "
                "wall %.2f s\n",
                n_par, n_prompt, n_gen, total / (t_end - t0), p50, p99, t_end - t0);
+        printf("engine | decode after the first token: %.2f tok/s per stream (mean)\n", dec / n_started);
+        printf("engine | %ld steps, %.1f rows a step, %.2f ms a step in forward + choice | tokens picked on the "
+               "device %ld, sampled on the host %ld\n",
+               es.steps, es.steps ? (double)es.step_rows / es.steps : 0.0, es.steps ? 1e3 * es.step_s / es.steps : 0.0,
+               es.rows_picked_on_device, es.rows_sampled_on_host);
     }
     free(st);
     free(th);
     free(ttft);
+    return rc;
+}
+
+/* One stream through e; its TTFT in *ttft. */
+static int one_stream(hearth_engine *e, const int32_t *prompt, int n_prompt, int n_gen, double *ttft, int *n_cached,
+                      hearth_err *err) {
+    hearth_gen_request q = {0};
+    q.prompt = malloc(sizeof(int32_t) * (size_t)n_prompt);
+    if (!q.prompt) return hearth_err_set(err, HEARTH_ENOMEM, "out of memory"), 1;
+    memcpy(q.prompt, prompt, sizeof(int32_t) * (size_t)n_prompt);
+    q.n_prompt = n_prompt;
+    q.max_new = n_gen;
+    hearth_sampling_default(&q.sampling);
+    q.sampling.temperature = 0;
+    stream st = {.t_submit = hearth_time_now()};
+    if (hearth_engine_submit(e, &q, &st.seq, err) != HEARTH_OK) {
+        free(q.prompt);
+        return 1;
+    }
+    reader(&st);
+    hearth_seq_summary sum;
+    hearth_seq_summary_get(st.seq, &sum);
+    hearth_seq_release(st.seq);
+    *ttft = st.t_first - st.t_submit;
+    *n_cached = sum.n_cached;
+    return sum.finish == HEARTH_FINISH_ERROR ? (hearth_err_set(err, HEARTH_EIO, "%s", sum.error), 1) : 0;
+}
+
+int cli_bench_prefix(hearth_session *s, int n_prompt, int n_gen, int reps, hearth_err *err) {
+    const hearth_model_config *cfg = hearth_model_config_get(s->model);
+    hearth_engine *e;
+    hearth_engine_opts o = {.n_slots = 1, .max_waiting = 2, .queue_cap = n_gen + 1};
+    if (hearth_engine_new(&e, s->model, s->kv, &o, err) != HEARTH_OK) return 1;
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)n_prompt);
+    int rc = ids ? 0 : 1;
+    for (int r = 0; !rc && r < reps; r++) {
+        uint64_t x = 777 + 7919 * (uint64_t)r; /* a prompt no earlier rep has cached */
+        for (int k = 0; k < n_prompt; k++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            ids[k] = (int32_t)((x >> 33) % (uint64_t)cfg->vocab_size);
+        }
+        double cold, warm;
+        int c0, c1;
+        if ((rc = one_stream(e, ids, n_prompt, n_gen, &cold, &c0, err))) break;
+        if ((rc = one_stream(e, ids, n_prompt, n_gen, &warm, &c1, err))) break;
+        printf("prefix | prompt %d | cold TTFT %.4f s (%d cached) | repeated TTFT %.4f s (%d cached) | %.1f%% of cold\n",
+               n_prompt, cold, c0, warm, c1, 100.0 * warm / cold);
+    }
+    free(ids);
+    hearth_engine_free(e);
     return rc;
 }

@@ -8,4 +8,8 @@
  * fresh engine on s; print one result line. Returns 0 or 1 (err filled). */
 int cli_bench_engine(hearth_session *s, int n_par, int n_prompt, int n_gen, hearth_err *err);
 
+/* --repeat: per rep, a fresh prompt twice through one engine (cold, then
+ * served from the prefix cache); prints both TTFTs. */
+int cli_bench_prefix(hearth_session *s, int n_prompt, int n_gen, int reps, hearth_err *err);
+
 #endif

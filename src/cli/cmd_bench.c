@@ -4,6 +4,9 @@
 #include "cli/bench_engine.h"
 #include "lib/session.h"
 #include "engine/generate.h"
+#ifdef HEARTH_CUDA
+#include "ops/cuda/ops_cuda.h"
+#endif
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,12 +25,26 @@ static void usage(FILE *f) {
             "  --parallel N   N concurrent streams through the batching engine (output tok/s, TTFT);\n"
             "                 without it, one sequence through the serial path\n"
             "  --kv-budget M  KV cache size in MiB (default: every stream at full context)\n"
+            "  --kv-type T    f32 or f16 (default: f16 on a GPU, f32 on the CPU)\n"
+            "  --repeat       TTFT of a fresh prompt (cold) and of the same prompt again (prefix cache)\n"
+            "  --profile      CUDA: device time per kernel group, printed at the end (runs without graphs)\n"
             "  --device D     cpu, cuda or cuda:N\n");
+}
+
+static void print_profile(hearth_session *s) {
+#ifdef HEARTH_CUDA
+    static char buf[16384];
+    if (s->ops == &hearth_cuda_ops && hearth_cuda_ctx_profile_text(s->ops_ctx, buf, sizeof buf) > 0)
+        printf("%s", buf);
+#else
+    (void)s;
+#endif
 }
 
 int cmd_bench(int argc, char **argv) {
     hearth_session_opts so = {0};
     long n_prompt = 512, n_gen = 128, reps = 1, parallel = 0, lv;
+    int repeat = 0, profile = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long *dst = !strcmp(a, "--prompt") ? &n_prompt
@@ -53,10 +70,15 @@ int cmd_bench(int argc, char **argv) {
             if (mib <= 0) return cli_usage_error("bench", "%s must be > 0", a);
             so.kv_budget_mib = mib;
             i++;
-        } else if (!strcmp(a, "--device")) {
+        } else if (!strcmp(a, "--device") || !strcmp(a, "--kv-type")) {
             if (!v) return cli_usage_error("bench", "%s needs a value", a);
-            so.device = v;
+            if (a[2] == 'd') so.device = v;
+            else so.kv_type = v;
             i++;
+        } else if (!strcmp(a, "--repeat")) {
+            repeat = 1;
+        } else if (!strcmp(a, "--profile")) {
+            profile = 1;
         } else if (a[0] == '-') {
             return cli_usage_error("bench", "unknown option '%s'", a);
         } else if (!so.model_path) {
@@ -74,9 +96,18 @@ int cmd_bench(int argc, char **argv) {
         fprintf(stderr, "hearth bench: %s\n", err.msg);
         return 1;
     }
-    if (parallel > 0) {
-        int r = cli_bench_engine(&s, (int)parallel, (int)n_prompt, (int)n_gen, &err);
+    if (profile) {
+#ifdef HEARTH_CUDA
+        if (s.ops == &hearth_cuda_ops) hearth_cuda_ctx_profile(s.ops_ctx, 1);
+#endif
+        if (s.ops->host_memory) fprintf(stderr, "hearth bench: --profile is for the CUDA backend; ignored\n");
+    }
+    int r = -1;
+    if (repeat) r = cli_bench_prefix(&s, (int)n_prompt, (int)n_gen, (int)reps, &err);
+    else if (parallel > 0) r = cli_bench_engine(&s, (int)parallel, (int)n_prompt, (int)n_gen, &err);
+    if (r >= 0) {
         if (r) fprintf(stderr, "hearth bench: %s\n", err.msg);
+        print_profile(&s);
         hearth_session_close(&s);
         return r;
     }
@@ -112,6 +143,7 @@ int cmd_bench(int argc, char **argv) {
         printf("model %s | %s | weights %.1f MiB | prefill %ld: %.1f tok/s | decode %ld: %.2f tok/s\n", so.model_path,
                s.ops->name, hearth_model_weight_bytes(s.model) / 1048576.0, n_prompt, best_pp, n_gen, best_tg);
     free(ids);
+    print_profile(&s);
     hearth_session_close(&s);
     return rc;
 }

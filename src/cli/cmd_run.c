@@ -75,7 +75,7 @@ static int parse_ids(const char *s, int32_t **out, int *n) {
 }
 
 int cmd_run(int argc, char **argv) {
-    hearth_session_opts so = {0};
+    hearth_session_opts so = {.n_slots = 1};
     hearth_sampling sp;
     hearth_sampling_default(&sp);
     sp.temperature = 0.8f;

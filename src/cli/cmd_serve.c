@@ -103,7 +103,9 @@ hearth_status cli_stack_open(cli_stack **out, const cli_stack_opts *o, hearth_er
                            .device = o->device,
                            .threads = o->threads,
                            .ctx = o->ctx,
-                           .n_slots = o->n_slots > 0 ? o->n_slots : 1,
+                           .n_slots = o->n_slots, /* 0: the session's default for the device */
+                           .kv_type = o->kv_type,
+                           .kv_budget_mib = o->kv_budget_mib,
                            .need_tokenizer = 1};
     char *tmpl = NULL;
     size_t tlen = 0;
@@ -112,7 +114,7 @@ hearth_status cli_stack_open(cli_stack **out, const cli_stack_opts *o, hearth_er
         free(k);
         return st;
     }
-    hearth_engine_opts eo = {.n_slots = so.n_slots, .max_waiting = o->max_queue, .queue_cap = 64};
+    hearth_engine_opts eo = {.n_slots = k->s.n_slots, .max_waiting = o->max_queue, .queue_cap = 64};
     if ((st = hearth_engine_new(&k->engine, k->s.model, k->s.kv, &eo, err)) != HEARTH_OK) goto fail;
     if ((st = load_template(&k->s, o->model_path, o->template_file, &tmpl, &tlen, err)) != HEARTH_OK) {
         hearth_err_wrap(err, st, "chat template");
@@ -154,7 +156,8 @@ hearth_cpl_ctx *cli_stack_cpl(cli_stack *k) { return k->cpl; }
 
 const char *cli_stack_describe(cli_stack *k) {
     static _Thread_local char buf[128];
-    snprintf(buf, sizeof buf, "%s, context %d", k->s.ops->name, k->s.ctx);
+    snprintf(buf, sizeof buf, "%s, context %d, KV %s x %d blocks", k->s.ops->name, k->s.ctx,
+             hearth_dtype_get(k->s.kv_type)->name, k->s.kv_blocks);
     return buf;
 }
 
@@ -171,7 +174,11 @@ static void usage(FILE *f) {
             "  --ctx N                context length (default: the model's, at most 4096)\n"
             "  --api-key K            require 'Authorization: Bearer K' on every route but /health\n"
             "  --max-queue N          requests waiting for a slot before 429 (default 256)\n"
-            "  --parallel N           sequences generated at once (default 4)\n"
+            "  --max-batch N          sequences generated at once (alias --parallel; default 4 on the CPU,\n"
+            "                         256 on a GPU)\n"
+            "  --kv-budget MIB        KV cache size (default: every sequence at full context, capped to a\n"
+            "                         quarter of free RAM on the CPU, free GPU memory less 2 GiB on a GPU)\n"
+            "  --kv-type T            KV cache element type, f32 or f16 (default: f16 on a GPU, f32 on the CPU)\n"
             "  --threads T            CPU threads (default: one per core)\n"
             "  --device D             cpu, cuda or cuda:N\n"
             "  --model-name NAME      the id /v1/models reports (default: the file name)\n"
@@ -198,7 +205,7 @@ static int wait_signal(const sigset_t *set, double timeout_s) {
 }
 
 int cmd_serve(int argc, char **argv) {
-    cli_stack_opts so = {.n_slots = 4};
+    cli_stack_opts so = {0};
     hearth_cpl_params flags = {0};
     const char *host = "127.0.0.1", *api_key = NULL, *model_name = NULL, *tmpl_file = NULL;
     long port = 8080, max_queue = 256, lv;
@@ -228,6 +235,7 @@ int cmd_serve(int argc, char **argv) {
         INT_FLAG("--ctx", so.ctx, 2)
         INT_FLAG("--max-queue", max_queue, 1)
         INT_FLAG("--parallel", so.n_slots, 1)
+        INT_FLAG("--max-batch", so.n_slots, 1)
         INT_FLAG("--threads", so.threads, 0)
         INT_FLAG("--max-body", max_body, 1)
         INT_FLAG("--idle-timeout", idle_s, 1)
@@ -237,6 +245,13 @@ int cmd_serve(int argc, char **argv) {
         } else if (!strcmp(a, "--device")) {
             NEED_VALUE();
             so.device = v;
+        } else if (!strcmp(a, "--kv-type")) {
+            NEED_VALUE();
+            so.kv_type = v;
+        } else if (!strcmp(a, "--kv-budget")) {
+            NEED_VALUE();
+            if (!cli_parse_float("serve", a, v, &so.kv_budget_mib)) return 2;
+            if (so.kv_budget_mib <= 0) return cli_usage_error("serve", "%s must be > 0", a);
         } else if (!strcmp(a, "--model-name")) {
             NEED_VALUE();
             model_name = v;
@@ -326,7 +341,7 @@ int cmd_serve(int argc, char **argv) {
     if (cli_stack_open(&stack, &so, &err) != HEARTH_OK) goto done;
     hearth_api_set_ready(api, stack->cpl, stack->engine);
     fprintf(stderr, "hearth serve: ready in %.2f s: model '%s' on %s, %d parallel%s\n",
-            hearth_time_now() - t0, model_name, cli_stack_describe(stack), so.n_slots,
+            hearth_time_now() - t0, model_name, cli_stack_describe(stack), stack->s.n_slots,
             hearth_cpl_ctx_has_chat(stack->cpl) ? "" : " (no chat template: /v1/completions only)");
 
     int sig = wait_signal(&set, -1);

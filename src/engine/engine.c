@@ -13,6 +13,8 @@
 #define _GNU_SOURCE
 #include "engine/engine.h"
 
+#include "engine/choose.h"
+
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/sha256.h"
@@ -64,7 +66,11 @@ struct hearth_engine {
     hearth_seq **running; /* [n_slots], NULL = free slot */
     int32_t *b_tokens, *b_seq, *b_pos, *b_rows; /* [max_tokens] */
     hearth_seq **row_seq;                        /* [max_tokens] owner of each logit row */
-    float *logits;                               /* [max_tokens][vocab] */
+    hearth_sampler **row_smp;                    /* [max_tokens] */
+    uint8_t *row_lp;                             /* [max_tokens] wants logprobs */
+    int32_t *row_id;                             /* [max_tokens] chosen token */
+    hearth_logprobs *row_lps;                    /* [max_tokens] */
+    hearth_chooser chooser;
 };
 
 static void seq_unref(hearth_seq *s) {
@@ -326,10 +332,21 @@ static int step(hearth_engine *e) {
         }
     }
     hearth_err err = {0};
+    double t0 = hearth_time_now();
     hearth_status st = hearth_model_forward(e->m, e->kv, e->b_tokens, e->b_seq, e->b_pos, n, e->b_rows, n_rows,
-                                            e->logits, &err);
+                                            NULL, &err);
+    for (int r = 0; r < n_rows; r++) {
+        e->row_smp[r] = &e->row_seq[r]->sampler;
+        e->row_lp[r] = (uint8_t)e->row_seq[r]->req.want_logprobs;
+    }
+    if (st == HEARTH_OK)
+        st = hearth_choose(&e->chooser, e->m, e->row_smp, e->row_lp, n_rows, e->row_id, e->row_lps, &err);
     pthread_mutex_lock(&e->mu);
     e->stats.steps++;
+    e->stats.step_rows += n;
+    e->stats.step_s += hearth_time_now() - t0;
+    e->stats.rows_picked_on_device = e->chooser.rows_device;
+    e->stats.rows_sampled_on_host = e->chooser.rows_host;
     pthread_mutex_unlock(&e->mu);
     if (st == HEARTH_OK) /* full blocks computed this step join the prefix cache */
         for (int i = 0; i < e->o.n_slots; i++) {
@@ -346,7 +363,8 @@ static int step(hearth_engine *e) {
         }
         hearth_token_event ev = {0};
         ev.has_logprobs = s->req.want_logprobs;
-        ev.id = hearth_sampler_sample(&s->sampler, e->logits + (size_t)r * e->vocab, ev.has_logprobs ? &ev.lp : NULL);
+        ev.id = e->row_id[r];
+        if (ev.has_logprobs) ev.lp = e->row_lps[r];
         hearth_sampler_accept(&s->sampler, ev.id);
         if (s->t_first == 0) s->t_first = now;
         s->tokens[s->n_tokens++] = ev.id;
@@ -428,10 +446,19 @@ hearth_status hearth_engine_new(hearth_engine **out, hearth_model *m, hearth_kv 
     e->b_pos = malloc(T * 4);
     e->b_rows = malloc(T * 4);
     e->row_seq = malloc(T * sizeof *e->row_seq);
-    e->logits = malloc(T * (size_t)e->vocab * sizeof(float));
-    if (!e->running || !e->b_tokens || !e->b_seq || !e->b_pos || !e->b_rows || !e->row_seq || !e->logits) {
+    e->row_smp = malloc(T * sizeof *e->row_smp);
+    e->row_lp = malloc(T);
+    e->row_id = malloc(T * sizeof *e->row_id);
+    e->row_lps = malloc(T * sizeof *e->row_lps);
+    if (!e->running || !e->b_tokens || !e->b_seq || !e->b_pos || !e->b_rows || !e->row_seq || !e->row_smp ||
+        !e->row_lp || !e->row_id || !e->row_lps) {
         hearth_engine_free(e);
         return hearth_err_set(err, HEARTH_ENOMEM, "engine: out of memory for step buffers");
+    }
+    hearth_status cst = hearth_chooser_init(&e->chooser, e->max_tokens, e->vocab, err);
+    if (cst != HEARTH_OK) {
+        hearth_engine_free(e);
+        return cst;
     }
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
@@ -466,7 +493,11 @@ void hearth_engine_free(hearth_engine *e) {
     free(e->b_pos);
     free(e->b_rows);
     free(e->row_seq);
-    free(e->logits);
+    free(e->row_smp);
+    free(e->row_lp);
+    free(e->row_id);
+    free(e->row_lps);
+    hearth_chooser_deinit(&e->chooser);
     free(e);
 }
 

@@ -62,6 +62,9 @@ typedef struct {
     int kv_blocks_total, kv_blocks_free, kv_blocks_cached;
     long prefix_lookups, prefix_hits;
     long steps, preemptions;
+    long step_rows;       /* token rows run, over all steps */
+    double step_s;        /* wall time in forward + token choice */
+    long rows_picked_on_device, rows_sampled_on_host;
 } hearth_engine_stats;
 
 typedef struct hearth_engine hearth_engine;

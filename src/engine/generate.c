@@ -2,6 +2,7 @@
 #include "engine/generate.h"
 
 #include "core/clock.h"
+#include "engine/choose.h"
 
 #include <stdlib.h>
 
@@ -16,10 +17,15 @@ hearth_status hearth_generate(hearth_model *m, hearth_kv *kv, int slot, const in
         return hearth_err_set(err, HEARTH_ERANGE, "prompt of %d tokens does not fit the context of %d", n_prompt,
                               ctx);
     if (max_new > ctx - n_prompt) max_new = ctx - n_prompt;
-    float *logits = malloc(sizeof(float) * (size_t)c->vocab_size);
+    hearth_chooser ch;
     int32_t *seq = malloc(sizeof(int32_t) * (size_t)chunk), *pos = malloc(sizeof(int32_t) * (size_t)chunk);
-    hearth_status st = HEARTH_OK;
-    if (!logits || !seq || !pos) {
+    hearth_status st = hearth_chooser_init(&ch, 1, c->vocab_size, err);
+    if (st != HEARTH_OK) {
+        free(seq);
+        free(pos);
+        return st;
+    }
+    if (!seq || !pos) {
         st = hearth_err_set(err, HEARTH_ENOMEM, "generate: out of memory");
         goto done;
     }
@@ -34,18 +40,19 @@ hearth_status hearth_generate(hearth_model *m, hearth_kv *kv, int slot, const in
         int n = n_prompt - p0 < chunk ? n_prompt - p0 : chunk;
         for (int i = 0; i < n; i++) pos[i] = p0 + i;
         int last = n - 1, want = p0 + n == n_prompt;
-        if ((st = hearth_model_forward(m, kv, prompt + p0, seq, pos, n, &last, want, logits, err))) goto done;
+        if ((st = hearth_model_forward(m, kv, prompt + p0, seq, pos, n, &last, want, NULL, err))) goto done;
     }
     double t1 = hearth_time_now();
     stats->prefill_s = t1 - t0;
     int32_t cur;
     hearth_logprobs lp;
+    uint8_t want_lp = (uint8_t)(lp_wanted != 0);
     for (int i = 0; i < max_new; i++) {
         if (i > 0) {
             int32_t p = n_prompt + i - 1, zero = 0;
-            if ((st = hearth_model_forward(m, kv, &cur, seq, &p, 1, &zero, 1, logits, err))) goto done;
+            if ((st = hearth_model_forward(m, kv, &cur, seq, &p, 1, &zero, 1, NULL, err))) goto done;
         }
-        cur = hearth_sampler_sample(smp, logits, lp_wanted ? &lp : NULL);
+        if ((st = hearth_choose(&ch, m, &smp, &want_lp, 1, &cur, &lp, err))) goto done;
         hearth_sampler_accept(smp, cur);
         stats->n_gen++;
         int is_stop = 0;
@@ -57,7 +64,7 @@ hearth_status hearth_generate(hearth_model *m, hearth_kv *kv, int slot, const in
     stats->decode_s = hearth_time_now() - t1;
 done:
     hearth_kv_release_slot(kv, slot);
-    free(logits);
+    hearth_chooser_deinit(&ch);
     free(seq);
     free(pos);
     return st;

@@ -198,3 +198,26 @@ int32_t hearth_sampler_sample(hearth_sampler *s, float *logits, hearth_logprobs 
     if (lp) fill_logprobs(s, logits, chosen, lp);
     return chosen;
 }
+
+int hearth_sampler_pick_params(hearth_sampler *s, int want_logprobs, hearth_pick_params *out) {
+    const hearth_sampling *p = &s->p;
+    if (p->repetition_penalty != 1.0f || p->presence_penalty != 0.0f || p->frequency_penalty != 0.0f ||
+        p->n_logit_bias > 0 || p->top_p < 1.0f || (p->top_k > 0 && p->top_k < s->vocab) ||
+        p->top_logprobs > HEARTH_PICK_TOP)
+        return 0;
+    *out = (hearth_pick_params){.temperature = p->temperature, .min_p = p->min_p, .logprobs = want_logprobs != 0,
+                                .n_top = want_logprobs ? p->top_logprobs : 0};
+    if (p->temperature > 0.0f) out->key = rng_next(s->rng);
+    return 1;
+}
+
+int32_t hearth_sampler_from_pick(const hearth_sampler *s, const hearth_pick *pk, hearth_logprobs *lp) {
+    (void)s;
+    if (lp) {
+        lp->chosen = (hearth_token_logprob){pk->id, pk->chosen - pk->lse};
+        lp->n_top = pk->n_top;
+        for (int i = 0; i < pk->n_top && i < HEARTH_MAX_TOP_LOGPROBS; i++)
+            lp->top[i] = (hearth_token_logprob){pk->top_id[i], pk->top_x[i] - pk->lse};
+    }
+    return pk->id;
+}

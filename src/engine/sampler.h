@@ -12,6 +12,7 @@
 #define HEARTH_ENGINE_SAMPLER_H
 
 #include "core/status.h"
+#include "ops/ops.h"
 
 #include <stdint.h>
 
@@ -73,5 +74,14 @@ void hearth_sampler_accept_prompt(hearth_sampler *s, const int32_t *ids, int n);
  * fills lp if non-NULL. Does not accept it: call hearth_sampler_accept. */
 int32_t hearth_sampler_sample(hearth_sampler *s, float *logits, hearth_logprobs *lp);
 void hearth_sampler_accept(hearth_sampler *s, int32_t id);
+
+/* The same choice made by the backend's pick op (ops/ops.h), so that only a
+ * few bytes per row leave the device: possible when the settings have no
+ * processors and no top_p / top_k (argmax, temperature, min_p). Returns 1 and
+ * fills *p (drawing the key from the sampler's stream) when it is; 0 when the
+ * full logits must come to the host for hearth_sampler_sample. */
+int hearth_sampler_pick_params(hearth_sampler *s, int want_logprobs, hearth_pick_params *p);
+/* The token of a pick made with those params, and its logprobs into lp (if non-NULL). */
+int32_t hearth_sampler_from_pick(const hearth_sampler *s, const hearth_pick *pk, hearth_logprobs *lp);
 
 #endif

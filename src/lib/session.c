@@ -142,7 +142,8 @@ hearth_status hearth_session_open(hearth_session *s, const hearth_session_opts *
     }
     if ((st = hearth_model_load(&s->model, o->model_path, s->ops, s->ops_ctx, s->max_tokens, err))) goto fail;
     const hearth_model_config *c = hearth_model_config_get(s->model);
-    int n_slots = o->n_slots > 0 ? o->n_slots : 1, block = 16;
+    int n_slots = o->n_slots > 0 ? o->n_slots : s->ops->host_memory ? 4 : 256, block = 16;
+    s->n_slots = n_slots;
     int n_blocks = 0;
     if ((st = kv_blocks(s, o, c, n_slots, block, &n_blocks, err))) goto fail;
     if ((st = hearth_kv_new(&s->kv, s->ops, s->ops_ctx, c->n_layers, hearth_model_kv_dim(s->model), s->kv_type, block,

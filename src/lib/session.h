@@ -13,7 +13,7 @@ typedef struct {
     int threads;         /* CPU threads, 0 = one per core */
     int ctx;             /* context length, 0 = min(model's, 4096) */
     int max_tokens;      /* rows per forward (prefill chunk), 0 = 512 */
-    int n_slots;         /* sequence slots, 0 = 1 */
+    int n_slots;         /* sequence slots, 0 = the device's default (4 on the CPU, 256 on a GPU) */
     int need_tokenizer;  /* fail if the model has none */
     double kv_budget_mib; /* KV pool size; 0 = room for n_slots full contexts + cache headroom */
     const char *kv_type;  /* "f32" or "f16"; NULL = f16 on a GPU (as llama.cpp), f32 on the CPU */
@@ -25,7 +25,7 @@ typedef struct {
     hearth_model *model;
     hearth_kv *kv;
     hearth_tokenizer *tok; /* NULL when the model has none */
-    int ctx, max_tokens, kv_blocks;
+    int ctx, max_tokens, kv_blocks, n_slots;
     int cuda_device; /* index when ops is the CUDA backend */
     hearth_dtype kv_type;
     double load_s;

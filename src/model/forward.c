@@ -66,15 +66,40 @@ hearth_status hearth_model_forward(hearth_model *m, hearth_kv *kv, const int32_t
         o->matmul(ctx, m->xb, m->hb, T, &L->w_down);
         o->add(ctx, m->x, m->xb, (size_t)T * dim);
     }
+    m->n_logit_rows = 0;
     if (n_logit_rows == 0) return HEARTH_OK;
     /* Gather the rows that need logits, then norm + head on those only. */
-    for (int i = 0; i < n_logit_rows; i++) {
-        int r = logit_rows[i];
-        if (r < 0 || r >= T) return hearth_err_set(err, HEARTH_EINVAL, "forward: logit row %d of %d", r, T);
-        o->copy(ctx, m->xb + (size_t)i * dim, m->x + (size_t)r * dim, sizeof(float) * (size_t)dim);
+    for (int i = 0; i < n_logit_rows; i++)
+        if (logit_rows[i] < 0 || logit_rows[i] >= T)
+            return hearth_err_set(err, HEARTH_EINVAL, "forward: logit row %d of %d", logit_rows[i], T);
+    for (int i = 0, n; i < n_logit_rows; i += n) { /* one copy per run of consecutive rows */
+        for (n = 1; i + n < n_logit_rows && logit_rows[i + n] == logit_rows[i] + n;) n++;
+        o->copy(ctx, m->xb + (size_t)i * dim, m->x + (size_t)logit_rows[i] * dim, sizeof(float) * (size_t)dim * n);
     }
     o->rmsnorm(ctx, m->xb, m->xb, m->out_norm, n_logit_rows, dim, c->rms_norm_eps);
     o->matmul(ctx, m->logits, m->xb, n_logit_rows, &m->output);
-    o->download(ctx, logits, m->logits, sizeof(float) * (size_t)n_logit_rows * c->vocab_size);
+    m->n_logit_rows = n_logit_rows;
+    if (logits) o->download(ctx, logits, m->logits, sizeof(float) * (size_t)n_logit_rows * c->vocab_size);
+    return HEARTH_OK;
+}
+
+hearth_status hearth_model_pick(hearth_model *m, int n_rows, const hearth_pick_params *params, hearth_pick *out,
+                                hearth_err *err) {
+    const hearth_ops *o = m->ops;
+    if (n_rows < 0 || n_rows > m->n_logit_rows)
+        return hearth_err_set(err, HEARTH_EINVAL, "pick: %d rows, the last forward left %d", n_rows, m->n_logit_rows);
+    if (!o->pick) return hearth_err_set(err, HEARTH_ENOTSUP, "pick: the %s backend has no pick op", o->name);
+    if (n_rows == 0) return HEARTH_OK;
+    o->upload(m->ops_ctx, m->d_pick_params, params, sizeof *params * (size_t)n_rows);
+    o->pick(m->ops_ctx, m->d_picks, m->logits, n_rows, m->cfg.vocab_size, m->d_pick_params);
+    o->download(m->ops_ctx, out, m->d_picks, sizeof *out * (size_t)n_rows);
+    return HEARTH_OK;
+}
+
+hearth_status hearth_model_logits_row(hearth_model *m, int row, float *out, hearth_err *err) {
+    if (row < 0 || row >= m->n_logit_rows)
+        return hearth_err_set(err, HEARTH_EINVAL, "logits: row %d, the last forward left %d", row, m->n_logit_rows);
+    size_t n = (size_t)m->cfg.vocab_size;
+    m->ops->download(m->ops_ctx, out, m->logits + (size_t)row * n, sizeof(float) * n);
     return HEARTH_OK;
 }

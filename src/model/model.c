@@ -240,6 +240,8 @@ static hearth_status alloc_activations(hearth_model *m, hearth_err *err) {
         {(void **)&m->logits, T * (size_t)c->vocab_size * 4},
         {(void **)&m->d_tokens, T * 4},       {(void **)&m->d_seq, T * 4},
         {(void **)&m->d_pos, T * 4},
+        {(void **)&m->d_pick_params, T * sizeof(hearth_pick_params)},
+        {(void **)&m->d_picks, T * sizeof(hearth_pick)},
     };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         *bufs[i].p = owned_alloc(m, bufs[i].bytes);

@@ -50,11 +50,20 @@ const uint8_t *hearth_model_fingerprint(const hearth_model *m);
 int hearth_model_max_tokens(const hearth_model *m);
 
 /* Run T tokens through the model. Token t is tokens[t] at position pos[t] of
- * the sequence in KV slot seq[t] (positions must be reserved in kv). Writes
- * the logits of the rows listed in logit_rows (n_logit_rows of them) to
- * logits, host memory [n_logit_rows][vocab]. T <= max_tokens. Engine thread. */
+ * the sequence in KV slot seq[t] (positions must be reserved in kv). Computes
+ * the logits of the rows listed in logit_rows (n_logit_rows of them) and
+ * keeps them in backend memory for hearth_model_pick / _logits_row; with
+ * logits non-NULL also copies them there, host [n_logit_rows][vocab].
+ * T <= max_tokens. Engine thread. */
 hearth_status hearth_model_forward(hearth_model *m, hearth_kv *kv, const int32_t *tokens, const int32_t *seq,
                                    const int32_t *pos, int T, const int32_t *logit_rows, int n_logit_rows,
                                    float *logits, hearth_err *err);
+/* The pick op (ops/ops.h) over the first n_rows logit rows of the last
+ * forward: params and out are host arrays [n_rows]; a few bytes per row
+ * cross to the host. */
+hearth_status hearth_model_pick(hearth_model *m, int n_rows, const hearth_pick_params *params, hearth_pick *out,
+                                hearth_err *err);
+/* Logit row `row` of the last forward into out[vocab] (host). */
+hearth_status hearth_model_logits_row(hearth_model *m, int row, float *out, hearth_err *err);
 
 #endif

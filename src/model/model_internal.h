@@ -40,6 +40,9 @@ struct hearth_model {
     float *hb, *hb2; /* [T][ffn] */
     float *logits; /* [T][vocab] */
     int32_t *d_tokens, *d_seq, *d_pos; /* [T] */
+    hearth_pick_params *d_pick_params; /* [T] */
+    hearth_pick *d_picks;              /* [T] */
+    int n_logit_rows;                  /* rows of logits the last forward left */
 };
 
 #endif

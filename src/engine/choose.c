@@ -1,0 +1,53 @@
+/* choose.c - pick on the backend where possible, sample on the host otherwise. */
+#include "engine/choose.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+hearth_status hearth_chooser_init(hearth_chooser *c, int max_rows, int vocab, hearth_err *err) {
+    memset(c, 0, sizeof *c);
+    c->cap = max_rows;
+    c->vocab = vocab;
+    c->params = calloc((size_t)max_rows, sizeof *c->params);
+    c->picks = calloc((size_t)max_rows, sizeof *c->picks);
+    c->on_device = calloc((size_t)max_rows, 1);
+    c->logits = malloc(sizeof(float) * (size_t)vocab);
+    if (!c->params || !c->picks || !c->on_device || !c->logits) {
+        hearth_chooser_deinit(c);
+        return hearth_err_set(err, HEARTH_ENOMEM, "sampling buffers: out of memory");
+    }
+    return HEARTH_OK;
+}
+
+void hearth_chooser_deinit(hearth_chooser *c) {
+    free(c->params);
+    free(c->picks);
+    free(c->on_device);
+    free(c->logits);
+    memset(c, 0, sizeof *c);
+}
+
+hearth_status hearth_choose(hearth_chooser *c, hearth_model *m, hearth_sampler *const *smp, const uint8_t *want_lp,
+                            int n_rows, int32_t *ids, hearth_logprobs *lps, hearth_err *err) {
+    if (n_rows > c->cap) return hearth_err_set(err, HEARTH_EINVAL, "choose: %d rows (max %d)", n_rows, c->cap);
+    int n_device = 0;
+    for (int r = 0; r < n_rows; r++) {
+        c->on_device[r] = (uint8_t)hearth_sampler_pick_params(smp[r], want_lp[r], &c->params[r]);
+        if (c->on_device[r]) n_device++;
+        else c->params[r] = (hearth_pick_params){0}; /* an argmax nobody reads */
+    }
+    hearth_status st;
+    if (n_device > 0 && (st = hearth_model_pick(m, n_rows, c->params, c->picks, err)) != HEARTH_OK) return st;
+    for (int r = 0; r < n_rows; r++) {
+        hearth_logprobs *lp = want_lp[r] ? &lps[r] : NULL;
+        if (c->on_device[r]) {
+            ids[r] = hearth_sampler_from_pick(smp[r], &c->picks[r], lp);
+            continue;
+        }
+        if ((st = hearth_model_logits_row(m, r, c->logits, err)) != HEARTH_OK) return st;
+        ids[r] = hearth_sampler_sample(smp[r], c->logits, lp);
+    }
+    c->rows_device += n_device;
+    c->rows_host += n_rows - n_device;
+    return HEARTH_OK;
+}
