@@ -4,117 +4,55 @@
  * its baseline after every run. */
 #include "testhelp.h"
 
-#include "engine/engine.h"
-#include "engine/generate.h"
+#include "engine_rig.h"
 #include "ops/cpu/ops_cpu.h"
 
-#include <stdlib.h>
-#include <unistd.h>
-
 #define N_REQ 12
-#define N_NEW 20
+#define N_NEW RIG_NEW
 
-typedef struct {
+/* The tiny qwen2 model on a CPU context of its own. */
+static int rig_open_kv(rig *r, hearth_dtype kvt, int n_blocks, int n_slots, int max_tokens) {
     hearth_cpu_ctx *cpu;
-    hearth_model *m;
-    hearth_kv *kv;
-} rig;
-
-static int rig_open(rig *r, int n_blocks, int n_slots, int max_tokens) {
-    hearth_err err = {0};
     memset(r, 0, sizeof *r);
-    const char *path = test_path("tests/fixtures/tiny/qwen2-f32");
-    if (hearth_cpu_ctx_new(&r->cpu, 2, max_tokens, 512, 256, &err)) return 0;
-    if (hearth_model_load(&r->m, path, &hearth_cpu_ops, r->cpu, max_tokens, &err)) {
-        printf("  %s\n", err.msg);
-        return 0;
-    }
-    const hearth_model_config *c = hearth_model_config_get(r->m);
-    return hearth_kv_new(&r->kv, &hearth_cpu_ops, r->cpu, c->n_layers, hearth_model_kv_dim(r->m), HEARTH_DT_F32, 16, n_blocks,
-                         n_slots, 256, &err) == HEARTH_OK;
-}
-
-static void rig_close(rig *r) {
-    hearth_kv_free(r->kv);
-    hearth_model_free(r->m);
-    hearth_cpu_ctx_free(r->cpu);
-}
-
-static void make_prompt(int i, int32_t *ids, int *n, int vocab) {
-    *n = 3 + (i * 7) % 40; /* mixed lengths, some spanning several blocks */
-    for (int k = 0; k < *n; k++) ids[k] = (int32_t)((i * 131 + k * 17 + 5) % vocab);
-}
-
-/* Reference: each prompt alone through hearth_generate (serial path). */
-static void reference(rig *r, int32_t out[N_REQ][N_NEW]) {
-    int vocab = hearth_model_config_get(r->m)->vocab_size;
-    for (int i = 0; i < N_REQ; i++) {
-        int32_t ids[64];
-        int n;
-        make_prompt(i, ids, &n, vocab);
-        hearth_sampling sp;
-        hearth_sampling_default(&sp);
-        sp.temperature = 0;
-        hearth_sampler s;
-        hearth_sampler_init(&s, &sp, vocab, NULL);
-        struct { int32_t *o; int n; } c = {out[i], 0};
-        hearth_gen_stats gs;
-        int collect(void *u, int32_t id, const hearth_logprobs *lp);
-        hearth_generate(r->m, r->kv, 0, ids, n, N_NEW, &s, NULL, 0, 0, collect, &c, &gs, NULL);
-        hearth_sampler_deinit(&s);
-    }
-}
-
-int collect(void *u, int32_t id, const hearth_logprobs *lp) {
-    struct { int32_t *o; int n; } *c = u;
-    if (c->n < N_NEW) c->o[c->n++] = id;
+    if (hearth_cpu_ctx_new(&cpu, 2, max_tokens, 512, 256, NULL)) return 0;
+    if (rig_open_on(r, &hearth_cpu_ops, cpu, test_path("tests/fixtures/tiny/qwen2-f32"), kvt, n_blocks,
+                    n_slots, max_tokens))
+        return 1;
+    rig_free(r);
+    hearth_cpu_ctx_free(cpu);
     return 0;
 }
 
-/* Submit all requests (staggered), read them all, compare. */
+static int rig_open(rig *r, int n_blocks, int n_slots, int max_tokens) {
+    return rig_open_kv(r, HEARTH_DT_F32, n_blocks, n_slots, max_tokens);
+}
+
+static void rig_close(rig *r) {
+    rig_free(r);
+    hearth_cpu_ctx_free(r->ctx);
+}
+
+static void reference(rig *r, int32_t out[N_REQ][N_NEW]) { rig_reference(r, N_REQ, out); }
+
 static void run_batched(rig *r, int n_slots, int32_t want[N_REQ][N_NEW], int *preempted) {
-    hearth_engine *e;
-    hearth_engine_opts o = {.n_slots = n_slots, .max_waiting = 64, .queue_cap = 4};
-    hearth_err err = {0};
-    int baseline = hearth_kv_n_available_blocks(r->kv);
-    CHECK_EQ(hearth_engine_new(&e, r->m, r->kv, &o, &err), HEARTH_OK);
-    int vocab = hearth_model_config_get(r->m)->vocab_size;
-    hearth_seq *seqs[N_REQ];
-    for (int i = 0; i < N_REQ; i++) {
-        hearth_gen_request q = {0};
-        q.prompt = malloc(sizeof(int32_t) * 64);
-        make_prompt(i, q.prompt, &q.n_prompt, vocab);
-        q.max_new = N_NEW;
-        hearth_sampling_default(&q.sampling);
-        q.sampling.temperature = 0;
-        CHECK_EQ(hearth_engine_submit(e, &q, &seqs[i], &err), HEARTH_OK);
-        CHECK(q.prompt == NULL); /* ownership moved */
-        if (i % 3 == 2) usleep(2000); /* arrivals while others run */
-    }
-    int bad = 0;
-    for (int i = 0; i < N_REQ; i++) {
-        int32_t got[N_NEW];
-        int n = 0;
-        hearth_token_event ev;
-        while (hearth_seq_next(seqs[i], &ev, -1) == 1)
-            if (n < N_NEW) got[n++] = ev.id;
-        hearth_seq_summary sum;
-        hearth_seq_summary_get(seqs[i], &sum);
-        if (sum.finish != HEARTH_FINISH_LENGTH || n != N_NEW || memcmp(got, want[i], sizeof got)) bad++;
-        hearth_seq_release(seqs[i]);
-    }
-    hearth_engine_stats st;
-    hearth_engine_stats_get(e, &st);
-    *preempted = (int)st.preemptions;
-    hearth_engine_free(e);
-    CHECK_MSG(bad == 0, "%d of %d requests differ from their serial output (slots %d)", bad, N_REQ, n_slots);
-    CHECK_EQ(st.requests_ok, N_REQ);
-    CHECK_EQ(hearth_kv_n_available_blocks(r->kv), baseline); /* nothing held: no leak */
+    rig_batched(r, N_REQ, n_slots, want, preempted);
 }
 
 TEST(engine_batching_never_changes_greedy_output) {
     rig r;
     int ok = rig_open(&r, 64, 16, 64);
+    CHECK_MSG(ok, "cannot open the tiny model");
+    int32_t want[N_REQ][N_NEW];
+    reference(&r, want);
+    int pre;
+    for (int slots = 1; slots <= 16; slots *= 4) run_batched(&r, slots, want, &pre);
+    rig_close(&r);
+}
+
+/* The same with an f16 KV cache (the GPU default): serial and batched agree. */
+TEST(engine_batching_f16_kv) {
+    rig r;
+    int ok = rig_open_kv(&r, HEARTH_DT_F16, 64, 16, 64);
     CHECK_MSG(ok, "cannot open the tiny model");
     int32_t want[N_REQ][N_NEW];
     reference(&r, want);
