@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static hearth_status open_backend(hearth_session *s, const hearth_session_opts *o, const hearth_model_config *cfg,
@@ -59,6 +61,43 @@ static hearth_status open_backend(hearth_session *s, const hearth_session_opts *
 #endif
     }
     return hearth_err_set(err, HEARTH_EINVAL, "unknown device '%s' (expected cpu, cuda or cuda:N)", dev);
+}
+
+/* Bytes of the model's weight files: a GGUF file, or the .safetensors of a directory. */
+static size_t model_file_bytes(const char *path) {
+    struct stat sb;
+    if (stat(path, &sb) != 0) return 0;
+    if (!S_ISDIR(sb.st_mode)) return (size_t)sb.st_size;
+    size_t n = 0;
+    DIR *d = opendir(path);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        char f[4096];
+        if (len < 12 || strcmp(e->d_name + len - 12, ".safetensors")) continue;
+        snprintf(f, sizeof f, "%s/%s", path, e->d_name);
+        if (stat(f, &sb) == 0) n += (size_t)sb.st_size;
+    }
+    if (d) closedir(d);
+    return n;
+}
+
+/* A device backend: refuse a model that cannot fit before uploading any of
+ * it, and say what is free when an upload runs out after all. */
+static hearth_status check_device_room(const hearth_session *s, const char *path, hearth_status load_st,
+                                       hearth_err *err) {
+    hearth_cuda_device_info info;
+    if (s->ops->host_memory || hearth_cuda_device_query(s->cuda_device, &info) != 0) return load_st;
+    double gib = 1073741824.0;
+    if (load_st == HEARTH_ENOMEM)
+        return hearth_err_wrap(err, load_st, "cuda:%d has %.2f GiB free of %.2f GiB", s->cuda_device,
+                               info.mem_free / gib, info.mem_total / gib);
+    size_t need = model_file_bytes(path);
+    if (load_st == HEARTH_OK && need > info.mem_free)
+        return hearth_err_set(err, HEARTH_ENOMEM,
+                              "%s: the weights need %.2f GiB on cuda:%d, which has %.2f GiB free of %.2f GiB", path,
+                              need / gib, s->cuda_device, info.mem_free / gib, info.mem_total / gib);
+    return load_st;
 }
 
 static hearth_status open_tokenizer(hearth_session *s, const char *path, hearth_err *err) {
@@ -140,7 +179,11 @@ hearth_status hearth_session_open(hearth_session *s, const hearth_session_opts *
         st = hearth_err_set(err, HEARTH_EINVAL, "KV cache type '%s': expected f32 or f16", o->kv_type);
         goto fail;
     }
-    if ((st = hearth_model_load(&s->model, o->model_path, s->ops, s->ops_ctx, s->max_tokens, err))) goto fail;
+    if ((st = check_device_room(s, o->model_path, HEARTH_OK, err))) goto fail;
+    if ((st = hearth_model_load(&s->model, o->model_path, s->ops, s->ops_ctx, s->max_tokens, err))) {
+        st = check_device_room(s, o->model_path, st, err);
+        goto fail;
+    }
     const hearth_model_config *c = hearth_model_config_get(s->model);
     int n_slots = o->n_slots > 0 ? o->n_slots : s->ops->host_memory ? 4 : 256, block = 16;
     s->n_slots = n_slots;

@@ -109,8 +109,35 @@ static hearth_status shape_error(const hearth_model *m, const src_tensor *t, int
 }
 
 static hearth_status oom(const hearth_model *m, const char *what, size_t bytes, hearth_err *err) {
+    if (m->upload_total)
+        return hearth_err_set(err, HEARTH_ENOMEM,
+                              "%s: out of %s memory for %s (%.1f MiB) after %.2f of the model's %.2f GiB of weights",
+                              m->path, m->ops->name, what, bytes / 1048576.0, m->uploaded / 1073741824.0,
+                              m->upload_total / 1073741824.0);
     return hearth_err_set(err, HEARTH_ENOMEM, "%s: out of %s memory for %s (%.1f MiB)", m->path, m->ops->name,
                           what, bytes / 1048576.0);
+}
+
+/* Copy a tensor to the device, with a progress line every tenth of the model. */
+static void upload(hearth_model *m, void *dst, const void *src, size_t bytes) {
+    m->ops->upload(m->ops_ctx, dst, src, bytes);
+    m->uploaded += bytes;
+    int decile = m->upload_total ? (int)(10 * (double)m->uploaded / (double)m->upload_total) : 0;
+    if (decile > m->upload_decile && m->upload_total > ((size_t)256 << 20)) {
+        m->upload_decile = decile;
+        hearth_log_info("%s: weights to %s: %d%% (%.2f of %.2f GiB)", m->path, m->ops->name,
+                        decile > 10 ? 100 : 10 * decile, m->uploaded / 1073741824.0, m->upload_total / 1073741824.0);
+    }
+}
+
+/* Bytes of every tensor in the model's files (what a device upload moves, near enough). */
+static size_t tensor_bytes(const hearth_model *m) {
+    size_t n = 0;
+    if (m->gguf)
+        for (int64_t i = 0; i < hearth_gguf_n_tensors(m->gguf); i++) n += hearth_gguf_tensor_at(m->gguf, i)->nbytes;
+    if (m->st)
+        for (int64_t i = 0; i < hearth_st_n_tensors(m->st); i++) n += hearth_st_tensor_at(m->st, i)->nbytes;
+    return n;
 }
 
 /* A matrix weight of shape [rows, cols]; required unless optional. */
@@ -142,7 +169,7 @@ static hearth_status load_matrix(hearth_model *m, int role, int layer, int64_t r
     } else {
         void *d = owned_alloc(m, t.nbytes);
         if (!d) return oom(m, t.name, t.nbytes, err);
-        m->ops->upload(m->ops_ctx, d, t.data, t.nbytes);
+        upload(m, d, t.data, t.nbytes);
         w->data = d;
     }
     return HEARTH_OK;
@@ -296,6 +323,7 @@ hearth_status hearth_model_load(hearth_model **out, const char *path, const hear
         if ((st = hearth_gguf_config_load(&m->cfg, m->gguf, err)) != HEARTH_OK) goto fail;
     }
     if ((st = check_config(m, err)) != HEARTH_OK) goto fail;
+    if (!ops->host_memory) m->upload_total = tensor_bytes(m);
     const hearth_model_config *c = &m->cfg;
     hearth_sha256_init(&m->fp);
     hearth_sha256_update(&m->fp, c, sizeof *c);

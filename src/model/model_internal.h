@@ -22,6 +22,8 @@ struct hearth_model {
     hearth_layer_weights *layers;
     hearth_rope rope;
     size_t weight_bytes;
+    size_t upload_total, uploaded; /* device backends: bytes of the file's tensors, bytes sent */
+    int upload_decile;
     hearth_sha256 fp;         /* running fingerprint while loading */
     uint8_t fingerprint[32];  /* of the weights: config, tensor headers, sampled bytes */
 
