@@ -107,6 +107,11 @@ void api_stats(hearth_api *a, hearth_http_response *r) {
                                 (json_int_t)s.es.steps, "preemptions", (json_int_t)s.es.preemptions, "kv_blocks_total",
                                 s.es.kv_blocks_total, "kv_blocks_free", s.es.kv_blocks_free, "kv_blocks_cached",
                                 s.es.kv_blocks_cached);
+        json_object_set_new(eng, "kv_blocks_used",
+                            json_integer(s.es.kv_blocks_total - s.es.kv_blocks_free - s.es.kv_blocks_cached));
+        json_object_set_new(eng, "prefix_hit_rate",
+                            json_real(s.es.prefix_lookups ? (double)s.es.prefix_hits / s.es.prefix_lookups : 0.0));
+        json_object_set_new(eng, "rows_a_step", json_real(s.es.steps ? (double)s.es.step_rows / s.es.steps : 0.0));
         json_object_set_new(doc, "engine", eng);
     }
     api_json(r, 200, doc);
@@ -158,6 +163,15 @@ void api_metrics(hearth_api *a, hearth_http_response *r) {
     P("# HELP hearth_kv_blocks_total KV cache blocks.\n# TYPE hearth_kv_blocks_total gauge\n"
       "hearth_kv_blocks_total %d\n",
       s.es.kv_blocks_total);
+    P("# HELP hearth_kv_blocks_cached KV blocks held only by the prefix cache (evictable).\n"
+      "# TYPE hearth_kv_blocks_cached gauge\nhearth_kv_blocks_cached %d\n",
+      s.es.kv_blocks_cached);
+    P("# HELP hearth_kv_blocks_used KV blocks held by running sequences.\n"
+      "# TYPE hearth_kv_blocks_used gauge\nhearth_kv_blocks_used %d\n",
+      s.es.kv_blocks_total - s.es.kv_blocks_free - s.es.kv_blocks_cached);
+    P("# HELP hearth_prefix_cache_lookups_total Prefix cache lookups.\n"
+      "# TYPE hearth_prefix_cache_lookups_total counter\nhearth_prefix_cache_lookups_total %ld\n",
+      s.es.prefix_lookups);
     P("# HELP hearth_prefix_cache_hits_total Prefix cache hits.\n# TYPE hearth_prefix_cache_hits_total counter\n"
       "hearth_prefix_cache_hits_total %ld\n",
       s.es.prefix_hits);

@@ -378,6 +378,17 @@ static int step(hearth_engine *e) {
     return 1;
 }
 
+/* The running/waiting gauges /stats reads; returns running. */
+static int update_gauges(hearth_engine *e) {
+    int running = 0;
+    for (int i = 0; i < e->o.n_slots; i++) running += e->running[i] != NULL;
+    pthread_mutex_lock(&e->mu);
+    e->stats.running = running;
+    e->stats.waiting = e->n_waiting + e->n_mail;
+    pthread_mutex_unlock(&e->mu);
+    return running;
+}
+
 static void *engine_main(void *arg) {
     hearth_engine *e = arg;
     for (;;) {
@@ -400,13 +411,10 @@ static void *engine_main(void *arg) {
         }
         retire_canceled(e);
         admit(e);
-        pthread_mutex_lock(&e->mu);
-        int running = 0;
-        for (int i = 0; i < e->o.n_slots; i++) running += e->running[i] != NULL;
-        e->stats.running = running;
-        e->stats.waiting = e->n_waiting + e->n_mail;
-        pthread_mutex_unlock(&e->mu);
-        if (!step(e)) {
+        int running = update_gauges(e);
+        int worked = step(e);
+        update_gauges(e);
+        if (!worked) {
             /* Everyone running is paused by backpressure: nap briefly. */
             struct timespec ts = {0, 200000};
             if (running) nanosleep(&ts, NULL);
