@@ -5,7 +5,9 @@
  * never a test.
  *
  *   bench_model MODEL [--prompt 512] [--gen 128] [--prefill 512,2048] [--reps 3]
- *                     [--no-graphs] [--no-pdl] [--no-fusion] [--profile]
+ *                     [--kv f16|f32] [--no-graphs] [--no-pdl] [--no-fusion] [--profile]
+ *
+ * --kv picks the KV cache's element type (default f16, as the server).
  *
  * --profile adds, after the timed runs, the device time of every launch unit
  * (hearth_cuda_ctx_profile) over 16 decode steps and over one prefill of each
@@ -14,7 +16,8 @@
  *
  * Bytes per token = every matrix the decoder reads once per token (all layer
  * weights and the output head; of the embedding only one row) plus the norms,
- * and, listed apart, the f32 KV cache read at the decode positions. */
+ * and, listed apart, the KV cache read at the decode positions (2 or 4
+ * bytes an element). */
 #include "engine/kv.h"
 #include "model/model_internal.h"
 #include "ops/cuda/ops_cuda.h"
@@ -42,11 +45,14 @@ static size_t wbytes(const hearth_weight *w) { return w->row_bytes * (size_t)w->
 int main(int argc, char **argv) {
     const char *path = NULL, *prefill_arg = "512,2048";
     int n_prompt = 512, n_gen = 128, reps = 3, graphs = 1, pdl = 1, fusion = 1, profile = 0;
+    hearth_dtype kv_type = HEARTH_DT_F16;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--prompt") && i + 1 < argc) n_prompt = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--gen") && i + 1 < argc) n_gen = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--prefill") && i + 1 < argc) prefill_arg = argv[++i];
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--kv") && i + 1 < argc && !strcmp(argv[i + 1], "f16")) kv_type = HEARTH_DT_F16, i++;
+        else if (!strcmp(argv[i], "--kv") && i + 1 < argc && !strcmp(argv[i + 1], "f32")) kv_type = HEARTH_DT_F32, i++;
         else if (!strcmp(argv[i], "--no-graphs")) graphs = 0;
         else if (!strcmp(argv[i], "--no-pdl")) pdl = 0;
         else if (!strcmp(argv[i], "--no-fusion")) fusion = 0;
@@ -54,7 +60,7 @@ int main(int argc, char **argv) {
         else if (argv[i][0] != '-' && !path) path = argv[i];
         else {
             fprintf(stderr, "usage: bench_model MODEL [--prompt N] [--gen N] [--prefill A,B] [--reps N] "
-                            "[--no-graphs] [--no-pdl] [--no-fusion] [--profile]\n");
+                            "[--kv f16|f32] [--no-graphs] [--no-pdl] [--no-fusion] [--profile]\n");
             return 2;
         }
     }
@@ -99,7 +105,7 @@ int main(int argc, char **argv) {
     double load_s = now_s() - t0;
     const hearth_model_config *mc = hearth_model_config_get(m);
     hearth_kv *kv;
-    if (hearth_kv_new(&kv, o, c, mc->n_layers, hearth_model_kv_dim(m), HEARTH_DT_F32, 16, max_ctx / 16, 1, max_ctx, &err)) {
+    if (hearth_kv_new(&kv, o, c, mc->n_layers, hearth_model_kv_dim(m), kv_type, 16, max_ctx / 16, 1, max_ctx, &err)) {
         fprintf(stderr, "bench_model: %s\n", err.msg);
         return 1;
     }
@@ -112,13 +118,13 @@ int main(int argc, char **argv) {
     }
     tok += wbytes(&m->output) + m->tok_embd.row_bytes + 4 * (size_t)mc->hidden_size;
     int ctx_mid = n_prompt + n_gen / 2;
-    double kv_bytes = 2.0 * mc->n_layers * ctx_mid * (double)hearth_model_kv_dim(m) * 4;
+    double kv_bytes = 2.0 * mc->n_layers * ctx_mid * (double)hearth_model_kv_dim(m) * (kv_type == HEARTH_DT_F16 ? 2 : 4);
 
     printf("model %s: %s, %d layers, hidden %d, ffn %d, heads %d/%d, vocab %d; %.2f GB of weights, loaded in %.1f s\n",
            path, mc->arch, mc->n_layers, mc->hidden_size, mc->intermediate_size, mc->n_heads, mc->n_kv_heads,
            mc->vocab_size, hearth_model_weight_bytes(m) / 1e9, load_s);
-    printf("copy bandwidth %.0f GB/s; graphs %s, PDL %s, fusion %s\n", bw, graphs ? "on" : "off", pdl ? "on" : "off",
-           fusion ? "on" : "off");
+    printf("copy bandwidth %.0f GB/s; graphs %s, PDL %s, fusion %s; KV cache %s\n", bw, graphs ? "on" : "off",
+           pdl ? "on" : "off", fusion ? "on" : "off", kv_type == HEARTH_DT_F16 ? "f16" : "f32");
 
     int vocab = mc->vocab_size;
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)max_ctx), *seq = calloc((size_t)max_ctx, sizeof(int32_t)),
@@ -189,7 +195,8 @@ int main(int argc, char **argv) {
     double roof_w = bw * 1e9 / (double)tok, roof_wkv = bw * 1e9 / ((double)tok + kv_bytes);
     printf("decode (batch 1, after %d prompt tokens, %d steps timed): %.3f ms/token  %.1f tok/s\n", n_prompt,
            n_gen - warm, dec * 1e3, 1.0 / dec);
-    printf("bytes per token: weights %.3f GB, KV at position %d %.3f GB\n", tok / 1e9, ctx_mid, kv_bytes / 1e9);
+    printf("bytes per token: weights %.3f GB, %s KV at position %d %.3f GB\n", tok / 1e9,
+           kv_type == HEARTH_DT_F16 ? "f16" : "f32", ctx_mid, kv_bytes / 1e9);
     printf("roofline (copy bandwidth / bytes): weights only %.0f tok/s -> %.1f%%; weights + KV %.0f tok/s -> %.1f%%\n",
            roof_w, 100.0 / dec / roof_w, roof_wkv, 100.0 / dec / roof_wkv);
     printf("recorder: %ld flushes, %ld graph captures, %ld graph replays, %ld ops recorded\n", st.flushes,

@@ -369,19 +369,32 @@ TEST(cuda_add_add_bias_swiglu) {
 /* ---- kv_write + attention -------------------------------------------------------- */
 
 /* A paged cache mirrored on host and device: n_seq sequences of len[s]
- * positions each, blocks handed out in shuffled order, unused blocks NaN. */
+ * positions each, blocks handed out in shuffled order, unused blocks NaN.
+ * Elements are f32, or f16 (the host copy holds the f16 bits, filled with
+ * hearth_f32_to_f16 of the random values). */
 typedef struct {
     int n_layers, kv_dim, bs, n_blocks, mbps;
-    float *hk, *hv;   /* host, one layer */
+    hearth_dtype type;
+    size_t es, bytes; /* element size, bytes of one of k / v */
+    void *hk, *hv;    /* host, one layer */
     int32_t *table;   /* host [n_seq][mbps] */
-    float *dk, *dv;   /* device */
+    void *dk, *dv;    /* device */
     int32_t *dtable;
     hearth_kv_view hview, dview;
-    float *hkp[1], *hvp[1], *dkp[1], *dvp[1];
+    void *hkp[1], *hvp[1], *dkp[1], *dvp[1];
 } kvpair;
 
-static int kv_make(kvpair *p, int kv_dim, int bs, int n_seq, const int *len) {
+static const char *kv_name(hearth_dtype t) { return t == HEARTH_DT_F16 ? "f16" : "f32"; }
+
+static void kv_set(const kvpair *p, void *base, size_t i, float x) {
+    if (p->type == HEARTH_DT_F16) ((uint16_t *)base)[i] = hearth_f32_to_f16(x);
+    else ((float *)base)[i] = x;
+}
+
+static int kv_make(kvpair *p, hearth_dtype type, int kv_dim, int bs, int n_seq, const int *len) {
     memset(p, 0, sizeof *p);
+    p->type = type;
+    p->es = type == HEARTH_DT_F16 ? 2 : 4;
     p->kv_dim = kv_dim;
     p->bs = bs;
     p->mbps = (MAX_CTX + bs - 1) / bs;
@@ -389,12 +402,12 @@ static int kv_make(kvpair *p, int kv_dim, int bs, int n_seq, const int *len) {
     for (int s = 0; s < n_seq; s++) need += (len[s] + bs - 1) / bs;
     p->n_blocks = need + 5;
     size_t fl = (size_t)p->n_blocks * bs * kv_dim;
-    p->hk = malloc(4 * fl);
-    p->hv = malloc(4 * fl);
+    p->bytes = p->es * fl;
+    p->hk = malloc(p->bytes);
+    p->hv = malloc(p->bytes);
     for (size_t i = 0; i < fl; i++) {
-        uint32_t nan = 0x7fc00000u;
-        memcpy(&p->hk[i], &nan, 4);
-        memcpy(&p->hv[i], &nan, 4);
+        kv_set(p, p->hk, i, NAN);
+        kv_set(p, p->hv, i, NAN);
     }
     int *perm = malloc(sizeof(int) * p->n_blocks);
     for (int i = 0; i < p->n_blocks; i++) perm[i] = i;
@@ -412,17 +425,17 @@ static int kv_make(kvpair *p, int kv_dim, int bs, int n_seq, const int *len) {
     for (int s = 0; s < n_seq; s++)
         for (int q = 0; q < len[s]; q++) {
             size_t off = ((size_t)p->table[s * p->mbps + q / bs] * bs + q % bs) * kv_dim;
-            for (int j = 0; j < kv_dim; j++) p->hk[off + j] = nrand(), p->hv[off + j] = nrand();
+            for (int j = 0; j < kv_dim; j++) kv_set(p, p->hk, off + j, nrand()), kv_set(p, p->hv, off + j, nrand());
         }
-    p->dk = dup_host(p->hk, 4 * fl);
-    p->dv = dup_host(p->hv, 4 * fl);
+    p->dk = dup_host(p->hk, p->bytes);
+    p->dv = dup_host(p->hv, p->bytes);
     p->dtable = dup_host(p->table, sizeof(int32_t) * (size_t)n_seq * p->mbps);
     p->hkp[0] = p->hk;
     p->hvp[0] = p->hv;
     p->dkp[0] = p->dk;
     p->dvp[0] = p->dv;
-    p->hview = (hearth_kv_view){p->hkp, p->hvp, p->table, bs, p->mbps, kv_dim, p->n_blocks};
-    p->dview = (hearth_kv_view){p->dkp, p->dvp, p->dtable, bs, p->mbps, kv_dim, p->n_blocks};
+    p->hview = (hearth_kv_view){p->hkp, p->hvp, p->table, bs, p->mbps, kv_dim, p->n_blocks, type};
+    p->dview = (hearth_kv_view){p->dkp, p->dvp, p->dtable, bs, p->mbps, kv_dim, p->n_blocks, type};
     return p->dk && p->dv && p->dtable;
 }
 
@@ -435,11 +448,12 @@ static void kv_drop(kvpair *p) {
     free(p->table);
 }
 
-/* Attention of T rows (seq[t], pos[t]) against the pair, CUDA vs CPU. */
-static int attn_case(const char *what, int nh, int nkv, int hd, int window, int n_seq, const int *len, int T,
-                     const int32_t *seq, const int32_t *pos, double tol) {
+/* Attention of T rows (seq[t], pos[t]) against the pair, CUDA vs CPU, both
+ * reading a cache of element type kt (the same stored values). */
+static int attn_case(hearth_dtype kt, const char *what, int nh, int nkv, int hd, int window, int n_seq,
+                     const int *len, int T, const int32_t *seq, const int32_t *pos, double tol) {
     kvpair p;
-    int ok = kv_make(&p, nkv * hd, 16, n_seq, len);
+    int ok = kv_make(&p, kt, nkv * hd, 16, n_seq, len);
     size_t qn = (size_t)T * nh * hd;
     float *q = rand_vec(qn), *want = malloc(4 * qn), *got = malloc(4 * qn);
     float *qd = dup_host(q, 4 * qn), *od = dnew(4 * qn);
@@ -453,8 +467,9 @@ static int attn_case(const char *what, int nh, int nkv, int hd, int window, int 
     double e = rel_err(got, want, qn, &at);
     ok = ok && check_cuda_ok();
     if (ok && !(e <= tol)) {
-        test_fail(__FILE__, __LINE__, "attention %s (heads %d/%d, hd %d, window %d, T %d): rel err %.3g > %.3g at %zu",
-                  what, nh, nkv, hd, window, T, e, tol, at);
+        test_fail(__FILE__, __LINE__,
+                  "attention %s, %s cache (heads %d/%d, hd %d, window %d, T %d): rel err %.3g > %.3g at %zu", what,
+                  kv_name(kt), nh, nkv, hd, window, T, e, tol, at);
         ok = 0;
     }
     dfree(qd);
@@ -468,8 +483,9 @@ static int attn_case(const char *what, int nh, int nkv, int hd, int window, int 
     return ok;
 }
 
-TEST(cuda_attention_decode_rows) {
-    NEED_GPU();
+/* Decode rows (T <= 32: the flash-decoding kernel, f32 math on either cache
+ * type, so 1e-5 for both). */
+static void attention_decode_rows(hearth_dtype kt) {
     static const int hds[] = {16, 64, 96, 128};
     for (size_t hi = 0; hi < sizeof hds / sizeof hds[0]; hi++) {
         int hd = hds[hi];
@@ -477,39 +493,79 @@ TEST(cuda_attention_decode_rows) {
         int32_t seq[5], pos[5];
         for (int s = 0; s < 5; s++) len[s] = 1 + irand(s == 0 ? 3000 : 300), seq[s] = 4 - s, pos[s] = 0;
         for (int t = 0; t < 5; t++) pos[t] = len[seq[t]] - 1;
-        if (!attn_case("decode, 5 sequences", 8, 2, hd, 0, 5, len, 5, seq, pos, 1e-5)) return;
-        if (!attn_case("decode, window 37", 12, 4, hd, 37, 5, len, 5, seq, pos, 1e-5)) return;
-        if (!attn_case("decode, one row, MHA", 4, 4, hd, 0, 5, len, 1, seq, pos, 1e-5)) return;
-        if (!attn_case("decode, 16 query heads per kv head", 32, 2, hd, 0, 5, len, 3, seq, pos, 1e-5)) return;
+        if (!attn_case(kt, "decode, 5 sequences", 8, 2, hd, 0, 5, len, 5, seq, pos, 1e-5)) return;
+        if (!attn_case(kt, "decode, window 37", 12, 4, hd, 37, 5, len, 5, seq, pos, 1e-5)) return;
+        if (!attn_case(kt, "decode, one row, MHA", 4, 4, hd, 0, 5, len, 1, seq, pos, 1e-5)) return;
+        if (!attn_case(kt, "decode, 16 query heads per kv head", 32, 2, hd, 0, 5, len, 3, seq, pos, 1e-5)) return;
+    }
+    /* long contexts (up to MAX_CTX - 1, so up to 64 splits), 24 rows of 6
+     * sequences at scattered positions, with and without a window */
+    {
+        int len[6];
+        int32_t seq[24], pos[24];
+        for (int s = 0; s < 6; s++) len[s] = s == 0 ? MAX_CTX : 1000 + irand(MAX_CTX - 1000);
+        for (int t = 0; t < 24; t++) seq[t] = irand(6), pos[t] = irand(len[seq[t]]);
+        pos[0] = len[seq[0]] - 1;
+        if (!attn_case(kt, "decode, 24 rows, long contexts", 32, 8, 128, 0, 6, len, 24, seq, pos, 1e-5)) return;
+        if (!attn_case(kt, "decode, 24 rows, window 1000", 32, 8, 128, 1000, 6, len, 24, seq, pos, 1e-5)) return;
+        if (!attn_case(kt, "decode, 24 rows, hd 64", 16, 4, 64, 0, 6, len, 24, seq, pos, 1e-5)) return;
     }
 }
 
-TEST(cuda_attention_prefill_tiles) {
+TEST(cuda_attention_decode_rows) {
     NEED_GPU();
+    attention_decode_rows(HEARTH_DT_F32);
+}
+
+TEST(cuda_attention_decode_rows_f16_cache) {
+    NEED_GPU();
+    attention_decode_rows(HEARTH_DT_F16);
+}
+
+/* Prefill tiles (T > 32, head_dim 64 / 128: the tensor-core kernel, f16
+ * operands: 4e-3 for both cache types; an f16 cache feeds its values to the
+ * mma as stored, an f32 one is rounded on the way, so the two agree). */
+static void attention_prefill_tiles(hearth_dtype kt) {
     for (int hd = 64; hd <= 128; hd += 64) {
         /* one sequence, 100 new rows at the end of a 700-position context */
         int len[2] = {700, 90};
         int32_t seq[128], pos[128];
         for (int t = 0; t < 100; t++) seq[t] = 0, pos[t] = 600 + t;
-        if (!attn_case("prefill 100 rows", 8, 2, hd, 0, 2, len, 100, seq, pos, 4e-3)) return;
-        if (!attn_case("prefill 100 rows, window 50", 8, 2, hd, 50, 2, len, 100, seq, pos, 4e-3)) return;
+        if (!attn_case(kt, "prefill 100 rows", 8, 2, hd, 0, 2, len, 100, seq, pos, 4e-3)) return;
+        if (!attn_case(kt, "prefill 100 rows, window 50", 8, 2, hd, 50, 2, len, 100, seq, pos, 4e-3)) return;
         /* a prompt from position 0 */
         for (int t = 0; t < 90; t++) seq[t] = 1, pos[t] = t;
-        if (!attn_case("prefill from 0", 4, 1, hd, 0, 2, len, 90, seq, pos, 4e-3)) return;
+        if (!attn_case(kt, "prefill from 0", 4, 1, hd, 0, 2, len, 90, seq, pos, 4e-3)) return;
         /* mixed: a prefill chunk of seq 0 then decode rows of seq 1 and 0 (the
          * last tile spans two sequences: the decode kernel takes it) */
         for (int t = 0; t < 70; t++) seq[t] = 0, pos[t] = 500 + t;
         seq[70] = 1, pos[70] = 89;
         seq[71] = 0, pos[71] = 699;
-        if (!attn_case("mixed prefill + decode rows", 8, 4, hd, 0, 2, len, 72, seq, pos, 4e-3)) return;
+        if (!attn_case(kt, "mixed prefill + decode rows", 8, 4, hd, 0, 2, len, 72, seq, pos, 4e-3)) return;
+        /* a full 128-row chunk deep in a long context */
+        int len2[1] = {MAX_CTX};
+        for (int t = 0; t < 128; t++) seq[t] = 0, pos[t] = MAX_CTX - 128 + t;
+        if (!attn_case(kt, "prefill 128 rows at 4k", 8, 2, hd, 0, 1, len2, 128, seq, pos, 4e-3)) return;
     }
 }
 
-TEST(cuda_kv_write) {
+TEST(cuda_attention_prefill_tiles) {
     NEED_GPU();
+    attention_prefill_tiles(HEARTH_DT_F32);
+}
+
+TEST(cuda_attention_prefill_tiles_f16_cache) {
+    NEED_GPU();
+    attention_prefill_tiles(HEARTH_DT_F16);
+}
+
+/* kv_write into both cache types: the device cache equals the CPU's byte for
+ * byte (f16: the same round-to-nearest-even; NaN fill of the untouched
+ * slots included). Values include f16 overflow, subnormals and ties. */
+static void kv_write_case(hearth_dtype kt) {
     int len[3] = {40, 17, 3};
     kvpair p;
-    CHECK(kv_make(&p, 96, 16, 3, len));
+    CHECK(kv_make(&p, kt, 96, 16, 3, len));
     int T = 9, r0 = irand(40);
     int32_t seq[9], pos[9];
     /* three rows per sequence, at distinct positions */
@@ -519,15 +575,18 @@ TEST(cuda_kv_write) {
         pos[t] = seq[t] == 0 ? (13 * k + r0) % 40 : seq[t] == 1 ? 5 * k + 1 : k;
     }
     float *k = rand_vec((size_t)T * 96), *v = rand_vec((size_t)T * 96);
+    /* f16 edge cases: a tie between two halves (1 + 2^-11), overflow,
+     * the largest half, subnormals, a value below half the smallest one */
+    static const float edge[] = {1.00048828125f, 70000.0f, 65504.0f, 65520.0f, 3e-6f, 6e-8f, 2e-8f, -1e-5f};
+    for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++) k[5 + i] = edge[i], v[100 + i] = -edge[i];
     float *kd = dup_host(k, 4 * (size_t)T * 96), *vd = dup_host(v, 4 * (size_t)T * 96);
     int32_t *sd = dup_host(seq, sizeof seq), *pd = dup_host(pos, sizeof pos);
     CPU->kv_write(g_cpu, &p.hview, 0, k, v, T, seq, pos);
     CU->kv_write(g_cu, &p.dview, 0, kd, vd, T, sd, pd);
-    size_t fl = (size_t)p.n_blocks * 16 * 96;
-    float *gk = malloc(4 * fl), *gv = malloc(4 * fl);
-    down(gk, p.dk, 4 * fl);
-    down(gv, p.dv, 4 * fl);
-    int same = !memcmp(gk, p.hk, 4 * fl) && !memcmp(gv, p.hv, 4 * fl); /* NaN bit patterns included */
+    uint8_t *gk = malloc(p.bytes), *gv = malloc(p.bytes);
+    down(gk, p.dk, p.bytes);
+    down(gv, p.dv, p.bytes);
+    int same = !memcmp(gk, p.hk, p.bytes) && !memcmp(gv, p.hv, p.bytes); /* NaN bit patterns included */
     dfree(kd);
     dfree(vd);
     dfree(sd);
@@ -538,7 +597,17 @@ TEST(cuda_kv_write) {
     free(gv);
     kv_drop(&p);
     if (!check_cuda_ok()) return;
-    CHECK_MSG(same, "kv_write: caches differ");
+    CHECK_MSG(same, "kv_write, %s cache: caches differ", kv_name(kt));
+}
+
+TEST(cuda_kv_write) {
+    NEED_GPU();
+    kv_write_case(HEARTH_DT_F32);
+}
+
+TEST(cuda_kv_write_f16_cache) {
+    NEED_GPU();
+    kv_write_case(HEARTH_DT_F16);
 }
 
 /* ---- the recorder: repeated sequences become graphs ----------------------------- */
@@ -641,8 +710,9 @@ static void layer_run(const hearth_ops *o, void *ctx, const layer_bufs *b, const
 }
 
 /* One layer, CUDA (fusion on, then off) against the CPU: every buffer the
- * layer writes. Fused and unfused CUDA runs must agree bit for bit. */
-static int layer_case(hearth_dtype t, int T) {
+ * layer writes, with a KV cache of element type kt on both. Fused and
+ * unfused CUDA runs must agree bit for bit, caches included. */
+static int layer_case(hearth_dtype t, int T, hearth_dtype kt) {
     const int dim = 512, nh = 8, nkv = 2, hd = 64, ffn = 1024, qd = nh * hd, kvd = nkv * hd, pos0 = 40;
     const int ns[7] = {qd, kvd, kvd, dim, ffn, ffn, dim}, ks[7] = {dim, dim, dim, qd, dim, dim, ffn};
     hearth_weight wh[7], wd[7];
@@ -664,7 +734,7 @@ static int layer_case(hearth_dtype t, int T) {
     hearth_rope rh = {inv, hd, 0}, rd = {invd, hd, 0};
     int len[1] = {pos0 + T};
     kvpair kp;
-    kv_make(&kp, kvd, 16, 1, len);
+    kv_make(&kp, kt, kvd, 16, 1, len);
     int32_t seq[64] = {0}, pos[64];
     for (int i = 0; i < T; i++) pos[i] = pos0 + i;
     int32_t *sd = dup_host(seq, sizeof seq), *pd = dup_host(pos, sizeof pos);
@@ -677,13 +747,15 @@ static int layer_case(hearth_dtype t, int T) {
     memcpy(bh.x, x0, 4 * sz[0]);
     layer_run(CPU, g_cpu, &bh, wh, n1, n2, &rh, &kp.hview, seq, pos, T, dim, nh, nkv, hd, ffn);
     float *got[2][8];
-    float *kc[2];
-    size_t kvf = (size_t)kp.n_blocks * 16 * kvd;
-    float *k_init = malloc(4 * kvf);
-    down(k_init, kp.dk, 4 * kvf);
+    uint8_t *kc[2], *vc[2];
+    size_t kvb = kp.bytes;
+    uint8_t *k_init = malloc(kvb), *v_init = malloc(kvb);
+    down(k_init, kp.dk, kvb);
+    down(v_init, kp.dv, kvb);
     for (int f = 0; f < 2; f++) {
         hearth_cuda_ctx_set_fusion(g_cu, f == 0);
-        CU->upload(g_cu, kp.dk, k_init, 4 * kvf);
+        CU->upload(g_cu, kp.dk, k_init, kvb);
+        CU->upload(g_cu, kp.dv, v_init, kvb);
         float **fd = (float **)&bd[f];
         for (int i = 0; i < 8; i++) {
             fd[i] = dnew(4 * sz[i]);
@@ -696,8 +768,10 @@ static int layer_case(hearth_dtype t, int T) {
             down(got[f][i], fd[i], 4 * sz[i]);
             dfree(fd[i]);
         }
-        kc[f] = malloc(4 * kvf);
-        down(kc[f], kp.dk, 4 * kvf);
+        kc[f] = malloc(kvb);
+        vc[f] = malloc(kvb);
+        down(kc[f], kp.dk, kvb);
+        down(vc[f], kp.dv, kvb);
     }
     hearth_cuda_ctx_set_fusion(g_cu, 1);
     static const char *names[8] = {"x", "xb", "q", "k", "v", "att", "hb", "hb2"};
@@ -725,25 +799,26 @@ static int layer_case(hearth_dtype t, int T) {
         size_t len = strlen(errs);
         snprintf(errs + len, sizeof errs - len, " %s %.2g", names[i], e);
         if (!(e <= tol)) {
-            test_fail(__FILE__, __LINE__, "layer %s T=%d: %s rel err %.3g > %.3g at %zu (cuda %.7g cpu %.7g)",
-                      hearth_dtype_get(t)->name, T, names[i], e, tol, at, got[0][i][at], fh[i][at]);
+            test_fail(__FILE__, __LINE__, "layer %s T=%d %s kv: %s rel err %.3g > %.3g at %zu (cuda %.7g cpu %.7g)",
+                      hearth_dtype_get(t)->name, T, kv_name(kt), names[i], e, tol, at, got[0][i][at], fh[i][at]);
             ok = 0;
         }
         if (ok && memcmp(got[0][i], got[1][i], 4 * n)) {
-            test_fail(__FILE__, __LINE__, "layer %s T=%d: %s differs between fused and unfused runs",
-                      hearth_dtype_get(t)->name, T, names[i]);
+            test_fail(__FILE__, __LINE__, "layer %s T=%d %s kv: %s differs between fused and unfused runs",
+                      hearth_dtype_get(t)->name, T, kv_name(kt), names[i]);
             ok = 0;
         }
     }
-    if (ok) printf("  layer %s T=%d vs cpu:%s\n", hearth_dtype_get(t)->name, T, errs);
-    if (ok && memcmp(kc[0], kc[1], 4 * kvf)) {
-        test_fail(__FILE__, __LINE__, "layer %s T=%d: the K cache differs between fused and unfused runs",
-                  hearth_dtype_get(t)->name, T);
+    if (ok) printf("  layer %s T=%d %s kv vs cpu:%s\n", hearth_dtype_get(t)->name, T, kv_name(kt), errs);
+    if (ok && (memcmp(kc[0], kc[1], kvb) || memcmp(vc[0], vc[1], kvb))) {
+        test_fail(__FILE__, __LINE__, "layer %s T=%d %s kv: the KV cache differs between fused and unfused runs",
+                  hearth_dtype_get(t)->name, T, kv_name(kt));
         ok = 0;
     }
     for (int f = 0; f < 2; f++) {
         for (int i = 0; i < 8; i++) free(got[f][i]);
         free(kc[f]);
+        free(vc[f]);
     }
     for (int i = 0; i < 8; i++) free(fh[i]);
     for (int i = 0; i < 7; i++) {
@@ -751,6 +826,7 @@ static int layer_case(hearth_dtype t, int T) {
         dfree((void *)wd[i].data);
     }
     free(k_init);
+    free(v_init);
     free(x0);
     free(n1);
     free(n2);
@@ -771,13 +847,25 @@ TEST(cuda_layer_fused_matches_unfused_and_cpu) {
     static const int Ts[] = {1, 3, 40};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         for (size_t j = 0; j < sizeof Ts / sizeof Ts[0]; j++)
-            if (!layer_case(types[i], Ts[j])) return;
+            if (!layer_case(types[i], Ts[j], HEARTH_DT_F32)) return;
+}
+
+/* The same with an f16 KV cache: the fused rope+kv_write rounds exactly as
+ * kv_write does (caches equal bit for bit), and both attention kernels read
+ * what was stored. */
+TEST(cuda_layer_f16_kv_fused_matches_unfused_and_cpu) {
+    NEED_GPU();
+    static const hearth_dtype types[] = {HEARTH_DT_BF16, HEARTH_DT_F32, HEARTH_DT_Q8_0, HEARTH_DT_Q4_K};
+    static const int Ts[] = {1, 3, 40};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        for (size_t j = 0; j < sizeof Ts / sizeof Ts[0]; j++)
+            if (!layer_case(types[i], Ts[j], HEARTH_DT_F16)) return;
 }
 
 TEST(cuda_profile_names_launch_units) {
     NEED_GPU();
     hearth_cuda_ctx_profile(g_cu, 1);
-    layer_case(HEARTH_DT_Q8_0, 1);
+    layer_case(HEARTH_DT_Q8_0, 1, HEARTH_DT_F32);
     char buf[8192];
     size_t n = hearth_cuda_ctx_profile_text(g_cu, buf, sizeof buf);
     hearth_cuda_ctx_profile(g_cu, 0);
@@ -787,6 +875,215 @@ TEST(cuda_profile_names_launch_units) {
     CHECK_CONTAINS(buf, "add+rmsnorm+prep dim 512 rows 1");
     CHECK_CONTAINS(buf, "rope+rope+kv_write T=1");
     CHECK_CONTAINS(buf, "total");
+    /* the f16 cache takes the same fusion */
+    hearth_cuda_ctx_profile(g_cu, 1);
+    layer_case(HEARTH_DT_Q8_0, 1, HEARTH_DT_F16);
+    n = hearth_cuda_ctx_profile_text(g_cu, buf, sizeof buf);
+    hearth_cuda_ctx_profile(g_cu, 0);
+    CHECK(n > 0 && n < sizeof buf);
+    CHECK_CONTAINS(buf, "rope+rope+kv_write T=1");
+    CHECK_CONTAINS(buf, "attention T=1");
+}
+
+/* ---- pick ---------------------------------------------------------------------------
+ * The device pick against the CPU backend's (hearth_pick_row per row): id,
+ * max, chosen, the top list and every unused field equal bit for bit; lse
+ * within 4e-6 * max(1, |lse|) (the device sums exp in float terms, the CPU
+ * in double; see pick.cu). */
+
+enum { LG_PEAKED, LG_COARSE, LG_SOME_NEG_INF, LG_FEW_FINITE, LG_FLAT, LG_STYLES };
+
+/* A logit row of one style: PEAKED (a bulk around 0 and a few high tokens,
+ * as a language model's), COARSE (a grid of 0.25: ties everywhere, the max
+ * included), SOME_NEG_INF (a third masked), FEW_FINITE (all but 3 masked:
+ * the top list runs into -inf entries), FLAT (every logit within 0.5). */
+static void pick_fill(float *x, int vocab, int style) {
+    for (int i = 0; i < vocab; i++) {
+        switch (style) {
+        case LG_PEAKED: x[i] = nrand() * 2.0f; break;
+        case LG_COARSE: x[i] = roundf(nrand() * 4.0f) * 0.25f; break;
+        case LG_SOME_NEG_INF: x[i] = irand(3) == 0 ? -INFINITY : nrand() * 3.0f; break;
+        case LG_FEW_FINITE: x[i] = -INFINITY; break;
+        default: x[i] = frand() * 0.25f; break;
+        }
+    }
+    if (style == LG_PEAKED)
+        for (int j = 0; j < 6 && j < vocab; j++) x[irand(vocab)] = 12.0f + 4.0f * frand();
+    if (style == LG_FEW_FINITE)
+        for (int j = 0; j < 3 && j < vocab; j++) x[irand(vocab)] = nrand();
+    if (style == LG_PEAKED && vocab > 2) { /* the maximum twice: the first index wins */
+        int a = irand(vocab / 2), b = vocab / 2 + irand(vocab - vocab / 2);
+        x[a] = x[b] = 40.0f;
+    }
+}
+
+static const hearth_pick_params pick_cfgs[] = {
+    {0.0f, 0.0f, 0, 0, 0},    {0.0f, 0.0f, 0, 1, 5},     {0.7f, 0.0f, 0, 0, 0},  {0.7f, 0.0f, 0, 1, 20},
+    {1.3f, 0.0f, 0, 0, 0},    {1.3f, 0.05f, 0, 1, 5},    {0.7f, 0.1f, 0, 0, 0},  {1.3f, 0.0f, 0, 1, 0},
+    {0.0f, 0.0f, 0, 1, 20},   {1.3f, 0.1f, 0, 1, 20},    {0.7f, 0.05f, 0, 1, 5},
+};
+#define N_PICK_CFGS ((int)(sizeof pick_cfgs / sizeof pick_cfgs[0]))
+
+static int pick_same_bits(float a, float b) { return !memcmp(&a, &b, sizeof a); }
+
+/* rows rows of vocab logits; row r has style (r + style0) % LG_STYLES (or
+ * all -inf for row all_inf_row) and params pick_cfgs[(r + cfg0) % N], a fresh
+ * key each rep. reps > 1 replays the same recorded sequence (the recorder
+ * captures it as a graph). *draws_moved counts draws that left the argmax. */
+static int pick_case(int rows, int vocab, int style0, int cfg0, int all_inf_row, int reps, int *draws_moved) {
+    size_t n = (size_t)rows * vocab;
+    float *x = malloc(sizeof(float) * n);
+    hearth_pick_params *pp = malloc(sizeof *pp * (size_t)rows);
+    hearth_pick *want = malloc(sizeof *want * (size_t)rows), *got = malloc(sizeof *got * (size_t)rows);
+    for (int r = 0; r < rows; r++) {
+        if (r == all_inf_row)
+            for (int i = 0; i < vocab; i++) x[(size_t)r * vocab + i] = -INFINITY;
+        else pick_fill(x + (size_t)r * vocab, vocab, (r + style0) % LG_STYLES);
+    }
+    float *xd = dup_host(x, sizeof(float) * n);
+    hearth_pick_params *pd = dnew(sizeof *pp * (size_t)rows);
+    hearth_pick *od = dnew(sizeof *got * (size_t)rows);
+    int ok = xd && pd && od;
+    if (!ok) test_fail(__FILE__, __LINE__, "device alloc");
+    for (int rep = 0; rep < reps && ok; rep++) {
+        for (int r = 0; r < rows; r++) {
+            pp[r] = pick_cfgs[(r + cfg0) % N_PICK_CFGS];
+            pp[r].key = rnd();
+        }
+        CPU->pick(g_cpu, want, x, rows, vocab, pp);
+        poison(od, sizeof *got * (size_t)rows);
+        CU->upload(g_cu, pd, pp, sizeof *pp * (size_t)rows);
+        CU->pick(g_cu, od, xd, rows, vocab, pd);
+        down(got, od, sizeof *got * (size_t)rows);
+        ok = check_cuda_ok();
+        for (int r = 0; r < rows && ok; r++) {
+            const hearth_pick *w = &want[r], *g = &got[r];
+            const hearth_pick_params *p = &pp[r];
+            char what[160];
+            snprintf(what, sizeof what, "pick rows %d vocab %d row %d (style %d, T %.2g, min_p %.2g, logprobs %d, n_top %d)",
+                     rows, vocab, r, r == all_inf_row ? -1 : (r + style0) % LG_STYLES, p->temperature, p->min_p,
+                     p->logprobs, p->n_top);
+            if (g->id != w->id || !pick_same_bits(g->max, w->max)) {
+                test_fail(__FILE__, __LINE__, "%s: id %d max %.9g, cpu id %d max %.9g", what, g->id, g->max, w->id,
+                          w->max);
+                ok = 0;
+                break;
+            }
+            if (g->n_top != w->n_top || !pick_same_bits(g->chosen, w->chosen)) {
+                test_fail(__FILE__, __LINE__, "%s: n_top %d chosen %.9g, cpu n_top %d chosen %.9g", what, g->n_top,
+                          g->chosen, w->n_top, w->chosen);
+                ok = 0;
+                break;
+            }
+            for (int k = 0; k < HEARTH_PICK_TOP && ok; k++) {
+                if (g->top_id[k] != w->top_id[k] || !pick_same_bits(g->top_x[k], w->top_x[k])) {
+                    test_fail(__FILE__, __LINE__, "%s: top[%d] = %d (%.9g), cpu %d (%.9g)", what, k, g->top_id[k],
+                              g->top_x[k], w->top_id[k], w->top_x[k]);
+                    ok = 0;
+                }
+            }
+            if (!ok) break;
+            double tol = 4e-6 * fmax(1.0, fabs((double)w->lse));
+            if (!(isnan(g->lse) && isnan(w->lse)) && !(fabs((double)g->lse - w->lse) <= tol)) {
+                test_fail(__FILE__, __LINE__, "%s: lse %.9g, cpu %.9g (tol %.3g)", what, g->lse, w->lse, tol);
+                ok = 0;
+                break;
+            }
+            hearth_pick g2 = *g;
+            g2.lse = w->lse;
+            if (memcmp(&g2, w, sizeof g2)) {
+                test_fail(__FILE__, __LINE__, "%s: an unused field differs from the CPU's zeroed struct", what);
+                ok = 0;
+                break;
+            }
+            if (p->temperature > 0.0f) { /* the argmax, for the count of draws that moved */
+                const float *xr = x + (size_t)r * vocab;
+                int b = 0;
+                for (int i = 1; i < vocab; i++)
+                    if (xr[i] > xr[b]) b = i;
+                if (w->id != b) (*draws_moved)++;
+            }
+        }
+    }
+    dfree(xd);
+    dfree(pd);
+    dfree(od);
+    free(x);
+    free(pp);
+    free(want);
+    free(got);
+    return ok;
+}
+
+TEST(cuda_pick_matches_cpu) {
+    NEED_GPU();
+    static const int vocabs[] = {49152, 128256};
+    static const int rows[] = {1, 2, 11, 64, 300};
+    int moved = 0;
+    for (size_t v = 0; v < sizeof vocabs / sizeof vocabs[0]; v++)
+        for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++)
+            for (int c0 = 0; c0 < (rows[r] < 4 ? N_PICK_CFGS : 1); c0 += rows[r] < 4 ? 1 : N_PICK_CFGS)
+                if (!pick_case(rows[r], vocabs[v], irand(LG_STYLES), c0, rows[r] >= 11 ? 7 : -1, 1, &moved)) return;
+    printf("  %d draws moved off the argmax\n", moved);
+    CHECK_MSG(moved > 50, "only %d draws differ from the argmax: the draws are not being exercised", moved);
+}
+
+/* Odd sizes: a vocabulary that is not a multiple of 4 (the scalar loads),
+ * one smaller than the top list, one token. */
+TEST(cuda_pick_odd_vocab) {
+    NEED_GPU();
+    int moved = 0;
+    if (!pick_case(40, 1001, 0, 3, 5, 1, &moved)) return;
+    if (!pick_case(23, 7, 1, 0, 2, 1, &moved)) return;
+    pick_case(11, 1, 2, 0, -1, 1, &moved);
+}
+
+/* The same recorded sequence three times (new keys each time): captured as a
+ * graph on the second, replayed on the third, each equal to the CPU. */
+TEST(cuda_pick_graph_replay) {
+    NEED_GPU();
+    hearth_cuda_stats s0, s1;
+    hearth_cuda_ctx_stats(g_cu, &s0);
+    int moved = 0;
+    if (!pick_case(33, 49152, 1, 2, -1, 4, &moved)) return;
+    hearth_cuda_ctx_stats(g_cu, &s1);
+    CHECK_MSG(s1.graph_replays > s0.graph_replays, "the repeated pick sequence was never replayed from a graph");
+}
+
+/* Every one of the 2^24 noise values the draw can use, device against host
+ * (glibc's logf, as pick.c): printed how many differ at all; each within
+ * 3e-7 * max(1, |g|) (about 2 ulp), so a draw could differ only where two
+ * scores are that close. */
+TEST(cuda_pick_noise_matches_host) {
+    NEED_GPU();
+    const int n = 1 << 24;
+    float *d = dnew(sizeof(float) * (size_t)n), *h = malloc(sizeof(float) * (size_t)n);
+    CHECK(d && h);
+    poison(d, sizeof(float) * (size_t)n);
+    hearth_cuda_pick_noise(g_cu, d, n);
+    down(h, d, sizeof(float) * (size_t)n);
+    dfree(d);
+    if (!check_cuda_ok()) {
+        free(h);
+        return;
+    }
+    long differ = 0;
+    double worst = 0.0;
+    int bad = -1;
+    for (int k = 0; k < n; k++) {
+        float u = ((float)k + 0.5f) * 0x1.0p-24f;
+        float want = -logf(-logf(u));
+        if (pick_same_bits(h[k], want)) continue;
+        differ++;
+        double e = fabs((double)h[k] - want) / fmax(1.0, fabs((double)want));
+        if (!(e <= worst)) worst = isnan(e) ? INFINITY : e;
+        if (!(e <= 3e-7) && bad < 0) bad = k;
+    }
+    printf("  noise: %ld of %d values differ from the host's; worst %.3g relative\n", differ, n, worst);
+    float hb = bad >= 0 ? h[bad] : 0.0f;
+    free(h);
+    CHECK_MSG(bad < 0, "noise for k = %d: device %.9g, host %.9g", bad, hb,
+              bad >= 0 ? -logf(-logf(((float)bad + 0.5f) * 0x1.0p-24f)) : 0.0f);
 }
 
 /* ---- the model through both backends ---------------------------------------------- */
@@ -798,7 +1095,7 @@ typedef struct {
     hearth_kv *kv;
 } engine;
 
-static int engine_open(engine *e, const char *path, int cuda, int max_ctx, hearth_err *err) {
+static int engine_open(engine *e, const char *path, int cuda, int max_ctx, hearth_dtype kvt, hearth_err *err) {
     memset(e, 0, sizeof *e);
     hearth_model_config cfg;
     if (hearth_model_peek_config(path, &cfg, err)) return 0;
@@ -815,7 +1112,7 @@ static int engine_open(engine *e, const char *path, int cuda, int max_ctx, heart
     }
     if (hearth_model_load(&e->m, path, e->ops, e->ctx, 64, err)) return 0;
     const hearth_model_config *c = hearth_model_config_get(e->m);
-    if (hearth_kv_new(&e->kv, e->ops, e->ctx, c->n_layers, hearth_model_kv_dim(e->m), HEARTH_DT_F32, 16, (max_ctx + 15) / 16, 1,
+    if (hearth_kv_new(&e->kv, e->ops, e->ctx, c->n_layers, hearth_model_kv_dim(e->m), kvt, 16, (max_ctx + 15) / 16, 1,
                       max_ctx, err))
         return 0;
     return 1;
@@ -887,7 +1184,7 @@ TEST(cuda_parity_tiny_vs_pytorch) {
         }
         hearth_err err = {0};
         engine e;
-        if (!engine_open(&e, dir, 1, 256, &err)) {
+        if (!engine_open(&e, dir, 1, 256, HEARTH_DT_F32, &err)) {
             engine_close(&e);
             json_decref(g);
             closedir(d);
@@ -941,11 +1238,11 @@ TEST(cuda_parity_tiny_vs_pytorch) {
     CHECK_MSG(n_models >= 8, "expected 8 tiny models, found %d", n_models);
 }
 
-/* The default model, greedy for 64 tokens, CUDA against CPU: identical ids,
- * or (printed) a first difference where the CPU's top-2 margin is a near-tie
- * (< 0.05 logits, far below the step between distinct Q4_1 paths). */
-TEST(cuda_default_model_greedy_matches_cpu) {
-    NEED_GPU();
+/* The default model, greedy for 64 tokens, CUDA against CPU with the same
+ * KV cache type: identical ids, or (printed) a first difference where the
+ * CPU's top-2 margin is a near-tie (< 0.05 logits, far below the step
+ * between distinct Q4_1 paths). */
+static void greedy_case(hearth_dtype kvt) {
     const char *path = test_path("models/SmolLM2-135M-Instruct.Q4_1.gguf");
     char pathc[1024];
     snprintf(pathc, sizeof pathc, "%s", path);
@@ -954,8 +1251,8 @@ TEST(cuda_default_model_greedy_matches_cpu) {
     }
     hearth_err err = {0};
     engine a, b;
-    int ok_a = engine_open(&a, pathc, 0, 256, &err);
-    int ok_b = ok_a && engine_open(&b, pathc, 1, 256, &err);
+    int ok_a = engine_open(&a, pathc, 0, 256, kvt, &err);
+    int ok_b = ok_a && engine_open(&b, pathc, 1, 256, kvt, &err);
     if (!ok_a || !ok_b) {
         if (ok_a) engine_close(&b);
         engine_close(&a);
@@ -993,10 +1290,20 @@ TEST(cuda_default_model_greedy_matches_cpu) {
     CHECK_MSG(ok, "forward: %s", err.msg);
     if (!cuda_ok) return;
     if (diverge >= 0)
-        printf("  greedy differs at step %d: cpu %d (top-2 margin %.4g), cuda %d (margin %.4g)\n", diverge, tok_a,
-               margin_cpu, tok_b, margin_cuda);
+        printf("  greedy (%s kv) differs at step %d: cpu %d (top-2 margin %.4g), cuda %d (margin %.4g)\n",
+               kv_name(kvt), diverge, tok_a, margin_cpu, tok_b, margin_cuda);
     else
-        printf("  greedy: 64 tokens identical to the CPU\n");
-    CHECK_MSG(diverge < 0 || margin_cpu < 0.05f, "greedy differs at step %d with a clear CPU margin %.4g", diverge,
-              margin_cpu);
+        printf("  greedy (%s kv): 64 tokens identical to the CPU\n", kv_name(kvt));
+    CHECK_MSG(diverge < 0 || margin_cpu < 0.05f, "greedy (%s kv) differs at step %d with a clear CPU margin %.4g",
+              kv_name(kvt), diverge, margin_cpu);
+}
+
+TEST(cuda_default_model_greedy_matches_cpu) {
+    NEED_GPU();
+    greedy_case(HEARTH_DT_F32);
+}
+
+TEST(cuda_default_model_greedy_f16_kv_matches_cpu) {
+    NEED_GPU();
+    greedy_case(HEARTH_DT_F16);
 }

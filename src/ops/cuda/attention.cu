@@ -1,5 +1,7 @@
-/* attention.cu - causal attention over the paged KV cache (f32), GQA,
- * sliding windows, each row t at its own (seq[t], pos[t]).
+/* attention.cu - causal attention over the paged KV cache (f32 or f16
+ * elements), GQA, sliding windows, each row t at its own (seq[t], pos[t]).
+ * An f16 cache is read as stored and widened to f32 (as the CPU backend
+ * does), so both kernels do the same math on either element type.
  *
  * Two kernels share the work:
  *  - prefill (attention_prefill.cu): tiles of 64 rows of one sequence, f16
@@ -33,7 +35,7 @@ __device__ __forceinline__ int eff_splits(int S, int len) { return max(1, min(S,
  * end through shared memory. Lane l holds dims l, l + 32, ... of q, and of
  * the output. Part layout: [T][n_heads][S][hd + 2] = unnormalised output,
  * max, sum. */
-template <int HDL>
+template <int HDL, typename E>
 __global__ void __launch_bounds__(AD_THREADS)
     attn_decode_kernel(float *__restrict__ out, const float *__restrict__ q, cu_kv kv, const int32_t *__restrict__ seq,
                        const int32_t *__restrict__ pos, int T, int n_heads, int n_kv, int hd, float scale, int window,
@@ -64,7 +66,7 @@ __global__ void __launch_bounds__(AD_THREADS)
             acc[g][i] = 0.0f;
         }
     }
-    const float *kb = kv.k + (size_t)kvh * hd, *vb = kv.v + (size_t)kvh * hd;
+    const E *kb = (const E *)kv.k + (size_t)kvh * hd, *vb = (const E *)kv.v + (size_t)kvh * hd;
     for (int p0 = a + wid; p0 < e; p0 += AD_WARPS * AD_PB) {
         float kr[AD_PB][HDL], vr[AD_PB][HDL];
         int np = 0;
@@ -77,8 +79,8 @@ __global__ void __launch_bounds__(AD_THREADS)
 #pragma unroll
                 for (int i = 0; i < HDL; i++) {
                     int d = lane + 32 * i;
-                    kr[j][i] = d < hd ? kb[off + d] : 0.0f;
-                    vr[j][i] = d < hd ? vb[off + d] : 0.0f;
+                    kr[j][i] = d < hd ? kv_ld(kb, off + d) : 0.0f;
+                    vr[j][i] = d < hd ? kv_ld(vb, off + d) : 0.0f;
                 }
             }
         }
@@ -193,8 +195,12 @@ template <int HDL>
 static void launch_decode(const cu_launch *L, dim3 grid, float *out, const float *q, const cu_kv *kv,
                           const int32_t *seq, const int32_t *pos, int T, int n_heads, int n_kv, int hd, float scale,
                           int window, int S, float *part, int skip_bm) {
-    cu_launch_k(L, attn_decode_kernel<HDL>, grid, dim3(AD_THREADS), 0, out, q, *kv, seq, pos, T, n_heads, n_kv, hd,
-                scale, window, S, part, skip_bm);
+    if (kv->f16)
+        cu_launch_k(L, attn_decode_kernel<HDL, __half>, grid, dim3(AD_THREADS), 0, out, q, *kv, seq, pos, T, n_heads,
+                    n_kv, hd, scale, window, S, part, skip_bm);
+    else
+        cu_launch_k(L, attn_decode_kernel<HDL, float>, grid, dim3(AD_THREADS), 0, out, q, *kv, seq, pos, T, n_heads,
+                    n_kv, hd, scale, window, S, part, skip_bm);
 }
 
 static void decode(const cu_launch *L, dim3 grid, float *out, const float *q, const cu_kv *kv, const int32_t *seq,
@@ -214,7 +220,9 @@ void cu_attention(const cu_launch *L, float *out, const float *q, int T, const c
                   const int32_t *pos, int n_heads, int n_kv_heads, int head_dim, float scale, int window,
                   float *part, size_t part_floats) {
     const int G = n_heads / n_kv_heads, ngrp = (G + AD_MAXG - 1) / AD_MAXG;
-    const int prefill = T > 32 && (head_dim == 64 || head_dim == 128);
+    /* the tensor-core kernel reads K/V rows in 16-byte pieces */
+    const int aligned = kv->kv_dim % 8 == 0 && ((uintptr_t)kv->k | (uintptr_t)kv->v) % 16 == 0;
+    const int prefill = T > 32 && (head_dim == 64 || head_dim == 128) && aligned;
     if (prefill) {
         cu_attention_prefill(L, out, q, T, kv, seq, pos, n_heads, n_kv_heads, head_dim, scale, window);
         decode(L, dim3(1, n_kv_heads * ngrp, T), out, q, kv, seq, pos, T, n_heads, n_kv_heads, head_dim, scale, window,

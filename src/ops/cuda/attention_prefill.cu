@@ -5,7 +5,8 @@
  * A block (4 warps) owns 64 query rows of one head; warp w owns rows
  * 16w..16w+15. Q is scaled by scale*log2(e) and held in registers as A
  * fragments. For each 64-position KV tile: K and V are read from the paged
- * f32 cache, rounded to f16 into shared memory ([position][dim], rows padded
+ * cache into shared memory as f16 (an f32 cache rounded on the way, an f16
+ * cache copied as stored, 16 bytes a load) ([position][dim], rows padded
  * by 8 halves so fragment loads are free of bank conflicts); S = Q K^T; each
  * score outside [lo(row), pos(row)] is masked; the online softmax rescales the
  * running output; P (the probabilities, in registers, re-packed as A
@@ -35,7 +36,7 @@ __device__ __forceinline__ void ldsm_x4_trans(uint32_t *r, const void *p) {
                  : "r"(s));
 }
 
-template <int HD>
+template <int HD, typename E>
 __global__ void __launch_bounds__(128)
     attn_prefill_kernel(float *__restrict__ out, const float *__restrict__ q, cu_kv kv, const int32_t *__restrict__ seq,
                         const int32_t *__restrict__ pos, int T, int n_heads, int n_kv, float qscale, int window) {
@@ -103,7 +104,7 @@ __global__ void __launch_bounds__(128)
 #pragma unroll
     for (int j = 0; j < NDT; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
     float mA = -INFINITY, mB = -INFINITY, lA = 0.0f, lB = 0.0f;
-    const float *kbase = kv.k + (size_t)kvh * HD, *vbase = kv.v + (size_t)kvh * HD;
+    const E *kbase = (const E *)kv.k + (size_t)kvh * HD, *vbase = (const E *)kv.v + (size_t)kvh * HD;
 
     for (int kb = kv_lo; kb <= kv_hi; kb += 64) {
         __syncthreads(); /* the previous tile (or the Q staging) is consumed */
@@ -114,22 +115,39 @@ __global__ void __launch_bounds__(128)
                                    : -1;
         }
         __syncthreads();
-        /* every load of the tile is independent: eight float4 of K and V in flight per thread at a time */
-#pragma unroll 8
-        for (int f = tid; f < 64 * F4; f += 128) {
-            int i = f / F4, c = (f % F4) * 4;
-            long long off = offs[i];
-            float4 k4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f), v4 = k4;
-            if (off >= 0) {
-                /* read-only loads: they may be hoisted above the shared stores */
-                k4 = __ldg((const float4 *)(kbase + off + c));
-                v4 = __ldg((const float4 *)(vbase + off + c));
+        if constexpr (sizeof(E) == 2) {
+            /* f16 cache: 8 halves (16 bytes) of K and of V per load, stored as read */
+            constexpr int F8 = HD / 8;
+#pragma unroll 4
+            for (int f = tid; f < 64 * F8; f += 128) {
+                int i = f / F8, c = (f % F8) * 8;
+                long long off = offs[i];
+                uint4 k8 = make_uint4(0u, 0u, 0u, 0u), v8 = k8;
+                if (off >= 0) {
+                    k8 = __ldg((const uint4 *)(kbase + off + c));
+                    v8 = __ldg((const uint4 *)(vbase + off + c));
+                }
+                *(uint4 *)&Ks[i * LD + c] = k8;
+                *(uint4 *)&Vs[i * LD + c] = v8;
             }
-            __half2 *dk = (__half2 *)&Ks[i * LD + c], *dv = (__half2 *)&Vs[i * LD + c];
-            dk[0] = __floats2half2_rn(k4.x, k4.y);
-            dk[1] = __floats2half2_rn(k4.z, k4.w);
-            dv[0] = __floats2half2_rn(v4.x, v4.y);
-            dv[1] = __floats2half2_rn(v4.z, v4.w);
+        } else {
+            /* every load of the tile is independent: eight float4 of K and V in flight per thread at a time */
+#pragma unroll 8
+            for (int f = tid; f < 64 * F4; f += 128) {
+                int i = f / F4, c = (f % F4) * 4;
+                long long off = offs[i];
+                float4 k4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f), v4 = k4;
+                if (off >= 0) {
+                    /* read-only loads: they may be hoisted above the shared stores */
+                    k4 = __ldg((const float4 *)(kbase + off + c));
+                    v4 = __ldg((const float4 *)(vbase + off + c));
+                }
+                __half2 *dk = (__half2 *)&Ks[i * LD + c], *dv = (__half2 *)&Vs[i * LD + c];
+                dk[0] = __floats2half2_rn(k4.x, k4.y);
+                dk[1] = __floats2half2_rn(k4.z, k4.w);
+                dv[0] = __floats2half2_rn(v4.x, v4.y);
+                dv[1] = __floats2half2_rn(v4.z, v4.w);
+            }
         }
         __syncthreads();
 
@@ -218,10 +236,16 @@ void cu_attention_prefill(const cu_launch *L, float *out, const float *q, int T,
                           const int32_t *pos, int n_heads, int n_kv_heads, int head_dim, float scale, int window) {
     const float qscale = scale * 1.4426950408889634f; /* log2(e): the softmax runs in exp2 */
     dim3 grid((T + 63) / 64, n_heads);
-    if (head_dim == 128)
-        cu_launch_k(L, attn_prefill_kernel<128>, grid, dim3(128), 0, out, q, *kv, seq, pos, T, n_heads, n_kv_heads,
-                    qscale, window);
+    if (head_dim == 128 && kv->f16)
+        cu_launch_k(L, attn_prefill_kernel<128, __half>, grid, dim3(128), 0, out, q, *kv, seq, pos, T, n_heads,
+                    n_kv_heads, qscale, window);
+    else if (head_dim == 128)
+        cu_launch_k(L, attn_prefill_kernel<128, float>, grid, dim3(128), 0, out, q, *kv, seq, pos, T, n_heads,
+                    n_kv_heads, qscale, window);
+    else if (head_dim == 64 && kv->f16)
+        cu_launch_k(L, attn_prefill_kernel<64, __half>, grid, dim3(128), 0, out, q, *kv, seq, pos, T, n_heads,
+                    n_kv_heads, qscale, window);
     else if (head_dim == 64)
-        cu_launch_k(L, attn_prefill_kernel<64>, grid, dim3(128), 0, out, q, *kv, seq, pos, T, n_heads, n_kv_heads,
-                    qscale, window);
+        cu_launch_k(L, attn_prefill_kernel<64, float>, grid, dim3(128), 0, out, q, *kv, seq, pos, T, n_heads,
+                    n_kv_heads, qscale, window);
 }

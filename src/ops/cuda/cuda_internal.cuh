@@ -174,12 +174,21 @@ void cu_add_bias(const cu_launch *L, float *y, const float *b, int T, int n);
 void cu_add(const cu_launch *L, float *y, const float *x, size_t n);
 void cu_swiglu(const cu_launch *L, float *out, const float *gate, const float *up, int T, int n);
 
-/* Paged KV as the kernels see one layer of it. */
+/* Paged KV as the kernels see one layer of it: k and v hold f16 elements
+ * (__half) when f16 is set, else f32. */
 struct cu_kv {
-    float *k, *v;
+    void *k, *v;
     const int32_t *table;
     int block_size, max_blocks, kv_dim;
+    int f16;
 };
+
+/* One element of a KV cache of element type E, as f32 and from f32
+ * (round to nearest even, as hearth_f32_to_f16). */
+__device__ __forceinline__ float kv_ld(const float *p, size_t i) { return p[i]; }
+__device__ __forceinline__ float kv_ld(const __half *p, size_t i) { return __half2float(p[i]); }
+__device__ __forceinline__ void kv_st(float *p, size_t i, float x) { p[i] = x; }
+__device__ __forceinline__ void kv_st(__half *p, size_t i, float x) { p[i] = __float2half_rn(x); }
 void cu_kv_write(const cu_launch *L, const cu_kv *kv, const float *k, const float *v, int T, const int32_t *seq,
                  const int32_t *pos);
 /* Fusions the recorder makes (ops_cuda.cu): X += D (D may be NULL), then
@@ -198,5 +207,12 @@ void cu_rope_kv(const cu_launch *L, float *q, float *k, const float *v, int T, i
 void cu_attention(const cu_launch *L, float *out, const float *q, int T, const cu_kv *kv, const int32_t *seq,
                   const int32_t *pos, int n_heads, int n_kv_heads, int head_dim, float scale, int window,
                   float *part, size_t part_floats);
+
+/* The pick op (ops.h) for n_rows rows of logits [n_rows][vocab]: one block
+ * per row. */
+void cu_pick(const cu_launch *L, hearth_pick *out, const float *logits, int n_rows, int vocab,
+             const hearth_pick_params *params);
+/* dst[k] = the Gumbel noise of ops.h for z >> 40 == k, k < n (tests). */
+void cu_pick_noise(const cu_launch *L, float *dst, int n);
 
 #endif

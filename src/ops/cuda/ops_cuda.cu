@@ -39,6 +39,7 @@ enum {
     R_SWIGLU,
     R_KV_WRITE,
     R_ATTN,
+    R_PICK,
 };
 
 struct rec {
@@ -164,17 +165,21 @@ static void run_one(hearth_cuda_ctx *c, const rec *r) {
         cu_swiglu(L, (float *)r->p[0], (const float *)r->p[1], (const float *)r->p[2], r->i[0], r->i[1]);
         break;
     case R_KV_WRITE: {
-        cu_kv kv = {(float *)r->p[0], (float *)r->p[1], (const int32_t *)r->p[2], r->i[0], r->i[1], r->i[2]};
+        cu_kv kv = {(void *)r->p[0], (void *)r->p[1], (const int32_t *)r->p[2], r->i[0], r->i[1], r->i[2], r->i[4]};
         cu_kv_write(L, &kv, (const float *)r->p[3], (const float *)r->p[4], r->i[3], (const int32_t *)r->p[5],
                     (const int32_t *)r->p[6]);
         break;
     }
     case R_ATTN: {
-        cu_kv kv = {(float *)r->p[0], (float *)r->p[1], (const int32_t *)r->p[2], r->i[0], r->i[1], r->i[2]};
+        cu_kv kv = {(void *)r->p[0], (void *)r->p[1], (const int32_t *)r->p[2], r->i[0], r->i[1], r->i[2], r->i[8]};
         cu_attention(L, (float *)r->p[3], (const float *)r->p[4], r->i[3], &kv, (const int32_t *)r->p[5],
                      (const int32_t *)r->p[6], r->i[4], r->i[5], r->i[6], r->f[0], r->i[7], c->part, c->part_floats);
         break;
     }
+    case R_PICK:
+        cu_pick(L, (hearth_pick *)r->p[0], (const float *)r->p[1], r->i[0], r->i[1],
+                (const hearth_pick_params *)r->p[2]);
+        break;
     }
 }
 
@@ -290,8 +295,8 @@ static int run_unit(hearth_cuda_ctx *c, const rec *recs, int i, int n, char *lab
             if (!overlap(r->p[0], qb, r[1].p[0], kb) && !overlap(r->p[0], qb, r[2].p[4], kb) &&
                 !overlap(r[1].p[0], kb, r[2].p[4], kb)) {
                 cu_mm_invalidate(&c->mm);
-                cu_kv kv = {(float *)r[2].p[0], (float *)r[2].p[1], (const int32_t *)r[2].p[2], r[2].i[0], r[2].i[1],
-                            r[2].i[2]};
+                cu_kv kv = {(void *)r[2].p[0], (void *)r[2].p[1], (const int32_t *)r[2].p[2], r[2].i[0], r[2].i[1],
+                            r[2].i[2], r[2].i[4]};
                 cu_rope_kv(L, (float *)r->p[0], (float *)r[1].p[0], (const float *)r[2].p[4], T, r->i[1], r[1].i[1],
                            hd, (const int32_t *)r->p[1], (const float *)r->p[2], r->i[3], r->i[4], &kv,
                            (const int32_t *)r[2].p[5]);
@@ -309,7 +314,7 @@ static int run_unit(hearth_cuda_ctx *c, const rec *recs, int i, int n, char *lab
     case R_ATTN: snprintf(label, lsz, "attention T=%d%s", r->i[3], r->i[3] > 32 ? " (tensor cores)" : ""); break;
     default: {
         static const char *names[] = {"?", "upload", "copy", "matmul", "embed", "rmsnorm", "rope", "add_bias",
-                                      "add", "swiglu", "kv_write", "attention"};
+                                      "add", "swiglu", "kv_write", "attention", "pick"};
         snprintf(label, lsz, "%s", names[r->kind]);
     }
     }
@@ -685,6 +690,12 @@ extern "C" void hearth_cuda_ctx_set_mmv_max_tokens(hearth_cuda_ctx *c, int t) {
 
 extern "C" void hearth_cuda_ctx_sync(hearth_cuda_ctx *c) { flush(c, 1); }
 
+extern "C" void hearth_cuda_pick_noise(hearth_cuda_ctx *c, float *dst, int n) {
+    flush(c, 1);
+    cu_pick_noise(&c->L, dst, n < 0 ? 0 : n > (1 << 24) ? (1 << 24) : n);
+    check_launch(c, "pick noise");
+}
+
 static int cmp_float(const void *a, const void *b) {
     float x = *(const float *)a, y = *(const float *)b;
     return (x > y) - (x < y);
@@ -871,6 +882,7 @@ static void op_swiglu(void *ctx, float *out, const float *gate, const float *up,
 
 static void op_kv_write(void *ctx, const hearth_kv_view *kv, int layer, const float *k, const float *v, int T,
                         const int32_t *seq, const int32_t *pos) {
+    HEARTH_ASSERT(kv->type == HEARTH_DT_F32 || kv->type == HEARTH_DT_F16);
     rec *r = push((hearth_cuda_ctx *)ctx, R_KV_WRITE);
     r->p[0] = kv->k[layer];
     r->p[1] = kv->v[layer];
@@ -883,6 +895,7 @@ static void op_kv_write(void *ctx, const hearth_kv_view *kv, int layer, const fl
     r->i[1] = kv->max_blocks_per_seq;
     r->i[2] = kv->kv_dim;
     r->i[3] = T;
+    r->i[4] = kv->type == HEARTH_DT_F16;
 }
 
 static void op_attention(void *ctx, float *out, const float *q, int T, const hearth_kv_view *kv, int layer,
@@ -890,6 +903,7 @@ static void op_attention(void *ctx, float *out, const float *q, int T, const hea
                          float scale, int window) {
     hearth_cuda_ctx *c = (hearth_cuda_ctx *)ctx;
     HEARTH_ASSERT(head_dim <= 256 && n_kv_heads > 0 && n_heads % n_kv_heads == 0 && T <= c->max_tokens);
+    HEARTH_ASSERT(kv->type == HEARTH_DT_F32 || kv->type == HEARTH_DT_F16);
     rec *r = push(c, R_ATTN);
     r->p[0] = kv->k[layer];
     r->p[1] = kv->v[layer];
@@ -906,13 +920,26 @@ static void op_attention(void *ctx, float *out, const float *q, int T, const hea
     r->i[5] = n_kv_heads;
     r->i[6] = head_dim;
     r->i[7] = window;
+    r->i[8] = kv->type == HEARTH_DT_F16;
     r->f[0] = scale;
+}
+
+static void op_pick(void *ctx, hearth_pick *out, const float *logits, int n_rows, int vocab,
+                    const hearth_pick_params *params) {
+    HEARTH_ASSERT(n_rows >= 0 && vocab >= 1);
+    if (n_rows == 0) return;
+    rec *r = push((hearth_cuda_ctx *)ctx, R_PICK);
+    r->p[0] = out;
+    r->p[1] = logits;
+    r->p[2] = params;
+    r->i[0] = n_rows;
+    r->i[1] = vocab;
 }
 
 extern "C" const hearth_ops hearth_cuda_ops = {
     /* .name = */ "cuda",
     /* .host_memory = */ 0,
-    /* .kv_f16 = */ 0,
+    /* .kv_f16 = */ 1,
     /* .alloc = */ op_alloc,
     /* .free = */ op_free,
     /* .upload = */ op_upload,
@@ -927,5 +954,5 @@ extern "C" const hearth_ops hearth_cuda_ops = {
     /* .swiglu = */ op_swiglu,
     /* .kv_write = */ op_kv_write,
     /* .attention = */ op_attention,
-    /* .pick = */ NULL,
+    /* .pick = */ op_pick,
 };

@@ -2,9 +2,11 @@
  * blocks (t, part) rotate token t's q and k heads in place (as rope.cu does)
  * and store k and v at (seq[t], pos[t]) of the paged cache (as kv_write.cu
  * does), a pair per thread spread over several blocks per token. Dimensions
- * past rot_dim are not rotated but still stored. */
+ * past rot_dim are not rotated but still stored. The cache (f32 or f16) gets
+ * exactly the values the unfused ops would store. */
 #include "ops/cuda/cuda_internal.cuh"
 
+template <typename E>
 __global__ void rope_kv_kernel(float *q, float *k, const float *__restrict__ v, int n_q, int n_k, int head_dim,
                                const int32_t *__restrict__ pos, const float *__restrict__ inv_freq, int half,
                                int neox, cu_kv kv, const int32_t *__restrict__ seq) {
@@ -14,6 +16,7 @@ __global__ void rope_kv_kernel(float *q, float *k, const float *__restrict__ v, 
     const size_t off = ((size_t)blk * kv.block_size + (size_t)(p % kv.block_size)) * kv.kv_dim;
     float *qt = q + (size_t)t * n_q * head_dim, *kt = k + (size_t)t * kv.kv_dim;
     const float *vt = v + (size_t)t * kv.kv_dim;
+    E *kd = (E *)kv.k, *vd = (E *)kv.v;
     const int stride = blockDim.x * gridDim.y, i0 = blockIdx.y * blockDim.x + threadIdx.x;
     for (int i = i0; i < (n_q + n_k) * half; i += stride) {
         int h = i / half, pi = i - h * half;
@@ -33,13 +36,13 @@ __global__ void rope_kv_kernel(float *q, float *k, const float *__restrict__ v, 
             float y0 = x0 * cs - x1 * sn, y1 = x0 * sn + x1 * cs;
             x[a] = y0;
             x[b] = y1;
-            kv.k[off + (size_t)h * head_dim + a] = y0;
-            kv.k[off + (size_t)h * head_dim + b] = y1;
+            kv_st(kd, off + (size_t)h * head_dim + a, y0);
+            kv_st(kd, off + (size_t)h * head_dim + b, y1);
         }
     }
     for (int i = i0; i < kv.kv_dim; i += stride) {
-        if (i % head_dim >= 2 * half) kv.k[off + i] = kt[i];
-        kv.v[off + i] = vt[i];
+        if (i % head_dim >= 2 * half) kv_st(kd, off + i, kt[i]);
+        kv_st(vd, off + i, vt[i]);
     }
     pdl_launch();
 }
@@ -50,6 +53,10 @@ void cu_rope_kv(const cu_launch *L, float *q, float *k, const float *v, int T, i
     int parts = cu_div_up((long)(n_q + n_k) * (rot_dim / 2), 128);
     if (parts > 32) parts = 32;
     if (parts < 1) parts = 1;
-    cu_launch_k(L, rope_kv_kernel, dim3(T, parts), dim3(128), 0, q, k, v, n_q, n_k, head_dim, pos, inv_freq,
-                rot_dim / 2, neox, *kv, seq);
+    if (kv->f16)
+        cu_launch_k(L, rope_kv_kernel<__half>, dim3(T, parts), dim3(128), 0, q, k, v, n_q, n_k, head_dim, pos,
+                    inv_freq, rot_dim / 2, neox, *kv, seq);
+    else
+        cu_launch_k(L, rope_kv_kernel<float>, dim3(T, parts), dim3(128), 0, q, k, v, n_q, n_k, head_dim, pos,
+                    inv_freq, rot_dim / 2, neox, *kv, seq);
 }
