@@ -51,10 +51,10 @@ typedef struct hearth_pick_params {
 
 /* A draw at temperature T > 0 is the Gumbel-max rule, bit-defined so that
  * every backend draws the same token from the same logits: for token i,
- * z = hearth_pick_hash(key, i), u = ((z >> 40) + 0.5f) * 2^-24 (a float in
+ * z = hearth_pick_hash(key, i), u = ((z >> 41) + 0.5f) * 2^-23 (exact, in
  * (0, 1)), score = x[i] * (1.0f / T) - logf(-logf(u)); the chosen id has the largest
  * score (ties to the lower id) among the tokens that pass min_p. Since
- * -logf(-logf(u)) lies in [-2.86, 17.33] for every such u, only tokens with
+ * -logf(-logf(u)) lies in [-2.81, 16.64] for every such u, only tokens with
  * x >= max - 20.2 * T can win; a backend may skip the others. */
 static inline uint64_t hearth_pick_hash(uint64_t key, uint32_t i) {
     uint64_t z = key + ((uint64_t)i + 1) * 0x9e3779b97f4a7c15ull; /* splitmix64 finaliser */

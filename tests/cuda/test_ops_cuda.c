@@ -1050,13 +1050,13 @@ TEST(cuda_pick_graph_replay) {
     CHECK_MSG(s1.graph_replays > s0.graph_replays, "the repeated pick sequence was never replayed from a graph");
 }
 
-/* Every one of the 2^24 noise values the draw can use, device against host
+/* Every one of the 2^23 noise values the draw can use, device against host
  * (glibc's logf, as pick.c): printed how many differ at all; each within
  * 3e-7 * max(1, |g|) (about 2 ulp), so a draw could differ only where two
  * scores are that close. */
 TEST(cuda_pick_noise_matches_host) {
     NEED_GPU();
-    const int n = 1 << 24;
+    const int n = 1 << 23;
     float *d = dnew(sizeof(float) * (size_t)n), *h = malloc(sizeof(float) * (size_t)n);
     CHECK(d && h);
     poison(d, sizeof(float) * (size_t)n);
@@ -1071,7 +1071,7 @@ TEST(cuda_pick_noise_matches_host) {
     double worst = 0.0;
     int bad = -1;
     for (int k = 0; k < n; k++) {
-        float u = ((float)k + 0.5f) * 0x1.0p-24f;
+        float u = ((float)k + 0.5f) * 0x1.0p-23f;
         float want = -logf(-logf(u));
         if (pick_same_bits(h[k], want)) continue;
         differ++;
@@ -1083,7 +1083,7 @@ TEST(cuda_pick_noise_matches_host) {
     float hb = bad >= 0 ? h[bad] : 0.0f;
     free(h);
     CHECK_MSG(bad < 0, "noise for k = %d: device %.9g, host %.9g", bad, hb,
-              bad >= 0 ? -logf(-logf(((float)bad + 0.5f) * 0x1.0p-24f)) : 0.0f);
+              bad >= 0 ? -logf(-logf(((float)bad + 0.5f) * 0x1.0p-23f)) : 0.0f);
 }
 
 /* ---- the model through both backends ---------------------------------------------- */

@@ -25,7 +25,7 @@ static int draw_unpruned(const float *x, int n, float t, float min_p, uint64_t k
     for (int i = 0; i < n; i++) {
         if (min_p > 0 && !(x[i] >= mx + logf(min_p))) continue;
         uint64_t z = hearth_pick_hash(key, (uint32_t)i);
-        float u = ((float)(z >> 40) + 0.5f) * 0x1.0p-24f;
+        float u = ((float)(z >> 41) + 0.5f) * 0x1.0p-23f;
         float s = x[i] * (1.0f / t) - logf(-logf(u));
         if (best < 0 || s > best_s) best = i, best_s = s;
     }

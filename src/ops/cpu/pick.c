@@ -7,7 +7,7 @@
 /* u in (0, 1) of token i, then the Gumbel noise -log(-log(u)). */
 static float gumbel(uint64_t key, int i) {
     uint64_t z = hearth_pick_hash(key, (uint32_t)i);
-    float u = ((float)(z >> 40) + 0.5f) * 0x1.0p-24f;
+    float u = ((float)(z >> 41) + 0.5f) * 0x1.0p-23f;
     return -logf(-logf(u));
 }
 

@@ -212,7 +212,7 @@ void cu_attention(const cu_launch *L, float *out, const float *q, int T, const c
  * per row. */
 void cu_pick(const cu_launch *L, hearth_pick *out, const float *logits, int n_rows, int vocab,
              const hearth_pick_params *params);
-/* dst[k] = the Gumbel noise of ops.h for z >> 40 == k, k < n (tests). */
+/* dst[k] = the Gumbel noise of ops.h for z >> 41 == k, k < n (tests). */
 void cu_pick_noise(const cu_launch *L, float *dst, int n);
 
 #endif

@@ -692,7 +692,7 @@ extern "C" void hearth_cuda_ctx_sync(hearth_cuda_ctx *c) { flush(c, 1); }
 
 extern "C" void hearth_cuda_pick_noise(hearth_cuda_ctx *c, float *dst, int n) {
     flush(c, 1);
-    cu_pick_noise(&c->L, dst, n < 0 ? 0 : n > (1 << 24) ? (1 << 24) : n);
+    cu_pick_noise(&c->L, dst, n < 0 ? 0 : n > (1 << 23) ? (1 << 23) : n);
     check_launch(c, "pick noise");
 }
 

@@ -67,8 +67,8 @@ void hearth_cuda_ctx_sync(hearth_cuda_ctx *c);
  * ceiling that decode speed is judged against. 0 on failure. */
 double hearth_cuda_copy_bandwidth(hearth_cuda_ctx *c, size_t bytes, int iters);
 
-/* Tests: dst[k] (backend memory, n <= 2^24 floats) = the pick op's Gumbel
- * noise for the 24 hash bits k (ops.h: -logf(-logf(((float)k + 0.5f) * 2^-24))),
+/* Tests: dst[k] (backend memory, n <= 2^23 floats) = the pick op's Gumbel
+ * noise for the 23 hash bits k (ops.h: -logf(-logf(((float)k + 0.5f) * 2^-23))),
  * as the device computes it, so a test can hold all of them against the host's. */
 void hearth_cuda_pick_noise(hearth_cuda_ctx *c, float *dst, int n);
 

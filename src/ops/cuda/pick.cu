@@ -17,7 +17,7 @@
  * __fdiv_rn: no fused multiply-add), the same candidate floor (the CPU skips
  * the same tokens) and the same tie rules; the noise uses the device's
  * full-precision logf, which agrees with glibc's within 1 ulp (the test
- * cuda_pick_noise_matches_host measures every one of the 2^24 noise values),
+ * cuda_pick_noise_matches_host measures every one of the 2^23 noise values),
  * so a draw could differ only where two scores are that close. lse: exp in
  * float (expf of the float x - max), summed in double, log in double; against
  * the CPU's all-double sum |dlse| <= 4e-6 * max(1, |lse|) (expf's 2 ulp and
@@ -89,9 +89,9 @@ template <typename F> __device__ __forceinline__ void visit_row(const float *x, 
     }
 }
 
-/* The noise of ops.h for k = z >> 40: u = (k + 0.5f) * 2^-24, -logf(-logf(u)). */
+/* The noise of ops.h for k = z >> 41: u = (k + 0.5f) * 2^-23, -logf(-logf(u)). */
 __device__ __forceinline__ float gumbel_bits(uint32_t k) {
-    float u = __fmul_rn(__fadd_rn(__uint2float_rn(k), 0.5f), 0x1.0p-24f);
+    float u = __fmul_rn(__fadd_rn(__uint2float_rn(k), 0.5f), 0x1.0p-23f);
     return -logf(-logf(u));
 }
 
@@ -100,7 +100,7 @@ __device__ __forceinline__ float gumbel(uint64_t key, int i) {
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     z ^= z >> 31;
-    return gumbel_bits((uint32_t)(z >> 40));
+    return gumbel_bits((uint32_t)(z >> 41));
 }
 
 /* The best element of [s0, s1) that ranks below (px, pi), reduced over the
