@@ -31,13 +31,14 @@ static void usage(FILE *f) {
             "  --device D     cpu, cuda or cuda:N\n");
 }
 
-static void print_profile(hearth_session *s) {
+static void print_profile(hearth_session *s, int profile) {
 #ifdef HEARTH_CUDA
     static char buf[16384];
-    if (s->ops == &hearth_cuda_ops && hearth_cuda_ctx_profile_text(s->ops_ctx, buf, sizeof buf) > 0)
+    if (profile && s->ops == &hearth_cuda_ops && hearth_cuda_ctx_profile_text(s->ops_ctx, buf, sizeof buf) > 0)
         printf("%s", buf);
 #else
     (void)s;
+    (void)profile;
 #endif
 }
 
@@ -107,7 +108,7 @@ int cmd_bench(int argc, char **argv) {
     else if (parallel > 0) r = cli_bench_engine(&s, (int)parallel, (int)n_prompt, (int)n_gen, &err);
     if (r >= 0) {
         if (r) fprintf(stderr, "hearth bench: %s\n", err.msg);
-        print_profile(&s);
+        print_profile(&s, profile);
         hearth_session_close(&s);
         return r;
     }
@@ -143,7 +144,7 @@ int cmd_bench(int argc, char **argv) {
         printf("model %s | %s | weights %.1f MiB | prefill %ld: %.1f tok/s | decode %ld: %.2f tok/s\n", so.model_path,
                s.ops->name, hearth_model_weight_bytes(s.model) / 1048576.0, n_prompt, best_pp, n_gen, best_tg);
     free(ids);
-    print_profile(&s);
+    print_profile(&s, profile);
     hearth_session_close(&s);
     return rc;
 }

@@ -24,7 +24,8 @@ static void usage(FILE *f) {
             "  --ignore-eos            do not stop at end-of-generation tokens\n"
             "  --threads T             CPU threads (default: one per core)\n"
             "  --ctx N                 context length (default: model's, at most 4096)\n"
-            "  --device D              cpu, cuda or cuda:N\n");
+            "  --device D              cpu, cuda or cuda:N\n"
+            "  --kv-type T             KV cache type, f32 or f16 (default: f16 on a GPU, f32 on the CPU)\n");
 }
 
 typedef struct {
@@ -146,6 +147,9 @@ int cmd_run(int argc, char **argv) {
         } else if (!strcmp(a, "--device")) {
             NEED_VALUE();
             so.device = v;
+        } else if (!strcmp(a, "--kv-type")) {
+            NEED_VALUE();
+            so.kv_type = v;
         } else if (a[0] == '-' && a[1]) {
             return cli_usage_error("run", "unknown option '%s'", a);
         } else if (!so.model_path) {

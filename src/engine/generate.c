@@ -42,17 +42,19 @@ hearth_status hearth_generate(hearth_model *m, hearth_kv *kv, int slot, const in
         int last = n - 1, want = p0 + n == n_prompt;
         if ((st = hearth_model_forward(m, kv, prompt + p0, seq, pos, n, &last, want, NULL, err))) goto done;
     }
-    double t1 = hearth_time_now();
-    stats->prefill_s = t1 - t0;
     int32_t cur;
     hearth_logprobs lp;
     uint8_t want_lp = (uint8_t)(lp_wanted != 0);
+    /* the first token is part of the prefill (its choice waits for the device) */
+    if (max_new > 0 && (st = hearth_choose(&ch, m, &smp, &want_lp, 1, &cur, &lp, err))) goto done;
+    double t1 = hearth_time_now();
+    stats->prefill_s = t1 - t0;
     for (int i = 0; i < max_new; i++) {
         if (i > 0) {
             int32_t p = n_prompt + i - 1, zero = 0;
             if ((st = hearth_model_forward(m, kv, &cur, seq, &p, 1, &zero, 1, NULL, err))) goto done;
+            if ((st = hearth_choose(&ch, m, &smp, &want_lp, 1, &cur, &lp, err))) goto done;
         }
-        if ((st = hearth_choose(&ch, m, &smp, &want_lp, 1, &cur, &lp, err))) goto done;
         hearth_sampler_accept(smp, cur);
         stats->n_gen++;
         int is_stop = 0;

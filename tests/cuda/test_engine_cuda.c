@@ -25,7 +25,10 @@ static int cuda_rig(rig *r, hearth_cuda_ctx **c, const char *model, hearth_dtype
     return 0;
 }
 
-static void batching_case(const char *model, hearth_dtype kvt) {
+/* tie: 0 for the f32 model (identical outputs); for bf16 weights the GPU's
+ * GEMV (up to 8 rows) and cuBLAS (more rows) round differently, so a request
+ * may depart from its serial output at a near-tie, never at a clear choice. */
+static void batching_case(const char *model, hearth_dtype kvt, float tie) {
     rig r;
     hearth_cuda_ctx *c;
     CHECK_MSG(cuda_rig(&r, &c, model, kvt, 512, 64), "cannot open %s on CUDA", model);
@@ -33,9 +36,9 @@ static void batching_case(const char *model, hearth_dtype kvt) {
     rig_reference(&r, N_CUDA_REQ, want);
     int pre = 0;
     for (int slots = 1; slots <= 64; slots *= 8) {
-        rig_batched(&r, N_CUDA_REQ, slots, want, &pre);
-        printf("  %s, %s KV, %d slots: %d requests identical to serial\n", model, kvt == HEARTH_DT_F16 ? "f16" : "f32",
-               slots, N_CUDA_REQ);
+        rig_batched_tie(&r, N_CUDA_REQ, slots, want, &pre, tie);
+        printf("  %s, %s KV, %d slots: %d requests checked against serial\n", model,
+               kvt == HEARTH_DT_F16 ? "f16" : "f32", slots, N_CUDA_REQ);
     }
     hearth_err err = {0};
     CHECK_MSG(hearth_cuda_ctx_error(c, &err) == HEARTH_OK, "cuda: %s", err.msg);
@@ -43,9 +46,9 @@ static void batching_case(const char *model, hearth_dtype kvt) {
     hearth_cuda_ctx_free(c);
 }
 
-TEST(cuda_engine_batching_f32_model_f32_kv) { batching_case("qwen2-f32", HEARTH_DT_F32); }
-TEST(cuda_engine_batching_f32_model_f16_kv) { batching_case("qwen2-f32", HEARTH_DT_F16); }
-TEST(cuda_engine_batching_bf16_model_f16_kv) { batching_case("llama3-bf16", HEARTH_DT_F16); }
+TEST(cuda_engine_batching_f32_model_f32_kv) { batching_case("qwen2-f32", HEARTH_DT_F32, 0.0f); }
+TEST(cuda_engine_batching_f32_model_f16_kv) { batching_case("qwen2-f32", HEARTH_DT_F16, 0.0f); }
+TEST(cuda_engine_batching_bf16_model_f16_kv) { batching_case("llama3-bf16", HEARTH_DT_F16, 0.02f); }
 
 TEST(cuda_engine_preemption_keeps_output) {
     rig r;

@@ -13,7 +13,7 @@
  *     bf16 and x rounded to bf16 on the GPU, where the CPU backend quantizes
  *     x to 8 bits);
  *   embed, kv_write, add, add_bias: exact; rmsnorm, rope, swiglu: 1e-5;
- *   attention: f32 decode kernel 1e-5, f16 tensor-core prefill kernel 4e-3. */
+ *   attention: f32 decode kernel 3e-5 (relative; 4k-position sums), f16 tensor-core prefill kernel 4e-3. */
 #include "../unit/testhelp.h"
 
 #include "core/half.h"
@@ -493,10 +493,10 @@ static void attention_decode_rows(hearth_dtype kt) {
         int32_t seq[5], pos[5];
         for (int s = 0; s < 5; s++) len[s] = 1 + irand(s == 0 ? 3000 : 300), seq[s] = 4 - s, pos[s] = 0;
         for (int t = 0; t < 5; t++) pos[t] = len[seq[t]] - 1;
-        if (!attn_case(kt, "decode, 5 sequences", 8, 2, hd, 0, 5, len, 5, seq, pos, 1e-5)) return;
-        if (!attn_case(kt, "decode, window 37", 12, 4, hd, 37, 5, len, 5, seq, pos, 1e-5)) return;
-        if (!attn_case(kt, "decode, one row, MHA", 4, 4, hd, 0, 5, len, 1, seq, pos, 1e-5)) return;
-        if (!attn_case(kt, "decode, 16 query heads per kv head", 32, 2, hd, 0, 5, len, 3, seq, pos, 1e-5)) return;
+        if (!attn_case(kt, "decode, 5 sequences", 8, 2, hd, 0, 5, len, 5, seq, pos, 3e-5)) return;
+        if (!attn_case(kt, "decode, window 37", 12, 4, hd, 37, 5, len, 5, seq, pos, 3e-5)) return;
+        if (!attn_case(kt, "decode, one row, MHA", 4, 4, hd, 0, 5, len, 1, seq, pos, 3e-5)) return;
+        if (!attn_case(kt, "decode, 16 query heads per kv head", 32, 2, hd, 0, 5, len, 3, seq, pos, 3e-5)) return;
     }
     /* long contexts (up to MAX_CTX - 1, so up to 64 splits), 24 rows of 6
      * sequences at scattered positions, with and without a window */
@@ -506,9 +506,9 @@ static void attention_decode_rows(hearth_dtype kt) {
         for (int s = 0; s < 6; s++) len[s] = s == 0 ? MAX_CTX : 1000 + irand(MAX_CTX - 1000);
         for (int t = 0; t < 24; t++) seq[t] = irand(6), pos[t] = irand(len[seq[t]]);
         pos[0] = len[seq[0]] - 1;
-        if (!attn_case(kt, "decode, 24 rows, long contexts", 32, 8, 128, 0, 6, len, 24, seq, pos, 1e-5)) return;
-        if (!attn_case(kt, "decode, 24 rows, window 1000", 32, 8, 128, 1000, 6, len, 24, seq, pos, 1e-5)) return;
-        if (!attn_case(kt, "decode, 24 rows, hd 64", 16, 4, 64, 0, 6, len, 24, seq, pos, 1e-5)) return;
+        if (!attn_case(kt, "decode, 24 rows, long contexts", 32, 8, 128, 0, 6, len, 24, seq, pos, 3e-5)) return;
+        if (!attn_case(kt, "decode, 24 rows, window 1000", 32, 8, 128, 1000, 6, len, 24, seq, pos, 3e-5)) return;
+        if (!attn_case(kt, "decode, 24 rows, hd 64", 16, 4, 64, 0, 6, len, 24, seq, pos, 3e-5)) return;
     }
 }
 

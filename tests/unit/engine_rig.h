@@ -82,9 +82,33 @@ static void rig_reference(rig *r, int n_req, int32_t out[][RIG_NEW]) {
     }
 }
 
+/* How far apart the logits of the serial token and of the batched token are
+ * where request i first differs at step k: the serial context (prompt +
+ * want[0..k)) in one forward, its last row. -1 on failure. */
+static float rig_gap(rig *r, int i, const int32_t *want, int k, int32_t got) {
+    int vocab = hearth_model_config_get(r->m)->vocab_size;
+    int32_t ids[64 + RIG_NEW], seq[64 + RIG_NEW], pos[64 + RIG_NEW];
+    int n;
+    rig_prompt(i, ids, &n, vocab);
+    for (int j = 0; j < k; j++) ids[n++] = want[j];
+    for (int j = 0; j < n; j++) seq[j] = 0, pos[j] = j;
+    float *logits = malloc(sizeof(float) * (size_t)vocab);
+    int32_t last = n - 1;
+    float gap = -1;
+    if (logits && hearth_kv_reserve(r->kv, 0, n) == HEARTH_OK &&
+        hearth_model_forward(r->m, r->kv, ids, seq, pos, n, &last, 1, logits, NULL) == HEARTH_OK)
+        gap = fabsf(logits[want[k]] - logits[got]);
+    hearth_kv_release_slot(r->kv, 0);
+    free(logits);
+    return gap;
+}
+
 /* Submit n_req requests (staggered) to an engine of n_slots, read them all,
- * compare with want. */
-static void rig_batched(rig *r, int n_req, int n_slots, int32_t want[][RIG_NEW], int *preempted) {
+ * compare with want. tie > 0 accepts a request whose output departs from
+ * the serial one where the two tokens' logits are within tie of each other
+ * (a rounding near-tie: the GPU's matmuls round differently at different
+ * batch sizes), and prints each such case; tie = 0 demands identity. */
+static void rig_batched_tie(rig *r, int n_req, int n_slots, int32_t want[][RIG_NEW], int *preempted, float tie) {
     hearth_engine *e;
     hearth_engine_opts o = {.n_slots = n_slots, .max_waiting = RIG_MAX_REQ, .queue_cap = 4};
     hearth_err err = {0};
@@ -103,29 +127,48 @@ static void rig_batched(rig *r, int n_req, int n_slots, int32_t want[][RIG_NEW],
         CHECK(q.prompt == NULL); /* ownership moved */
         if (i % 3 == 2) usleep(2000); /* arrivals while others run */
     }
-    int bad = 0, first_bad = -1;
+    int bad = 0, first_bad = -1, n_diff = 0;
+    static int32_t got[RIG_MAX_REQ][RIG_NEW];
+    int diff_at[RIG_MAX_REQ];
     for (int i = 0; i < n_req; i++) {
-        int32_t got[RIG_NEW];
         int n = 0;
         hearth_token_event ev;
         while (hearth_seq_next(seqs[i], &ev, -1) == 1)
-            if (n < RIG_NEW) got[n++] = ev.id;
+            if (n < RIG_NEW) got[i][n++] = ev.id;
         hearth_seq_summary sum;
         hearth_seq_summary_get(seqs[i], &sum);
-        if (sum.finish != HEARTH_FINISH_LENGTH || n != RIG_NEW || memcmp(got, want[i], sizeof got)) {
-            if (first_bad < 0) first_bad = i;
-            bad++;
-        }
+        diff_at[i] = -1;
+        for (int k = 0; k < n && diff_at[i] < 0; k++)
+            if (got[i][k] != want[i][k]) diff_at[i] = k;
+        if (sum.finish != HEARTH_FINISH_LENGTH || n != RIG_NEW) diff_at[i] = -2;
         hearth_seq_release(seqs[i]);
     }
     hearth_engine_stats st;
     hearth_engine_stats_get(e, &st);
     *preempted = (int)st.preemptions;
     hearth_engine_free(e);
+    for (int i = 0; i < n_req; i++) {
+        if (diff_at[i] == -1) continue;
+        n_diff++;
+        float gap = diff_at[i] >= 0 && tie > 0 ? rig_gap(r, i, want[i], diff_at[i], got[i][diff_at[i]]) : -1;
+        if (gap >= 0 && gap < tie) {
+            printf("  request %d (slots %d) departs at step %d: serial %d, batched %d, logit gap %.4g (a near-tie)\n",
+                   i, n_slots, diff_at[i], want[i][diff_at[i]], got[i][diff_at[i]], gap);
+            continue;
+        }
+        if (gap >= 0) printf("  request %d departs at step %d with a logit gap of %.4g\n", i, diff_at[i], gap);
+        if (first_bad < 0) first_bad = i;
+        bad++;
+    }
+    (void)n_diff;
     CHECK_MSG(bad == 0, "%d of %d requests differ from their serial output (slots %d; first: request %d)", bad,
               n_req, n_slots, first_bad);
     CHECK_EQ(st.requests_ok, n_req);
     CHECK_EQ(hearth_kv_n_available_blocks(r->kv), baseline); /* nothing held: no leak */
+}
+
+static void rig_batched(rig *r, int n_req, int n_slots, int32_t want[][RIG_NEW], int *preempted) {
+    rig_batched_tie(r, n_req, n_slots, want, preempted, 0.0f);
 }
 
 #endif

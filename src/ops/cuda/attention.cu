@@ -153,12 +153,13 @@ __global__ void __launch_bounds__(AD_THREADS)
  * sums (in shared memory), then each thread one output dim. Rows whose
  * splits collapsed to one were finished by the decode kernel. */
 __global__ void __launch_bounds__(AD_THREADS)
-    attn_combine_kernel(float *__restrict__ out, const float *__restrict__ part, const int32_t *__restrict__ pos,
-                        int n_heads, int hd, int S, int window) {
+    attn_combine_kernel(float *__restrict__ out, const float *__restrict__ part, const int32_t *__restrict__ seq,
+                        const int32_t *__restrict__ pos, int T, int n_heads, int hd, int S, int window, int skip_bm) {
     pdl_wait();
     __shared__ float wgt[64];
     __shared__ float s_L;
     const int h = blockIdx.x, t = blockIdx.y;
+    if (skip_bm > 0 && tile_uniform(seq, T, t / skip_bm, skip_bm)) return; /* the prefill kernel's row */
     const int p_hi = pos[t], p_lo = window > 0 ? max(0, p_hi - window + 1) : 0;
     const int Se = eff_splits(S, p_hi - p_lo + 1);
     if (Se == 1) return;
@@ -222,19 +223,19 @@ void cu_attention(const cu_launch *L, float *out, const float *q, int T, const c
     const int G = n_heads / n_kv_heads, ngrp = (G + AD_MAXG - 1) / AD_MAXG;
     /* the tensor-core kernel reads K/V rows in 16-byte pieces */
     const int aligned = kv->kv_dim % 8 == 0 && ((uintptr_t)kv->k | (uintptr_t)kv->v) % 16 == 0;
-    const int prefill = T > 32 && (head_dim == 64 || head_dim == 128) && aligned;
-    if (prefill) {
-        cu_attention_prefill(L, out, q, T, kv, seq, pos, n_heads, n_kv_heads, head_dim, scale, window);
-        decode(L, dim3(1, n_kv_heads * ngrp, T), out, q, kv, seq, pos, T, n_heads, n_kv_heads, head_dim, scale, window,
-               1, part, 64);
-        return;
-    }
-    long want = (4L * L->n_sm + (long)T * n_kv_heads * ngrp - 1) / ((long)T * n_kv_heads * ngrp);
+    /* Tiles of one sequence go to the tensor-core kernel; every other row
+     * (batched decode rows, short chunks) to flash-decoding, split so that
+     * about 16 blocks per SM are in flight (a batch of decode rows over
+     * long contexts is latency-bound with one block per row and head). */
+    const int skip_bm = T > 32 && (head_dim == 64 || head_dim == 128) && aligned ? 64 : 0;
+    if (skip_bm) cu_attention_prefill(L, out, q, T, kv, seq, pos, n_heads, n_kv_heads, head_dim, scale, window);
+    long per_split = (long)T * n_kv_heads * ngrp;
+    long want = (16L * L->n_sm + per_split - 1) / per_split;
     int S = (int)(want < 1 ? 1 : want > 64 ? 64 : want);
     while (S > 1 && (size_t)T * n_heads * S * (size_t)(head_dim + 2) > part_floats) S--;
     decode(L, dim3(S, n_kv_heads * ngrp, T), out, q, kv, seq, pos, T, n_heads, n_kv_heads, head_dim, scale, window, S,
-           part, 0);
+           part, skip_bm);
     if (S > 1)
-        cu_launch_k(L, attn_combine_kernel, dim3(n_heads, T), dim3(AD_THREADS), 0, out, (const float *)part, pos,
-                    n_heads, head_dim, S, window);
+        cu_launch_k(L, attn_combine_kernel, dim3(n_heads, T), dim3(AD_THREADS), 0, out, (const float *)part, seq, pos,
+                    T, n_heads, head_dim, S, window, skip_bm);
 }
