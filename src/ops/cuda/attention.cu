@@ -207,6 +207,12 @@ static void launch_decode(const cu_launch *L, dim3 grid, float *out, const float
 static void decode(const cu_launch *L, dim3 grid, float *out, const float *q, const cu_kv *kv, const int32_t *seq,
                    const int32_t *pos, int T, int n_heads, int n_kv, int hd, float scale, int window, int S,
                    float *part, int skip_bm) {
+    /* batches of rows: the tiled kernel (one softmax update per 64 positions) */
+    if (T > 8 && cu_attention_rows_fits(hd, kv)) {
+        cu_attention_rows(L, grid, out, q, kv, seq, pos, T, n_heads, n_kv, hd, scale, window, S, AD_MINPOS, part,
+                          skip_bm);
+        return;
+    }
     int hdl = (hd + 31) / 32;
     switch (hdl) {
     case 1: launch_decode<1>(L, grid, out, q, kv, seq, pos, T, n_heads, n_kv, hd, scale, window, S, part, skip_bm); break;

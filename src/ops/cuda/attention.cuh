@@ -20,4 +20,12 @@ __device__ __forceinline__ bool tile_uniform(const int32_t *seq, int T, int tile
 void cu_attention_prefill(const cu_launch *L, float *out, const float *q, int T, const cu_kv *kv, const int32_t *seq,
                           const int32_t *pos, int n_heads, int n_kv_heads, int head_dim, float scale, int window);
 
+/* Flash-decoding over tiles of positions for batches of rows (attention_rows.cu):
+ * the same grid, split rule (at least minpos positions a split), partial
+ * layout and skip rule as the per-warp decode kernel of attention.cu. */
+int cu_attention_rows_fits(int head_dim, const cu_kv *kv);
+void cu_attention_rows(const cu_launch *L, dim3 grid, float *out, const float *q, const cu_kv *kv, const int32_t *seq,
+                       const int32_t *pos, int T, int n_heads, int n_kv, int head_dim, float scale, int window, int S,
+                       int minpos, float *part, int skip_bm);
+
 #endif

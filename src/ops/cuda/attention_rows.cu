@@ -1,0 +1,200 @@
+/* attention_rows.cu - flash-decoding for batches of decode rows, tiled.
+ *
+ * The per-warp kernel in attention.cu runs one online-softmax update per
+ * position and query head (a shuffle reduction and two exponentials each):
+ * right for one row, instruction-bound for hundreds of rows over long
+ * contexts. Here a block (split, kv head x query-head group, row) walks its
+ * positions in tiles of 64: (1) a thread per position computes the scores of
+ * every query head of the group from one 16-byte-vectorised read of its K
+ * row (q in shared memory, read as broadcasts); (2) a warp per head does the
+ * tile's softmax update once; (3) a thread per output dimension accumulates
+ * P x V for the group's heads from one read of each V element. The output
+ * and the split partials have the layout of the per-warp kernel, so the same
+ * combine kernel merges them. head_dim 64 or 128, kv_dim % 8 == 0. */
+#include "ops/cuda/attention.cuh"
+
+#define AR_THREADS 128
+#define AR_TP 64   /* positions per tile: two threads per position in the score pass */
+#define AR_MAXG 8  /* query heads per block (the per-warp kernel's AD_MAXG) */
+
+/* 8 consecutive cache elements as f32 (16- or 32-byte aligned reads). */
+__device__ __forceinline__ void ld8(const __half *p, float *f) {
+    uint4 r = *(const uint4 *)p;
+    const __half2 *h = (const __half2 *)&r;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        float2 x = __half22float2(h[i]);
+        f[2 * i] = x.x;
+        f[2 * i + 1] = x.y;
+    }
+}
+__device__ __forceinline__ void ld8(const float *p, float *f) {
+    float4 a = *(const float4 *)p, b = *(const float4 *)(p + 4);
+    f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
+}
+
+__device__ __forceinline__ int ar_splits(int S, int len, int minpos) {
+    return max(1, min(S, (len + minpos - 1) / minpos));
+}
+
+template <int HD, typename E>
+__global__ void __launch_bounds__(AR_THREADS)
+    attn_rows_kernel(float *__restrict__ out, const float *__restrict__ q, cu_kv kv, const int32_t *__restrict__ seq,
+                     const int32_t *__restrict__ pos, int T, int n_heads, int n_kv, float scale, int window, int S,
+                     int minpos, float *__restrict__ part, int skip_bm) {
+    pdl_wait();
+    constexpr int GP = AR_THREADS / HD; /* head phases of the V pass */
+    constexpr int NA = AR_MAXG / GP;    /* heads per thread in the V pass */
+    __shared__ __align__(16) float q_s[AR_MAXG][HD];
+    __shared__ float p_s[AR_MAXG][AR_TP];
+    __shared__ size_t off_s[AR_TP];
+    __shared__ float m_s[AR_MAXG], l_s[AR_MAXG], c_s[AR_MAXG];
+    const int split = blockIdx.x, t = blockIdx.z, tid = threadIdx.x;
+    const int G = n_heads / n_kv, ngrp = (G + AR_MAXG - 1) / AR_MAXG;
+    const int kvh = blockIdx.y / ngrp, grp = blockIdx.y % ngrp;
+    const int h0 = kvh * G + grp * AR_MAXG, Gb = min(AR_MAXG, G - grp * AR_MAXG);
+    if (skip_bm > 0 && tile_uniform(seq, T, t / skip_bm, skip_bm)) return;
+    const int p_hi = pos[t], p_lo = window > 0 ? max(0, p_hi - window + 1) : 0;
+    const int len = p_hi - p_lo + 1, Se = ar_splits(S, len, minpos);
+    if (split >= Se) return;
+    const int chunk = (len + Se - 1) / Se;
+    const int a = p_lo + split * chunk, e = min(p_hi + 1, a + chunk);
+    const int32_t *trow = kv.table + (size_t)seq[t] * kv.max_blocks;
+    const E *kb = (const E *)kv.k + (size_t)kvh * HD, *vb = (const E *)kv.v + (size_t)kvh * HD;
+
+    for (int x = tid; x < Gb * HD; x += AR_THREADS)
+        q_s[x / HD][x % HD] = q[((size_t)t * n_heads + h0 + x / HD) * HD + x % HD] * scale;
+    if (tid < AR_MAXG) m_s[tid] = -INFINITY, l_s[tid] = 0.0f;
+    const int d_own = tid % HD, g_ph = tid / HD;
+    float acc[NA];
+#pragma unroll
+    for (int i = 0; i < NA; i++) acc[i] = 0.0f;
+
+    for (int p0 = a; p0 < e; p0 += AR_TP) {
+        const int n = min(AR_TP, e - p0);
+        if (tid < n) {
+            int p = p0 + tid;
+            off_s[tid] = ((size_t)trow[p / kv.block_size] * kv.block_size + p % kv.block_size) * kv.kv_dim;
+        }
+        __syncthreads(); /* also: q_s and m_s/l_s written; last tile's p_s read by everyone */
+        { /* scores: position j, heads half, half + 2, ... */
+            const int j = tid % AR_TP, half = tid / AR_TP;
+            if (j < n) {
+                float sc[AR_MAXG / 2];
+#pragma unroll
+                for (int i = 0; i < AR_MAXG / 2; i++) sc[i] = 0.0f;
+                const E *kr = kb + off_s[j];
+#pragma unroll 4
+                for (int d = 0; d < HD; d += 8) {
+                    float kf[8];
+                    ld8(kr + d, kf);
+#pragma unroll
+                    for (int i = 0; i < AR_MAXG / 2; i++) {
+                        int g = half + 2 * i;
+                        if (g < Gb) {
+                            float4 qa = *(const float4 *)&q_s[g][d], qb = *(const float4 *)&q_s[g][d + 4];
+                            float s = sc[i];
+                            s = fmaf(qa.x, kf[0], s);
+                            s = fmaf(qa.y, kf[1], s);
+                            s = fmaf(qa.z, kf[2], s);
+                            s = fmaf(qa.w, kf[3], s);
+                            s = fmaf(qb.x, kf[4], s);
+                            s = fmaf(qb.y, kf[5], s);
+                            s = fmaf(qb.z, kf[6], s);
+                            s = fmaf(qb.w, kf[7], s);
+                            sc[i] = s;
+                        }
+                    }
+                }
+#pragma unroll
+                for (int i = 0; i < AR_MAXG / 2; i++)
+                    if (half + 2 * i < Gb) p_s[half + 2 * i][j] = sc[i];
+            }
+        }
+        __syncthreads();
+        { /* the tile's softmax update, a warp per head */
+            const int lane = tid & 31, w = tid >> 5;
+            for (int g = w; g < Gb; g += AR_THREADS / 32) {
+                float s0 = lane < n ? p_s[g][lane] : -INFINITY, s1 = lane + 32 < n ? p_s[g][lane + 32] : -INFINITY;
+                float mx = fmaxf(s0, s1);
+#pragma unroll
+                for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+                float m_old = m_s[g], m_new = fmaxf(m_old, mx);
+                float e0 = lane < n ? expf(s0 - m_new) : 0.0f, e1 = lane + 32 < n ? expf(s1 - m_new) : 0.0f;
+                if (lane < n) p_s[g][lane] = e0;
+                if (lane + 32 < n) p_s[g][lane + 32] = e1;
+                float sum = e0 + e1;
+#pragma unroll
+                for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+                if (lane == 0) {
+                    float c = m_old == -INFINITY ? 0.0f : expf(m_old - m_new);
+                    c_s[g] = c;
+                    l_s[g] = l_s[g] * c + sum;
+                    m_s[g] = m_new;
+                }
+            }
+        }
+        __syncthreads();
+        { /* P x V: dimension d_own of heads g_ph, g_ph + GP, ... */
+#pragma unroll
+            for (int i = 0; i < NA; i++) {
+                int g = g_ph + GP * i;
+                if (g < Gb) acc[i] *= c_s[g];
+            }
+            const E *vd = vb + d_own;
+#pragma unroll 8
+            for (int j = 0; j < n; j++) {
+                float v = kv_ld(vd, off_s[j]);
+#pragma unroll
+                for (int i = 0; i < NA; i++) {
+                    int g = g_ph + GP * i;
+                    if (g < Gb) acc[i] = fmaf(p_s[g][j], v, acc[i]);
+                }
+            }
+        }
+        __syncthreads();
+    }
+    pdl_launch();
+#pragma unroll
+    for (int i = 0; i < NA; i++) {
+        int g = g_ph + GP * i;
+        if (g >= Gb) continue;
+        size_t th = (size_t)t * n_heads + h0 + g;
+        if (Se == 1) {
+            out[th * HD + d_own] = l_s[g] > 0.0f ? acc[i] / l_s[g] : 0.0f;
+        } else {
+            float *pp = part + (th * S + split) * (size_t)(HD + 2);
+            pp[d_own] = acc[i];
+            if (d_own == 0) {
+                pp[HD] = m_s[g];
+                pp[HD + 1] = l_s[g];
+            }
+        }
+    }
+}
+
+template <int HD>
+static void launch(const cu_launch *L, dim3 grid, float *out, const float *q, const cu_kv *kv, const int32_t *seq,
+                   const int32_t *pos, int T, int n_heads, int n_kv, float scale, int window, int S, int minpos,
+                   float *part, int skip_bm) {
+    if (kv->f16)
+        cu_launch_k(L, attn_rows_kernel<HD, __half>, grid, dim3(AR_THREADS), 0, out, q, *kv, seq, pos, T, n_heads, n_kv,
+                    scale, window, S, minpos, part, skip_bm);
+    else
+        cu_launch_k(L, attn_rows_kernel<HD, float>, grid, dim3(AR_THREADS), 0, out, q, *kv, seq, pos, T, n_heads, n_kv,
+                    scale, window, S, minpos, part, skip_bm);
+}
+
+int cu_attention_rows_fits(int head_dim, const cu_kv *kv) {
+    return (head_dim == 64 || head_dim == 128) && kv->kv_dim % 8 == 0 &&
+           ((uintptr_t)kv->k | (uintptr_t)kv->v) % 32 == 0;
+}
+
+void cu_attention_rows(const cu_launch *L, dim3 grid, float *out, const float *q, const cu_kv *kv, const int32_t *seq,
+                       const int32_t *pos, int T, int n_heads, int n_kv, int head_dim, float scale, int window, int S,
+                       int minpos, float *part, int skip_bm) {
+    if (head_dim == 64)
+        launch<64>(L, grid, out, q, kv, seq, pos, T, n_heads, n_kv, scale, window, S, minpos, part, skip_bm);
+    else
+        launch<128>(L, grid, out, q, kv, seq, pos, T, n_heads, n_kv, scale, window, S, minpos, part, skip_bm);
+}
