@@ -18,6 +18,8 @@
  */
 #include "ops/cuda/attention.cuh"
 
+#include <stdlib.h>
+
 #define AD_THREADS 128
 #define AD_WARPS 4
 #define AD_MAXG 8    /* query heads per block */
@@ -207,8 +209,14 @@ static void launch_decode(const cu_launch *L, dim3 grid, float *out, const float
 static void decode(const cu_launch *L, dim3 grid, float *out, const float *q, const cu_kv *kv, const int32_t *seq,
                    const int32_t *pos, int T, int n_heads, int n_kv, int hd, float scale, int window, int S,
                    float *part, int skip_bm) {
-    /* batches of rows: the tiled kernel (one softmax update per 64 positions) */
-    if (T > 8 && cu_attention_rows_fits(hd, kv)) {
+    /* batches of rows: the tiled kernel (one softmax update per 64 positions);
+     * HEARTH_ATTN_ROWS_MIN (benchmarks) moves the threshold from 9 rows */
+    static int rows_min = -1;
+    if (rows_min < 0) {
+        const char *s = getenv("HEARTH_ATTN_ROWS_MIN");
+        rows_min = s && atoi(s) > 0 ? atoi(s) : 9;
+    }
+    if (T >= rows_min && cu_attention_rows_fits(hd, kv)) {
         cu_attention_rows(L, grid, out, q, kv, seq, pos, T, n_heads, n_kv, hd, scale, window, S, AD_MINPOS, part,
                           skip_bm);
         return;
