@@ -21,7 +21,7 @@ static void usage(FILE *f) {
             "  --gen N        generated tokens (default 128)\n"
             "  --reps N       repetitions; the best is reported (default 1)\n"
             "  --threads T    CPU threads (default: one per core)\n"
-            "  --batch N      prefill chunk: tokens per forward (default 512)\n"
+            "  --batch N      tokens per forward: prefill chunk / step budget (default 512 CPU, 2048 GPU)\n"
             "  --parallel N   N concurrent streams through the batching engine (output tok/s, TTFT);\n"
             "                 without it, one sequence through the serial path\n"
             "  --kv-budget M  KV cache size in MiB (default: every stream at full context)\n"

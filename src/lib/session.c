@@ -33,6 +33,7 @@ static hearth_status open_backend(hearth_session *s, const hearth_session_opts *
                                                                                   : "cpu";
     if (!strcmp(dev, "cpu")) {
         hearth_cpu_ctx *c;
+        if (s->max_tokens <= 0) s->max_tokens = 512;
         hearth_status st = hearth_cpu_ctx_new(&c, o->threads, s->max_tokens, max_cols, s->ctx, err);
         if (st != HEARTH_OK) return st;
         s->ops = &hearth_cpu_ops;
@@ -49,6 +50,8 @@ static hearth_status open_backend(hearth_session *s, const hearth_session_opts *
         if (idx >= n)
             return hearth_err_set(err, HEARTH_ENOENT, "device '%s': %d CUDA device%s found", dev, n, n == 1 ? "" : "s");
         hearth_cuda_ctx *c;
+        /* a GPU step holds up to 2048 rows: prefill chunks beside hundreds of decode rows */
+        if (s->max_tokens <= 0) s->max_tokens = 2048;
         hearth_status st = hearth_cuda_ctx_new(&c, (int)idx, s->max_tokens, max_cols, s->ctx, err);
         if (st != HEARTH_OK) return st;
         s->ops = &hearth_cuda_ops;
@@ -169,7 +172,7 @@ hearth_status hearth_session_open(hearth_session *s, const hearth_session_opts *
     s->ctx = o->ctx > 0 ? o->ctx : (cfg.max_position_embeddings > 0 && cfg.max_position_embeddings < 4096
                                         ? cfg.max_position_embeddings
                                         : 4096);
-    s->max_tokens = o->max_tokens > 0 ? o->max_tokens : 512;
+    s->max_tokens = o->max_tokens > 0 ? o->max_tokens : 0; /* 0: the backend's default */
     if ((st = open_backend(s, o, &cfg, err)) != HEARTH_OK) goto fail;
     if (!o->kv_type) {
         s->kv_type = s->ops->host_memory ? HEARTH_DT_F32 : HEARTH_DT_F16;
