@@ -790,8 +790,12 @@ static int layer_case(hearth_dtype t, int T, hearth_dtype kt) {
      * bit for bit in every case. Float weights at T = 40: the f16 attention
      * (~1e-3 relative) moves the large swiglu products (|hb| ~ 1e3 with this
      * data's outliers) across bf16 / f16 steps of the down projection's
-     * input: up to ~1e-2 of max |x| was seen, hence 3e-2. */
-    double tol = T <= 8 ? (quant ? 1e-2 : 2e-3) : (quant ? INFINITY : 3e-2);
+     * input: up to ~1e-2 of max |x| was seen, hence 3e-2. Quantized weights
+     * at T <= 8 take the same 8-bit activations on both sides, but one
+     * activation landing on the other side of a q8 rounding step moves its
+     * block by a step, and the layer carries it: up to 1.27e-2 was seen
+     * (q4_K, T = 3, f16 KV), hence 3e-2. */
+    double tol = T <= 8 ? (quant ? 3e-2 : 2e-3) : (quant ? INFINITY : 3e-2);
     char errs[256] = "";
     for (int i = 0; i < 8 && ok; i++) {
         size_t at, n = i == 1 ? (size_t)T * dim : sz[i]; /* xb ends as the down output [T][dim] */
