@@ -6,7 +6,7 @@
  * Two kernels share the work:
  *  - prefill (attention_prefill.cu): tiles of 64 rows of one sequence, f16
  *    tensor cores, flash-attention style (online softmax over 64-position KV
- *    tiles). Used when T > 32 and head_dim is 64 or 128, for the tiles whose
+ *    tiles). Used when T > 8 and head_dim is 64 or 128, for the tiles whose
  *    rows all belong to one sequence;
  *  - decode (here): flash-decoding. One block per (split, kv head, row) runs
  *    the query heads of its kv head (up to 8) over a slice of the row's
@@ -237,11 +237,13 @@ void cu_attention(const cu_launch *L, float *out, const float *q, int T, const c
     const int G = n_heads / n_kv_heads, ngrp = (G + AD_MAXG - 1) / AD_MAXG;
     /* the tensor-core kernel reads K/V rows in 16-byte pieces */
     const int aligned = kv->kv_dim % 8 == 0 && ((uintptr_t)kv->k | (uintptr_t)kv->v) % 16 == 0;
-    /* Tiles of one sequence go to the tensor-core kernel; every other row
+    /* Tiles of one sequence go to the tensor-core kernel (from 9 rows on: a
+     * short chunk after a long cached prefix reads its K/V once per tile,
+     * not once per row); every other row
      * (batched decode rows, short chunks) to flash-decoding, split so that
      * about 16 blocks per SM are in flight (a batch of decode rows over
      * long contexts is latency-bound with one block per row and head). */
-    const int skip_bm = T > 32 && (head_dim == 64 || head_dim == 128) && aligned ? 64 : 0;
+    const int skip_bm = T > 8 && (head_dim == 64 || head_dim == 128) && aligned ? 64 : 0;
     if (skip_bm) cu_attention_prefill(L, out, q, T, kv, seq, pos, n_heads, n_kv_heads, head_dim, scale, window);
     long per_split = (long)T * n_kv_heads * ngrp;
     long want = (16L * L->n_sm + per_split - 1) / per_split;
