@@ -174,3 +174,42 @@ TEST(engine_prefix_cache_multi_turn) {
     rig_close(&r);
     rig_close(&fresh);
 }
+
+/* A pool too small to keep every finished prompt cached: the LRU evicts the
+ * oldest cached blocks to admit new work, outputs stay those of the serial
+ * path, an old prompt comes back uncached and the newest cached. */
+TEST(engine_prefix_cache_eviction_keeps_output) {
+    rig r, fresh;
+    int ok = rig_open(&r, 12, 2, 64) && rig_open(&fresh, 64, 1, 64);
+    CHECK_MSG(ok, "cannot open the tiny model");
+    int32_t want[N_REQ][N_NEW];
+    reference(&fresh, want);
+    hearth_engine *e;
+    hearth_engine_opts o = {.n_slots = 2};
+    CHECK_EQ(hearth_engine_new(&e, r.m, r.kv, &o, NULL), HEARTH_OK);
+    int vocab = hearth_model_config_get(r.m)->vocab_size;
+    int32_t ids[64], out[N_NEW];
+    int n, cached_seen = 0;
+    for (int i = 0; i < N_REQ; i++) {
+        rig_prompt(i, ids, &n, vocab);
+        hearth_seq_summary s = one(e, ids, n, N_NEW, out);
+        CHECK_EQ(s.n_gen, N_NEW);
+        CHECK_MSG(memcmp(out, want[i], sizeof out) == 0, "request %d differs from its serial output", i);
+        cached_seen += hearth_kv_n_cached_blocks(r.kv);
+        CHECK(hearth_kv_n_cached_blocks(r.kv) <= 12);
+    }
+    CHECK_MSG(cached_seen > 12, "the pool never filled with cached blocks (%d)", cached_seen);
+    rig_prompt(3, ids, &n, vocab); /* 24 tokens, a full block cached, then 19 newer blocks: evicted */
+    CHECK(n > 16);
+    hearth_seq_summary s0 = one(e, ids, n, N_NEW, out);
+    CHECK_EQ(s0.n_cached, 0);
+    CHECK(memcmp(out, want[3], sizeof out) == 0);
+    rig_prompt(N_REQ - 1, ids, &n, vocab); /* the newest: still cached */
+    hearth_seq_summary s1 = one(e, ids, n, N_NEW, out);
+    CHECK_EQ(s1.n_cached, (n - 1) / 16 * 16);
+    CHECK(memcmp(out, want[N_REQ - 1], sizeof out) == 0);
+    hearth_engine_free(e);
+    CHECK_EQ(hearth_kv_n_available_blocks(r.kv), 12);
+    rig_close(&r);
+    rig_close(&fresh);
+}
