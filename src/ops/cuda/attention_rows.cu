@@ -7,8 +7,9 @@
  * positions in tiles of 64: (1) a thread per position computes the scores of
  * every query head of the group from one 16-byte-vectorised read of its K
  * row (q in shared memory, read as broadcasts); (2) a warp per head does the
- * tile's softmax update once; (3) a thread per output dimension accumulates
- * P x V for the group's heads from one read of each V element. The output
+ * tile's softmax update once; (3) each thread accumulates 8 dimensions of
+ * P x V for the group's heads over every (128/(hd/8))-th position of the
+ * tile from 16-byte V reads, summed across threads at the end. The output
  * and the split partials have the layout of the per-warp kernel, so the same
  * combine kernel merges them. head_dim 64 or 128, kv_dim % 8 == 0. */
 #include "ops/cuda/attention.cuh"
@@ -37,14 +38,14 @@ __device__ __forceinline__ int ar_splits(int S, int len, int minpos) {
     return max(1, min(S, (len + minpos - 1) / minpos));
 }
 
-template <int HD, typename E>
+template <int HD, int GB, typename E>
 __global__ void __launch_bounds__(AR_THREADS)
     attn_rows_kernel(float *__restrict__ out, const float *__restrict__ q, cu_kv kv, const int32_t *__restrict__ seq,
                      const int32_t *__restrict__ pos, int T, int n_heads, int n_kv, float scale, int window, int S,
                      int minpos, float *__restrict__ part, int skip_bm) {
     pdl_wait();
-    constexpr int GP = AR_THREADS / HD; /* head phases of the V pass */
-    constexpr int NA = AR_MAXG / GP;    /* heads per thread in the V pass */
+    constexpr int VG = HD / 8;          /* V pass: groups of 8 dimensions ... */
+    constexpr int PG = AR_THREADS / VG; /* ... times groups of positions (j = pg, pg + PG, ...) */
     __shared__ __align__(16) float q_s[AR_MAXG][HD];
     __shared__ float p_s[AR_MAXG][AR_TP];
     __shared__ size_t off_s[AR_TP];
@@ -65,10 +66,12 @@ __global__ void __launch_bounds__(AR_THREADS)
     for (int x = tid; x < Gb * HD; x += AR_THREADS)
         q_s[x / HD][x % HD] = q[((size_t)t * n_heads + h0 + x / HD) * HD + x % HD] * scale;
     if (tid < AR_MAXG) m_s[tid] = -INFINITY, l_s[tid] = 0.0f;
-    const int d_own = tid % HD, g_ph = tid / HD;
-    float acc[NA];
+    const int dg = tid % VG, pg = tid / VG;
+    float acc[GB][8];
 #pragma unroll
-    for (int i = 0; i < NA; i++) acc[i] = 0.0f;
+    for (int g = 0; g < GB; g++)
+#pragma unroll
+        for (int k = 0; k < 8; k++) acc[g][k] = 0.0f;
 
     for (int p0 = a; p0 < e; p0 += AR_TP) {
         const int n = min(AR_TP, e - p0);
@@ -80,16 +83,16 @@ __global__ void __launch_bounds__(AR_THREADS)
         { /* scores: position j, heads half, half + 2, ... */
             const int j = tid % AR_TP, half = tid / AR_TP;
             if (j < n) {
-                float sc[AR_MAXG / 2];
+                float sc[GB / 2];
 #pragma unroll
-                for (int i = 0; i < AR_MAXG / 2; i++) sc[i] = 0.0f;
+                for (int i = 0; i < GB / 2; i++) sc[i] = 0.0f;
                 const E *kr = kb + off_s[j];
 #pragma unroll 4
                 for (int d = 0; d < HD; d += 8) {
                     float kf[8];
                     ld8(kr + d, kf);
 #pragma unroll
-                    for (int i = 0; i < AR_MAXG / 2; i++) {
+                    for (int i = 0; i < GB / 2; i++) {
                         int g = half + 2 * i;
                         if (g < Gb) {
                             float4 qa = *(const float4 *)&q_s[g][d], qb = *(const float4 *)&q_s[g][d + 4];
@@ -107,7 +110,7 @@ __global__ void __launch_bounds__(AR_THREADS)
                     }
                 }
 #pragma unroll
-                for (int i = 0; i < AR_MAXG / 2; i++)
+                for (int i = 0; i < GB / 2; i++)
                     if (half + 2 * i < Gb) p_s[half + 2 * i][j] = sc[i];
             }
         }
@@ -135,41 +138,71 @@ __global__ void __launch_bounds__(AR_THREADS)
             }
         }
         __syncthreads();
-        { /* P x V: dimension d_own of heads g_ph, g_ph + GP, ... */
+        { /* P x V: dimensions dg*8 .. dg*8+7 of every head, positions pg, pg + PG, ... (16-byte V reads) */
 #pragma unroll
-            for (int i = 0; i < NA; i++) {
-                int g = g_ph + GP * i;
-                if (g < Gb) acc[i] *= c_s[g];
+            for (int g = 0; g < GB; g++) {
+                if (g < Gb) {
+                    float c = c_s[g];
+#pragma unroll
+                    for (int k = 0; k < 8; k++) acc[g][k] *= c;
+                }
             }
-            const E *vd = vb + d_own;
-#pragma unroll 8
-            for (int j = 0; j < n; j++) {
-                float v = kv_ld(vd, off_s[j]);
+            const E *vd = vb + dg * 8;
+#pragma unroll 4
+            for (int j = pg; j < n; j += PG) {
+                float v[8];
+                ld8(vd + off_s[j], v);
 #pragma unroll
-                for (int i = 0; i < NA; i++) {
-                    int g = g_ph + GP * i;
-                    if (g < Gb) acc[i] = fmaf(p_s[g][j], v, acc[i]);
+                for (int g = 0; g < GB; g++) {
+                    if (g < Gb) {
+                        float p = p_s[g][j];
+#pragma unroll
+                        for (int k = 0; k < 8; k++) acc[g][k] = fmaf(p, v[k], acc[g][k]);
+                    }
                 }
             }
         }
         __syncthreads();
     }
     pdl_launch();
+    /* Sum the position groups: within a warp by shuffles (lanes l, l ^ VG,
+     * ... share dimensions), across the warps through shared memory (q_s is
+     * free now), a head at a time. */
+    const int lane = tid & 31, w = tid >> 5;
+    float *red = &q_s[0][0]; /* [AR_THREADS / 32][HD] */
+    for (int g = 0; g < Gb; g++) {
+        float x[8];
 #pragma unroll
-    for (int i = 0; i < NA; i++) {
-        int g = g_ph + GP * i;
-        if (g >= Gb) continue;
+        for (int k = 0; k < 8; k++) {
+            float s = 0.0f;
+#pragma unroll
+            for (int gg = 0; gg < GB; gg++)
+                if (gg == g) s = acc[gg][k]; /* static register indexing */
+#pragma unroll
+            for (int o = VG; o < 32; o <<= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+            x[k] = s;
+        }
+        if (lane < VG)
+#pragma unroll
+            for (int k = 0; k < 8; k++) red[w * HD + dg * 8 + k] = x[k];
+        __syncthreads();
         size_t th = (size_t)t * n_heads + h0 + g;
-        if (Se == 1) {
-            out[th * HD + d_own] = l_s[g] > 0.0f ? acc[i] / l_s[g] : 0.0f;
-        } else {
-            float *pp = part + (th * S + split) * (size_t)(HD + 2);
-            pp[d_own] = acc[i];
-            if (d_own == 0) {
-                pp[HD] = m_s[g];
-                pp[HD + 1] = l_s[g];
+        for (int d = tid; d < HD; d += AR_THREADS) {
+            float o = 0.0f;
+#pragma unroll
+            for (int ww = 0; ww < AR_THREADS / 32; ww++) o += red[ww * HD + d];
+            if (Se == 1) {
+                out[th * HD + d] = l_s[g] > 0.0f ? o / l_s[g] : 0.0f;
+            } else {
+                float *pp = part + (th * S + split) * (size_t)(HD + 2);
+                pp[d] = o;
+                if (d == 0) {
+                    pp[HD] = m_s[g];
+                    pp[HD + 1] = l_s[g];
+                }
             }
         }
+        __syncthreads();
     }
 }
 
@@ -177,12 +210,12 @@ template <int HD>
 static void launch(const cu_launch *L, dim3 grid, float *out, const float *q, const cu_kv *kv, const int32_t *seq,
                    const int32_t *pos, int T, int n_heads, int n_kv, float scale, int window, int S, int minpos,
                    float *part, int skip_bm) {
-    if (kv->f16)
-        cu_launch_k(L, attn_rows_kernel<HD, __half>, grid, dim3(AR_THREADS), 0, out, q, *kv, seq, pos, T, n_heads, n_kv,
-                    scale, window, S, minpos, part, skip_bm);
-    else
-        cu_launch_k(L, attn_rows_kernel<HD, float>, grid, dim3(AR_THREADS), 0, out, q, *kv, seq, pos, T, n_heads, n_kv,
-                    scale, window, S, minpos, part, skip_bm);
+    /* registers: a group of at most 4 heads (GQA 4:1, Llama 3) keeps half the accumulators */
+    const int small = n_heads / n_kv <= 4;
+    auto k = kv->f16 ? (small ? attn_rows_kernel<HD, 4, __half> : attn_rows_kernel<HD, AR_MAXG, __half>)
+                     : (small ? attn_rows_kernel<HD, 4, float> : attn_rows_kernel<HD, AR_MAXG, float>);
+    cu_launch_k(L, k, grid, dim3(AR_THREADS), 0, out, q, *kv, seq, pos, T, n_heads, n_kv, scale, window, S, minpos,
+                part, skip_bm);
 }
 
 int cu_attention_rows_fits(int head_dim, const cu_kv *kv) {
