@@ -559,6 +559,38 @@ TEST(cuda_attention_prefill_tiles_f16_cache) {
     attention_prefill_tiles(HEARTH_DT_F16);
 }
 
+/* A long chunk: 512 rows of one sequence after 1500 cached positions, 4
+ * query heads per kv head (the f16 kernel's blocks share each K/V tile
+ * between heads), hd 128, with and without a window (700: tiles wholly
+ * before a warp's rows are skipped, the others masked). The shared context
+ * takes at most MAX_TOKENS rows, so these run on a 512-row one. */
+static void attention_prefill_long(hearth_dtype kt) {
+    hearth_err err = {0};
+    hearth_cuda_ctx *big = NULL, *saved = g_cu;
+    if (hearth_cuda_ctx_new(&big, 0, 512, MAX_COLS, MAX_CTX, &err) != HEARTH_OK) {
+        test_fail(__FILE__, __LINE__, "cuda context (512 rows): %s", err.msg);
+        return;
+    }
+    g_cu = big;
+    static int32_t seq[512], pos[512];
+    int len[1] = {2012};
+    for (int t = 0; t < 512; t++) seq[t] = 0, pos[t] = 1500 + t;
+    if (attn_case(kt, "512 rows after 1500, G 4", 8, 2, 128, 0, 1, len, 512, seq, pos, 4e-3))
+        attn_case(kt, "512 rows after 1500, G 4, window 700", 8, 2, 128, 700, 1, len, 512, seq, pos, 4e-3);
+    g_cu = saved;
+    hearth_cuda_ctx_free(big);
+}
+
+TEST(cuda_attention_prefill_long) {
+    NEED_GPU();
+    attention_prefill_long(HEARTH_DT_F32);
+}
+
+TEST(cuda_attention_prefill_long_f16_cache) {
+    NEED_GPU();
+    attention_prefill_long(HEARTH_DT_F16);
+}
+
 /* kv_write into both cache types: the device cache equals the CPU's byte for
  * byte (f16: the same round-to-nearest-even; NaN fill of the untouched
  * slots included). Values include f16 overflow, subnormals and ties. */

@@ -11,7 +11,9 @@
  * score outside [lo(row), pos(row)] is masked; the online softmax rescales the
  * running output; P (the probabilities, in registers, re-packed as A
  * fragments) times V (B fragments via ldmatrix.trans) accumulates it.
- * Tiles are visited heaviest (latest positions) first. */
+ * Tiles are visited heaviest (latest positions) first. This first kernel
+ * serves f32 caches (and every cache with HEARTH_ATTN_PREFILL=1, for A/B
+ * measurements); f16 caches take the GQA kernel below. */
 #include "ops/cuda/attention.cuh"
 
 #include <limits.h>
@@ -232,9 +234,314 @@ __global__ void __launch_bounds__(128)
     }
 }
 
+/* ---- the GQA kernel (f16 caches) ------------------------------------------
+ * One block per (64-row tile, HP query heads of one kv head): 4*HP warps,
+ * warp w owns rows 16(w%4)..+15 of head HP*group + w/4, so every K/V tile
+ * read from global/L2 into shared memory serves HP heads. The tiles are
+ * copied with 16-byte cp.async into two shared stages: tile i+1 is in
+ * flight while tile i is multiplied (one barrier a tile). K fragments come
+ * by ldmatrix, V fragments by ldmatrix.trans. A warp skips the tiles that
+ * are wholly outside all its rows' [lo, hi] and masks only the tiles that
+ * cross one of its rows' bounds. Tiles are dispatched heaviest (latest
+ * positions) first across all heads (grid.x = head groups, grid.y = tiles). */
+
+__device__ __forceinline__ void ldsm_x4(uint32_t *r, const void *p) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(s));
+}
+
+/* 16 bytes global -> shared; with valid false the 16 bytes are zero-filled
+ * (nothing is read). */
+__device__ __forceinline__ void cp_async16(void *dst, const void *src, bool valid) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    int n = valid ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(src), "r"(n) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
+
+/* Positions kb..kb+63 of K and V into Kd/Vd ([position][HD + 8 halves]);
+ * positions past kv_hi are zero-filled. One commit group. The cache block of
+ * position p is tbl[p / bs - blk0] where tbl_sm (the block's slice of the
+ * table, staged in shared memory), else trow[p / bs]. */
+template <int HD, int NT>
+__device__ __forceinline__ void gqa_load_tile(__half *Kd, __half *Vd, const __half *kbase, const __half *vbase,
+                                              const int32_t *trow, const int32_t *tbl, bool tbl_sm, int blk0, int bs,
+                                              int kv_dim, int kb, int kv_hi, int tid) {
+    constexpr int LD = HD + 8, F8 = HD / 8, N = 64 * F8;
+    static_assert(N % NT == 0, "tile chunks per thread");
+#pragma unroll
+    for (int it = 0; it < N / NT; it++) {
+        const int f = tid + it * NT;
+        const int i = f / F8, c = (f % F8) * 8, p = kb + i;
+        const bool ok = p <= kv_hi;
+        size_t off = 0;
+        if (ok) {
+            const int blk = tbl_sm ? tbl[p / bs - blk0] : trow[p / bs];
+            off = ((size_t)blk * bs + p % bs) * kv_dim + c;
+        }
+        cp_async16(Kd + i * LD + c, kbase + off, ok);
+        cp_async16(Vd + i * LD + c, vbase + off, ok);
+    }
+    cp_async_commit();
+}
+
+template <int HD, int HP>
+constexpr int gqa_smem_bytes() {
+    return 2 * 2 * 64 * (HD + 8) * (int)sizeof(__half); /* 2 stages x (K, V) */
+}
+
+template <int HD, int HP>
+__global__ void __launch_bounds__(128 * HP)
+    attn_prefill_gqa_kernel(float *__restrict__ out, const float *__restrict__ q, cu_kv kv,
+                            const int32_t *__restrict__ seq, const int32_t *__restrict__ pos, int T, int n_heads,
+                            int n_kv, float qscale, int window) {
+    constexpr int LD = HD + 8;   /* halves per shared row */
+    constexpr int NKS = HD / 16; /* k-steps over the head dim */
+    constexpr int NDT = HD / 8;  /* output n-tiles over the head dim */
+    constexpr int NT = 128 * HP;
+    constexpr int TILE = 64 * LD; /* halves of one K or V tile */
+    static_assert(NKS % 2 == 0, "K fragments are loaded two k-steps at a time");
+    constexpr int TBL = 512; /* table entries staged in shared memory (8k positions at bs 16) */
+    extern __shared__ __align__(16) __half gqa_sm[];
+    __shared__ int s_lo, s_hi;
+    __shared__ int32_t s_tbl[TBL];
+
+    pdl_wait();
+    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+    const int ntiles = (T + 63) / 64;
+    const int tile = ntiles - 1 - (int)blockIdx.y;
+    const int G = n_heads / n_kv, ngrp = G / HP;
+    const int kvh = (int)blockIdx.x / ngrp;
+    const int h = kvh * G + ((int)blockIdx.x % ngrp) * HP + (w >> 2);
+    if (!tile_uniform(seq, T, tile, 64)) return;
+    const int r0 = tile * 64, nrows = min(64, T - r0);
+    const int32_t *trow = kv.table + (size_t)seq[r0] * kv.max_blocks;
+
+    if (tid == 0) {
+        s_lo = INT_MAX;
+        s_hi = -1;
+    }
+    __syncthreads();
+    if (tid < nrows) {
+        const int hi = pos[r0 + tid], lo = window > 0 ? max(0, hi - window + 1) : 0;
+        atomicMin(&s_lo, lo);
+        atomicMax(&s_hi, hi);
+    }
+    __syncthreads();
+    const int kv_lo = s_lo, kv_hi = s_hi;
+    const int nkv = (kv_hi - kv_lo) / 64 + 1; /* kv_lo <= kv_hi: every row has lo <= hi */
+    /* the table entries of positions kv_lo..kv_hi, so that issuing a tile's
+     * copies waits on no global load */
+    const int bs = kv.block_size, blk0 = kv_lo / bs, nb = kv_hi / bs - blk0 + 1;
+    const bool tbl_sm = nb <= TBL;
+    if (tbl_sm)
+        for (int i = tid; i < nb; i += NT) s_tbl[i] = trow[blk0 + i];
+    __syncthreads();
+    const __half *kbase = (const __half *)kv.k + (size_t)kvh * HD, *vbase = (const __half *)kv.v + (size_t)kvh * HD;
+    gqa_load_tile<HD, NT>(gqa_sm, gqa_sm + TILE, kbase, vbase, trow, s_tbl, tbl_sm, blk0, bs, kv.kv_dim, kv_lo, kv_hi,
+                          tid);
+
+    /* this thread's two rows (A: ra, B: rb) and their bounds; rows past the
+     * tile's end take lo = INT_MAX, hi = -1 (every position masked) */
+    const int g = lane >> 2, cq = 2 * (lane & 3);
+    const int ra = 16 * (w & 3) + g, rb = ra + 8;
+    const bool vA = ra < nrows, vB = rb < nrows;
+    const int hiA = vA ? pos[r0 + ra] : -1, hiB = vB ? pos[r0 + rb] : -1;
+    const int loA = vA ? (window > 0 ? max(0, hiA - window + 1) : 0) : INT_MAX;
+    const int loB = vB ? (window > 0 ? max(0, hiB - window + 1) : 0) : INT_MAX;
+    /* warp-wide: a tile is skipped when it lies beyond every row's hi or
+     * before every row's lo, masked when it crosses any row's bounds */
+    int wlo_min = min(loA, loB), wlo_max = max(loA, loB), whi_min = min(hiA, hiB), whi_max = max(hiA, hiB);
+#pragma unroll
+    for (int o2 = 4; o2 <= 16; o2 <<= 1) {
+        wlo_min = min(wlo_min, __shfl_xor_sync(0xffffffffu, wlo_min, o2));
+        wlo_max = max(wlo_max, __shfl_xor_sync(0xffffffffu, wlo_max, o2));
+        whi_min = min(whi_min, __shfl_xor_sync(0xffffffffu, whi_min, o2));
+        whi_max = max(whi_max, __shfl_xor_sync(0xffffffffu, whi_max, o2));
+    }
+
+    /* Q, scaled by qscale and rounded to f16, as A fragments */
+    uint32_t qf[NKS][4];
+    {
+        const float *qa = q + ((size_t)(r0 + ra) * n_heads + h) * HD;
+        const float *qb = q + ((size_t)(r0 + rb) * n_heads + h) * HD;
+#pragma unroll
+        for (int kk = 0; kk < NKS; kk++) {
+            float2 a0 = make_float2(0.0f, 0.0f), a1 = a0, b0 = a0, b1 = a0;
+            if (vA) {
+                a0 = __ldg((const float2 *)(qa + 16 * kk + cq));
+                a1 = __ldg((const float2 *)(qa + 16 * kk + 8 + cq));
+            }
+            if (vB) {
+                b0 = __ldg((const float2 *)(qb + 16 * kk + cq));
+                b1 = __ldg((const float2 *)(qb + 16 * kk + 8 + cq));
+            }
+            qf[kk][0] = pack_h2(a0.x * qscale, a0.y * qscale);
+            qf[kk][1] = pack_h2(b0.x * qscale, b0.y * qscale);
+            qf[kk][2] = pack_h2(a1.x * qscale, a1.y * qscale);
+            qf[kk][3] = pack_h2(b1.x * qscale, b1.y * qscale);
+        }
+    }
+
+    float o[NDT][4];
+#pragma unroll
+    for (int j = 0; j < NDT; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+    float mA = -INFINITY, mB = -INFINITY, lA = 0.0f, lB = 0.0f;
+
+    for (int it = 0; it < nkv; it++) {
+        const int kb = kv_lo + 64 * it;
+        cp_async_wait_all(); /* this thread's pieces of tile it have landed */
+        __syncthreads();     /* everyone's have; and tile it-1's stage is no longer read */
+        if (it + 1 < nkv) {
+            __half *d = gqa_sm + ((it + 1) & 1) * 2 * TILE;
+            gqa_load_tile<HD, NT>(d, d + TILE, kbase, vbase, trow, s_tbl, tbl_sm, blk0, bs, kv.kv_dim, kb + 64, kv_hi,
+                                  tid);
+        }
+        if (kb > whi_max || kb + 63 < wlo_min) continue; /* no row of this warp sees the tile */
+        const __half *Ks = gqa_sm + (it & 1) * 2 * TILE, *Vs = Ks + TILE;
+
+        float s[8][4];
+#pragma unroll
+        for (int j = 0; j < 8; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll
+        for (int k2 = 0; k2 < NKS / 2; k2++) {
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                uint32_t b[4];
+                ldsm_x4(b, &Ks[(8 * j + (lane & 7)) * LD + 32 * k2 + 8 * (lane >> 3)]);
+                mma_f16(s[j], qf[2 * k2], b[0], b[1]);
+                mma_f16(s[j], qf[2 * k2 + 1], b[2], b[3]);
+            }
+        }
+        if (kb < wlo_max || kb + 63 > whi_min) {
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int p = kb + 8 * j + cq + e;
+                    if (p < loA || p > hiA) s[j][e] = -INFINITY;
+                    if (p < loB || p > hiB) s[j][2 + e] = -INFINITY;
+                }
+            }
+        }
+        float mxA = -INFINITY, mxB = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            mxA = fmaxf(mxA, fmaxf(s[j][0], s[j][1]));
+            mxB = fmaxf(mxB, fmaxf(s[j][2], s[j][3]));
+        }
+#pragma unroll
+        for (int o2 = 1; o2 <= 2; o2 <<= 1) {
+            mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, o2));
+            mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, o2));
+        }
+        const float mnA = fmaxf(mA, mxA), mnB = fmaxf(mB, mxB);
+        const float uA = mnA == -INFINITY ? 0.0f : mnA, uB = mnB == -INFINITY ? 0.0f : mnB;
+        const float cA = exp2f(mA - uA), cB = exp2f(mB - uB);
+        mA = mnA;
+        mB = mnB;
+        lA *= cA;
+        lB *= cB;
+#pragma unroll
+        for (int j = 0; j < NDT; j++) {
+            o[j][0] *= cA;
+            o[j][1] *= cA;
+            o[j][2] *= cB;
+            o[j][3] *= cB;
+        }
+        uint32_t pf[4][4];
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const float p0 = exp2f(s[j][0] - uA), p1 = exp2f(s[j][1] - uA);
+            const float p2 = exp2f(s[j][2] - uB), p3 = exp2f(s[j][3] - uB);
+            lA += p0 + p1;
+            lB += p2 + p3;
+            pf[j >> 1][(j & 1) * 2 + 0] = pack_h2(p0, p1);
+            pf[j >> 1][(j & 1) * 2 + 1] = pack_h2(p2, p3);
+        }
+#pragma unroll
+        for (int jd = 0; jd < NDT; jd++) {
+#pragma unroll
+            for (int pr = 0; pr < 2; pr++) {
+                uint32_t b[4];
+                ldsm_x4_trans(b, &Vs[(32 * pr + lane) * LD + 8 * jd]);
+                mma_f16(o[jd], pf[2 * pr], b[0], b[1]);
+                mma_f16(o[jd], pf[2 * pr + 1], b[2], b[3]);
+            }
+        }
+    }
+    pdl_launch();
+#pragma unroll
+    for (int o2 = 1; o2 <= 2; o2 <<= 1) {
+        lA += __shfl_xor_sync(0xffffffffu, lA, o2);
+        lB += __shfl_xor_sync(0xffffffffu, lB, o2);
+    }
+    const float iA = lA > 0.0f ? 1.0f / lA : 0.0f, iB = lB > 0.0f ? 1.0f / lB : 0.0f;
+#pragma unroll
+    for (int jd = 0; jd < NDT; jd++) {
+        if (vA)
+            *(float2 *)(out + ((size_t)(r0 + ra) * n_heads + h) * HD + 8 * jd + cq) =
+                make_float2(o[jd][0] * iA, o[jd][1] * iA);
+        if (vB)
+            *(float2 *)(out + ((size_t)(r0 + rb) * n_heads + h) * HD + 8 * jd + cq) =
+                make_float2(o[jd][2] * iB, o[jd][3] * iB);
+    }
+}
+
+/* 2 heads a block: 8 warps, 255 registers a thread at hd 128 (ptxas), so one
+ * block (8 warps) per SM, K/V tiles shared by the 2 heads */
+#define GQA_HP_DEFAULT 2
+
+template <int HD, int HP>
+static void launch_gqa(const cu_launch *L, float *out, const float *q, int T, const cu_kv *kv, const int32_t *seq,
+                       const int32_t *pos, int n_heads, int n_kv, float qscale, int window) {
+    constexpr int smem = gqa_smem_bytes<HD, HP>();
+    /* above 48 KB a block's dynamic shared memory needs the opt-in (host-side
+     * only, so also fine while a graph is being captured) */
+    if (smem > 48 * 1024)
+        cu_note(L, cudaFuncSetAttribute(attn_prefill_gqa_kernel<HD, HP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        smem));
+    dim3 grid(n_kv * (n_heads / n_kv / HP), (T + 63) / 64);
+    cu_launch_k(L, attn_prefill_gqa_kernel<HD, HP>, grid, dim3(128 * HP), smem, out, q, *kv, seq, pos, T, n_heads,
+                n_kv, qscale, window);
+}
+
+template <int HD>
+static void launch_gqa_hp(const cu_launch *L, int hp, float *out, const float *q, int T, const cu_kv *kv,
+                          const int32_t *seq, const int32_t *pos, int n_heads, int n_kv, float qscale, int window) {
+    if (hp == 2)
+        launch_gqa<HD, 2>(L, out, q, T, kv, seq, pos, n_heads, n_kv, qscale, window);
+    else
+        launch_gqa<HD, 1>(L, out, q, T, kv, seq, pos, n_heads, n_kv, qscale, window);
+}
+
 void cu_attention_prefill(const cu_launch *L, float *out, const float *q, int T, const cu_kv *kv, const int32_t *seq,
                           const int32_t *pos, int n_heads, int n_kv_heads, int head_dim, float scale, int window) {
     const float qscale = scale * 1.4426950408889634f; /* log2(e): the softmax runs in exp2 */
+    /* benchmarks: HEARTH_ATTN_PREFILL=1 selects the first kernel (below) for
+     * every cache; HEARTH_ATTN_PREFILL_HP=1|2 the query heads a block of
+     * the GQA kernel computes (read once; 4 would spill: 255 registers a
+     * thread at hd 128 already) */
+    static int old_kernel = -1, want_hp = 0;
+    if (old_kernel < 0) {
+        const char *s = getenv("HEARTH_ATTN_PREFILL");
+        const char *p = getenv("HEARTH_ATTN_PREFILL_HP");
+        want_hp = p ? atoi(p) : 0;
+        old_kernel = s && atoi(s) == 1;
+    }
+    if (kv->f16 && !old_kernel && (head_dim == 128 || head_dim == 64)) {
+        const int G = n_heads / n_kv_heads;
+        int hp = want_hp == 1 || want_hp == 2 ? want_hp : GQA_HP_DEFAULT;
+        while (hp > 1 && G % hp != 0) hp /= 2;
+        if (head_dim == 128)
+            launch_gqa_hp<128>(L, hp, out, q, T, kv, seq, pos, n_heads, n_kv_heads, qscale, window);
+        else
+            launch_gqa_hp<64>(L, hp, out, q, T, kv, seq, pos, n_heads, n_kv_heads, qscale, window);
+        return;
+    }
     dim3 grid((T + 63) / 64, n_heads);
     if (head_dim == 128 && kv->f16)
         cu_launch_k(L, attn_prefill_kernel<128, __half>, grid, dim3(128), 0, out, q, *kv, seq, pos, T, n_heads,
