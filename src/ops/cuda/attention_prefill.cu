@@ -535,6 +535,9 @@ void cu_attention_prefill(const cu_launch *L, float *out, const float *q, int T,
     if (kv->f16 && !old_kernel && (head_dim == 128 || head_dim == 64)) {
         const int G = n_heads / n_kv_heads;
         int hp = want_hp == 1 || want_hp == 2 ? want_hp : GQA_HP_DEFAULT;
+        /* a short chunk (few tiles) keeps a block per head: with fewer blocks
+         * than SMs, each block's serial walk over the context is the time */
+        if (!want_hp && (long)((T + 63) / 64) * n_heads / hp < L->n_sm) hp = 1;
         while (hp > 1 && G % hp != 0) hp /= 2;
         if (head_dim == 128)
             launch_gqa_hp<128>(L, hp, out, q, T, kv, seq, pos, n_heads, n_kv_heads, qscale, window);
