@@ -18,7 +18,6 @@
  * bytes); otherwise the blocks are read straight from global memory. */
 #include "ops/cuda/cuda_internal.cuh"
 
-#include <atomic>
 #include <stdlib.h>
 #include <string.h>
 
@@ -691,27 +690,19 @@ __global__ void __launch_bounds__(256, lanerow<QT>::MINB) mmv_quant_lanerow(mmv_
     }
 }
 
-/* Whether the lane-per-row kernel takes this launch: its shared-memory
- * limit is raised once per instantiation and device (no: the staged kernel
- * runs). */
+/* Whether the lane-per-row kernel takes this launch; its shared memory limit
+ * is raised once per instantiation (no: the staged kernel runs). */
 template <int QT, int NT> static bool lanerow_ready() {
-    static std::atomic<signed char> state[64]; /* 0 not tried, 1 raised, -1 refused */
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
-        cudaGetLastError();
-        return false;
-    }
-    signed char st = state[dev].load(std::memory_order_relaxed);
-    if (st == 0) {
+    static const bool ok = [] {
         constexpr int bytes = LR_WARPS * lanerow<QT>::STAGES * 32 * lanerow<QT>::GB;
-        st = cudaFuncSetAttribute(mmv_quant_lanerow<QT, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) ==
-                     cudaSuccess
-                 ? 1
-                 : -1;
-        if (st < 0) cudaGetLastError();
-        state[dev].store(st, std::memory_order_relaxed);
-    }
-    return st > 0;
+        if (cudaFuncSetAttribute(mmv_quant_lanerow<QT, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) !=
+            cudaSuccess) {
+            cudaGetLastError();
+            return false;
+        }
+        return true;
+    }();
+    return ok;
 }
 
 /* HEARTH_MMV=1: the v1-v5 kernels for every type (A/B measurements). */
