@@ -215,18 +215,6 @@ TEST(cuda_matmul_many_rows) {
     matmul_case(HEARTH_DT_BF16, 256, 9001, 1, 0);
 }
 
-/* the Llama-3.1-8B decode shapes (q/o, gate/up, down) of the 8-bit and 4-bit
- * GEMV kernels at T = 1, 2, 8 against the CPU backend */
-static void matmul_llama_shapes(hearth_dtype t) {
-    static const int NK[3][2] = {{4096, 4096}, {14336, 4096}, {4096, 14336}};
-    static const int Ts[] = {1, 2, 8};
-    for (int s = 0; s < 3; s++)
-        for (size_t i = 0; i < sizeof Ts / sizeof Ts[0]; i++)
-            if (!matmul_case(t, NK[s][1], NK[s][0], Ts[i], 0)) return;
-}
-TEST(cuda_matmul_q8_0_llama_shapes) { NEED_GPU(); matmul_llama_shapes(HEARTH_DT_Q8_0); }
-TEST(cuda_matmul_q4_0_llama_shapes) { NEED_GPU(); matmul_llama_shapes(HEARTH_DT_Q4_0); }
-
 /* ---- embed ------------------------------------------------------------------- */
 
 TEST(cuda_embed_every_type) {

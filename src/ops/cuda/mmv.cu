@@ -18,9 +18,6 @@
  * bytes); otherwise the blocks are read straight from global memory. */
 #include "ops/cuda/cuda_internal.cuh"
 
-#include <stdlib.h>
-#include <string.h>
-
 /* ---- loads ---------------------------------------------------------------- */
 
 __device__ __forceinline__ uint4 ld_stream16(const void *p) {
@@ -537,183 +534,6 @@ __global__ void __launch_bounds__(256) mmv_quant_direct(mmv_set set, size_t row_
     pdl_launch();
 }
 
-/* ---- Q8_0 / Q4_0: a lane per row (v6) -------------------------------------
- * A block of 8 warps owns 32 rows (plain sets: logical rows 32b..32b+31; swiglu:
- * lanes 0-15 the gate rows and lanes 16-31 the up rows of logical rows
- * 16b..16b+15). Lane l of every warp works on row l; warp w takes the 8-block
- * groups w, w+8, w+16, ... of the row (256 elements: 144 bytes of Q4_0, 272
- * of Q8_0, whole 16-byte chunks because K % 256 == 0 and rows are 16-byte
- * aligned). Each group of all 32 rows is copied coalesced (cp.async, 16
- * bytes a lane, STAGES deep per warp) into the warp's shared buffer laid out
- * [row][group bytes]; each lane then reads its row's group with 16-byte
- * shared loads (row stride 36 / 68 words: no bank conflicts within a quarter
- * warp) and takes the 8 blocks apart with constant shifts. x is the same
- * for every lane of a warp, so its loads are warp-uniform broadcasts (one
- * L1 wavefront each) and the inner loop is weight registers + dp4a. The 8
- * warps' partial sums meet in shared memory at the end (fixed order). */
-template <int QT> struct lanerow;
-template <> struct lanerow<HEARTH_DT_Q4_0> { enum { GB = 144, CH = 9, STAGES = 3, MINB = 2 }; };
-template <> struct lanerow<HEARTH_DT_Q8_0> { enum { GB = 272, CH = 17, STAGES = 2, MINB = 1 }; };
-enum { LR_WARPS = 8, LR_GROUP = 256 };
-
-template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
-
-/* The 4 bytes at byte offset off (a constant once unrolled) of u. */
-__device__ __forceinline__ uint32_t u_word(const uint32_t *u, int off) {
-    const int k = off >> 2, sh = off & 3;
-    return sh == 0 ? u[k] : __funnelshift_r(u[k], u[k + 1], 8 * sh);
-}
-__device__ __forceinline__ float u_half(const uint32_t *u, int off) {
-    return h2f((uint16_t)(u[off >> 2] >> (8 * (off & 3))));
-}
-
-/* acc[t] += the 8 blocks of one group (u: its bytes) dotted with x row t
- * (xq: the group's 256 codes of row 0, xd: its 8 (d, sum, ..) of row 0). */
-template <int QT, int NT>
-__device__ __forceinline__ void lanerow_group(const uint32_t *u, const int8_t *xq, const float4 *xd, int K,
-                                              float *acc) {
-#pragma unroll
-    for (int b = 0; b < 8; b++) {
-        constexpr int BB = QT == HEARTH_DT_Q4_0 ? 18 : 34;
-        const float d = u_half(u, BB * b);
-        uint32_t q[8];
-        if constexpr (QT == HEARTH_DT_Q4_0) {
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                uint32_t w = u_word(u, BB * b + 2 + 4 * i);
-                q[i] = w & 0x0F0F0F0Fu;
-                q[4 + i] = (w >> 4) & 0x0F0F0F0Fu;
-            }
-        } else {
-#pragma unroll
-            for (int i = 0; i < 8; i++) q[i] = u_word(u, BB * b + 2 + 4 * i);
-        }
-#pragma unroll
-        for (int t = 0; t < NT; t++) {
-            const int4 *xp = (const int4 *)(xq + (size_t)t * K + 32 * b);
-            int4 a = xp[0], c = xp[1];
-            float4 ds = xd[(size_t)t * (K / QK) + b];
-            int s = 0;
-            s = __dp4a((int)q[0], a.x, s);
-            s = __dp4a((int)q[1], a.y, s);
-            s = __dp4a((int)q[2], a.z, s);
-            s = __dp4a((int)q[3], a.w, s);
-            s = __dp4a((int)q[4], c.x, s);
-            s = __dp4a((int)q[5], c.y, s);
-            s = __dp4a((int)q[6], c.z, s);
-            s = __dp4a((int)q[7], c.w, s);
-            if constexpr (QT == HEARTH_DT_Q4_0) s -= 8 * (int)ds.y;
-            acc[t] = fmaf(d * ds.x, (float)s, acc[t]);
-        }
-    }
-}
-
-template <int QT, int NT>
-__global__ void __launch_bounds__(256, lanerow<QT>::MINB) mmv_quant_lanerow(mmv_set set, size_t row_bytes, xq8 x) {
-    using G = lanerow<QT>;
-    constexpr int STAGE = 32 * G::GB;
-    extern __shared__ __align__(16) uint8_t lr_sm[];
-    __shared__ const uint8_t *rowp[32];
-    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
-    const int N = set_rows(set);
-    if (wid == 0) {
-        if (set.swiglu) rowp[lane] = set_row(set, min((int)blockIdx.x * 16 + (lane & 15), N - 1), lane >> 4, row_bytes);
-        else rowp[lane] = set_row(set, min((int)blockIdx.x * 32 + lane, N - 1), 0, row_bytes);
-    }
-    __syncthreads();
-    /* chunk c = lane + 32 i of a stage is row c / CH, bytes 16 (c % CH) of the group */
-    const uint8_t *src[G::CH];
-#pragma unroll
-    for (int i = 0; i < G::CH; i++) {
-        const int c = lane + 32 * i;
-        src[i] = rowp[c / G::CH] + (c % G::CH) * 16;
-    }
-    uint8_t *buf = lr_sm + (size_t)wid * G::STAGES * STAGE;
-    const int ng = x.K / LR_GROUP;
-    const int nj = ng > wid ? (ng - 1 - wid) / LR_WARPS + 1 : 0;
-    auto issue = [&](int j) {
-        if (j < nj) {
-            const size_t go = (size_t)(wid + j * LR_WARPS) * G::GB;
-            uint8_t *dst = buf + (j % G::STAGES) * STAGE + lane * 16;
-#pragma unroll
-            for (int i = 0; i < G::CH; i++) cp_async16(dst + 512 * i, src[i] + go);
-        }
-        cp_async_commit();
-    };
-#pragma unroll
-    for (int s = 0; s < G::STAGES - 1; s++) issue(s);
-    pdl_wait();
-
-    float acc[NT];
-#pragma unroll
-    for (int t = 0; t < NT; t++) acc[t] = 0.0f;
-    for (int j = 0; j < nj; j++) {
-        issue(j + G::STAGES - 1);
-        cp_async_wait<G::STAGES - 1>();
-        __syncwarp();
-        const uint4 *sp = (const uint4 *)(buf + (j % G::STAGES) * STAGE + lane * G::GB);
-        uint32_t u[4 * G::CH];
-#pragma unroll
-        for (int i = 0; i < G::CH; i++) {
-            uint4 v = sp[i];
-            u[4 * i] = v.x;
-            u[4 * i + 1] = v.y;
-            u[4 * i + 2] = v.z;
-            u[4 * i + 3] = v.w;
-        }
-        __syncwarp(); /* every lane has its row: the buffer may be refilled */
-        const int g = wid + j * LR_WARPS;
-        lanerow_group<QT, NT>(u, x.qs + (size_t)g * LR_GROUP, x.ds + (size_t)g * (LR_GROUP / QK), x.K, acc);
-    }
-    cp_async_wait<0>();
-    pdl_launch();
-    __syncthreads(); /* the stage buffers become the partial sums [warp][t][lane] */
-    float *red = (float *)lr_sm;
-#pragma unroll
-    for (int t = 0; t < NT; t++) red[(wid * NT + t) * 32 + lane] = acc[t];
-    __syncthreads();
-    if (threadIdx.x < NT * 32) {
-        const int t = threadIdx.x >> 5, j = threadIdx.x & 31;
-        float v = 0.0f;
-#pragma unroll
-        for (int w = 0; w < LR_WARPS; w++) v += red[(w * NT + t) * 32 + j];
-        if (set.swiglu) {
-            float up = 0.0f;
-#pragma unroll
-            for (int w = 0; w < LR_WARPS; w++) up += red[(w * NT + t) * 32 + (j | 16)];
-            const int row = (int)blockIdx.x * 16 + j;
-            if (j < 16 && row < N) swiglu_store(set, row, t, v, up);
-        } else {
-            const int row = (int)blockIdx.x * 32 + j;
-            if (row < N) set_store(set, row, t, v);
-        }
-    }
-}
-
-/* Whether the lane-per-row kernel takes this launch; its shared memory limit
- * is raised once per instantiation (no: the staged kernel runs). */
-template <int QT, int NT> static bool lanerow_ready() {
-    static const bool ok = [] {
-        constexpr int bytes = LR_WARPS * lanerow<QT>::STAGES * 32 * lanerow<QT>::GB;
-        if (cudaFuncSetAttribute(mmv_quant_lanerow<QT, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) !=
-            cudaSuccess) {
-            cudaGetLastError();
-            return false;
-        }
-        return true;
-    }();
-    return ok;
-}
-
-/* HEARTH_MMV=1: the v1-v5 kernels for every type (A/B measurements). */
-static bool mmv_old_kernels() {
-    static const bool old = [] {
-        const char *e = getenv("HEARTH_MMV");
-        return e && !strcmp(e, "1");
-    }();
-    return old;
-}
-
 /* ---- dispatch ------------------------------------------------------------- */
 
 int cu_mmv_supported(hearth_dtype t) {
@@ -761,15 +581,6 @@ static void launch_quant(const cu_launch *L, const mmv_set *set, const void *xp,
     size_t n = (size_t)NT * (size_t)K;
     xq8 x = {(const int8_t *)xp, (const float4 *)((const int8_t *)xp + n), K};
     int N = set_rows_host(set);
-    if constexpr (QT == HEARTH_DT_Q4_0 || QT == HEARTH_DT_Q8_0) {
-        if (!mmv_old_kernels() && K % LR_GROUP == 0 && set_aligned(set) && ((uintptr_t)xp & 15) == 0 &&
-            lanerow_ready<QT, NT>()) {
-            constexpr int smem = LR_WARPS * lanerow<QT>::STAGES * 32 * lanerow<QT>::GB;
-            int blocks = set->swiglu ? cu_div_up(N, 16) : cu_div_up(N, 32);
-            cu_launch_k(L, mmv_quant_lanerow<QT, NT>, dim3(blocks), dim3(32 * LR_WARPS), smem, *set, row_bytes, x);
-            return;
-        }
-    }
     if (set_aligned(set) && row_bytes % 16 == 0) {
         /* one wave of resident blocks, or fewer when there are fewer pairs */
         static int per_sm = 0;
