@@ -199,7 +199,8 @@ hearth_status hearth_session_open(hearth_session *s, const hearth_session_opts *
     s->kv_blocks = n_blocks;
     if ((st = open_tokenizer(s, o->model_path, err))) goto fail;
     if (o->need_tokenizer && !s->tok) {
-        st = hearth_err_set(err, HEARTH_ENOENT, "%s has no tokenizer: give token ids with --prompt-ids",
+        st = hearth_err_set(err, HEARTH_ENOENT,
+                            "%s has no tokenizer: text needs one (hearth run takes --prompt-ids and prints --ids)",
                             o->model_path);
         goto fail;
     }
