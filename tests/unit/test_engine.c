@@ -38,9 +38,9 @@ static void run_batched(rig *r, int n_slots, int32_t want[N_REQ][N_NEW], int *pr
     rig_batched(r, N_REQ, n_slots, want, preempted);
 }
 
-TEST(engine_batching_never_changes_greedy_output) {
+static void batching_case(hearth_dtype kvt) {
     rig r;
-    int ok = rig_open(&r, 64, 16, 64);
+    int ok = rig_open_kv(&r, kvt, 64, 16, 64);
     CHECK_MSG(ok, "cannot open the tiny model");
     int32_t want[N_REQ][N_NEW];
     reference(&r, want);
@@ -49,17 +49,10 @@ TEST(engine_batching_never_changes_greedy_output) {
     rig_close(&r);
 }
 
+TEST(engine_batching_never_changes_greedy_output) { batching_case(HEARTH_DT_F32); }
+
 /* The same with an f16 KV cache (the GPU default): serial and batched agree. */
-TEST(engine_batching_f16_kv) {
-    rig r;
-    int ok = rig_open_kv(&r, HEARTH_DT_F16, 64, 16, 64);
-    CHECK_MSG(ok, "cannot open the tiny model");
-    int32_t want[N_REQ][N_NEW];
-    reference(&r, want);
-    int pre;
-    for (int slots = 1; slots <= 16; slots *= 4) run_batched(&r, slots, want, &pre);
-    rig_close(&r);
-}
+TEST(engine_batching_f16_kv) { batching_case(HEARTH_DT_F16); }
 
 TEST(engine_preemption_keeps_output) {
     rig r;

@@ -38,6 +38,36 @@ __device__ __forceinline__ void ldsm_x4_trans(uint32_t *r, const void *p) {
                  : "r"(s));
 }
 
+/* P = exp2(S - u) for the warp's two row halves (A, B), summed into lA /
+ * lB, packed to f16 and multiplied into the output tiles o with V from
+ * shared memory (rows of HD + 8 halves). Both prefill kernels share it. */
+template <int HD>
+__device__ __forceinline__ void pv_accumulate(float (*o)[4], const float (*s)[4], float uA, float uB, float &lA,
+                                              float &lB, const __half *Vs, int lane) {
+    constexpr int LD = HD + 8, NDT = HD / 8;
+    uint32_t pf[4][4];
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        const float p0 = exp2f(s[j][0] - uA), p1 = exp2f(s[j][1] - uA);
+        const float p2 = exp2f(s[j][2] - uB), p3 = exp2f(s[j][3] - uB);
+        lA += p0 + p1;
+        lB += p2 + p3;
+        pf[j >> 1][(j & 1) * 2 + 0] = pack_h2(p0, p1);
+        pf[j >> 1][(j & 1) * 2 + 1] = pack_h2(p2, p3);
+    }
+#pragma unroll
+    for (int jd = 0; jd < NDT; jd++) {
+#pragma unroll
+        for (int pr = 0; pr < 2; pr++) {
+            uint32_t b[4];
+            ldsm_x4_trans(b, &Vs[(32 * pr + lane) * LD + 8 * jd]);
+            mma_f16(o[jd], pf[2 * pr], b[0], b[1]);
+            mma_f16(o[jd], pf[2 * pr + 1], b[2], b[3]);
+        }
+    }
+}
+
+
 template <int HD, typename E>
 __global__ void __launch_bounds__(128)
     attn_prefill_kernel(float *__restrict__ out, const float *__restrict__ q, cu_kv kv, const int32_t *__restrict__ seq,
@@ -195,26 +225,7 @@ __global__ void __launch_bounds__(128)
             o[j][2] *= cB;
             o[j][3] *= cB;
         }
-        uint32_t pf[4][4];
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            float p0 = exp2f(s[j][0] - uA), p1 = exp2f(s[j][1] - uA);
-            float p2 = exp2f(s[j][2] - uB), p3 = exp2f(s[j][3] - uB);
-            lA += p0 + p1;
-            lB += p2 + p3;
-            pf[j >> 1][(j & 1) * 2 + 0] = pack_h2(p0, p1);
-            pf[j >> 1][(j & 1) * 2 + 1] = pack_h2(p2, p3);
-        }
-#pragma unroll
-        for (int jd = 0; jd < NDT; jd++) {
-#pragma unroll
-            for (int pr = 0; pr < 2; pr++) {
-                uint32_t b[4];
-                ldsm_x4_trans(b, &Vs[(32 * pr + lane) * LD + 8 * jd]);
-                mma_f16(o[jd], pf[2 * pr], b[0], b[1]);
-                mma_f16(o[jd], pf[2 * pr + 1], b[2], b[3]);
-            }
-        }
+        pv_accumulate<HD>(o, s, uA, uB, lA, lB, Vs, lane);
     }
     pdl_launch();
 #pragma unroll
@@ -452,26 +463,7 @@ __global__ void __launch_bounds__(128 * HP)
             o[j][2] *= cB;
             o[j][3] *= cB;
         }
-        uint32_t pf[4][4];
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            const float p0 = exp2f(s[j][0] - uA), p1 = exp2f(s[j][1] - uA);
-            const float p2 = exp2f(s[j][2] - uB), p3 = exp2f(s[j][3] - uB);
-            lA += p0 + p1;
-            lB += p2 + p3;
-            pf[j >> 1][(j & 1) * 2 + 0] = pack_h2(p0, p1);
-            pf[j >> 1][(j & 1) * 2 + 1] = pack_h2(p2, p3);
-        }
-#pragma unroll
-        for (int jd = 0; jd < NDT; jd++) {
-#pragma unroll
-            for (int pr = 0; pr < 2; pr++) {
-                uint32_t b[4];
-                ldsm_x4_trans(b, &Vs[(32 * pr + lane) * LD + 8 * jd]);
-                mma_f16(o[jd], pf[2 * pr], b[0], b[1]);
-                mma_f16(o[jd], pf[2 * pr + 1], b[2], b[3]);
-            }
-        }
+        pv_accumulate<HD>(o, s, uA, uB, lA, lB, Vs, lane);
     }
     pdl_launch();
 #pragma unroll
