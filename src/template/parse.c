@@ -57,7 +57,7 @@ static _Noreturn void pfail(P *p, int line, const char *fmt, ...) {
 static void emit(P *p, int type, int line, const char *s, size_t n) {
     if (p->nt == p->cap) {
         size_t cap = p->cap ? p->cap * 2 : 256;
-        p->t = arena_grow(p->a, p->t, p->nt * sizeof(tok), cap * sizeof(tok));
+        p->t = tmpl_arena_grow(p->a, p->t, p->nt * sizeof(tok), cap * sizeof(tok));
         p->cap = cap;
     }
     tok *t = &p->t[p->nt++];
@@ -79,25 +79,25 @@ static int count_nl(const char *s, size_t n) {
 /* Decode a string literal body the way jinja2 does (Python unicode-escape). */
 static void lex_string(P *p, tok *t, const char *s, size_t n, int line) {
     sbuf b;
-    sb_init(&b, p->a);
+    tmpl_sb_init(&b, p->a);
     for (size_t i = 0; i < n; i++) {
         if (s[i] != '\\' || i + 1 >= n) {
-            sb_putc(&b, s[i]);
+            tmpl_sb_putc(&b, s[i]);
             continue;
         }
         char c = s[++i];
         switch (c) {
         case '\n': break;
-        case '\\': sb_putc(&b, '\\'); break;
-        case '\'': sb_putc(&b, '\''); break;
-        case '"': sb_putc(&b, '"'); break;
-        case 'a': sb_putc(&b, '\a'); break;
-        case 'b': sb_putc(&b, '\b'); break;
-        case 'f': sb_putc(&b, '\f'); break;
-        case 'n': sb_putc(&b, '\n'); break;
-        case 'r': sb_putc(&b, '\r'); break;
-        case 't': sb_putc(&b, '\t'); break;
-        case 'v': sb_putc(&b, '\v'); break;
+        case '\\': tmpl_sb_putc(&b, '\\'); break;
+        case '\'': tmpl_sb_putc(&b, '\''); break;
+        case '"': tmpl_sb_putc(&b, '"'); break;
+        case 'a': tmpl_sb_putc(&b, '\a'); break;
+        case 'b': tmpl_sb_putc(&b, '\b'); break;
+        case 'f': tmpl_sb_putc(&b, '\f'); break;
+        case 'n': tmpl_sb_putc(&b, '\n'); break;
+        case 'r': tmpl_sb_putc(&b, '\r'); break;
+        case 't': tmpl_sb_putc(&b, '\t'); break;
+        case 'v': tmpl_sb_putc(&b, '\v'); break;
         case 'x':
         case 'u':
         case 'U': {
@@ -110,7 +110,7 @@ static void lex_string(P *p, tok *t, const char *s, size_t n, int line) {
                 cp = cp * 16 + (uint32_t)(isdigit((unsigned char)h) ? h - '0' : (tolower((unsigned char)h) - 'a' + 10));
             }
             if (cp > 0x10FFFF) pfail(p, line, "string literal: escape \\%c out of range", c);
-            u8_put(&b, cp);
+            tmpl_u8_put(&b, cp);
             break;
         }
         default:
@@ -118,10 +118,10 @@ static void lex_string(P *p, tok *t, const char *s, size_t n, int line) {
                 uint32_t cp = (uint32_t)(c - '0');
                 for (int k = 0; k < 2 && i + 1 < n && s[i + 1] >= '0' && s[i + 1] <= '7'; k++)
                     cp = cp * 8 + (uint32_t)(s[++i] - '0');
-                u8_put(&b, cp);
+                tmpl_u8_put(&b, cp);
             } else { /* unknown escapes stay as written */
-                sb_putc(&b, '\\');
-                sb_putc(&b, c);
+                tmpl_sb_putc(&b, '\\');
+                tmpl_sb_putc(&b, c);
             }
         }
     }
@@ -384,7 +384,7 @@ static const char *describe(P *p, tok *t) {
     static const char *names[] = {"template data", "begin of print statement", "end of print statement",
                                   "begin of statement block", "end of statement block", "name", "string",
                                   "integer", "float", "operator", "end of template"};
-    if (t->type == TK_NAME || t->type == TK_OP) return arena_strndup(p->a, t->p, t->n);
+    if (t->type == TK_NAME || t->type == TK_OP) return tmpl_arena_strndup(p->a, t->p, t->n);
     return names[t->type];
 }
 
@@ -397,7 +397,7 @@ static const char *expect_name(P *p) {
     tok *t = cur(p);
     if (t->type != TK_NAME) pfail(p, t->line, "expected a name, got '%s'", describe(p, t));
     adv(p);
-    return arena_strndup(p->a, t->p, t->n);
+    return tmpl_arena_strndup(p->a, t->p, t->n);
 }
 
 static void expect_block_end(P *p) {
@@ -406,7 +406,7 @@ static void expect_block_end(P *p) {
 }
 
 static node *mk(P *p, int kind, int line) {
-    node *n = arena_alloc(p->a, sizeof *n);
+    node *n = tmpl_arena_alloc(p->a, sizeof *n);
     memset(n, 0, sizeof *n);
     n->kind = (uint8_t)kind;
     n->line = line;
@@ -422,7 +422,7 @@ typedef struct nvec {
 static void nv_push(P *p, nvec *v, node *x) {
     if (v->n == v->cap) {
         int cap = v->cap ? v->cap * 2 : 4;
-        v->v = arena_grow(p->a, v->v, (size_t)v->n * sizeof(node *), (size_t)cap * sizeof(node *));
+        v->v = tmpl_arena_grow(p->a, v->v, (size_t)v->n * sizeof(node *), (size_t)cap * sizeof(node *));
         v->cap = cap;
     }
     v->v[v->n++] = x;
@@ -450,35 +450,35 @@ static node *parse_primary(P *p) {
     case TK_NAME:
         if (is_name(t, "true") || is_name(t, "True") || is_name(t, "false") || is_name(t, "False")) {
             n = mk(p, N_CONST, t->line);
-            n->v = v_bool(t->p[0] == 't' || t->p[0] == 'T');
+            n->v = tmpl_v_bool(t->p[0] == 't' || t->p[0] == 'T');
         } else if (is_name(t, "none") || is_name(t, "None")) {
             n = mk(p, N_CONST, t->line);
-            n->v = v_none();
+            n->v = tmpl_v_none();
         } else {
             n = mk(p, N_NAME, t->line);
-            n->name = arena_strndup(p->a, t->p, t->n);
+            n->name = tmpl_arena_strndup(p->a, t->p, t->n);
         }
         adv(p);
         break;
     case TK_STRING: {
         n = mk(p, N_CONST, t->line);
         sbuf b;
-        sb_init(&b, p->a);
+        tmpl_sb_init(&b, p->a);
         while (cur(p)->type == TK_STRING) { /* adjacent literals concatenate */
-            sb_put(&b, cur(p)->p, cur(p)->n);
+            tmpl_sb_put(&b, cur(p)->p, cur(p)->n);
             adv(p);
         }
-        n->v = v_str(b.p ? b.p : "", b.n);
+        n->v = tmpl_v_str(b.p ? b.p : "", b.n);
         break;
     }
     case TK_INT:
         n = mk(p, N_CONST, t->line);
-        n->v = v_int(t->i);
+        n->v = tmpl_v_int(t->i);
         adv(p);
         break;
     case TK_FLOAT:
         n = mk(p, N_CONST, t->line);
-        n->v = v_float(t->f);
+        n->v = tmpl_v_float(t->f);
         adv(p);
         break;
     case TK_OP:
@@ -542,7 +542,7 @@ static void parse_call_args(P *p, node *n) {
             adv(p);
             if (nnames == cap) {
                 cap = cap ? cap * 2 : 4;
-                names = arena_grow(p->a, names, (size_t)nnames * sizeof *names, (size_t)cap * sizeof *names);
+                names = tmpl_arena_grow(p->a, names, (size_t)nnames * sizeof *names, (size_t)cap * sizeof *names);
             }
             names[nnames++] = k;
             nv_push(p, &kwargs, parse_expr(p));
@@ -561,13 +561,13 @@ static const char *parse_dotted(P *p) {
     tok *t = cur(p);
     if (t->type != TK_NAME) pfail(p, t->line, "expected a name, got '%s'", describe(p, t));
     sbuf b;
-    sb_init(&b, p->a);
-    sb_put(&b, t->p, t->n);
+    tmpl_sb_init(&b, p->a);
+    tmpl_sb_put(&b, t->p, t->n);
     adv(p);
     while (is_op(cur(p), ".") && peek(p, 1)->type == TK_NAME) {
         adv(p);
-        sb_putc(&b, '.');
-        sb_put(&b, cur(p)->p, cur(p)->n);
+        tmpl_sb_putc(&b, '.');
+        tmpl_sb_put(&b, cur(p)->p, cur(p)->n);
         adv(p);
     }
     return b.p;
@@ -642,14 +642,14 @@ static node *parse_postfix(P *p, node *n) {
             if (a->type == TK_NAME) {
                 node *g = mk(p, N_GETATTR, t->line);
                 g->a = n;
-                g->name = arena_strndup(p->a, a->p, a->n);
+                g->name = tmpl_arena_strndup(p->a, a->p, a->n);
                 adv(p);
                 n = g;
             } else if (a->type == TK_INT) {
                 node *g = mk(p, N_GETITEM, t->line);
                 g->a = n;
                 g->b = mk(p, N_CONST, t->line);
-                g->b->v = v_int(a->i);
+                g->b->v = tmpl_v_int(a->i);
                 adv(p);
                 n = g;
             } else pfail(p, a->line, "expected name or number after '.', got '%s'", describe(p, a));
@@ -787,7 +787,7 @@ static node *parse_compare(P *p) {
     node *n = mk(p, N_COMPARE, line);
     n->a = first;
     n->args = nv_done(&operands);
-    n->ops = arena_alloc(p->a, (size_t)nops);
+    n->ops = tmpl_arena_alloc(p->a, (size_t)nops);
     memcpy(n->ops, ops, (size_t)nops);
     return n;
 }
@@ -930,7 +930,7 @@ static const char *take_tag(P *p) {
     adv(p); /* {% */
     tok *t = cur(p);
     adv(p);
-    return arena_strndup(p->a, t->p, t->n);
+    return tmpl_arena_strndup(p->a, t->p, t->n);
 }
 
 static node *parse_if(P *p, int line) {
@@ -1077,7 +1077,7 @@ static node *parse_statement(P *p) {
     adv(p); /* {% */
     tok *t = cur(p);
     if (t->type != TK_NAME) pfail(p, t->line, "tag name expected, got '%s'", describe(p, t));
-    const char *name = arena_strndup(p->a, t->p, t->n);
+    const char *name = tmpl_arena_strndup(p->a, t->p, t->n);
     adv(p);
     node *n;
     enter(p);
@@ -1136,8 +1136,8 @@ static nlist parse_body(P *p, const char *const *ends, const char *owner, int ow
         if (t->type == TK_EOF) {
             if (ends) {
                 sbuf b;
-                sb_init(&b, p->a);
-                for (int i = 0; ends[i]; i++) sb_printf(&b, "%s'%s'", i ? " or " : "", ends[i]);
+                tmpl_sb_init(&b, p->a);
+                for (int i = 0; ends[i]; i++) tmpl_sb_printf(&b, "%s'%s'", i ? " or " : "", ends[i]);
                 pfail(p, t->line, "unexpected end of template: the '%s' block opened on line %d is not closed "
                       "(looking for %s)", owner, owner_line, b.p);
             }
@@ -1145,7 +1145,7 @@ static nlist parse_body(P *p, const char *const *ends, const char *owner, int ow
         }
         if (t->type == TK_DATA) {
             node *d = mk(p, N_DATA, t->line);
-            d->v = v_str(t->p, t->n);
+            d->v = tmpl_v_str(t->p, t->n);
             nv_push(p, &body, d);
             adv(p);
         } else if (t->type == TK_VAR_BEGIN) {
@@ -1225,7 +1225,7 @@ hearth_status tmpl_parse_src(hearth_tmpl *t, const char *src, size_t len, hearth
         goto done;
     }
     /* jinja2: \r\n and \r become \n; one trailing newline is dropped. */
-    char *s = arena_alloc(&t->a, len + 1);
+    char *s = tmpl_arena_alloc(&t->a, len + 1);
     size_t n = 0;
     for (size_t i = 0; i < len; i++) {
         if (src[i] == '\r') {

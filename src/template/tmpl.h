@@ -19,18 +19,18 @@
 #include <stdint.h>
 
 /* ---- arena ---- */
-typedef struct arena_blk arena_blk;
+typedef struct tmpl_arena_blk tmpl_arena_blk;
 typedef struct arena {
-    arena_blk *head;
+    tmpl_arena_blk *head;
     jmp_buf *jb;      /* where to unwind when malloc fails */
     hearth_err *err;
     size_t total;
 } arena;
 
-void *arena_alloc(arena *a, size_t n);
-void *arena_grow(arena *a, void *p, size_t old_n, size_t new_n);
-char *arena_strndup(arena *a, const char *s, size_t n);
-void arena_free_all(arena *a);
+void *tmpl_arena_alloc(arena *a, size_t n);
+void *tmpl_arena_grow(arena *a, void *p, size_t old_n, size_t new_n);
+char *tmpl_arena_strndup(arena *a, const char *s, size_t n);
+void tmpl_arena_free_all(arena *a);
 
 /* ---- growable byte buffer in an arena ---- */
 typedef struct sbuf {
@@ -39,11 +39,11 @@ typedef struct sbuf {
     size_t n, cap;
 } sbuf;
 
-void sb_init(sbuf *b, arena *a);
-void sb_put(sbuf *b, const char *s, size_t n);
-void sb_putc(sbuf *b, char c);
-void sb_puts(sbuf *b, const char *s);
-void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void tmpl_sb_init(sbuf *b, arena *a);
+void tmpl_sb_put(sbuf *b, const char *s, size_t n);
+void tmpl_sb_putc(sbuf *b, char c);
+void tmpl_sb_puts(sbuf *b, const char *s);
+void tmpl_sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- values ---- */
 typedef enum vtype {
@@ -192,7 +192,7 @@ typedef struct R {
 } R;
 
 /* Raise a render error at the current line (never returns). */
-_Noreturn void rt_fail(R *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+_Noreturn void tmpl_rt_fail(R *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Arguments of a call, filter or test after evaluation. */
 typedef struct args {
@@ -215,7 +215,7 @@ val tmpl_global(R *r, const char *name);
 val tmpl_method(R *r, val obj, const char *name);
 val tmpl_func_call(R *r, vfunc *fn, args *a);
 /* A positional-or-keyword argument: 1 and *out set when given. */
-int arg_get(args *a, int pos, const char *name, val *out);
+int tmpl_arg_get(args *a, int pos, const char *name, val *out);
 /* markupsafe.escape of a string: & < > " ' as entities; the result is safe. */
 val tmpl_html_escape(R *r, val s);
 
@@ -225,65 +225,65 @@ val tmpl_getattr(R *r, val obj, const char *name, size_t n);
 val tmpl_getitem(R *r, val obj, val key);
 
 /* ---- value helpers (value.c) ---- */
-val v_undef(R *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-val v_none(void);
-val v_bool(int b);
-val v_int(int64_t i);
-val v_float(double f);
-val v_str(const char *p, size_t n);
-val v_strz(const char *p);
-val v_list(vlist *l);
+val tmpl_v_undef(R *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+val tmpl_v_none(void);
+val tmpl_v_bool(int b);
+val tmpl_v_int(int64_t i);
+val tmpl_v_float(double f);
+val tmpl_v_str(const char *p, size_t n);
+val tmpl_v_strz(const char *p);
+val tmpl_v_list(vlist *l);
 /* A list standing for a Python generator/iterator/view (LK_*). */
-val v_lazy(vlist *l, int kind);
-val v_tuple(vlist *l);
-val v_dict(vdict *d);
+val tmpl_v_lazy(vlist *l, int kind);
+val tmpl_v_tuple(vlist *l);
+val tmpl_v_dict(vdict *d);
 
-vlist *vl_new(R *r, size_t cap);
-void vl_push(R *r, vlist *l, val v);
-vdict *vd_new(R *r, size_t cap);
+vlist *tmpl_vl_new(R *r, size_t cap);
+void tmpl_vl_push(R *r, vlist *l, val v);
+vdict *tmpl_vd_new(R *r, size_t cap);
 /* Set key to v (replace if present, else append: insertion order kept). */
-void vd_set(R *r, vdict *d, val k, val v);
+void tmpl_vd_set(R *r, vdict *d, val k, val v);
 /* Pointer to the value of key, or NULL. */
-val *vd_get(vdict *d, val k);
-val *vd_gets(vdict *d, const char *k, size_t n);
+val *tmpl_vd_get(vdict *d, val k);
+val *tmpl_vd_gets(vdict *d, const char *k, size_t n);
 
-int v_truthy(val v);
-int v_eq(val a, val b);
+int tmpl_v_truthy(val v);
+int tmpl_v_eq(val a, val b);
 /* Python ordering: <0, 0, >0; a type error raises. */
-int v_cmp(R *r, val a, val b);
-int v_is_num(val v);
-double v_num(val v);
-const char *v_typename(val v);
+int tmpl_v_cmp(R *r, val a, val b);
+int tmpl_v_is_num(val v);
+double tmpl_v_num(val v);
+const char *tmpl_v_typename(val v);
 /* str(v) and repr(v) appended to b. */
-void v_str_to(R *r, sbuf *b, val v);
-void v_repr_to(R *r, sbuf *b, val v);
+void tmpl_v_str_to(R *r, sbuf *b, val v);
+void tmpl_v_repr_to(R *r, sbuf *b, val v);
 /* str(v) as a value (strings pass through unchanged). */
-val v_to_str(R *r, val v);
+val tmpl_v_to_str(R *r, val v);
 /* Python float repr. buf >= 32 bytes. */
-void py_float_repr(double f, char *buf);
+void tmpl_py_float_repr(double f, char *buf);
 /* Iterate: a list of items (dict: keys; string: characters). Undefined -> empty;
  * a non-iterable raises. */
-vlist *v_iter(R *r, val v);
+vlist *tmpl_v_iter(R *r, val v);
 /* len(); raises for values without a length. */
-size_t v_len(R *r, val v);
+size_t tmpl_v_len(R *r, val v);
 
 /* Stable sort with a comparison that may raise. */
 typedef int (*vcmp_fn)(R *r, const val *a, const val *b, void *ctx);
-void v_sort(R *r, val *v, size_t n, vcmp_fn cmp, void *ctx);
+void tmpl_v_sort(R *r, val *v, size_t n, vcmp_fn cmp, void *ctx);
 
 /* JSON in and out. */
-val v_from_json(R *r, const json_t *j);
+val tmpl_v_from_json(R *r, const json_t *j);
 /* json.dumps(v, ensure_ascii, indent (<0 none; or an indent string), separators, sort_keys). */
-void v_tojson(R *r, sbuf *b, val v, const char *indent, const char *item_sep, const char *key_sep,
+void tmpl_v_tojson(R *r, sbuf *b, val v, const char *indent, const char *item_sep, const char *key_sep,
               int sort_keys, int ensure_ascii);
 
 /* UTF-8 */
-size_t u8_len(const char *s, size_t n);
+size_t tmpl_u8_len(const char *s, size_t n);
 /* Byte offset of code point index i (clamped to n). */
-size_t u8_off(const char *s, size_t n, size_t i);
+size_t tmpl_u8_off(const char *s, size_t n, size_t i);
 /* Decode one code point at s (n > 0); *adv gets the byte length. Bad bytes
  * decode as themselves, one byte each. */
-uint32_t u8_dec(const char *s, size_t n, size_t *adv);
-void u8_put(sbuf *b, uint32_t cp);
+uint32_t tmpl_u8_dec(const char *s, size_t n, size_t *adv);
+void tmpl_u8_put(sbuf *b, uint32_t cp);
 
 #endif

@@ -3,7 +3,7 @@
  * (jansson -> values) and out (json.dumps as transformers' tojson calls it).
  *
  * Strings are UTF-8 byte slices; Python's code-point indexing and len() are
- * computed on demand (u8_len/u8_off). */
+ * computed on demand (tmpl_u8_len/tmpl_u8_off). */
 #include "template/tmpl.h"
 
 #include <math.h>
@@ -15,25 +15,25 @@
 
 /* ---------------------------------------------------------------- arena */
 
-struct arena_blk {
-    arena_blk *next;
+struct tmpl_arena_blk {
+    tmpl_arena_blk *next;
     size_t used, cap;
     _Alignas(16) unsigned char data[];
 };
 
-static _Noreturn void arena_oom(arena *a, size_t n) {
+static _Noreturn void tmpl_arena_oom(arena *a, size_t n) {
     hearth_err_set(a->err, HEARTH_ENOMEM, "template: out of memory (allocating %zu bytes)", n);
     longjmp(*a->jb, 1);
 }
 
-void *arena_alloc(arena *a, size_t n) {
+void *tmpl_arena_alloc(arena *a, size_t n) {
     n = (n + 15) & ~(size_t)15;
     if (n == 0) n = 16;
-    arena_blk *h = a->head;
+    tmpl_arena_blk *h = a->head;
     if (!h || h->cap - h->used < n) {
         size_t cap = n > 32768 ? n : 32768;
-        arena_blk *b = malloc(sizeof *b + cap);
-        if (!b) arena_oom(a, n);
+        tmpl_arena_blk *b = malloc(sizeof *b + cap);
+        if (!b) tmpl_arena_oom(a, n);
         b->cap = cap;
         b->used = 0;
         a->total += cap;
@@ -51,23 +51,23 @@ void *arena_alloc(arena *a, size_t n) {
     return p;
 }
 
-void *arena_grow(arena *a, void *p, size_t old_n, size_t new_n) {
-    void *q = arena_alloc(a, new_n);
+void *tmpl_arena_grow(arena *a, void *p, size_t old_n, size_t new_n) {
+    void *q = tmpl_arena_alloc(a, new_n);
     if (old_n) memcpy(q, p, old_n);
     return q;
 }
 
-char *arena_strndup(arena *a, const char *s, size_t n) {
-    char *p = arena_alloc(a, n + 1);
+char *tmpl_arena_strndup(arena *a, const char *s, size_t n) {
+    char *p = tmpl_arena_alloc(a, n + 1);
     if (n) memcpy(p, s, n);
     p[n] = 0;
     return p;
 }
 
-void arena_free_all(arena *a) {
-    arena_blk *b = a->head;
+void tmpl_arena_free_all(arena *a) {
+    tmpl_arena_blk *b = a->head;
     while (b) {
-        arena_blk *next = b->next;
+        tmpl_arena_blk *next = b->next;
         free(b);
         b = next;
     }
@@ -77,32 +77,32 @@ void arena_free_all(arena *a) {
 
 /* ---------------------------------------------------------------- sbuf */
 
-void sb_init(sbuf *b, arena *a) {
+void tmpl_sb_init(sbuf *b, arena *a) {
     b->a = a;
     b->p = NULL;
     b->n = b->cap = 0;
 }
 
-static void sb_reserve(sbuf *b, size_t extra) {
+static void tmpl_sb_reserve(sbuf *b, size_t extra) {
     if (b->n + extra + 1 <= b->cap) return;
     size_t cap = b->cap ? b->cap * 2 : 64;
     while (cap < b->n + extra + 1) cap *= 2;
-    b->p = arena_grow(b->a, b->p, b->n, cap);
+    b->p = tmpl_arena_grow(b->a, b->p, b->n, cap);
     b->cap = cap;
 }
 
-void sb_put(sbuf *b, const char *s, size_t n) {
+void tmpl_sb_put(sbuf *b, const char *s, size_t n) {
     if (!n) return;
-    sb_reserve(b, n);
+    tmpl_sb_reserve(b, n);
     memcpy(b->p + b->n, s, n);
     b->n += n;
     b->p[b->n] = 0;
 }
 
-void sb_putc(sbuf *b, char c) { sb_put(b, &c, 1); }
-void sb_puts(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
+void tmpl_sb_putc(sbuf *b, char c) { tmpl_sb_put(b, &c, 1); }
+void tmpl_sb_puts(sbuf *b, const char *s) { tmpl_sb_put(b, s, strlen(s)); }
 
-void sb_printf(sbuf *b, const char *fmt, ...) {
+void tmpl_sb_printf(sbuf *b, const char *fmt, ...) {
     char tmp[256];
     va_list ap;
     va_start(ap, fmt);
@@ -110,10 +110,10 @@ void sb_printf(sbuf *b, const char *fmt, ...) {
     va_end(ap);
     if (k < 0) return;
     if ((size_t)k < sizeof tmp) {
-        sb_put(b, tmp, (size_t)k);
+        tmpl_sb_put(b, tmp, (size_t)k);
         return;
     }
-    sb_reserve(b, (size_t)k);
+    tmpl_sb_reserve(b, (size_t)k);
     va_start(ap, fmt);
     vsnprintf(b->p + b->n, (size_t)k + 1, fmt, ap);
     va_end(ap);
@@ -122,7 +122,7 @@ void sb_printf(sbuf *b, const char *fmt, ...) {
 
 /* ---------------------------------------------------------------- UTF-8 */
 
-uint32_t u8_dec(const char *s, size_t n, size_t *adv) {
+uint32_t tmpl_u8_dec(const char *s, size_t n, size_t *adv) {
     const unsigned char *u = (const unsigned char *)s;
     utf8proc_int32_t cp;
     utf8proc_ssize_t k = utf8proc_iterate(u, (utf8proc_ssize_t)n, &cp);
@@ -134,29 +134,29 @@ uint32_t u8_dec(const char *s, size_t n, size_t *adv) {
     return (uint32_t)cp;
 }
 
-size_t u8_len(const char *s, size_t n) {
+size_t tmpl_u8_len(const char *s, size_t n) {
     size_t c = 0;
     for (size_t i = 0; i < n;) {
         size_t adv;
-        u8_dec(s + i, n - i, &adv);
+        tmpl_u8_dec(s + i, n - i, &adv);
         i += adv;
         c++;
     }
     return c;
 }
 
-size_t u8_off(const char *s, size_t n, size_t idx) {
+size_t tmpl_u8_off(const char *s, size_t n, size_t idx) {
     size_t i = 0;
     while (idx > 0 && i < n) {
         size_t adv;
-        u8_dec(s + i, n - i, &adv);
+        tmpl_u8_dec(s + i, n - i, &adv);
         i += adv;
         idx--;
     }
     return i;
 }
 
-void u8_put(sbuf *b, uint32_t cp) {
+void tmpl_u8_put(sbuf *b, uint32_t cp) {
     utf8proc_uint8_t tmp[4];
     utf8proc_ssize_t k = utf8proc_encode_char((utf8proc_int32_t)cp, tmp);
     if (k <= 0) { /* a lone surrogate: encode it anyway, as Python's surrogatepass would */
@@ -165,38 +165,38 @@ void u8_put(sbuf *b, uint32_t cp) {
         tmp[2] = (utf8proc_uint8_t)(0x80 | (cp & 0x3F));
         k = 3;
     }
-    sb_put(b, (const char *)tmp, (size_t)k);
+    tmpl_sb_put(b, (const char *)tmp, (size_t)k);
 }
 
 /* ---------------------------------------------------------------- constructors */
 
-val v_undef(R *r, const char *fmt, ...) {
+val tmpl_v_undef(R *r, const char *fmt, ...) {
     val v = {.t = V_UNDEF};
     sbuf b;
-    sb_init(&b, &r->a);
+    tmpl_sb_init(&b, &r->a);
     char tmp[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
-    sb_puts(&b, tmp);
+    tmpl_sb_puts(&b, tmp);
     v.s.p = b.p;
     v.s.n = b.n;
     return v;
 }
-val v_none(void) { return (val){.t = V_NONE}; }
-val v_bool(int b) { return (val){.t = V_BOOL, .i = b ? 1 : 0}; }
-val v_int(int64_t i) { return (val){.t = V_INT, .i = i}; }
-val v_float(double f) { return (val){.t = V_FLOAT, .f = f}; }
-val v_str(const char *p, size_t n) {
+val tmpl_v_none(void) { return (val){.t = V_NONE}; }
+val tmpl_v_bool(int b) { return (val){.t = V_BOOL, .i = b ? 1 : 0}; }
+val tmpl_v_int(int64_t i) { return (val){.t = V_INT, .i = i}; }
+val tmpl_v_float(double f) { return (val){.t = V_FLOAT, .f = f}; }
+val tmpl_v_str(const char *p, size_t n) {
     val v = {.t = V_STR};
     v.s.p = p ? p : "";
     v.s.n = n;
     return v;
 }
-val v_strz(const char *p) { return v_str(p, strlen(p)); }
-val v_list(vlist *l) { return (val){.t = V_LIST, .l = l}; }
-val v_lazy(vlist *l, int kind) {
+val tmpl_v_strz(const char *p) { return tmpl_v_str(p, strlen(p)); }
+val tmpl_v_list(vlist *l) { return (val){.t = V_LIST, .l = l}; }
+val tmpl_v_lazy(vlist *l, int kind) {
     l->kind = (uint8_t)kind;
     return (val){.t = V_LIST, .l = l};
 }
@@ -205,57 +205,57 @@ static const char *lazy_name(int kind) {
     static const char *names[] = {"list", "generator", "list_reverseiterator", "dict_items", "dict_keys", "dict_values"};
     return names[kind];
 }
-val v_tuple(vlist *l) { return (val){.t = V_TUPLE, .l = l}; }
-val v_dict(vdict *d) { return (val){.t = V_DICT, .d = d}; }
+val tmpl_v_tuple(vlist *l) { return (val){.t = V_TUPLE, .l = l}; }
+val tmpl_v_dict(vdict *d) { return (val){.t = V_DICT, .d = d}; }
 
-vlist *vl_new(R *r, size_t cap) {
-    vlist *l = arena_alloc(&r->a, sizeof *l);
+vlist *tmpl_vl_new(R *r, size_t cap) {
+    vlist *l = tmpl_arena_alloc(&r->a, sizeof *l);
     memset(l, 0, sizeof *l);
     l->cap = cap;
-    l->v = cap ? arena_alloc(&r->a, cap * sizeof(val)) : NULL;
+    l->v = cap ? tmpl_arena_alloc(&r->a, cap * sizeof(val)) : NULL;
     return l;
 }
 
-void vl_push(R *r, vlist *l, val v) {
+void tmpl_vl_push(R *r, vlist *l, val v) {
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 8;
-        l->v = arena_grow(&r->a, l->v, l->n * sizeof(val), cap * sizeof(val));
+        l->v = tmpl_arena_grow(&r->a, l->v, l->n * sizeof(val), cap * sizeof(val));
         l->cap = cap;
     }
     l->v[l->n++] = v;
 }
 
-vdict *vd_new(R *r, size_t cap) {
-    vdict *d = arena_alloc(&r->a, sizeof *d);
+vdict *tmpl_vd_new(R *r, size_t cap) {
+    vdict *d = tmpl_arena_alloc(&r->a, sizeof *d);
     d->n = 0;
     d->cap = cap;
-    d->k = cap ? arena_alloc(&r->a, cap * sizeof(val)) : NULL;
-    d->v = cap ? arena_alloc(&r->a, cap * sizeof(val)) : NULL;
+    d->k = cap ? tmpl_arena_alloc(&r->a, cap * sizeof(val)) : NULL;
+    d->v = cap ? tmpl_arena_alloc(&r->a, cap * sizeof(val)) : NULL;
     return d;
 }
 
-val *vd_get(vdict *d, val k) {
+val *tmpl_vd_get(vdict *d, val k) {
     for (size_t i = 0; i < d->n; i++)
-        if (v_eq(d->k[i], k)) return &d->v[i];
+        if (tmpl_v_eq(d->k[i], k)) return &d->v[i];
     return NULL;
 }
 
-val *vd_gets(vdict *d, const char *k, size_t n) {
+val *tmpl_vd_gets(vdict *d, const char *k, size_t n) {
     for (size_t i = 0; i < d->n; i++)
         if (d->k[i].t == V_STR && d->k[i].s.n == n && !memcmp(d->k[i].s.p, k, n)) return &d->v[i];
     return NULL;
 }
 
-void vd_set(R *r, vdict *d, val k, val v) {
-    val *p = vd_get(d, k);
+void tmpl_vd_set(R *r, vdict *d, val k, val v) {
+    val *p = tmpl_vd_get(d, k);
     if (p) {
         *p = v;
         return;
     }
     if (d->n == d->cap) {
         size_t cap = d->cap ? d->cap * 2 : 8;
-        d->k = arena_grow(&r->a, d->k, d->n * sizeof(val), cap * sizeof(val));
-        d->v = arena_grow(&r->a, d->v, d->n * sizeof(val), cap * sizeof(val));
+        d->k = tmpl_arena_grow(&r->a, d->k, d->n * sizeof(val), cap * sizeof(val));
+        d->v = tmpl_arena_grow(&r->a, d->v, d->n * sizeof(val), cap * sizeof(val));
         d->cap = cap;
     }
     d->k[d->n] = k;
@@ -265,10 +265,10 @@ void vd_set(R *r, vdict *d, val k, val v) {
 
 /* ---------------------------------------------------------------- semantics */
 
-int v_is_num(val v) { return v.t == V_INT || v.t == V_FLOAT || v.t == V_BOOL; }
-double v_num(val v) { return v.t == V_FLOAT ? v.f : (double)v.i; }
+int tmpl_v_is_num(val v) { return v.t == V_INT || v.t == V_FLOAT || v.t == V_BOOL; }
+double tmpl_v_num(val v) { return v.t == V_FLOAT ? v.f : (double)v.i; }
 
-const char *v_typename(val v) {
+const char *tmpl_v_typename(val v) {
     switch ((vtype)v.t) {
     case V_UNDEF: return "Undefined";
     case V_NONE: return "NoneType";
@@ -287,7 +287,7 @@ const char *v_typename(val v) {
     return "object";
 }
 
-int v_truthy(val v) {
+int tmpl_v_truthy(val v) {
     switch ((vtype)v.t) {
     case V_UNDEF:
     case V_NONE: return 0;
@@ -304,10 +304,10 @@ int v_truthy(val v) {
     }
 }
 
-int v_eq(val a, val b) {
-    if (v_is_num(a) && v_is_num(b)) {
+int tmpl_v_eq(val a, val b) {
+    if (tmpl_v_is_num(a) && tmpl_v_is_num(b)) {
         if (a.t != V_FLOAT && b.t != V_FLOAT) return a.i == b.i;
-        return v_num(a) == v_num(b);
+        return tmpl_v_num(a) == tmpl_v_num(b);
     }
     if (a.t != b.t) return 0;
     switch ((vtype)a.t) {
@@ -320,13 +320,13 @@ int v_eq(val a, val b) {
         if (a.l->kind == LK_GEN || a.l->kind == LK_REVITER) return a.l == b.l;
         if (a.l->n != b.l->n) return 0;
         for (size_t i = 0; i < a.l->n; i++)
-            if (!v_eq(a.l->v[i], b.l->v[i])) return 0;
+            if (!tmpl_v_eq(a.l->v[i], b.l->v[i])) return 0;
         return 1;
     case V_DICT:
         if (a.d->n != b.d->n) return 0;
         for (size_t i = 0; i < a.d->n; i++) {
-            val *o = vd_get(b.d, a.d->k[i]);
-            if (!o || !v_eq(a.d->v[i], *o)) return 0;
+            val *o = tmpl_vd_get(b.d, a.d->k[i]);
+            if (!o || !tmpl_v_eq(a.d->v[i], *o)) return 0;
         }
         return 1;
     case V_NS: return a.d == b.d;
@@ -337,10 +337,10 @@ int v_eq(val a, val b) {
     }
 }
 
-int v_cmp(R *r, val a, val b) {
-    if (v_is_num(a) && v_is_num(b)) {
+int tmpl_v_cmp(R *r, val a, val b) {
+    if (tmpl_v_is_num(a) && tmpl_v_is_num(b)) {
         if (a.t != V_FLOAT && b.t != V_FLOAT) return (a.i > b.i) - (a.i < b.i);
-        double x = v_num(a), y = v_num(b);
+        double x = tmpl_v_num(a), y = tmpl_v_num(b);
         return (x > y) - (x < y);
     }
     if (a.t == V_STR && b.t == V_STR) {
@@ -352,17 +352,17 @@ int v_cmp(R *r, val a, val b) {
     if ((a.t == V_LIST && b.t == V_LIST) || (a.t == V_TUPLE && b.t == V_TUPLE)) {
         size_t n = a.l->n < b.l->n ? a.l->n : b.l->n;
         for (size_t i = 0; i < n; i++) {
-            if (v_eq(a.l->v[i], b.l->v[i])) continue;
-            return v_cmp(r, a.l->v[i], b.l->v[i]);
+            if (tmpl_v_eq(a.l->v[i], b.l->v[i])) continue;
+            return tmpl_v_cmp(r, a.l->v[i], b.l->v[i]);
         }
         return (a.l->n > b.l->n) - (a.l->n < b.l->n);
     }
-    rt_fail(r, "'<' not supported between instances of '%s' and '%s'", v_typename(a), v_typename(b));
+    tmpl_rt_fail(r, "'<' not supported between instances of '%s' and '%s'", tmpl_v_typename(a), tmpl_v_typename(b));
 }
 
 /* ---------------------------------------------------------------- str / repr */
 
-void py_float_repr(double f, char *buf) {
+void tmpl_py_float_repr(double f, char *buf) {
     if (isnan(f)) {
         strcpy(buf, "nan");
         return;
@@ -441,142 +441,142 @@ static int cp_printable(uint32_t cp) {
 static void str_repr(sbuf *b, const char *s, size_t n) {
     int has_sq = memchr(s, '\'', n) != NULL, has_dq = memchr(s, '"', n) != NULL;
     char q = (has_sq && !has_dq) ? '"' : '\'';
-    sb_putc(b, q);
+    tmpl_sb_putc(b, q);
     for (size_t i = 0; i < n;) {
         size_t adv;
-        uint32_t cp = u8_dec(s + i, n - i, &adv);
+        uint32_t cp = tmpl_u8_dec(s + i, n - i, &adv);
         if (cp == (uint32_t)q || cp == '\\') {
-            sb_putc(b, '\\');
-            sb_putc(b, (char)cp);
-        } else if (cp == '\n') sb_puts(b, "\\n");
-        else if (cp == '\r') sb_puts(b, "\\r");
-        else if (cp == '\t') sb_puts(b, "\\t");
-        else if (cp < 0x80 && (cp < 0x20 || cp == 0x7f)) sb_printf(b, "\\x%02x", cp);
+            tmpl_sb_putc(b, '\\');
+            tmpl_sb_putc(b, (char)cp);
+        } else if (cp == '\n') tmpl_sb_puts(b, "\\n");
+        else if (cp == '\r') tmpl_sb_puts(b, "\\r");
+        else if (cp == '\t') tmpl_sb_puts(b, "\\t");
+        else if (cp < 0x80 && (cp < 0x20 || cp == 0x7f)) tmpl_sb_printf(b, "\\x%02x", cp);
         else if (cp >= 0x80 && !cp_printable(cp)) {
-            if (cp <= 0xff) sb_printf(b, "\\x%02x", cp);
-            else if (cp <= 0xffff) sb_printf(b, "\\u%04x", cp);
-            else sb_printf(b, "\\U%08x", cp);
-        } else sb_put(b, s + i, adv);
+            if (cp <= 0xff) tmpl_sb_printf(b, "\\x%02x", cp);
+            else if (cp <= 0xffff) tmpl_sb_printf(b, "\\u%04x", cp);
+            else tmpl_sb_printf(b, "\\U%08x", cp);
+        } else tmpl_sb_put(b, s + i, adv);
         i += adv;
     }
-    sb_putc(b, q);
+    tmpl_sb_putc(b, q);
 }
 
-void v_repr_to(R *r, sbuf *b, val v) {
+void tmpl_v_repr_to(R *r, sbuf *b, val v) {
     switch ((vtype)v.t) {
-    case V_UNDEF: sb_puts(b, "Undefined"); return;
+    case V_UNDEF: tmpl_sb_puts(b, "Undefined"); return;
     case V_STR: str_repr(b, v.s.p, v.s.n); return;
     case V_LIST:
         if (v.l->kind == LK_GEN || v.l->kind == LK_REVITER) {
-            sb_printf(b, "<%s object>", lazy_name(v.l->kind));
+            tmpl_sb_printf(b, "<%s object>", lazy_name(v.l->kind));
             return;
         }
         if (v.l->kind != LK_LIST) {
-            sb_printf(b, "%s(", lazy_name(v.l->kind));
+            tmpl_sb_printf(b, "%s(", lazy_name(v.l->kind));
             vlist plain = *v.l;
             plain.kind = LK_LIST;
-            v_repr_to(r, b, v_list(&plain));
-            sb_putc(b, ')');
+            tmpl_v_repr_to(r, b, tmpl_v_list(&plain));
+            tmpl_sb_putc(b, ')');
             return;
         }
         /* fallthrough */
     case V_TUPLE:
-        sb_putc(b, v.t == V_LIST ? '[' : '(');
+        tmpl_sb_putc(b, v.t == V_LIST ? '[' : '(');
         for (size_t i = 0; i < v.l->n; i++) {
-            if (i) sb_puts(b, ", ");
-            if (r->depth > 200) rt_fail(r, "value nested too deeply to print");
+            if (i) tmpl_sb_puts(b, ", ");
+            if (r->depth > 200) tmpl_rt_fail(r, "value nested too deeply to print");
             r->depth++;
-            v_repr_to(r, b, v.l->v[i]);
+            tmpl_v_repr_to(r, b, v.l->v[i]);
             r->depth--;
         }
-        if (v.t == V_TUPLE && v.l->n == 1) sb_putc(b, ',');
-        sb_putc(b, v.t == V_LIST ? ']' : ')');
+        if (v.t == V_TUPLE && v.l->n == 1) tmpl_sb_putc(b, ',');
+        tmpl_sb_putc(b, v.t == V_LIST ? ']' : ')');
         return;
     case V_DICT:
     case V_NS:
-        if (v.t == V_NS) sb_puts(b, "<Namespace ");
-        sb_putc(b, '{');
+        if (v.t == V_NS) tmpl_sb_puts(b, "<Namespace ");
+        tmpl_sb_putc(b, '{');
         for (size_t i = 0; i < v.d->n; i++) {
-            if (i) sb_puts(b, ", ");
-            if (r->depth > 200) rt_fail(r, "value nested too deeply to print");
+            if (i) tmpl_sb_puts(b, ", ");
+            if (r->depth > 200) tmpl_rt_fail(r, "value nested too deeply to print");
             r->depth++;
-            v_repr_to(r, b, v.d->k[i]);
-            sb_puts(b, ": ");
-            v_repr_to(r, b, v.d->v[i]);
+            tmpl_v_repr_to(r, b, v.d->k[i]);
+            tmpl_sb_puts(b, ": ");
+            tmpl_v_repr_to(r, b, v.d->v[i]);
             r->depth--;
         }
-        sb_putc(b, '}');
-        if (v.t == V_NS) sb_putc(b, '>');
+        tmpl_sb_putc(b, '}');
+        if (v.t == V_NS) tmpl_sb_putc(b, '>');
         return;
-    default: v_str_to(r, b, v);
+    default: tmpl_v_str_to(r, b, v);
     }
 }
 
-void v_str_to(R *r, sbuf *b, val v) {
+void tmpl_v_str_to(R *r, sbuf *b, val v) {
     char tmp[40];
     switch ((vtype)v.t) {
     case V_UNDEF: return;
-    case V_NONE: sb_puts(b, "None"); return;
-    case V_BOOL: sb_puts(b, v.i ? "True" : "False"); return;
-    case V_INT: sb_printf(b, "%lld", (long long)v.i); return;
+    case V_NONE: tmpl_sb_puts(b, "None"); return;
+    case V_BOOL: tmpl_sb_puts(b, v.i ? "True" : "False"); return;
+    case V_INT: tmpl_sb_printf(b, "%lld", (long long)v.i); return;
     case V_FLOAT:
-        py_float_repr(v.f, tmp);
-        sb_puts(b, tmp);
+        tmpl_py_float_repr(v.f, tmp);
+        tmpl_sb_puts(b, tmp);
         return;
-    case V_STR: sb_put(b, v.s.p, v.s.n); return;
+    case V_STR: tmpl_sb_put(b, v.s.p, v.s.n); return;
     case V_LIST:
     case V_TUPLE:
     case V_DICT:
-    case V_NS: v_repr_to(r, b, v); return;
-    case V_MACRO: sb_puts(b, "<Macro>"); return;
-    case V_FUNC: sb_puts(b, "<built-in function>"); return;
-    case V_LOOP: sb_puts(b, "<LoopContext>"); return;
+    case V_NS: tmpl_v_repr_to(r, b, v); return;
+    case V_MACRO: tmpl_sb_puts(b, "<Macro>"); return;
+    case V_FUNC: tmpl_sb_puts(b, "<built-in function>"); return;
+    case V_LOOP: tmpl_sb_puts(b, "<LoopContext>"); return;
     }
 }
 
-val v_to_str(R *r, val v) {
+val tmpl_v_to_str(R *r, val v) {
     if (v.t == V_STR) return v;
     sbuf b;
-    sb_init(&b, &r->a);
-    v_str_to(r, &b, v);
-    return v_str(b.p, b.n);
+    tmpl_sb_init(&b, &r->a);
+    tmpl_v_str_to(r, &b, v);
+    return tmpl_v_str(b.p, b.n);
 }
 
 /* ---------------------------------------------------------------- iteration */
 
-vlist *v_iter(R *r, val v) {
+vlist *tmpl_v_iter(R *r, val v) {
     switch ((vtype)v.t) {
-    case V_UNDEF: return vl_new(r, 0);
+    case V_UNDEF: return tmpl_vl_new(r, 0);
     case V_LIST:
         if (v.l->kind == LK_GEN || v.l->kind == LK_REVITER) { /* one pass, as a Python generator */
-            if (v.l->exhausted) return vl_new(r, 0);
+            if (v.l->exhausted) return tmpl_vl_new(r, 0);
             v.l->exhausted = 1;
         }
         return v.l;
     case V_TUPLE: return v.l;
     case V_DICT: {
-        vlist *l = vl_new(r, v.d->n);
+        vlist *l = tmpl_vl_new(r, v.d->n);
         for (size_t i = 0; i < v.d->n; i++) l->v[l->n++] = v.d->k[i];
         return l;
     }
     case V_STR: {
-        vlist *l = vl_new(r, v.s.n);
+        vlist *l = tmpl_vl_new(r, v.s.n);
         for (size_t i = 0; i < v.s.n;) {
             size_t adv;
-            u8_dec(v.s.p + i, v.s.n - i, &adv);
-            l->v[l->n++] = v_str(v.s.p + i, adv);
+            tmpl_u8_dec(v.s.p + i, v.s.n - i, &adv);
+            l->v[l->n++] = tmpl_v_str(v.s.p + i, adv);
             i += adv;
         }
         return l;
     }
-    default: rt_fail(r, "'%s' object is not iterable", v_typename(v));
+    default: tmpl_rt_fail(r, "'%s' object is not iterable", tmpl_v_typename(v));
     }
 }
 
-size_t v_len(R *r, val v) {
+size_t tmpl_v_len(R *r, val v) {
     switch ((vtype)v.t) {
     case V_UNDEF: return 0;
-    case V_STR: return u8_len(v.s.p, v.s.n);
+    case V_STR: return tmpl_u8_len(v.s.p, v.s.n);
     case V_LIST:
         if (v.l->kind == LK_GEN || v.l->kind == LK_REVITER) break;
         return v.l->n;
@@ -585,71 +585,71 @@ size_t v_len(R *r, val v) {
     case V_NS: return v.d->n;
     default: break;
     }
-    rt_fail(r, "object of type '%s' has no len()", v_typename(v));
+    tmpl_rt_fail(r, "object of type '%s' has no len()", tmpl_v_typename(v));
 }
 
 /* ---------------------------------------------------------------- JSON */
 
-val v_from_json(R *r, const json_t *j) {
-    if (!j) return v_none();
+val tmpl_v_from_json(R *r, const json_t *j) {
+    if (!j) return tmpl_v_none();
     switch (json_typeof(j)) {
-    case JSON_NULL: return v_none();
-    case JSON_TRUE: return v_bool(1);
-    case JSON_FALSE: return v_bool(0);
-    case JSON_INTEGER: return v_int((int64_t)json_integer_value(j));
-    case JSON_REAL: return v_float(json_real_value(j));
-    case JSON_STRING: return v_str(json_string_value(j), json_string_length(j));
+    case JSON_NULL: return tmpl_v_none();
+    case JSON_TRUE: return tmpl_v_bool(1);
+    case JSON_FALSE: return tmpl_v_bool(0);
+    case JSON_INTEGER: return tmpl_v_int((int64_t)json_integer_value(j));
+    case JSON_REAL: return tmpl_v_float(json_real_value(j));
+    case JSON_STRING: return tmpl_v_str(json_string_value(j), json_string_length(j));
     case JSON_ARRAY: {
         size_t n = json_array_size(j);
-        vlist *l = vl_new(r, n);
-        if (++r->depth > 500) rt_fail(r, "context JSON nested too deeply");
-        for (size_t i = 0; i < n; i++) l->v[l->n++] = v_from_json(r, json_array_get(j, i));
+        vlist *l = tmpl_vl_new(r, n);
+        if (++r->depth > 500) tmpl_rt_fail(r, "context JSON nested too deeply");
+        for (size_t i = 0; i < n; i++) l->v[l->n++] = tmpl_v_from_json(r, json_array_get(j, i));
         r->depth--;
-        return v_list(l);
+        return tmpl_v_list(l);
     }
     case JSON_OBJECT: {
-        vdict *d = vd_new(r, json_object_size(j));
+        vdict *d = tmpl_vd_new(r, json_object_size(j));
         const char *k;
         json_t *x;
-        if (++r->depth > 500) rt_fail(r, "context JSON nested too deeply");
+        if (++r->depth > 500) tmpl_rt_fail(r, "context JSON nested too deeply");
         /* JSON keys are unique, so append without the duplicate check. */
         json_object_foreach((json_t *)j, k, x) {
-            d->k[d->n] = v_strz(k);
-            d->v[d->n] = v_from_json(r, x);
+            d->k[d->n] = tmpl_v_strz(k);
+            d->v[d->n] = tmpl_v_from_json(r, x);
             d->n++;
         }
         r->depth--;
-        return v_dict(d);
+        return tmpl_v_dict(d);
     }
     }
-    return v_none();
+    return tmpl_v_none();
 }
 
 static void json_str(sbuf *b, const char *s, size_t n, int ensure_ascii) {
-    sb_putc(b, '"');
+    tmpl_sb_putc(b, '"');
     for (size_t i = 0; i < n;) {
         unsigned char c = (unsigned char)s[i];
-        if (c == '"') sb_puts(b, "\\\"");
-        else if (c == '\\') sb_puts(b, "\\\\");
-        else if (c == '\n') sb_puts(b, "\\n");
-        else if (c == '\r') sb_puts(b, "\\r");
-        else if (c == '\t') sb_puts(b, "\\t");
-        else if (c == '\b') sb_puts(b, "\\b");
-        else if (c == '\f') sb_puts(b, "\\f");
-        else if (c < 0x20) sb_printf(b, "\\u%04x", c);
+        if (c == '"') tmpl_sb_puts(b, "\\\"");
+        else if (c == '\\') tmpl_sb_puts(b, "\\\\");
+        else if (c == '\n') tmpl_sb_puts(b, "\\n");
+        else if (c == '\r') tmpl_sb_puts(b, "\\r");
+        else if (c == '\t') tmpl_sb_puts(b, "\\t");
+        else if (c == '\b') tmpl_sb_puts(b, "\\b");
+        else if (c == '\f') tmpl_sb_puts(b, "\\f");
+        else if (c < 0x20) tmpl_sb_printf(b, "\\u%04x", c);
         else if (c >= 0x80 && ensure_ascii) {
             size_t adv;
-            uint32_t cp = u8_dec(s + i, n - i, &adv);
+            uint32_t cp = tmpl_u8_dec(s + i, n - i, &adv);
             if (cp >= 0x10000) {
                 cp -= 0x10000;
-                sb_printf(b, "\\u%04x\\u%04x", 0xD800 + (cp >> 10), 0xDC00 + (cp & 0x3FF));
-            } else sb_printf(b, "\\u%04x", cp);
+                tmpl_sb_printf(b, "\\u%04x\\u%04x", 0xD800 + (cp >> 10), 0xDC00 + (cp & 0x3FF));
+            } else tmpl_sb_printf(b, "\\u%04x", cp);
             i += adv;
             continue;
-        } else sb_putc(b, (char)c);
+        } else tmpl_sb_putc(b, (char)c);
         i++;
     }
-    sb_putc(b, '"');
+    tmpl_sb_putc(b, '"');
 }
 
 typedef struct jopt {
@@ -658,14 +658,14 @@ typedef struct jopt {
 } jopt;
 
 static void json_nl(sbuf *b, const jopt *o, int level) {
-    sb_putc(b, '\n');
-    for (int i = 0; i < level; i++) sb_puts(b, o->indent);
+    tmpl_sb_putc(b, '\n');
+    for (int i = 0; i < level; i++) tmpl_sb_puts(b, o->indent);
 }
 
-void v_sort(R *r, val *v, size_t n, vcmp_fn cmp, void *ctx) {
+void tmpl_v_sort(R *r, val *v, size_t n, vcmp_fn cmp, void *ctx) {
     /* Stable (Python's sort is): a bottom-up merge sort through a scratch copy. */
     if (n < 2) return;
-    val *tmp = arena_alloc(&r->a, n * sizeof *tmp);
+    val *tmp = tmpl_arena_alloc(&r->a, n * sizeof *tmp);
     for (size_t w = 1; w < n; w *= 2) {
         for (size_t lo = 0; lo < n; lo += 2 * w) {
             size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
@@ -680,77 +680,77 @@ void v_sort(R *r, val *v, size_t n, vcmp_fn cmp, void *ctx) {
 
 static int key_cmp(R *r, const val *a, const val *b, void *ctx) {
     vdict *d = ctx;
-    return v_cmp(r, d->k[a->i], d->k[b->i]);
+    return tmpl_v_cmp(r, d->k[a->i], d->k[b->i]);
 }
 
 static void json_val(R *r, sbuf *b, val v, const jopt *o, int level) {
     char tmp[40];
-    if (level > 200) rt_fail(r, "tojson: value nested too deeply");
+    if (level > 200) tmpl_rt_fail(r, "tojson: value nested too deeply");
     switch ((vtype)v.t) {
-    case V_NONE: sb_puts(b, "null"); return;
-    case V_BOOL: sb_puts(b, v.i ? "true" : "false"); return;
-    case V_INT: sb_printf(b, "%lld", (long long)v.i); return;
+    case V_NONE: tmpl_sb_puts(b, "null"); return;
+    case V_BOOL: tmpl_sb_puts(b, v.i ? "true" : "false"); return;
+    case V_INT: tmpl_sb_printf(b, "%lld", (long long)v.i); return;
     case V_FLOAT:
-        if (isnan(v.f)) sb_puts(b, "NaN");
-        else if (isinf(v.f)) sb_puts(b, v.f < 0 ? "-Infinity" : "Infinity");
+        if (isnan(v.f)) tmpl_sb_puts(b, "NaN");
+        else if (isinf(v.f)) tmpl_sb_puts(b, v.f < 0 ? "-Infinity" : "Infinity");
         else {
-            py_float_repr(v.f, tmp);
-            sb_puts(b, tmp);
+            tmpl_py_float_repr(v.f, tmp);
+            tmpl_sb_puts(b, tmp);
         }
         return;
     case V_STR: json_str(b, v.s.p, v.s.n, o->ensure_ascii); return;
     case V_LIST:
-        if (v.l->kind != LK_LIST) rt_fail(r, "Object of type %s is not JSON serializable", lazy_name(v.l->kind));
+        if (v.l->kind != LK_LIST) tmpl_rt_fail(r, "Object of type %s is not JSON serializable", lazy_name(v.l->kind));
         /* fallthrough */
     case V_TUPLE:
         if (v.l->n == 0) {
-            sb_puts(b, "[]");
+            tmpl_sb_puts(b, "[]");
             return;
         }
-        sb_putc(b, '[');
+        tmpl_sb_putc(b, '[');
         for (size_t i = 0; i < v.l->n; i++) {
-            if (i) sb_puts(b, o->item_sep);
+            if (i) tmpl_sb_puts(b, o->item_sep);
             if (o->indent) json_nl(b, o, level + 1);
             json_val(r, b, v.l->v[i], o, level + 1);
         }
         if (o->indent) json_nl(b, o, level);
-        sb_putc(b, ']');
+        tmpl_sb_putc(b, ']');
         return;
     case V_DICT: {
         if (v.d->n == 0) {
-            sb_puts(b, "{}");
+            tmpl_sb_puts(b, "{}");
             return;
         }
         size_t n = v.d->n;
-        val *order = arena_alloc(&r->a, n * sizeof *order);
-        for (size_t i = 0; i < n; i++) order[i] = v_int((int64_t)i);
-        if (o->sort_keys) v_sort(r, order, n, key_cmp, v.d);
-        sb_putc(b, '{');
+        val *order = tmpl_arena_alloc(&r->a, n * sizeof *order);
+        for (size_t i = 0; i < n; i++) order[i] = tmpl_v_int((int64_t)i);
+        if (o->sort_keys) tmpl_v_sort(r, order, n, key_cmp, v.d);
+        tmpl_sb_putc(b, '{');
         for (size_t i = 0; i < n; i++) {
             size_t idx = (size_t)order[i].i;
             val k = v.d->k[idx];
-            if (i) sb_puts(b, o->item_sep);
+            if (i) tmpl_sb_puts(b, o->item_sep);
             if (o->indent) json_nl(b, o, level + 1);
             if (k.t == V_STR) json_str(b, k.s.p, k.s.n, o->ensure_ascii);
-            else if (k.t == V_NONE) sb_puts(b, "\"null\"");
-            else if (k.t == V_BOOL) sb_puts(b, k.i ? "\"true\"" : "\"false\"");
+            else if (k.t == V_NONE) tmpl_sb_puts(b, "\"null\"");
+            else if (k.t == V_BOOL) tmpl_sb_puts(b, k.i ? "\"true\"" : "\"false\"");
             else if (k.t == V_INT || k.t == V_FLOAT) {
-                sb_putc(b, '"');
+                tmpl_sb_putc(b, '"');
                 json_val(r, b, k, o, level + 1);
-                sb_putc(b, '"');
-            } else rt_fail(r, "keys must be str, int, float, bool or None, not %s", v_typename(k));
-            sb_puts(b, o->key_sep);
+                tmpl_sb_putc(b, '"');
+            } else tmpl_rt_fail(r, "keys must be str, int, float, bool or None, not %s", tmpl_v_typename(k));
+            tmpl_sb_puts(b, o->key_sep);
             json_val(r, b, v.d->v[idx], o, level + 1);
         }
         if (o->indent) json_nl(b, o, level);
-        sb_putc(b, '}');
+        tmpl_sb_putc(b, '}');
         return;
     }
-    default: rt_fail(r, "Object of type %s is not JSON serializable", v_typename(v));
+    default: tmpl_rt_fail(r, "Object of type %s is not JSON serializable", tmpl_v_typename(v));
     }
 }
 
-void v_tojson(R *r, sbuf *b, val v, const char *indent, const char *item_sep, const char *key_sep,
+void tmpl_v_tojson(R *r, sbuf *b, val v, const char *indent, const char *item_sep, const char *key_sep,
               int sort_keys, int ensure_ascii) {
     jopt o = {indent, item_sep, key_sep, sort_keys, ensure_ascii};
     if (!o.item_sep) o.item_sep = indent ? "," : ", ";
