@@ -67,6 +67,36 @@ __device__ __forceinline__ void pv_accumulate(float (*o)[4], const float (*s)[4]
     }
 }
 
+/* One KV tile of the online softmax for the warp's two row halves: the
+ * tile maxima mxA / mxB (this lane's) reduced over the quad, the running
+ * maxima mA / mB, sums lA / lB and outputs o rescaled, then P x V added. */
+template <int HD>
+__device__ __forceinline__ void online_update(float (*o)[4], const float (*s)[4], float mxA, float mxB, float &mA,
+                                              float &mB, float &lA, float &lB, const __half *Vs, int lane) {
+    constexpr int NDT = HD / 8;
+#pragma unroll
+    for (int o2 = 1; o2 <= 2; o2 <<= 1) {
+        mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, o2));
+        mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, o2));
+    }
+    const float mnA = fmaxf(mA, mxA), mnB = fmaxf(mB, mxB);
+    const float uA = mnA == -INFINITY ? 0.0f : mnA, uB = mnB == -INFINITY ? 0.0f : mnB;
+    const float cA = exp2f(mA - uA), cB = exp2f(mB - uB);
+    mA = mnA;
+    mB = mnB;
+    lA *= cA;
+    lB *= cB;
+#pragma unroll
+    for (int j = 0; j < NDT; j++) {
+        o[j][0] *= cA;
+        o[j][1] *= cA;
+        o[j][2] *= cB;
+        o[j][3] *= cB;
+    }
+    pv_accumulate<HD>(o, s, uA, uB, lA, lB, Vs, lane);
+}
+
+
 
 template <int HD, typename E>
 __global__ void __launch_bounds__(128)
@@ -206,26 +236,7 @@ __global__ void __launch_bounds__(128)
                 mxB = fmaxf(mxB, s[j][2 + e]);
             }
         }
-#pragma unroll
-        for (int o2 = 1; o2 <= 2; o2 <<= 1) {
-            mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, o2));
-            mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, o2));
-        }
-        const float mnA = fmaxf(mA, mxA), mnB = fmaxf(mB, mxB);
-        const float uA = mnA == -INFINITY ? 0.0f : mnA, uB = mnB == -INFINITY ? 0.0f : mnB;
-        const float cA = exp2f(mA - uA), cB = exp2f(mB - uB);
-        mA = mnA;
-        mB = mnB;
-        lA *= cA;
-        lB *= cB;
-#pragma unroll
-        for (int j = 0; j < NDT; j++) {
-            o[j][0] *= cA;
-            o[j][1] *= cA;
-            o[j][2] *= cB;
-            o[j][3] *= cB;
-        }
-        pv_accumulate<HD>(o, s, uA, uB, lA, lB, Vs, lane);
+        online_update<HD>(o, s, mxA, mxB, mA, mB, lA, lB, Vs, lane);
     }
     pdl_launch();
 #pragma unroll
@@ -444,26 +455,7 @@ __global__ void __launch_bounds__(128 * HP)
             mxA = fmaxf(mxA, fmaxf(s[j][0], s[j][1]));
             mxB = fmaxf(mxB, fmaxf(s[j][2], s[j][3]));
         }
-#pragma unroll
-        for (int o2 = 1; o2 <= 2; o2 <<= 1) {
-            mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, o2));
-            mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, o2));
-        }
-        const float mnA = fmaxf(mA, mxA), mnB = fmaxf(mB, mxB);
-        const float uA = mnA == -INFINITY ? 0.0f : mnA, uB = mnB == -INFINITY ? 0.0f : mnB;
-        const float cA = exp2f(mA - uA), cB = exp2f(mB - uB);
-        mA = mnA;
-        mB = mnB;
-        lA *= cA;
-        lB *= cB;
-#pragma unroll
-        for (int j = 0; j < NDT; j++) {
-            o[j][0] *= cA;
-            o[j][1] *= cA;
-            o[j][2] *= cB;
-            o[j][3] *= cB;
-        }
-        pv_accumulate<HD>(o, s, uA, uB, lA, lB, Vs, lane);
+        online_update<HD>(o, s, mxA, mxB, mA, mB, lA, lB, Vs, lane);
     }
     pdl_launch();
 #pragma unroll
