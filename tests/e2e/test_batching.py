@@ -92,3 +92,31 @@ def test_multi_turn_reuses_the_cached_prefix(server):
         assert cold.stop() == 0
     assert r3.usage.prompt_tokens_details.cached_tokens == 0
     assert r3.choices[0].message.content == r2.choices[0].message.content
+
+
+def test_kv_flags_size_the_pool_and_f16_cache_serves():
+    """--kv-type f16 / --kv-budget / --max-batch: the pool holds what the budget
+    pays for at 2 bytes an element, greedy answers and sampled answers with
+    logprobs come back, and the pool is idle afterwards."""
+    # SmolLM2-135M: 30 layers x 3 kv heads x 64 dims; a 16-position block of f16 K and V
+    per_block = 2 * 2 * 30 * 3 * 64 * BLOCK
+    s = Server("--kv-type", "f16", "--kv-budget", 64, "--max-batch", 3, "--ctx", 1024)
+    try:
+        st = s.stats()
+        assert find(st, "kv_blocks_total") == 64 * 1048576 // per_block
+        c = s.client()
+        msgs = [{"role": "user", "content": "Name a fruit."}]
+        with cf.ThreadPoolExecutor(6) as ex:
+            greedy = list(ex.map(lambda _: c.chat.completions.create(
+                model="default", messages=msgs, max_tokens=12, temperature=0).choices[0].message.content, range(6)))
+        assert len(set(greedy)) == 1 and greedy[0]
+        r = c.chat.completions.create(model="default", messages=msgs, max_tokens=8, temperature=0.8, seed=7,
+                                      logprobs=True, top_logprobs=3)
+        lp = r.choices[0].logprobs.content
+        assert len(lp) == r.usage.completion_tokens and all(len(t.top_logprobs) == 3 for t in lp)
+        assert all(t.logprob <= 0 and t.top_logprobs[0].logprob >= t.top_logprobs[2].logprob for t in lp)
+        again = c.chat.completions.create(model="default", messages=msgs, max_tokens=8, temperature=0.8, seed=7)
+        assert again.choices[0].message.content == r.choices[0].message.content  # same seed, same draws
+        assert kv_idle(s.stats())
+    finally:
+        assert s.stop() == 0, s.output()
