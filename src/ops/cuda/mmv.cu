@@ -246,6 +246,19 @@ __device__ __forceinline__ void x_group(const xq8 &x, int t, int g, int *v, floa
  * K-quant blocks are cut in 4 units of 64 elements, each scaled on its own. */
 template <int QT, int NT, int R> struct qdot;
 
+/* The integer dot product of 32 4-bit codes (16 bytes: low nibbles are
+ * elements 0..15, high nibbles 16..31, as Q4_0/Q4_1 store them) with 32
+ * int8 values of x. */
+__device__ __forceinline__ int dot_nibbles(const uint32_t *q, const int *v) {
+    int s = 0;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        s = __dp4a((int)(q[i] & 0x0F0F0F0Fu), v[i], s);
+        s = __dp4a((int)((q[i] >> 4) & 0x0F0F0F0Fu), v[4 + i], s);
+    }
+    return s;
+}
+
 template <int NT, int R> struct qdot<HEARTH_DT_Q4_0, NT, R> {
     static __device__ __forceinline__ void run(const uint8_t *const *b, int sub, int gb, const xq8 &x,
                                                float (*acc)[NT]) {
@@ -264,12 +277,7 @@ template <int NT, int R> struct qdot<HEARTH_DT_Q4_0, NT, R> {
             x_group(x, t, gb, v, &ds);
 #pragma unroll
             for (int r = 0; r < R; r++) {
-                int s = 0;
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    s = __dp4a((int)(q[r][i] & 0x0F0F0F0Fu), v[i], s);
-                    s = __dp4a((int)((q[r][i] >> 4) & 0x0F0F0F0Fu), v[4 + i], s);
-                }
+                int s = dot_nibbles(q[r], v);
                 s -= 8 * (int)ds.y;
                 acc[r][t] = fmaf(d[r] * ds.x, (float)s, acc[r][t]);
             }
@@ -296,12 +304,7 @@ template <int NT, int R> struct qdot<HEARTH_DT_Q4_1, NT, R> {
             x_group(x, t, gb, v, &ds);
 #pragma unroll
             for (int r = 0; r < R; r++) {
-                int s = 0;
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    s = __dp4a((int)(q[r][i] & 0x0F0F0F0Fu), v[i], s);
-                    s = __dp4a((int)((q[r][i] >> 4) & 0x0F0F0F0Fu), v[4 + i], s);
-                }
+                int s = dot_nibbles(q[r], v);
                 acc[r][t] = fmaf(d[r] * ds.x, (float)s, acc[r][t]);
                 acc[r][t] = fmaf(m[r], ds.z, acc[r][t]);
             }

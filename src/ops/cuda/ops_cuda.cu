@@ -50,6 +50,22 @@ struct rec {
     size_t z[2];
 };
 
+/* A KV view in a record: p[0..2] = k, v, block table; i[0..2] = block size,
+ * blocks per sequence, kv_dim; i[10] = f16 (R_KV_WRITE and R_ATTN). */
+static void put_kv(rec *r, const hearth_kv_view *kv, int layer) {
+    r->p[0] = kv->k[layer];
+    r->p[1] = kv->v[layer];
+    r->p[2] = kv->block_table;
+    r->i[0] = kv->block_size;
+    r->i[1] = kv->max_blocks_per_seq;
+    r->i[2] = kv->kv_dim;
+    r->i[10] = kv->type == HEARTH_DT_F16;
+}
+
+static cu_kv get_kv(const rec *r) {
+    return cu_kv{(void *)r->p[0], (void *)r->p[1], (const int32_t *)r->p[2], r->i[0], r->i[1], r->i[2], r->i[10]};
+}
+
 #define MAX_RECS 16384
 #define N_GRAPHS 8
 #define N_SEEN 16
@@ -165,13 +181,13 @@ static void run_one(hearth_cuda_ctx *c, const rec *r) {
         cu_swiglu(L, (float *)r->p[0], (const float *)r->p[1], (const float *)r->p[2], r->i[0], r->i[1]);
         break;
     case R_KV_WRITE: {
-        cu_kv kv = {(void *)r->p[0], (void *)r->p[1], (const int32_t *)r->p[2], r->i[0], r->i[1], r->i[2], r->i[4]};
+        cu_kv kv = get_kv(r);
         cu_kv_write(L, &kv, (const float *)r->p[3], (const float *)r->p[4], r->i[3], (const int32_t *)r->p[5],
                     (const int32_t *)r->p[6]);
         break;
     }
     case R_ATTN: {
-        cu_kv kv = {(void *)r->p[0], (void *)r->p[1], (const int32_t *)r->p[2], r->i[0], r->i[1], r->i[2], r->i[8]};
+        cu_kv kv = get_kv(r);
         cu_attention(L, (float *)r->p[3], (const float *)r->p[4], r->i[3], &kv, (const int32_t *)r->p[5],
                      (const int32_t *)r->p[6], r->i[4], r->i[5], r->i[6], r->f[0], r->i[7], c->part, c->part_floats);
         break;
@@ -295,8 +311,7 @@ static int run_unit(hearth_cuda_ctx *c, const rec *recs, int i, int n, char *lab
             if (!overlap(r->p[0], qb, r[1].p[0], kb) && !overlap(r->p[0], qb, r[2].p[4], kb) &&
                 !overlap(r[1].p[0], kb, r[2].p[4], kb)) {
                 cu_mm_invalidate(&c->mm);
-                cu_kv kv = {(void *)r[2].p[0], (void *)r[2].p[1], (const int32_t *)r[2].p[2], r[2].i[0], r[2].i[1],
-                            r[2].i[2], r[2].i[4]};
+                cu_kv kv = get_kv(&r[2]);
                 cu_rope_kv(L, (float *)r->p[0], (float *)r[1].p[0], (const float *)r[2].p[4], T, r->i[1], r[1].i[1],
                            hd, (const int32_t *)r->p[1], (const float *)r->p[2], r->i[3], r->i[4], &kv,
                            (const int32_t *)r[2].p[5]);
@@ -311,7 +326,7 @@ static int run_unit(hearth_cuda_ctx *c, const rec *recs, int i, int n, char *lab
         snprintf(label, lsz, "matmul %s %dx%d T=%d%s", type_name(r->i[1]), r->i[2], r->i[3], r->i[0],
                  mm_gemv(c, r) ? "" : " (cublas)");
         break;
-    case R_ATTN: snprintf(label, lsz, "attention T=%d%s", r->i[3], r->i[3] > 32 ? " (tensor cores)" : ""); break;
+    case R_ATTN: snprintf(label, lsz, "attention T=%d%s", r->i[3], r->i[3] > 8 ? " (tensor cores)" : ""); break;
     default: {
         static const char *names[] = {"?", "upload", "copy", "matmul", "embed", "rmsnorm", "rope", "add_bias",
                                       "add", "swiglu", "kv_write", "attention", "pick"};
@@ -884,18 +899,12 @@ static void op_kv_write(void *ctx, const hearth_kv_view *kv, int layer, const fl
                         const int32_t *seq, const int32_t *pos) {
     HEARTH_ASSERT(kv->type == HEARTH_DT_F32 || kv->type == HEARTH_DT_F16);
     rec *r = push((hearth_cuda_ctx *)ctx, R_KV_WRITE);
-    r->p[0] = kv->k[layer];
-    r->p[1] = kv->v[layer];
-    r->p[2] = kv->block_table;
+    put_kv(r, kv, layer);
     r->p[3] = k;
     r->p[4] = v;
     r->p[5] = seq;
     r->p[6] = pos;
-    r->i[0] = kv->block_size;
-    r->i[1] = kv->max_blocks_per_seq;
-    r->i[2] = kv->kv_dim;
     r->i[3] = T;
-    r->i[4] = kv->type == HEARTH_DT_F16;
 }
 
 static void op_attention(void *ctx, float *out, const float *q, int T, const hearth_kv_view *kv, int layer,
@@ -905,22 +914,16 @@ static void op_attention(void *ctx, float *out, const float *q, int T, const hea
     HEARTH_ASSERT(head_dim <= 256 && n_kv_heads > 0 && n_heads % n_kv_heads == 0 && T <= c->max_tokens);
     HEARTH_ASSERT(kv->type == HEARTH_DT_F32 || kv->type == HEARTH_DT_F16);
     rec *r = push(c, R_ATTN);
-    r->p[0] = kv->k[layer];
-    r->p[1] = kv->v[layer];
-    r->p[2] = kv->block_table;
+    put_kv(r, kv, layer);
     r->p[3] = out;
     r->p[4] = q;
     r->p[5] = seq;
     r->p[6] = pos;
-    r->i[0] = kv->block_size;
-    r->i[1] = kv->max_blocks_per_seq;
-    r->i[2] = kv->kv_dim;
     r->i[3] = T;
     r->i[4] = n_heads;
     r->i[5] = n_kv_heads;
     r->i[6] = head_dim;
     r->i[7] = window;
-    r->i[8] = kv->type == HEARTH_DT_F16;
     r->f[0] = scale;
 }
 
