@@ -70,6 +70,27 @@ __device__ __forceinline__ void pv_accumulate(float (*o)[4], const float (*s)[4]
 /* One KV tile of the online softmax for the warp's two row halves: the
  * tile maxima mxA / mxB (this lane's) reduced over the quad, the running
  * maxima mA / mB, sums lA / lB and outputs o rescaled, then P x V added. */
+/* The warp's finished rows: sums reduced over the quad, o normalised and
+ * stored for output rows rowA / rowB of head h (-1: not a row of this tile). */
+template <int HD>
+__device__ __forceinline__ void store_rows(float *out, const float (*o)[4], float lA, float lB, int rowA, int rowB,
+                                           int n_heads, int h, int cq) {
+    constexpr int NDT = HD / 8;
+#pragma unroll
+    for (int o2 = 1; o2 <= 2; o2 <<= 1) {
+        lA += __shfl_xor_sync(0xffffffffu, lA, o2);
+        lB += __shfl_xor_sync(0xffffffffu, lB, o2);
+    }
+    const float iA = lA > 0.0f ? 1.0f / lA : 0.0f, iB = lB > 0.0f ? 1.0f / lB : 0.0f;
+#pragma unroll
+    for (int jd = 0; jd < NDT; jd++) {
+        if (rowA >= 0)
+            *(float2 *)(out + ((size_t)rowA * n_heads + h) * HD + 8 * jd + cq) = make_float2(o[jd][0] * iA, o[jd][1] * iA);
+        if (rowB >= 0)
+            *(float2 *)(out + ((size_t)rowB * n_heads + h) * HD + 8 * jd + cq) = make_float2(o[jd][2] * iB, o[jd][3] * iB);
+    }
+}
+
 template <int HD>
 __device__ __forceinline__ void online_update(float (*o)[4], const float (*s)[4], float mxA, float mxB, float &mA,
                                               float &mB, float &lA, float &lB, const __half *Vs, int lane) {
@@ -239,21 +260,7 @@ __global__ void __launch_bounds__(128)
         online_update<HD>(o, s, mxA, mxB, mA, mB, lA, lB, Vs, lane);
     }
     pdl_launch();
-#pragma unroll
-    for (int o2 = 1; o2 <= 2; o2 <<= 1) {
-        lA += __shfl_xor_sync(0xffffffffu, lA, o2);
-        lB += __shfl_xor_sync(0xffffffffu, lB, o2);
-    }
-    const float iA = lA > 0.0f ? 1.0f / lA : 0.0f, iB = lB > 0.0f ? 1.0f / lB : 0.0f;
-#pragma unroll
-    for (int jd = 0; jd < NDT; jd++) {
-        if (ra < nrows)
-            *(float2 *)(out + ((size_t)(r0 + ra) * n_heads + h) * HD + 8 * jd + cq) =
-                make_float2(o[jd][0] * iA, o[jd][1] * iA);
-        if (rb < nrows)
-            *(float2 *)(out + ((size_t)(r0 + rb) * n_heads + h) * HD + 8 * jd + cq) =
-                make_float2(o[jd][2] * iB, o[jd][3] * iB);
-    }
+    store_rows<HD>(out, o, lA, lB, ra < nrows ? r0 + ra : -1, rb < nrows ? r0 + rb : -1, n_heads, h, cq);
 }
 
 /* ---- the GQA kernel (f16 caches) ------------------------------------------
@@ -458,21 +465,7 @@ __global__ void __launch_bounds__(128 * HP)
         online_update<HD>(o, s, mxA, mxB, mA, mB, lA, lB, Vs, lane);
     }
     pdl_launch();
-#pragma unroll
-    for (int o2 = 1; o2 <= 2; o2 <<= 1) {
-        lA += __shfl_xor_sync(0xffffffffu, lA, o2);
-        lB += __shfl_xor_sync(0xffffffffu, lB, o2);
-    }
-    const float iA = lA > 0.0f ? 1.0f / lA : 0.0f, iB = lB > 0.0f ? 1.0f / lB : 0.0f;
-#pragma unroll
-    for (int jd = 0; jd < NDT; jd++) {
-        if (vA)
-            *(float2 *)(out + ((size_t)(r0 + ra) * n_heads + h) * HD + 8 * jd + cq) =
-                make_float2(o[jd][0] * iA, o[jd][1] * iA);
-        if (vB)
-            *(float2 *)(out + ((size_t)(r0 + rb) * n_heads + h) * HD + 8 * jd + cq) =
-                make_float2(o[jd][2] * iB, o[jd][3] * iB);
-    }
+    store_rows<HD>(out, o, lA, lB, vA ? r0 + ra : -1, vB ? r0 + rb : -1, n_heads, h, cq);
 }
 
 /* 2 heads a block: 8 warps, 255 registers a thread at hd 128 (ptxas), so one
