@@ -83,10 +83,10 @@ int cli_bench_engine(hearth_session *s, int n_par, int n_prompt, int n_gen, hear
                "wall %.2f s\n",
                n_par, n_prompt, n_gen, total / (t_end - t0), p50, p99, t_end - t0);
         printf("engine | decode after the first token: %.2f tok/s per stream (mean)\n", dec / n_started);
-        printf("engine | %ld steps, %.1f rows a step, %.2f ms a step in forward + choice | tokens picked on the "
-               "device %ld, sampled on the host %ld\n",
+        printf("engine | %ld steps, %.1f rows a step, %.2f ms a step in forward + choice | tokens chosen by the "
+               "pick op %ld, by the host sampler %ld\n",
                es.steps, es.steps ? (double)es.step_rows / es.steps : 0.0, es.steps ? 1e3 * es.step_s / es.steps : 0.0,
-               es.rows_picked_on_device, es.rows_sampled_on_host);
+               es.rows_by_pick_op, es.rows_by_host_sampler);
     }
     free(st);
     free(th);

@@ -10,9 +10,9 @@ hearth_status hearth_chooser_init(hearth_chooser *c, int max_rows, int vocab, he
     c->vocab = vocab;
     c->params = calloc((size_t)max_rows, sizeof *c->params);
     c->picks = calloc((size_t)max_rows, sizeof *c->picks);
-    c->on_device = calloc((size_t)max_rows, 1);
+    c->by_pick = calloc((size_t)max_rows, 1);
     c->logits = malloc(sizeof(float) * (size_t)vocab);
-    if (!c->params || !c->picks || !c->on_device || !c->logits) {
+    if (!c->params || !c->picks || !c->by_pick || !c->logits) {
         hearth_chooser_deinit(c);
         return hearth_err_set(err, HEARTH_ENOMEM, "sampling buffers: out of memory");
     }
@@ -22,7 +22,7 @@ hearth_status hearth_chooser_init(hearth_chooser *c, int max_rows, int vocab, he
 void hearth_chooser_deinit(hearth_chooser *c) {
     free(c->params);
     free(c->picks);
-    free(c->on_device);
+    free(c->by_pick);
     free(c->logits);
     memset(c, 0, sizeof *c);
 }
@@ -30,24 +30,24 @@ void hearth_chooser_deinit(hearth_chooser *c) {
 hearth_status hearth_choose(hearth_chooser *c, hearth_model *m, hearth_sampler *const *smp, const uint8_t *want_lp,
                             int n_rows, int32_t *ids, hearth_logprobs *lps, hearth_err *err) {
     if (n_rows > c->cap) return hearth_err_set(err, HEARTH_EINVAL, "choose: %d rows (max %d)", n_rows, c->cap);
-    int n_device = 0;
+    int n_pick = 0;
     for (int r = 0; r < n_rows; r++) {
-        c->on_device[r] = (uint8_t)hearth_sampler_pick_params(smp[r], want_lp[r], &c->params[r]);
-        if (c->on_device[r]) n_device++;
+        c->by_pick[r] = (uint8_t)hearth_sampler_pick_params(smp[r], want_lp[r], &c->params[r]);
+        if (c->by_pick[r]) n_pick++;
         else c->params[r] = (hearth_pick_params){0}; /* an argmax nobody reads */
     }
     hearth_status st;
-    if (n_device > 0 && (st = hearth_model_pick(m, n_rows, c->params, c->picks, err)) != HEARTH_OK) return st;
+    if (n_pick > 0 && (st = hearth_model_pick(m, n_rows, c->params, c->picks, err)) != HEARTH_OK) return st;
     for (int r = 0; r < n_rows; r++) {
         hearth_logprobs *lp = want_lp[r] ? &lps[r] : NULL;
-        if (c->on_device[r]) {
+        if (c->by_pick[r]) {
             ids[r] = hearth_sampler_from_pick(smp[r], &c->picks[r], lp);
             continue;
         }
         if ((st = hearth_model_logits_row(m, r, c->logits, err)) != HEARTH_OK) return st;
         ids[r] = hearth_sampler_sample(smp[r], c->logits, lp);
     }
-    c->rows_device += n_device;
-    c->rows_host += n_rows - n_device;
+    c->rows_pick += n_pick;
+    c->rows_host += n_rows - n_pick;
     return HEARTH_OK;
 }

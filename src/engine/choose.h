@@ -15,9 +15,9 @@ typedef struct {
     int cap, vocab;
     hearth_pick_params *params; /* [cap] */
     hearth_pick *picks;         /* [cap] */
-    uint8_t *on_device;         /* [cap] */
+    uint8_t *by_pick;            /* [cap] row chosen by the pick op */
     float *logits;              /* [vocab] one host row */
-    long rows_device, rows_host; /* counters */
+    long rows_pick, rows_host; /* counters */
 } hearth_chooser;
 
 hearth_status hearth_chooser_init(hearth_chooser *c, int max_rows, int vocab, hearth_err *err);

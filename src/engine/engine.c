@@ -345,8 +345,8 @@ static int step(hearth_engine *e) {
     e->stats.steps++;
     e->stats.step_rows += n;
     e->stats.step_s += hearth_time_now() - t0;
-    e->stats.rows_picked_on_device = e->chooser.rows_device;
-    e->stats.rows_sampled_on_host = e->chooser.rows_host;
+    e->stats.rows_by_pick_op = e->chooser.rows_pick;
+    e->stats.rows_by_host_sampler = e->chooser.rows_host;
     pthread_mutex_unlock(&e->mu);
     if (st == HEARTH_OK) /* full blocks computed this step join the prefix cache */
         for (int i = 0; i < e->o.n_slots; i++) {

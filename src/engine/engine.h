@@ -64,7 +64,7 @@ typedef struct {
     long steps, preemptions;
     long step_rows;       /* token rows run, over all steps */
     double step_s;        /* wall time in forward + token choice */
-    long rows_picked_on_device, rows_sampled_on_host;
+    long rows_by_pick_op, rows_by_host_sampler;
 } hearth_engine_stats;
 
 typedef struct hearth_engine hearth_engine;
