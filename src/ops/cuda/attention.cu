@@ -24,12 +24,12 @@
 #define AD_WARPS 4
 #define AD_MAXG 8    /* query heads per block */
 #define AD_MAXHD 256
-#define AD_MINPOS 16 /* positions per split, at least */
+#define AD_MINPOS 16 /* positions per split, at least (HEARTH_ATTN_MINPOS moves it, for benchmarks) */
 #define AD_PB 4      /* positions a warp loads before it computes */
 
 /* Splits a row of len positions really uses (S at most): each at least
  * AD_MINPOS positions. The combine kernel recomputes it the same way. */
-__device__ __forceinline__ int eff_splits(int S, int len) { return max(1, min(S, (len + AD_MINPOS - 1) / AD_MINPOS)); }
+__device__ __forceinline__ int eff_splits(int S, int len, int minpos) { return max(1, min(S, (len + minpos - 1) / minpos)); }
 
 /* One block per (split, kv head x query-head group, row). Each warp runs its
  * own online softmax over every AD_WARPS-th position of the split (K and V
@@ -41,7 +41,7 @@ template <int HDL, typename E>
 __global__ void __launch_bounds__(AD_THREADS)
     attn_decode_kernel(float *__restrict__ out, const float *__restrict__ q, cu_kv kv, const int32_t *__restrict__ seq,
                        const int32_t *__restrict__ pos, int T, int n_heads, int n_kv, int hd, float scale, int window,
-                       int S, float *__restrict__ part, int skip_bm) {
+                       int S, int minpos, float *__restrict__ part, int skip_bm) {
     pdl_wait();
     const int split = blockIdx.x, t = blockIdx.z;
     const int G = n_heads / n_kv, ngrp = (G + AD_MAXG - 1) / AD_MAXG;
@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(AD_THREADS)
     const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
     if (skip_bm > 0 && tile_uniform(seq, T, t / skip_bm, skip_bm)) return;
     const int p_hi = pos[t], p_lo = window > 0 ? max(0, p_hi - window + 1) : 0;
-    const int len = p_hi - p_lo + 1, Se = eff_splits(S, len);
+    const int len = p_hi - p_lo + 1, Se = eff_splits(S, len, minpos);
     if (split >= Se) return;
     const int chunk = (len + Se - 1) / Se;
     const int a = p_lo + split * chunk, e = min(p_hi + 1, a + chunk);
@@ -156,14 +156,15 @@ __global__ void __launch_bounds__(AD_THREADS)
  * splits collapsed to one were finished by the decode kernel. */
 __global__ void __launch_bounds__(AD_THREADS)
     attn_combine_kernel(float *__restrict__ out, const float *__restrict__ part, const int32_t *__restrict__ seq,
-                        const int32_t *__restrict__ pos, int T, int n_heads, int hd, int S, int window, int skip_bm) {
+                        const int32_t *__restrict__ pos, int T, int n_heads, int hd, int S, int minpos, int window,
+                        int skip_bm) {
     pdl_wait();
     __shared__ float wgt[64];
     __shared__ float s_L;
     const int h = blockIdx.x, t = blockIdx.y;
     if (skip_bm > 0 && tile_uniform(seq, T, t / skip_bm, skip_bm)) return; /* the prefill kernel's row */
     const int p_hi = pos[t], p_lo = window > 0 ? max(0, p_hi - window + 1) : 0;
-    const int Se = eff_splits(S, p_hi - p_lo + 1);
+    const int Se = eff_splits(S, p_hi - p_lo + 1, minpos);
     if (Se == 1) return;
     const size_t th = (size_t)t * n_heads + h;
     const float *pp = part + th * S * (size_t)(hd + 2);
@@ -197,18 +198,18 @@ __global__ void __launch_bounds__(AD_THREADS)
 template <int HDL>
 static void launch_decode(const cu_launch *L, dim3 grid, float *out, const float *q, const cu_kv *kv,
                           const int32_t *seq, const int32_t *pos, int T, int n_heads, int n_kv, int hd, float scale,
-                          int window, int S, float *part, int skip_bm) {
+                          int window, int S, int minpos, float *part, int skip_bm) {
     if (kv->f16)
         cu_launch_k(L, attn_decode_kernel<HDL, __half>, grid, dim3(AD_THREADS), 0, out, q, *kv, seq, pos, T, n_heads,
-                    n_kv, hd, scale, window, S, part, skip_bm);
+                    n_kv, hd, scale, window, S, minpos, part, skip_bm);
     else
         cu_launch_k(L, attn_decode_kernel<HDL, float>, grid, dim3(AD_THREADS), 0, out, q, *kv, seq, pos, T, n_heads,
-                    n_kv, hd, scale, window, S, part, skip_bm);
+                    n_kv, hd, scale, window, S, minpos, part, skip_bm);
 }
 
 static void decode(const cu_launch *L, dim3 grid, float *out, const float *q, const cu_kv *kv, const int32_t *seq,
                    const int32_t *pos, int T, int n_heads, int n_kv, int hd, float scale, int window, int S,
-                   float *part, int skip_bm) {
+                   int minpos, float *part, int skip_bm) {
     /* batches of rows: the tiled kernel (one softmax update per 64 positions);
      * HEARTH_ATTN_ROWS_MIN (benchmarks) moves the threshold from 9 rows */
     static int rows_min = -1;
@@ -217,17 +218,17 @@ static void decode(const cu_launch *L, dim3 grid, float *out, const float *q, co
         rows_min = s && atoi(s) > 0 ? atoi(s) : 9;
     }
     if (T >= rows_min && cu_attention_rows_fits(hd, kv)) {
-        cu_attention_rows(L, grid, out, q, kv, seq, pos, T, n_heads, n_kv, hd, scale, window, S, AD_MINPOS, part,
+        cu_attention_rows(L, grid, out, q, kv, seq, pos, T, n_heads, n_kv, hd, scale, window, S, minpos, part,
                           skip_bm);
         return;
     }
     int hdl = (hd + 31) / 32;
     switch (hdl) {
-    case 1: launch_decode<1>(L, grid, out, q, kv, seq, pos, T, n_heads, n_kv, hd, scale, window, S, part, skip_bm); break;
-    case 2: launch_decode<2>(L, grid, out, q, kv, seq, pos, T, n_heads, n_kv, hd, scale, window, S, part, skip_bm); break;
-    case 3: launch_decode<3>(L, grid, out, q, kv, seq, pos, T, n_heads, n_kv, hd, scale, window, S, part, skip_bm); break;
-    case 4: launch_decode<4>(L, grid, out, q, kv, seq, pos, T, n_heads, n_kv, hd, scale, window, S, part, skip_bm); break;
-    default: launch_decode<8>(L, grid, out, q, kv, seq, pos, T, n_heads, n_kv, hd, scale, window, S, part, skip_bm); break;
+    case 1: launch_decode<1>(L, grid, out, q, kv, seq, pos, T, n_heads, n_kv, hd, scale, window, S, minpos, part, skip_bm); break;
+    case 2: launch_decode<2>(L, grid, out, q, kv, seq, pos, T, n_heads, n_kv, hd, scale, window, S, minpos, part, skip_bm); break;
+    case 3: launch_decode<3>(L, grid, out, q, kv, seq, pos, T, n_heads, n_kv, hd, scale, window, S, minpos, part, skip_bm); break;
+    case 4: launch_decode<4>(L, grid, out, q, kv, seq, pos, T, n_heads, n_kv, hd, scale, window, S, minpos, part, skip_bm); break;
+    default: launch_decode<8>(L, grid, out, q, kv, seq, pos, T, n_heads, n_kv, hd, scale, window, S, minpos, part, skip_bm); break;
     }
 }
 
@@ -249,9 +250,14 @@ void cu_attention(const cu_launch *L, float *out, const float *q, int T, const c
     long want = (16L * L->n_sm + per_split - 1) / per_split;
     int S = (int)(want < 1 ? 1 : want > 64 ? 64 : want);
     while (S > 1 && (size_t)T * n_heads * S * (size_t)(head_dim + 2) > part_floats) S--;
+    static int minpos = -1;
+    if (minpos < 0) {
+        const char *s = getenv("HEARTH_ATTN_MINPOS");
+        minpos = s && atoi(s) > 0 ? atoi(s) : AD_MINPOS;
+    }
     decode(L, dim3(S, n_kv_heads * ngrp, T), out, q, kv, seq, pos, T, n_heads, n_kv_heads, head_dim, scale, window, S,
-           part, skip_bm);
+           minpos, part, skip_bm);
     if (S > 1)
         cu_launch_k(L, attn_combine_kernel, dim3(n_heads, T), dim3(AD_THREADS), 0, out, (const float *)part, seq, pos,
-                    T, n_heads, head_dim, S, window, skip_bm);
+                    T, n_heads, head_dim, S, minpos, window, skip_bm);
 }

@@ -6,13 +6,18 @@
 
 #include "ops/cuda/cuda_internal.cuh"
 
-/* Rows [tile*bm, min(T, tile*bm + bm)) all belong to one sequence. */
+/* Rows [tile*bm, min(T, tile*bm + bm)) all belong to one sequence. Every
+ * thread of the block must call it (it ends in a barrier): each thread loads
+ * a few seq entries at once, so a block that only decides to skip costs one
+ * load latency, not bm dependent loads. */
 __device__ __forceinline__ bool tile_uniform(const int32_t *seq, int T, int tile, int bm) {
-    int r0 = tile * bm, r1 = min(T, r0 + bm);
-    int s0 = seq[r0];
-    for (int r = r0 + 1; r < r1; r++)
-        if (seq[r] != s0) return false;
-    return true;
+    const int r0 = tile * bm, r1 = min(T, r0 + bm);
+    const int tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    const int nt = blockDim.x * blockDim.y * blockDim.z;
+    const int s0 = seq[r0];
+    int same = 1;
+    for (int r = r0 + 1 + tid; r < r1; r += nt) same &= seq[r] == s0;
+    return __syncthreads_and(same) != 0;
 }
 
 /* The tensor-core kernel for head_dim 64 or 128: one block per (64-row tile,

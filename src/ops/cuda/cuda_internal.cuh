@@ -155,6 +155,8 @@ struct mmv_set {
     int count;
     int swiglu;
     float *out;
+    int prep_kind; /* swiglu only: XPREP_BF16 / XPREP_F16 copy of out into prep, or XPREP_NONE */
+    void *prep;
 };
 
 /* y = x @ W^T for T <= 8 from prepared x (xp; or x itself for f32). */
@@ -173,6 +175,11 @@ void cu_rope(const cu_launch *L, float *x, int T, int n_heads, int head_dim, con
 void cu_add_bias(const cu_launch *L, float *y, const float *b, int T, int n);
 void cu_add(const cu_launch *L, float *y, const float *x, size_t n);
 void cu_swiglu(const cu_launch *L, float *out, const float *gate, const float *up, int T, int n);
+/* The recorder's fusion of swiglu with the preparation (bf16 / f16 copy of
+ * out, into prep) that the next matmul needs; cu_swiglu_prep_fits says which kinds. */
+int cu_swiglu_prep_fits(int kind);
+void cu_swiglu_prep(const cu_launch *L, float *out, const float *gate, const float *up, int T, int n, int kind,
+                    void *prep);
 
 /* Paged KV as the kernels see one layer of it: k and v hold f16 elements
  * (__half) when f16 is set, else f32. */

@@ -17,10 +17,7 @@ void cu_mm_invalidate(cu_mm_state *s) { s->c_x = NULL; }
 static void prep(const cu_launch *L, cu_mm_state *s, int kind, const float *x, int T, int K) {
     if (s->c_x == x && s->c_T == T && s->c_K == K && s->c_kind == kind) return;
     cu_xprep(L, kind, s->xprep, x, T, K);
-    s->c_x = x;
-    s->c_T = T;
-    s->c_K = K;
-    s->c_kind = kind;
+    cu_mm_set_cache(s, x, T, K, kind, s->xprep);
 }
 
 static void gemm(const cu_launch *L, cu_mm_state *s, cudaDataType_t ab, const void *A, int lda, const void *B,
@@ -31,15 +28,22 @@ static void gemm(const cu_launch *L, cu_mm_state *s, cudaDataType_t ab, const vo
     if (st != CUBLAS_STATUS_SUCCESS) cu_note(L, cudaErrorUnknown);
 }
 
-void cu_mm_set_cache(cu_mm_state *s, const float *x, int T, int K, int kind) {
+void cu_mm_set_cache(cu_mm_state *s, const float *x, int T, int K, int kind, void *buf) {
     s->c_x = x;
     s->c_T = T;
     s->c_K = K;
     s->c_kind = kind;
+    s->c_buf = buf;
 }
 
 int cu_mm_gemv(const cu_mm_state *s, int T, hearth_dtype t) {
     return T <= s->mmv_max_t && T <= 8 && cu_mmv_supported(t);
+}
+
+int cu_mm_prep_kind(const cu_mm_state *s, int T, hearth_dtype t) {
+    if (cu_mm_gemv(s, T, t)) return cu_mmv_xprep_kind(t);
+    if (t == HEARTH_DT_F32) return XPREP_NONE;
+    return t == HEARTH_DT_F16 ? XPREP_F16 : XPREP_BF16; /* quantized: dequantized to bf16 for cuBLAS */
 }
 
 /* Drop the cache if [y, y + bytes) overlaps the cached input. */
@@ -54,15 +58,19 @@ static const void *gemv_input(const cu_launch *L, cu_mm_state *s, const float *x
     int kind = cu_mmv_xprep_kind(t);
     if (kind == XPREP_NONE) return x;
     prep(L, s, kind, x, T, K);
-    return s->xprep;
+    return s->c_buf;
 }
 
-void cu_matmul_set(const cu_launch *L, cu_mm_state *s, const mmv_set *set, const float *x, int T, hearth_dtype t,
+void cu_matmul_set(const cu_launch *L, cu_mm_state *s, const mmv_set *set_in, const float *x, int T, hearth_dtype t,
                    int K, size_t row_bytes) {
-    cu_mmv(L, set, gemv_input(L, s, x, T, t, K), T, t, K, row_bytes);
-    int n = set->swiglu ? 2 : set->count;
-    for (int m = 0; m < n; m++) out_written(s, set->y[m], sizeof(float) * (size_t)T * set->n[m]);
-    if (set->swiglu) out_written(s, set->out, sizeof(float) * (size_t)T * set->n[0]);
+    mmv_set set = *set_in;
+    const void *xp = gemv_input(L, s, x, T, t, K);
+    if (set.prep_kind != XPREP_NONE) set.prep = xp == s->xprep ? s->xprep2 : s->xprep;
+    cu_mmv(L, &set, xp, T, t, K, row_bytes);
+    int n = set.swiglu ? 2 : set.count;
+    for (int m = 0; m < n; m++) out_written(s, set.y[m], sizeof(float) * (size_t)T * set.n[m]);
+    if (set.swiglu) out_written(s, set.out, sizeof(float) * (size_t)T * set.n[0]);
+    if (set.prep_kind != XPREP_NONE) cu_mm_set_cache(s, set.out, T, set.n[0], set.prep_kind, set.prep);
 }
 
 void cu_matmul(const cu_launch *L, cu_mm_state *s, float *y, const float *x, int T, const void *w, hearth_dtype t,
@@ -79,10 +87,10 @@ void cu_matmul(const cu_launch *L, cu_mm_state *s, float *y, const float *x, int
         gemm(L, s, CUDA_R_32F, w, (int)(row_bytes / 4), x, y, N, T, K, N);
     } else if (t == HEARTH_DT_F16) {
         prep(L, s, XPREP_F16, x, T, K);
-        gemm(L, s, CUDA_R_16F, w, (int)(row_bytes / 2), s->xprep, y, N, T, K, N);
+        gemm(L, s, CUDA_R_16F, w, (int)(row_bytes / 2), s->c_buf, y, N, T, K, N);
     } else if (t == HEARTH_DT_BF16) {
         prep(L, s, XPREP_BF16, x, T, K);
-        gemm(L, s, CUDA_R_16BF, w, (int)(row_bytes / 2), s->xprep, y, N, T, K, N);
+        gemm(L, s, CUDA_R_16BF, w, (int)(row_bytes / 2), s->c_buf, y, N, T, K, N);
     } else {
         prep(L, s, XPREP_BF16, x, T, K);
         int chunk = (int)(s->deq_bytes / ((size_t)K * 2));
@@ -91,7 +99,7 @@ void cu_matmul(const cu_launch *L, cu_mm_state *s, float *y, const float *x, int
         for (int n0 = 0; n0 < N; n0 += chunk) {
             int nr = N - n0 < chunk ? N - n0 : chunk;
             cu_dequant_bf16(L, s->deq, w, t, K, row_bytes, n0, nr);
-            gemm(L, s, CUDA_R_16BF, s->deq, K, s->xprep, y + n0, nr, T, K, N);
+            gemm(L, s, CUDA_R_16BF, s->deq, K, s->c_buf, y + n0, nr, T, K, N);
         }
     }
     /* the output may have overwritten the cached input */

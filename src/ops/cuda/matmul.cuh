@@ -7,19 +7,23 @@
 
 struct cu_mm_state {
     cublasHandle_t blas;
-    void *xprep;          /* prepared x: max_tokens x (max_cols + 256), bf16-sized */
+    void *xprep, *xprep2; /* prepared x: max_tokens x (max_cols + 256), bf16-sized, twice: a GEMV that
+                             reads one may write the next matmul's input into the other */
     __nv_bfloat16 *deq;   /* dequantized weight rows for the cuBLAS path */
     size_t deq_bytes;
     int mmv_max_t;        /* GEMV up to this T (<= 8) */
-    const float *c_x;     /* cache key of xprep: x, T, K, kind; c_x NULL = empty */
+    const float *c_x;     /* cache key: x, T, K, kind; c_x NULL = empty */
     int c_T, c_K, c_kind;
+    void *c_buf;          /* which of xprep / xprep2 holds it */
 };
 
 void cu_mm_invalidate(cu_mm_state *s);
-/* The scratch now holds x prepared as kind (a fused kernel wrote it). */
-void cu_mm_set_cache(cu_mm_state *s, const float *x, int T, int K, int kind);
+/* buf (xprep or xprep2) now holds x prepared as kind (a fused kernel wrote it). */
+void cu_mm_set_cache(cu_mm_state *s, const float *x, int T, int K, int kind, void *buf);
 /* 1 when a matmul of T rows of type t runs on the GEMV kernels. */
 int cu_mm_gemv(const cu_mm_state *s, int T, hearth_dtype t);
+/* The preparation (xprep kind) a matmul of T rows of type t makes of its x. */
+int cu_mm_prep_kind(const cu_mm_state *s, int T, hearth_dtype t);
 /* One GEMV launch over a set of matrices sharing x (cu_mm_gemv must hold). */
 void cu_matmul_set(const cu_launch *L, cu_mm_state *s, const mmv_set *set, const float *x, int T, hearth_dtype t,
                    int K, size_t row_bytes);

@@ -71,7 +71,10 @@ __device__ __forceinline__ void swiglu_store(const mmv_set &s, int r, int t, flo
     size_t i = (size_t)t * s.n[0] + r;
     if (s.out != s.y[0]) s.y[0][i] = g;
     if (s.out != s.y[1]) s.y[1][i] = u;
-    s.out[i] = g / (1.0f + expf(-g)) * u;
+    float o = g / (1.0f + expf(-g)) * u;
+    s.out[i] = o;
+    if (s.prep_kind == XPREP_BF16) ((__nv_bfloat16 *)s.prep)[i] = __float2bfloat16_rn(o);
+    else if (s.prep_kind == XPREP_F16) ((__half *)s.prep)[i] = __float2half_rn(o);
 }
 
 /* ---- float weights -------------------------------------------------------- */

@@ -249,6 +249,12 @@ static int run_unit(hearth_cuda_ctx *c, const rec *recs, int i, int n, char *lab
             set.n[0] = set.n[1] = r->i[2];
             set.swiglu = 1;
             set.out = (float *)r[2].p[0];
+            /* the next matmul reads out: its bf16 / f16 copy comes from the epilogue */
+            if (left >= 4 && r[3].kind == R_MATMUL && r[3].p[1] == r[2].p[0] && r[3].i[0] == r->i[0] &&
+                r[3].i[3] == r->i[2]) {
+                int kind = cu_mm_prep_kind(&c->mm, r->i[0], (hearth_dtype)r[3].i[1]);
+                if (kind == XPREP_BF16 || kind == XPREP_F16) set.prep_kind = kind;
+            }
             cu_matmul_set(L, &c->mm, &set, (const float *)r->p[1], r->i[0], (hearth_dtype)r->i[1], r->i[3], r->z[0]);
             snprintf(label, lsz, "matmul gate+up+swiglu %s %dx%d T=%d", type_name(r->i[1]), r->i[2], r->i[3], r->i[0]);
             return 3;
@@ -287,18 +293,31 @@ static int run_unit(hearth_cuda_ctx *c, const rec *recs, int i, int n, char *lab
                 (!a || (nr->p[1] == a->p[0] && (size_t)nr->i[0] * nr->i[1] == a->z[0]))) {
                 int rows = nr->i[0], dim = nr->i[1], kind = XPREP_NONE;
                 const rec *mm = took < left ? nr + 1 : NULL;
-                if (mm && mm_gemv(c, mm) && mm->p[1] == nr->p[0] && mm->i[0] == rows && mm->i[3] == dim)
-                    kind = cu_mmv_xprep_kind((hearth_dtype)mm->i[1]);
+                if (mm && mm->kind == R_MATMUL && mm->p[1] == nr->p[0] && mm->i[0] == rows && mm->i[3] == dim)
+                    kind = cu_mm_prep_kind(&c->mm, rows, (hearth_dtype)mm->i[1]);
                 if (!cu_add_rmsnorm_fits(dim, kind)) kind = XPREP_NONE;
                 if (cu_add_rmsnorm_fits(dim, kind) && (a || kind != XPREP_NONE)) {
                     cu_mm_invalidate(&c->mm);
                     cu_add_rmsnorm(L, (float *)nr->p[1], a ? (const float *)a->p[1] : NULL, (float *)nr->p[0],
                                    (const float *)nr->p[2], rows, dim, nr->f[0], kind, c->mm.xprep);
-                    if (kind != XPREP_NONE) cu_mm_set_cache(&c->mm, (const float *)nr->p[0], rows, dim, kind);
+                    if (kind != XPREP_NONE) cu_mm_set_cache(&c->mm, (const float *)nr->p[0], rows, dim, kind, c->mm.xprep);
                     snprintf(label, lsz, "%srmsnorm%s dim %d rows %d", a ? "add+" : "",
                              kind != XPREP_NONE ? "+prep" : "", dim, rows);
                     return took;
                 }
+            }
+        }
+        /* swiglu(out, gate, up) -> matmul(x = out) needing a bf16 / f16 copy */
+        if (left >= 2 && r->kind == R_SWIGLU && r[1].kind == R_MATMUL && r[1].p[1] == r->p[0] &&
+            r[1].i[0] == r->i[0] && r[1].i[3] == r->i[1]) {
+            int kind = cu_mm_prep_kind(&c->mm, r->i[0], (hearth_dtype)r[1].i[1]);
+            if (kind != XPREP_NONE && cu_swiglu_prep_fits(kind)) {
+                cu_mm_invalidate(&c->mm);
+                cu_swiglu_prep(L, (float *)r->p[0], (const float *)r->p[1], (const float *)r->p[2], r->i[0], r->i[1],
+                               kind, c->mm.xprep);
+                cu_mm_set_cache(&c->mm, (const float *)r->p[0], r->i[0], r->i[1], kind, c->mm.xprep);
+                snprintf(label, lsz, "swiglu+prep");
+                return 1;
             }
         }
         /* rope(q), rope(k), kv_write(k, v) */
@@ -561,6 +580,10 @@ extern "C" hearth_status hearth_cuda_ctx_new(hearth_cuda_ctx **out, int device, 
     size_t xprep_bytes = cu_xprep_bytes(XPREP_BF16, max_tokens, max_cols + 256);
     if ((e = cudaMalloc(&c->mm.xprep, xprep_bytes)) != cudaSuccess)
         return dev_fail(c, err, "matmul input scratch", xprep_bytes, e);
+    /* the second one is only written by GEMV epilogues (at most 8 rows) */
+    size_t xprep2_bytes = cu_xprep_bytes(XPREP_BF16, 8, max_cols + 256);
+    if ((e = cudaMalloc(&c->mm.xprep2, xprep2_bytes)) != cudaSuccess)
+        return dev_fail(c, err, "matmul input scratch", xprep2_bytes, e);
     c->mm.deq_bytes = 128u << 20;
     if ((e = cudaMalloc((void **)&c->mm.deq, c->mm.deq_bytes)) != cudaSuccess)
         return dev_fail(c, err, "dequantized weight scratch", c->mm.deq_bytes, e);
@@ -602,6 +625,7 @@ extern "C" void hearth_cuda_ctx_free(hearth_cuda_ctx *c) {
     if (c->mm.blas) cublasDestroy(c->mm.blas);
     cudaFree(c->blas_ws);
     cudaFree(c->mm.xprep);
+    cudaFree(c->mm.xprep2);
     cudaFree(c->mm.deq);
     cudaFree(c->part);
     if (c->stage) cudaFreeHost(c->stage);

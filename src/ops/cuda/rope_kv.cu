@@ -18,6 +18,7 @@ __global__ void rope_kv_kernel(float *q, float *k, const float *__restrict__ v, 
     const float *vt = v + (size_t)t * kv.kv_dim;
     E *kd = (E *)kv.k, *vd = (E *)kv.v;
     const int stride = blockDim.x * gridDim.y, i0 = blockIdx.y * blockDim.x + threadIdx.x;
+#pragma unroll 4
     for (int i = i0; i < (n_q + n_k) * half; i += stride) {
         int h = i / half, pi = i - h * half;
         float ang = (float)p * inv_freq[pi];
@@ -50,7 +51,12 @@ __global__ void rope_kv_kernel(float *q, float *k, const float *__restrict__ v, 
 void cu_rope_kv(const cu_launch *L, float *q, float *k, const float *v, int T, int n_q, int n_k, int head_dim,
                 const int32_t *pos, const float *inv_freq, int rot_dim, int neox, const cu_kv *kv,
                 const int32_t *seq) {
+    /* blocks per token: enough to fill the chip for a few tokens (decode);
+     * one for long prompts, so the pos -> block-table -> cache chain at a
+     * block's start is paid once per token, not once per 128 pairs */
     int parts = cu_div_up((long)(n_q + n_k) * (rot_dim / 2), 128);
+    int fill = cu_div_up(4L * L->n_sm, T);
+    if (parts > fill) parts = fill;
     if (parts > 32) parts = 32;
     if (parts < 1) parts = 1;
     if (kv->f16)
