@@ -509,6 +509,10 @@ static void attention_decode_rows(hearth_dtype kt) {
         if (!attn_case(kt, "decode, 24 rows, long contexts", 32, 8, 128, 0, 6, len, 24, seq, pos, 3e-5)) return;
         if (!attn_case(kt, "decode, 24 rows, window 1000", 32, 8, 128, 1000, 6, len, 24, seq, pos, 3e-5)) return;
         if (!attn_case(kt, "decode, 24 rows, hd 64", 16, 4, 64, 0, 6, len, 24, seq, pos, 3e-5)) return;
+        /* the same rows, 8 at a time (the few-rows kernel, several tiles a split) */
+        if (!attn_case(kt, "decode, 8 rows, long contexts", 32, 8, 128, 0, 6, len, 8, seq, pos, 3e-5)) return;
+        if (!attn_case(kt, "decode, 8 rows, window 1000", 32, 8, 128, 1000, 6, len, 8, seq, pos, 3e-5)) return;
+        if (!attn_case(kt, "decode, 1 row, hd 64, G 8", 16, 2, 64, 0, 6, len, 1, seq, pos, 3e-5)) return;
     }
 }
 

@@ -207,9 +207,10 @@ static void launch_decode(const cu_launch *L, dim3 grid, float *out, const float
                     n_kv, hd, scale, window, S, minpos, part, skip_bm);
 }
 
-static void decode(const cu_launch *L, dim3 grid, float *out, const float *q, const cu_kv *kv, const int32_t *seq,
-                   const int32_t *pos, int T, int n_heads, int n_kv, int hd, float scale, int window, int S,
-                   int minpos, float *part, int skip_bm) {
+/* Returns 1 when the splits still need the combine kernel. */
+static int decode(const cu_launch *L, dim3 grid, float *out, const float *q, const cu_kv *kv, const int32_t *seq,
+                  const int32_t *pos, int T, int n_heads, int n_kv, int hd, float scale, int window, int S,
+                  int minpos, float *part, int *cnt, int n_cnt, int skip_bm) {
     /* batches of rows: the tiled kernel (one softmax update per 64 positions);
      * HEARTH_ATTN_ROWS_MIN (benchmarks) moves the threshold from 9 rows */
     static int rows_min = -1;
@@ -220,7 +221,18 @@ static void decode(const cu_launch *L, dim3 grid, float *out, const float *q, co
     if (T >= rows_min && cu_attention_rows_fits(hd, kv)) {
         cu_attention_rows(L, grid, out, q, kv, seq, pos, T, n_heads, n_kv, hd, scale, window, S, minpos, part,
                           skip_bm);
-        return;
+        return 1;
+    }
+    /* a few rows: the latency kernel (HEARTH_ATTN_DECODE=1 keeps the per-warp one, for benchmarks) */
+    static int old_decode = -1;
+    if (old_decode < 0) {
+        const char *s = getenv("HEARTH_ATTN_DECODE");
+        old_decode = s && atoi(s) == 1;
+    }
+    if (!old_decode && cu_attention_decode_fits(hd, kv, T, n_heads, n_kv, S, n_cnt)) {
+        cu_attention_decode(L, grid, out, q, kv, seq, pos, T, n_heads, n_kv, hd, scale, window, S, part, cnt,
+                            skip_bm);
+        return 0;
     }
     int hdl = (hd + 31) / 32;
     switch (hdl) {
@@ -230,11 +242,12 @@ static void decode(const cu_launch *L, dim3 grid, float *out, const float *q, co
     case 4: launch_decode<4>(L, grid, out, q, kv, seq, pos, T, n_heads, n_kv, hd, scale, window, S, minpos, part, skip_bm); break;
     default: launch_decode<8>(L, grid, out, q, kv, seq, pos, T, n_heads, n_kv, hd, scale, window, S, minpos, part, skip_bm); break;
     }
+    return 1;
 }
 
 void cu_attention(const cu_launch *L, float *out, const float *q, int T, const cu_kv *kv, const int32_t *seq,
                   const int32_t *pos, int n_heads, int n_kv_heads, int head_dim, float scale, int window,
-                  float *part, size_t part_floats) {
+                  float *part, size_t part_floats, int *cnt, int n_cnt) {
     const int G = n_heads / n_kv_heads, ngrp = (G + AD_MAXG - 1) / AD_MAXG;
     /* the tensor-core kernel reads K/V rows in 16-byte pieces */
     const int aligned = kv->kv_dim % 8 == 0 && ((uintptr_t)kv->k | (uintptr_t)kv->v) % 16 == 0;
@@ -255,9 +268,9 @@ void cu_attention(const cu_launch *L, float *out, const float *q, int T, const c
         const char *s = getenv("HEARTH_ATTN_MINPOS");
         minpos = s && atoi(s) > 0 ? atoi(s) : AD_MINPOS;
     }
-    decode(L, dim3(S, n_kv_heads * ngrp, T), out, q, kv, seq, pos, T, n_heads, n_kv_heads, head_dim, scale, window, S,
-           minpos, part, skip_bm);
-    if (S > 1)
+    int combine = decode(L, dim3(S, n_kv_heads * ngrp, T), out, q, kv, seq, pos, T, n_heads, n_kv_heads, head_dim,
+                         scale, window, S, minpos, part, cnt, n_cnt, skip_bm);
+    if (combine && S > 1)
         cu_launch_k(L, attn_combine_kernel, dim3(n_heads, T), dim3(AD_THREADS), 0, out, (const float *)part, seq, pos,
                     T, n_heads, head_dim, S, minpos, window, skip_bm);
 }

@@ -71,6 +71,7 @@ static cu_kv get_kv(const rec *r) {
 #define N_SEEN 16
 #define STAGE_BYTES (8u << 20)
 #define STAGE_MAX_UPLOAD (1u << 20)
+#define ATT_CNT 4096 /* (row, kv head group) counters: 8 rows x 512 */
 #define DL_STAGE_BYTES (16u << 20)
 #define PROF_EVENTS 256
 #define MAX_PROF 64
@@ -95,6 +96,7 @@ struct hearth_cuda_ctx {
     cu_mm_state mm;
     float *part;
     size_t part_floats;
+    int *att_cnt; /* ATT_CNT zeroed counters of the decode attention kernel */
     void *blas_ws;
     size_t blas_ws_bytes;
 
@@ -189,7 +191,8 @@ static void run_one(hearth_cuda_ctx *c, const rec *r) {
     case R_ATTN: {
         cu_kv kv = get_kv(r);
         cu_attention(L, (float *)r->p[3], (const float *)r->p[4], r->i[3], &kv, (const int32_t *)r->p[5],
-                     (const int32_t *)r->p[6], r->i[4], r->i[5], r->i[6], r->f[0], r->i[7], c->part, c->part_floats);
+                     (const int32_t *)r->p[6], r->i[4], r->i[5], r->i[6], r->f[0], r->i[7], c->part, c->part_floats,
+                     c->att_cnt, ATT_CNT);
         break;
     }
     case R_PICK:
@@ -592,6 +595,9 @@ extern "C" hearth_status hearth_cuda_ctx_new(hearth_cuda_ctx **out, int device, 
     c->part_floats = (size_t)part_rows * (size_t)(max_cols + max_cols / 8 + 64);
     if ((e = cudaMalloc((void **)&c->part, c->part_floats * 4)) != cudaSuccess)
         return dev_fail(c, err, "attention split scratch", c->part_floats * 4, e);
+    if ((e = cudaMalloc((void **)&c->att_cnt, ATT_CNT * sizeof(int))) != cudaSuccess ||
+        (e = cudaMemset(c->att_cnt, 0, ATT_CNT * sizeof(int))) != cudaSuccess)
+        return dev_fail(c, err, "attention counters", ATT_CNT * sizeof(int), e);
     if (cublasCreate(&c->mm.blas) != CUBLAS_STATUS_SUCCESS) {
         c->mm.blas = NULL;
         return dev_fail(c, err, "cuBLAS init", 0, cudaErrorUnknown);
@@ -628,6 +634,7 @@ extern "C" void hearth_cuda_ctx_free(hearth_cuda_ctx *c) {
     cudaFree(c->mm.xprep2);
     cudaFree(c->mm.deq);
     cudaFree(c->part);
+    cudaFree(c->att_cnt);
     if (c->stage) cudaFreeHost(c->stage);
     if (c->dl_stage) cudaFreeHost(c->dl_stage);
     if (c->stream) cudaStreamDestroy(c->stream);

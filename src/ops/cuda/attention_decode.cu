@@ -1,0 +1,230 @@
+/* attention_decode.cu - flash-decoding for a few rows (T <= 8: one decode
+ * step of a few sequences), built for latency.
+ *
+ * A block of 256 threads per (split, kv head x query-head group, row) walks
+ * its positions in tiles of 64, four threads per position. Each thread
+ * issues all its loads of a tile at once (its quarter of the position's K
+ * and V rows, 16-byte pieces), so a tile costs one memory round trip:
+ *  (1) scores: each thread dots its quarter of K with every query head of
+ *      the group (q in shared memory), two shuffles sum the quarters; its
+ *      quarter of V goes to shared memory as stored;
+ *  (2) a warp per head updates the online softmax once for the tile;
+ *  (3) P x V from shared memory, a thread per (head, dimension pair).
+ * Splits end in the same kernel: each block writes its partial (the layout
+ * of attention.cu's partials), and the last block of a (row, kv head) to
+ * finish (a counter, reset by that block) merges them. So one launch, no
+ * combine kernel, and about six memory latencies from start to output.
+ *
+ * The math is attention.cu's: f32 scores from the cache as stored (f16
+ * widened), expf, f32 accumulation; only the order of the sums differs. */
+#include "ops/cuda/attention.cuh"
+
+#define DD_THREADS 256
+#define DD_TP 64 /* positions per tile: four threads each */
+#define DD_MAXG 8
+#define DD_MAXS 64 /* splits a row at most */
+
+/* 16 stored bytes as floats */
+__device__ __forceinline__ void widen16(const uint4 &r, const __half *, float *f) {
+    const __half2 *h = (const __half2 *)&r;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        float2 x = __half22float2(h[i]);
+        f[2 * i] = x.x;
+        f[2 * i + 1] = x.y;
+    }
+}
+__device__ __forceinline__ void widen16(const uint4 &r, const float *, float *f) {
+    f[0] = __uint_as_float(r.x), f[1] = __uint_as_float(r.y), f[2] = __uint_as_float(r.z), f[3] = __uint_as_float(r.w);
+}
+
+template <int HD, typename E>
+__global__ void __launch_bounds__(DD_THREADS)
+    attn_dec_kernel(float *__restrict__ out, const float *__restrict__ q, cu_kv kv, const int32_t *__restrict__ seq,
+                    const int32_t *__restrict__ pos, int T, int n_heads, int n_kv, float scale, int window, int S,
+                    float *__restrict__ part, int *__restrict__ cnt, int skip_bm) {
+    constexpr int EP = 16 / (int)sizeof(E); /* elements per 16-byte piece */
+    constexpr int NC = HD / EP;             /* pieces per K or V row */
+    constexpr int NV = NC / 4;              /* pieces per thread: c = quarter + 4 i */
+    constexpr int NOUT = DD_MAXG * HD / DD_THREADS;
+    static_assert(NC % 4 == 0 && NOUT >= 1, "head_dim");
+    __shared__ __align__(16) float q_s[DD_MAXG][HD];
+    __shared__ __align__(16) E v_s[DD_TP][HD];
+    __shared__ float p_s[DD_MAXG][DD_TP];
+    __shared__ float m_s[DD_MAXG], l_s[DD_MAXG], c_s[DD_MAXG];
+    __shared__ float w_s[DD_MAXG][DD_MAXS];
+    __shared__ int s_last;
+
+    pdl_wait();
+    const int split = blockIdx.x, t = blockIdx.z, tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+    const int G = n_heads / n_kv, ngrp = (G + DD_MAXG - 1) / DD_MAXG;
+    const int kvh = blockIdx.y / ngrp, grp = blockIdx.y % ngrp;
+    const int h0 = kvh * G + grp * DD_MAXG, Gb = min(DD_MAXG, G - grp * DD_MAXG);
+    if (skip_bm > 0 && tile_uniform(seq, T, t / skip_bm, skip_bm)) return;
+    const int p_hi = pos[t], p_lo = window > 0 ? max(0, p_hi - window + 1) : 0;
+    const int len = p_hi - p_lo + 1, Se = max(1, min(S, (len + DD_TP - 1) / DD_TP));
+    if (split >= Se) return;
+    const int chunk = (len + Se - 1) / Se;
+    const int a = p_lo + split * chunk, e = min(p_hi + 1, a + chunk);
+    const int32_t *trow = kv.table + (size_t)seq[t] * kv.max_blocks;
+    const E *kb = (const E *)kv.k + (size_t)kvh * HD, *vb = (const E *)kv.v + (size_t)kvh * HD;
+
+    for (int x = tid; x < Gb * HD; x += DD_THREADS)
+        q_s[x / HD][x % HD] = q[((size_t)t * n_heads + h0 + x / HD) * HD + x % HD] * scale;
+    if (tid < DD_MAXG) m_s[tid] = -INFINITY, l_s[tid] = 0.0f;
+    float acc[NOUT];
+#pragma unroll
+    for (int k = 0; k < NOUT; k++) acc[k] = 0.0f;
+    const int j = tid >> 2, quarter = tid & 3;
+
+    for (int p0 = a; p0 < e; p0 += DD_TP) {
+        const int n = min(DD_TP, e - p0);
+        uint4 kr[NV], vr[NV];
+        if (j < n) {
+            const int p = p0 + j;
+            const size_t off = ((size_t)trow[p / kv.block_size] * kv.block_size + p % kv.block_size) * kv.kv_dim;
+#pragma unroll
+            for (int i = 0; i < NV; i++) {
+                kr[i] = *(const uint4 *)(kb + off + (quarter + 4 * i) * EP);
+                vr[i] = *(const uint4 *)(vb + off + (quarter + 4 * i) * EP);
+            }
+        }
+        __syncthreads(); /* q_s, m_s written; the last tile's v_s and p_s read by all */
+        if (j < n) {
+#pragma unroll
+            for (int i = 0; i < NV; i++) *(uint4 *)&v_s[j][(quarter + 4 * i) * EP] = vr[i];
+        }
+        float sc[DD_MAXG];
+#pragma unroll
+        for (int g = 0; g < DD_MAXG; g++) sc[g] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < NV; i++) {
+            float kf[EP];
+            widen16(kr[i], (const E *)nullptr, kf);
+            const int d0 = (quarter + 4 * i) * EP;
+#pragma unroll
+            for (int g = 0; g < DD_MAXG; g++) {
+                if (g < Gb) {
+                    float s = sc[g];
+#pragma unroll
+                    for (int u = 0; u < EP; u++) s = fmaf(q_s[g][d0 + u], kf[u], s);
+                    sc[g] = s;
+                }
+            }
+        }
+#pragma unroll
+        for (int g = 0; g < DD_MAXG; g++) {
+            if (g < Gb) {
+                float s = sc[g];
+                s += __shfl_xor_sync(0xffffffffu, s, 1);
+                s += __shfl_xor_sync(0xffffffffu, s, 2);
+                if (quarter == 0 && j < n) p_s[g][j] = s;
+            }
+        }
+        __syncthreads();
+        if (w < Gb) { /* the tile's softmax update for head w */
+            float s0 = lane < n ? p_s[w][lane] : -INFINITY, s1 = lane + 32 < n ? p_s[w][lane + 32] : -INFINITY;
+            float mx = fmaxf(s0, s1);
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+            const float m_old = m_s[w], m_new = fmaxf(m_old, mx);
+            const float e0 = lane < n ? expf(s0 - m_new) : 0.0f, e1 = lane + 32 < n ? expf(s1 - m_new) : 0.0f;
+            p_s[w][lane] = e0;
+            p_s[w][lane + 32] = e1;
+            float sum = e0 + e1;
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+            if (lane == 0) {
+                const float c = m_old == -INFINITY ? 0.0f : expf(m_old - m_new);
+                c_s[w] = c;
+                l_s[w] = l_s[w] * c + sum;
+                m_s[w] = m_new;
+            }
+        }
+        __syncthreads();
+#pragma unroll
+        for (int k = 0; k < NOUT; k++) { /* output (g, d) = tid + 256 k */
+            const int x = tid + DD_THREADS * k, g = x / HD, d = x % HD;
+            if (g < Gb) {
+                float o = acc[k] * c_s[g];
+#pragma unroll 8
+                for (int jj = 0; jj < n; jj++) o = fmaf(p_s[g][jj], (float)v_s[jj][d], o);
+                acc[k] = o;
+            }
+        }
+    }
+    pdl_launch();
+    const size_t th0 = (size_t)t * n_heads + h0;
+    if (Se == 1) {
+#pragma unroll
+        for (int k = 0; k < NOUT; k++) {
+            const int x = tid + DD_THREADS * k, g = x / HD, d = x % HD;
+            if (g < Gb) out[(th0 + g) * HD + d] = l_s[g] > 0.0f ? acc[k] / l_s[g] : 0.0f;
+        }
+        return;
+    }
+#pragma unroll
+    for (int k = 0; k < NOUT; k++) {
+        const int x = tid + DD_THREADS * k, g = x / HD, d = x % HD;
+        if (g < Gb) {
+            float *pp = part + ((th0 + g) * S + split) * (size_t)(HD + 2);
+            pp[d] = acc[k];
+            if (d == 0) {
+                pp[HD] = m_s[g];
+                pp[HD + 1] = l_s[g];
+            }
+        }
+    }
+    /* the last block of this (row, kv head group) to finish merges the splits */
+    __threadfence();
+    __syncthreads();
+    int *ctr = cnt + ((size_t)t * n_kv + kvh) * ngrp + grp;
+    if (tid == 0) s_last = atomicAdd(ctr, 1) == Se - 1;
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence();
+    if (w < Gb) {
+        const float *pp = part + (th0 + w) * S * (size_t)(HD + 2);
+        float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+        if (lane < Se) m0 = __ldcg(pp + lane * (HD + 2) + HD), l0 = __ldcg(pp + lane * (HD + 2) + HD + 1);
+        if (lane + 32 < Se) m1 = __ldcg(pp + (lane + 32) * (HD + 2) + HD), l1 = __ldcg(pp + (lane + 32) * (HD + 2) + HD + 1);
+        float M = fmaxf(l0 > 0.0f ? m0 : -INFINITY, l1 > 0.0f ? m1 : -INFINITY);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+        const float w0 = l0 > 0.0f ? expf(m0 - M) : 0.0f, w1 = l1 > 0.0f ? expf(m1 - M) : 0.0f;
+        float L = l0 * w0 + l1 * w1;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) L += __shfl_xor_sync(0xffffffffu, L, o);
+        w_s[w][lane] = w0;
+        w_s[w][lane + 32] = w1;
+        if (lane == 0) l_s[w] = L;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < NOUT; k++) {
+        const int x = tid + DD_THREADS * k, g = x / HD, d = x % HD;
+        if (g < Gb) {
+            const float *pp = part + (th0 + g) * S * (size_t)(HD + 2) + d;
+            float o = 0.0f;
+#pragma unroll 16
+            for (int s = 0; s < Se; s++) o = fmaf(__ldcg(pp + s * (HD + 2)), w_s[g][s], o);
+            out[(th0 + g) * HD + d] = l_s[g] > 0.0f ? o / l_s[g] : 0.0f;
+        }
+    }
+    if (tid == 0) *ctr = 0; /* ready for the next launch */
+}
+
+int cu_attention_decode_fits(int head_dim, const cu_kv *kv, int T, int n_heads, int n_kv, int S, int n_cnt) {
+    const int ngrp = (n_heads / n_kv + DD_MAXG - 1) / DD_MAXG;
+    return (head_dim == 64 || head_dim == 128) && kv->kv_dim % 8 == 0 &&
+           ((uintptr_t)kv->k | (uintptr_t)kv->v) % 16 == 0 && S <= DD_MAXS && (long)T * n_kv * ngrp <= n_cnt;
+}
+
+void cu_attention_decode(const cu_launch *L, dim3 grid, float *out, const float *q, const cu_kv *kv,
+                         const int32_t *seq, const int32_t *pos, int T, int n_heads, int n_kv, int head_dim,
+                         float scale, int window, int S, float *part, int *cnt, int skip_bm) {
+    auto k = head_dim == 64 ? (kv->f16 ? attn_dec_kernel<64, __half> : attn_dec_kernel<64, float>)
+                            : (kv->f16 ? attn_dec_kernel<128, __half> : attn_dec_kernel<128, float>);
+    cu_launch_k(L, k, grid, dim3(DD_THREADS), 0, out, q, *kv, seq, pos, T, n_heads, n_kv, scale, window, S, part, cnt,
+                skip_bm);
+}
