@@ -595,6 +595,53 @@ TEST(cuda_attention_prefill_long_f16_cache) {
     attention_prefill_long(HEARTH_DT_F16);
 }
 
+/* The flash kernel (attention_flash.cu; f16 caches, head_dim 64 / 128):
+ * one full tile from position 0 (T 64); a partial last tile (T 200); three
+ * sequences in one batch (tiles wholly inside a sequence take the kernel,
+ * tiles across two the decode kernel; the last tile is partial), windows 0 /
+ * 700; and 1100 rows of 32 / 8 heads after 300 cached positions: 18 tiles x
+ * 16 head pairs, so a 132-SM H200 takes two query heads a block there (the
+ * smaller cases take one). A 1100-row context of its own. */
+TEST(cuda_attention_flash_f16_cache) {
+    NEED_GPU();
+    hearth_err err = {0};
+    hearth_cuda_ctx *big = NULL, *saved = g_cu;
+    if (hearth_cuda_ctx_new(&big, 0, 1100, MAX_COLS, MAX_CTX, &err) != HEARTH_OK) {
+        test_fail(__FILE__, __LINE__, "cuda context (1100 rows): %s", err.msg);
+        return;
+    }
+    g_cu = big;
+    static int32_t seq[1100], pos[1100];
+    const hearth_dtype f16 = HEARTH_DT_F16;
+    int ok = 1;
+    for (int hd = 64; hd <= 128 && ok; hd += 64) {
+        int len1[1] = {64};
+        for (int t = 0; t < 64; t++) seq[t] = 0, pos[t] = t;
+        ok = ok && attn_case(f16, "flash: 64 rows from 0", 8, 2, hd, 0, 1, len1, 64, seq, pos, 4e-3);
+        int len2[1] = {237};
+        for (int t = 0; t < 200; t++) seq[t] = 0, pos[t] = 37 + t;
+        ok = ok && attn_case(f16, "flash: 200 rows after 37", 8, 2, hd, 0, 1, len2, 200, seq, pos, 4e-3);
+        ok = ok && attn_case(f16, "flash: 200 rows after 37, MHA", 4, 4, hd, 0, 1, len2, 200, seq, pos, 4e-3);
+        /* rows 0-149: seq 0 at 300..449; 150-277: seq 1 at 0..127; 278-339:
+         * seq 2 at 1000..1061 (tiles 0, 1, 3, 5 uniform; 2 and 4 mixed) */
+        int len3[3] = {450, 128, 1062};
+        for (int t = 0; t < 340; t++) {
+            seq[t] = t < 150 ? 0 : t < 278 ? 1 : 2;
+            pos[t] = t < 150 ? 300 + t : t < 278 ? t - 150 : 1000 + t - 278;
+        }
+        ok = ok && attn_case(f16, "flash: 3 sequences", 8, 2, hd, 0, 3, len3, 340, seq, pos, 4e-3);
+        ok = ok && attn_case(f16, "flash: 3 sequences, window 700", 8, 2, hd, 700, 3, len3, 340, seq, pos, 4e-3);
+    }
+    int len4[1] = {1400};
+    for (int t = 0; t < 1100; t++) seq[t] = 0, pos[t] = 300 + t;
+    ok = ok && attn_case(f16, "flash: 1100 rows after 300", 32, 8, 128, 0, 1, len4, 1100, seq, pos, 4e-3);
+    ok = ok && attn_case(f16, "flash: 1100 rows after 300, window 700", 32, 8, 128, 700, 1, len4, 1100, seq, pos,
+                         4e-3);
+    ok = ok && attn_case(f16, "flash: 1100 rows after 300", 32, 8, 64, 0, 1, len4, 1100, seq, pos, 4e-3);
+    g_cu = saved;
+    hearth_cuda_ctx_free(big);
+}
+
 /* kv_write into both cache types: the device cache equals the CPU's byte for
  * byte (f16: the same round-to-nearest-even; NaN fill of the untouched
  * slots included). Values include f16 overflow, subnormals and ties. */

@@ -499,15 +499,22 @@ void cu_attention_prefill(const cu_launch *L, float *out, const float *q, int T,
                           const int32_t *pos, int n_heads, int n_kv_heads, int head_dim, float scale, int window) {
     const float qscale = scale * 1.4426950408889634f; /* log2(e): the softmax runs in exp2 */
     /* benchmarks: HEARTH_ATTN_PREFILL=1 selects the first kernel (below) for
-     * every cache; HEARTH_ATTN_PREFILL_HP=1|2 the query heads a block of
-     * the GQA kernel computes (read once; 4 would spill: 255 registers a
-     * thread at hd 128 already) */
-    static int old_kernel = -1, want_hp = 0;
+     * every cache, =7 the GQA kernel (below) for f16 caches, anything else
+     * the flash kernel (attention_flash.cu) for f16 caches;
+     * HEARTH_ATTN_PREFILL_HP=1|2 the query heads a block of the GQA kernel
+     * computes (read once; 4 would spill: 255 registers a thread at hd 128
+     * already) */
+    static int old_kernel = -1, want_hp = 0, gqa_kernel = 0;
     if (old_kernel < 0) {
         const char *s = getenv("HEARTH_ATTN_PREFILL");
         const char *p = getenv("HEARTH_ATTN_PREFILL_HP");
         want_hp = p ? atoi(p) : 0;
         old_kernel = s && atoi(s) == 1;
+        gqa_kernel = s && atoi(s) == 7;
+    }
+    if (!old_kernel && !gqa_kernel && cu_attention_flash_fits(kv, head_dim)) {
+        cu_attention_flash(L, out, q, T, kv, seq, pos, n_heads, n_kv_heads, head_dim, qscale, window);
+        return;
     }
     if (kv->f16 && !old_kernel && (head_dim == 128 || head_dim == 64)) {
         const int G = n_heads / n_kv_heads;

@@ -1,0 +1,260 @@
+/* bench_attn.c - prefill attention alone on CUDA (Llama-3.1-8B shape: 32
+ * query heads, 8 kv heads, head_dim 128, f16 paged KV cache of 16-position
+ * blocks as the server uses): the median device time of one attention op
+ * over N runs (CUDA events: the context's profile mode puts an event pair
+ * around each launch unit; see run_variant for how the host's launch latency
+ * is taken out) and the TFLOP/s of the causal work it does, for each prefill
+ * kernel variant. A measurement, never a test.
+ *
+ *   bench_attn [--T 512,2048,512@1536] [--reps 21] [--window 0] [--hd 128]
+ *              [--heads 32/8] [--variants flash,flash-mt1,flash-mt1-mb3,flash-mt2,v7,v7-hp1,v4]
+ *
+ * A case "T@P" is T new rows of one sequence after P cached positions
+ * (512@1536 is the last chunk of a 2048-token prompt prefilled 512 at a
+ * time). Each variant runs in its own child process, because the kernel
+ * switches (HEARTH_ATTN_PREFILL, HEARTH_ATTN_FLASH_MT / _MINB,
+ * HEARTH_ATTN_PREFILL_HP) are read once per process:
+ *   flash          the default (attention_flash.cu, heads a block by size)
+ *   flash-mt1      flash, one head a block, 2 blocks an SM
+ *   flash-mt1-mb3  flash, one head a block, 3 blocks an SM (168 registers)
+ *   flash-mt2      flash, two heads a block
+ *   v7 / v7-hp1    the GQA kernel of attention_prefill.cu (2 / 1 heads a block)
+ *   v4             the first tensor-core kernel
+ * The op's time includes the flash-decoding launch that the prefill rows
+ * skip (its blocks return at once), as the model pays it.
+ * FLOPs: 4 * head_dim * heads * (positions each row attends), summed over
+ * rows (the causal work; masked halves of diagonal tiles not counted). */
+#include "core/half.h"
+#include "ops/cuda/ops_cuda.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
+static uint64_t rnd(void) {
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return g_rng;
+}
+static float frand(void) { return (float)((rnd() >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f; }
+
+typedef struct {
+    const char *name;
+    const char *env[3][2]; /* variable, value */
+} variant;
+
+static const variant VARIANTS[] = {
+    {"flash", {{NULL, NULL}}},
+    {"flash-mt1", {{"HEARTH_ATTN_FLASH_MT", "1"}}},
+    {"flash-mt1-mb3", {{"HEARTH_ATTN_FLASH_MT", "1"}, {"HEARTH_ATTN_FLASH_MINB", "3"}}},
+    {"flash-mt2", {{"HEARTH_ATTN_FLASH_MT", "2"}}},
+    {"v7", {{"HEARTH_ATTN_PREFILL", "7"}}},
+    {"v7-hp1", {{"HEARTH_ATTN_PREFILL", "7"}, {"HEARTH_ATTN_PREFILL_HP", "1"}}},
+    {"v4", {{"HEARTH_ATTN_PREFILL", "1"}}},
+};
+enum { N_VARIANTS = sizeof VARIANTS / sizeof VARIANTS[0], MAX_CASES = 16, BS = 16, BURST = 8 };
+
+typedef struct {
+    int T, past;
+} bcase;
+
+static int cmp_f(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* Device time in ms of n attention ops issued back to back (one flush in
+ * profile mode: an event pair around each op), from the profile table's
+ * total line; -1 when the table has none. */
+static float timed_ops(hearth_cuda_ctx *c, int n, float *out, const float *q, int T, const hearth_kv_view *kv,
+                       const int32_t *seq, const int32_t *pos, int nh, int nkv, int hd, int window) {
+    static char buf[8192];
+    hearth_cuda_ctx_profile(c, 1);
+    for (int i = 0; i < n; i++)
+        hearth_cuda_ops.attention(c, out, q, T, kv, 0, seq, pos, nh, nkv, hd, 1.0f / sqrtf((float)hd), window);
+    size_t len = hearth_cuda_ctx_profile_text(c, buf, sizeof buf - 1);
+    buf[len] = 0;
+    hearth_cuda_ctx_profile(c, 0);
+    const char *t = strstr(buf, " total\n");
+    if (!t) return -1.0f;
+    while (t > buf && t[-1] != '\n') t--;
+    return strtof(t, NULL);
+}
+
+/* Runs every case with the kernel the environment selects; 0 on success. */
+static int run_variant(const variant *v, const bcase *cases, int n_cases, int reps, int window, int hd, int nh,
+                       int nkv) {
+    int max_t = 0, max_ctx = 0;
+    for (int i = 0; i < n_cases; i++) {
+        if (cases[i].T > max_t) max_t = cases[i].T;
+        if (cases[i].T + cases[i].past > max_ctx) max_ctx = cases[i].T + cases[i].past;
+    }
+    hearth_err err = {0};
+    hearth_cuda_ctx *c;
+    if (hearth_cuda_ctx_new(&c, 0, max_t, nh * hd, max_ctx, &err) != HEARTH_OK) {
+        fprintf(stderr, "bench_attn: %s\n", err.msg);
+        return 1;
+    }
+    const hearth_ops *o = &hearth_cuda_ops;
+    const int kv_dim = nkv * hd, mbps = (max_ctx + BS - 1) / BS, n_blocks = mbps + 3;
+    const size_t kv_elems = (size_t)n_blocks * BS * kv_dim, qn = (size_t)max_t * nh * hd;
+    uint16_t *hk = malloc(2 * kv_elems), *hv = malloc(2 * kv_elems);
+    float *hq = malloc(4 * qn);
+    int32_t *table = malloc(sizeof(int32_t) * (size_t)mbps), *hseq = calloc((size_t)max_t, 4),
+            *hpos = malloc(4 * (size_t)max_t);
+    for (size_t i = 0; i < kv_elems; i++) hk[i] = hearth_f32_to_f16(frand()), hv[i] = hearth_f32_to_f16(frand());
+    for (size_t i = 0; i < qn; i++) hq[i] = 2.0f * frand();
+    /* blocks in shuffled order, as a pool in use hands them out */
+    for (int i = 0; i < mbps; i++) table[i] = i;
+    for (int i = mbps - 1; i > 0; i--) {
+        int j = (int)(rnd() % (uint64_t)(i + 1)), t = table[i];
+        table[i] = table[j];
+        table[j] = t;
+    }
+    void *dk = o->alloc(c, 2 * kv_elems), *dv = o->alloc(c, 2 * kv_elems);
+    float *dq = o->alloc(c, 4 * qn), *dout = o->alloc(c, 4 * qn);
+    int32_t *dtable = o->alloc(c, sizeof(int32_t) * (size_t)mbps), *dseq = o->alloc(c, 4 * (size_t)max_t),
+            *dpos = o->alloc(c, 4 * (size_t)max_t);
+    int rc = 1;
+    if (!dk || !dv || !dq || !dout || !dtable || !dseq || !dpos) {
+        fprintf(stderr, "bench_attn: device allocation failed\n");
+        goto done;
+    }
+    o->upload(c, dk, hk, 2 * kv_elems);
+    o->upload(c, dv, hv, 2 * kv_elems);
+    o->upload(c, dq, hq, 4 * qn);
+    o->upload(c, dtable, table, sizeof(int32_t) * (size_t)mbps);
+    o->upload(c, dseq, hseq, 4 * (size_t)max_t);
+    void *kp[1] = {dk}, *vp[1] = {dv};
+    hearth_kv_view view = {kp, vp, dtable, BS, mbps, kv_dim, n_blocks, HEARTH_DT_F16};
+    for (int ci = 0; ci < n_cases; ci++) {
+        const int T = cases[ci].T, past = cases[ci].past;
+        double work = 0.0; /* positions attended, summed over rows */
+        for (int t = 0; t < T; t++) {
+            hpos[t] = past + t;
+            int lo = window > 0 && hpos[t] - window + 1 > 0 ? hpos[t] - window + 1 : 0;
+            work += hpos[t] - lo + 1;
+        }
+        o->upload(c, dpos, hpos, 4 * (size_t)T);
+        /* one op alone carries the host's launch latency (the GPU idles
+         * until the kernel arrives); in a run of 1 + BURST ops the others
+         * queue behind the first, so (t(1 + BURST) - t(1)) / BURST is the
+         * device time of one op, as in a graph replay */
+        float ms[256], one[256];
+        int n = reps < 256 ? reps : 256, ok = 1;
+        for (int r = 0; r < 3; r++) timed_ops(c, 1 + BURST, dout, dq, T, &view, dseq, dpos, nh, nkv, hd, window);
+        for (int r = 0; r < n; r++) {
+            one[r] = timed_ops(c, 1, dout, dq, T, &view, dseq, dpos, nh, nkv, hd, window);
+            float b = timed_ops(c, 1 + BURST, dout, dq, T, &view, dseq, dpos, nh, nkv, hd, window);
+            ms[r] = (b - one[r]) / BURST;
+            if (one[r] < 0.0f || b < 0.0f) ok = 0;
+        }
+        if (hearth_cuda_ctx_error(c, &err) != HEARTH_OK) {
+            fprintf(stderr, "bench_attn: %s: %s\n", v->name, err.msg);
+            goto done;
+        }
+        if (!ok) {
+            fprintf(stderr, "bench_attn: no profile total\n");
+            goto done;
+        }
+        qsort(ms, (size_t)n, sizeof ms[0], cmp_f);
+        qsort(one, (size_t)n, sizeof one[0], cmp_f);
+        const double us = 1e3 * ms[n / 2], flop = 4.0 * hd * nh * work;
+        printf("%-14s T %5d past %5d window %4d  %8.1f us  %6.1f TFLOP/s   (one op alone %8.1f us)\n", v->name, T,
+               past, window, us, flop / (us * 1e-6) / 1e12, 1e3 * one[n / 2]);
+    }
+    rc = 0;
+done:
+    o->free(c, dk);
+    o->free(c, dv);
+    o->free(c, dq);
+    o->free(c, dout);
+    o->free(c, dtable);
+    o->free(c, dseq);
+    o->free(c, dpos);
+    free(hk);
+    free(hv);
+    free(hq);
+    free(table);
+    free(hseq);
+    free(hpos);
+    hearth_cuda_ctx_free(c);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    const char *t_arg = "512,2048,512@1536", *v_arg = "flash,flash-mt1,flash-mt1-mb3,flash-mt2,v7,v7-hp1,v4";
+    int reps = 21, window = 0, hd = 128, nh = 32, nkv = 8;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--T") && i + 1 < argc) t_arg = argv[++i];
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--window") && i + 1 < argc) window = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--hd") && i + 1 < argc) hd = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--heads") && i + 1 < argc && sscanf(argv[i + 1], "%d/%d", &nh, &nkv) == 2) i++;
+        else if (!strcmp(argv[i], "--variants") && i + 1 < argc) v_arg = argv[++i];
+        else {
+            fprintf(stderr, "usage: bench_attn [--T 512,2048,512@1536] [--reps N] [--window W] [--hd 64|128] "
+                            "[--heads 32/8] [--variants flash,v7,...]\n");
+            return 2;
+        }
+    }
+    if (reps < 1 || window < 0 || (hd != 64 && hd != 128) || nh < 1 || nkv < 1 || nh % nkv) {
+        fprintf(stderr, "bench_attn: need --reps >= 1, --window >= 0, --hd 64 or 128, heads a multiple of kv heads\n");
+        return 2;
+    }
+    bcase cases[MAX_CASES];
+    int n_cases = 0;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", t_arg);
+    for (char *s = strtok(buf, ","); s && n_cases < MAX_CASES; s = strtok(NULL, ",")) {
+        bcase b = {atoi(s), 0};
+        const char *at = strchr(s, '@');
+        if (at) b.past = atoi(at + 1);
+        if (b.T < 9 || b.past < 0) {
+            fprintf(stderr, "bench_attn: case %s: need T >= 9 (prefill rows) and a past >= 0\n", s);
+            return 2;
+        }
+        cases[n_cases++] = b;
+    }
+    printf("prefill attention, %d/%d heads, head_dim %d, f16 KV (blocks of %d), median of %d\n", nh, nkv, hd, BS, reps);
+    fflush(stdout);
+    int rc = 0;
+    snprintf(buf, sizeof buf, "%s", v_arg);
+    char *save = NULL;
+    for (char *s = strtok_r(buf, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
+        const variant *v = NULL;
+        for (int i = 0; i < N_VARIANTS; i++)
+            if (!strcmp(s, VARIANTS[i].name)) v = &VARIANTS[i];
+        if (!v) {
+            fprintf(stderr, "bench_attn: unknown variant %s\n", s);
+            rc = 2;
+            continue;
+        }
+        /* a child per variant: the switches are read once per process */
+        pid_t pid = fork();
+        if (pid < 0) {
+            perror("bench_attn: fork");
+            return 1;
+        }
+        if (pid == 0) {
+            unsetenv("HEARTH_ATTN_PREFILL");
+            unsetenv("HEARTH_ATTN_PREFILL_HP");
+            unsetenv("HEARTH_ATTN_FLASH_MT");
+            unsetenv("HEARTH_ATTN_FLASH_MINB");
+            for (int e = 0; e < 3 && v->env[e][0]; e++) setenv(v->env[e][0], v->env[e][1], 1);
+            int r = run_variant(v, cases, n_cases, reps, window, hd, nh, nkv);
+            fflush(stdout);
+            _exit(r);
+        }
+        int st = 0;
+        waitpid(pid, &st, 0);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) rc = 1;
+    }
+    return rc;
+}

@@ -1,0 +1,432 @@
+/* attention_flash.cu - causal prefill attention over an f16 paged KV cache,
+ * flash-attention 2 style, for head_dim 64 and 128 (the default kernel for
+ * f16 caches; attention_prefill.cu dispatches here and keeps the older
+ * kernels for A/B runs).
+ *
+ * A block is 4 warps and one 64-row tile of one sequence (the same tiles the
+ * decode kernel leaves alone: tile_uniform with bm 64) for MT query heads of
+ * one kv head (MT = 1 or 2); warp w owns tile rows 16w..16w+15 of each of
+ * its MT heads. With MT = 2 a warp's two heads read the same positions, so
+ * every K / V fragment taken from shared memory feeds two mma, the masks and
+ * tile bounds are the same for both, and the block's 128 rows share each K/V
+ * tile read from L2 (half the L2 traffic of MT = 1).
+ *
+ *   Q: f32 rows scaled by qscale (= scale * log2 e: the softmax runs in
+ *      exp2) and rounded to f16 into shared memory; MT = 1 keeps its A
+ *      fragments in registers (ldmatrix once), MT = 2 reloads them by
+ *      ldmatrix at each k-step (registers for two heads' outputs come first).
+ *   K/V: tiles of 64 positions gathered through the block table (its slice
+ *      staged in shared memory) by 16-byte cp.async into two shared stages
+ *      ([position][HD + 8 halves]: the 16-byte pad makes every ldmatrix
+ *      conflict-free); tile i+1 is in flight while tile i is multiplied;
+ *      positions past the block's last are zero-filled.
+ *   S = Q K^T: mma.sync m16n8k16 (f16 in, f32 accumulate), K fragments by
+ *      ldmatrix (two k-steps per x4).
+ *   Softmax: online, in registers (quad shuffles for the row maxima and
+ *      sums); scores outside [lo(row), pos(row)] are -inf only in tiles that
+ *      cross a bound of one of the warp's rows, and a warp skips tiles that
+ *      lie outside all of its rows.
+ *   O += P V: P packed to f16 A fragments in registers (no shared round
+ *      trip), V fragments by ldmatrix.trans.
+ * Tiles are launched heaviest (latest positions) first; the MT heads of a
+ * block and neighbouring blocks share kv heads, so the K/V bytes come from L2.
+ *
+ * Numerics: the f16 kernel's contract of attention_prefill.cu (q rounded to
+ * f16 after scaling, K/V as stored, f32 accumulation, P rounded to f16 for
+ * the P V product while the row sums add the f32 values, f32 output). */
+#include "ops/cuda/attention.cuh"
+
+#include <limits.h>
+#include <stdlib.h>
+
+namespace {
+
+constexpr int FL_BN = 64;   /* positions per K/V tile */
+constexpr int FL_NT = 128;  /* threads per block (4 warps) */
+constexpr int FL_TBL = 512; /* block-table entries staged in shared memory (8k positions at block size 16) */
+
+template <int HD, int MT, int MB> struct flash_cfg {
+    static constexpr int LD = HD + 8;          /* halves per shared row */
+    static constexpr int TILE = FL_BN * LD;    /* halves of one K or V tile */
+    static constexpr bool QREG = MT == 1;      /* Q fragments held in registers */
+    static constexpr int QROWS = 64 * MT;      /* rows of the staged Q */
+    /* with Q in registers, Q is staged in the second K/V stage (read into
+     * registers before that stage is first filled) */
+    static constexpr int SMEM = (4 * TILE + (QREG ? 0 : QROWS * LD)) * (int)sizeof(__half);
+    static_assert(!QREG || QROWS * LD <= 2 * TILE, "Q fits in one stage");
+};
+
+__device__ __forceinline__ uint32_t f_pack(float a, float b) {
+    __half2 h = __floats2half2_rn(a, b);
+    return *(uint32_t *)&h;
+}
+
+/* 2^x; -inf gives +0 */
+__device__ __forceinline__ float f_ex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+__device__ __forceinline__ void f_mma(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void f_ldsm4(uint32_t *r, const void *p) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(s));
+}
+
+__device__ __forceinline__ void f_ldsm4_t(uint32_t *r, const void *p) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(s));
+}
+
+/* 16 bytes global -> shared; valid false: 16 zero bytes, nothing read */
+__device__ __forceinline__ void f_cp16(void *dst, const void *src, bool valid) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    int n = valid ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(src), "r"(n) : "memory");
+}
+__device__ __forceinline__ void f_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void f_cp_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
+
+/* Positions kb..kb+63 of K and V into Kd / Vd; positions past kv_hi zero
+ * (their address clamped to kv_hi's, nothing read). The cache block of
+ * position p is s_tbl[(p >> bs_shift) - blk0] (SMT: the block table's slice
+ * staged in shared memory) or trow[p >> bs_shift]. One commit group. Each
+ * thread copies one fixed 16-byte column of every (NT / F8)-th row. */
+template <int HD, bool SMT>
+__device__ __forceinline__ void flash_load_tile(__half *Kd, __half *Vd, const __half *kbase, const __half *vbase,
+                                                const int32_t *trow, const int32_t *s_tbl, int blk0, int bs_shift,
+                                                int kv_dim, int kb, int kv_hi, int tid) {
+    constexpr int LD = HD + 8, F8 = HD / 8, N = FL_BN * F8, RSTEP = FL_NT / F8;
+    static_assert(N % FL_NT == 0 && FL_NT % F8 == 0, "tile chunks per thread");
+    const int c = (tid % F8) * 8, bmask = (1 << bs_shift) - 1;
+#pragma unroll
+    for (int it = 0; it < N / FL_NT; it++) {
+        const int i = tid / F8 + it * RSTEP, p = kb + i;
+        const bool ok = p <= kv_hi;
+        const int pc = ok ? p : kv_hi;
+        const int blk = SMT ? s_tbl[(pc >> bs_shift) - blk0] : __ldg(trow + (pc >> bs_shift));
+        const size_t off = ((size_t)blk << bs_shift | (size_t)(pc & bmask)) * (size_t)kv_dim + c;
+        f_cp16(Kd + i * LD + c, kbase + off, ok);
+        f_cp16(Vd + i * LD + c, vbase + off, ok);
+    }
+    f_cp_commit();
+}
+
+template <int HD, int MT, int MB>
+__global__ void __launch_bounds__(FL_NT, MB)
+    attn_flash_kernel(float *__restrict__ out, const float *__restrict__ q, cu_kv kv, const int32_t *__restrict__ seq,
+                      const int32_t *__restrict__ pos, int T, int n_heads, int n_kv, float qscale, int window,
+                      int bs_shift) {
+    using C = flash_cfg<HD, MT, MB>;
+    constexpr int LD = C::LD, TILE = C::TILE;
+    constexpr int NKS = HD / 16;   /* k-steps of S over the head dim */
+    constexpr int NDT = HD / 8;    /* n-tiles of O over the head dim */
+    constexpr int NJ = FL_BN / 8;  /* n-tiles of S over a tile's positions */
+    constexpr int NPK = FL_BN / 16; /* k-steps of P V */
+    constexpr bool QREG = C::QREG;
+    static_assert(NKS % 2 == 0 && FL_BN % 32 == 0, "fragments come two k-steps at a time");
+    extern __shared__ __align__(16) __half fl_sm[];
+    __shared__ int s_lo, s_hi;
+    __shared__ int32_t s_tbl[FL_TBL];
+
+    pdl_wait();
+    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+    const int ntiles = (T + 63) / 64;
+    const int tile = ntiles - 1 - (int)blockIdx.y;
+    const int h0 = (int)blockIdx.x * MT, kvh = h0 / (n_heads / n_kv);
+    if (!tile_uniform(seq, T, tile, 64)) return; /* the decode kernel's rows */
+    const int r0 = tile * 64, nrows = min(64, T - r0);
+    const int32_t *trow = kv.table + (size_t)seq[r0] * kv.max_blocks;
+
+    if (tid == 0) {
+        s_lo = INT_MAX;
+        s_hi = -1;
+    }
+    __syncthreads();
+    if (tid < nrows) {
+        const int hi = pos[r0 + tid], lo = window > 0 ? max(0, hi - window + 1) : 0;
+        atomicMin(&s_lo, lo);
+        atomicMax(&s_hi, hi);
+    }
+    __syncthreads();
+    const int kv_lo = s_lo, kv_hi = s_hi;
+    const int nkv = (kv_hi - kv_lo) / FL_BN + 1; /* every row has lo <= hi, so kv_lo <= kv_hi */
+    const int blk0 = kv_lo >> bs_shift, nb = (kv_hi >> bs_shift) - blk0 + 1;
+    const bool tbl_sm = nb <= FL_TBL; /* block-uniform */
+    if (tbl_sm)
+        for (int i = tid; i < nb; i += FL_NT) s_tbl[i] = trow[blk0 + i];
+    __syncthreads();
+    const __half *kbase = (const __half *)kv.k + (size_t)kvh * HD, *vbase = (const __half *)kv.v + (size_t)kvh * HD;
+    if (tbl_sm)
+        flash_load_tile<HD, true>(fl_sm, fl_sm + TILE, kbase, vbase, trow, s_tbl, blk0, bs_shift, kv.kv_dim, kv_lo,
+                                  kv_hi, tid);
+    else
+        flash_load_tile<HD, false>(fl_sm, fl_sm + TILE, kbase, vbase, trow, s_tbl, blk0, bs_shift, kv.kv_dim, kv_lo,
+                                   kv_hi, tid);
+
+    /* Q of the MT heads, scaled and rounded to f16: [head][row][LD] */
+    __half *Qs = fl_sm + (QREG ? 2 * TILE : 4 * TILE);
+    {
+        constexpr int F4 = HD / 4;
+#pragma unroll 4
+        for (int f = tid; f < C::QROWS * F4; f += FL_NT) {
+            const int rq = f / F4, c = (f % F4) * 4, r = rq & 63, mt = rq >> 6;
+            float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (r < nrows) v = __ldg((const float4 *)(q + ((size_t)(r0 + r) * n_heads + h0 + mt) * HD + c));
+            uint2 hv;
+            hv.x = f_pack(v.x * qscale, v.y * qscale);
+            hv.y = f_pack(v.z * qscale, v.w * qscale);
+            *(uint2 *)&Qs[rq * LD + c] = hv;
+        }
+    }
+    __syncthreads();
+    /* A fragment of k-step kk for head mt: ldmatrix x4 of rows 16w + (lane & 15),
+     * columns 16kk + 8 (lane >> 4) */
+    const __half *qrow = Qs + (16 * w + (lane & 15)) * LD + 8 * (lane >> 4);
+    uint32_t qf[QREG ? NKS : 1][4];
+    if constexpr (QREG) {
+#pragma unroll
+        for (int kk = 0; kk < NKS; kk++) f_ldsm4(qf[kk], qrow + 16 * kk);
+    }
+
+    /* this thread's rows A (ra) and B (rb) of the tile and their bounds; rows
+     * past the tile's end: lo = INT_MAX, hi = -1 (all masked, not stored) */
+    const int g = lane >> 2, cq = 2 * (lane & 3);
+    const int ra = 16 * w + g, rb = ra + 8;
+    const bool vA = ra < nrows, vB = rb < nrows;
+    const int hiA = vA ? pos[r0 + ra] : -1, hiB = vB ? pos[r0 + rb] : -1;
+    const int loA = vA ? (window > 0 ? max(0, hiA - window + 1) : 0) : INT_MAX;
+    const int loB = vB ? (window > 0 ? max(0, hiB - window + 1) : 0) : INT_MAX;
+    int wlo_min = min(loA, loB), wlo_max = max(loA, loB), whi_min = min(hiA, hiB), whi_max = max(hiA, hiB);
+#pragma unroll
+    for (int o2 = 4; o2 <= 16; o2 <<= 1) {
+        wlo_min = min(wlo_min, __shfl_xor_sync(0xffffffffu, wlo_min, o2));
+        wlo_max = max(wlo_max, __shfl_xor_sync(0xffffffffu, wlo_max, o2));
+        whi_min = min(whi_min, __shfl_xor_sync(0xffffffffu, whi_min, o2));
+        whi_max = max(whi_max, __shfl_xor_sync(0xffffffffu, whi_max, o2));
+    }
+
+    float o[MT][NDT][4];
+    float mrow[MT][2], lrow[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+#pragma unroll
+        for (int j = 0; j < NDT; j++) o[mt][j][0] = o[mt][j][1] = o[mt][j][2] = o[mt][j][3] = 0.0f;
+        mrow[mt][0] = mrow[mt][1] = -INFINITY;
+        lrow[mt][0] = lrow[mt][1] = 0.0f;
+    }
+
+    for (int it = 0; it < nkv; it++) {
+        const int kb = kv_lo + FL_BN * it;
+        f_cp_wait_all(); /* this thread's copies of tile it have landed */
+        __syncthreads(); /* everyone's; tile it-1's stage (and Q's staging) is no longer read */
+        if (it + 1 < nkv) {
+            __half *d = fl_sm + ((it + 1) & 1) * 2 * TILE;
+            if (tbl_sm)
+                flash_load_tile<HD, true>(d, d + TILE, kbase, vbase, trow, s_tbl, blk0, bs_shift, kv.kv_dim,
+                                          kb + FL_BN, kv_hi, tid);
+            else
+                flash_load_tile<HD, false>(d, d + TILE, kbase, vbase, trow, s_tbl, blk0, bs_shift, kv.kv_dim,
+                                           kb + FL_BN, kv_hi, tid);
+        }
+        if (kb > whi_max || kb + FL_BN - 1 < wlo_min) continue; /* no row of this warp sees the tile */
+        const __half *Ks = fl_sm + (it & 1) * 2 * TILE, *Vs = Ks + TILE;
+
+        /* S = Q K^T */
+        float s[MT][NJ][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int j = 0; j < NJ; j++) s[mt][j][0] = s[mt][j][1] = s[mt][j][2] = s[mt][j][3] = 0.0f;
+#pragma unroll
+        for (int k2 = 0; k2 < NKS / 2; k2++) {
+            uint32_t qa[MT][2][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                if constexpr (QREG) {
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        qa[mt][0][e] = qf[2 * k2][e];
+                        qa[mt][1][e] = qf[2 * k2 + 1][e];
+                    }
+                } else {
+                    f_ldsm4(qa[mt][0], qrow + mt * 64 * LD + 32 * k2);
+                    f_ldsm4(qa[mt][1], qrow + mt * 64 * LD + 32 * k2 + 16);
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < NJ; j++) {
+                uint32_t b[4];
+                f_ldsm4(b, &Ks[(8 * j + (lane & 7)) * LD + 32 * k2 + 8 * (lane >> 3)]);
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    f_mma(s[mt][j], qa[mt][0], b[0], b[1]);
+                    f_mma(s[mt][j], qa[mt][1], b[2], b[3]);
+                }
+            }
+        }
+        /* masks, only where the tile crosses a bound of one of the warp's rows */
+        if (kb < wlo_max || kb + FL_BN - 1 > whi_min) {
+#pragma unroll
+            for (int j = 0; j < NJ; j++) {
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int p = kb + 8 * j + cq + e;
+                    const bool mA = p < loA || p > hiA, mB = p < loB || p > hiB;
+#pragma unroll
+                    for (int mt = 0; mt < MT; mt++) {
+                        if (mA) s[mt][j][e] = -INFINITY;
+                        if (mB) s[mt][j][2 + e] = -INFINITY;
+                    }
+                }
+            }
+        }
+        /* online softmax; P as f16 A fragments */
+        uint32_t pf[MT][NPK][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+            float mxA = -INFINITY, mxB = -INFINITY;
+#pragma unroll
+            for (int j = 0; j < NJ; j++) {
+                mxA = fmaxf(mxA, fmaxf(s[mt][j][0], s[mt][j][1]));
+                mxB = fmaxf(mxB, fmaxf(s[mt][j][2], s[mt][j][3]));
+            }
+#pragma unroll
+            for (int o2 = 1; o2 <= 2; o2 <<= 1) {
+                mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, o2));
+                mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, o2));
+            }
+            const float mnA = fmaxf(mrow[mt][0], mxA), mnB = fmaxf(mrow[mt][1], mxB);
+            /* a row with nothing seen yet keeps m = -inf: subtract 0, not -inf */
+            const float uA = mnA == -INFINITY ? 0.0f : mnA, uB = mnB == -INFINITY ? 0.0f : mnB;
+            const float cA = f_ex2(mrow[mt][0] - uA), cB = f_ex2(mrow[mt][1] - uB);
+            mrow[mt][0] = mnA;
+            mrow[mt][1] = mnB;
+            float sA = 0.0f, sB = 0.0f;
+#pragma unroll
+            for (int j = 0; j < NJ; j++) {
+                const float p0 = f_ex2(s[mt][j][0] - uA), p1 = f_ex2(s[mt][j][1] - uA);
+                const float p2 = f_ex2(s[mt][j][2] - uB), p3 = f_ex2(s[mt][j][3] - uB);
+                sA += p0 + p1;
+                sB += p2 + p3;
+                pf[mt][j >> 1][(j & 1) * 2 + 0] = f_pack(p0, p1);
+                pf[mt][j >> 1][(j & 1) * 2 + 1] = f_pack(p2, p3);
+            }
+            lrow[mt][0] = lrow[mt][0] * cA + sA;
+            lrow[mt][1] = lrow[mt][1] * cB + sB;
+#pragma unroll
+            for (int jd = 0; jd < NDT; jd++) {
+                o[mt][jd][0] *= cA;
+                o[mt][jd][1] *= cA;
+                o[mt][jd][2] *= cB;
+                o[mt][jd][3] *= cB;
+            }
+        }
+        /* O += P V: ldmatrix.trans of 32 positions x 8 dims gives the B
+         * fragments of two k-steps */
+#pragma unroll
+        for (int jd = 0; jd < NDT; jd++) {
+#pragma unroll
+            for (int pr = 0; pr < NPK / 2; pr++) {
+                uint32_t b[4];
+                f_ldsm4_t(b, &Vs[(32 * pr + lane) * LD + 8 * jd]);
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    f_mma(o[mt][jd], pf[mt][2 * pr], b[0], b[1]);
+                    f_mma(o[mt][jd], pf[mt][2 * pr + 1], b[2], b[3]);
+                }
+            }
+        }
+    }
+    pdl_launch();
+
+    /* row sums over the quad, normalise, store */
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+        float lA = lrow[mt][0], lB = lrow[mt][1];
+#pragma unroll
+        for (int o2 = 1; o2 <= 2; o2 <<= 1) {
+            lA += __shfl_xor_sync(0xffffffffu, lA, o2);
+            lB += __shfl_xor_sync(0xffffffffu, lB, o2);
+        }
+        const float iA = lA > 0.0f ? 1.0f / lA : 0.0f, iB = lB > 0.0f ? 1.0f / lB : 0.0f;
+        float *oa = out + ((size_t)(r0 + ra) * n_heads + h0 + mt) * HD + cq;
+        float *ob = out + ((size_t)(r0 + rb) * n_heads + h0 + mt) * HD + cq;
+#pragma unroll
+        for (int jd = 0; jd < NDT; jd++) {
+            if (vA) *(float2 *)(oa + 8 * jd) = make_float2(o[mt][jd][0] * iA, o[mt][jd][1] * iA);
+            if (vB) *(float2 *)(ob + 8 * jd) = make_float2(o[mt][jd][2] * iB, o[mt][jd][3] * iB);
+        }
+    }
+}
+
+template <int HD, int MT, int MB>
+void launch_flash(const cu_launch *L, float *out, const float *q, int T, const cu_kv *kv, const int32_t *seq,
+                  const int32_t *pos, int n_heads, int n_kv, float qscale, int window, int bs_shift) {
+    constexpr int smem = flash_cfg<HD, MT, MB>::SMEM;
+    /* above 48 KB a block's dynamic shared memory needs the opt-in; the
+     * carveout asks for the most shared memory so that MINB blocks fit
+     * (host-side calls: fine while a graph is being captured) */
+    if (smem > 48 * 1024)
+        cu_note(L, cudaFuncSetAttribute(attn_flash_kernel<HD, MT, MB>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    cu_note(L, cudaFuncSetAttribute(attn_flash_kernel<HD, MT, MB>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                    cudaSharedmemCarveoutMaxShared));
+    dim3 grid(n_heads / MT, (T + 63) / 64);
+    cu_launch_k(L, attn_flash_kernel<HD, MT, MB>, grid, dim3(FL_NT), smem, out, q, *kv, seq, pos, T, n_heads, n_kv, qscale,
+                window, bs_shift);
+}
+
+/* Heads a block computes (mt) and blocks an SM holds (mb: 3 caps registers
+ * at 168, 2 at 255). Benchmarks: HEARTH_ATTN_FLASH_MT=1|2 and
+ * HEARTH_ATTN_FLASH_MINB=2|3 (one head a block only) force them (read once). */
+void flash_shape(const cu_launch *L, int T, int n_heads, int n_kv_heads, int *mt, int *mb) {
+    static int want_mt = -1, want_mb = 0;
+    if (want_mt < 0) {
+        const char *s = getenv("HEARTH_ATTN_FLASH_MT"), *b = getenv("HEARTH_ATTN_FLASH_MINB");
+        want_mt = s ? atoi(s) : 0;
+        want_mb = b ? atoi(b) : 0;
+    }
+    const int G = n_heads / n_kv_heads;
+    /* two heads a block while that still gives two blocks per SM; a short
+     * chunk takes one (each block's serial walk over its positions is then
+     * the time) */
+    *mt = (long)((T + 63) / 64) * (n_heads / 2) >= 2L * L->n_sm ? 2 : 1;
+    if (want_mt == 1 || want_mt == 2) *mt = want_mt;
+    if (G % 2 != 0) *mt = 1;
+    /* 3 blocks an SM at 168 registers spill and ran slower than 2 (run 1) */
+    *mb = *mt == 1 && want_mb == 3 ? 3 : 2;
+}
+
+} // namespace
+
+void cu_attention_flash(const cu_launch *L, float *out, const float *q, int T, const cu_kv *kv, const int32_t *seq,
+                        const int32_t *pos, int n_heads, int n_kv_heads, int head_dim, float qscale, int window) {
+    int mt, mb, bs_shift = 0;
+    flash_shape(L, T, n_heads, n_kv_heads, &mt, &mb);
+    while ((1 << bs_shift) < kv->block_size) bs_shift++;
+#define FL_ARGS L, out, q, T, kv, seq, pos, n_heads, n_kv_heads, qscale, window, bs_shift
+    if (head_dim == 128)
+        mt == 2 ? launch_flash<128, 2, 2>(FL_ARGS) : mb == 2 ? launch_flash<128, 1, 2>(FL_ARGS)
+                                                             : launch_flash<128, 1, 3>(FL_ARGS);
+    else
+        mt == 2 ? launch_flash<64, 2, 2>(FL_ARGS) : mb == 2 ? launch_flash<64, 1, 2>(FL_ARGS)
+                                                            : launch_flash<64, 1, 3>(FL_ARGS);
+#undef FL_ARGS
+}
+
+int cu_attention_flash_fits(const cu_kv *kv, int head_dim) {
+    const int bs = kv->block_size;
+    return kv->f16 && (head_dim == 64 || head_dim == 128) && bs > 0 && (bs & (bs - 1)) == 0;
+}
