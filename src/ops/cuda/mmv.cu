@@ -18,6 +18,8 @@
  * bytes); otherwise the blocks are read straight from global memory. */
 #include "ops/cuda/cuda_internal.cuh"
 
+#include <stdlib.h>
+
 /* ---- loads ---------------------------------------------------------------- */
 
 __device__ __forceinline__ uint4 ld_stream16(const void *p) {
@@ -108,11 +110,11 @@ template <> __device__ __forceinline__ void unpack16<HEARTH_DT_F32>(uint4 v, flo
 /* One warp owns logical rows [2*warp, 2*warp + 2), or in swiglu mode the
  * gate and up rows of logical row warp. Weights and x in 16-byte chunks:
  * chunk c of a row is elements [E*c, E*c + E). */
-template <int WT, int NT>
+template <int WT, int NT, int U>
 __global__ void __launch_bounds__(256) mmv_float_kernel(mmv_set set, size_t row_bytes, const void *__restrict__ xp,
                                                         int K) {
     constexpr int E = WT == HEARTH_DT_F32 ? 4 : 8;
-    constexpr int U = 4, R = 2;
+    constexpr int R = 2;
     const int lane = threadIdx.x & 31;
     const int warp = (int)((blockIdx.x * blockDim.x + threadIdx.x) >> 5);
     const int N = set_rows(set);
@@ -432,12 +434,99 @@ template <int NT, int R> struct qdot<HEARTH_DT_Q6_K, NT, R> {
     }
 };
 
+/* Two consecutive blocks of a row in shared memory (gb even, so they start
+ * 4-byte aligned: 36 bytes for Q4_0, 68 for Q8_0) read as aligned 32-bit
+ * words, the codes of the block at offset 2 realigned with byte permutes:
+ * a quarter of the shared-memory load instructions of one block at a time
+ * through 16-bit loads. Same integer sums and scaling steps as qdot. */
+template <int QT, int NT, int R> struct qdot_pair;
+
+template <int NT, int R> struct qdot_pair<HEARTH_DT_Q4_0, NT, R> {
+    enum { WORDS = 9 };
+    static __device__ __forceinline__ void run(const uint8_t *const *b, int gb, const xq8 &x, float (*acc)[NT]) {
+        float d0[R], d1[R];
+        uint32_t q0[R][4], q1[R][4];
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const uint32_t *w = (const uint32_t *)b[r];
+            uint32_t v[WORDS];
+#pragma unroll
+            for (int i = 0; i < WORDS; i++) v[i] = w[i];
+            /* block 0: d = bytes 0-1, codes 2..17; block 1: d = bytes 18-19, codes 20..35 */
+            d0[r] = h2f((uint16_t)(v[0] & 0xffffu));
+#pragma unroll
+            for (int i = 0; i < 4; i++) q0[r][i] = __byte_perm(v[i], v[i + 1], 0x5432);
+            d1[r] = h2f((uint16_t)(v[4] >> 16));
+#pragma unroll
+            for (int i = 0; i < 4; i++) q1[r][i] = v[5 + i];
+        }
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            int xa[8], xb[8];
+            float4 da, db;
+            x_group(x, t, gb, xa, &da);
+            x_group(x, t, gb + 1, xb, &db);
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                int s = dot_nibbles(q0[r], xa) - 8 * (int)da.y;
+                acc[r][t] = fmaf(d0[r] * da.x, (float)s, acc[r][t]);
+                s = dot_nibbles(q1[r], xb) - 8 * (int)db.y;
+                acc[r][t] = fmaf(d1[r] * db.x, (float)s, acc[r][t]);
+            }
+        }
+    }
+};
+
+template <int NT, int R> struct qdot_pair<HEARTH_DT_Q8_0, NT, R> {
+    enum { WORDS = 17 };
+    static __device__ __forceinline__ void run(const uint8_t *const *b, int gb, const xq8 &x, float (*acc)[NT]) {
+        float d0[R], d1[R];
+        uint32_t q0[R][8], q1[R][8];
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const uint32_t *w = (const uint32_t *)b[r];
+            uint32_t v[WORDS];
+#pragma unroll
+            for (int i = 0; i < WORDS; i++) v[i] = w[i];
+            /* block 0: d = bytes 0-1, codes 2..33; block 1: d = bytes 34-35, codes 36..67 */
+            d0[r] = h2f((uint16_t)(v[0] & 0xffffu));
+#pragma unroll
+            for (int i = 0; i < 8; i++) q0[r][i] = __byte_perm(v[i], v[i + 1], 0x5432);
+            d1[r] = h2f((uint16_t)(v[8] >> 16));
+#pragma unroll
+            for (int i = 0; i < 8; i++) q1[r][i] = v[9 + i];
+        }
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            int xa[8], xb[8];
+            float4 da, db;
+            x_group(x, t, gb, xa, &da);
+            x_group(x, t, gb + 1, xb, &db);
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                int s0 = 0, s1 = 0;
+#pragma unroll
+                for (int i = 0; i < 8; i++) {
+                    s0 = __dp4a((int)q0[r][i], xa[i], s0);
+                    s1 = __dp4a((int)q1[r][i], xb[i], s1);
+                }
+                acc[r][t] = fmaf(d0[r] * da.x, (float)s0, acc[r][t]);
+                acc[r][t] = fmaf(d1[r] * db.x, (float)s1, acc[r][t]);
+            }
+        }
+    }
+};
+
+template <int QT> struct has_pair { enum { value = 0 }; };
+template <> struct has_pair<HEARTH_DT_Q4_0> { enum { value = 1 }; };
+template <> struct has_pair<HEARTH_DT_Q8_0> { enum { value = 1 }; };
+
 /* Rows 16-byte aligned. A warp owns pairs of rows - the gate and up rows of
  * one output in swiglu mode, logical rows 2j and 2j+1 otherwise - so every x
  * load serves two rows; it streams pairs gw, gw + nw, ... in segments of
  * SEG_BLOCKS blocks of both rows through a double buffer in shared memory
  * (cp.async, 16-byte chunks, fully coalesced whatever the block size). */
-template <int QT, int NT>
+template <int QT, int NT, bool PAIR>
 __global__ void __launch_bounds__(128) mmv_quant_staged(mmv_set set, size_t row_bytes, xq8 x) {
     using TR = qtraits<QT>;
     constexpr int SEG = TR::SEG_BLOCKS * TR::BYTES;
@@ -483,7 +572,15 @@ __global__ void __launch_bounds__(128) mmv_quant_staged(mmv_set set, size_t row_
         int blk0 = s * TR::SEG_BLOCKS;
         int nu = min((int)TR::SEG_BLOCKS, nblk_row - blk0) * TR::UNITS;
         const uint8_t *sa = sm[wid][it & 1][0], *sb = sm[wid][it & 1][1];
-        for (int u = lane; u < nu; u += 32) {
+        int u0 = 0;
+        if constexpr (PAIR && has_pair<QT>::value) { /* a lane takes blocks 2p and 2p + 1; an odd last one goes below */
+            for (int p = lane; p < nu / 2; p += 32) {
+                const uint8_t *bp[2] = {sa + 2 * p * TR::BYTES, sb + 2 * p * TR::BYTES};
+                qdot_pair<QT, NT, 2>::run(bp, blk0 + 2 * p, x, acc);
+            }
+            u0 = nu & ~1;
+        }
+        for (int u = u0 + lane; u < nu; u += 32) {
             int b = u / TR::UNITS;
             const uint8_t *bp[2] = {sa + b * TR::BYTES, sb + b * TR::BYTES};
             qdot<QT, NT, 2>::run(bp, u - b * TR::UNITS, blk0 + b, x, acc);
@@ -576,7 +673,14 @@ static void launch_float(const cu_launch *L, const mmv_set *set, const void *xp,
     int fast = K % E == 0 && set_aligned(set) && row_bytes % 16 == 0 && ((uintptr_t)xp & 15) == 0;
     if (fast) {
         int warps = set->swiglu ? N : cu_div_up(N, 2);
-        cu_launch_k(L, mmv_float_kernel<WT, NT>, dim3(cu_div_up(warps, 8)), dim3(256), 0, *set, row_bytes, xp, K);
+        /* chunks of 16 bytes a lane keeps in flight per row: 4, or 8 with HEARTH_MMV_U=8 (benchmarks) */
+        static int u8 = -1;
+        if (u8 < 0) {
+            const char *s = getenv("HEARTH_MMV_U");
+            u8 = s && atoi(s) == 8;
+        }
+        auto k = u8 ? mmv_float_kernel<WT, NT, 8> : mmv_float_kernel<WT, NT, 4>;
+        cu_launch_k(L, k, dim3(cu_div_up(warps, 8)), dim3(256), 0, *set, row_bytes, xp, K);
     } else {
         cu_launch_k(L, mmv_float_generic<WT, NT>, dim3(cu_div_up(N, 8)), dim3(256), 0, *set, row_bytes, xp, K);
     }
@@ -588,10 +692,16 @@ static void launch_quant(const cu_launch *L, const mmv_set *set, const void *xp,
     xq8 x = {(const int8_t *)xp, (const float4 *)((const int8_t *)xp + n), K};
     int N = set_rows_host(set);
     if (set_aligned(set) && row_bytes % 16 == 0) {
+        /* Q4_0 / Q8_0: two blocks a lane from aligned words (HEARTH_MMV_PAIR=0 keeps one, for benchmarks) */
+        static int pair = -1;
+        if (pair < 0) {
+            const char *s = getenv("HEARTH_MMV_PAIR");
+            pair = !(s && atoi(s) == 0);
+        }
+        auto k = has_pair<QT>::value && pair ? mmv_quant_staged<QT, NT, true> : mmv_quant_staged<QT, NT, false>;
         /* one wave of resident blocks, or fewer when there are fewer pairs */
         static int per_sm = 0;
-        if (!per_sm && (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mmv_quant_staged<QT, NT>, 128, 0) !=
-                            cudaSuccess ||
+        if (!per_sm && (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, 128, 0) != cudaSuccess ||
                         per_sm < 1)) {
             cudaGetLastError();
             per_sm = 4;
@@ -599,7 +709,7 @@ static void launch_quant(const cu_launch *L, const mmv_set *set, const void *xp,
         int pairs = set->swiglu ? N : cu_div_up(N, 2);
         int blocks = cu_div_up(pairs, 4);
         if (blocks > L->n_sm * per_sm) blocks = L->n_sm * per_sm;
-        cu_launch_k(L, mmv_quant_staged<QT, NT>, dim3(blocks), dim3(128), 0, *set, row_bytes, x);
+        cu_launch_k(L, k, dim3(blocks), dim3(128), 0, *set, row_bytes, x);
     } else {
         cu_launch_k(L, mmv_quant_direct<QT, NT>, dim3(cu_div_up(N, 8)), dim3(256), 0, *set, row_bytes, x);
     }
