@@ -2,6 +2,8 @@
  * reads its result, and the preparation of the normed row for the matmuls
  * that follow (bf16 / f16 copy, or q8 in 32-blocks, as xprep.cu makes them):
  *   X += D (when D is given); Y = X / rms(X) * w; prep(Y).
+ * Y NULL: the recorder found Y dead (only its prepared copy is read), so
+ * only the copy is written.
  * One block of 1024 threads per row (a decode step has one row: the whole
  * chip waits on this block, so it is wide and shallow), each thread holding
  * the elements k with k % 1024 == tid (dim <= 8192), so Y may alias X or D:
@@ -20,7 +22,7 @@ __global__ void __launch_bounds__(AR_NT) add_rmsnorm_kernel(float *X, const floa
     const int row = blockIdx.x, tid = threadIdx.x, lane = tid & 31;
     float *xr = X + (size_t)row * dim;
     const float *dr = D ? D + (size_t)row * dim : NULL;
-    float *yr = Y + (size_t)row * dim;
+    float *yr = Y ? Y + (size_t)row * dim : NULL; /* NULL: only the prepared copy is wanted */
     float v[AR_MAXJ];
     double ss = 0.0;
 #pragma unroll
@@ -58,7 +60,7 @@ __global__ void __launch_bounds__(AR_NT) add_rmsnorm_kernel(float *X, const floa
         float y = 0.0f;
         if (k < dim) {
             y = v[j] * s * w[k];
-            yr[k] = y;
+            if (yr) yr[k] = y;
         }
         size_t e = (size_t)row * dim + k;
         if (kind == XPREP_BF16) {

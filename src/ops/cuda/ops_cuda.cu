@@ -222,6 +222,84 @@ static int mm_same_input(const rec *a, const rec *b) {
     return a->p[1] == b->p[1] && a->i[0] == b->i[0] && a->i[1] == b->i[1] && a->i[3] == b->i[3] && a->z[0] == b->z[0];
 }
 
+/* ---- dead stores: a fused kernel may skip writing a buffer that nothing
+ * reads before it is overwritten ------------------------------------------ */
+
+/* 1 when record r may read a byte of [p, p + n). Activations only: the KV
+ * cache and block table (R_KV_WRITE, R_ATTN) are allocations of their own
+ * (engine/kv.c), never an activation buffer, and are not compared. Unknown
+ * kinds read everything. */
+static int rec_reads(const rec *r, const void *p, size_t n) {
+    const size_t f = sizeof(float);
+    switch (r->kind) {
+    case R_UPLOAD: return 0;
+    case R_COPY: return overlap(r->p[1], r->z[0], p, n);
+    case R_MATMUL:
+        return overlap(r->p[1], f * r->i[0] * r->i[3], p, n) || overlap(r->p[2], r->z[0] * r->i[2], p, n);
+    case R_EMBED: return overlap(r->p[1], r->z[0] * r->i[1], p, n) || overlap(r->p[2], 4 * (size_t)r->i[3], p, n);
+    case R_RMSNORM:
+        return overlap(r->p[1], f * r->i[0] * r->i[1], p, n) || overlap(r->p[2], f * r->i[1], p, n);
+    case R_ROPE:
+        return overlap(r->p[0], f * r->i[0] * r->i[1] * r->i[2], p, n) || overlap(r->p[1], 4 * (size_t)r->i[0], p, n) ||
+               overlap(r->p[2], f * (r->i[3] / 2), p, n);
+    case R_ADD_BIAS: return overlap(r->p[0], f * r->i[0] * r->i[1], p, n) || overlap(r->p[1], f * r->i[1], p, n);
+    case R_ADD: return overlap(r->p[0], f * r->z[0], p, n) || overlap(r->p[1], f * r->z[0], p, n);
+    case R_SWIGLU: return overlap(r->p[1], f * r->i[0] * r->i[1], p, n) || overlap(r->p[2], f * r->i[0] * r->i[1], p, n);
+    case R_KV_WRITE:
+        return overlap(r->p[3], f * r->i[3] * r->i[2], p, n) || overlap(r->p[4], f * r->i[3] * r->i[2], p, n) ||
+               overlap(r->p[5], 4 * (size_t)r->i[3], p, n) || overlap(r->p[6], 4 * (size_t)r->i[3], p, n);
+    case R_ATTN:
+        return overlap(r->p[4], f * r->i[3] * r->i[4] * r->i[6], p, n) || overlap(r->p[5], 4 * (size_t)r->i[3], p, n) ||
+               overlap(r->p[6], 4 * (size_t)r->i[3], p, n);
+    case R_PICK:
+        return overlap(r->p[1], f * r->i[0] * r->i[1], p, n) ||
+               overlap(r->p[2], sizeof(hearth_pick_params) * r->i[0], p, n);
+    }
+    return 1;
+}
+
+/* 1 when record r overwrites all of [p, p + n) (after reading its inputs). */
+static int rec_covers(const rec *r, const void *p, size_t n) {
+    const size_t f = sizeof(float);
+    const char *a = (const char *)p, *b = NULL;
+    size_t m = 0;
+    switch (r->kind) {
+    case R_UPLOAD: case R_COPY: b = (const char *)r->p[0], m = r->z[0]; break;
+    case R_MATMUL: b = (const char *)r->p[0], m = f * r->i[0] * r->i[2]; break;
+    case R_EMBED: b = (const char *)r->p[0], m = f * r->i[3] * r->i[2]; break;
+    case R_RMSNORM: b = (const char *)r->p[0], m = f * r->i[0] * r->i[1]; break;
+    case R_SWIGLU: b = (const char *)r->p[0], m = f * r->i[0] * r->i[1]; break;
+    case R_ATTN: b = (const char *)r->p[3], m = f * r->i[3] * r->i[4] * r->i[6]; break;
+    default: return 0;
+    }
+    return b <= a && a + n <= b + m;
+}
+
+/* 1 when the value of [p, p + n) after recs[i] is dead: records i + 1.. read
+ * none of it before one overwrites all of it. Records j in [i + 1, hit) are
+ * matmuls served from the prepared copy of the buffer (matmul.cu's cache),
+ * so they do not read it. The end of the records keeps everything live (the
+ * host may download it). */
+static int dead_after(const rec *recs, int i, int n, int hit, const void *p, size_t bytes) {
+    for (int j = i + 1; j < n; j++) {
+        if (j >= hit && rec_reads(&recs[j], p, bytes)) return 0;
+        if (rec_covers(&recs[j], p, bytes)) return 1;
+    }
+    return 0;
+}
+
+/* The matmuls right after recs[i] that take x (T rows of K) from the cache
+ * a fused kernel just set: consecutive matmuls of that x and prep kind whose
+ * outputs leave x alone. Returns the index past them. */
+static int cache_hits(const hearth_cuda_ctx *c, const rec *recs, int i, int n, const void *x, int T, int K, int kind) {
+    int j = i + 1;
+    while (j < n && recs[j].kind == R_MATMUL && recs[j].p[1] == x && recs[j].i[0] == T && recs[j].i[3] == K &&
+           cu_mm_prep_kind(&c->mm, T, (hearth_dtype)recs[j].i[1]) == kind &&
+           !overlap(recs[j].p[0], mm_ybytes(&recs[j]), x, mm_xbytes(&recs[j])))
+        j++;
+    return j;
+}
+
 static const char *type_name(int t) {
     const hearth_dtype_info *d = hearth_dtype_get((uint32_t)t);
     return d ? d->name : "?";
@@ -300,12 +378,19 @@ static int run_unit(hearth_cuda_ctx *c, const rec *recs, int i, int n, char *lab
                     kind = cu_mm_prep_kind(&c->mm, rows, (hearth_dtype)mm->i[1]);
                 if (!cu_add_rmsnorm_fits(dim, kind)) kind = XPREP_NONE;
                 if (cu_add_rmsnorm_fits(dim, kind) && (a || kind != XPREP_NONE)) {
+                    /* Y itself is not stored when only the prepared copy is read before Y is overwritten */
+                    const float *Y = (const float *)nr->p[0];
+                    size_t yb = sizeof(float) * (size_t)rows * dim;
+                    int ni = (int)(nr - recs);
+                    int dead = kind != XPREP_NONE && nr->p[0] != nr->p[1] &&
+                               dead_after(recs, ni, n, cache_hits(c, recs, ni, n, Y, rows, dim, kind), Y, yb);
                     cu_mm_invalidate(&c->mm);
-                    cu_add_rmsnorm(L, (float *)nr->p[1], a ? (const float *)a->p[1] : NULL, (float *)nr->p[0],
-                                   (const float *)nr->p[2], rows, dim, nr->f[0], kind, c->mm.xprep);
+                    cu_add_rmsnorm(L, (float *)nr->p[1], a ? (const float *)a->p[1] : NULL,
+                                   dead ? NULL : (float *)nr->p[0], (const float *)nr->p[2], rows, dim, nr->f[0], kind,
+                                   c->mm.xprep);
                     if (kind != XPREP_NONE) cu_mm_set_cache(&c->mm, (const float *)nr->p[0], rows, dim, kind, c->mm.xprep);
-                    snprintf(label, lsz, "%srmsnorm%s dim %d rows %d", a ? "add+" : "",
-                             kind != XPREP_NONE ? "+prep" : "", dim, rows);
+                    snprintf(label, lsz, "%srmsnorm%s%s dim %d rows %d", a ? "add+" : "",
+                             kind != XPREP_NONE ? "+prep" : "", dead ? " (no y)" : "", dim, rows);
                     return took;
                 }
             }
@@ -315,11 +400,14 @@ static int run_unit(hearth_cuda_ctx *c, const rec *recs, int i, int n, char *lab
             r[1].i[0] == r->i[0] && r[1].i[3] == r->i[1]) {
             int kind = cu_mm_prep_kind(&c->mm, r->i[0], (hearth_dtype)r[1].i[1]);
             if (kind != XPREP_NONE && cu_swiglu_prep_fits(kind)) {
+                const float *O = (const float *)r->p[0];
+                size_t ob = sizeof(float) * (size_t)r->i[0] * r->i[1];
+                int dead = dead_after(recs, i, n, cache_hits(c, recs, i, n, O, r->i[0], r->i[1], kind), O, ob);
                 cu_mm_invalidate(&c->mm);
-                cu_swiglu_prep(L, (float *)r->p[0], (const float *)r->p[1], (const float *)r->p[2], r->i[0], r->i[1],
-                               kind, c->mm.xprep);
-                cu_mm_set_cache(&c->mm, (const float *)r->p[0], r->i[0], r->i[1], kind, c->mm.xprep);
-                snprintf(label, lsz, "swiglu+prep");
+                cu_swiglu_prep(L, dead ? NULL : (float *)r->p[0], (const float *)r->p[1], (const float *)r->p[2],
+                               r->i[0], r->i[1], kind, c->mm.xprep);
+                cu_mm_set_cache(&c->mm, O, r->i[0], r->i[1], kind, c->mm.xprep);
+                snprintf(label, lsz, "swiglu+prep%s", dead ? " (no out)" : "");
                 return 1;
             }
         }

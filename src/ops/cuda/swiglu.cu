@@ -1,7 +1,8 @@
 /* swiglu.cu - out = silu(gate) * up, in the CPU's order of operations
  * (g / (1 + e^-g) * u, accurate expf). out may alias gate. With a prep
  * kind (the recorder's fusion with the matmul that reads out), the bf16 or
- * f16 copy of out that the matmul would make (xprep.cu) is written too. */
+ * f16 copy of out that the matmul would make (xprep.cu) is written too, and
+ * out may be NULL (the recorder found it dead: only the copy is read). */
 #include "ops/cuda/cuda_internal.cuh"
 
 #include <type_traits>
@@ -15,13 +16,14 @@ template <typename H>
 __global__ void swiglu_kernel(float *out, const float *gate, const float *up, size_t n, H *prep) {
     pdl_wait();
     size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 4;
-    if (i + 3 < n && (((uintptr_t)(out + i) | (uintptr_t)(gate + i) | (uintptr_t)(up + i)) & 15) == 0) {
+    const uintptr_t oa = out ? (uintptr_t)(out + i) : 0;
+    if (i + 3 < n && ((oa | (uintptr_t)(gate + i) | (uintptr_t)(up + i)) & 15) == 0) {
         float4 g = *(const float4 *)(gate + i), u = *(const float4 *)(up + i), o;
         o.x = g.x / (1.0f + expf(-g.x)) * u.x;
         o.y = g.y / (1.0f + expf(-g.y)) * u.y;
         o.z = g.z / (1.0f + expf(-g.z)) * u.z;
         o.w = g.w / (1.0f + expf(-g.w)) * u.w;
-        *(float4 *)(out + i) = o;
+        if (out) *(float4 *)(out + i) = o;
         if constexpr (!std::is_same_v<H, float>) {
             put_half(prep, i, o.x);
             put_half(prep, i + 1, o.y);
@@ -31,7 +33,7 @@ __global__ void swiglu_kernel(float *out, const float *gate, const float *up, si
     } else {
         for (size_t j = i; j < i + 4 && j < n; j++) {
             float g = gate[j], o = g / (1.0f + expf(-g)) * up[j];
-            out[j] = o;
+            if (out) out[j] = o;
             if constexpr (!std::is_same_v<H, float>) put_half(prep, j, o);
         }
     }
