@@ -132,7 +132,7 @@ static int run_variant(const variant *v, const bcase *cases, int n_cases, int re
     o->upload(c, dtable, table, sizeof(int32_t) * (size_t)mbps);
     o->upload(c, dseq, hseq, 4 * (size_t)max_t);
     void *kp[1] = {dk}, *vp[1] = {dv};
-    hearth_kv_view view = {kp, vp, dtable, BS, mbps, kv_dim, n_blocks, HEARTH_DT_F16};
+    hearth_kv_view view = {kp, vp, dtable, BS, mbps, kv_dim, n_blocks, HEARTH_DT_F16, 1}; /* one sequence, as the model marks a lone prompt */
     for (int ci = 0; ci < n_cases; ci++) {
         const int T = cases[ci].T, past = cases[ci].past;
         double work = 0.0; /* positions attended, summed over rows */

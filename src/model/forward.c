@@ -27,7 +27,11 @@ hearth_status hearth_model_forward(hearth_model *m, hearth_kv *kv, const int32_t
     const int dim = c->hidden_size, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
     const int qd = nh * hd, kvd = nkv * hd, ffn = c->intermediate_size;
     const float scale = 1.0f / sqrtf((float)hd);
-    const hearth_kv_view *view = hearth_kv_view_get(kv);
+    hearth_kv_view vw = *hearth_kv_view_get(kv);
+    vw.one_seq = 1;
+    for (int t = 1; t < T; t++)
+        if (seq[t] != seq[0]) vw.one_seq = 0;
+    const hearth_kv_view *view = &vw;
 
     /* The embedding lookup reads ids on the host side of the CPU backend;
      * device backends read the uploaded copy. */

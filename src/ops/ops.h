@@ -36,6 +36,8 @@ typedef struct hearth_kv_view {
     const int32_t *block_table; /* [n_seqs][max_blocks_per_seq] */
     int block_size, max_blocks_per_seq, kv_dim, n_blocks;
     hearth_dtype type;          /* HEARTH_DT_F32 or HEARTH_DT_F16 */
+    int one_seq;                /* set per forward: 1 when all its rows belong to one sequence (a
+                                   backend may then skip per-row batch checks); 0 = unknown */
 } hearth_kv_view;
 
 /* Token choice for one logit row, made where the logits are (the pick op),

@@ -434,8 +434,8 @@ static int kv_make(kvpair *p, hearth_dtype type, int kv_dim, int bs, int n_seq, 
     p->hvp[0] = p->hv;
     p->dkp[0] = p->dk;
     p->dvp[0] = p->dv;
-    p->hview = (hearth_kv_view){p->hkp, p->hvp, p->table, bs, p->mbps, kv_dim, p->n_blocks, type};
-    p->dview = (hearth_kv_view){p->dkp, p->dvp, p->dtable, bs, p->mbps, kv_dim, p->n_blocks, type};
+    p->hview = (hearth_kv_view){p->hkp, p->hvp, p->table, bs, p->mbps, kv_dim, p->n_blocks, type, 0};
+    p->dview = (hearth_kv_view){p->dkp, p->dvp, p->dtable, bs, p->mbps, kv_dim, p->n_blocks, type, 0};
     return p->dk && p->dv && p->dtable;
 }
 
@@ -461,6 +461,9 @@ static int attn_case(hearth_dtype kt, const char *what, int nh, int nkv, int hd,
     float scale = 1.0f / sqrtf((float)hd);
     CPU->attention(g_cpu, want, q, T, &p.hview, 0, seq, pos, nh, nkv, hd, scale, window);
     poison(od, 4 * qn);
+    p.dview.one_seq = 1; /* as the model sets it */
+    for (int t = 1; t < T; t++)
+        if (seq[t] != seq[0]) p.dview.one_seq = 0;
     CU->attention(g_cu, od, qd, T, &p.dview, 0, sd, pd, nh, nkv, hd, scale, window);
     down(got, od, 4 * qn);
     size_t at;

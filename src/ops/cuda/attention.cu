@@ -247,7 +247,7 @@ static int decode(const cu_launch *L, dim3 grid, float *out, const float *q, con
 
 void cu_attention(const cu_launch *L, float *out, const float *q, int T, const cu_kv *kv, const int32_t *seq,
                   const int32_t *pos, int n_heads, int n_kv_heads, int head_dim, float scale, int window,
-                  float *part, size_t part_floats, int *cnt, int n_cnt) {
+                  int one_seq, float *part, size_t part_floats, int *cnt, int n_cnt) {
     const int G = n_heads / n_kv_heads, ngrp = (G + AD_MAXG - 1) / AD_MAXG;
     /* the tensor-core kernel reads K/V rows in 16-byte pieces */
     const int aligned = kv->kv_dim % 8 == 0 && ((uintptr_t)kv->k | (uintptr_t)kv->v) % 16 == 0;
@@ -259,6 +259,8 @@ void cu_attention(const cu_launch *L, float *out, const float *q, int T, const c
      * long contexts is latency-bound with one block per row and head). */
     const int skip_bm = T > 8 && (head_dim == 64 || head_dim == 128) && aligned ? 64 : 0;
     if (skip_bm) cu_attention_prefill(L, out, q, T, kv, seq, pos, n_heads, n_kv_heads, head_dim, scale, window);
+    /* rows of one sequence: every tile is uniform, the prefill kernel took them all */
+    if (skip_bm && one_seq) return;
     long per_split = (long)T * n_kv_heads * ngrp;
     long want = (16L * L->n_sm + per_split - 1) / per_split;
     int S = (int)(want < 1 ? 1 : want > 64 ? 64 : want);

@@ -210,12 +210,13 @@ void cu_rope_kv(const cu_launch *L, float *q, float *k, const float *v, int T, i
                 const int32_t *pos, const float *inv_freq, int rot_dim, int neox, const cu_kv *kv,
                 const int32_t *seq);
 
-/* part: scratch of part_floats floats for split partial results; cnt: n_cnt
- * zeroed ints that the decode kernel's blocks count themselves on (each
- * count is back to 0 when the kernel ends). */
+/* one_seq: the caller knows all T rows belong to one sequence. part: scratch
+ * of part_floats floats for split partial results; cnt: n_cnt zeroed ints
+ * that the decode kernel's blocks count themselves on (each count is back to
+ * 0 when the kernel ends). */
 void cu_attention(const cu_launch *L, float *out, const float *q, int T, const cu_kv *kv, const int32_t *seq,
                   const int32_t *pos, int n_heads, int n_kv_heads, int head_dim, float scale, int window,
-                  float *part, size_t part_floats, int *cnt, int n_cnt);
+                  int one_seq, float *part, size_t part_floats, int *cnt, int n_cnt);
 
 /* The pick op (ops.h) for n_rows rows of logits [n_rows][vocab]: one block
  * per row. */

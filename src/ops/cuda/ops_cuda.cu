@@ -191,8 +191,8 @@ static void run_one(hearth_cuda_ctx *c, const rec *r) {
     case R_ATTN: {
         cu_kv kv = get_kv(r);
         cu_attention(L, (float *)r->p[3], (const float *)r->p[4], r->i[3], &kv, (const int32_t *)r->p[5],
-                     (const int32_t *)r->p[6], r->i[4], r->i[5], r->i[6], r->f[0], r->i[7], c->part, c->part_floats,
-                     c->att_cnt, ATT_CNT);
+                     (const int32_t *)r->p[6], r->i[4], r->i[5], r->i[6], r->f[0], r->i[7], r->i[8], c->part,
+                     c->part_floats, c->att_cnt, ATT_CNT);
         break;
     }
     case R_PICK:
@@ -1043,6 +1043,7 @@ static void op_attention(void *ctx, float *out, const float *q, int T, const hea
     r->i[5] = n_kv_heads;
     r->i[6] = head_dim;
     r->i[7] = window;
+    r->i[8] = kv->one_seq;
     r->f[0] = scale;
 }
 
