@@ -25,7 +25,7 @@ static void usage(FILE *f) {
             "  --parallel N   N concurrent streams through the batching engine (output tok/s, TTFT);\n"
             "                 without it, one sequence through the serial path\n"
             "  --kv-budget M  KV cache size in MiB (default: every stream at full context)\n"
-            "  --kv-type T    f32 or f16 (default: f16 on a GPU, f32 on the CPU)\n"
+            "  --kv-type T    f32, f16 or fp8 (e4m3) (default: f16 on a GPU, f32 on the CPU)\n"
             "  --repeat       TTFT of a fresh prompt (cold) and of the same prompt again (prefix cache)\n"
             "  --profile      CUDA: device time per kernel group, printed at the end (runs without graphs)\n"
             "  --device D     cpu, cuda or cuda:N\n");

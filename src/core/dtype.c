@@ -6,7 +6,7 @@ static const hearth_dtype_info *lookup(uint32_t t) {
                                    q4_0 = {"q4_0", 32, 18}, q4_1 = {"q4_1", 32, 20},
                                    q8_0 = {"q8_0", 32, 34}, q8_1 = {"q8_1", 32, 36},
                                    q4_k = {"q4_K", 256, 144}, q6_k = {"q6_K", 256, 210},
-                                   q8_k = {"q8_K", 256, 292};
+                                   q8_k = {"q8_K", 256, 292}, e4m3 = {"e4m3", 1, 1};
     switch (t) {
     case HEARTH_DT_F32: return &f32;
     case HEARTH_DT_F16: return &f16;
@@ -18,11 +18,16 @@ static const hearth_dtype_info *lookup(uint32_t t) {
     case HEARTH_DT_Q4_K: return &q4_k;
     case HEARTH_DT_Q6_K: return &q6_k;
     case HEARTH_DT_Q8_K: return &q8_k;
+    case HEARTH_DT_E4M3: return &e4m3;
     }
     return NULL;
 }
 
 const hearth_dtype_info *hearth_dtype_get(uint32_t type) { return lookup(type); }
+
+const hearth_dtype_info *hearth_dtype_get_ggml(uint32_t type) {
+    return type >= HEARTH_DT_INTERNAL ? NULL : lookup(type);
+}
 
 size_t hearth_dtype_row_bytes(uint32_t type, int64_t n) {
     const hearth_dtype_info *d = lookup(type);

@@ -3,6 +3,8 @@
  * The numeric values are ggml's type ids, so a GGUF tensor's type field is a
  * hearth_dtype as is. Quantized types store blocks of `block` elements in
  * `block_bytes` bytes; the layouts are documented in ops/cpu/quant.h.
+ * Ids from HEARTH_DT_INTERNAL on are hearth's own (KV cache elements), not
+ * ggml's: a file never carries them (hearth_dtype_get_ggml refuses them).
  * Enum values reach files on disk: never renumber. */
 #ifndef HEARTH_CORE_DTYPE_H
 #define HEARTH_CORE_DTYPE_H
@@ -21,7 +23,10 @@ typedef enum hearth_dtype {
     HEARTH_DT_Q6_K = 14,
     HEARTH_DT_Q8_K = 15, /* activations only (ggml's q8_K) */
     HEARTH_DT_BF16 = 30,
+    HEARTH_DT_E4M3 = 0x10000, /* OCP FP8 e4m3fn, scale 1 (core/fp8.h); KV cache elements */
 } hearth_dtype;
+
+#define HEARTH_DT_INTERNAL 0x10000u /* the first id of hearth's own types */
 
 typedef struct {
     const char *name; /* "f32", "q4_K", ... as ggml names them */
@@ -29,8 +34,12 @@ typedef struct {
     int block_bytes;  /* bytes per block */
 } hearth_dtype_info;
 
-/* Info for a type this build knows, or NULL (an unknown id from a file). */
+/* Info for a type this build knows, or NULL (an unknown id). */
 const hearth_dtype_info *hearth_dtype_get(uint32_t type);
+
+/* The same for a type id read from a model file: NULL also for hearth's
+ * internal types, which no file may carry. */
+const hearth_dtype_info *hearth_dtype_get_ggml(uint32_t type);
 
 /* Bytes of a row of n elements; 0 if n is not a multiple of the block size
  * or the type is unknown. */

@@ -440,8 +440,10 @@ hearth_status hearth_engine_new(hearth_engine **out, hearth_model *m, hearth_kv 
     int32_t scheme[2] = {hearth_kv_block_size(kv), 1 /* format version */};
     hearth_sha256_init(&ns);
     hearth_sha256_update(&ns, hearth_model_fingerprint(m), 32);
-    const char *kv_scheme = hearth_kv_type(kv) == HEARTH_DT_F16 ? "kv:f16" : "kv:f32";
-    hearth_sha256_update(&ns, kv_scheme, 6);
+    /* "kv:f32", "kv:f16", "kv:e4m3": the element type decides the cached bytes */
+    char kv_scheme[32];
+    int n_scheme = snprintf(kv_scheme, sizeof kv_scheme, "kv:%s", hearth_dtype_get(hearth_kv_type(kv))->name);
+    hearth_sha256_update(&ns, kv_scheme, (size_t)n_scheme);
     hearth_sha256_update(&ns, scheme, sizeof scheme);
     hearth_sha256_final(&ns, key);
     hearth_kv_set_namespace(kv, key);

@@ -25,7 +25,7 @@ struct hearth_kv {
     void *ops_ctx;
     int n_layers, kv_dim, block_size, n_blocks, n_slots, max_blocks_per_seq;
     void **k, **v;           /* host array of backend pointers, [n_layers] */
-    hearth_dtype type;       /* F32 or F16 */
+    hearth_dtype type;       /* F32, F16 or E4M3 */
     int32_t *table;          /* host, [n_slots][max_blocks_per_seq] */
     int32_t *table_dev;      /* backend copy (== table on host backends) */
     int table_dirty;
@@ -45,9 +45,9 @@ struct hearth_kv {
 hearth_status hearth_kv_new(hearth_kv **out, const hearth_ops *ops, void *ops_ctx, int n_layers, int kv_dim,
                             hearth_dtype type, int block_size, int n_blocks, int n_slots, int max_ctx, hearth_err *err) {
     *out = NULL;
-    if (type != HEARTH_DT_F32 && !(type == HEARTH_DT_F16 && ops->kv_f16))
+    if (type != HEARTH_DT_F32 && !(type == HEARTH_DT_F16 && ops->kv_f16) && !(type == HEARTH_DT_E4M3 && ops->kv_e4m3))
         return hearth_err_set(err, HEARTH_ENOTSUP, "kv cache: the %s backend has no %s KV cache", ops->name,
-                              hearth_dtype_get(type)->name);
+                              hearth_dtype_get(type) ? hearth_dtype_get(type)->name : "such");
     hearth_kv *kv = calloc(1, sizeof *kv);
     if (!kv) return hearth_err_set(err, HEARTH_ENOMEM, "kv cache: out of memory");
     kv->ops = ops;
@@ -61,7 +61,7 @@ hearth_status hearth_kv_new(hearth_kv **out, const hearth_ops *ops, void *ops_ct
     kv->max_blocks_per_seq = (max_ctx + block_size - 1) / block_size;
     kv->n_buckets = 16;
     while (kv->n_buckets < 2 * n_blocks) kv->n_buckets *= 2;
-    size_t layer_bytes = (type == HEARTH_DT_F16 ? 2 : 4) * (size_t)n_blocks * block_size * kv_dim;
+    size_t layer_bytes = (size_t)hearth_dtype_get(type)->block_bytes * n_blocks * block_size * kv_dim;
     size_t table_n = (size_t)n_slots * kv->max_blocks_per_seq;
     kv->k = calloc((size_t)n_layers, sizeof *kv->k);
     kv->v = calloc((size_t)n_layers, sizeof *kv->v);

@@ -12,7 +12,7 @@
 typedef struct hearth_kv hearth_kv;
 
 /* Pool of n_blocks blocks of block_size positions, for n_layers x kv_dim
- * elements of `type` (F32, or F16 where ops->kv_f16) per position, and
+ * elements of `type` (F32; F16 where ops->kv_f16; E4M3 where ops->kv_e4m3) per position, and
  * n_slots sequence slots of up to max_ctx positions. Memory comes from
  * ops->alloc; ENOMEM names the bytes asked for, ENOTSUP an unsupported type. */
 hearth_status hearth_kv_new(hearth_kv **out, const hearth_ops *ops, void *ops_ctx, int n_layers, int kv_dim,

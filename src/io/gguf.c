@@ -267,7 +267,7 @@ static hearth_status parse_tensor_info(parser *ps, int64_t idx) {
         t->ne[d] = (int64_t)ne;
     }
     if ((st = rd_u32(ps, &t->type, "type"))) return st;
-    const hearth_dtype_info *dt = hearth_dtype_get(t->type);
+    const hearth_dtype_info *dt = hearth_dtype_get_ggml(t->type);
     if (!dt) return perr(ps, HEARTH_ENOTSUP, "unknown tensor type %u", t->type);
     if (t->ne[0] % dt->block)
         return perr(ps, HEARTH_EFORMAT, "ne[0] = %lld is not a multiple of the %s block size %d",

@@ -176,10 +176,14 @@ hearth_status hearth_session_open(hearth_session *s, const hearth_session_opts *
     if ((st = open_backend(s, o, &cfg, err)) != HEARTH_OK) goto fail;
     if (!o->kv_type) {
         s->kv_type = s->ops->host_memory ? HEARTH_DT_F32 : HEARTH_DT_F16;
-    } else if (!strcmp(o->kv_type, "f32") || !strcmp(o->kv_type, "f16")) {
-        s->kv_type = o->kv_type[1] == '3' ? HEARTH_DT_F32 : HEARTH_DT_F16;
+    } else if (!strcmp(o->kv_type, "f32")) {
+        s->kv_type = HEARTH_DT_F32;
+    } else if (!strcmp(o->kv_type, "f16")) {
+        s->kv_type = HEARTH_DT_F16;
+    } else if (!strcmp(o->kv_type, "fp8") || !strcmp(o->kv_type, "e4m3")) {
+        s->kv_type = HEARTH_DT_E4M3;
     } else {
-        st = hearth_err_set(err, HEARTH_EINVAL, "KV cache type '%s': expected f32 or f16", o->kv_type);
+        st = hearth_err_set(err, HEARTH_EINVAL, "KV cache type '%s': expected f32, f16 or fp8 (e4m3)", o->kv_type);
         goto fail;
     }
     if ((st = check_device_room(s, o->model_path, HEARTH_OK, err))) goto fail;

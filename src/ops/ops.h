@@ -29,13 +29,15 @@ typedef struct hearth_weight {
 /* Paged KV cache of one backend. Position p of sequence s lives in block
  * block_table[s * max_blocks_per_seq + p / block_size], slot p % block_size.
  * Per layer l, block b, slot i: k[l][((b * block_size) + i) * kv_dim + j].
- * Elements are `type`: F32 on every backend, F16 where ops->kv_f16 is set
- * (k and v are written rounded to nearest; attention reads them as stored). */
+ * Elements are `type`: F32 on every backend, F16 where ops->kv_f16 is set,
+ * E4M3 (core/fp8.h, scale 1) where ops->kv_e4m3 is set (k and v are written
+ * rounded to nearest even, e4m3 saturated to +-448; attention reads them as
+ * stored, exactly widened). */
 typedef struct hearth_kv_view {
     void **k, **v;             /* [n_layers] -> [n_blocks * block_size * kv_dim] of type */
     const int32_t *block_table; /* [n_seqs][max_blocks_per_seq] */
     int block_size, max_blocks_per_seq, kv_dim, n_blocks;
-    hearth_dtype type;          /* HEARTH_DT_F32 or HEARTH_DT_F16 */
+    hearth_dtype type;          /* HEARTH_DT_F32, HEARTH_DT_F16 or HEARTH_DT_E4M3 */
     int one_seq;                /* set per forward: 1 when all its rows belong to one sequence (a
                                    backend may then skip per-row batch checks); 0 = unknown */
 } hearth_kv_view;
@@ -90,8 +92,9 @@ typedef struct hearth_ops {
     /* 1 when backend memory is host memory: the model then points weights
      * straight into the mmapped file instead of uploading them. */
     int host_memory;
-    /* 1 when kv_write and attention take F16 KV views. */
+    /* 1 when kv_write and attention take F16 KV views; E4M3 ones. */
     int kv_f16;
+    int kv_e4m3;
     /* Backend memory: NULL on out-of-memory (a clean error, never a crash). */
     void *(*alloc)(void *ctx, size_t bytes);
     void (*free)(void *ctx, void *p);

@@ -5,6 +5,7 @@ import concurrent.futures as cf
 
 import pytest
 
+from conftest import DEFAULT_MODEL, run_hearth
 from test_server import Server, chat
 
 BLOCK = 16  # KV block size (positions)
@@ -94,13 +95,15 @@ def test_multi_turn_reuses_the_cached_prefix(server):
     assert r3.choices[0].message.content == r2.choices[0].message.content
 
 
-def test_kv_flags_size_the_pool_and_f16_cache_serves():
-    """--kv-type f16 / --kv-budget / --max-batch: the pool holds what the budget
-    pays for at 2 bytes an element, greedy answers and sampled answers with
-    logprobs come back, and the pool is idle afterwards."""
-    # SmolLM2-135M: 30 layers x 3 kv heads x 64 dims; a 16-position block of f16 K and V
-    per_block = 2 * 2 * 30 * 3 * 64 * BLOCK
-    s = Server("--kv-type", "f16", "--kv-budget", 64, "--max-batch", 3, "--ctx", 1024)
+@pytest.mark.parametrize("kv_type,elem_bytes,name", [("f16", 2, "f16"), ("fp8", 1, "e4m3")])
+def test_kv_flags_size_the_pool_and_cache_serves(kv_type, elem_bytes, name):
+    """--kv-type f16|fp8 / --kv-budget / --max-batch: the pool holds what the
+    budget pays for at 2 (f16) or 1 (fp8 e4m3) bytes an element, the start-up
+    line names the type, greedy answers and sampled answers with logprobs come
+    back, and the pool is idle afterwards."""
+    # SmolLM2-135M: 30 layers x 3 kv heads x 64 dims; a 16-position block of K and V
+    per_block = 2 * elem_bytes * 30 * 3 * 64 * BLOCK
+    s = Server("--kv-type", kv_type, "--kv-budget", 64, "--max-batch", 3, "--ctx", 1024)
     try:
         st = s.stats()
         assert find(st, "kv_blocks_total") == 64 * 1048576 // per_block
@@ -120,3 +123,10 @@ def test_kv_flags_size_the_pool_and_f16_cache_serves():
         assert kv_idle(s.stats())
     finally:
         assert s.stop() == 0, s.output()
+    assert f"KV {name} x " in s.output()  # the start-up line
+
+
+def test_kv_type_error_lists_the_types():
+    r = run_hearth("run", DEFAULT_MODEL, "hi", "-n", 1, "--kv-type", "q8")
+    assert r.returncode != 0
+    assert "KV cache type 'q8': expected f32, f16 or fp8 (e4m3)" in r.stderr, r.stderr

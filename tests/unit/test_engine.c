@@ -54,6 +54,9 @@ TEST(engine_batching_never_changes_greedy_output) { batching_case(HEARTH_DT_F32)
 /* The same with an f16 KV cache (the GPU default): serial and batched agree. */
 TEST(engine_batching_f16_kv) { batching_case(HEARTH_DT_F16); }
 
+/* And with an FP8 (e4m3) cache. */
+TEST(engine_batching_e4m3_kv) { batching_case(HEARTH_DT_E4M3); }
+
 TEST(engine_preemption_keeps_output) {
     rig r;
     /* 8 blocks of 16 positions for 8 slots: sequences of up to 63 positions

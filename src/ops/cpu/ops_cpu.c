@@ -4,6 +4,7 @@
  * Invariant: nothing here allocates; all scratch is sized in ctx_new. */
 #include "ops/cpu/ops_cpu.h"
 
+#include "core/fp8.h"
 #include "core/half.h"
 #include "ops/cpu/matmul.h"
 #include "ops/cpu/pick.h"
@@ -24,6 +25,7 @@ struct hearth_cpu_ctx {
     float *att_scratch; /* [n_att_tasks][max_ctx] */
     const hearth_vec_ops *vec;
     int n_att_tasks;
+    float e4m3[256]; /* every E4M3 code as f32 (hearth_e4m3_to_f32) */
 };
 
 static size_t max_scratch_bytes(int T, int K) {
@@ -54,6 +56,7 @@ hearth_status hearth_cpu_ctx_new(hearth_cpu_ctx **out, int n_threads, int max_to
     c->max_cols = max_cols;
     c->max_ctx = max_ctx;
     c->vec = hearth_vec_get(NULL);
+    for (int i = 0; i < 256; i++) c->e4m3[i] = hearth_e4m3_to_f32((uint8_t)i);
     c->mm_scratch_bytes = max_scratch_bytes(max_tokens, max_cols);
     c->n_att_tasks = hearth_pool_size(c->pool) * 4;
     c->mm_scratch = aligned_alloc(64, (c->mm_scratch_bytes + 63) & ~(size_t)63);
@@ -152,6 +155,9 @@ static void store_row(const hearth_kv_view *kv, void *base, size_t off, const fl
     if (kv->type == HEARTH_DT_F16) {
         uint16_t *d = (uint16_t *)base + off;
         for (int j = 0; j < kv->kv_dim; j++) d[j] = hearth_f32_to_f16(x[j]);
+    } else if (kv->type == HEARTH_DT_E4M3) {
+        uint8_t *d = (uint8_t *)base + off;
+        for (int j = 0; j < kv->kv_dim; j++) d[j] = hearth_f32_to_e4m3(x[j]);
     } else {
         memcpy((float *)base + off, x, sizeof(float) * (size_t)kv->kv_dim);
     }
@@ -168,13 +174,21 @@ static void cpu_kv_write(void *ctx, const hearth_kv_view *kv, int layer, const f
 }
 
 /* One head's K or V at (seq, p) as f32: the cache itself when it is f32,
- * else converted into buf[hd]. */
-static const float *load_head(const hearth_kv_view *kv, void *base, int seq, int p, int kvh, int hd, float *buf) {
+ * else converted (exactly) into buf[hd]. */
+static const float *load_head(const hearth_cpu_ctx *c, const hearth_kv_view *kv, void *base, int seq, int p, int kvh,
+                              int hd, float *buf) {
     size_t off = kv_offset(kv, seq, p) + (size_t)kvh * hd;
-    if (kv->type != HEARTH_DT_F16) return (const float *)base + off;
-    const uint16_t *s = (const uint16_t *)base + off;
-    for (int i = 0; i < hd; i++) buf[i] = hearth_f16_to_f32(s[i]);
-    return buf;
+    if (kv->type == HEARTH_DT_F16) {
+        const uint16_t *s = (const uint16_t *)base + off;
+        for (int i = 0; i < hd; i++) buf[i] = hearth_f16_to_f32(s[i]);
+        return buf;
+    }
+    if (kv->type == HEARTH_DT_E4M3) {
+        const uint8_t *s = (const uint8_t *)base + off;
+        for (int i = 0; i < hd; i++) buf[i] = c->e4m3[s[i]];
+        return buf;
+    }
+    return (const float *)base + off;
 }
 
 typedef struct {
@@ -200,7 +214,7 @@ static void att_one(const att_job *j, int t, int h, float *scores) {
     float buf[HEARTH_CPU_MAX_HEAD_DIM];
     float mx = -INFINITY;
     for (int p = p0; p <= p_end; p++) {
-        const float *k = load_head(kv, kv->k[j->layer], j->seq[t], p, kvh, hd, buf);
+        const float *k = load_head(j->c, kv, kv->k[j->layer], j->seq[t], p, kvh, hd, buf);
         float s = vec->dot(q, k, hd) * j->scale;
         scores[p - p0] = s;
         if (s > mx) mx = s;
@@ -214,7 +228,7 @@ static void att_one(const att_job *j, int t, int h, float *scores) {
     float inv = 1.0f / sum;
     memset(o, 0, sizeof(float) * (size_t)hd);
     for (int p = p0; p <= p_end; p++) {
-        const float *v = load_head(kv, kv->v[j->layer], j->seq[t], p, kvh, hd, buf);
+        const float *v = load_head(j->c, kv, kv->v[j->layer], j->seq[t], p, kvh, hd, buf);
         vec->axpy(o, scores[p - p0] * inv, v, hd);
     }
 }
@@ -264,6 +278,7 @@ const hearth_ops hearth_cpu_ops = {
     .name = "cpu",
     .host_memory = 1,
     .kv_f16 = 1,
+    .kv_e4m3 = 1,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .upload = cpu_copy,

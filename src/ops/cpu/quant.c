@@ -7,6 +7,7 @@
  * the values produced here. */
 #include "ops/cpu/quant.h"
 
+#include "core/fp8.h"
 #include "core/half.h"
 
 #include <float.h>
@@ -36,7 +37,7 @@ int hearth_cpu_quant_known(hearth_dtype t) {
     switch (t) {
     case HEARTH_DT_F32: case HEARTH_DT_F16: case HEARTH_DT_BF16:
     case HEARTH_DT_Q4_0: case HEARTH_DT_Q4_1: case HEARTH_DT_Q8_0: case HEARTH_DT_Q8_1:
-    case HEARTH_DT_Q4_K: case HEARTH_DT_Q6_K: case HEARTH_DT_Q8_K:
+    case HEARTH_DT_Q4_K: case HEARTH_DT_Q6_K: case HEARTH_DT_Q8_K: case HEARTH_DT_E4M3:
         return 1;
     }
     return 0;
@@ -130,6 +131,11 @@ void hearth_cpu_dequantize_row(hearth_dtype t, const void *src, float *dst, int6
     case HEARTH_DT_F16: {
         const uint16_t *s = src;
         for (int64_t i = 0; i < n; i++) dst[i] = hearth_f16_to_f32(s[i]);
+        break;
+    }
+    case HEARTH_DT_E4M3: {
+        const uint8_t *s = src;
+        for (int64_t i = 0; i < n; i++) dst[i] = hearth_e4m3_to_f32(s[i]);
         break;
     }
     case HEARTH_DT_BF16: {
@@ -433,6 +439,11 @@ hearth_status hearth_cpu_quantize_row(hearth_dtype t, const float *src, void *ds
     case HEARTH_DT_F16: {
         uint16_t *d = dst;
         for (int64_t i = 0; i < n; i++) d[i] = hearth_f32_to_f16(src[i]);
+        break;
+    }
+    case HEARTH_DT_E4M3: {
+        uint8_t *d = dst;
+        for (int64_t i = 0; i < n; i++) d[i] = hearth_f32_to_e4m3(src[i]);
         break;
     }
     case HEARTH_DT_BF16: {

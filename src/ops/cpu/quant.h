@@ -87,7 +87,7 @@ static inline void hearth_q4_K_scale_min(const uint8_t *scales, int j, int *sc, 
 }
 
 /* True for the types hearth_cpu_dequantize_row / _quantize_row know:
- * f32, f16, bf16, q4_0, q4_1, q8_0, q8_1, q4_K, q6_K, q8_K. */
+ * f32, f16, bf16, q4_0, q4_1, q8_0, q8_1, q4_K, q6_K, q8_K, e4m3. */
 int hearth_cpu_quant_known(hearth_dtype t);
 
 /* dst[0..n) = the values of the n elements at src (a row of type t).
@@ -96,8 +96,8 @@ int hearth_cpu_quant_known(hearth_dtype t);
 void hearth_cpu_dequantize_row(hearth_dtype t, const void *src, float *dst, int64_t n);
 
 /* Quantize n floats into a row of type t, the way ggml's reference quantizer
- * (quantize_row_*_ref) does, so that files and round trips match ggml's; f16
- * and bf16 round to nearest even. Returns HEARTH_EINVAL (dst untouched) when
+ * (quantize_row_*_ref) does, so that files and round trips match ggml's; f16,
+ * bf16 and e4m3 round to nearest even (e4m3: core/fp8.h). Returns HEARTH_EINVAL (dst untouched) when
  * t is unknown or n is negative or not a multiple of the block size.
  * Non-finite inputs give unspecified (but in-range, crash-free) codes. */
 hearth_status hearth_cpu_quantize_row(hearth_dtype t, const float *src, void *dst, int64_t n);

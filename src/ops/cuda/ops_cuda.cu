@@ -1063,6 +1063,7 @@ extern "C" const hearth_ops hearth_cuda_ops = {
     /* .name = */ "cuda",
     /* .host_memory = */ 0,
     /* .kv_f16 = */ 1,
+    /* .kv_e4m3 = */ 0,
     /* .alloc = */ op_alloc,
     /* .free = */ op_free,
     /* .upload = */ op_upload,
