@@ -5,7 +5,7 @@
  * never a test.
  *
  *   bench_model MODEL [--prompt 512] [--gen 128] [--prefill 512,2048] [--reps 3]
- *                     [--kv f16|f32] [--no-graphs] [--no-pdl] [--no-fusion] [--profile]
+ *                     [--kv f16|f32|fp8] [--no-graphs] [--no-pdl] [--no-fusion] [--profile]
  *
  * --kv picks the KV cache's element type (default f16, as the server).
  *
@@ -53,6 +53,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--kv") && i + 1 < argc && !strcmp(argv[i + 1], "f16")) kv_type = HEARTH_DT_F16, i++;
         else if (!strcmp(argv[i], "--kv") && i + 1 < argc && !strcmp(argv[i + 1], "f32")) kv_type = HEARTH_DT_F32, i++;
+        else if (!strcmp(argv[i], "--kv") && i + 1 < argc && !strcmp(argv[i + 1], "fp8")) kv_type = HEARTH_DT_E4M3, i++;
         else if (!strcmp(argv[i], "--no-graphs")) graphs = 0;
         else if (!strcmp(argv[i], "--no-pdl")) pdl = 0;
         else if (!strcmp(argv[i], "--no-fusion")) fusion = 0;
@@ -60,7 +61,7 @@ int main(int argc, char **argv) {
         else if (argv[i][0] != '-' && !path) path = argv[i];
         else {
             fprintf(stderr, "usage: bench_model MODEL [--prompt N] [--gen N] [--prefill A,B] [--reps N] "
-                            "[--kv f16|f32] [--no-graphs] [--no-pdl] [--no-fusion] [--profile]\n");
+                            "[--kv f16|f32|fp8] [--no-graphs] [--no-pdl] [--no-fusion] [--profile]\n");
             return 2;
         }
     }
@@ -118,13 +119,13 @@ int main(int argc, char **argv) {
     }
     tok += wbytes(&m->output) + m->tok_embd.row_bytes + 4 * (size_t)mc->hidden_size;
     int ctx_mid = n_prompt + n_gen / 2;
-    double kv_bytes = 2.0 * mc->n_layers * ctx_mid * (double)hearth_model_kv_dim(m) * (kv_type == HEARTH_DT_F16 ? 2 : 4);
+    double kv_bytes = 2.0 * mc->n_layers * ctx_mid * (double)hearth_model_kv_dim(m) * hearth_dtype_get(kv_type)->block_bytes;
 
     printf("model %s: %s, %d layers, hidden %d, ffn %d, heads %d/%d, vocab %d; %.2f GB of weights, loaded in %.1f s\n",
            path, mc->arch, mc->n_layers, mc->hidden_size, mc->intermediate_size, mc->n_heads, mc->n_kv_heads,
            mc->vocab_size, hearth_model_weight_bytes(m) / 1e9, load_s);
     printf("copy bandwidth %.0f GB/s; graphs %s, PDL %s, fusion %s; KV cache %s\n", bw, graphs ? "on" : "off",
-           pdl ? "on" : "off", fusion ? "on" : "off", kv_type == HEARTH_DT_F16 ? "f16" : "f32");
+           pdl ? "on" : "off", fusion ? "on" : "off", hearth_dtype_get(kv_type)->name);
 
     int vocab = mc->vocab_size;
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)max_ctx), *seq = calloc((size_t)max_ctx, sizeof(int32_t)),

@@ -1,6 +1,6 @@
 /* test_engine_cuda.c - the continuous-batching engine on the GPU: 64
  * requests of mixed lengths, staggered, through engines of 1, 8 and 64 slots
- * give each request its serial greedy output, with f32 and f16 KV caches,
+ * give each request its serial greedy output, with f32, f16 and e4m3 KV caches,
  * for an f32 and a bf16 model; under KV pressure (preemption) too; the pool
  * returns to its baseline every time. Also the pick op through the model:
  * argmax == argmax of the downloaded logits. */
@@ -38,7 +38,7 @@ static void batching_case(const char *model, hearth_dtype kvt, float tie) {
     for (int slots = 1; slots <= 64; slots *= 8) {
         rig_batched_tie(&r, N_CUDA_REQ, slots, want, &pre, tie);
         printf("  %s, %s KV, %d slots: %d requests checked against serial\n", model,
-               kvt == HEARTH_DT_F16 ? "f16" : "f32", slots, N_CUDA_REQ);
+               hearth_dtype_get(kvt)->name, slots, N_CUDA_REQ);
     }
     hearth_err err = {0};
     CHECK_MSG(hearth_cuda_ctx_error(c, &err) == HEARTH_OK, "cuda: %s", err.msg);
@@ -49,6 +49,8 @@ static void batching_case(const char *model, hearth_dtype kvt, float tie) {
 TEST(cuda_engine_batching_f32_model_f32_kv) { batching_case("qwen2-f32", HEARTH_DT_F32, 0.0f); }
 TEST(cuda_engine_batching_f32_model_f16_kv) { batching_case("qwen2-f32", HEARTH_DT_F16, 0.0f); }
 TEST(cuda_engine_batching_bf16_model_f16_kv) { batching_case("llama3-bf16", HEARTH_DT_F16, 0.02f); }
+TEST(cuda_engine_batching_f32_model_e4m3_kv) { batching_case("qwen2-f32", HEARTH_DT_E4M3, 0.0f); }
+TEST(cuda_engine_batching_bf16_model_e4m3_kv) { batching_case("llama3-bf16", HEARTH_DT_E4M3, 0.02f); }
 
 TEST(cuda_engine_preemption_keeps_output) {
     rig r;

@@ -13,9 +13,11 @@
  *     bf16 and x rounded to bf16 on the GPU, where the CPU backend quantizes
  *     x to 8 bits);
  *   embed, kv_write, add, add_bias: exact; rmsnorm, rope, swiglu: 1e-5;
- *   attention: f32 decode kernel 3e-5 (relative; 4k-position sums), f16 tensor-core prefill kernel 4e-3. */
+ *   attention: f32 decode kernel 3e-5 (relative; 4k-position sums), f16 tensor-core prefill kernel 4e-3
+ *     (the same for f32, f16 and e4m3 caches: both sides read the same stored values, widened exactly). */
 #include "../unit/testhelp.h"
 
+#include "core/fp8.h"
 #include "core/half.h"
 #include "engine/kv.h"
 #include "model/model.h"
@@ -24,6 +26,7 @@
 #include "ops/cpu/quant.h"
 #include "ops/cuda/ops_cuda.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -370,8 +373,9 @@ TEST(cuda_add_add_bias_swiglu) {
 
 /* A paged cache mirrored on host and device: n_seq sequences of len[s]
  * positions each, blocks handed out in shuffled order, unused blocks NaN.
- * Elements are f32, or f16 (the host copy holds the f16 bits, filled with
- * hearth_f32_to_f16 of the random values). */
+ * Elements are f32, f16 or e4m3 (the host copy holds the f16 bits / e4m3
+ * codes, filled with hearth_f32_to_f16 / hearth_f32_to_e4m3 of the random
+ * values). */
 typedef struct {
     int n_layers, kv_dim, bs, n_blocks, mbps;
     hearth_dtype type;
@@ -384,17 +388,18 @@ typedef struct {
     void *hkp[1], *hvp[1], *dkp[1], *dvp[1];
 } kvpair;
 
-static const char *kv_name(hearth_dtype t) { return t == HEARTH_DT_F16 ? "f16" : "f32"; }
+static const char *kv_name(hearth_dtype t) { return hearth_dtype_get(t)->name; }
 
 static void kv_set(const kvpair *p, void *base, size_t i, float x) {
     if (p->type == HEARTH_DT_F16) ((uint16_t *)base)[i] = hearth_f32_to_f16(x);
+    else if (p->type == HEARTH_DT_E4M3) ((uint8_t *)base)[i] = hearth_f32_to_e4m3(x);
     else ((float *)base)[i] = x;
 }
 
 static int kv_make(kvpair *p, hearth_dtype type, int kv_dim, int bs, int n_seq, const int *len) {
     memset(p, 0, sizeof *p);
     p->type = type;
-    p->es = type == HEARTH_DT_F16 ? 2 : 4;
+    p->es = (size_t)hearth_dtype_get(type)->block_bytes;
     p->kv_dim = kv_dim;
     p->bs = bs;
     p->mbps = (MAX_CTX + bs - 1) / bs;
@@ -529,6 +534,14 @@ TEST(cuda_attention_decode_rows_f16_cache) {
     attention_decode_rows(HEARTH_DT_F16);
 }
 
+/* e4m3: hd 64 / 128 take the packed per-warp kernel (2 / 4 codes a lane, one
+ * load) at T <= 8 and the tiled rows kernel (8-byte loads) from 9 rows on;
+ * hd 16 / 96 the per-element kernel. */
+TEST(cuda_attention_decode_rows_e4m3_cache) {
+    NEED_GPU();
+    attention_decode_rows(HEARTH_DT_E4M3);
+}
+
 /* Prefill tiles (T > 32, head_dim 64 / 128: the tensor-core kernel, f16
  * operands: 4e-3 for both cache types; an f16 cache feeds its values to the
  * mma as stored, an f32 one is rounded on the way, so the two agree). */
@@ -564,6 +577,13 @@ TEST(cuda_attention_prefill_tiles) {
 TEST(cuda_attention_prefill_tiles_f16_cache) {
     NEED_GPU();
     attention_prefill_tiles(HEARTH_DT_F16);
+}
+
+/* e4m3: the first (per-head) tensor-core kernel, K/V widened to f16 exactly
+ * on the way into shared memory. */
+TEST(cuda_attention_prefill_tiles_e4m3_cache) {
+    NEED_GPU();
+    attention_prefill_tiles(HEARTH_DT_E4M3);
 }
 
 /* A long chunk: 512 rows of one sequence after 1500 cached positions, 4
@@ -645,6 +665,11 @@ TEST(cuda_attention_flash_f16_cache) {
     hearth_cuda_ctx_free(big);
 }
 
+TEST(cuda_attention_prefill_long_e4m3_cache) {
+    NEED_GPU();
+    attention_prefill_long(HEARTH_DT_E4M3);
+}
+
 /* kv_write into both cache types: the device cache equals the CPU's byte for
  * byte (f16: the same round-to-nearest-even; NaN fill of the untouched
  * slots included). Values include f16 overflow, subnormals and ties. */
@@ -694,6 +719,117 @@ TEST(cuda_kv_write) {
 TEST(cuda_kv_write_f16_cache) {
     NEED_GPU();
     kv_write_case(HEARTH_DT_F16);
+}
+
+TEST(cuda_kv_write_e4m3_cache) {
+    NEED_GPU();
+    kv_write_case(HEARTH_DT_E4M3);
+}
+
+/* f32 -> e4m3 on the device (the sm_90 cvt.rn.satfinite) equals
+ * hearth_f32_to_e4m3 for every code's value, every midpoint between two
+ * codes and the floats either side of it (both signs), saturation (464, 1e6,
+ * FLT_MAX, +-inf), NaN of both signs, zeros, f32 subnormals, 2^-10, and
+ * random floats over 2^-14 .. 2^10: through kv_write (fusion off) and
+ * through the fused rope+kv_write (fusion on). The rows are 64 sequences at
+ * position 0, where rope is the identity (cos 0 = 1, sin 0 = 0), so the
+ * CPU's rope + kv_write stores the same values. */
+TEST(cuda_kv_write_e4m3_conversion_sweep) {
+    NEED_GPU();
+    enum { T = 64, NKV = 8, NQ = 8, HD = 128, KVD = NKV * HD };
+    int len[T];
+    int32_t seq[T], pos[T];
+    for (int t = 0; t < T; t++) len[t] = 1, seq[t] = t, pos[t] = 0;
+    size_t n = (size_t)T * KVD;
+    float *k = malloc(4 * n), *v = malloc(4 * n), *q = rand_vec((size_t)T * NQ * HD);
+    size_t m = 0;
+    float vals[1024];
+    int nv = 0;
+    for (int c = 0; c < 0x7f; c++) vals[nv++] = hearth_e4m3_to_f32((uint8_t)c);
+    for (int c = 0; c < 0x7e; c++) {
+        float mid = (hearth_e4m3_to_f32((uint8_t)c) + hearth_e4m3_to_f32((uint8_t)(c + 1))) * 0.5f;
+        vals[nv++] = mid;
+        vals[nv++] = nextafterf(mid, 0.0f);
+        vals[nv++] = nextafterf(mid, INFINITY);
+    }
+    static const float special[] = {464.0f, 465.0f, 1e6f, FLT_MAX, INFINITY, NAN, 0.0f, 0x1p-10f, 0x1p-140f,
+                                    1e-30f, 1.0625f + 0x1p-12f, 17.0f};
+    for (size_t i = 0; i < sizeof special / sizeof special[0]; i++) vals[nv++] = special[i];
+    for (int i = 0; i < nv; i++) k[m] = vals[i], v[m++] = vals[i], k[m] = -vals[i], v[m++] = -vals[i];
+    for (; m < n; m++) {
+        uint32_t u[2];
+        for (int j = 0; j < 2; j++)
+            u[j] = (uint32_t)((rnd() & 0x7fffff) | ((113 + rnd() % 25) << 23) | ((rnd() & 1) << 31));
+        memcpy(&k[m], &u[0], 4);
+        memcpy(&v[m], &u[1], 4);
+    }
+    /* the rope pairs (2i, 2i+1) of K at position 0: keep a NaN or an infinity
+     * out of a pair's partner so both sides compute x*1 - y*0 from finite y */
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(k[i])) k[i ^ 1] = 1.0f;
+    float *inv = malloc(sizeof(float) * HD / 2);
+    for (int i = 0; i < HD / 2; i++) inv[i] = 1.0f / powf(10000.0f, (float)(2 * i) / (float)HD);
+    hearth_rope rh = {inv, HD, 0};
+    kvpair p;
+    CHECK(kv_make(&p, HEARTH_DT_E4M3, KVD, 16, T, len));
+    float *kh = malloc(4 * n), *qh = malloc(4 * (size_t)T * NQ * HD);
+    memcpy(kh, k, 4 * n);
+    memcpy(qh, q, 4 * (size_t)T * NQ * HD);
+    CPU->rope(g_cpu, qh, T, NQ, HD, pos, &rh);
+    CPU->rope(g_cpu, kh, T, NKV, HD, pos, &rh);
+    CPU->kv_write(g_cpu, &p.hview, 0, kh, v, T, seq, pos);
+    int cpu_moved = 0; /* rope at 0 kept K, so the CPU stored the codes of k itself */
+    for (size_t i = 0; i < n; i++)
+        cpu_moved += ((uint8_t *)p.hk)[(size_t)p.table[i / KVD * p.mbps] * 16 * KVD + i % KVD] != hearth_f32_to_e4m3(k[i]);
+    float *invd = dup_host(inv, 2 * HD);
+    hearth_rope rd = {invd, HD, 0};
+    int32_t *sd = dup_host(seq, sizeof seq), *pd = dup_host(pos, sizeof pos);
+    uint8_t *gk = malloc(p.bytes), *gv = malloc(p.bytes), *k0 = malloc(p.bytes), *v0 = malloc(p.bytes);
+    down(k0, p.dk, p.bytes);
+    down(v0, p.dv, p.bytes);
+    int diff[2] = {0, 0};
+    for (int f = 0; f < 2; f++) {
+        hearth_cuda_ctx_set_fusion(g_cu, f);
+        CU->upload(g_cu, p.dk, k0, p.bytes);
+        CU->upload(g_cu, p.dv, v0, p.bytes);
+        float *kd = dup_host(k, 4 * n), *vd = dup_host(v, 4 * n), *qd = dup_host(q, 4 * (size_t)T * NQ * HD);
+        CU->rope(g_cu, qd, T, NQ, HD, pd, &rd);
+        CU->rope(g_cu, kd, T, NKV, HD, pd, &rd);
+        CU->kv_write(g_cu, &p.dview, 0, kd, vd, T, sd, pd);
+        down(gk, p.dk, p.bytes);
+        down(gv, p.dv, p.bytes);
+        for (size_t i = 0; i < p.bytes; i++) {
+            uint8_t *hk = p.hk, *hv = p.hv;
+            if (gk[i] != hk[i] || gv[i] != hv[i]) {
+                if (!diff[f]) printf("  fusion %d: first difference at byte %zu: k %02x vs cpu %02x, v %02x vs cpu %02x\n",
+                                     f, i, gk[i], hk[i], gv[i], hv[i]);
+                diff[f]++;
+            }
+        }
+        dfree(kd);
+        dfree(vd);
+        dfree(qd);
+    }
+    hearth_cuda_ctx_set_fusion(g_cu, 1);
+    dfree(invd);
+    dfree(sd);
+    dfree(pd);
+    free(gk);
+    free(gv);
+    free(k0);
+    free(v0);
+    free(k);
+    free(v);
+    free(q);
+    free(kh);
+    free(qh);
+    free(inv);
+    kv_drop(&p);
+    if (!check_cuda_ok()) return;
+    printf("  %d special values (both signs), %zu values each of K and V\n", nv, n);
+    CHECK_MSG(!cpu_moved, "the CPU's rope at position 0 moved %d K values", cpu_moved);
+    CHECK_MSG(!diff[0] && !diff[1], "e4m3 caches differ from the CPU's: %d bytes (kv_write), %d bytes (rope+kv_write)",
+              diff[0], diff[1]);
 }
 
 /* ---- the recorder: repeated sequences become graphs ----------------------------- */
@@ -952,6 +1088,19 @@ TEST(cuda_layer_f16_kv_fused_matches_unfused_and_cpu) {
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         for (size_t j = 0; j < sizeof Ts / sizeof Ts[0]; j++)
             if (!layer_case(types[i], Ts[j], HEARTH_DT_F16)) return;
+}
+
+/* The same with an e4m3 KV cache. Against the CPU, one k or v element whose
+ * CPU and GPU matmul results straddle an e4m3 rounding midpoint is stored
+ * one code apart (1/16 to 1/8 of its value); the layer tolerances hold for
+ * the rare such element. */
+TEST(cuda_layer_e4m3_kv_fused_matches_unfused_and_cpu) {
+    NEED_GPU();
+    static const hearth_dtype types[] = {HEARTH_DT_BF16, HEARTH_DT_F32, HEARTH_DT_Q8_0, HEARTH_DT_Q4_K};
+    static const int Ts[] = {1, 3, 40};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        for (size_t j = 0; j < sizeof Ts / sizeof Ts[0]; j++)
+            if (!layer_case(types[i], Ts[j], HEARTH_DT_E4M3)) return;
 }
 
 TEST(cuda_profile_names_launch_units) {

@@ -1,7 +1,7 @@
-/* attention.cu - causal attention over the paged KV cache (f32 or f16
+/* attention.cu - causal attention over the paged KV cache (f32, f16 or e4m3
  * elements), GQA, sliding windows, each row t at its own (seq[t], pos[t]).
- * An f16 cache is read as stored and widened to f32 (as the CPU backend
- * does), so both kernels do the same math on either element type.
+ * An f16 or e4m3 cache is read as stored and widened exactly to f32 (as the
+ * CPU backend does), so the kernels do the same math on every element type.
  *
  * Two kernels share the work:
  *  - prefill (attention_prefill.cu): tiles of 64 rows of one sequence, f16
@@ -35,9 +35,11 @@ __device__ __forceinline__ int eff_splits(int S, int len, int minpos) { return m
  * own online softmax over every AD_WARPS-th position of the split (K and V
  * read once for the Gb query heads); the four warp states are merged at the
  * end through shared memory. Lane l holds dims l, l + 32, ... of q, and of
- * the output. Part layout: [T][n_heads][S][hd + 2] = unnormalised output,
- * max, sum. */
-template <int HDL, typename E>
+ * the output (PACK, e4m3 caches with hd = 32 * HDL, HDL 2/4/8: lane l holds
+ * dims l*HDL .. l*HDL + HDL-1 instead, read by one HDL-byte load and widened
+ * by cvt.rn.f16x2.e4m3x2). Part layout: [T][n_heads][S][hd + 2] =
+ * unnormalised output, max, sum. */
+template <int HDL, typename E, bool PACK = false>
 __global__ void __launch_bounds__(AD_THREADS)
     attn_decode_kernel(float *__restrict__ out, const float *__restrict__ q, cu_kv kv, const int32_t *__restrict__ seq,
                        const int32_t *__restrict__ pos, int T, int n_heads, int n_kv, int hd, float scale, int window,
@@ -63,7 +65,7 @@ __global__ void __launch_bounds__(AD_THREADS)
         l[g] = 0.0f;
 #pragma unroll
         for (int i = 0; i < HDL; i++) {
-            int d = lane + 32 * i;
+            int d = PACK ? lane * HDL + i : lane + 32 * i;
             qr[g][i] = (g < Gb && d < hd) ? q[((size_t)t * n_heads + h0 + g) * hd + d] * scale : 0.0f;
             acc[g][i] = 0.0f;
         }
@@ -78,11 +80,16 @@ __global__ void __launch_bounds__(AD_THREADS)
             if (p < e) {
                 np = j + 1;
                 size_t off = ((size_t)trow[p / kv.block_size] * kv.block_size + p % kv.block_size) * kv.kv_dim;
+                if constexpr (PACK) {
+                    e4m3_ld<HDL>(kb + off + lane * HDL, kr[j]);
+                    e4m3_ld<HDL>(vb + off + lane * HDL, vr[j]);
+                } else {
 #pragma unroll
-                for (int i = 0; i < HDL; i++) {
-                    int d = lane + 32 * i;
-                    kr[j][i] = d < hd ? kv_ld(kb, off + d) : 0.0f;
-                    vr[j][i] = d < hd ? kv_ld(vb, off + d) : 0.0f;
+                    for (int i = 0; i < HDL; i++) {
+                        int d = lane + 32 * i;
+                        kr[j][i] = d < hd ? kv_ld(kb, off + d) : 0.0f;
+                        vr[j][i] = d < hd ? kv_ld(vb, off + d) : 0.0f;
+                    }
                 }
             }
         }
@@ -118,7 +125,7 @@ __global__ void __launch_bounds__(AD_THREADS)
             sm_l[wid][g] = l[g];
         }
 #pragma unroll
-        for (int i = 0; i < HDL; i++) sm_o[wid][g][lane + 32 * i] = acc[g][i];
+        for (int i = 0; i < HDL; i++) sm_o[wid][g][PACK ? lane * HDL + i : lane + 32 * i] = acc[g][i];
     }
     __syncthreads();
     pdl_launch();
@@ -199,9 +206,16 @@ template <int HDL>
 static void launch_decode(const cu_launch *L, dim3 grid, float *out, const float *q, const cu_kv *kv,
                           const int32_t *seq, const int32_t *pos, int T, int n_heads, int n_kv, int hd, float scale,
                           int window, int S, int minpos, float *part, int skip_bm) {
+    constexpr bool can_pack = HDL == 2 || HDL == 4 || HDL == 8;
     if (kv->f16)
         cu_launch_k(L, attn_decode_kernel<HDL, __half>, grid, dim3(AD_THREADS), 0, out, q, *kv, seq, pos, T, n_heads,
                     n_kv, hd, scale, window, S, minpos, part, skip_bm);
+    else if (kv->fp8 && can_pack && hd == 32 * HDL && ((uintptr_t)kv->k | (uintptr_t)kv->v) % HDL == 0)
+        cu_launch_k(L, attn_decode_kernel<HDL, __nv_fp8_e4m3, can_pack>, grid, dim3(AD_THREADS), 0, out, q, *kv, seq,
+                    pos, T, n_heads, n_kv, hd, scale, window, S, minpos, part, skip_bm);
+    else if (kv->fp8)
+        cu_launch_k(L, attn_decode_kernel<HDL, __nv_fp8_e4m3>, grid, dim3(AD_THREADS), 0, out, q, *kv, seq, pos, T,
+                    n_heads, n_kv, hd, scale, window, S, minpos, part, skip_bm);
     else
         cu_launch_k(L, attn_decode_kernel<HDL, float>, grid, dim3(AD_THREADS), 0, out, q, *kv, seq, pos, T, n_heads,
                     n_kv, hd, scale, window, S, minpos, part, skip_bm);

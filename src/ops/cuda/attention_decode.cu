@@ -15,8 +15,9 @@
  * finish (a counter, reset by that block) merges them. So one launch, no
  * combine kernel, and about six memory latencies from start to output.
  *
- * The math is attention.cu's: f32 scores from the cache as stored (f16
- * widened), expf, f32 accumulation; only the order of the sums differs. */
+ * The math is attention.cu's: f32 scores from the cache as stored (f16 and
+ * e4m3 widened exactly), expf, f32 accumulation; only the order of the sums
+ * differs. */
 #include "ops/cuda/attention.cuh"
 
 #define DD_THREADS 256
@@ -36,6 +37,15 @@ __device__ __forceinline__ void widen16(const uint4 &r, const __half *, float *f
 }
 __device__ __forceinline__ void widen16(const uint4 &r, const float *, float *f) {
     f[0] = __uint_as_float(r.x), f[1] = __uint_as_float(r.y), f[2] = __uint_as_float(r.z), f[3] = __uint_as_float(r.w);
+}
+__device__ __forceinline__ void widen16(const uint4 &r, const __nv_fp8_e4m3 *, float *f) {
+    const uint32_t w[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        float2 x = e4m3x2_to_float2((uint16_t)(w[i / 2] >> (16 * (i % 2))));
+        f[2 * i] = x.x;
+        f[2 * i + 1] = x.y;
+    }
 }
 
 template <int HD, typename E>
@@ -223,8 +233,12 @@ int cu_attention_decode_fits(int head_dim, const cu_kv *kv, int T, int n_heads, 
 void cu_attention_decode(const cu_launch *L, dim3 grid, float *out, const float *q, const cu_kv *kv,
                          const int32_t *seq, const int32_t *pos, int T, int n_heads, int n_kv, int head_dim,
                          float scale, int window, int S, float *part, int *cnt, int skip_bm) {
-    auto k = head_dim == 64 ? (kv->f16 ? attn_dec_kernel<64, __half> : attn_dec_kernel<64, float>)
-                            : (kv->f16 ? attn_dec_kernel<128, __half> : attn_dec_kernel<128, float>);
+    auto k = head_dim == 64 ? (kv->f16   ? attn_dec_kernel<64, __half>
+                               : kv->fp8 ? attn_dec_kernel<64, __nv_fp8_e4m3>
+                                         : attn_dec_kernel<64, float>)
+                            : (kv->f16   ? attn_dec_kernel<128, __half>
+                               : kv->fp8 ? attn_dec_kernel<128, __nv_fp8_e4m3>
+                                         : attn_dec_kernel<128, float>);
     cu_launch_k(L, k, grid, dim3(DD_THREADS), 0, out, q, *kv, seq, pos, T, n_heads, n_kv, scale, window, S, part, cnt,
                 skip_bm);
 }

@@ -6,13 +6,14 @@
  * 16w..16w+15. Q is scaled by scale*log2(e) and held in registers as A
  * fragments. For each 64-position KV tile: K and V are read from the paged
  * cache into shared memory as f16 (an f32 cache rounded on the way, an f16
- * cache copied as stored, 16 bytes a load) ([position][dim], rows padded
+ * cache copied as stored, 16 bytes a load, an e4m3 cache widened exactly,
+ * 8 bytes a load) ([position][dim], rows padded
  * by 8 halves so fragment loads are free of bank conflicts); S = Q K^T; each
  * score outside [lo(row), pos(row)] is masked; the online softmax rescales the
  * running output; P (the probabilities, in registers, re-packed as A
  * fragments) times V (B fragments via ldmatrix.trans) accumulates it.
  * Tiles are visited heaviest (latest positions) first. This first kernel
- * serves f32 caches (and every cache with HEARTH_ATTN_PREFILL=1, for A/B
+ * serves f32 and e4m3 caches (and every cache with HEARTH_ATTN_PREFILL=1, for A/B
  * measurements); f16 caches take the GQA kernel below. */
 #include "ops/cuda/attention.cuh"
 
@@ -198,7 +199,22 @@ __global__ void __launch_bounds__(128)
                                    : -1;
         }
         __syncthreads();
-        if constexpr (sizeof(E) == 2) {
+        if constexpr (sizeof(E) == 1) {
+            /* e4m3 cache: 8 codes (8 bytes) of K and of V per load, stored as 8 exact halves */
+            constexpr int F8 = HD / 8;
+#pragma unroll 4
+            for (int f = tid; f < 64 * F8; f += 128) {
+                int i = f / F8, c = (f % F8) * 8;
+                long long off = offs[i];
+                uint2 k8 = make_uint2(0u, 0u), v8 = k8;
+                if (off >= 0) {
+                    k8 = __ldg((const uint2 *)(kbase + off + c));
+                    v8 = __ldg((const uint2 *)(vbase + off + c));
+                }
+                *(uint4 *)&Ks[i * LD + c] = e4m3x8_to_half8(k8);
+                *(uint4 *)&Vs[i * LD + c] = e4m3x8_to_half8(v8);
+            }
+        } else if constexpr (sizeof(E) == 2) {
             /* f16 cache: 8 halves (16 bytes) of K and of V per load, stored as read */
             constexpr int F8 = HD / 8;
 #pragma unroll 4
@@ -533,11 +549,17 @@ void cu_attention_prefill(const cu_launch *L, float *out, const float *q, int T,
     if (head_dim == 128 && kv->f16)
         cu_launch_k(L, attn_prefill_kernel<128, __half>, grid, dim3(128), 0, out, q, *kv, seq, pos, T, n_heads,
                     n_kv_heads, qscale, window);
+    else if (head_dim == 128 && kv->fp8)
+        cu_launch_k(L, attn_prefill_kernel<128, __nv_fp8_e4m3>, grid, dim3(128), 0, out, q, *kv, seq, pos, T, n_heads,
+                    n_kv_heads, qscale, window);
     else if (head_dim == 128)
         cu_launch_k(L, attn_prefill_kernel<128, float>, grid, dim3(128), 0, out, q, *kv, seq, pos, T, n_heads,
                     n_kv_heads, qscale, window);
     else if (head_dim == 64 && kv->f16)
         cu_launch_k(L, attn_prefill_kernel<64, __half>, grid, dim3(128), 0, out, q, *kv, seq, pos, T, n_heads,
+                    n_kv_heads, qscale, window);
+    else if (head_dim == 64 && kv->fp8)
+        cu_launch_k(L, attn_prefill_kernel<64, __nv_fp8_e4m3>, grid, dim3(128), 0, out, q, *kv, seq, pos, T, n_heads,
                     n_kv_heads, qscale, window);
     else if (head_dim == 64)
         cu_launch_k(L, attn_prefill_kernel<64, float>, grid, dim3(128), 0, out, q, *kv, seq, pos, T, n_heads,

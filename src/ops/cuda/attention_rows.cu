@@ -11,7 +11,9 @@
  * P x V for the group's heads over every (128/(hd/8))-th position of the
  * tile from 16-byte V reads, summed across threads at the end. The output
  * and the split partials have the layout of the per-warp kernel, so the same
- * combine kernel merges them. head_dim 64 or 128, kv_dim % 8 == 0. */
+ * combine kernel merges them. head_dim 64 or 128, kv_dim % 8 == 0. Caches
+ * of f32, f16 or e4m3 elements: 8 elements a load (32, 16 or 8 bytes), e4m3
+ * widened exactly by cvt.rn.f16x2.e4m3x2. */
 #include "ops/cuda/attention.cuh"
 
 #define AR_THREADS 128
@@ -33,6 +35,7 @@ __device__ __forceinline__ void ld8(const float *p, float *f) {
     float4 a = *(const float4 *)p, b = *(const float4 *)(p + 4);
     f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
 }
+__device__ __forceinline__ void ld8(const __nv_fp8_e4m3 *p, float *f) { e4m3_ld<8>(p, f); }
 
 __device__ __forceinline__ int ar_splits(int S, int len, int minpos) {
     return max(1, min(S, (len + minpos - 1) / minpos));
@@ -46,6 +49,9 @@ __global__ void __launch_bounds__(AR_THREADS)
     pdl_wait();
     constexpr int VG = HD / 8;          /* V pass: groups of 8 dimensions ... */
     constexpr int PG = AR_THREADS / VG; /* ... times groups of positions (j = pg, pg + PG, ...) */
+    /* loads a thread has in flight in the K and V loops: 4 of 16 bytes (f16),
+     * 8 of 8 bytes (e4m3): 64 bytes either way */
+    constexpr int UNR = sizeof(E) == 1 ? 8 : 4;
     __shared__ __align__(16) float q_s[AR_MAXG][HD];
     __shared__ float p_s[AR_MAXG][AR_TP];
     __shared__ size_t off_s[AR_TP];
@@ -87,7 +93,7 @@ __global__ void __launch_bounds__(AR_THREADS)
 #pragma unroll
                 for (int i = 0; i < GB / 2; i++) sc[i] = 0.0f;
                 const E *kr = kb + off_s[j];
-#pragma unroll 4
+#pragma unroll UNR
                 for (int d = 0; d < HD; d += 8) {
                     float kf[8];
                     ld8(kr + d, kf);
@@ -148,7 +154,7 @@ __global__ void __launch_bounds__(AR_THREADS)
                 }
             }
             const E *vd = vb + dg * 8;
-#pragma unroll 4
+#pragma unroll UNR
             for (int j = pg; j < n; j += PG) {
                 float v[8];
                 ld8(vd + off_s[j], v);
@@ -212,8 +218,9 @@ static void launch(const cu_launch *L, dim3 grid, float *out, const float *q, co
                    float *part, int skip_bm) {
     /* registers: a group of at most 4 heads (GQA 4:1, Llama 3) keeps half the accumulators */
     const int small = n_heads / n_kv <= 4;
-    auto k = kv->f16 ? (small ? attn_rows_kernel<HD, 4, __half> : attn_rows_kernel<HD, AR_MAXG, __half>)
-                     : (small ? attn_rows_kernel<HD, 4, float> : attn_rows_kernel<HD, AR_MAXG, float>);
+    auto k = kv->f16   ? (small ? attn_rows_kernel<HD, 4, __half> : attn_rows_kernel<HD, AR_MAXG, __half>)
+             : kv->fp8 ? (small ? attn_rows_kernel<HD, 4, __nv_fp8_e4m3> : attn_rows_kernel<HD, AR_MAXG, __nv_fp8_e4m3>)
+                       : (small ? attn_rows_kernel<HD, 4, float> : attn_rows_kernel<HD, AR_MAXG, float>);
     cu_launch_k(L, k, grid, dim3(AR_THREADS), 0, out, q, *kv, seq, pos, T, n_heads, n_kv, scale, window, S, minpos,
                 part, skip_bm);
 }

@@ -13,6 +13,7 @@
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -182,20 +183,61 @@ void cu_swiglu_prep(const cu_launch *L, float *out, const float *gate, const flo
                     void *prep);
 
 /* Paged KV as the kernels see one layer of it: k and v hold f16 elements
- * (__half) when f16 is set, else f32. */
+ * (__half) when f16 is set, OCP FP8 E4M3 codes (__nv_fp8_e4m3, scale 1,
+ * core/fp8.h) when fp8 is set, else f32. */
 struct cu_kv {
     void *k, *v;
     const int32_t *table;
     int block_size, max_blocks, kv_dim;
     int f16;
+    int fp8;
 };
 
 /* One element of a KV cache of element type E, as f32 and from f32
- * (round to nearest even, as hearth_f32_to_f16). */
+ * (round to nearest even: as hearth_f32_to_f16; e4m3 saturated to +-448 by
+ * the sm_90 cvt.rn.satfinite, as hearth_f32_to_e4m3). */
 __device__ __forceinline__ float kv_ld(const float *p, size_t i) { return p[i]; }
 __device__ __forceinline__ float kv_ld(const __half *p, size_t i) { return __half2float(p[i]); }
+__device__ __forceinline__ float kv_ld(const __nv_fp8_e4m3 *p, size_t i) {
+    return __half2float(__half(__nv_cvt_fp8_to_halfraw(p[i].__x, __NV_E4M3)));
+}
 __device__ __forceinline__ void kv_st(float *p, size_t i, float x) { p[i] = x; }
 __device__ __forceinline__ void kv_st(__half *p, size_t i, float x) { p[i] = __float2half_rn(x); }
+__device__ __forceinline__ void kv_st(__nv_fp8_e4m3 *p, size_t i, float x) {
+    p[i].__x = __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3);
+}
+/* Two e4m3 codes (the one at the lower address in the low byte) widened
+ * exactly by one cvt.rn.f16x2.e4m3x2: as half2 and as float2. */
+__device__ __forceinline__ __half2 e4m3x2_to_half2(uint16_t v) {
+    return __half2(__nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)v, __NV_E4M3));
+}
+__device__ __forceinline__ float2 e4m3x2_to_float2(uint16_t v) { return __half22float2(e4m3x2_to_half2(v)); }
+/* 8 e4m3 codes (one 8-byte load, the lowest address in the low byte of x)
+ * as 8 halves (16 bytes), exactly. */
+__device__ __forceinline__ uint4 e4m3x8_to_half8(uint2 u) {
+    __half2 h[4] = {e4m3x2_to_half2((uint16_t)u.x), e4m3x2_to_half2((uint16_t)(u.x >> 16)),
+                    e4m3x2_to_half2((uint16_t)u.y), e4m3x2_to_half2((uint16_t)(u.y >> 16))};
+    uint4 r;
+    memcpy(&r, h, sizeof r);
+    return r;
+}
+/* N (2, 4 or 8) consecutive e4m3 codes from one N-byte load (p N-byte aligned) as f32. */
+template <int N> __device__ __forceinline__ void e4m3_ld(const __nv_fp8_e4m3 *p, float *f) {
+    static_assert(N == 2 || N == 4 || N == 8, "2-, 4- or 8-byte loads");
+    uint32_t w[N == 8 ? 2 : 1];
+    if constexpr (N == 2) w[0] = *(const uint16_t *)p;
+    else if constexpr (N == 4) w[0] = *(const uint32_t *)p;
+    else {
+        uint2 u = *(const uint2 *)p;
+        w[0] = u.x, w[1] = u.y;
+    }
+#pragma unroll
+    for (int i = 0; i < N / 2; i++) {
+        float2 x = e4m3x2_to_float2((uint16_t)(w[i / 2] >> (16 * (i % 2))));
+        f[2 * i] = x.x;
+        f[2 * i + 1] = x.y;
+    }
+}
 void cu_kv_write(const cu_launch *L, const cu_kv *kv, const float *k, const float *v, int T, const int32_t *seq,
                  const int32_t *pos);
 /* Fusions the recorder makes (ops_cuda.cu): X += D (D may be NULL), then

@@ -1,6 +1,7 @@
 /* kv_write.cu - k, v [T][kv_dim] stored at (seq[t], pos[t]) of the paged
  * cache: block table row seq, block pos / block_size, slot pos % block_size.
- * An f16 cache gets each value rounded to nearest even (hearth_f32_to_f16). */
+ * An f16 cache gets each value rounded to nearest even (hearth_f32_to_f16),
+ * an e4m3 one rounded to nearest even and saturated (hearth_f32_to_e4m3). */
 #include "ops/cuda/cuda_internal.cuh"
 
 template <typename E>
@@ -23,5 +24,6 @@ __global__ void kv_write_kernel(cu_kv kv, const float *__restrict__ k, const flo
 void cu_kv_write(const cu_launch *L, const cu_kv *kv, const float *k, const float *v, int T, const int32_t *seq,
                  const int32_t *pos) {
     if (kv->f16) cu_launch_k(L, kv_write_kernel<__half>, dim3(T), dim3(256), 0, *kv, k, v, seq, pos);
+    else if (kv->fp8) cu_launch_k(L, kv_write_kernel<__nv_fp8_e4m3>, dim3(T), dim3(256), 0, *kv, k, v, seq, pos);
     else cu_launch_k(L, kv_write_kernel<float>, dim3(T), dim3(256), 0, *kv, k, v, seq, pos);
 }

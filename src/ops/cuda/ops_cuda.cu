@@ -51,7 +51,8 @@ struct rec {
 };
 
 /* A KV view in a record: p[0..2] = k, v, block table; i[0..2] = block size,
- * blocks per sequence, kv_dim; i[10] = f16 (R_KV_WRITE and R_ATTN). */
+ * blocks per sequence, kv_dim; i[10] = element type: 0 f32, 1 f16, 2 e4m3
+ * (R_KV_WRITE and R_ATTN). */
 static void put_kv(rec *r, const hearth_kv_view *kv, int layer) {
     r->p[0] = kv->k[layer];
     r->p[1] = kv->v[layer];
@@ -59,11 +60,12 @@ static void put_kv(rec *r, const hearth_kv_view *kv, int layer) {
     r->i[0] = kv->block_size;
     r->i[1] = kv->max_blocks_per_seq;
     r->i[2] = kv->kv_dim;
-    r->i[10] = kv->type == HEARTH_DT_F16;
+    r->i[10] = kv->type == HEARTH_DT_F16 ? 1 : kv->type == HEARTH_DT_E4M3 ? 2 : 0;
 }
 
 static cu_kv get_kv(const rec *r) {
-    return cu_kv{(void *)r->p[0], (void *)r->p[1], (const int32_t *)r->p[2], r->i[0], r->i[1], r->i[2], r->i[10]};
+    return cu_kv{(void *)r->p[0], (void *)r->p[1], (const int32_t *)r->p[2], r->i[0], r->i[1], r->i[2], r->i[10] == 1,
+                 r->i[10] == 2};
 }
 
 #define MAX_RECS 16384
@@ -1016,7 +1018,7 @@ static void op_swiglu(void *ctx, float *out, const float *gate, const float *up,
 
 static void op_kv_write(void *ctx, const hearth_kv_view *kv, int layer, const float *k, const float *v, int T,
                         const int32_t *seq, const int32_t *pos) {
-    HEARTH_ASSERT(kv->type == HEARTH_DT_F32 || kv->type == HEARTH_DT_F16);
+    HEARTH_ASSERT(kv->type == HEARTH_DT_F32 || kv->type == HEARTH_DT_F16 || kv->type == HEARTH_DT_E4M3);
     rec *r = push((hearth_cuda_ctx *)ctx, R_KV_WRITE);
     put_kv(r, kv, layer);
     r->p[3] = k;
@@ -1031,7 +1033,7 @@ static void op_attention(void *ctx, float *out, const float *q, int T, const hea
                          float scale, int window) {
     hearth_cuda_ctx *c = (hearth_cuda_ctx *)ctx;
     HEARTH_ASSERT(head_dim <= 256 && n_kv_heads > 0 && n_heads % n_kv_heads == 0 && T <= c->max_tokens);
-    HEARTH_ASSERT(kv->type == HEARTH_DT_F32 || kv->type == HEARTH_DT_F16);
+    HEARTH_ASSERT(kv->type == HEARTH_DT_F32 || kv->type == HEARTH_DT_F16 || kv->type == HEARTH_DT_E4M3);
     rec *r = push(c, R_ATTN);
     put_kv(r, kv, layer);
     r->p[3] = out;
@@ -1063,7 +1065,7 @@ extern "C" const hearth_ops hearth_cuda_ops = {
     /* .name = */ "cuda",
     /* .host_memory = */ 0,
     /* .kv_f16 = */ 1,
-    /* .kv_e4m3 = */ 0,
+    /* .kv_e4m3 = */ 1,
     /* .alloc = */ op_alloc,
     /* .free = */ op_free,
     /* .upload = */ op_upload,

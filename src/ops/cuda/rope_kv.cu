@@ -2,7 +2,7 @@
  * blocks (t, part) rotate token t's q and k heads in place (as rope.cu does)
  * and store k and v at (seq[t], pos[t]) of the paged cache (as kv_write.cu
  * does), a pair per thread spread over several blocks per token. Dimensions
- * past rot_dim are not rotated but still stored. The cache (f32 or f16) gets
+ * past rot_dim are not rotated but still stored. The cache (f32, f16 or e4m3) gets
  * exactly the values the unfused ops would store. */
 #include "ops/cuda/cuda_internal.cuh"
 
@@ -61,6 +61,9 @@ void cu_rope_kv(const cu_launch *L, float *q, float *k, const float *v, int T, i
     if (parts < 1) parts = 1;
     if (kv->f16)
         cu_launch_k(L, rope_kv_kernel<__half>, dim3(T, parts), dim3(128), 0, q, k, v, n_q, n_k, head_dim, pos,
+                    inv_freq, rot_dim / 2, neox, *kv, seq);
+    else if (kv->fp8)
+        cu_launch_k(L, rope_kv_kernel<__nv_fp8_e4m3>, dim3(T, parts), dim3(128), 0, q, k, v, n_q, n_k, head_dim, pos,
                     inv_freq, rot_dim / 2, neox, *kv, seq);
     else
         cu_launch_k(L, rope_kv_kernel<float>, dim3(T, parts), dim3(128), 0, q, k, v, n_q, n_k, head_dim, pos,
