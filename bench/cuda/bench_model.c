@@ -1,6 +1,6 @@
 /* bench_model.c - a whole model on CUDA through hearth_model_forward:
  * prefill tokens/s at each prompt length, decode tokens/s at batch 1 after
- * a prompt (greedy, argmax on the host), and the decode roofline from the
+ * a prompt (greedy, the pick op on the device as the server runs it), and the decode roofline from the
  * device-to-device copy bandwidth measured in the same run. A measurement,
  * never a test.
  *
@@ -176,14 +176,18 @@ int main(int argc, char **argv) {
     int32_t next = argmax(logits, vocab), row0 = 0;
     int warm = 8;
     double ta = 0;
+    /* each token as the server picks it: greedy by the pick op on the device, 4 bytes down */
+    hearth_pick_params pp = {0};
+    hearth_pick pk;
     for (int i = 0; i < n_gen; i++) {
         if (i == warm) ta = now_s();
         int32_t p = n_prompt + i;
-        if (hearth_model_forward(m, kv, &next, seq, &p, 1, &row0, 1, logits, &err)) {
+        if (hearth_model_forward(m, kv, &next, seq, &p, 1, &row0, 1, NULL, &err) ||
+            hearth_model_pick(m, 1, &pp, &pk, &err)) {
             fprintf(stderr, "bench_model: %s\n", err.msg);
             return 1;
         }
-        next = argmax(logits, vocab);
+        next = pk.id;
     }
     double dec = (now_s() - ta) / (n_gen - warm);
     hearth_err e2 = {0};

@@ -110,11 +110,11 @@ template <> __device__ __forceinline__ void unpack16<HEARTH_DT_F32>(uint4 v, flo
 /* One warp owns logical rows [2*warp, 2*warp + 2), or in swiglu mode the
  * gate and up rows of logical row warp. Weights and x in 16-byte chunks:
  * chunk c of a row is elements [E*c, E*c + E). */
-template <int WT, int NT, int U>
+template <int WT, int NT>
 __global__ void __launch_bounds__(256) mmv_float_kernel(mmv_set set, size_t row_bytes, const void *__restrict__ xp,
                                                         int K) {
     constexpr int E = WT == HEARTH_DT_F32 ? 4 : 8;
-    constexpr int R = 2;
+    constexpr int U = 4, R = 2; /* 8 in flight measured slower at batch 1 (s3-run4: 167 vs 184 tok/s) */
     const int lane = threadIdx.x & 31;
     const int warp = (int)((blockIdx.x * blockDim.x + threadIdx.x) >> 5);
     const int N = set_rows(set);
@@ -673,14 +673,7 @@ static void launch_float(const cu_launch *L, const mmv_set *set, const void *xp,
     int fast = K % E == 0 && set_aligned(set) && row_bytes % 16 == 0 && ((uintptr_t)xp & 15) == 0;
     if (fast) {
         int warps = set->swiglu ? N : cu_div_up(N, 2);
-        /* chunks of 16 bytes a lane keeps in flight per row: 4, or 8 with HEARTH_MMV_U=8 (benchmarks) */
-        static int u8 = -1;
-        if (u8 < 0) {
-            const char *s = getenv("HEARTH_MMV_U");
-            u8 = s && atoi(s) == 8;
-        }
-        auto k = u8 ? mmv_float_kernel<WT, NT, 8> : mmv_float_kernel<WT, NT, 4>;
-        cu_launch_k(L, k, dim3(cu_div_up(warps, 8)), dim3(256), 0, *set, row_bytes, xp, K);
+        cu_launch_k(L, mmv_float_kernel<WT, NT>, dim3(cu_div_up(warps, 8)), dim3(256), 0, *set, row_bytes, xp, K);
     } else {
         cu_launch_k(L, mmv_float_generic<WT, NT>, dim3(cu_div_up(N, 8)), dim3(256), 0, *set, row_bytes, xp, K);
     }
@@ -692,13 +685,15 @@ static void launch_quant(const cu_launch *L, const mmv_set *set, const void *xp,
     xq8 x = {(const int8_t *)xp, (const float4 *)((const int8_t *)xp + n), K};
     int N = set_rows_host(set);
     if (set_aligned(set) && row_bytes % 16 == 0) {
-        /* Q4_0 / Q8_0: two blocks a lane from aligned words (HEARTH_MMV_PAIR=0 keeps one, for benchmarks) */
+        /* Q4_0 / Q8_0 at one row of x: two blocks a lane from aligned words (HEARTH_MMV_PAIR=0 keeps one,
+         * for benchmarks); at 8 rows the pair's x registers made it slower (s3-run4) */
         static int pair = -1;
         if (pair < 0) {
             const char *s = getenv("HEARTH_MMV_PAIR");
             pair = !(s && atoi(s) == 0);
         }
-        auto k = has_pair<QT>::value && pair ? mmv_quant_staged<QT, NT, true> : mmv_quant_staged<QT, NT, false>;
+        auto k = has_pair<QT>::value && NT == 1 && pair ? mmv_quant_staged<QT, NT, true>
+                                                        : mmv_quant_staged<QT, NT, false>;
         /* one wave of resident blocks, or fewer when there are fewer pairs */
         static int per_sm = 0;
         if (!per_sm && (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, 128, 0) != cudaSuccess ||

@@ -391,8 +391,8 @@ static int run_unit(hearth_cuda_ctx *c, const rec *recs, int i, int n, char *lab
                                    dead ? NULL : (float *)nr->p[0], (const float *)nr->p[2], rows, dim, nr->f[0], kind,
                                    c->mm.xprep);
                     if (kind != XPREP_NONE) cu_mm_set_cache(&c->mm, (const float *)nr->p[0], rows, dim, kind, c->mm.xprep);
-                    snprintf(label, lsz, "%srmsnorm%s%s dim %d rows %d", a ? "add+" : "",
-                             kind != XPREP_NONE ? "+prep" : "", dead ? " (no y)" : "", dim, rows);
+                    snprintf(label, lsz, "%srmsnorm%s dim %d rows %d%s", a ? "add+" : "",
+                             kind != XPREP_NONE ? "+prep" : "", dim, rows, dead ? " (no y)" : "");
                     return took;
                 }
             }
