@@ -561,22 +561,6 @@ static int capture_and_launch(hearth_cuda_ctx *c, uint64_t h) {
     return 1;
 }
 
-/* 1 when the records hold a matmul of more than graph_max_t rows (default
- * 256, HEARTH_GRAPH_MAX_T): such steps (prefill chunks) run eagerly. Their
- * kernels are long enough to hide launches, and the 2048-row prefill
- * measured 2.3 ms slower replayed from a graph than launched (s3-run5:
- * 38.5k vs 40.2k tok/s). */
-static int big_step(const hearth_cuda_ctx *c) {
-    static int max_t = -1;
-    if (max_t < 0) {
-        const char *s = getenv("HEARTH_GRAPH_MAX_T");
-        max_t = s && atoi(s) > 0 ? atoi(s) : 256;
-    }
-    for (int i = 0; i < c->n_recs; i++)
-        if (c->recs[i].kind == R_MATMUL && c->recs[i].i[0] > max_t) return 1;
-    return 0;
-}
-
 /* Issue the recorded ops; with sync, wait for the stream and recycle the
  * staging buffer. */
 static void flush(hearth_cuda_ctx *c, int sync) {
@@ -584,7 +568,7 @@ static void flush(hearth_cuda_ctx *c, int sync) {
     if (c->n_recs > 0) {
         c->stats.flushes++;
         int done = 0;
-        if (c->graphs_on && !c->profile && !big_step(c)) {
+        if (c->graphs_on && !c->profile) {
             uint64_t h = hash_recs(c->recs, c->n_recs);
             for (int i = 0; i < N_GRAPHS && !done; i++) {
                 graph_entry *g = &c->graphs[i];
