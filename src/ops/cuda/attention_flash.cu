@@ -56,48 +56,12 @@ template <int HD, int MT, int MB> struct flash_cfg {
     static_assert(!QREG || QROWS * LD <= 2 * TILE, "Q fits in one stage");
 };
 
-__device__ __forceinline__ uint32_t f_pack(float a, float b) {
-    __half2 h = __floats2half2_rn(a, b);
-    return *(uint32_t *)&h;
-}
-
 /* 2^x; -inf gives +0 */
 __device__ __forceinline__ float f_ex2(float x) {
     float y;
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
     return y;
 }
-
-__device__ __forceinline__ void f_mma(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ void f_ldsm4(uint32_t *r, const void *p) {
-    unsigned s = (unsigned)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(s));
-}
-
-__device__ __forceinline__ void f_ldsm4_t(uint32_t *r, const void *p) {
-    unsigned s = (unsigned)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(s));
-}
-
-/* 16 bytes global -> shared; valid false: 16 zero bytes, nothing read */
-__device__ __forceinline__ void f_cp16(void *dst, const void *src, bool valid) {
-    unsigned s = (unsigned)__cvta_generic_to_shared(dst);
-    int n = valid ? 16 : 0;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(src), "r"(n) : "memory");
-}
-__device__ __forceinline__ void f_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-__device__ __forceinline__ void f_cp_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
 
 /* Positions kb..kb+63 of K and V into Kd / Vd; positions past kv_hi zero
  * (their address clamped to kv_hi's, nothing read). The cache block of
@@ -118,10 +82,10 @@ __device__ __forceinline__ void flash_load_tile(__half *Kd, __half *Vd, const __
         const int pc = ok ? p : kv_hi;
         const int blk = SMT ? s_tbl[(pc >> bs_shift) - blk0] : __ldg(trow + (pc >> bs_shift));
         const size_t off = ((size_t)blk << bs_shift | (size_t)(pc & bmask)) * (size_t)kv_dim + c;
-        f_cp16(Kd + i * LD + c, kbase + off, ok);
-        f_cp16(Vd + i * LD + c, vbase + off, ok);
+        cp_async16(Kd + i * LD + c, kbase + off, ok);
+        cp_async16(Vd + i * LD + c, vbase + off, ok);
     }
-    f_cp_commit();
+    cp_async_commit();
 }
 
 template <int HD, int MT, int MB>
@@ -186,8 +150,8 @@ __global__ void __launch_bounds__(FL_NT, MB)
             float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             if (r < nrows) v = __ldg((const float4 *)(q + ((size_t)(r0 + r) * n_heads + h0 + mt) * HD + c));
             uint2 hv;
-            hv.x = f_pack(v.x * qscale, v.y * qscale);
-            hv.y = f_pack(v.z * qscale, v.w * qscale);
+            hv.x = pack_h2(v.x * qscale, v.y * qscale);
+            hv.y = pack_h2(v.z * qscale, v.w * qscale);
             *(uint2 *)&Qs[rq * LD + c] = hv;
         }
     }
@@ -198,7 +162,7 @@ __global__ void __launch_bounds__(FL_NT, MB)
     uint32_t qf[QREG ? NKS : 1][4];
     if constexpr (QREG) {
 #pragma unroll
-        for (int kk = 0; kk < NKS; kk++) f_ldsm4(qf[kk], qrow + 16 * kk);
+        for (int kk = 0; kk < NKS; kk++) ldsm_x4(qf[kk], qrow + 16 * kk);
     }
 
     /* this thread's rows A (ra) and B (rb) of the tile and their bounds; rows
@@ -230,7 +194,7 @@ __global__ void __launch_bounds__(FL_NT, MB)
 
     for (int it = 0; it < nkv; it++) {
         const int kb = kv_lo + FL_BN * it;
-        f_cp_wait_all(); /* this thread's copies of tile it have landed */
+        cp_async_wait_all(); /* this thread's copies of tile it have landed */
         __syncthreads(); /* everyone's; tile it-1's stage (and Q's staging) is no longer read */
         if (it + 1 < nkv) {
             __half *d = fl_sm + ((it + 1) & 1) * 2 * TILE;
@@ -262,18 +226,18 @@ __global__ void __launch_bounds__(FL_NT, MB)
                         qa[mt][1][e] = qf[2 * k2 + 1][e];
                     }
                 } else {
-                    f_ldsm4(qa[mt][0], qrow + mt * 64 * LD + 32 * k2);
-                    f_ldsm4(qa[mt][1], qrow + mt * 64 * LD + 32 * k2 + 16);
+                    ldsm_x4(qa[mt][0], qrow + mt * 64 * LD + 32 * k2);
+                    ldsm_x4(qa[mt][1], qrow + mt * 64 * LD + 32 * k2 + 16);
                 }
             }
 #pragma unroll
             for (int j = 0; j < NJ; j++) {
                 uint32_t b[4];
-                f_ldsm4(b, &Ks[(8 * j + (lane & 7)) * LD + 32 * k2 + 8 * (lane >> 3)]);
+                ldsm_x4(b, &Ks[(8 * j + (lane & 7)) * LD + 32 * k2 + 8 * (lane >> 3)]);
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++) {
-                    f_mma(s[mt][j], qa[mt][0], b[0], b[1]);
-                    f_mma(s[mt][j], qa[mt][1], b[2], b[3]);
+                    mma_f16(s[mt][j], qa[mt][0], b[0], b[1]);
+                    mma_f16(s[mt][j], qa[mt][1], b[2], b[3]);
                 }
             }
         }
@@ -321,8 +285,8 @@ __global__ void __launch_bounds__(FL_NT, MB)
                 const float p2 = f_ex2(s[mt][j][2] - uB), p3 = f_ex2(s[mt][j][3] - uB);
                 sA += p0 + p1;
                 sB += p2 + p3;
-                pf[mt][j >> 1][(j & 1) * 2 + 0] = f_pack(p0, p1);
-                pf[mt][j >> 1][(j & 1) * 2 + 1] = f_pack(p2, p3);
+                pf[mt][j >> 1][(j & 1) * 2 + 0] = pack_h2(p0, p1);
+                pf[mt][j >> 1][(j & 1) * 2 + 1] = pack_h2(p2, p3);
             }
             lrow[mt][0] = lrow[mt][0] * cA + sA;
             lrow[mt][1] = lrow[mt][1] * cB + sB;
@@ -341,11 +305,11 @@ __global__ void __launch_bounds__(FL_NT, MB)
 #pragma unroll
             for (int pr = 0; pr < NPK / 2; pr++) {
                 uint32_t b[4];
-                f_ldsm4_t(b, &Vs[(32 * pr + lane) * LD + 8 * jd]);
+                ldsm_x4_trans(b, &Vs[(32 * pr + lane) * LD + 8 * jd]);
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++) {
-                    f_mma(o[mt][jd], pf[mt][2 * pr], b[0], b[1]);
-                    f_mma(o[mt][jd], pf[mt][2 * pr + 1], b[2], b[3]);
+                    mma_f16(o[mt][jd], pf[mt][2 * pr], b[0], b[1]);
+                    mma_f16(o[mt][jd], pf[mt][2 * pr + 1], b[2], b[3]);
                 }
             }
         }

@@ -19,26 +19,6 @@
 
 #include <limits.h>
 
-__device__ __forceinline__ uint32_t pack_h2(float a, float b) {
-    __half2 h = __floats2half2_rn(a, b);
-    return *(uint32_t *)&h;
-}
-
-__device__ __forceinline__ void mma_f16(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ void ldsm_x4_trans(uint32_t *r, const void *p) {
-    unsigned s = (unsigned)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(s));
-}
-
 /* P = exp2(S - u) for the warp's two row halves (A, B), summed into lA /
  * lB, packed to f16 and multiplied into the output tiles o with V from
  * shared memory (rows of HD + 8 halves). Both prefill kernels share it. */
@@ -117,8 +97,6 @@ __device__ __forceinline__ void online_update(float (*o)[4], const float (*s)[4]
     }
     pv_accumulate<HD>(o, s, uA, uB, lA, lB, Vs, lane);
 }
-
-
 
 template <int HD, typename E>
 __global__ void __launch_bounds__(128)
@@ -289,23 +267,6 @@ __global__ void __launch_bounds__(128)
  * are wholly outside all its rows' [lo, hi] and masks only the tiles that
  * cross one of its rows' bounds. Tiles are dispatched heaviest (latest
  * positions) first across all heads (grid.x = head groups, grid.y = tiles). */
-
-__device__ __forceinline__ void ldsm_x4(uint32_t *r, const void *p) {
-    unsigned s = (unsigned)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(s));
-}
-
-/* 16 bytes global -> shared; with valid false the 16 bytes are zero-filled
- * (nothing is read). */
-__device__ __forceinline__ void cp_async16(void *dst, const void *src, bool valid) {
-    unsigned s = (unsigned)__cvta_generic_to_shared(dst);
-    int n = valid ? 16 : 0;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(src), "r"(n) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
 
 /* Positions kb..kb+63 of K and V into Kd/Vd ([position][HD + 8 halves]);
  * positions past kv_hi are zero-filled. One commit group. The cache block of

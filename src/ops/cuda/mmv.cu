@@ -439,62 +439,41 @@ template <int NT, int R> struct qdot<HEARTH_DT_Q6_K, NT, R> {
  * words, the codes of the block at offset 2 realigned with byte permutes:
  * a quarter of the shared-memory load instructions of one block at a time
  * through 16-bit loads. Same integer sums and scaling steps as qdot. */
-template <int QT, int NT, int R> struct qdot_pair;
-
-template <int NT, int R> struct qdot_pair<HEARTH_DT_Q4_0, NT, R> {
-    enum { WORDS = 9 };
-    static __device__ __forceinline__ void run(const uint8_t *const *b, int gb, const xq8 &x, float (*acc)[NT]) {
-        float d0[R], d1[R];
-        uint32_t q0[R][4], q1[R][4];
+template <int QT> struct pair_fmt; /* NQW: 32-bit words of codes a block; dot: its integer sum */
+template <> struct pair_fmt<HEARTH_DT_Q4_0> {
+    enum { NQW = 4 };
+    static __device__ __forceinline__ int dot(const uint32_t *q, const int *v, const float4 &ds) {
+        return dot_nibbles(q, v) - 8 * (int)ds.y;
+    }
+};
+template <> struct pair_fmt<HEARTH_DT_Q8_0> {
+    enum { NQW = 8 };
+    static __device__ __forceinline__ int dot(const uint32_t *q, const int *v, const float4 &) {
+        int s = 0;
 #pragma unroll
-        for (int r = 0; r < R; r++) {
-            const uint32_t *w = (const uint32_t *)b[r];
-            uint32_t v[WORDS];
-#pragma unroll
-            for (int i = 0; i < WORDS; i++) v[i] = w[i];
-            /* block 0: d = bytes 0-1, codes 2..17; block 1: d = bytes 18-19, codes 20..35 */
-            d0[r] = h2f((uint16_t)(v[0] & 0xffffu));
-#pragma unroll
-            for (int i = 0; i < 4; i++) q0[r][i] = __byte_perm(v[i], v[i + 1], 0x5432);
-            d1[r] = h2f((uint16_t)(v[4] >> 16));
-#pragma unroll
-            for (int i = 0; i < 4; i++) q1[r][i] = v[5 + i];
-        }
-#pragma unroll
-        for (int t = 0; t < NT; t++) {
-            int xa[8], xb[8];
-            float4 da, db;
-            x_group(x, t, gb, xa, &da);
-            x_group(x, t, gb + 1, xb, &db);
-#pragma unroll
-            for (int r = 0; r < R; r++) {
-                int s = dot_nibbles(q0[r], xa) - 8 * (int)da.y;
-                acc[r][t] = fmaf(d0[r] * da.x, (float)s, acc[r][t]);
-                s = dot_nibbles(q1[r], xb) - 8 * (int)db.y;
-                acc[r][t] = fmaf(d1[r] * db.x, (float)s, acc[r][t]);
-            }
-        }
+        for (int i = 0; i < 8; i++) s = __dp4a((int)q[i], v[i], s);
+        return s;
     }
 };
 
-template <int NT, int R> struct qdot_pair<HEARTH_DT_Q8_0, NT, R> {
-    enum { WORDS = 17 };
+template <int QT, int NT, int R> struct qdot_pair {
     static __device__ __forceinline__ void run(const uint8_t *const *b, int gb, const xq8 &x, float (*acc)[NT]) {
+        constexpr int N = pair_fmt<QT>::NQW;
         float d0[R], d1[R];
-        uint32_t q0[R][8], q1[R][8];
+        uint32_t q0[R][N], q1[R][N];
 #pragma unroll
         for (int r = 0; r < R; r++) {
             const uint32_t *w = (const uint32_t *)b[r];
-            uint32_t v[WORDS];
+            uint32_t v[2 * N + 1];
 #pragma unroll
-            for (int i = 0; i < WORDS; i++) v[i] = w[i];
-            /* block 0: d = bytes 0-1, codes 2..33; block 1: d = bytes 34-35, codes 36..67 */
+            for (int i = 0; i < 2 * N + 1; i++) v[i] = w[i];
+            /* block 0: d = bytes 0-1, codes from byte 2; block 1: d = the high half of word N, codes from word N + 1 */
             d0[r] = h2f((uint16_t)(v[0] & 0xffffu));
 #pragma unroll
-            for (int i = 0; i < 8; i++) q0[r][i] = __byte_perm(v[i], v[i + 1], 0x5432);
-            d1[r] = h2f((uint16_t)(v[8] >> 16));
+            for (int i = 0; i < N; i++) q0[r][i] = __byte_perm(v[i], v[i + 1], 0x5432);
+            d1[r] = h2f((uint16_t)(v[N] >> 16));
 #pragma unroll
-            for (int i = 0; i < 8; i++) q1[r][i] = v[9 + i];
+            for (int i = 0; i < N; i++) q1[r][i] = v[N + 1 + i];
         }
 #pragma unroll
         for (int t = 0; t < NT; t++) {
@@ -504,14 +483,8 @@ template <int NT, int R> struct qdot_pair<HEARTH_DT_Q8_0, NT, R> {
             x_group(x, t, gb + 1, xb, &db);
 #pragma unroll
             for (int r = 0; r < R; r++) {
-                int s0 = 0, s1 = 0;
-#pragma unroll
-                for (int i = 0; i < 8; i++) {
-                    s0 = __dp4a((int)q0[r][i], xa[i], s0);
-                    s1 = __dp4a((int)q1[r][i], xb[i], s1);
-                }
-                acc[r][t] = fmaf(d0[r] * da.x, (float)s0, acc[r][t]);
-                acc[r][t] = fmaf(d1[r] * db.x, (float)s1, acc[r][t]);
+                acc[r][t] = fmaf(d0[r] * da.x, (float)pair_fmt<QT>::dot(q0[r], xa, da), acc[r][t]);
+                acc[r][t] = fmaf(d1[r] * db.x, (float)pair_fmt<QT>::dot(q1[r], xb, db), acc[r][t]);
             }
         }
     }
