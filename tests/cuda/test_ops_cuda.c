@@ -1129,6 +1129,14 @@ TEST(cuda_profile_names_launch_units) {
     CHECK(n > 0 && n < sizeof buf);
     CHECK_CONTAINS(buf, "rope+rope+kv_write T=1");
     CHECK_CONTAINS(buf, "attention T=1");
+    /* above 8 rows, labels name a power-of-two range of rows */
+    hearth_cuda_ctx_profile(g_cu, 1);
+    layer_case(HEARTH_DT_Q8_0, 40, HEARTH_DT_F16);
+    n = hearth_cuda_ctx_profile_text(g_cu, buf, sizeof buf);
+    hearth_cuda_ctx_profile(g_cu, 0);
+    CHECK(n > 0 && n < sizeof buf);
+    CHECK_CONTAINS(buf, "rope+rope+kv_write T=33-64");
+    CHECK_CONTAINS(buf, "attention T=33-64 (tensor cores)");
 }
 
 /* ---- pick ---------------------------------------------------------------------------

@@ -307,10 +307,24 @@ static const char *type_name(int t) {
     return d ? d->name : "?";
 }
 
+/* "T=5" up to 8 rows, then power-of-two ranges ("T=129-256"), so that a
+ * profile of changing batch shapes keeps a bounded set of labels. */
+static const char *rows_tag(char *buf, size_t n, const char *key, int T) {
+    if (T <= 8) {
+        snprintf(buf, n, "%s%d", key, T);
+    } else {
+        int hi = 16;
+        while (hi < T) hi *= 2;
+        snprintf(buf, n, "%s%d-%d", key, hi / 2 + 1, hi);
+    }
+    return buf;
+}
+
 /* Runs the unit starting at recs[i]; returns how many records it took and
  * names it in label (for the profile). */
 static int run_unit(hearth_cuda_ctx *c, const rec *recs, int i, int n, char *label, size_t lsz) {
     const rec *r = &recs[i];
+    char tb[24];
     const cu_launch *L = &c->L;
     int left = n - i;
     if (c->fuse) {
@@ -339,7 +353,8 @@ static int run_unit(hearth_cuda_ctx *c, const rec *recs, int i, int n, char *lab
                 if (kind == XPREP_BF16 || kind == XPREP_F16) set.prep_kind = kind;
             }
             cu_matmul_set(L, &c->mm, &set, (const float *)r->p[1], r->i[0], (hearth_dtype)r->i[1], r->i[3], r->z[0]);
-            snprintf(label, lsz, "matmul gate+up+swiglu %s %dx%d T=%d", type_name(r->i[1]), r->i[2], r->i[3], r->i[0]);
+            snprintf(label, lsz, "matmul gate+up+swiglu %s %dx%d %s", type_name(r->i[1]), r->i[2], r->i[3],
+                     rows_tag(tb, sizeof tb, "T=", r->i[0]));
             return 3;
         }
         /* up to 3 matmuls of one x (q, k, v) */
@@ -364,7 +379,8 @@ static int run_unit(hearth_cuda_ctx *c, const rec *recs, int i, int n, char *lab
                 set.count = m;
                 cu_matmul_set(L, &c->mm, &set, (const float *)r->p[1], r->i[0], (hearth_dtype)r->i[1], r->i[3],
                               r->z[0]);
-                snprintf(label, lsz, "matmul x%d %s %dx%d T=%d", m, type_name(r->i[1]), rows, r->i[3], r->i[0]);
+                snprintf(label, lsz, "matmul x%d %s %dx%d %s", m, type_name(r->i[1]), rows, r->i[3],
+                         rows_tag(tb, sizeof tb, "T=", r->i[0]));
                 return m;
             }
         }
@@ -391,8 +407,9 @@ static int run_unit(hearth_cuda_ctx *c, const rec *recs, int i, int n, char *lab
                                    dead ? NULL : (float *)nr->p[0], (const float *)nr->p[2], rows, dim, nr->f[0], kind,
                                    c->mm.xprep);
                     if (kind != XPREP_NONE) cu_mm_set_cache(&c->mm, (const float *)nr->p[0], rows, dim, kind, c->mm.xprep);
-                    snprintf(label, lsz, "%srmsnorm%s dim %d rows %d%s", a ? "add+" : "",
-                             kind != XPREP_NONE ? "+prep" : "", dim, rows, dead ? " (no y)" : "");
+                    snprintf(label, lsz, "%srmsnorm%s dim %d %s%s", a ? "add+" : "",
+                             kind != XPREP_NONE ? "+prep" : "", dim, rows_tag(tb, sizeof tb, "rows ", rows),
+                             dead ? " (no y)" : "");
                     return took;
                 }
             }
@@ -427,7 +444,7 @@ static int run_unit(hearth_cuda_ctx *c, const rec *recs, int i, int n, char *lab
                 cu_rope_kv(L, (float *)r->p[0], (float *)r[1].p[0], (const float *)r[2].p[4], T, r->i[1], r[1].i[1],
                            hd, (const int32_t *)r->p[1], (const float *)r->p[2], r->i[3], r->i[4], &kv,
                            (const int32_t *)r[2].p[5]);
-                snprintf(label, lsz, "rope+rope+kv_write T=%d", T);
+                snprintf(label, lsz, "rope+rope+kv_write %s", rows_tag(tb, sizeof tb, "T=", T));
                 return 3;
             }
         }
@@ -435,10 +452,14 @@ static int run_unit(hearth_cuda_ctx *c, const rec *recs, int i, int n, char *lab
     run_one(c, r);
     switch (r->kind) {
     case R_MATMUL:
-        snprintf(label, lsz, "matmul %s %dx%d T=%d%s", type_name(r->i[1]), r->i[2], r->i[3], r->i[0],
+        snprintf(label, lsz, "matmul %s %dx%d %s%s", type_name(r->i[1]), r->i[2], r->i[3],
+                 rows_tag(tb, sizeof tb, "T=", r->i[0]),
                  mm_gemv(c, r) ? "" : " (cublas)");
         break;
-    case R_ATTN: snprintf(label, lsz, "attention T=%d%s", r->i[3], r->i[3] > 8 ? " (tensor cores)" : ""); break;
+    case R_ATTN:
+        snprintf(label, lsz, "attention %s%s", rows_tag(tb, sizeof tb, "T=", r->i[3]),
+                 r->i[3] > 8 ? " (tensor cores)" : "");
+        break;
     default: {
         static const char *names[] = {"?", "upload", "copy", "matmul", "embed", "rmsnorm", "rope", "add_bias",
                                       "add", "swiglu", "kv_write", "attention", "pick"};
@@ -451,8 +472,12 @@ static int run_unit(hearth_cuda_ctx *c, const rec *recs, int i, int n, char *lab
 static void prof_add(hearth_cuda_ctx *c, const char *label, float ms) {
     int k = 0;
     while (k < c->n_prof && strcmp(c->prof[k].label, label)) k++;
+    if (k == c->n_prof && k == MAX_PROF - 1) { /* the last slot sums every unit that found no slot */
+        label = "(other launch units)";
+        k = 0;
+        while (k < c->n_prof && strcmp(c->prof[k].label, label)) k++;
+    }
     if (k == c->n_prof) {
-        if (c->n_prof == MAX_PROF) return;
         snprintf(c->prof[k].label, sizeof c->prof[0].label, "%s", label);
         c->prof[k].ms = 0.0;
         c->prof[k].count = 0;
