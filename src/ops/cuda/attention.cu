@@ -27,10 +27,6 @@
 #define AD_MINPOS 16 /* positions per split, at least (HEARTH_ATTN_MINPOS moves it, for benchmarks) */
 #define AD_PB 4      /* positions a warp loads before it computes */
 
-/* Splits a row of len positions really uses (S at most): each at least
- * AD_MINPOS positions. The combine kernel recomputes it the same way. */
-__device__ __forceinline__ int eff_splits(int S, int len, int minpos) { return max(1, min(S, (len + minpos - 1) / minpos)); }
-
 /* One block per (split, kv head x query-head group, row). Each warp runs its
  * own online softmax over every AD_WARPS-th position of the split (K and V
  * read once for the Gb query heads); the four warp states are merged at the
@@ -45,17 +41,10 @@ __global__ void __launch_bounds__(AD_THREADS)
                        const int32_t *__restrict__ pos, int T, int n_heads, int n_kv, int hd, float scale, int window,
                        int S, int minpos, float *__restrict__ part, int skip_bm) {
     pdl_wait();
-    const int split = blockIdx.x, t = blockIdx.z;
-    const int G = n_heads / n_kv, ngrp = (G + AD_MAXG - 1) / AD_MAXG;
-    const int kvh = blockIdx.y / ngrp, grp = blockIdx.y % ngrp;
-    const int h0 = kvh * G + grp * AD_MAXG, Gb = min(AD_MAXG, G - grp * AD_MAXG);
-    const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
-    if (skip_bm > 0 && tile_uniform(seq, T, t / skip_bm, skip_bm)) return;
-    const int p_hi = pos[t], p_lo = window > 0 ? max(0, p_hi - window + 1) : 0;
-    const int len = p_hi - p_lo + 1, Se = eff_splits(S, len, minpos);
-    if (split >= Se) return;
-    const int chunk = (len + Se - 1) / Se;
-    const int a = p_lo + split * chunk, e = min(p_hi + 1, a + chunk);
+    const int split = blockIdx.x, tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
+    dec_slice d;
+    if (!dec_slice_of(d, seq, pos, T, n_heads, n_kv, AD_MAXG, S, minpos, window, skip_bm)) return;
+    const int t = d.t, kvh = d.kvh, h0 = d.h0, Gb = d.Gb, Se = d.Se, a = d.a, e = d.e;
     const int32_t *trow = kv.table + (size_t)seq[t] * kv.max_blocks;
 
     float qr[AD_MAXG][HDL], acc[AD_MAXG][HDL], m[AD_MAXG], l[AD_MAXG];
@@ -171,7 +160,7 @@ __global__ void __launch_bounds__(AD_THREADS)
     const int h = blockIdx.x, t = blockIdx.y;
     if (skip_bm > 0 && tile_uniform(seq, T, t / skip_bm, skip_bm)) return; /* the prefill kernel's row */
     const int p_hi = pos[t], p_lo = window > 0 ? max(0, p_hi - window + 1) : 0;
-    const int Se = eff_splits(S, p_hi - p_lo + 1, minpos);
+    const int Se = split_count(S, p_hi - p_lo + 1, minpos);
     if (Se == 1) return;
     const size_t th = (size_t)t * n_heads + h;
     const float *pp = part + th * S * (size_t)(hd + 2);

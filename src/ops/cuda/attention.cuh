@@ -6,6 +6,8 @@
 
 #include "ops/cuda/cuda_internal.cuh"
 
+#include <limits.h>
+
 /* ---- tensor-core and async-copy pieces of the prefill kernels ----------- */
 
 __device__ __forceinline__ uint32_t pack_h2(float a, float b) {
@@ -58,6 +60,63 @@ __device__ __forceinline__ bool tile_uniform(const int32_t *seq, int T, int tile
     int same = 1;
     for (int r = r0 + 1 + tid; r < r1; r += nt) same &= seq[r] == s0;
     return __syncthreads_and(same) != 0;
+}
+
+/* Flash-decoding splits: a row of len positions is cut into at most S
+ * splits of at least minpos positions each (the combine recomputes it). */
+__device__ __forceinline__ int split_count(int S, int len, int minpos) {
+    return max(1, min(S, (len + minpos - 1) / minpos));
+}
+
+/* What block (split, kv head x query-head group, row) of a flash-decoding
+ * grid computes: query heads [h0, h0 + Gb) of kv head kvh (groups of at
+ * most maxg heads), over positions [a, e) of row t, one of the row's Se
+ * splits. False when the block has nothing to do: its row belongs to a
+ * uniform tile that the prefill kernel takes (skip_bm > 0), or its split is
+ * past Se. Every thread of the block calls it (tile_uniform's barrier). */
+struct dec_slice {
+    int t, kvh, h0, Gb, Se, a, e;
+};
+__device__ __forceinline__ bool dec_slice_of(dec_slice &d, const int32_t *seq, const int32_t *pos, int T,
+                                             int n_heads, int n_kv, int maxg, int S, int minpos, int window,
+                                             int skip_bm) {
+    const int split = blockIdx.x;
+    const int G = n_heads / n_kv, ngrp = (G + maxg - 1) / maxg, grp = blockIdx.y % ngrp;
+    d.t = blockIdx.z;
+    d.kvh = blockIdx.y / ngrp;
+    d.h0 = d.kvh * G + grp * maxg;
+    d.Gb = min(maxg, G - grp * maxg);
+    if (skip_bm > 0 && tile_uniform(seq, T, d.t / skip_bm, skip_bm)) return false;
+    const int p_hi = pos[d.t], p_lo = window > 0 ? max(0, p_hi - window + 1) : 0;
+    const int len = p_hi - p_lo + 1;
+    d.Se = split_count(S, len, minpos);
+    if (split >= d.Se) return false;
+    const int chunk = (len + d.Se - 1) / d.Se;
+    d.a = p_lo + split * chunk;
+    d.e = min(p_hi + 1, d.a + chunk);
+    return true;
+}
+
+/* The positions a tile's rows [r0, r0 + nrows) attend to: [*lo, *hi], the
+ * smallest window start and the largest position (every row has its own).
+ * Every thread of the block calls it (barriers inside); s_lo and s_hi are
+ * the kernel's shared scratch. */
+__device__ __forceinline__ void tile_kv_range(const int32_t *pos, int r0, int nrows, int window, int *s_lo, int *s_hi,
+                                              int *lo, int *hi) {
+    const int tid = threadIdx.x;
+    if (tid == 0) {
+        *s_lo = INT_MAX;
+        *s_hi = -1;
+    }
+    __syncthreads();
+    if (tid < nrows) {
+        const int h = pos[r0 + tid], l = window > 0 ? max(0, h - window + 1) : 0;
+        atomicMin(s_lo, l);
+        atomicMax(s_hi, h);
+    }
+    __syncthreads();
+    *lo = *s_lo;
+    *hi = *s_hi;
 }
 
 /* The tensor-core kernel for head_dim 64 or 128: one block per (64-row tile,

@@ -66,16 +66,10 @@ __global__ void __launch_bounds__(DD_THREADS)
     __shared__ int s_last;
 
     pdl_wait();
-    const int split = blockIdx.x, t = blockIdx.z, tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
-    const int G = n_heads / n_kv, ngrp = (G + DD_MAXG - 1) / DD_MAXG;
-    const int kvh = blockIdx.y / ngrp, grp = blockIdx.y % ngrp;
-    const int h0 = kvh * G + grp * DD_MAXG, Gb = min(DD_MAXG, G - grp * DD_MAXG);
-    if (skip_bm > 0 && tile_uniform(seq, T, t / skip_bm, skip_bm)) return;
-    const int p_hi = pos[t], p_lo = window > 0 ? max(0, p_hi - window + 1) : 0;
-    const int len = p_hi - p_lo + 1, Se = max(1, min(S, (len + DD_TP - 1) / DD_TP));
-    if (split >= Se) return;
-    const int chunk = (len + Se - 1) / Se;
-    const int a = p_lo + split * chunk, e = min(p_hi + 1, a + chunk);
+    const int split = blockIdx.x, tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+    dec_slice d;
+    if (!dec_slice_of(d, seq, pos, T, n_heads, n_kv, DD_MAXG, S, DD_TP, window, skip_bm)) return;
+    const int t = d.t, kvh = d.kvh, h0 = d.h0, Gb = d.Gb, Se = d.Se, a = d.a, e = d.e;
     const int32_t *trow = kv.table + (size_t)seq[t] * kv.max_blocks;
     const E *kb = (const E *)kv.k + (size_t)kvh * HD, *vb = (const E *)kv.v + (size_t)kvh * HD;
 
@@ -188,7 +182,7 @@ __global__ void __launch_bounds__(DD_THREADS)
     /* the last block of this (row, kv head group) to finish merges the splits */
     __threadfence();
     __syncthreads();
-    int *ctr = cnt + ((size_t)t * n_kv + kvh) * ngrp + grp;
+    int *ctr = cnt + (size_t)t * gridDim.y + blockIdx.y; /* one per (row, kv head x group) */
     if (tid == 0) s_last = atomicAdd(ctr, 1) == Se - 1;
     __syncthreads();
     if (!s_last) return;

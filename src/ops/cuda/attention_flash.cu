@@ -114,18 +114,8 @@ __global__ void __launch_bounds__(FL_NT, MB)
     const int r0 = tile * 64, nrows = min(64, T - r0);
     const int32_t *trow = kv.table + (size_t)seq[r0] * kv.max_blocks;
 
-    if (tid == 0) {
-        s_lo = INT_MAX;
-        s_hi = -1;
-    }
-    __syncthreads();
-    if (tid < nrows) {
-        const int hi = pos[r0 + tid], lo = window > 0 ? max(0, hi - window + 1) : 0;
-        atomicMin(&s_lo, lo);
-        atomicMax(&s_hi, hi);
-    }
-    __syncthreads();
-    const int kv_lo = s_lo, kv_hi = s_hi;
+    int kv_lo, kv_hi;
+    tile_kv_range(pos, r0, nrows, window, &s_lo, &s_hi, &kv_lo, &kv_hi);
     const int nkv = (kv_hi - kv_lo) / FL_BN + 1; /* every row has lo <= hi, so kv_lo <= kv_hi */
     const int blk0 = kv_lo >> bs_shift, nb = (kv_hi >> bs_shift) - blk0 + 1;
     const bool tbl_sm = nb <= FL_TBL; /* block-uniform */

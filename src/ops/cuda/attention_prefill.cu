@@ -326,18 +326,8 @@ __global__ void __launch_bounds__(128 * HP)
     const int r0 = tile * 64, nrows = min(64, T - r0);
     const int32_t *trow = kv.table + (size_t)seq[r0] * kv.max_blocks;
 
-    if (tid == 0) {
-        s_lo = INT_MAX;
-        s_hi = -1;
-    }
-    __syncthreads();
-    if (tid < nrows) {
-        const int hi = pos[r0 + tid], lo = window > 0 ? max(0, hi - window + 1) : 0;
-        atomicMin(&s_lo, lo);
-        atomicMax(&s_hi, hi);
-    }
-    __syncthreads();
-    const int kv_lo = s_lo, kv_hi = s_hi;
+    int kv_lo, kv_hi;
+    tile_kv_range(pos, r0, nrows, window, &s_lo, &s_hi, &kv_lo, &kv_hi);
     const int nkv = (kv_hi - kv_lo) / 64 + 1; /* kv_lo <= kv_hi: every row has lo <= hi */
     /* the table entries of positions kv_lo..kv_hi, so that issuing a tile's
      * copies waits on no global load */
@@ -472,6 +462,12 @@ static void launch_gqa_hp(const cu_launch *L, int hp, float *out, const float *q
         launch_gqa<HD, 1>(L, out, q, T, kv, seq, pos, n_heads, n_kv, qscale, window);
 }
 
+/* The first kernel for this cache's element type. */
+template <int HD> static auto v4_kernel(const cu_kv *kv) {
+    return kv->f16 ? attn_prefill_kernel<HD, __half>
+                   : kv->fp8 ? attn_prefill_kernel<HD, __nv_fp8_e4m3> : attn_prefill_kernel<HD, float>;
+}
+
 void cu_attention_prefill(const cu_launch *L, float *out, const float *q, int T, const cu_kv *kv, const int32_t *seq,
                           const int32_t *pos, int n_heads, int n_kv_heads, int head_dim, float scale, int window) {
     const float qscale = scale * 1.4426950408889634f; /* log2(e): the softmax runs in exp2 */
@@ -506,23 +502,7 @@ void cu_attention_prefill(const cu_launch *L, float *out, const float *q, int T,
             launch_gqa_hp<64>(L, hp, out, q, T, kv, seq, pos, n_heads, n_kv_heads, qscale, window);
         return;
     }
-    dim3 grid((T + 63) / 64, n_heads);
-    if (head_dim == 128 && kv->f16)
-        cu_launch_k(L, attn_prefill_kernel<128, __half>, grid, dim3(128), 0, out, q, *kv, seq, pos, T, n_heads,
-                    n_kv_heads, qscale, window);
-    else if (head_dim == 128 && kv->fp8)
-        cu_launch_k(L, attn_prefill_kernel<128, __nv_fp8_e4m3>, grid, dim3(128), 0, out, q, *kv, seq, pos, T, n_heads,
-                    n_kv_heads, qscale, window);
-    else if (head_dim == 128)
-        cu_launch_k(L, attn_prefill_kernel<128, float>, grid, dim3(128), 0, out, q, *kv, seq, pos, T, n_heads,
-                    n_kv_heads, qscale, window);
-    else if (head_dim == 64 && kv->f16)
-        cu_launch_k(L, attn_prefill_kernel<64, __half>, grid, dim3(128), 0, out, q, *kv, seq, pos, T, n_heads,
-                    n_kv_heads, qscale, window);
-    else if (head_dim == 64 && kv->fp8)
-        cu_launch_k(L, attn_prefill_kernel<64, __nv_fp8_e4m3>, grid, dim3(128), 0, out, q, *kv, seq, pos, T, n_heads,
-                    n_kv_heads, qscale, window);
-    else if (head_dim == 64)
-        cu_launch_k(L, attn_prefill_kernel<64, float>, grid, dim3(128), 0, out, q, *kv, seq, pos, T, n_heads,
-                    n_kv_heads, qscale, window);
+    auto k = head_dim == 128 ? v4_kernel<128>(kv) : v4_kernel<64>(kv);
+    cu_launch_k(L, k, dim3((T + 63) / 64, n_heads), dim3(128), 0, out, q, *kv, seq, pos, T, n_heads, n_kv_heads,
+                qscale, window);
 }

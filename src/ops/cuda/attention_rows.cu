@@ -37,10 +37,6 @@ __device__ __forceinline__ void ld8(const float *p, float *f) {
 }
 __device__ __forceinline__ void ld8(const __nv_fp8_e4m3 *p, float *f) { e4m3_ld<8>(p, f); }
 
-__device__ __forceinline__ int ar_splits(int S, int len, int minpos) {
-    return max(1, min(S, (len + minpos - 1) / minpos));
-}
-
 template <int HD, int GB, typename E>
 __global__ void __launch_bounds__(AR_THREADS)
     attn_rows_kernel(float *__restrict__ out, const float *__restrict__ q, cu_kv kv, const int32_t *__restrict__ seq,
@@ -56,16 +52,10 @@ __global__ void __launch_bounds__(AR_THREADS)
     __shared__ float p_s[AR_MAXG][AR_TP];
     __shared__ size_t off_s[AR_TP];
     __shared__ float m_s[AR_MAXG], l_s[AR_MAXG], c_s[AR_MAXG];
-    const int split = blockIdx.x, t = blockIdx.z, tid = threadIdx.x;
-    const int G = n_heads / n_kv, ngrp = (G + AR_MAXG - 1) / AR_MAXG;
-    const int kvh = blockIdx.y / ngrp, grp = blockIdx.y % ngrp;
-    const int h0 = kvh * G + grp * AR_MAXG, Gb = min(AR_MAXG, G - grp * AR_MAXG);
-    if (skip_bm > 0 && tile_uniform(seq, T, t / skip_bm, skip_bm)) return;
-    const int p_hi = pos[t], p_lo = window > 0 ? max(0, p_hi - window + 1) : 0;
-    const int len = p_hi - p_lo + 1, Se = ar_splits(S, len, minpos);
-    if (split >= Se) return;
-    const int chunk = (len + Se - 1) / Se;
-    const int a = p_lo + split * chunk, e = min(p_hi + 1, a + chunk);
+    const int split = blockIdx.x, tid = threadIdx.x;
+    dec_slice d;
+    if (!dec_slice_of(d, seq, pos, T, n_heads, n_kv, AR_MAXG, S, minpos, window, skip_bm)) return;
+    const int t = d.t, kvh = d.kvh, h0 = d.h0, Gb = d.Gb, Se = d.Se, a = d.a, e = d.e;
     const int32_t *trow = kv.table + (size_t)seq[t] * kv.max_blocks;
     const E *kb = (const E *)kv.k + (size_t)kvh * HD, *vb = (const E *)kv.v + (size_t)kvh * HD;
 
