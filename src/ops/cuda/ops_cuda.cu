@@ -472,7 +472,7 @@ static int run_unit(hearth_cuda_ctx *c, const rec *recs, int i, int n, char *lab
 static void prof_add(hearth_cuda_ctx *c, const char *label, float ms) {
     int k = 0;
     while (k < c->n_prof && strcmp(c->prof[k].label, label)) k++;
-    if (k == c->n_prof && k == MAX_PROF - 1) { /* the last slot sums every unit that found no slot */
+    if (k == c->n_prof && k >= MAX_PROF - 1) { /* the last slot sums every unit that found no slot */
         label = "(other launch units)";
         k = 0;
         while (k < c->n_prof && strcmp(c->prof[k].label, label)) k++;
