@@ -25,29 +25,6 @@
 #define DD_MAXG 8
 #define DD_MAXS 64 /* splits a row at most */
 
-/* 16 stored bytes as floats */
-__device__ __forceinline__ void widen16(const uint4 &r, const __half *, float *f) {
-    const __half2 *h = (const __half2 *)&r;
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        float2 x = __half22float2(h[i]);
-        f[2 * i] = x.x;
-        f[2 * i + 1] = x.y;
-    }
-}
-__device__ __forceinline__ void widen16(const uint4 &r, const float *, float *f) {
-    f[0] = __uint_as_float(r.x), f[1] = __uint_as_float(r.y), f[2] = __uint_as_float(r.z), f[3] = __uint_as_float(r.w);
-}
-__device__ __forceinline__ void widen16(const uint4 &r, const __nv_fp8_e4m3 *, float *f) {
-    const uint32_t w[4] = {r.x, r.y, r.z, r.w};
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-        float2 x = e4m3x2_to_float2((uint16_t)(w[i / 2] >> (16 * (i % 2))));
-        f[2 * i] = x.x;
-        f[2 * i + 1] = x.y;
-    }
-}
-
 template <int HD, typename E>
 __global__ void __launch_bounds__(DD_THREADS)
     attn_dec_kernel(float *__restrict__ out, const float *__restrict__ q, cu_kv kv, const int32_t *__restrict__ seq,

@@ -16,6 +16,8 @@
  * widened exactly by cvt.rn.f16x2.e4m3x2. */
 #include "ops/cuda/attention.cuh"
 
+#include <stdlib.h>
+
 #define AR_THREADS 128
 #define AR_TP 64   /* positions per tile: two threads per position in the score pass */
 #define AR_MAXG 8  /* query heads per block (the per-warp kernel's AD_MAXG) */
@@ -37,7 +39,13 @@ __device__ __forceinline__ void ld8(const float *p, float *f) {
 }
 __device__ __forceinline__ void ld8(const __nv_fp8_e4m3 *p, float *f) { e4m3_ld<8>(p, f); }
 
-template <int HD, int GB, typename E>
+/* KC (the default): the score pass reads K coalesced, two threads per
+ * position, each every other 16-byte piece of the row (32 contiguous bytes
+ * a position per load), for every head of the group, one shuffle summing
+ * the halves. !KC (HEARTH_ATTN_ROWS=1, v1): a thread per position reads its
+ * whole row, 16 bytes at a time, for half the heads: each load of a warp
+ * touches 32 rows. */
+template <int HD, int GB, typename E, bool KC>
 __global__ void __launch_bounds__(AR_THREADS)
     attn_rows_kernel(float *__restrict__ out, const float *__restrict__ q, cu_kv kv, const int32_t *__restrict__ seq,
                      const int32_t *__restrict__ pos, int T, int n_heads, int n_kv, float scale, int window, int S,
@@ -76,7 +84,41 @@ __global__ void __launch_bounds__(AR_THREADS)
             off_s[tid] = ((size_t)trow[p / kv.block_size] * kv.block_size + p % kv.block_size) * kv.kv_dim;
         }
         __syncthreads(); /* also: q_s and m_s/l_s written; last tile's p_s read by everyone */
-        { /* scores: position j, heads half, half + 2, ... */
+        if constexpr (KC) { /* scores: position j, half h of its 16-byte pieces (h, h + 2, ...), every head */
+            constexpr int EP = 16 / (int)sizeof(E), NC = HD / EP;
+            const int j = tid >> 1, h = tid & 1;
+            float sc[GB];
+#pragma unroll
+            for (int g = 0; g < GB; g++) sc[g] = 0.0f;
+            if (j < n) {
+                const E *kr = kb + off_s[j];
+                uint4 kw[NC / 2];
+#pragma unroll
+                for (int i = 0; i < NC / 2; i++) kw[i] = *(const uint4 *)(kr + (h + 2 * i) * EP);
+#pragma unroll
+                for (int i = 0; i < NC / 2; i++) {
+                    float kf[EP];
+                    widen16(kw[i], (const E *)nullptr, kf);
+                    const int d0 = (h + 2 * i) * EP;
+#pragma unroll
+                    for (int g = 0; g < GB; g++) {
+                        if (g < Gb) {
+                            float s = sc[g];
+#pragma unroll
+                            for (int u = 0; u < EP; u++) s = fmaf(q_s[g][d0 + u], kf[u], s);
+                            sc[g] = s;
+                        }
+                    }
+                }
+            }
+#pragma unroll
+            for (int g = 0; g < GB; g++) {
+                if (g < Gb) {
+                    const float s = sc[g] + __shfl_xor_sync(0xffffffffu, sc[g], 1);
+                    if (h == 0 && j < n) p_s[g][j] = s;
+                }
+            }
+        } else { /* scores: position j, heads half, half + 2, ... */
             const int j = tid % AR_TP, half = tid / AR_TP;
             if (j < n) {
                 float sc[GB / 2];
@@ -208,9 +250,19 @@ static void launch(const cu_launch *L, dim3 grid, float *out, const float *q, co
                    float *part, int skip_bm) {
     /* registers: a group of at most 4 heads (GQA 4:1, Llama 3) keeps half the accumulators */
     const int small = n_heads / n_kv <= 4;
-    auto k = kv->f16   ? (small ? attn_rows_kernel<HD, 4, __half> : attn_rows_kernel<HD, AR_MAXG, __half>)
-             : kv->fp8 ? (small ? attn_rows_kernel<HD, 4, __nv_fp8_e4m3> : attn_rows_kernel<HD, AR_MAXG, __nv_fp8_e4m3>)
-                       : (small ? attn_rows_kernel<HD, 4, float> : attn_rows_kernel<HD, AR_MAXG, float>);
+    static int v1 = -1;
+    if (v1 < 0) {
+        const char *s = getenv("HEARTH_ATTN_ROWS");
+        v1 = s && atoi(s) == 1;
+    }
+    auto k = v1 ? (kv->f16   ? (small ? attn_rows_kernel<HD, 4, __half, false> : attn_rows_kernel<HD, AR_MAXG, __half, false>)
+                   : kv->fp8 ? (small ? attn_rows_kernel<HD, 4, __nv_fp8_e4m3, false>
+                                      : attn_rows_kernel<HD, AR_MAXG, __nv_fp8_e4m3, false>)
+                             : (small ? attn_rows_kernel<HD, 4, float, false> : attn_rows_kernel<HD, AR_MAXG, float, false>))
+                : (kv->f16   ? (small ? attn_rows_kernel<HD, 4, __half, true> : attn_rows_kernel<HD, AR_MAXG, __half, true>)
+                   : kv->fp8 ? (small ? attn_rows_kernel<HD, 4, __nv_fp8_e4m3, true>
+                                      : attn_rows_kernel<HD, AR_MAXG, __nv_fp8_e4m3, true>)
+                             : (small ? attn_rows_kernel<HD, 4, float, true> : attn_rows_kernel<HD, AR_MAXG, float, true>));
     cu_launch_k(L, k, grid, dim3(AR_THREADS), 0, out, q, *kv, seq, pos, T, n_heads, n_kv, scale, window, S, minpos,
                 part, skip_bm);
 }
