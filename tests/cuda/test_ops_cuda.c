@@ -218,6 +218,19 @@ TEST(cuda_matmul_many_rows) {
     matmul_case(HEARTH_DT_BF16, 256, 9001, 1, 0);
 }
 
+/* float GEMVs over long rows split K across 2 or 4 warps a row pair
+ * (float_ks in mmv.cu): a partial last group of chunks, an odd row count */
+TEST(cuda_matmul_split_k) {
+    NEED_GPU();
+    static const hearth_dtype ts[] = {HEARTH_DT_BF16, HEARTH_DT_F16, HEARTH_DT_F32};
+    static const int Ts[] = {1, 5, 8};
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++) {
+            if (!matmul_case(ts[i], 8200, 29, Ts[j], 0)) return;
+            if (!matmul_case(ts[i], 4104, 301, Ts[j], 0)) return;
+        }
+}
+
 /* ---- embed ------------------------------------------------------------------- */
 
 TEST(cuda_embed_every_type) {

@@ -107,18 +107,26 @@ template <> __device__ __forceinline__ void unpack16<HEARTH_DT_F32>(uint4 v, flo
     f[3] = __uint_as_float(v.w);
 }
 
-/* One warp owns logical rows [2*warp, 2*warp + 2), or in swiglu mode the
- * gate and up rows of logical row warp. Weights and x in 16-byte chunks:
- * chunk c of a row is elements [E*c, E*c + E). */
-template <int WT, int NT>
+/* One warp owns logical rows [2*rp, 2*rp + 2) (rp: the warp's row pair),
+ * or in swiglu mode the gate and up rows of logical row rp, over a 1/KS
+ * slice of K: the KS warps of a row pair sit in one block and take every
+ * KS-th group of 32 chunks each, their sums added through shared memory.
+ * Weights and x in 16-byte chunks: chunk c of a row is elements
+ * [E*c, E*c + E). KS > 1 shortens each warp's serial chain of loads when
+ * the matrix has few rows (4096: one wave holds every warp). */
+template <int WT, int NT, int KS>
 __global__ void __launch_bounds__(256) mmv_float_kernel(mmv_set set, size_t row_bytes, const void *__restrict__ xp,
                                                         int K) {
     constexpr int E = WT == HEARTH_DT_F32 ? 4 : 8;
     constexpr int U = 4, R = 2; /* 8 in flight measured slower at batch 1 (s3-run4: 167 vs 184 tok/s) */
-    const int lane = threadIdx.x & 31;
-    const int warp = (int)((blockIdx.x * blockDim.x + threadIdx.x) >> 5);
+    constexpr int WPB = 256 / 32; /* warps a block */
+    static_assert(WPB % KS == 0, "KS divides the warps of a block");
+    __shared__ float red[KS > 1 ? WPB : 1][R][NT];
+    const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5, ks = wib % KS;
+    const int rp = blockIdx.x * (WPB / KS) + wib / KS;
     const int N = set_rows(set);
-    const int row0 = set.swiglu ? warp : warp * R;
+    const int row0 = set.swiglu ? rp : rp * R;
+    const bool live = row0 < N;
     const int nch = K / E;
     const uint8_t *wr[R];
 #pragma unroll
@@ -127,19 +135,21 @@ __global__ void __launch_bounds__(256) mmv_float_kernel(mmv_set set, size_t row_
                            : set_row(set, min(row0 + r, N - 1), 0, row_bytes);
     const uint8_t *xb = (const uint8_t *)xp;
     const size_t xrow = (size_t)K * (WT == HEARTH_DT_F32 ? 4 : 2);
+    constexpr int STEP = 32 * KS; /* chunks between a warp's consecutive loads of a row */
 
     uint4 w[U][R];
     auto load = [&](int c0) {
 #pragma unroll
         for (int u = 0; u < U; u++) {
-            int c = c0 + 32 * u;
+            int c = c0 + STEP * u;
 #pragma unroll
             for (int r = 0; r < R; r++) w[u][r] = c < nch ? ld_stream16(wr[r] + (size_t)c * 16) : make_uint4(0, 0, 0, 0);
         }
     };
-    if (row0 < N) load(lane);
+    const int cstart = lane + 32 * ks;
+    if (live) load(cstart);
     pdl_wait();
-    if (row0 >= N) return;
+    if (KS == 1 && !live) return;
 
     float acc[R][NT];
 #pragma unroll
@@ -147,16 +157,16 @@ __global__ void __launch_bounds__(256) mmv_float_kernel(mmv_set set, size_t row_
 #pragma unroll
         for (int t = 0; t < NT; t++) acc[r][t] = 0.0f;
 
-    for (int c0 = lane; c0 < nch; c0 += 32 * U) {
+    for (int c0 = cstart; live && c0 < nch; c0 += STEP * U) {
         uint4 cur[U][R];
 #pragma unroll
         for (int u = 0; u < U; u++)
 #pragma unroll
             for (int r = 0; r < R; r++) cur[u][r] = w[u][r];
-        if (c0 + 32 * U < nch) load(c0 + 32 * U);
+        if (c0 + STEP * U < nch) load(c0 + STEP * U);
 #pragma unroll
         for (int u = 0; u < U; u++) {
-            int c = c0 + 32 * u;
+            int c = c0 + STEP * u;
             if (c < nch) {
                 float wf[R][E];
 #pragma unroll
@@ -177,15 +187,37 @@ __global__ void __launch_bounds__(256) mmv_float_kernel(mmv_set set, size_t row_
         }
     }
     pdl_launch();
+    float v[R][NT];
+#pragma unroll
+    for (int t = 0; t < NT; t++)
+#pragma unroll
+        for (int r = 0; r < R; r++) v[r][t] = warp_sum(acc[r][t]);
+    if constexpr (KS > 1) { /* the slices' sums, in slice order */
+        if (lane == 0)
+#pragma unroll
+            for (int t = 0; t < NT; t++)
+#pragma unroll
+                for (int r = 0; r < R; r++) red[wib][r][t] = v[r][t];
+        __syncthreads();
+        if (ks != 0 || !live) return;
+#pragma unroll
+        for (int t = 0; t < NT; t++)
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                float x = red[wib][r][t];
+#pragma unroll
+                for (int k = 1; k < KS; k++) x += red[wib + k][r][t];
+                v[r][t] = x;
+            }
+    }
 #pragma unroll
     for (int t = 0; t < NT; t++) {
-        float v0 = warp_sum(acc[0][t]), v1 = warp_sum(acc[1][t]);
         if (lane == 0) {
             if (set.swiglu) {
-                swiglu_store(set, row0, t, v0, v1);
+                swiglu_store(set, row0, t, v[0][t], v[1][t]);
             } else {
-                set_store(set, row0, t, v0);
-                if (row0 + 1 < N) set_store(set, row0 + 1, t, v1);
+                set_store(set, row0, t, v[0][t]);
+                if (row0 + 1 < N) set_store(set, row0 + 1, t, v[1][t]);
             }
         }
     }
@@ -639,14 +671,33 @@ static int set_aligned(const mmv_set *s) {
 
 static int set_rows_host(const mmv_set *s) { return s->swiglu ? s->n[0] : s->n[0] + s->n[1] + s->n[2]; }
 
+/* K slices of the float GEMV: split while the row pairs' warps, times the
+ * split, fit in about one wave (WAVE_WARPS a multiprocessor) and each warp
+ * keeps at least two rounds of U loads. HEARTH_MMV_KS=1|2|4 fixes it
+ * (benchmarks). */
+#define WAVE_WARPS 48
+static int float_ks(const cu_launch *L, int pairs, int nch) {
+    static int fixed = -1;
+    if (fixed < 0) {
+        const char *s = getenv("HEARTH_MMV_KS");
+        fixed = s && (atoi(s) == 1 || atoi(s) == 2 || atoi(s) == 4) ? atoi(s) : 0;
+    }
+    if (fixed) return fixed;
+    int ks = 1;
+    while (ks < 4 && (long)pairs * ks * 2 <= (long)L->n_sm * WAVE_WARPS && nch >= 32 * 4 * ks * 2 * 2) ks *= 2;
+    return ks;
+}
+
 template <int WT, int NT>
 static void launch_float(const cu_launch *L, const mmv_set *set, const void *xp, int K, size_t row_bytes) {
     constexpr int E = WT == HEARTH_DT_F32 ? 4 : 8;
     int N = set_rows_host(set);
     int fast = K % E == 0 && set_aligned(set) && row_bytes % 16 == 0 && ((uintptr_t)xp & 15) == 0;
     if (fast) {
-        int warps = set->swiglu ? N : cu_div_up(N, 2);
-        cu_launch_k(L, mmv_float_kernel<WT, NT>, dim3(cu_div_up(warps, 8)), dim3(256), 0, *set, row_bytes, xp, K);
+        int pairs = set->swiglu ? N : cu_div_up(N, 2);
+        int ks = float_ks(L, pairs, K / E);
+        auto k = ks == 4 ? mmv_float_kernel<WT, NT, 4> : ks == 2 ? mmv_float_kernel<WT, NT, 2> : mmv_float_kernel<WT, NT, 1>;
+        cu_launch_k(L, k, dim3(cu_div_up(pairs, 8 / ks)), dim3(256), 0, *set, row_bytes, xp, K);
     } else {
         cu_launch_k(L, mmv_float_generic<WT, NT>, dim3(cu_div_up(N, 8)), dim3(256), 0, *set, row_bytes, xp, K);
     }
