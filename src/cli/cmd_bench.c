@@ -20,6 +20,7 @@ static void usage(FILE *f) {
             "  --prompt N     prompt tokens (default 512)\n"
             "  --gen N        generated tokens (default 128)\n"
             "  --reps N       repetitions; the best is reported (default 1)\n"
+            "  --no-warmup    skip the untimed first run (one sequence: prompt and 2 tokens)\n"
             "  --threads T    CPU threads (default: one per core)\n"
             "  --batch N      tokens per forward: prefill chunk / step budget (default 512 CPU, 2048 GPU)\n"
             "  --parallel N   N concurrent streams through the batching engine (output tok/s, TTFT);\n"
@@ -45,7 +46,7 @@ static void print_profile(hearth_session *s, int profile) {
 int cmd_bench(int argc, char **argv) {
     hearth_session_opts so = {0};
     long n_prompt = 512, n_gen = 128, reps = 1, parallel = 0, lv;
-    int repeat = 0, profile = 0;
+    int repeat = 0, profile = 0, warmup = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long *dst = !strcmp(a, "--prompt") ? &n_prompt
@@ -80,6 +81,8 @@ int cmd_bench(int argc, char **argv) {
             repeat = 1;
         } else if (!strcmp(a, "--profile")) {
             profile = 1;
+        } else if (!strcmp(a, "--no-warmup")) {
+            warmup = 0;
         } else if (a[0] == '-') {
             return cli_usage_error("bench", "unknown option '%s'", a);
         } else if (!so.model_path) {
@@ -121,21 +124,26 @@ int cmd_bench(int argc, char **argv) {
     }
     double best_pp = 0, best_tg = 0;
     int rc = 0;
-    for (long r = 0; r < reps && ids; r++) {
+    /* an untimed run first (as llama-bench does): the first forward of each
+     * shape pays one-time costs (GPU library setup, graph capture, page
+     * faults) that are not the model's speed; not under --profile, which
+     * reports every launch */
+    for (long r = warmup && !profile ? -1 : 0; r < reps && ids; r++) {
         hearth_sampling sp;
         hearth_sampling_default(&sp);
         sp.temperature = 0;
         hearth_sampler smp;
         hearth_gen_stats gs;
         if (hearth_sampler_init(&smp, &sp, cfg->vocab_size, &err) != HEARTH_OK ||
-            hearth_generate(s.model, s.kv, 0, ids, (int)n_prompt, (int)n_gen, &smp, NULL, 0, 0, NULL, NULL, &gs,
-                            &err) != HEARTH_OK) {
+            hearth_generate(s.model, s.kv, 0, ids, (int)n_prompt, r < 0 && n_gen > 2 ? 2 : (int)n_gen, &smp, NULL, 0,
+                            0, NULL, NULL, &gs, &err) != HEARTH_OK) {
             fprintf(stderr, "hearth bench: %s\n", err.msg);
             rc = 1;
             hearth_sampler_deinit(&smp);
             break;
         }
         hearth_sampler_deinit(&smp);
+        if (r < 0) continue; /* the warm-up */
         double pp = gs.n_prompt / gs.prefill_s, tg = gs.n_gen > 1 ? (gs.n_gen - 1) / gs.decode_s : 0;
         if (pp > best_pp) best_pp = pp;
         if (tg > best_tg) best_tg = tg;
