@@ -23,6 +23,8 @@
  *   v7 / v7-hp1    the GQA kernel of attention_prefill.cu (2 / 1 heads a block)
  *   v4             the first tensor-core kernel
  *   rows-v1        batches of decode rows: the first tiled kernel (a thread per K row)
+ *   rows-v2        batches of decode rows: the CUDA-core kernel with K read coalesced
+ *                  (the default for 9+ rows is the tensor-core kernel, attention_rows_tc.cu)
  *   dec            batches of decode rows: the few-rows latency kernel (attention_decode.cu)
  * The op's time includes the flash-decoding launch that the prefill rows
  * skip (its blocks return at once), as the model pays it.
@@ -63,6 +65,7 @@ static const variant VARIANTS[] = {
     {"v7-hp1", {{"HEARTH_ATTN_PREFILL", "7"}, {"HEARTH_ATTN_PREFILL_HP", "1"}}},
     {"v4", {{"HEARTH_ATTN_PREFILL", "1"}}},
     {"rows-v1", {{"HEARTH_ATTN_ROWS", "1"}}},
+    {"rows-v2", {{"HEARTH_ATTN_ROWS", "2"}}},
     {"dec", {{"HEARTH_ATTN_ROWS_MIN", "1000000"}}},
 };
 enum { N_VARIANTS = sizeof VARIANTS / sizeof VARIANTS[0], MAX_CASES = 16, BS = 16, BURST = 8 };

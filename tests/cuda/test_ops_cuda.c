@@ -504,8 +504,10 @@ static int attn_case(hearth_dtype kt, const char *what, int nh, int nkv, int hd,
     return ok;
 }
 
-/* Decode rows (T <= 32: the flash-decoding kernel, f32 math on either cache
- * type, so 1e-5 for both). */
+/* Decode rows. Up to 8 rows: the flash-decoding kernels, f32 math on every
+ * cache type (3e-5). From 9 rows on, head_dim 64 / 128: the batched kernel,
+ * f32 math on an f32 cache (3e-5) and tensor cores on f16 / e4m3 ones
+ * (attention_rows_tc.cu: f16 operands, the prefill kernels' 4e-3). */
 static void attention_decode_rows(hearth_dtype kt) {
     static const int hds[] = {16, 64, 96, 128};
     for (size_t hi = 0; hi < sizeof hds / sizeof hds[0]; hi++) {
@@ -521,15 +523,19 @@ static void attention_decode_rows(hearth_dtype kt) {
     }
     /* long contexts (up to MAX_CTX - 1, so up to 64 splits), 24 rows of 6
      * sequences at scattered positions, with and without a window */
+    const double tb = kt == HEARTH_DT_F32 ? 3e-5 : 4e-3;
     {
         int len[6];
         int32_t seq[24], pos[24];
         for (int s = 0; s < 6; s++) len[s] = s == 0 ? MAX_CTX : 1000 + irand(MAX_CTX - 1000);
         for (int t = 0; t < 24; t++) seq[t] = irand(6), pos[t] = irand(len[seq[t]]);
         pos[0] = len[seq[0]] - 1;
-        if (!attn_case(kt, "decode, 24 rows, long contexts", 32, 8, 128, 0, 6, len, 24, seq, pos, 3e-5)) return;
-        if (!attn_case(kt, "decode, 24 rows, window 1000", 32, 8, 128, 1000, 6, len, 24, seq, pos, 3e-5)) return;
-        if (!attn_case(kt, "decode, 24 rows, hd 64", 16, 4, 64, 0, 6, len, 24, seq, pos, 3e-5)) return;
+        if (!attn_case(kt, "decode, 24 rows, long contexts", 32, 8, 128, 0, 6, len, 24, seq, pos, tb)) return;
+        if (!attn_case(kt, "decode, 24 rows, window 1000", 32, 8, 128, 1000, 6, len, 24, seq, pos, tb)) return;
+        if (!attn_case(kt, "decode, 24 rows, hd 64", 16, 4, 64, 0, 6, len, 24, seq, pos, tb)) return;
+        /* 8 and 16 query heads a kv head (one and two groups of 8) */
+        if (!attn_case(kt, "decode, 24 rows, G 8", 32, 4, 128, 0, 6, len, 24, seq, pos, tb)) return;
+        if (!attn_case(kt, "decode, 24 rows, G 16, hd 64", 32, 2, 64, 0, 6, len, 24, seq, pos, tb)) return;
         /* the same rows, 8 at a time (the few-rows kernel, several tiles a split) */
         if (!attn_case(kt, "decode, 8 rows, long contexts", 32, 8, 128, 0, 6, len, 8, seq, pos, 3e-5)) return;
         if (!attn_case(kt, "decode, 8 rows, window 1000", 32, 8, 128, 1000, 6, len, 8, seq, pos, 3e-5)) return;

@@ -38,6 +38,13 @@ __device__ __forceinline__ void ldsm_x4_trans(uint32_t *r, const void *p) {
                  : "r"(s));
 }
 
+/* 2^x; -inf gives +0 */
+__device__ __forceinline__ float f_ex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
 /* 16 bytes global -> shared; with valid false the 16 bytes are zero-filled
  * (nothing is read). */
 __device__ __forceinline__ void cp_async16(void *dst, const void *src, bool valid) {
@@ -163,6 +170,14 @@ int cu_attention_rows_fits(int head_dim, const cu_kv *kv);
 void cu_attention_rows(const cu_launch *L, dim3 grid, float *out, const float *q, const cu_kv *kv, const int32_t *seq,
                        const int32_t *pos, int T, int n_heads, int n_kv, int head_dim, float scale, int window, int S,
                        int minpos, float *part, int skip_bm);
+
+/* attention_rows_tc.cu: the same blocks as cu_attention_rows on tensor
+ * cores (f16 operands: the prefill kernels' contract), for f16 and e4m3
+ * caches, head_dim 64 or 128, a power-of-two block size. */
+int cu_attention_rows_tc_fits(int head_dim, const cu_kv *kv);
+void cu_attention_rows_tc(const cu_launch *L, dim3 grid, float *out, const float *q, const cu_kv *kv,
+                          const int32_t *seq, const int32_t *pos, int T, int n_heads, int n_kv, int head_dim,
+                          float scale, int window, int S, int minpos, float *part, int skip_bm);
 
 /* Flash-decoding for a few rows, splits merged in the same launch
  * (attention_decode.cu); the grid and partial layout of the per-warp kernel. */

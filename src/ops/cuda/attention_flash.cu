@@ -56,13 +56,6 @@ template <int HD, int MT, int MB> struct flash_cfg {
     static_assert(!QREG || QROWS * LD <= 2 * TILE, "Q fits in one stage");
 };
 
-/* 2^x; -inf gives +0 */
-__device__ __forceinline__ float f_ex2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
-
 /* Positions kb..kb+63 of K and V into Kd / Vd; positions past kv_hi zero
  * (their address clamped to kv_hi's, nothing read). The cache block of
  * position p is s_tbl[(p >> bs_shift) - blk0] (SMT: the block table's slice

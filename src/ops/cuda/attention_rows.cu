@@ -244,17 +244,24 @@ __global__ void __launch_bounds__(AR_THREADS)
     }
 }
 
+/* HEARTH_ATTN_ROWS=1 or 2 keeps the CUDA-core kernel v1 or v2 (f32 math;
+ * benchmarks); 3, the default, the tensor-core kernel where it fits. Read once. */
+static int rows_version(void) {
+    static int ver = -1;
+    if (ver < 0) {
+        const char *s = getenv("HEARTH_ATTN_ROWS");
+        ver = s && (atoi(s) == 1 || atoi(s) == 2) ? atoi(s) : 3;
+    }
+    return ver;
+}
+
 template <int HD>
 static void launch(const cu_launch *L, dim3 grid, float *out, const float *q, const cu_kv *kv, const int32_t *seq,
                    const int32_t *pos, int T, int n_heads, int n_kv, float scale, int window, int S, int minpos,
                    float *part, int skip_bm) {
     /* registers: a group of at most 4 heads (GQA 4:1, Llama 3) keeps half the accumulators */
     const int small = n_heads / n_kv <= 4;
-    static int v1 = -1;
-    if (v1 < 0) {
-        const char *s = getenv("HEARTH_ATTN_ROWS");
-        v1 = s && atoi(s) == 1;
-    }
+    const int v1 = rows_version() == 1;
     auto k = v1 ? (kv->f16   ? (small ? attn_rows_kernel<HD, 4, __half, false> : attn_rows_kernel<HD, AR_MAXG, __half, false>)
                    : kv->fp8 ? (small ? attn_rows_kernel<HD, 4, __nv_fp8_e4m3, false>
                                       : attn_rows_kernel<HD, AR_MAXG, __nv_fp8_e4m3, false>)
@@ -275,6 +282,11 @@ int cu_attention_rows_fits(int head_dim, const cu_kv *kv) {
 void cu_attention_rows(const cu_launch *L, dim3 grid, float *out, const float *q, const cu_kv *kv, const int32_t *seq,
                        const int32_t *pos, int T, int n_heads, int n_kv, int head_dim, float scale, int window, int S,
                        int minpos, float *part, int skip_bm) {
+    if (rows_version() == 3 && cu_attention_rows_tc_fits(head_dim, kv)) {
+        cu_attention_rows_tc(L, grid, out, q, kv, seq, pos, T, n_heads, n_kv, head_dim, scale, window, S, minpos, part,
+                             skip_bm);
+        return;
+    }
     if (head_dim == 64)
         launch<64>(L, grid, out, q, kv, seq, pos, T, n_heads, n_kv, scale, window, S, minpos, part, skip_bm);
     else

@@ -1,0 +1,297 @@
+/* attention_rows_tc.cu - flash-decoding for batches of decode rows on
+ * tensor cores (f16 and e4m3 caches, head_dim 64 or 128).
+ *
+ * The blocks are attention_rows.cu's: one per (split, kv head x query-head
+ * group, row), positions [a, e) of the row (dec_slice_of), the same partial
+ * layout, so attention.cu's combine kernel merges the splits. Inside, the
+ * flash-attention 2 layout of attention_flash.cu with the group's query
+ * heads (at most 8) as rows 0..Gb-1 of one 16-row mma tile (rows Gb..15 are
+ * zero and never stored): the arithmetic is nearly free, the point is that a
+ * 64-position tile costs a few mma per warp instead of ~1000 FMAs a position
+ * (v2 ran out of issue slots and latency before bandwidth: e4m3 at 1.5 TB/s).
+ *
+ *   K/V: tiles of 64 positions by 16-byte cp.async into two stages (f16:
+ *        [position][HD + 8 halves], the pad making ldmatrix conflict-free;
+ *        e4m3: raw [position][HD] bytes, widened exactly to an f16 tile
+ *        before use); tile i+1 is in flight while tile i is multiplied;
+ *        positions past e are zero-filled and masked.
+ *   Warp w takes positions 16w..16w+15 of each tile: S = Q K^T (two n-tiles
+ *        of 8 positions), its own online softmax (exp2; Q is pre-scaled by
+ *        scale * log2 e), O += P V with P in registers (one k-step).
+ *   The four warps' (m, l, O) are merged through shared memory at the end.
+ *
+ * Numerics: the prefill kernels' f16 contract (q rounded to f16 after
+ * scaling, K/V as stored, P rounded to f16 for P V while the sums add f32
+ * values, f32 accumulation and output); the partial's max is written in
+ * natural-log units, as the f32 kernels write it. */
+#include "ops/cuda/attention.cuh"
+
+namespace {
+
+constexpr int TC_BN = 64;  /* positions per tile */
+constexpr int TC_NT = 128; /* 4 warps, 16 positions each */
+constexpr int TC_MAXG = 8; /* query heads per block: rows 0..7 of the mma tile */
+
+template <int HD, bool FP8> struct tc_cfg {
+    static constexpr int LD = HD + 8;       /* halves per f16 shared row */
+    static constexpr int TILE = TC_BN * LD; /* halves of one f16 K or V tile */
+    static constexpr int RAW = TC_BN * HD;  /* bytes of one raw e4m3 K or V tile */
+    /* f16: two stages of (K, V) f16 tiles; e4m3: two stages of raw (K, V) and one (K, V) f16 pair */
+    static constexpr int STAGES = FP8 ? 2 * 2 * RAW + 2 * TILE * 2 : 2 * 2 * TILE * 2;
+    static constexpr int SMEM = STAGES + 16 * LD * 2; /* + Q, 16 rows */
+    static_assert(4 * TC_MAXG * (HD + 2) * 4 <= STAGES, "the warps' merge fits in the stages");
+};
+
+/* Positions kb..kb+63 of K and V into stage st (f16 tiles, or raw e4m3
+ * bytes); positions at or past e zero-filled, their address clamped to
+ * e - 1's. One commit group. */
+template <int HD, bool FP8>
+__device__ __forceinline__ void tc_load_tile(uint8_t *st, const uint8_t *kbase, const uint8_t *vbase,
+                                             const int32_t *trow, int bs_shift, int kv_dim, int kb, int e, int tid) {
+    using C = tc_cfg<HD, FP8>;
+    constexpr int ES = FP8 ? 1 : 2;               /* bytes an element */
+    constexpr int CPR = HD * ES / 16;             /* 16-byte chunks a row */
+    constexpr int ROWB = FP8 ? HD : C::LD * 2;    /* bytes between shared rows */
+    constexpr int TB = FP8 ? C::RAW : C::TILE * 2; /* bytes of one tile */
+    constexpr int N = TC_BN * CPR, RSTEP = TC_NT / CPR;
+    static_assert(N % TC_NT == 0 && TC_NT % CPR == 0, "tile chunks per thread");
+    const int cb = (tid % CPR) * 16, bmask = (1 << bs_shift) - 1;
+#pragma unroll
+    for (int it = 0; it < N / TC_NT; it++) {
+        const int i = tid / CPR + it * RSTEP, p = kb + i;
+        const bool ok = p < e;
+        const int pc = ok ? p : e - 1;
+        const size_t off = (((size_t)__ldg(trow + (pc >> bs_shift)) << bs_shift) | (size_t)(pc & bmask)) *
+                               (size_t)kv_dim * ES + cb;
+        cp_async16(st + i * ROWB + cb, kbase + off, ok);
+        cp_async16(st + TB + i * ROWB + cb, vbase + off, ok);
+    }
+    cp_async_commit();
+}
+
+/* Raw e4m3 K and V tiles -> f16 tiles (exact). */
+template <int HD>
+__device__ __forceinline__ void tc_widen_tile(__half *kd, const uint8_t *raw, int tid) {
+    using C = tc_cfg<HD, true>;
+    constexpr int CPR = HD / 16, N = 2 * TC_BN * CPR; /* K and V */
+#pragma unroll
+    for (int it = 0; it < N / TC_NT; it++) {
+        const int x = tid + it * TC_NT, kv = x / (TC_BN * CPR), r = x % (TC_BN * CPR), i = r / CPR, c = (r % CPR) * 16;
+        const uint4 u = *(const uint4 *)(raw + kv * C::RAW + i * HD + c);
+        __half *dst = kd + kv * C::TILE + i * C::LD + c;
+        *(uint4 *)dst = e4m3x8_to_half8(make_uint2(u.x, u.y));
+        *(uint4 *)(dst + 8) = e4m3x8_to_half8(make_uint2(u.z, u.w));
+    }
+}
+
+template <int HD, bool FP8>
+__global__ void __launch_bounds__(TC_NT)
+    attn_rows_tc_kernel(float *__restrict__ out, const float *__restrict__ q, cu_kv kv, const int32_t *__restrict__ seq,
+                        const int32_t *__restrict__ pos, int T, int n_heads, int n_kv, float qscale, int window, int S,
+                        int minpos, float *__restrict__ part, int skip_bm, int bs_shift) {
+    using C = tc_cfg<HD, FP8>;
+    constexpr int LD = C::LD, TILE = C::TILE;
+    constexpr int NKS = HD / 16; /* k-steps of S over the head dim */
+    constexpr int NDT = HD / 8;  /* n-tiles of O over the head dim */
+    constexpr int SB = FP8 ? 2 * C::RAW : 2 * TILE * 2; /* bytes of one stage (K and V) */
+    extern __shared__ __align__(16) uint8_t tc_sm[];
+
+    pdl_wait();
+    const int split = blockIdx.x, tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+    dec_slice d;
+    if (!dec_slice_of(d, seq, pos, T, n_heads, n_kv, TC_MAXG, S, minpos, window, skip_bm)) return;
+    const int t = d.t, h0 = d.h0, Gb = d.Gb, Se = d.Se, a = d.a, e = d.e;
+    const int32_t *trow = kv.table + (size_t)seq[t] * kv.max_blocks;
+    const int es = FP8 ? 1 : 2;
+    const uint8_t *kbase = (const uint8_t *)kv.k + (size_t)d.kvh * HD * es;
+    const uint8_t *vbase = (const uint8_t *)kv.v + (size_t)d.kvh * HD * es;
+    const int ntile = (e - a + TC_BN - 1) / TC_BN;
+    tc_load_tile<HD, FP8>(tc_sm, kbase, vbase, trow, bs_shift, kv.kv_dim, a, e, tid);
+
+    /* Q of the group's heads as rows 0..Gb-1, scaled and rounded to f16; rows Gb..15 zero */
+    __half *Qs = (__half *)(tc_sm + C::STAGES);
+    for (int f = tid; f < 16 * (HD / 4); f += TC_NT) {
+        const int r = f / (HD / 4), c = (f % (HD / 4)) * 4;
+        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (r < Gb) v = __ldg((const float4 *)(q + ((size_t)t * n_heads + h0 + r) * HD + c));
+        uint2 hv;
+        hv.x = pack_h2(v.x * qscale, v.y * qscale);
+        hv.y = pack_h2(v.z * qscale, v.w * qscale);
+        *(uint2 *)&Qs[r * LD + c] = hv;
+    }
+    __syncthreads();
+    uint32_t qf[NKS][4];
+#pragma unroll
+    for (int kk = 0; kk < NKS; kk++) ldsm_x4(qf[kk], Qs + (lane & 15) * LD + 8 * (lane >> 4) + 16 * kk);
+
+    const int g = lane >> 2, cq = 2 * (lane & 3);
+    float o[NDT][4];
+#pragma unroll
+    for (int j = 0; j < NDT; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+    float mA = -INFINITY, mB = -INFINITY, lA = 0.0f, lB = 0.0f;
+
+    for (int it = 0; it < ntile; it++) {
+        const int kb = a + TC_BN * it;
+        cp_async_wait_all(); /* this thread's copies of tile it have landed */
+        __syncthreads();     /* everyone's; tile it-1's buffers are no longer read */
+        if (it + 1 < ntile)
+            tc_load_tile<HD, FP8>(tc_sm + ((it + 1) & 1) * SB, kbase, vbase, trow, bs_shift, kv.kv_dim, kb + TC_BN, e,
+                                  tid);
+        const __half *Ks, *Vs;
+        if constexpr (FP8) {
+            __half *kd = (__half *)(tc_sm + 2 * SB);
+            tc_widen_tile<HD>(kd, tc_sm + (it & 1) * SB, tid);
+            __syncthreads();
+            Ks = kd;
+            Vs = kd + TILE;
+        } else {
+            Ks = (const __half *)(tc_sm + (it & 1) * SB);
+            Vs = Ks + TILE;
+        }
+        const int pw = kb + 16 * w; /* this warp's first position */
+        if (pw >= e) continue;      /* no barrier follows in this iteration */
+
+        /* S = Q K^T over the warp's 16 positions */
+        float s[2][4];
+#pragma unroll
+        for (int j = 0; j < 2; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll
+        for (int k2 = 0; k2 < NKS / 2; k2++) {
+#pragma unroll
+            for (int j = 0; j < 2; j++) {
+                uint32_t b[4];
+                ldsm_x4(b, &Ks[(16 * w + 8 * j + (lane & 7)) * LD + 32 * k2 + 8 * (lane >> 3)]);
+                mma_f16(s[j], qf[2 * k2], b[0], b[1]);
+                mma_f16(s[j], qf[2 * k2 + 1], b[2], b[3]);
+            }
+        }
+        if (pw + 16 > e) {
+#pragma unroll
+            for (int j = 0; j < 2; j++)
+#pragma unroll
+                for (int x = 0; x < 2; x++)
+                    if (pw + 8 * j + cq + x >= e) s[j][x] = s[j][2 + x] = -INFINITY;
+        }
+        /* online softmax of rows A (g) and B (g + 8); P as one k-step of f16 A fragments */
+        float mxA = fmaxf(fmaxf(s[0][0], s[0][1]), fmaxf(s[1][0], s[1][1]));
+        float mxB = fmaxf(fmaxf(s[0][2], s[0][3]), fmaxf(s[1][2], s[1][3]));
+#pragma unroll
+        for (int o2 = 1; o2 <= 2; o2 <<= 1) {
+            mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, o2));
+            mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, o2));
+        }
+        const float mnA = fmaxf(mA, mxA), mnB = fmaxf(mB, mxB);
+        /* a row with nothing seen yet keeps m = -inf: subtract 0, not -inf */
+        const float uA = mnA == -INFINITY ? 0.0f : mnA, uB = mnB == -INFINITY ? 0.0f : mnB;
+        const float cA = f_ex2(mA - uA), cB = f_ex2(mB - uB);
+        mA = mnA;
+        mB = mnB;
+        uint32_t pf[4];
+        float sA = 0.0f, sB = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            const float p0 = f_ex2(s[j][0] - uA), p1 = f_ex2(s[j][1] - uA);
+            const float p2 = f_ex2(s[j][2] - uB), p3 = f_ex2(s[j][3] - uB);
+            sA += p0 + p1;
+            sB += p2 + p3;
+            pf[2 * j] = pack_h2(p0, p1);
+            pf[2 * j + 1] = pack_h2(p2, p3);
+        }
+        lA = lA * cA + sA;
+        lB = lB * cB + sB;
+#pragma unroll
+        for (int jd = 0; jd < NDT; jd++) {
+            o[jd][0] *= cA;
+            o[jd][1] *= cA;
+            o[jd][2] *= cB;
+            o[jd][3] *= cB;
+        }
+        /* O += P V: ldmatrix.trans of 16 positions x 16 dims gives the B
+         * fragments of two n-tiles */
+#pragma unroll
+        for (int jd = 0; jd < NDT; jd += 2) {
+            uint32_t b[4];
+            ldsm_x4_trans(b, &Vs[(16 * w + (lane & 15)) * LD + 8 * jd + 8 * (lane >> 4)]);
+            mma_f16(o[jd], pf, b[0], b[1]);
+            mma_f16(o[jd + 1], pf, b[2], b[3]);
+        }
+    }
+    pdl_launch();
+
+    /* merge the four warps' states (rows 0..Gb-1 only), through the stages */
+    cp_async_wait_all();
+    __syncthreads();
+    float *mw = (float *)tc_sm, *lw = mw + 4 * TC_MAXG, *ow = lw + 4 * TC_MAXG; /* [4][8], [4][8], [4][8][HD] */
+#pragma unroll
+    for (int o2 = 1; o2 <= 2; o2 <<= 1) lA += __shfl_xor_sync(0xffffffffu, lA, o2);
+    if (g < Gb) {
+        if ((lane & 3) == 0) {
+            mw[w * TC_MAXG + g] = mA;
+            lw[w * TC_MAXG + g] = lA;
+        }
+        float *orow = ow + (size_t)(w * TC_MAXG + g) * HD + cq;
+#pragma unroll
+        for (int jd = 0; jd < NDT; jd++) *(float2 *)(orow + 8 * jd) = make_float2(o[jd][0], o[jd][1]);
+    }
+    __syncthreads();
+    for (int x = tid; x < Gb * HD; x += TC_NT) {
+        const int gg = x / HD, dd = x % HD;
+        float M = -INFINITY;
+#pragma unroll
+        for (int ww = 0; ww < 4; ww++) M = fmaxf(M, mw[ww * TC_MAXG + gg]);
+        float Lsum = 0.0f, O = 0.0f;
+#pragma unroll
+        for (int ww = 0; ww < 4; ww++) {
+            const float m = mw[ww * TC_MAXG + gg];
+            if (m != -INFINITY) {
+                const float c = f_ex2(m - M);
+                Lsum = fmaf(lw[ww * TC_MAXG + gg], c, Lsum);
+                O = fmaf(ow[(size_t)(ww * TC_MAXG + gg) * HD + dd], c, O);
+            }
+        }
+        const size_t th = (size_t)t * n_heads + h0 + gg;
+        if (Se == 1) {
+            out[th * HD + dd] = Lsum > 0.0f ? O / Lsum : 0.0f;
+        } else {
+            float *pp = part + (th * S + split) * (size_t)(HD + 2);
+            pp[dd] = O;
+            if (dd == 0) {
+                pp[HD] = M * 0.69314718055994531f; /* log2 units -> natural */
+                pp[HD + 1] = Lsum;
+            }
+        }
+    }
+}
+
+template <int HD, bool FP8>
+void launch_tc(const cu_launch *L, dim3 grid, float *out, const float *q, const cu_kv *kv, const int32_t *seq,
+               const int32_t *pos, int T, int n_heads, int n_kv, float qscale, int window, int S, int minpos,
+               float *part, int skip_bm, int bs_shift) {
+    constexpr int smem = tc_cfg<HD, FP8>::SMEM;
+    if (smem > 48 * 1024)
+        cu_note(L, cudaFuncSetAttribute(attn_rows_tc_kernel<HD, FP8>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    cu_note(L, cudaFuncSetAttribute(attn_rows_tc_kernel<HD, FP8>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                    cudaSharedmemCarveoutMaxShared));
+    cu_launch_k(L, attn_rows_tc_kernel<HD, FP8>, grid, dim3(TC_NT), smem, out, q, *kv, seq, pos, T, n_heads, n_kv,
+                qscale, window, S, minpos, part, skip_bm, bs_shift);
+}
+
+} // namespace
+
+int cu_attention_rows_tc_fits(int head_dim, const cu_kv *kv) {
+    const int bs = kv->block_size, es = kv->fp8 ? 1 : 2;
+    return (kv->f16 || kv->fp8) && (head_dim == 64 || head_dim == 128) && bs > 0 && (bs & (bs - 1)) == 0 &&
+           ((size_t)kv->kv_dim * es) % 16 == 0 && ((uintptr_t)kv->k | (uintptr_t)kv->v) % 16 == 0;
+}
+
+void cu_attention_rows_tc(const cu_launch *L, dim3 grid, float *out, const float *q, const cu_kv *kv,
+                          const int32_t *seq, const int32_t *pos, int T, int n_heads, int n_kv, int head_dim,
+                          float scale, int window, int S, int minpos, float *part, int skip_bm) {
+    int bs_shift = 0;
+    while ((1 << bs_shift) < kv->block_size) bs_shift++;
+    const float qscale = scale * 1.4426950408889634f;
+#define TC_ARGS L, grid, out, q, kv, seq, pos, T, n_heads, n_kv, qscale, window, S, minpos, part, skip_bm, bs_shift
+    if (head_dim == 128) kv->fp8 ? launch_tc<128, true>(TC_ARGS) : launch_tc<128, false>(TC_ARGS);
+    else kv->fp8 ? launch_tc<64, true>(TC_ARGS) : launch_tc<64, false>(TC_ARGS);
+#undef TC_ARGS
+}
