@@ -12,9 +12,14 @@
  *
  *   K/V: tiles of 64 positions by 16-byte cp.async into two stages (f16:
  *        [position][HD + 8 halves], the pad making ldmatrix conflict-free;
- *        e4m3: raw [position][HD] bytes, widened exactly to an f16 tile
- *        before use); tile i+1 is in flight while tile i is multiplied;
- *        positions past e are zero-filled and masked.
+ *        e4m3: raw [position][HD + 16] bytes); tile i+1 is in flight while
+ *        tile i is multiplied; positions past e are zero-filled and masked.
+ *   e4m3 K is read as stored: the head dimension of S = Q K^T is summed in
+ *        a permuted order (the same for Q, staged permuted), so that the two
+ *        B registers of a k-step are the two halves of one 32-bit word of a
+ *        K row, each widened by one cvt.rn.f16x2.e4m3x2. e4m3 V (the P V
+ *        operand needs two positions of one dimension a register) is widened
+ *        exactly into an f16 tile first.
  *   Warp w takes positions 16w..16w+15 of each tile: S = Q K^T (two n-tiles
  *        of 8 positions), its own online softmax (exp2; Q is pre-scaled by
  *        scale * log2 e), O += P V with P in registers (one k-step).
@@ -35,9 +40,10 @@ constexpr int TC_MAXG = 8; /* query heads per block: rows 0..7 of the mma tile *
 template <int HD, bool FP8> struct tc_cfg {
     static constexpr int LD = HD + 8;       /* halves per f16 shared row */
     static constexpr int TILE = TC_BN * LD; /* halves of one f16 K or V tile */
-    static constexpr int RAW = TC_BN * HD;  /* bytes of one raw e4m3 K or V tile */
-    /* f16: two stages of (K, V) f16 tiles; e4m3: two stages of raw (K, V) and one (K, V) f16 pair */
-    static constexpr int STAGES = FP8 ? 2 * 2 * RAW + 2 * TILE * 2 : 2 * 2 * TILE * 2;
+    static constexpr int RLD = HD + 16;     /* bytes per raw e4m3 shared row (the pad: conflict-free K reads) */
+    static constexpr int RAW = TC_BN * RLD; /* bytes of one raw e4m3 K or V tile */
+    /* f16: two stages of (K, V) f16 tiles; e4m3: two stages of raw (K, V) and one f16 V tile */
+    static constexpr int STAGES = FP8 ? 2 * 2 * RAW + TILE * 2 : 2 * 2 * TILE * 2;
     static constexpr int SMEM = STAGES + 16 * LD * 2; /* + Q, 16 rows */
     static_assert(4 * TC_MAXG * (HD + 2) * 4 <= STAGES, "the warps' merge fits in the stages");
 };
@@ -51,7 +57,7 @@ __device__ __forceinline__ void tc_load_tile(uint8_t *st, const uint8_t *kbase, 
     using C = tc_cfg<HD, FP8>;
     constexpr int ES = FP8 ? 1 : 2;               /* bytes an element */
     constexpr int CPR = HD * ES / 16;             /* 16-byte chunks a row */
-    constexpr int ROWB = FP8 ? HD : C::LD * 2;    /* bytes between shared rows */
+    constexpr int ROWB = FP8 ? C::RLD : C::LD * 2; /* bytes between shared rows */
     constexpr int TB = FP8 ? C::RAW : C::TILE * 2; /* bytes of one tile */
     constexpr int N = TC_BN * CPR, RSTEP = TC_NT / CPR;
     static_assert(N % TC_NT == 0 && TC_NT % CPR == 0, "tile chunks per thread");
@@ -69,16 +75,17 @@ __device__ __forceinline__ void tc_load_tile(uint8_t *st, const uint8_t *kbase, 
     cp_async_commit();
 }
 
-/* Raw e4m3 K and V tiles -> f16 tiles (exact). */
+/* A raw e4m3 V tile -> an f16 tile (exact). */
 template <int HD>
-__device__ __forceinline__ void tc_widen_tile(__half *kd, const uint8_t *raw, int tid) {
+__device__ __forceinline__ void tc_widen_v(__half *vd, const uint8_t *raw, int tid) {
     using C = tc_cfg<HD, true>;
-    constexpr int CPR = HD / 16, N = 2 * TC_BN * CPR; /* K and V */
+    constexpr int CPR = HD / 16, N = TC_BN * CPR;
+    static_assert(N % TC_NT == 0, "chunks per thread");
 #pragma unroll
     for (int it = 0; it < N / TC_NT; it++) {
-        const int x = tid + it * TC_NT, kv = x / (TC_BN * CPR), r = x % (TC_BN * CPR), i = r / CPR, c = (r % CPR) * 16;
-        const uint4 u = *(const uint4 *)(raw + kv * C::RAW + i * HD + c);
-        __half *dst = kd + kv * C::TILE + i * C::LD + c;
+        const int x = tid + it * TC_NT, i = x / CPR, c = (x % CPR) * 16;
+        const uint4 u = *(const uint4 *)(raw + i * C::RLD + c);
+        __half *dst = vd + i * C::LD + c;
         *(uint4 *)dst = e4m3x8_to_half8(make_uint2(u.x, u.y));
         *(uint4 *)(dst + 8) = e4m3x8_to_half8(make_uint2(u.z, u.w));
     }
@@ -108,16 +115,22 @@ __global__ void __launch_bounds__(TC_NT)
     const int ntile = (e - a + TC_BN - 1) / TC_BN;
     tc_load_tile<HD, FP8>(tc_sm, kbase, vbase, trow, bs_shift, kv.kv_dim, a, e, tid);
 
-    /* Q of the group's heads as rows 0..Gb-1, scaled and rounded to f16; rows Gb..15 zero */
+    /* Q of the group's heads as rows 0..Gb-1, scaled and rounded to f16; rows Gb..15 zero.
+     * e4m3: in the permuted order of S's k-steps: dims 4i..4i+3 (quad member qc = 4i / (HD / 4),
+     * k-step kk = i % (HD / 16)) are logical columns 16kk + 2qc + {0, 1} and 16kk + 2qc + 8 + {0, 1} */
     __half *Qs = (__half *)(tc_sm + C::STAGES);
     for (int f = tid; f < 16 * (HD / 4); f += TC_NT) {
         const int r = f / (HD / 4), c = (f % (HD / 4)) * 4;
         float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (r < Gb) v = __ldg((const float4 *)(q + ((size_t)t * n_heads + h0 + r) * HD + c));
-        uint2 hv;
-        hv.x = pack_h2(v.x * qscale, v.y * qscale);
-        hv.y = pack_h2(v.z * qscale, v.w * qscale);
-        *(uint2 *)&Qs[r * LD + c] = hv;
+        const uint32_t lo = pack_h2(v.x * qscale, v.y * qscale), hi = pack_h2(v.z * qscale, v.w * qscale);
+        if constexpr (FP8) {
+            const int qc = c / (HD / 4), kk = (c % (HD / 4)) / 4;
+            *(uint32_t *)&Qs[r * LD + 16 * kk + 2 * qc] = lo;
+            *(uint32_t *)&Qs[r * LD + 16 * kk + 2 * qc + 8] = hi;
+        } else {
+            *(uint2 *)&Qs[r * LD + c] = make_uint2(lo, hi);
+        }
     }
     __syncthreads();
     uint32_t qf[NKS][4];
@@ -137,16 +150,13 @@ __global__ void __launch_bounds__(TC_NT)
         if (it + 1 < ntile)
             tc_load_tile<HD, FP8>(tc_sm + ((it + 1) & 1) * SB, kbase, vbase, trow, bs_shift, kv.kv_dim, kb + TC_BN, e,
                                   tid);
-        const __half *Ks, *Vs;
+        const uint8_t *stage = tc_sm + (it & 1) * SB;
+        const __half *Ks = (const __half *)stage, *Vs = Ks + TILE;
         if constexpr (FP8) {
-            __half *kd = (__half *)(tc_sm + 2 * SB);
-            tc_widen_tile<HD>(kd, tc_sm + (it & 1) * SB, tid);
+            __half *vd = (__half *)(tc_sm + 2 * SB);
+            tc_widen_v<HD>(vd, stage + C::RAW, tid);
             __syncthreads();
-            Ks = kd;
-            Vs = kd + TILE;
-        } else {
-            Ks = (const __half *)(tc_sm + (it & 1) * SB);
-            Vs = Ks + TILE;
+            Vs = vd;
         }
         const int pw = kb + 16 * w; /* this warp's first position */
         if (pw >= e) continue;      /* no barrier follows in this iteration */
@@ -155,14 +165,32 @@ __global__ void __launch_bounds__(TC_NT)
         float s[2][4];
 #pragma unroll
         for (int j = 0; j < 2; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-#pragma unroll
-        for (int k2 = 0; k2 < NKS / 2; k2++) {
+        if constexpr (FP8) { /* position 8j + g of the warp's 16, bytes [qc HD/4, (qc + 1) HD/4) of its row */
 #pragma unroll
             for (int j = 0; j < 2; j++) {
-                uint32_t b[4];
-                ldsm_x4(b, &Ks[(16 * w + 8 * j + (lane & 7)) * LD + 32 * k2 + 8 * (lane >> 3)]);
-                mma_f16(s[j], qf[2 * k2], b[0], b[1]);
-                mma_f16(s[j], qf[2 * k2 + 1], b[2], b[3]);
+                const uint8_t *kr = stage + (16 * w + 8 * j + g) * C::RLD + (lane & 3) * (HD / 4);
+                uint32_t kw[NKS];
+#pragma unroll
+                for (int i = 0; i < NKS / 4; i++) {
+                    const uint4 u = *(const uint4 *)(kr + 16 * i);
+                    kw[4 * i] = u.x, kw[4 * i + 1] = u.y, kw[4 * i + 2] = u.z, kw[4 * i + 3] = u.w;
+                }
+#pragma unroll
+                for (int kk = 0; kk < NKS; kk++) {
+                    const __half2 b0 = e4m3x2_to_half2((uint16_t)kw[kk]), b1 = e4m3x2_to_half2((uint16_t)(kw[kk] >> 16));
+                    mma_f16(s[j], qf[kk], *(const uint32_t *)&b0, *(const uint32_t *)&b1);
+                }
+            }
+        } else {
+#pragma unroll
+            for (int k2 = 0; k2 < NKS / 2; k2++) {
+#pragma unroll
+                for (int j = 0; j < 2; j++) {
+                    uint32_t b[4];
+                    ldsm_x4(b, &Ks[(16 * w + 8 * j + (lane & 7)) * LD + 32 * k2 + 8 * (lane >> 3)]);
+                    mma_f16(s[j], qf[2 * k2], b[0], b[1]);
+                    mma_f16(s[j], qf[2 * k2 + 1], b[2], b[3]);
+                }
             }
         }
         if (pw + 16 > e) {
