@@ -93,6 +93,96 @@ __device__ __forceinline__ void widen16(const uint4 &r, const __nv_fp8_e4m3 *, f
     }
 }
 
+/* Scores of one 16-byte piece of a K row (elements d0 .. d0 + 16 / sizeof(E)
+ * - 1) against the group's query heads g < Gb (of at most G), q in shared
+ * memory: sc[g] += q_s[g][d0 ..] . piece. */
+template <int G, int HD, typename E>
+__device__ __forceinline__ void q_dot16(float *sc, const uint4 &piece, const float (*q_s)[HD], int d0, int Gb) {
+    constexpr int EP = 16 / (int)sizeof(E);
+    float kf[EP];
+    widen16(piece, (const E *)nullptr, kf);
+#pragma unroll
+    for (int g = 0; g < G; g++) {
+        if (g < Gb) {
+            float s = sc[g];
+#pragma unroll
+            for (int u = 0; u < EP; u++) s = fmaf(q_s[g][d0 + u], kf[u], s);
+            sc[g] = s;
+        }
+    }
+}
+
+/* One warp's online-softmax update of one head over a tile of n <= 64
+ * scores p[0..64) (natural-log units): p becomes exp(s - m_new) (0 past n);
+ * lane 0 writes the head's new max *m, sum *l and the factor *c that
+ * rescales its running output. */
+__device__ __forceinline__ void warp_tile_softmax(float *p, int n, float *m, float *l, float *c, int lane) {
+    const float s0 = lane < n ? p[lane] : -INFINITY, s1 = lane + 32 < n ? p[lane + 32] : -INFINITY;
+    float mx = fmaxf(s0, s1);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    const float m_old = *m, m_new = fmaxf(m_old, mx);
+    const float e0 = lane < n ? expf(s0 - m_new) : 0.0f, e1 = lane + 32 < n ? expf(s1 - m_new) : 0.0f;
+    p[lane] = e0;
+    p[lane + 32] = e1;
+    float sum = e0 + e1;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if (lane == 0) {
+        const float cf = m_old == -INFINITY ? 0.0f : expf(m_old - m_new);
+        *c = cf;
+        *l = *l * cf + sum;
+        *m = m_new;
+    }
+}
+
+/* One online-softmax step of the two rows of an m16 mma tile a thread holds
+ * (A: row lane / 4, B: row lane / 4 + 8) over NJ n-tiles of scores s (log2
+ * units, -inf where masked): P as f16 A fragments pf[NJ / 2][4] for the
+ * P V product, the rows' running max m and this thread's share of their
+ * sums l updated, the NDT output tiles o rescaled. Rows with nothing seen
+ * yet keep m = -inf. */
+template <int NJ, int NDT>
+__device__ __forceinline__ void mma_rows_softmax(const float (*s)[4], uint32_t (*pf)[4], float (*o)[4], float &mA,
+                                                 float &mB, float &lA, float &lB) {
+    float mxA = -INFINITY, mxB = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < NJ; j++) {
+        mxA = fmaxf(mxA, fmaxf(s[j][0], s[j][1]));
+        mxB = fmaxf(mxB, fmaxf(s[j][2], s[j][3]));
+    }
+#pragma unroll
+    for (int o2 = 1; o2 <= 2; o2 <<= 1) {
+        mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, o2));
+        mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, o2));
+    }
+    const float mnA = fmaxf(mA, mxA), mnB = fmaxf(mB, mxB);
+    /* a row with nothing seen yet keeps m = -inf: subtract 0, not -inf */
+    const float uA = mnA == -INFINITY ? 0.0f : mnA, uB = mnB == -INFINITY ? 0.0f : mnB;
+    const float cA = f_ex2(mA - uA), cB = f_ex2(mB - uB);
+    mA = mnA;
+    mB = mnB;
+    float sA = 0.0f, sB = 0.0f;
+#pragma unroll
+    for (int j = 0; j < NJ; j++) {
+        const float p0 = f_ex2(s[j][0] - uA), p1 = f_ex2(s[j][1] - uA);
+        const float p2 = f_ex2(s[j][2] - uB), p3 = f_ex2(s[j][3] - uB);
+        sA += p0 + p1;
+        sB += p2 + p3;
+        pf[j >> 1][(j & 1) * 2 + 0] = pack_h2(p0, p1);
+        pf[j >> 1][(j & 1) * 2 + 1] = pack_h2(p2, p3);
+    }
+    lA = lA * cA + sA;
+    lB = lB * cB + sB;
+#pragma unroll
+    for (int jd = 0; jd < NDT; jd++) {
+        o[jd][0] *= cA;
+        o[jd][1] *= cA;
+        o[jd][2] *= cB;
+        o[jd][3] *= cB;
+    }
+}
+
 /* Flash-decoding splits: a row of len positions is cut into at most S
  * splits of at least minpos positions each (the combine recomputes it). */
 __device__ __forceinline__ int split_count(int S, int len, int minpos) {

@@ -79,20 +79,7 @@ __global__ void __launch_bounds__(DD_THREADS)
 #pragma unroll
         for (int g = 0; g < DD_MAXG; g++) sc[g] = 0.0f;
 #pragma unroll
-        for (int i = 0; i < NV; i++) {
-            float kf[EP];
-            widen16(kr[i], (const E *)nullptr, kf);
-            const int d0 = (quarter + 4 * i) * EP;
-#pragma unroll
-            for (int g = 0; g < DD_MAXG; g++) {
-                if (g < Gb) {
-                    float s = sc[g];
-#pragma unroll
-                    for (int u = 0; u < EP; u++) s = fmaf(q_s[g][d0 + u], kf[u], s);
-                    sc[g] = s;
-                }
-            }
-        }
+        for (int i = 0; i < NV; i++) q_dot16<DD_MAXG, HD, E>(sc, kr[i], q_s, (quarter + 4 * i) * EP, Gb);
 #pragma unroll
         for (int g = 0; g < DD_MAXG; g++) {
             if (g < Gb) {
@@ -103,25 +90,7 @@ __global__ void __launch_bounds__(DD_THREADS)
             }
         }
         __syncthreads();
-        if (w < Gb) { /* the tile's softmax update for head w */
-            float s0 = lane < n ? p_s[w][lane] : -INFINITY, s1 = lane + 32 < n ? p_s[w][lane + 32] : -INFINITY;
-            float mx = fmaxf(s0, s1);
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-            const float m_old = m_s[w], m_new = fmaxf(m_old, mx);
-            const float e0 = lane < n ? expf(s0 - m_new) : 0.0f, e1 = lane + 32 < n ? expf(s1 - m_new) : 0.0f;
-            p_s[w][lane] = e0;
-            p_s[w][lane + 32] = e1;
-            float sum = e0 + e1;
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-            if (lane == 0) {
-                const float c = m_old == -INFINITY ? 0.0f : expf(m_old - m_new);
-                c_s[w] = c;
-                l_s[w] = l_s[w] * c + sum;
-                m_s[w] = m_new;
-            }
-        }
+        if (w < Gb) warp_tile_softmax(p_s[w], n, &m_s[w], &l_s[w], &c_s[w], lane); /* the tile's update for head w */
         __syncthreads();
 #pragma unroll
         for (int k = 0; k < NOUT; k++) { /* output (g, d) = tid + 256 k */

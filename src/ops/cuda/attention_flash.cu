@@ -243,44 +243,8 @@ __global__ void __launch_bounds__(FL_NT, MB)
         /* online softmax; P as f16 A fragments */
         uint32_t pf[MT][NPK][4];
 #pragma unroll
-        for (int mt = 0; mt < MT; mt++) {
-            float mxA = -INFINITY, mxB = -INFINITY;
-#pragma unroll
-            for (int j = 0; j < NJ; j++) {
-                mxA = fmaxf(mxA, fmaxf(s[mt][j][0], s[mt][j][1]));
-                mxB = fmaxf(mxB, fmaxf(s[mt][j][2], s[mt][j][3]));
-            }
-#pragma unroll
-            for (int o2 = 1; o2 <= 2; o2 <<= 1) {
-                mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, o2));
-                mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, o2));
-            }
-            const float mnA = fmaxf(mrow[mt][0], mxA), mnB = fmaxf(mrow[mt][1], mxB);
-            /* a row with nothing seen yet keeps m = -inf: subtract 0, not -inf */
-            const float uA = mnA == -INFINITY ? 0.0f : mnA, uB = mnB == -INFINITY ? 0.0f : mnB;
-            const float cA = f_ex2(mrow[mt][0] - uA), cB = f_ex2(mrow[mt][1] - uB);
-            mrow[mt][0] = mnA;
-            mrow[mt][1] = mnB;
-            float sA = 0.0f, sB = 0.0f;
-#pragma unroll
-            for (int j = 0; j < NJ; j++) {
-                const float p0 = f_ex2(s[mt][j][0] - uA), p1 = f_ex2(s[mt][j][1] - uA);
-                const float p2 = f_ex2(s[mt][j][2] - uB), p3 = f_ex2(s[mt][j][3] - uB);
-                sA += p0 + p1;
-                sB += p2 + p3;
-                pf[mt][j >> 1][(j & 1) * 2 + 0] = pack_h2(p0, p1);
-                pf[mt][j >> 1][(j & 1) * 2 + 1] = pack_h2(p2, p3);
-            }
-            lrow[mt][0] = lrow[mt][0] * cA + sA;
-            lrow[mt][1] = lrow[mt][1] * cB + sB;
-#pragma unroll
-            for (int jd = 0; jd < NDT; jd++) {
-                o[mt][jd][0] *= cA;
-                o[mt][jd][1] *= cA;
-                o[mt][jd][2] *= cB;
-                o[mt][jd][3] *= cB;
-            }
-        }
+        for (int mt = 0; mt < MT; mt++)
+            mma_rows_softmax<NJ, NDT>(s[mt], pf[mt], o[mt], mrow[mt][0], mrow[mt][1], lrow[mt][0], lrow[mt][1]);
         /* O += P V: ldmatrix.trans of 32 positions x 8 dims gives the B
          * fragments of two k-steps */
 #pragma unroll

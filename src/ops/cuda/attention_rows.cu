@@ -24,14 +24,8 @@
 
 /* 8 consecutive cache elements as f32 (16- or 32-byte aligned reads). */
 __device__ __forceinline__ void ld8(const __half *p, float *f) {
-    uint4 r = *(const uint4 *)p;
-    const __half2 *h = (const __half2 *)&r;
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        float2 x = __half22float2(h[i]);
-        f[2 * i] = x.x;
-        f[2 * i + 1] = x.y;
-    }
+    const uint4 r = *(const uint4 *)p; /* one 16-byte load, then widened */
+    widen16(r, p, f);
 }
 __device__ __forceinline__ void ld8(const float *p, float *f) {
     float4 a = *(const float4 *)p, b = *(const float4 *)(p + 4);
@@ -96,20 +90,7 @@ __global__ void __launch_bounds__(AR_THREADS)
 #pragma unroll
                 for (int i = 0; i < NC / 2; i++) kw[i] = *(const uint4 *)(kr + (h + 2 * i) * EP);
 #pragma unroll
-                for (int i = 0; i < NC / 2; i++) {
-                    float kf[EP];
-                    widen16(kw[i], (const E *)nullptr, kf);
-                    const int d0 = (h + 2 * i) * EP;
-#pragma unroll
-                    for (int g = 0; g < GB; g++) {
-                        if (g < Gb) {
-                            float s = sc[g];
-#pragma unroll
-                            for (int u = 0; u < EP; u++) s = fmaf(q_s[g][d0 + u], kf[u], s);
-                            sc[g] = s;
-                        }
-                    }
-                }
+                for (int i = 0; i < NC / 2; i++) q_dot16<GB, HD, E>(sc, kw[i], q_s, (h + 2 * i) * EP, Gb);
             }
 #pragma unroll
             for (int g = 0; g < GB; g++) {
@@ -155,25 +136,7 @@ __global__ void __launch_bounds__(AR_THREADS)
         __syncthreads();
         { /* the tile's softmax update, a warp per head */
             const int lane = tid & 31, w = tid >> 5;
-            for (int g = w; g < Gb; g += AR_THREADS / 32) {
-                float s0 = lane < n ? p_s[g][lane] : -INFINITY, s1 = lane + 32 < n ? p_s[g][lane + 32] : -INFINITY;
-                float mx = fmaxf(s0, s1);
-#pragma unroll
-                for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-                float m_old = m_s[g], m_new = fmaxf(m_old, mx);
-                float e0 = lane < n ? expf(s0 - m_new) : 0.0f, e1 = lane + 32 < n ? expf(s1 - m_new) : 0.0f;
-                if (lane < n) p_s[g][lane] = e0;
-                if (lane + 32 < n) p_s[g][lane + 32] = e1;
-                float sum = e0 + e1;
-#pragma unroll
-                for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-                if (lane == 0) {
-                    float c = m_old == -INFINITY ? 0.0f : expf(m_old - m_new);
-                    c_s[g] = c;
-                    l_s[g] = l_s[g] * c + sum;
-                    m_s[g] = m_new;
-                }
-            }
+            for (int g = w; g < Gb; g += AR_THREADS / 32) warp_tile_softmax(p_s[g], n, &m_s[g], &l_s[g], &c_s[g], lane);
         }
         __syncthreads();
         { /* P x V: dimensions dg*8 .. dg*8+7 of every head, positions pg, pg + PG, ... (16-byte V reads) */

@@ -201,47 +201,16 @@ __global__ void __launch_bounds__(TC_NT)
                     if (pw + 8 * j + cq + x >= e) s[j][x] = s[j][2 + x] = -INFINITY;
         }
         /* online softmax of rows A (g) and B (g + 8); P as one k-step of f16 A fragments */
-        float mxA = fmaxf(fmaxf(s[0][0], s[0][1]), fmaxf(s[1][0], s[1][1]));
-        float mxB = fmaxf(fmaxf(s[0][2], s[0][3]), fmaxf(s[1][2], s[1][3]));
-#pragma unroll
-        for (int o2 = 1; o2 <= 2; o2 <<= 1) {
-            mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, o2));
-            mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, o2));
-        }
-        const float mnA = fmaxf(mA, mxA), mnB = fmaxf(mB, mxB);
-        /* a row with nothing seen yet keeps m = -inf: subtract 0, not -inf */
-        const float uA = mnA == -INFINITY ? 0.0f : mnA, uB = mnB == -INFINITY ? 0.0f : mnB;
-        const float cA = f_ex2(mA - uA), cB = f_ex2(mB - uB);
-        mA = mnA;
-        mB = mnB;
-        uint32_t pf[4];
-        float sA = 0.0f, sB = 0.0f;
-#pragma unroll
-        for (int j = 0; j < 2; j++) {
-            const float p0 = f_ex2(s[j][0] - uA), p1 = f_ex2(s[j][1] - uA);
-            const float p2 = f_ex2(s[j][2] - uB), p3 = f_ex2(s[j][3] - uB);
-            sA += p0 + p1;
-            sB += p2 + p3;
-            pf[2 * j] = pack_h2(p0, p1);
-            pf[2 * j + 1] = pack_h2(p2, p3);
-        }
-        lA = lA * cA + sA;
-        lB = lB * cB + sB;
-#pragma unroll
-        for (int jd = 0; jd < NDT; jd++) {
-            o[jd][0] *= cA;
-            o[jd][1] *= cA;
-            o[jd][2] *= cB;
-            o[jd][3] *= cB;
-        }
+        uint32_t pf[1][4];
+        mma_rows_softmax<2, NDT>(s, pf, o, mA, mB, lA, lB);
         /* O += P V: ldmatrix.trans of 16 positions x 16 dims gives the B
          * fragments of two n-tiles */
 #pragma unroll
         for (int jd = 0; jd < NDT; jd += 2) {
             uint32_t b[4];
             ldsm_x4_trans(b, &Vs[(16 * w + (lane & 15)) * LD + 8 * jd + 8 * (lane >> 4)]);
-            mma_f16(o[jd], pf, b[0], b[1]);
-            mma_f16(o[jd + 1], pf, b[2], b[3]);
+            mma_f16(o[jd], pf[0], b[0], b[1]);
+            mma_f16(o[jd + 1], pf[0], b[2], b[3]);
         }
     }
     pdl_launch();
