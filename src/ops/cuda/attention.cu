@@ -1,20 +1,24 @@
 /* attention.cu - causal attention over the paged KV cache (f32, f16 or e4m3
  * elements), GQA, sliding windows, each row t at its own (seq[t], pos[t]).
- * An f16 or e4m3 cache is read as stored and widened exactly to f32 (as the
- * CPU backend does), so the kernels do the same math on every element type.
+ * An f16 or e4m3 cache is read as stored and widened exactly, so every
+ * kernel does the same math on every element type.
  *
- * Two kernels share the work:
- *  - prefill (attention_prefill.cu): tiles of 64 rows of one sequence, f16
- *    tensor cores, flash-attention style (online softmax over 64-position KV
- *    tiles). Used when T > 8 and head_dim is 64 or 128, for the tiles whose
- *    rows all belong to one sequence;
- *  - decode (here): flash-decoding. One block per (split, kv head, row) runs
- *    the query heads of its kv head (up to 8) over a slice of the row's
- *    positions (at least 16, so short contexts use fewer splits), K and V read
- *    once for all of them, each warp its own online softmax; a second kernel
- *    combines the splits' (max, sum, unnormalised output). It takes every row
- *    the prefill kernel does not (tile_uniform() decides, on the device, for
- *    both).
+ * Which kernel takes a row (the split between the first two is decided on
+ * the device, the same way by both: tile_uniform):
+ *  - tiles of 64 rows of one sequence (T > 8, head_dim 64 or 128): the
+ *    tensor-core prefill kernels, flash-attention style (attention_flash.cu
+ *    for f16 caches, attention_prefill.cu for f32 and e4m3 ones);
+ *  - every other row (batched decode rows, short chunks), flash-decoding:
+ *      9+ rows: attention_rows_tc.cu on tensor cores (f16 and e4m3 caches),
+ *               attention_rows.cu on CUDA cores (f32 caches);
+ *      up to 8 rows: attention_decode.cu, built for latency (splits merged
+ *               in the same launch);
+ *      other head sizes: the per-warp kernel here. One block per (split, kv
+ *               head x query-head group, row) runs the query heads of its
+ *               kv head (up to 8) over a slice of the row's positions (at
+ *               least 16), K and V read once for all of them, each warp its
+ *               own online softmax; a second kernel combines the splits'
+ *               (max, sum, unnormalised output), for the rows kernels too.
  */
 #include "ops/cuda/attention.cuh"
 

@@ -1,11 +1,13 @@
-/* attention_rows.cu - flash-decoding for batches of decode rows, tiled.
+/* attention_rows.cu - flash-decoding for batches of decode rows, tiled, on
+ * CUDA cores: the path of f32 caches (f16 and e4m3 ones take the
+ * tensor-core kernel of attention_rows_tc.cu, which dispatches from here).
  *
  * The per-warp kernel in attention.cu runs one online-softmax update per
  * position and query head (a shuffle reduction and two exponentials each):
  * right for one row, instruction-bound for hundreds of rows over long
  * contexts. Here a block (split, kv head x query-head group, row) walks its
- * positions in tiles of 64: (1) a thread per position computes the scores of
- * every query head of the group from one 16-byte-vectorised read of its K
+ * positions in tiles of 64: (1) two threads per position compute the scores
+ * of every query head of the group from coalesced 16-byte reads of its K
  * row (q in shared memory, read as broadcasts); (2) a warp per head does the
  * tile's softmax update once; (3) each thread accumulates 8 dimensions of
  * P x V for the group's heads over every (128/(hd/8))-th position of the
