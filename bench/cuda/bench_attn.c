@@ -33,6 +33,7 @@
 #include "core/fp8.h"
 #include "core/half.h"
 #include "ops/cuda/ops_cuda.h"
+#include "bench_rand.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -42,14 +43,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
-static uint64_t rnd(void) {
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return g_rng;
-}
-static float frand(void) { return (float)((rnd() >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f; }
 
 typedef struct {
     const char *name;

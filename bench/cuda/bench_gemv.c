@@ -12,6 +12,7 @@
  * a CUDA graph after the first two passes, as decode replays its steps. */
 #include "core/dtype.h"
 #include "ops/cuda/ops_cuda.h"
+#include "bench_rand.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -20,13 +21,6 @@
 #include <string.h>
 #include <time.h>
 
-static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
-static uint64_t rnd(void) {
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return g_rng;
-}
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
