@@ -287,13 +287,9 @@ template <int HD, int MT, int MB>
 void launch_flash(const cu_launch *L, float *out, const float *q, int T, const cu_kv *kv, const int32_t *seq,
                   const int32_t *pos, int n_heads, int n_kv, float qscale, int window, int bs_shift) {
     constexpr int smem = flash_cfg<HD, MT, MB>::SMEM;
-    /* above 48 KB a block's dynamic shared memory needs the opt-in; the
-     * carveout asks for the most shared memory so that MINB blocks fit
-     * (host-side calls: fine while a graph is being captured) */
-    if (smem > 48 * 1024)
-        cu_note(L, cudaFuncSetAttribute(attn_flash_kernel<HD, MT, MB>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    cu_note(L, cudaFuncSetAttribute(attn_flash_kernel<HD, MT, MB>, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                    cudaSharedmemCarveoutMaxShared));
+    /* the largest carveout, so that MINB blocks fit */
+    static unsigned long long done; /* devices set up */
+    cu_smem_setup(L, attn_flash_kernel<HD, MT, MB>, smem, true, &done);
     dim3 grid(n_heads / MT, (T + 63) / 64);
     cu_launch_k(L, attn_flash_kernel<HD, MT, MB>, grid, dim3(FL_NT), smem, out, q, *kv, seq, pos, T, n_heads, n_kv, qscale,
                 window, bs_shift);

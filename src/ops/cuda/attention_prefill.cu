@@ -443,11 +443,8 @@ template <int HD, int HP>
 static void launch_gqa(const cu_launch *L, float *out, const float *q, int T, const cu_kv *kv, const int32_t *seq,
                        const int32_t *pos, int n_heads, int n_kv, float qscale, int window) {
     constexpr int smem = gqa_smem_bytes<HD, HP>();
-    /* above 48 KB a block's dynamic shared memory needs the opt-in (host-side
-     * only, so also fine while a graph is being captured) */
-    if (smem > 48 * 1024)
-        cu_note(L, cudaFuncSetAttribute(attn_prefill_gqa_kernel<HD, HP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        smem));
+    static unsigned long long done; /* devices set up */
+    cu_smem_setup(L, attn_prefill_gqa_kernel<HD, HP>, smem, false, &done);
     dim3 grid(n_kv * (n_heads / n_kv / HP), (T + 63) / 64);
     cu_launch_k(L, attn_prefill_gqa_kernel<HD, HP>, grid, dim3(128 * HP), smem, out, q, *kv, seq, pos, T, n_heads,
                 n_kv, qscale, window);

@@ -265,10 +265,8 @@ void launch_tc(const cu_launch *L, dim3 grid, float *out, const float *q, const 
                const int32_t *pos, int T, int n_heads, int n_kv, float qscale, int window, int S, int minpos,
                float *part, int skip_bm, int bs_shift) {
     constexpr int smem = tc_cfg<HD, FP8>::SMEM;
-    if (smem > 48 * 1024)
-        cu_note(L, cudaFuncSetAttribute(attn_rows_tc_kernel<HD, FP8>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    cu_note(L, cudaFuncSetAttribute(attn_rows_tc_kernel<HD, FP8>, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                    cudaSharedmemCarveoutMaxShared));
+    static unsigned long long done; /* devices set up */
+    cu_smem_setup(L, attn_rows_tc_kernel<HD, FP8>, smem, true, &done);
     cu_launch_k(L, attn_rows_tc_kernel<HD, FP8>, grid, dim3(TC_NT), smem, out, q, *kv, seq, pos, T, n_heads, n_kv,
                 qscale, window, S, minpos, part, skip_bm, bs_shift);
 }

@@ -55,6 +55,27 @@ static void cu_launch_k(const cu_launch *L, void (*k)(KArgs...), dim3 grid, dim3
     cu_note(L, cudaLaunchKernelEx(&cfg, k, ((KArgs)args)...));
 }
 
+/* A kernel's shared-memory settings, made once per device (they belong to
+ * the function on the current device; host-side calls, so also fine while a
+ * graph is being captured): dynamic shared memory above 48 KB needs an
+ * opt-in, and max_carveout asks for the largest carveout, so that more
+ * blocks of a shared-memory-heavy kernel fit a multiprocessor. *done is the
+ * caller's static set of devices (bits) already set up for k. */
+template <typename... KArgs>
+static void cu_smem_setup(const cu_launch *L, void (*k)(KArgs...), int smem, bool max_carveout,
+                          unsigned long long *done) {
+    int dev = -1;
+    const bool known = cudaGetDevice(&dev) == cudaSuccess && dev >= 0 && dev < 64;
+    const unsigned long long bit = known ? 1ull << dev : 0;
+    if (known && (__atomic_load_n(done, __ATOMIC_ACQUIRE) & bit)) return;
+    cudaError_t e = cudaSuccess;
+    if (smem > 48 * 1024) e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e == cudaSuccess && max_carveout)
+        e = cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+    cu_note(L, e);
+    if (known && e == cudaSuccess) __atomic_fetch_or(done, bit, __ATOMIC_RELEASE);
+}
+
 static inline int cu_div_up(long a, long b) { return (int)((a + b - 1) / b); }
 
 /* ---- ggml block layouts (device side) ------------------------------------
