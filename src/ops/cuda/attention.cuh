@@ -136,6 +136,41 @@ __device__ __forceinline__ void warp_tile_softmax(float *p, int n, float *m, flo
     }
 }
 
+/* The two rows of an m16 mma tile that a thread holds (A: tile row ra, B:
+ * ra + 8) of a tile of nrows rows from r0: whether each exists, the
+ * positions [lo, hi] each attends (a row past the tile's end: lo = INT_MAX,
+ * hi = -1, every position masked), and over the warp the smallest and
+ * largest lo and hi (a key tile is skipped when it lies outside every row,
+ * masked only where it crosses a bound). */
+struct mma_row_bounds {
+    bool vA, vB;
+    int loA, hiA, loB, hiB;
+    int lo_min, lo_max, hi_min, hi_max; /* over the warp */
+};
+__device__ __forceinline__ mma_row_bounds mma_rows_bounds(const int32_t *pos, int r0, int nrows, int ra, int window) {
+    mma_row_bounds b;
+    const int rb = ra + 8;
+    b.vA = ra < nrows;
+    b.vB = rb < nrows;
+    b.hiA = b.vA ? pos[r0 + ra] : -1;
+    b.hiB = b.vB ? pos[r0 + rb] : -1;
+    b.loA = b.vA ? (window > 0 ? max(0, b.hiA - window + 1) : 0) : INT_MAX;
+    b.loB = b.vB ? (window > 0 ? max(0, b.hiB - window + 1) : 0) : INT_MAX;
+    int lo_min = min(b.loA, b.loB), lo_max = max(b.loA, b.loB), hi_min = min(b.hiA, b.hiB), hi_max = max(b.hiA, b.hiB);
+#pragma unroll
+    for (int o2 = 4; o2 <= 16; o2 <<= 1) {
+        lo_min = min(lo_min, __shfl_xor_sync(0xffffffffu, lo_min, o2));
+        lo_max = max(lo_max, __shfl_xor_sync(0xffffffffu, lo_max, o2));
+        hi_min = min(hi_min, __shfl_xor_sync(0xffffffffu, hi_min, o2));
+        hi_max = max(hi_max, __shfl_xor_sync(0xffffffffu, hi_max, o2));
+    }
+    b.lo_min = lo_min;
+    b.lo_max = lo_max;
+    b.hi_min = hi_min;
+    b.hi_max = hi_max;
+    return b;
+}
+
 /* One online-softmax step of the two rows of an m16 mma tile a thread holds
  * (A: row lane / 4, B: row lane / 4 + 8) over NJ n-tiles of scores s (log2
  * units, -inf where masked): P as f16 A fragments pf[NJ / 2][4] for the

@@ -148,22 +148,11 @@ __global__ void __launch_bounds__(FL_NT, MB)
         for (int kk = 0; kk < NKS; kk++) ldsm_x4(qf[kk], qrow + 16 * kk);
     }
 
-    /* this thread's rows A (ra) and B (rb) of the tile and their bounds; rows
-     * past the tile's end: lo = INT_MAX, hi = -1 (all masked, not stored) */
+    /* this thread's rows A (ra) and B (rb) of the tile and their bounds (rows
+     * past the tile's end are all masked and not stored) */
     const int g = lane >> 2, cq = 2 * (lane & 3);
     const int ra = 16 * w + g, rb = ra + 8;
-    const bool vA = ra < nrows, vB = rb < nrows;
-    const int hiA = vA ? pos[r0 + ra] : -1, hiB = vB ? pos[r0 + rb] : -1;
-    const int loA = vA ? (window > 0 ? max(0, hiA - window + 1) : 0) : INT_MAX;
-    const int loB = vB ? (window > 0 ? max(0, hiB - window + 1) : 0) : INT_MAX;
-    int wlo_min = min(loA, loB), wlo_max = max(loA, loB), whi_min = min(hiA, hiB), whi_max = max(hiA, hiB);
-#pragma unroll
-    for (int o2 = 4; o2 <= 16; o2 <<= 1) {
-        wlo_min = min(wlo_min, __shfl_xor_sync(0xffffffffu, wlo_min, o2));
-        wlo_max = max(wlo_max, __shfl_xor_sync(0xffffffffu, wlo_max, o2));
-        whi_min = min(whi_min, __shfl_xor_sync(0xffffffffu, whi_min, o2));
-        whi_max = max(whi_max, __shfl_xor_sync(0xffffffffu, whi_max, o2));
-    }
+    const mma_row_bounds rw = mma_rows_bounds(pos, r0, nrows, ra, window);
 
     float o[MT][NDT][4];
     float mrow[MT][2], lrow[MT][2];
@@ -188,7 +177,7 @@ __global__ void __launch_bounds__(FL_NT, MB)
                 flash_load_tile<HD, false>(d, d + TILE, kbase, vbase, trow, s_tbl, blk0, bs_shift, kv.kv_dim,
                                            kb + FL_BN, kv_hi, tid);
         }
-        if (kb > whi_max || kb + FL_BN - 1 < wlo_min) continue; /* no row of this warp sees the tile */
+        if (kb > rw.hi_max || kb + FL_BN - 1 < rw.lo_min) continue; /* no row of this warp sees the tile */
         const __half *Ks = fl_sm + (it & 1) * 2 * TILE, *Vs = Ks + TILE;
 
         /* S = Q K^T */
@@ -225,13 +214,13 @@ __global__ void __launch_bounds__(FL_NT, MB)
             }
         }
         /* masks, only where the tile crosses a bound of one of the warp's rows */
-        if (kb < wlo_max || kb + FL_BN - 1 > whi_min) {
+        if (kb < rw.lo_max || kb + FL_BN - 1 > rw.hi_min) {
 #pragma unroll
             for (int j = 0; j < NJ; j++) {
 #pragma unroll
                 for (int e = 0; e < 2; e++) {
                     const int p = kb + 8 * j + cq + e;
-                    const bool mA = p < loA || p > hiA, mB = p < loB || p > hiB;
+                    const bool mA = p < rw.loA || p > rw.hiA, mB = p < rw.loB || p > rw.hiB;
 #pragma unroll
                     for (int mt = 0; mt < MT; mt++) {
                         if (mA) s[mt][j][e] = -INFINITY;
@@ -277,8 +266,8 @@ __global__ void __launch_bounds__(FL_NT, MB)
         float *ob = out + ((size_t)(r0 + rb) * n_heads + h0 + mt) * HD + cq;
 #pragma unroll
         for (int jd = 0; jd < NDT; jd++) {
-            if (vA) *(float2 *)(oa + 8 * jd) = make_float2(o[mt][jd][0] * iA, o[mt][jd][1] * iA);
-            if (vB) *(float2 *)(ob + 8 * jd) = make_float2(o[mt][jd][2] * iB, o[mt][jd][3] * iB);
+            if (rw.vA) *(float2 *)(oa + 8 * jd) = make_float2(o[mt][jd][0] * iA, o[mt][jd][1] * iA);
+            if (rw.vB) *(float2 *)(ob + 8 * jd) = make_float2(o[mt][jd][2] * iB, o[mt][jd][3] * iB);
         }
     }
 }

@@ -340,24 +340,11 @@ __global__ void __launch_bounds__(128 * HP)
     gqa_load_tile<HD, NT>(gqa_sm, gqa_sm + TILE, kbase, vbase, trow, s_tbl, tbl_sm, blk0, bs, kv.kv_dim, kv_lo, kv_hi,
                           tid);
 
-    /* this thread's two rows (A: ra, B: rb) and their bounds; rows past the
-     * tile's end take lo = INT_MAX, hi = -1 (every position masked) */
+    /* this thread's two rows (A: ra, B: rb) and their bounds (rows past the
+     * tile's end: every position masked) */
     const int g = lane >> 2, cq = 2 * (lane & 3);
     const int ra = 16 * (w & 3) + g, rb = ra + 8;
-    const bool vA = ra < nrows, vB = rb < nrows;
-    const int hiA = vA ? pos[r0 + ra] : -1, hiB = vB ? pos[r0 + rb] : -1;
-    const int loA = vA ? (window > 0 ? max(0, hiA - window + 1) : 0) : INT_MAX;
-    const int loB = vB ? (window > 0 ? max(0, hiB - window + 1) : 0) : INT_MAX;
-    /* warp-wide: a tile is skipped when it lies beyond every row's hi or
-     * before every row's lo, masked when it crosses any row's bounds */
-    int wlo_min = min(loA, loB), wlo_max = max(loA, loB), whi_min = min(hiA, hiB), whi_max = max(hiA, hiB);
-#pragma unroll
-    for (int o2 = 4; o2 <= 16; o2 <<= 1) {
-        wlo_min = min(wlo_min, __shfl_xor_sync(0xffffffffu, wlo_min, o2));
-        wlo_max = max(wlo_max, __shfl_xor_sync(0xffffffffu, wlo_max, o2));
-        whi_min = min(whi_min, __shfl_xor_sync(0xffffffffu, whi_min, o2));
-        whi_max = max(whi_max, __shfl_xor_sync(0xffffffffu, whi_max, o2));
-    }
+    const mma_row_bounds rw = mma_rows_bounds(pos, r0, nrows, ra, window);
 
     /* Q, scaled by qscale and rounded to f16, as A fragments */
     uint32_t qf[NKS][4];
@@ -367,11 +354,11 @@ __global__ void __launch_bounds__(128 * HP)
 #pragma unroll
         for (int kk = 0; kk < NKS; kk++) {
             float2 a0 = make_float2(0.0f, 0.0f), a1 = a0, b0 = a0, b1 = a0;
-            if (vA) {
+            if (rw.vA) {
                 a0 = __ldg((const float2 *)(qa + 16 * kk + cq));
                 a1 = __ldg((const float2 *)(qa + 16 * kk + 8 + cq));
             }
-            if (vB) {
+            if (rw.vB) {
                 b0 = __ldg((const float2 *)(qb + 16 * kk + cq));
                 b1 = __ldg((const float2 *)(qb + 16 * kk + 8 + cq));
             }
@@ -396,7 +383,7 @@ __global__ void __launch_bounds__(128 * HP)
             gqa_load_tile<HD, NT>(d, d + TILE, kbase, vbase, trow, s_tbl, tbl_sm, blk0, bs, kv.kv_dim, kb + 64, kv_hi,
                                   tid);
         }
-        if (kb > whi_max || kb + 63 < wlo_min) continue; /* no row of this warp sees the tile */
+        if (kb > rw.hi_max || kb + 63 < rw.lo_min) continue; /* no row of this warp sees the tile */
         const __half *Ks = gqa_sm + (it & 1) * 2 * TILE, *Vs = Ks + TILE;
 
         float s[8][4];
@@ -412,14 +399,14 @@ __global__ void __launch_bounds__(128 * HP)
                 mma_f16(s[j], qf[2 * k2 + 1], b[2], b[3]);
             }
         }
-        if (kb < wlo_max || kb + 63 > whi_min) {
+        if (kb < rw.lo_max || kb + 63 > rw.hi_min) {
 #pragma unroll
             for (int j = 0; j < 8; j++) {
 #pragma unroll
                 for (int e = 0; e < 2; e++) {
                     const int p = kb + 8 * j + cq + e;
-                    if (p < loA || p > hiA) s[j][e] = -INFINITY;
-                    if (p < loB || p > hiB) s[j][2 + e] = -INFINITY;
+                    if (p < rw.loA || p > rw.hiA) s[j][e] = -INFINITY;
+                    if (p < rw.loB || p > rw.hiB) s[j][2 + e] = -INFINITY;
                 }
             }
         }
@@ -432,7 +419,7 @@ __global__ void __launch_bounds__(128 * HP)
         online_update<HD>(o, s, mxA, mxB, mA, mB, lA, lB, Vs, lane);
     }
     pdl_launch();
-    store_rows<HD>(out, o, lA, lB, vA ? r0 + ra : -1, vB ? r0 + rb : -1, n_heads, h, cq);
+    store_rows<HD>(out, o, lA, lB, rw.vA ? r0 + ra : -1, rw.vB ? r0 + rb : -1, n_heads, h, cq);
 }
 
 /* 2 heads a block: 8 warps, 255 registers a thread at hd 128 (ptxas), so one
