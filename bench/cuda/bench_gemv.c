@@ -142,6 +142,12 @@ int main(int argc, char **argv) {
                     }
                 }
                 free(tile);
+                int layout = HEARTH_LAYOUT_STORED; /* as the model loader leaves it (HEARTH_SPLIT_ROWS=0: stored) */
+                for (int k = 0; k < copies && ok && o->prepare_weight; k++) {
+                    hearth_weight wt = {w[k], t, sh->N, sh->K, rb, HEARTH_LAYOUT_STORED};
+                    o->prepare_weight(c, &wt);
+                    layout = wt.layout;
+                }
                 float *xh = malloc(sizeof(float) * (size_t)T * sh->K);
                 for (size_t i = 0; i < (size_t)T * sh->K; i++) xh[i] = (float)((int)(rnd() % 2001) - 1000) * 1e-3f;
                 float *x = o->alloc(c, sizeof(float) * (size_t)T * sh->K), *y = o->alloc(c, sizeof(float) * (size_t)T * sh->N);
@@ -156,7 +162,7 @@ int main(int argc, char **argv) {
                 for (int r = 0; r < reps + 3; r++) {
                     double t0 = now_s();
                     for (int k = 0; k < per_pass; k++) {
-                        hearth_weight wt = {w[k % copies], t, sh->N, sh->K, rb};
+                        hearth_weight wt = {w[k % copies], t, sh->N, sh->K, rb, layout};
                         o->matmul(c, y, x, T, &wt);
                     }
                     hearth_cuda_ctx_sync(c);

@@ -171,6 +171,7 @@ static hearth_status load_matrix(hearth_model *m, int role, int layer, int64_t r
         if (!d) return oom(m, t.name, t.nbytes, err);
         upload(m, d, t.data, t.nbytes);
         w->data = d;
+        if (m->ops->prepare_weight) m->ops->prepare_weight(m->ops_ctx, w);
     }
     return HEARTH_OK;
 }

@@ -17,13 +17,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* How a weight's rows are laid out in backend memory. */
+enum {
+    HEARTH_LAYOUT_STORED = 0, /* as in the file (ggml blocks for quantized types) */
+    HEARTH_LAYOUT_SPLIT = 1,  /* Q4_0 / Q8_0 on CUDA: a row's block codes, then its block scales */
+};
+
 /* A weight matrix: rows of `cols` elements of `type` (ggml layout for
- * quantized types). y = x @ W^T, so rows = output features. */
+ * quantized types, unless the backend's prepare_weight re-laid it). y = x @
+ * W^T, so rows = output features. */
 typedef struct hearth_weight {
     const void *data; /* backend memory */
     hearth_dtype type;
     int rows, cols;
     size_t row_bytes;
+    int layout; /* HEARTH_LAYOUT_*: read only by the backend that set it */
 } hearth_weight;
 
 /* Paged KV cache of one backend. Position p of sequence s lives in block
@@ -131,6 +139,10 @@ typedef struct hearth_ops {
     /* out[r] for each row r of logits[n_rows][vocab], drawn by params[r] (both backend memory). */
     void (*pick)(void *ctx, hearth_pick *out, const float *logits, int n_rows, int vocab,
                  const hearth_pick_params *params);
+    /* Optional (NULL: weights stay as uploaded). Called once after a weight
+     * is uploaded: the backend may re-lay its rows in place for its kernels,
+     * setting w->layout. */
+    void (*prepare_weight)(void *ctx, hearth_weight *w);
 } hearth_ops;
 
 #endif

@@ -128,9 +128,22 @@ static int check_cuda_ok(void) {
 
 /* ---- matmul ------------------------------------------------------------------ */
 
+/* A weight uploaded as the model loader leaves it: prepare_weight after the
+ * upload, which splits Q4_0 / Q8_0 rows that are 16-byte aligned
+ * (HEARTH_LAYOUT_SPLIT; a test fails if it did not). */
+static void prepare(hearth_weight *w, int offset) {
+    CU->prepare_weight(g_cu, w);
+    int splits = (w->type == HEARTH_DT_Q4_0 || w->type == HEARTH_DT_Q8_0) && offset == 0 && w->row_bytes % 16 == 0;
+    if (w->layout != (splits ? HEARTH_LAYOUT_SPLIT : HEARTH_LAYOUT_STORED))
+        test_fail(__FILE__, __LINE__, "prepare_weight %s offset %d: layout %d", hearth_dtype_get(w->type)->name,
+                  offset, w->layout);
+}
+
 /* One (type, K, N, T) case; offset shifts the device weights by that many
- * bytes (2: the unaligned GEMV path). Returns 0 on a failure (reported). */
-static int matmul_case(hearth_dtype t, int K, int N, int T, int offset) {
+ * bytes (2: the unaligned GEMV path); prep: the device weights go through
+ * prepare_weight (else they stay as stored: the staged GEMV path for aligned
+ * Q4_0 / Q8_0). Returns 0 on a failure (reported). */
+static int matmul_case_prep(hearth_dtype t, int K, int N, int T, int offset, int prep) {
     size_t rb = hearth_dtype_row_bytes(t, K);
     uint8_t *w = malloc(rb * (size_t)N);
     float *row = malloc(sizeof(float) * (size_t)K);
@@ -145,7 +158,7 @@ static int matmul_case(hearth_dtype t, int K, int N, int T, int offset) {
     free(row);
     float *x = rand_vec((size_t)T * K), *want = malloc(sizeof(float) * (size_t)T * N),
           *got = malloc(sizeof(float) * (size_t)T * N);
-    hearth_weight wh = {w, t, N, K, rb};
+    hearth_weight wh = {w, t, N, K, rb, HEARTH_LAYOUT_STORED};
     int quant = t != HEARTH_DT_F32 && t != HEARTH_DT_F16 && t != HEARTH_DT_BF16;
     /* the cuBLAS path of quantized weights rounds x to bf16 where the CPU
      * backend quantizes it to 8 bits: its reference is the unquantized-x
@@ -162,7 +175,8 @@ static int matmul_case(hearth_dtype t, int K, int N, int T, int offset) {
     } else {
         CU->upload(g_cu, wd + offset, w, rb * (size_t)N);
         poison(yd, sizeof(float) * (size_t)T * N);
-        hearth_weight wdv = {wd + offset, t, N, K, rb};
+        hearth_weight wdv = {wd + offset, t, N, K, rb, HEARTH_LAYOUT_STORED};
+        if (prep) prepare(&wdv, offset);
         CU->matmul(g_cu, yd, xd, T, &wdv);
         down(got, yd, sizeof(float) * (size_t)T * N);
         ok = check_cuda_ok();
@@ -171,8 +185,8 @@ static int matmul_case(hearth_dtype t, int K, int N, int T, int offset) {
         double tol = T <= 8 ? 1e-5 : quant ? 1e-2 : 1e-4;
         if (ok && !(e <= tol)) {
             test_fail(__FILE__, __LINE__,
-                      "matmul %s K=%d N=%d T=%d offset %d: rel err %.3g > %.3g (at %zu: cuda %.7g, cpu %.7g)",
-                      hearth_dtype_get(t)->name, K, N, T, offset, e, tol, at, got[at], want[at]);
+                      "matmul %s K=%d N=%d T=%d offset %d layout %d: rel err %.3g > %.3g (at %zu: cuda %.7g, cpu %.7g)",
+                      hearth_dtype_get(t)->name, K, N, T, offset, wdv.layout, e, tol, at, got[at], want[at]);
             ok = 0;
         }
     }
@@ -184,6 +198,10 @@ static int matmul_case(hearth_dtype t, int K, int N, int T, int offset) {
     free(want);
     free(got);
     return ok;
+}
+
+static int matmul_case(hearth_dtype t, int K, int N, int T, int offset) {
+    return matmul_case_prep(t, K, N, T, offset, 1);
 }
 
 static void matmul_type(hearth_dtype t, int k_aligned, int k_other) {
@@ -210,24 +228,41 @@ TEST(cuda_matmul_q8_0) { NEED_GPU(); matmul_type(HEARTH_DT_Q8_0, 512, 96); }
 TEST(cuda_matmul_q4_K) { NEED_GPU(); matmul_type(HEARTH_DT_Q4_K, 512, 256); }
 TEST(cuda_matmul_q6_K) { NEED_GPU(); matmul_type(HEARTH_DT_Q6_K, 2048, 256); }
 
+/* Q4_0 / Q8_0 rows left as stored (the staged GEMV kernel, which serves
+ * rows too long to split, and the dequantizing cuBLAS path) */
+TEST(cuda_matmul_stored_layout) {
+    NEED_GPU();
+    static const hearth_dtype ts[] = {HEARTH_DT_Q4_0, HEARTH_DT_Q8_0};
+    static const int Ts[] = {1, 2, 8, 9, 33};
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 5; j++) {
+            if (!matmul_case_prep(ts[i], 512, 67, Ts[j], 0, 0)) return;
+            if (!matmul_case_prep(ts[i], 4352, 29, Ts[j], 0, 0)) return;
+        }
+}
+
 /* more rows than the staged kernel has warps: each warp runs several rows */
 TEST(cuda_matmul_many_rows) {
     NEED_GPU();
     if (!matmul_case(HEARTH_DT_Q4_0, 256, 9001, 1, 0)) return;
     if (!matmul_case(HEARTH_DT_Q6_K, 2048, 9001, 2, 0)) return;
     matmul_case(HEARTH_DT_BF16, 256, 9001, 1, 0);
+    if (!matmul_case(HEARTH_DT_Q8_0, 4096, 9001, 1, 0)) return;
+    matmul_case_prep(HEARTH_DT_Q4_0, 256, 9001, 1, 0, 0);
 }
 
-/* float GEMVs over long rows split K across 2 or 4 warps a row pair
- * (float_ks in mmv.cu): a partial last group of chunks, an odd row count */
+/* streamed GEMVs (float rows, split Q4_0 / Q8_0 rows) over long rows split
+ * K across 2 or 4 warps a row pair (stream_ks in mmv.cu): a partial last
+ * group of chunks, an odd row count */
 TEST(cuda_matmul_split_k) {
     NEED_GPU();
-    static const hearth_dtype ts[] = {HEARTH_DT_BF16, HEARTH_DT_F16, HEARTH_DT_F32};
+    static const hearth_dtype ts[] = {HEARTH_DT_BF16, HEARTH_DT_F16, HEARTH_DT_F32, HEARTH_DT_Q4_0, HEARTH_DT_Q8_0};
     static const int Ts[] = {1, 5, 8};
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 5; i++)
         for (int j = 0; j < 3; j++) {
-            if (!matmul_case(ts[i], 8200, 29, Ts[j], 0)) return;
-            if (!matmul_case(ts[i], 4104, 301, Ts[j], 0)) return;
+            int quant = ts[i] == HEARTH_DT_Q4_0 || ts[i] == HEARTH_DT_Q8_0; /* whole 8-block groups: split rows */
+            if (!matmul_case(ts[i], quant ? 8448 : 8200, 29, Ts[j], 0)) return;
+            if (!matmul_case(ts[i], quant ? 4352 : 4104, 301, Ts[j], 0)) return;
         }
 }
 
@@ -251,16 +286,22 @@ TEST(cuda_embed_every_type) {
         for (int i = 0; i < T; i++) ids[i] = irand(rows);
         ids[3] = ids[4]; /* a repeated id */
         float *want = malloc(sizeof(float) * T * cols), *got = malloc(sizeof(float) * T * cols);
-        hearth_weight th = {tab, t, rows, cols, rb};
+        hearth_weight th = {tab, t, rows, cols, rb, HEARTH_LAYOUT_STORED};
         CPU->embed(g_cpu, want, &th, ids, T);
         void *td = dup_host(tab, rb * rows);
         int32_t *idd = dup_host(ids, sizeof ids);
         float *od = dnew(sizeof(float) * T * cols);
         poison(od, sizeof(float) * T * cols);
-        hearth_weight tdv = {td, t, rows, cols, rb};
+        hearth_weight tdv = {td, t, rows, cols, rb, HEARTH_LAYOUT_STORED};
         CU->embed(g_cu, od, &tdv, idd, T);
         down(got, od, sizeof(float) * T * cols);
         int same = !memcmp(got, want, sizeof(float) * T * cols);
+        /* and as the loader leaves it (Q4_0 / Q8_0 rows split) */
+        poison(od, sizeof(float) * T * cols);
+        prepare(&tdv, 0);
+        CU->embed(g_cu, od, &tdv, idd, T);
+        down(got, od, sizeof(float) * T * cols);
+        same = same && !memcmp(got, want, sizeof(float) * T * cols);
         dfree(td);
         dfree(idd);
         dfree(od);
@@ -873,7 +914,9 @@ TEST(cuda_graph_replay_matches_eager) {
     void *wd = dup_host(w, rb * N);
     float *xd = dnew(4 * K), *yd = dnew(4 * N), *nd = dup_host(row, 4 * K), *want = malloc(4 * N),
           *got = malloc(4 * N), *xb = malloc(4 * K);
-    hearth_weight wh = {w, HEARTH_DT_Q8_0, N, K, rb}, wdv = {wd, HEARTH_DT_Q8_0, N, K, rb};
+    hearth_weight wh = {w, HEARTH_DT_Q8_0, N, K, rb, HEARTH_LAYOUT_STORED},
+                  wdv = {wd, HEARTH_DT_Q8_0, N, K, rb, HEARTH_LAYOUT_STORED};
+    prepare(&wdv, 0);
     int bad = -1;
     double worst = 0;
     for (int it = 0; it < 4 && bad < 0; it++) {
@@ -971,8 +1014,9 @@ static int layer_case(hearth_dtype t, int T, hearth_dtype kt) {
             hearth_cpu_quantize_row(t, row, w + (size_t)n * rb, ks[i]);
         }
         free(row);
-        wh[i] = (hearth_weight){w, t, ns[i], ks[i], rb};
-        wd[i] = (hearth_weight){dup_host(w, rb * ns[i]), t, ns[i], ks[i], rb};
+        wh[i] = (hearth_weight){w, t, ns[i], ks[i], rb, HEARTH_LAYOUT_STORED};
+        wd[i] = (hearth_weight){dup_host(w, rb * ns[i]), t, ns[i], ks[i], rb, HEARTH_LAYOUT_STORED};
+        prepare(&wd[i], 0);
     }
     float *n1 = rand_vec(dim), *n2 = rand_vec(dim), *inv = malloc(sizeof(float) * hd / 2);
     for (int i = 0; i < hd / 2; i++) inv[i] = 1.0f / powf(10000.0f, (float)(2 * i) / (float)hd);

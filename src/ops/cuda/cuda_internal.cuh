@@ -111,14 +111,20 @@ __device__ __forceinline__ void q4k_scale_min(const uint8_t *sc, int j, int *d, 
  * backend's arithmetic order with no fused multiply-add (__fmul_rn /
  * __fadd_rn), so the values match hearth_cpu_dequantize_row bit for bit. */
 template <int QT> __device__ __forceinline__ void deq_group32(const uint8_t *b, int g, float *o);
-template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_Q4_0>(const uint8_t *b, int g, float *o) {
-    float d = h2f(ld16(b));
+/* Q4_0 and Q8_0 from their scale d and codes q (16 / 32 bytes). */
+__device__ __forceinline__ void deq_q4_0(float d, const uint8_t *q, float *o) {
 #pragma unroll
     for (int i = 0; i < 16; i++) {
-        int q = b[2 + i];
-        o[i] = (float)((q & 0xF) - 8) * d;
-        o[i + 16] = (float)((q >> 4) - 8) * d;
+        o[i] = (float)((q[i] & 0xF) - 8) * d;
+        o[i + 16] = (float)((q[i] >> 4) - 8) * d;
     }
+}
+__device__ __forceinline__ void deq_q8_0(float d, const uint8_t *q, float *o) {
+#pragma unroll
+    for (int i = 0; i < 32; i++) o[i] = (float)(int8_t)q[i] * d;
+}
+template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_Q4_0>(const uint8_t *b, int g, float *o) {
+    deq_q4_0(h2f(ld16(b)), b + 2, o);
 }
 template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_Q4_1>(const uint8_t *b, int g, float *o) {
     float d = h2f(ld16(b)), m = h2f(ld16(b + 2));
@@ -130,9 +136,7 @@ template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_Q4_1>(const ui
     }
 }
 template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_Q8_0>(const uint8_t *b, int g, float *o) {
-    float d = h2f(ld16(b));
-#pragma unroll
-    for (int i = 0; i < 32; i++) o[i] = (float)(int8_t)b[2 + i] * d;
+    deq_q8_0(h2f(ld16(b)), b + 2, o);
 }
 template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_Q4_K>(const uint8_t *b, int g, float *o) {
     float d = h2f(ld16(b)), dmin = h2f(ld16(b + 2));
@@ -157,6 +161,33 @@ template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_Q6_K>(const ui
     }
 }
 
+/* Split rows (hearth_weight.layout == HEARTH_LAYOUT_SPLIT, made at load by
+ * cu_split_rows for Q4_0 and Q8_0): a row of nb blocks holds the blocks'
+ * codes first (QB bytes each), then their nb f16 scales; the row's size is
+ * unchanged. The GEMV then streams codes in aligned 16-byte loads. */
+template <int QT> struct split_fmt { enum { QB = 0 }; }; /* 0: the type is never split */
+template <> struct split_fmt<HEARTH_DT_Q4_0> { enum { QB = 16 }; };
+template <> struct split_fmt<HEARTH_DT_Q8_0> { enum { QB = 32 }; };
+
+/* Elements [32g, 32g+32) of a row (nb blocks) of either layout. */
+template <int QT>
+__device__ __forceinline__ void deq_row_group32(const uint8_t *row, int nb, int g, bool split, float *o) {
+    using TR = qtraits<QT>;
+    constexpr int GPB = TR::ELEMS / 32, QB = split_fmt<QT>::QB;
+    if constexpr (QB != 0) {
+        if (split) { /* the codes are 16-byte aligned */
+            uint4 c[QB / 16];
+#pragma unroll
+            for (int i = 0; i < QB / 16; i++) c[i] = ((const uint4 *)(row + (size_t)g * QB))[i];
+            float d = h2f(ld16(row + (size_t)nb * QB + 2 * g));
+            if constexpr (QT == HEARTH_DT_Q4_0) deq_q4_0(d, (const uint8_t *)c, o);
+            else deq_q8_0(d, (const uint8_t *)c, o);
+            return;
+        }
+    }
+    deq_group32<QT>(row + (size_t)(g / GPB) * TR::BYTES, g % GPB, o);
+}
+
 /* ---- launchers (one op per .cu file) ------------------------------------- */
 
 /* Activations prepared for a matmul (xprep.cu): bf16 / f16 copies, or q8
@@ -179,6 +210,7 @@ struct mmv_set {
     float *out;
     int prep_kind; /* swiglu only: XPREP_BF16 / XPREP_F16 copy of out into prep, or XPREP_NONE */
     void *prep;
+    int split; /* the matrices' rows are HEARTH_LAYOUT_SPLIT */
 };
 
 /* y = x @ W^T for T <= 8 from prepared x (xp; or x itself for f32). */
@@ -188,9 +220,13 @@ void cu_mmv(const cu_launch *L, const mmv_set *set, const void *xp, int T, heart
 
 /* Rows [r0, r0+nr) of weight w dequantized to bf16 [nr][K]. */
 void cu_dequant_bf16(const cu_launch *L, __nv_bfloat16 *dst, const void *w, hearth_dtype t, int K, size_t row_bytes,
-                     int r0, int nr);
+                     int split, int r0, int nr);
 void cu_embed(const cu_launch *L, float *out, const void *table, hearth_dtype t, int rows, int cols, size_t row_bytes,
-              const int32_t *ids, int T);
+              int split, const int32_t *ids, int T);
+/* Re-lays rows of a Q4_0 / Q8_0 matrix in place as split rows (codes, then
+ * scales); returns 0, doing nothing, where it cannot (another type, rows not
+ * 16-byte aligned or too long for shared memory). */
+int cu_split_rows(const cu_launch *L, void *w, hearth_dtype t, int rows, int cols, size_t row_bytes);
 void cu_rmsnorm(const cu_launch *L, float *y, const float *x, const float *w, int n_rows, int dim, float eps);
 void cu_rope(const cu_launch *L, float *x, int T, int n_heads, int head_dim, const int32_t *pos,
              const float *inv_freq, int rot_dim, int neox);

@@ -5,17 +5,14 @@
 
 template <int QT>
 __global__ void dequant_bf16_kernel(__nv_bfloat16 *__restrict__ dst, const uint8_t *__restrict__ W, int K,
-                                    size_t row_bytes, int r0, int nr) {
-    using TR = qtraits<QT>;
-    constexpr int GPB = TR::ELEMS / 32; /* groups per block */
+                                    size_t row_bytes, int r0, int nr, int split) {
     pdl_wait();
     const int gpr = K / 32;
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < (size_t)nr * gpr) {
         int r = (int)(i / gpr), g = (int)(i % gpr);
-        const uint8_t *b = W + (size_t)(r0 + r) * row_bytes + (size_t)(g / GPB) * TR::BYTES;
         float f[32];
-        deq_group32<QT>(b, g % GPB, f);
+        deq_row_group32<QT>(W + (size_t)(r0 + r) * row_bytes, K / qtraits<QT>::ELEMS, g, split, f);
         uint4 *o = (uint4 *)(dst + (size_t)r * K + (size_t)g * 32);
 #pragma unroll
         for (int v = 0; v < 4; v++) {
@@ -42,16 +39,16 @@ __global__ void float_to_bf16_kernel(__nv_bfloat16 *__restrict__ dst, const uint
 }
 
 void cu_dequant_bf16(const cu_launch *L, __nv_bfloat16 *dst, const void *w, hearth_dtype t, int K, size_t row_bytes,
-                     int r0, int nr) {
+                     int split, int r0, int nr) {
     const uint8_t *W = (const uint8_t *)w;
     int gblocks = cu_div_up((long)nr * (K / 32), 256);
     int eblocks = cu_div_up((long)nr * K, 256);
     switch (t) {
-    case HEARTH_DT_Q4_0: cu_launch_k(L, dequant_bf16_kernel<HEARTH_DT_Q4_0>, dim3(gblocks), dim3(256), 0, dst, W, K, row_bytes, r0, nr); break;
-    case HEARTH_DT_Q4_1: cu_launch_k(L, dequant_bf16_kernel<HEARTH_DT_Q4_1>, dim3(gblocks), dim3(256), 0, dst, W, K, row_bytes, r0, nr); break;
-    case HEARTH_DT_Q8_0: cu_launch_k(L, dequant_bf16_kernel<HEARTH_DT_Q8_0>, dim3(gblocks), dim3(256), 0, dst, W, K, row_bytes, r0, nr); break;
-    case HEARTH_DT_Q4_K: cu_launch_k(L, dequant_bf16_kernel<HEARTH_DT_Q4_K>, dim3(gblocks), dim3(256), 0, dst, W, K, row_bytes, r0, nr); break;
-    case HEARTH_DT_Q6_K: cu_launch_k(L, dequant_bf16_kernel<HEARTH_DT_Q6_K>, dim3(gblocks), dim3(256), 0, dst, W, K, row_bytes, r0, nr); break;
+    case HEARTH_DT_Q4_0: cu_launch_k(L, dequant_bf16_kernel<HEARTH_DT_Q4_0>, dim3(gblocks), dim3(256), 0, dst, W, K, row_bytes, r0, nr, split); break;
+    case HEARTH_DT_Q4_1: cu_launch_k(L, dequant_bf16_kernel<HEARTH_DT_Q4_1>, dim3(gblocks), dim3(256), 0, dst, W, K, row_bytes, r0, nr, split); break;
+    case HEARTH_DT_Q8_0: cu_launch_k(L, dequant_bf16_kernel<HEARTH_DT_Q8_0>, dim3(gblocks), dim3(256), 0, dst, W, K, row_bytes, r0, nr, split); break;
+    case HEARTH_DT_Q4_K: cu_launch_k(L, dequant_bf16_kernel<HEARTH_DT_Q4_K>, dim3(gblocks), dim3(256), 0, dst, W, K, row_bytes, r0, nr, split); break;
+    case HEARTH_DT_Q6_K: cu_launch_k(L, dequant_bf16_kernel<HEARTH_DT_Q6_K>, dim3(gblocks), dim3(256), 0, dst, W, K, row_bytes, r0, nr, split); break;
     case HEARTH_DT_F32: cu_launch_k(L, float_to_bf16_kernel<float>, dim3(eblocks), dim3(256), 0, dst, W, K, row_bytes, r0, nr); break;
     case HEARTH_DT_F16: cu_launch_k(L, float_to_bf16_kernel<__half>, dim3(eblocks), dim3(256), 0, dst, W, K, row_bytes, r0, nr); break;
     default: break;

@@ -5,9 +5,7 @@
 
 template <int QT>
 __global__ void embed_quant_kernel(float *__restrict__ out, const uint8_t *__restrict__ table, int rows, int cols,
-                                   size_t row_bytes, const int32_t *__restrict__ ids, int T) {
-    using TR = qtraits<QT>;
-    constexpr int GPB = TR::ELEMS / 32;
+                                   size_t row_bytes, const int32_t *__restrict__ ids, int T, int split) {
     pdl_wait();
     const int gpr = cols / 32;
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -16,7 +14,7 @@ __global__ void embed_quant_kernel(float *__restrict__ out, const uint8_t *__res
         int id = ids[t];
         float f[32];
         if (id >= 0 && id < rows) {
-            deq_group32<QT>(table + (size_t)id * row_bytes + (size_t)(g / GPB) * TR::BYTES, g % GPB, f);
+            deq_row_group32<QT>(table + (size_t)id * row_bytes, cols / qtraits<QT>::ELEMS, g, split, f);
         } else {
 #pragma unroll
             for (int e = 0; e < 32; e++) f[e] = __int_as_float(0x7fc00000);
@@ -48,15 +46,15 @@ __global__ void embed_float_kernel(float *__restrict__ out, const uint8_t *__res
 }
 
 void cu_embed(const cu_launch *L, float *out, const void *table, hearth_dtype t, int rows, int cols,
-              size_t row_bytes, const int32_t *ids, int T) {
+              size_t row_bytes, int split, const int32_t *ids, int T) {
     const uint8_t *W = (const uint8_t *)table;
     int gb = cu_div_up((long)T * (cols / 32), 128), eb = cu_div_up((long)T * cols, 256);
     switch (t) {
-    case HEARTH_DT_Q4_0: cu_launch_k(L, embed_quant_kernel<HEARTH_DT_Q4_0>, dim3(gb), dim3(128), 0, out, W, rows, cols, row_bytes, ids, T); break;
-    case HEARTH_DT_Q4_1: cu_launch_k(L, embed_quant_kernel<HEARTH_DT_Q4_1>, dim3(gb), dim3(128), 0, out, W, rows, cols, row_bytes, ids, T); break;
-    case HEARTH_DT_Q8_0: cu_launch_k(L, embed_quant_kernel<HEARTH_DT_Q8_0>, dim3(gb), dim3(128), 0, out, W, rows, cols, row_bytes, ids, T); break;
-    case HEARTH_DT_Q4_K: cu_launch_k(L, embed_quant_kernel<HEARTH_DT_Q4_K>, dim3(gb), dim3(128), 0, out, W, rows, cols, row_bytes, ids, T); break;
-    case HEARTH_DT_Q6_K: cu_launch_k(L, embed_quant_kernel<HEARTH_DT_Q6_K>, dim3(gb), dim3(128), 0, out, W, rows, cols, row_bytes, ids, T); break;
+    case HEARTH_DT_Q4_0: cu_launch_k(L, embed_quant_kernel<HEARTH_DT_Q4_0>, dim3(gb), dim3(128), 0, out, W, rows, cols, row_bytes, ids, T, split); break;
+    case HEARTH_DT_Q4_1: cu_launch_k(L, embed_quant_kernel<HEARTH_DT_Q4_1>, dim3(gb), dim3(128), 0, out, W, rows, cols, row_bytes, ids, T, split); break;
+    case HEARTH_DT_Q8_0: cu_launch_k(L, embed_quant_kernel<HEARTH_DT_Q8_0>, dim3(gb), dim3(128), 0, out, W, rows, cols, row_bytes, ids, T, split); break;
+    case HEARTH_DT_Q4_K: cu_launch_k(L, embed_quant_kernel<HEARTH_DT_Q4_K>, dim3(gb), dim3(128), 0, out, W, rows, cols, row_bytes, ids, T, split); break;
+    case HEARTH_DT_Q6_K: cu_launch_k(L, embed_quant_kernel<HEARTH_DT_Q6_K>, dim3(gb), dim3(128), 0, out, W, rows, cols, row_bytes, ids, T, split); break;
     case HEARTH_DT_F32: cu_launch_k(L, embed_float_kernel<float>, dim3(eb), dim3(256), 0, out, W, rows, cols, row_bytes, ids, T); break;
     case HEARTH_DT_F16: cu_launch_k(L, embed_float_kernel<__half>, dim3(eb), dim3(256), 0, out, W, rows, cols, row_bytes, ids, T); break;
     case HEARTH_DT_BF16: cu_launch_k(L, embed_float_kernel<__nv_bfloat16>, dim3(eb), dim3(256), 0, out, W, rows, cols, row_bytes, ids, T); break;

@@ -74,9 +74,10 @@ void cu_matmul_set(const cu_launch *L, cu_mm_state *s, const mmv_set *set_in, co
 }
 
 void cu_matmul(const cu_launch *L, cu_mm_state *s, float *y, const float *x, int T, const void *w, hearth_dtype t,
-               int N, int K, size_t row_bytes) {
+               int N, int K, size_t row_bytes, int layout) {
     if (cu_mm_gemv(s, T, t)) {
         mmv_set set = {};
+        set.split = layout == HEARTH_LAYOUT_SPLIT;
         set.w[0] = (const uint8_t *)w;
         set.y[0] = y;
         set.n[0] = N;
@@ -98,7 +99,7 @@ void cu_matmul(const cu_launch *L, cu_mm_state *s, float *y, const float *x, int
         if (chunk > 64) chunk -= chunk % 64;
         for (int n0 = 0; n0 < N; n0 += chunk) {
             int nr = N - n0 < chunk ? N - n0 : chunk;
-            cu_dequant_bf16(L, s->deq, w, t, K, row_bytes, n0, nr);
+            cu_dequant_bf16(L, s->deq, w, t, K, row_bytes, layout == HEARTH_LAYOUT_SPLIT, n0, nr);
             gemm(L, s, CUDA_R_16BF, s->deq, K, s->c_buf, y + n0, nr, T, K, N);
         }
     }

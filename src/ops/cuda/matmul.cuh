@@ -27,8 +27,9 @@ int cu_mm_prep_kind(const cu_mm_state *s, int T, hearth_dtype t);
 /* One GEMV launch over a set of matrices sharing x (cu_mm_gemv must hold). */
 void cu_matmul_set(const cu_launch *L, cu_mm_state *s, const mmv_set *set, const float *x, int T, hearth_dtype t,
                    int K, size_t row_bytes);
-/* W: N rows of K elements of type t, row_bytes apart. */
+/* W: N rows of K elements of type t, row_bytes apart, laid out as layout
+ * (HEARTH_LAYOUT_*). */
 void cu_matmul(const cu_launch *L, cu_mm_state *s, float *y, const float *x, int T, const void *w, hearth_dtype t,
-               int N, int K, size_t row_bytes);
+               int N, int K, size_t row_bytes, int layout);
 
 #endif

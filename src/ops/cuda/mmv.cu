@@ -12,7 +12,9 @@
  *
  * Quantized weights (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K): x is q8 / q8_K
  * (xprep.cu) and the dot products are integer (dp4a) per group, then scaled
- * with the CPU backend's fmaf steps. When rows are 16-byte aligned, each warp stages its rows through
+ * with the CPU backend's fmaf steps. Q4_0 / Q8_0 rows split at load
+ * (split_rows.cu: codes, then scales) stream like float rows. Otherwise, when
+ * rows are 16-byte aligned, each warp stages its rows through
  * shared memory in segments with cp.async (double buffered), so the loads are
  * 16 bytes wide and fully coalesced whatever the block size (18, 20, 34, 210
  * bytes); otherwise the blocks are read straight from global memory. */
@@ -107,43 +109,76 @@ template <> __device__ __forceinline__ void unpack16<HEARTH_DT_F32>(uint4 v, flo
     f[3] = __uint_as_float(v.w);
 }
 
+/* A streamed format: a row is nch 16-byte chunks (split quantized rows keep
+ * their scales after them); load() fetches chunk c of a row, dot() adds the
+ * products of R rows' chunk c with the NT rows of x. */
+template <int WT> struct fmt_float {
+    enum { E = WT == HEARTH_DT_F32 ? 4 : 8 }; /* elements a chunk */
+    typedef uint4 W;
+    struct X {
+        const uint8_t *p;
+        size_t row; /* bytes of one row of x */
+    };
+    static __device__ __forceinline__ X x_of(const void *xp, int K, int) {
+        return {(const uint8_t *)xp, (size_t)K * (WT == HEARTH_DT_F32 ? 4 : 2)};
+    }
+    static __device__ __forceinline__ W load(const uint8_t *row, int c, int) { return ld_stream16(row + (size_t)c * 16); }
+    template <int NT, int R>
+    static __device__ __forceinline__ void dot(const W *w, int c, const X &x, float (*acc)[NT]) {
+        float wf[R][E];
+#pragma unroll
+        for (int r = 0; r < R; r++) unpack16<WT>(w[r], wf[r]);
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            float xf[E];
+            unpack16<WT>(*(const uint4 *)(x.p + (size_t)t * x.row + (size_t)c * 16), xf);
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                float s = acc[r][t];
+#pragma unroll
+                for (int e = 0; e < E; e++) s = fmaf(wf[r][e], xf[e], s);
+                acc[r][t] = s;
+            }
+        }
+    }
+};
+
 /* One warp owns logical rows [2*rp, 2*rp + 2) (rp: the warp's row pair),
  * or in swiglu mode the gate and up rows of logical row rp, over a 1/KS
  * slice of K: the KS warps of a row pair sit in one block and take every
  * KS-th group of 32 chunks each, their sums added through shared memory.
- * Weights and x in 16-byte chunks: chunk c of a row is elements
- * [E*c, E*c + E). KS > 1 shortens each warp's serial chain of loads when
- * the matrix has few rows (4096: one wave holds every warp). */
-template <int WT, int NT, int KS>
-__global__ void __launch_bounds__(256) mmv_float_kernel(mmv_set set, size_t row_bytes, const void *__restrict__ xp,
-                                                        int K) {
-    constexpr int E = WT == HEARTH_DT_F32 ? 4 : 8;
+ * Chunk c of a row is elements [E*c, E*c + E). KS > 1 shortens each warp's
+ * serial chain of loads when the matrix has few rows (4096: one wave holds
+ * every warp). */
+template <typename F, int NT, int KS>
+__global__ void __launch_bounds__(256) mmv_stream_kernel(mmv_set set, size_t row_bytes, const void *__restrict__ xp,
+                                                         int K) {
     constexpr int U = 4, R = 2; /* 8 in flight measured slower at batch 1 (s3-run4: 167 vs 184 tok/s) */
     constexpr int WPB = 256 / 32; /* warps a block */
     static_assert(WPB % KS == 0, "KS divides the warps of a block");
+    typedef typename F::W W;
     __shared__ float red[KS > 1 ? WPB : 1][R][NT];
     const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5, ks = wib % KS;
     const int rp = blockIdx.x * (WPB / KS) + wib / KS;
     const int N = set_rows(set);
     const int row0 = set.swiglu ? rp : rp * R;
     const bool live = row0 < N;
-    const int nch = K / E;
+    const int nch = K / F::E;
     const uint8_t *wr[R];
 #pragma unroll
     for (int r = 0; r < R; r++)
         wr[r] = set.swiglu ? set_row(set, min(row0, N - 1), r, row_bytes)
                            : set_row(set, min(row0 + r, N - 1), 0, row_bytes);
-    const uint8_t *xb = (const uint8_t *)xp;
-    const size_t xrow = (size_t)K * (WT == HEARTH_DT_F32 ? 4 : 2);
+    const typename F::X x = F::x_of(xp, K, NT);
     constexpr int STEP = 32 * KS; /* chunks between a warp's consecutive loads of a row */
 
-    uint4 w[U][R];
+    W w[U][R];
     auto load = [&](int c0) {
 #pragma unroll
         for (int u = 0; u < U; u++) {
             int c = c0 + STEP * u;
 #pragma unroll
-            for (int r = 0; r < R; r++) w[u][r] = c < nch ? ld_stream16(wr[r] + (size_t)c * 16) : make_uint4(0, 0, 0, 0);
+            for (int r = 0; r < R; r++) w[u][r] = c < nch ? F::load(wr[r], c, nch) : W{};
         }
     };
     const int cstart = lane + 32 * ks;
@@ -158,7 +193,7 @@ __global__ void __launch_bounds__(256) mmv_float_kernel(mmv_set set, size_t row_
         for (int t = 0; t < NT; t++) acc[r][t] = 0.0f;
 
     for (int c0 = cstart; live && c0 < nch; c0 += STEP * U) {
-        uint4 cur[U][R];
+        W cur[U][R];
 #pragma unroll
         for (int u = 0; u < U; u++)
 #pragma unroll
@@ -167,23 +202,7 @@ __global__ void __launch_bounds__(256) mmv_float_kernel(mmv_set set, size_t row_
 #pragma unroll
         for (int u = 0; u < U; u++) {
             int c = c0 + STEP * u;
-            if (c < nch) {
-                float wf[R][E];
-#pragma unroll
-                for (int r = 0; r < R; r++) unpack16<WT>(cur[u][r], wf[r]);
-#pragma unroll
-                for (int t = 0; t < NT; t++) {
-                    float xf[E];
-                    unpack16<WT>(*(const uint4 *)(xb + (size_t)t * xrow + (size_t)c * 16), xf);
-#pragma unroll
-                    for (int r = 0; r < R; r++) {
-                        float s = acc[r][t];
-#pragma unroll
-                        for (int e = 0; e < E; e++) s = fmaf(wf[r][e], xf[e], s);
-                        acc[r][t] = s;
-                    }
-                }
-            }
+            if (c < nch) F::template dot<NT, R>(cur[u], c, x, acc);
         }
     }
     pdl_launch();
@@ -526,6 +545,62 @@ template <int QT> struct has_pair { enum { value = 0 }; };
 template <> struct has_pair<HEARTH_DT_Q4_0> { enum { value = 1 }; };
 template <> struct has_pair<HEARTH_DT_Q8_0> { enum { value = 1 }; };
 
+/* Split rows (HEARTH_LAYOUT_SPLIT, Q4_0 / Q8_0), streamed like float rows:
+ * a chunk is one Q4_0 block's codes or half a Q8_0 block's, its f16 scale
+ * read from the row's scales (at byte 16 * nch). Same integer sums and
+ * scaling steps as qdot; a Q8_0 block's halves are scaled one at a time. */
+__device__ __forceinline__ uint32_t ld_nc16(const uint8_t *p) {
+    unsigned short v;
+    asm("ld.global.nc.u16 %0, [%1];" : "=h"(v) : "l"(p));
+    return v;
+}
+
+template <int QT> struct fmt_split {
+    enum { QB = split_fmt<QT>::QB, E = 32 * 16 / QB }; /* elements a chunk */
+    static_assert(QB == 16 || QB == 32, "Q4_0 or Q8_0");
+    struct W {
+        uint4 q;
+        uint32_t d; /* f16 bits */
+    };
+    typedef xq8 X;
+    static __device__ __forceinline__ X x_of(const void *xp, int K, int NT) {
+        return {(const int8_t *)xp, (const float4 *)((const int8_t *)xp + (size_t)NT * K), K};
+    }
+    static __device__ __forceinline__ W load(const uint8_t *row, int c, int nch) {
+        return {ld_stream16(row + (size_t)c * 16), ld_nc16(row + (size_t)nch * 16 + 2 * (c * 16 / QB))};
+    }
+    template <int NT, int R>
+    static __device__ __forceinline__ void dot(const W *w, int c, const X &x, float (*acc)[NT]) {
+        float d[R];
+#pragma unroll
+        for (int r = 0; r < R; r++) d[r] = h2f((uint16_t)w[r].d);
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            if constexpr (QT == HEARTH_DT_Q4_0) {
+                int v[8];
+                float4 ds;
+                x_group(x, t, c, v, &ds);
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    int s = dot_nibbles((const uint32_t *)&w[r].q, v) - 8 * (int)ds.y;
+                    acc[r][t] = fmaf(d[r] * ds.x, (float)s, acc[r][t]);
+                }
+            } else {
+                int4 a = *(const int4 *)(x.qs + (size_t)t * x.K + (size_t)c * 16);
+                float dx = x.ds[(size_t)t * (x.K / QK) + (c >> 1)].x;
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    int s = __dp4a((int)w[r].q.x, a.x, 0);
+                    s = __dp4a((int)w[r].q.y, a.y, s);
+                    s = __dp4a((int)w[r].q.z, a.z, s);
+                    s = __dp4a((int)w[r].q.w, a.w, s);
+                    acc[r][t] = fmaf(d[r] * dx, (float)s, acc[r][t]);
+                }
+            }
+        }
+    }
+};
+
 /* Rows 16-byte aligned. A warp owns pairs of rows - the gate and up rows of
  * one output in swiglu mode, logical rows 2j and 2j+1 otherwise - so every x
  * load serves two rows; it streams pairs gw, gw + nw, ... in segments of
@@ -671,12 +746,12 @@ static int set_aligned(const mmv_set *s) {
 
 static int set_rows_host(const mmv_set *s) { return s->swiglu ? s->n[0] : s->n[0] + s->n[1] + s->n[2]; }
 
-/* K slices of the float GEMV: split while the row pairs' warps, times the
+/* K slices of the streamed GEMV: split while the row pairs' warps, times the
  * split, fit in about one wave (WAVE_WARPS a multiprocessor) and each warp
  * keeps at least two rounds of U loads. HEARTH_MMV_KS=1|2|4 fixes it
  * (benchmarks). */
 #define WAVE_WARPS 48
-static int float_ks(const cu_launch *L, int pairs, int nch) {
+static int stream_ks(const cu_launch *L, int pairs, int nch) {
     static int fixed = -1;
     if (fixed < 0) {
         const char *s = getenv("HEARTH_MMV_KS");
@@ -688,6 +763,13 @@ static int float_ks(const cu_launch *L, int pairs, int nch) {
     return ks;
 }
 
+template <typename F, int NT>
+static void launch_stream(const cu_launch *L, const mmv_set *set, const void *xp, int K, size_t row_bytes, int ks,
+                          int pairs) {
+    auto k = ks == 4 ? mmv_stream_kernel<F, NT, 4> : ks == 2 ? mmv_stream_kernel<F, NT, 2> : mmv_stream_kernel<F, NT, 1>;
+    cu_launch_k(L, k, dim3(cu_div_up(pairs, 8 / ks)), dim3(256), 0, *set, row_bytes, xp, K);
+}
+
 template <int WT, int NT>
 static void launch_float(const cu_launch *L, const mmv_set *set, const void *xp, int K, size_t row_bytes) {
     constexpr int E = WT == HEARTH_DT_F32 ? 4 : 8;
@@ -695,9 +777,8 @@ static void launch_float(const cu_launch *L, const mmv_set *set, const void *xp,
     int fast = K % E == 0 && set_aligned(set) && row_bytes % 16 == 0 && ((uintptr_t)xp & 15) == 0;
     if (fast) {
         int pairs = set->swiglu ? N : cu_div_up(N, 2);
-        int ks = float_ks(L, pairs, K / E);
-        auto k = ks == 4 ? mmv_float_kernel<WT, NT, 4> : ks == 2 ? mmv_float_kernel<WT, NT, 2> : mmv_float_kernel<WT, NT, 1>;
-        cu_launch_k(L, k, dim3(cu_div_up(pairs, 8 / ks)), dim3(256), 0, *set, row_bytes, xp, K);
+        int ks = stream_ks(L, pairs, K / E);
+        launch_stream<fmt_float<WT>, NT>(L, set, xp, K, row_bytes, ks, pairs);
     } else {
         cu_launch_k(L, mmv_float_generic<WT, NT>, dim3(cu_div_up(N, 8)), dim3(256), 0, *set, row_bytes, xp, K);
     }
@@ -708,6 +789,14 @@ static void launch_quant(const cu_launch *L, const mmv_set *set, const void *xp,
     size_t n = (size_t)NT * (size_t)K;
     xq8 x = {(const int8_t *)xp, (const float4 *)((const int8_t *)xp + n), K};
     int N = set_rows_host(set);
+    if constexpr (split_fmt<QT>::QB != 0) {
+        if (set->split) { /* cu_split_rows made the rows aligned and their codes whole 16-byte chunks */
+            int pairs = set->swiglu ? N : cu_div_up(N, 2);
+            launch_stream<fmt_split<QT>, NT>(L, set, xp, K, row_bytes, stream_ks(L, pairs, K / fmt_split<QT>::E),
+                                             pairs);
+            return;
+        }
+    }
     if (set_aligned(set) && row_bytes % 16 == 0) {
         /* Q4_0 / Q8_0 at one row of x: two blocks a lane from aligned words (HEARTH_MMV_PAIR=0 keeps one,
          * for benchmarks); at 8 rows the pair's x registers made it slower (s3-run4) */

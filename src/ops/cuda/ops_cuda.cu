@@ -166,10 +166,10 @@ static void run_one(hearth_cuda_ctx *c, const rec *r) {
         break;
     case R_MATMUL:
         cu_matmul(L, &c->mm, (float *)r->p[0], (const float *)r->p[1], r->i[0], r->p[2], (hearth_dtype)r->i[1],
-                  r->i[2], r->i[3], r->z[0]);
+                  r->i[2], r->i[3], r->z[0], r->i[4]);
         break;
     case R_EMBED:
-        cu_embed(L, (float *)r->p[0], r->p[1], (hearth_dtype)r->i[0], r->i[1], r->i[2], r->z[0],
+        cu_embed(L, (float *)r->p[0], r->p[1], (hearth_dtype)r->i[0], r->i[1], r->i[2], r->z[0], r->i[4],
                  (const int32_t *)r->p[2], r->i[3]);
         break;
     case R_RMSNORM:
@@ -214,14 +214,15 @@ static int overlap(const void *a, size_t na, const void *b, size_t nb) {
     return x < y + nb && y < x + na;
 }
 
-/* matmul fields: p0 y, p1 x, p2 w, i0 T, i1 type, i2 N, i3 K, z0 row_bytes */
+/* matmul fields: p0 y, p1 x, p2 w, i0 T, i1 type, i2 N, i3 K, i4 layout, z0 row_bytes */
 static size_t mm_ybytes(const rec *r) { return sizeof(float) * (size_t)r->i[0] * r->i[2]; }
 static size_t mm_xbytes(const rec *r) { return sizeof(float) * (size_t)r->i[0] * r->i[3]; }
 static int mm_gemv(const hearth_cuda_ctx *c, const rec *r) {
     return r->kind == R_MATMUL && cu_mm_gemv(&c->mm, r->i[0], (hearth_dtype)r->i[1]);
 }
 static int mm_same_input(const rec *a, const rec *b) {
-    return a->p[1] == b->p[1] && a->i[0] == b->i[0] && a->i[1] == b->i[1] && a->i[3] == b->i[3] && a->z[0] == b->z[0];
+    return a->p[1] == b->p[1] && a->i[0] == b->i[0] && a->i[1] == b->i[1] && a->i[3] == b->i[3] && a->i[4] == b->i[4] &&
+           a->z[0] == b->z[0];
 }
 
 /* ---- dead stores: a fused kernel may skip writing a buffer that nothing
@@ -345,6 +346,7 @@ static int run_unit(hearth_cuda_ctx *c, const rec *recs, int i, int n, char *lab
             set.y[1] = (float *)r[1].p[0];
             set.n[0] = set.n[1] = r->i[2];
             set.swiglu = 1;
+            set.split = r->i[4];
             set.out = (float *)r[2].p[0];
             /* the next matmul reads out: its bf16 / f16 copy comes from the epilogue */
             if (left >= 4 && r[3].kind == R_MATMUL && r[3].p[1] == r[2].p[0] && r[3].i[0] == r->i[0] &&
@@ -377,6 +379,7 @@ static int run_unit(hearth_cuda_ctx *c, const rec *recs, int i, int n, char *lab
                     rows += r[j].i[2];
                 }
                 set.count = m;
+                set.split = r->i[4];
                 cu_matmul_set(L, &c->mm, &set, (const float *)r->p[1], r->i[0], (hearth_dtype)r->i[1], r->i[3],
                               r->z[0]);
                 snprintf(label, lsz, "matmul x%d %s %dx%d %s", m, type_name(r->i[1]), rows, r->i[3],
@@ -939,6 +942,20 @@ static void op_upload(void *ctx, void *dst, const void *src, size_t bytes) {
     c->stage_off = 0;
 }
 
+/* Q4_0 / Q8_0 rows split for the streamed GEMV (split_rows.cu);
+ * HEARTH_SPLIT_ROWS=0 keeps them as stored (benchmarks). */
+static void op_prepare_weight(void *ctx, hearth_weight *w) {
+    hearth_cuda_ctx *c = (hearth_cuda_ctx *)ctx;
+    static int off = -1;
+    if (off < 0) {
+        const char *s = getenv("HEARTH_SPLIT_ROWS");
+        off = s && atoi(s) == 0;
+    }
+    if (off || w->layout != HEARTH_LAYOUT_STORED) return;
+    flush(c, 0);
+    if (cu_split_rows(&c->L, (void *)w->data, w->type, w->rows, w->cols, w->row_bytes)) w->layout = HEARTH_LAYOUT_SPLIT;
+}
+
 static void op_download(void *ctx, void *dst, const void *src, size_t bytes) {
     hearth_cuda_ctx *c = (hearth_cuda_ctx *)ctx;
     flush(c, 0);
@@ -974,6 +991,7 @@ static void op_matmul(void *ctx, float *y, const float *x, int T, const hearth_w
     r->i[1] = (int)w->type;
     r->i[2] = w->rows;
     r->i[3] = w->cols;
+    r->i[4] = w->layout;
     r->z[0] = w->row_bytes;
 }
 
@@ -988,6 +1006,7 @@ static void op_embed(void *ctx, float *out, const hearth_weight *table, const in
     r->i[1] = table->rows;
     r->i[2] = table->cols;
     r->i[3] = T;
+    r->i[4] = table->layout;
     r->z[0] = table->row_bytes;
 }
 
@@ -1106,4 +1125,5 @@ extern "C" const hearth_ops hearth_cuda_ops = {
     /* .kv_write = */ op_kv_write,
     /* .attention = */ op_attention,
     /* .pick = */ op_pick,
+    /* .prepare_weight = */ op_prepare_weight,
 };
