@@ -260,8 +260,9 @@ TEST(cuda_matmul_split_k) {
     static const int Ts[] = {1, 5, 8};
     for (int i = 0; i < 5; i++)
         for (int j = 0; j < 3; j++) {
-            int quant = ts[i] == HEARTH_DT_Q4_0 || ts[i] == HEARTH_DT_Q8_0; /* whole 8-block groups: split rows */
-            if (!matmul_case(ts[i], quant ? 8448 : 8200, 29, Ts[j], 0)) return;
+            /* quantized: whole 8-block groups (split rows), within the CPU context's MAX_COLS */
+            int quant = ts[i] == HEARTH_DT_Q4_0 || ts[i] == HEARTH_DT_Q8_0;
+            if (!matmul_case(ts[i], quant ? 8192 : 8200, 29, Ts[j], 0)) return;
             if (!matmul_case(ts[i], quant ? 4352 : 4104, 301, Ts[j], 0)) return;
         }
 }
@@ -999,10 +1000,11 @@ static void layer_run(const hearth_ops *o, void *ctx, const layer_bufs *b, const
 }
 
 /* One layer, CUDA (fusion on, then off) against the CPU: every buffer the
- * layer writes, with a KV cache of element type kt on both. Fused and
- * unfused CUDA runs must agree bit for bit, caches included. */
-static int layer_case(hearth_dtype t, int T, hearth_dtype kt) {
-    const int dim = 512, nh = 8, nkv = 2, hd = 64, ffn = 1024, qd = nh * hd, kvd = nkv * hd, pos0 = 40;
+ * layer writes, with a KV cache of element type kt on both, the T rows at
+ * positions pos0 .. pos0 + T - 1 of one sequence. Fused and unfused CUDA
+ * runs must agree bit for bit, caches included. */
+static int layer_case_at(hearth_dtype t, int T, hearth_dtype kt, int pos0) {
+    const int dim = 512, nh = 8, nkv = 2, hd = 64, ffn = 1024, qd = nh * hd, kvd = nkv * hd;
     const int ns[7] = {qd, kvd, kvd, dim, ffn, ffn, dim}, ks[7] = {dim, dim, dim, qd, dim, dim, ffn};
     hearth_weight wh[7], wd[7];
     for (int i = 0; i < 7; i++) {
@@ -1136,6 +1138,22 @@ static int layer_case(hearth_dtype t, int T, hearth_dtype kt) {
     return ok;
 }
 
+static int layer_case(hearth_dtype t, int T, hearth_dtype kt) { return layer_case_at(t, T, kt, 40); }
+
+/* Decode rows deep into a context: the few-rows attention kernel reads the
+ * tiles before the rows' own positions ahead of its wait on rope+kv_write,
+ * and writes the o projection's prepared copy (bf16, q8) itself. */
+TEST(cuda_layer_decode_long_context) {
+    NEED_GPU();
+    static const hearth_dtype types[] = {HEARTH_DT_BF16, HEARTH_DT_Q8_0, HEARTH_DT_Q4_0, HEARTH_DT_F32};
+    static const hearth_dtype kts[] = {HEARTH_DT_F16, HEARTH_DT_E4M3, HEARTH_DT_F32};
+    static const int Ts[] = {1, 3, 8};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        for (size_t k = 0; k < sizeof kts / sizeof kts[0]; k++)
+            for (size_t j = 0; j < sizeof Ts / sizeof Ts[0]; j++)
+                if (!layer_case_at(types[i], Ts[j], kts[k], 700 + 37 * (int)j)) return;
+}
+
 TEST(cuda_layer_fused_matches_unfused_and_cpu) {
     NEED_GPU();
     static const hearth_dtype types[] = {HEARTH_DT_BF16, HEARTH_DT_F16, HEARTH_DT_F32, HEARTH_DT_Q8_0,
@@ -1191,7 +1209,7 @@ TEST(cuda_profile_names_launch_units) {
     hearth_cuda_ctx_profile(g_cu, 0);
     CHECK(n > 0 && n < sizeof buf);
     CHECK_CONTAINS(buf, "rope+rope+kv_write T=1");
-    CHECK_CONTAINS(buf, "attention T=1");
+    CHECK_CONTAINS(buf, "attention T=1+prep");
     /* above 8 rows, labels name a power-of-two range of rows */
     hearth_cuda_ctx_profile(g_cu, 1);
     layer_case(HEARTH_DT_Q8_0, 40, HEARTH_DT_F16);

@@ -17,9 +17,12 @@
 __global__ void __launch_bounds__(AR_NT) add_rmsnorm_kernel(float *X, const float *D, float *Y,
                                                           const float *__restrict__ w, int dim, float eps, int kind,
                                                           void *prep, int T) {
-    pdl_wait();
     __shared__ double red[AR_NT / 32];
     const int row = blockIdx.x, tid = threadIdx.x, lane = tid & 31;
+    float wv[AR_MAXJ]; /* the norm weight is no kernel's output: read before the wait */
+#pragma unroll
+    for (int j = 0; j < AR_MAXJ; j++) wv[j] = j * AR_NT + tid < dim ? w[j * AR_NT + tid] : 0.0f;
+    pdl_wait();
     float *xr = X + (size_t)row * dim;
     const float *dr = D ? D + (size_t)row * dim : NULL;
     float *yr = Y ? Y + (size_t)row * dim : NULL; /* NULL: only the prepared copy is wanted */
@@ -59,32 +62,12 @@ __global__ void __launch_bounds__(AR_NT) add_rmsnorm_kernel(float *X, const floa
         if (j * AR_NT >= dim) break;
         float y = 0.0f;
         if (k < dim) {
-            y = v[j] * s * w[k];
+            y = v[j] * s * wv[j];
             if (yr) yr[k] = y;
         }
-        size_t e = (size_t)row * dim + k;
-        if (kind == XPREP_BF16) {
-            if (k < dim) ((__nv_bfloat16 *)prep)[e] = __float2bfloat16_rn(y);
-        } else if (kind == XPREP_F16) {
-            if (k < dim) ((__half *)prep)[e] = __float2half_rn(y);
-        } else if (kind == XPREP_Q8) { /* dim % 32 == 0: a warp holds one 32-group */
-            if (j * AR_NT + (tid & ~31) < dim) {
-                float amax = fabsf(y);
-#pragma unroll
-                for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-                float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
-                int q = __float2int_rn(y * id);
-                q = q > 127 ? 127 : q < -128 ? -128 : q;
-                ((int8_t *)prep)[e] = (int8_t)q;
-                int sum = q;
-#pragma unroll
-                for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-                if (lane == 0)
-                    ((float4 *)((int8_t *)prep + n))[e / QK] =
-                        make_float4(__half2float(__float2half_rn(d)), (float)sum,
-                                    __half2float(__float2half_rn(d * (float)sum)), 0.0f);
-            }
-        }
+        /* Q8: dim % 32 == 0, so a warp holds one 32-group */
+        if (kind == XPREP_Q8 ? j * AR_NT + (tid & ~31) < dim : k < dim)
+            prep_store(kind, prep, n, (size_t)row * dim + k, y, lane);
     }
 }
 

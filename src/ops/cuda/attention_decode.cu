@@ -29,7 +29,7 @@ template <int HD, typename E>
 __global__ void __launch_bounds__(DD_THREADS)
     attn_dec_kernel(float *__restrict__ out, const float *__restrict__ q, cu_kv kv, const int32_t *__restrict__ seq,
                     const int32_t *__restrict__ pos, int T, int n_heads, int n_kv, float scale, int window, int S,
-                    float *__restrict__ part, int *__restrict__ cnt, int skip_bm) {
+                    float *__restrict__ part, int *__restrict__ cnt, int skip_bm, int prep_kind, void *prep) {
     constexpr int EP = 16 / (int)sizeof(E); /* elements per 16-byte piece */
     constexpr int NC = HD / EP;             /* pieces per K or V row */
     constexpr int NV = NC / 4;              /* pieces per thread: c = quarter + 4 i */
@@ -42,26 +42,16 @@ __global__ void __launch_bounds__(DD_THREADS)
     __shared__ float w_s[DD_MAXG][DD_MAXS];
     __shared__ int s_last;
 
-    pdl_wait();
     const int split = blockIdx.x, tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
     dec_slice d;
     if (!dec_slice_of(d, seq, pos, T, n_heads, n_kv, DD_MAXG, S, DD_TP, window, skip_bm)) return;
     const int t = d.t, kvh = d.kvh, h0 = d.h0, Gb = d.Gb, Se = d.Se, a = d.a, e = d.e;
     const int32_t *trow = kv.table + (size_t)seq[t] * kv.max_blocks;
     const E *kb = (const E *)kv.k + (size_t)kvh * HD, *vb = (const E *)kv.v + (size_t)kvh * HD;
-
-    for (int x = tid; x < Gb * HD; x += DD_THREADS)
-        q_s[x / HD][x % HD] = q[((size_t)t * n_heads + h0 + x / HD) * HD + x % HD] * scale;
-    if (tid < DD_MAXG) m_s[tid] = -INFINITY, l_s[tid] = 0.0f;
-    float acc[NOUT];
-#pragma unroll
-    for (int k = 0; k < NOUT; k++) acc[k] = 0.0f;
     const int j = tid >> 2, quarter = tid & 3;
-
-    for (int p0 = a; p0 < e; p0 += DD_TP) {
-        const int n = min(DD_TP, e - p0);
-        uint4 kr[NV], vr[NV];
-        if (j < n) {
+    uint4 kr[NV], vr[NV];
+    auto load_tile = [&](int p0) { /* this thread's quarter of position p0 + j's K and V rows */
+        if (j < min(DD_TP, e - p0)) {
             const int p = p0 + j;
             const size_t off = ((size_t)trow[p / kv.block_size] * kv.block_size + p % kv.block_size) * kv.kv_dim;
 #pragma unroll
@@ -70,6 +60,24 @@ __global__ void __launch_bounds__(DD_THREADS)
                 vr[i] = *(const uint4 *)(vb + off + (quarter + 4 * i) * EP);
             }
         }
+    };
+    /* kv.early: the kernel before (rope_kv) wrote only these rows' positions, from pos[t] - (T - 1) on; a
+     * first tile wholly before them was written by kernels that have completed, and is read before the wait
+     * (positions, sequences and the block table are uploads). */
+    const bool early = kv.early && min(a + DD_TP, e) <= pos[t] - (T - 1);
+    if (early) load_tile(a);
+    pdl_wait();
+
+    for (int x = tid; x < Gb * HD; x += DD_THREADS)
+        q_s[x / HD][x % HD] = q[((size_t)t * n_heads + h0 + x / HD) * HD + x % HD] * scale;
+    if (tid < DD_MAXG) m_s[tid] = -INFINITY, l_s[tid] = 0.0f;
+    float acc[NOUT];
+#pragma unroll
+    for (int k = 0; k < NOUT; k++) acc[k] = 0.0f;
+
+    for (int p0 = a; p0 < e; p0 += DD_TP) {
+        const int n = min(DD_TP, e - p0);
+        if (!early || p0 != a) load_tile(p0);
         __syncthreads(); /* q_s, m_s written; the last tile's v_s and p_s read by all */
         if (j < n) {
 #pragma unroll
@@ -104,12 +112,17 @@ __global__ void __launch_bounds__(DD_THREADS)
         }
     }
     pdl_launch();
-    const size_t th0 = (size_t)t * n_heads + h0;
+    const size_t th0 = (size_t)t * n_heads + h0, n_out = (size_t)T * n_heads * HD;
+    /* output (g, d) = tid + 256 k: a warp holds 32 consecutive d of one head, one q8 group of the prepared copy */
     if (Se == 1) {
 #pragma unroll
         for (int k = 0; k < NOUT; k++) {
             const int x = tid + DD_THREADS * k, g = x / HD, d = x % HD;
-            if (g < Gb) out[(th0 + g) * HD + d] = l_s[g] > 0.0f ? acc[k] / l_s[g] : 0.0f;
+            if (g < Gb) {
+                const float o = l_s[g] > 0.0f ? acc[k] / l_s[g] : 0.0f;
+                out[(th0 + g) * HD + d] = o;
+                prep_store(prep_kind, prep, n_out, (th0 + g) * HD + d, o, lane);
+            }
         }
         return;
     }
@@ -158,7 +171,9 @@ __global__ void __launch_bounds__(DD_THREADS)
             float o = 0.0f;
 #pragma unroll 16
             for (int s = 0; s < Se; s++) o = fmaf(__ldcg(pp + s * (HD + 2)), w_s[g][s], o);
-            out[(th0 + g) * HD + d] = l_s[g] > 0.0f ? o / l_s[g] : 0.0f;
+            o = l_s[g] > 0.0f ? o / l_s[g] : 0.0f;
+            out[(th0 + g) * HD + d] = o;
+            prep_store(prep_kind, prep, n_out, (th0 + g) * HD + d, o, lane);
         }
     }
     if (tid == 0) *ctr = 0; /* ready for the next launch */
@@ -172,7 +187,7 @@ int cu_attention_decode_fits(int head_dim, const cu_kv *kv, int T, int n_heads, 
 
 void cu_attention_decode(const cu_launch *L, dim3 grid, float *out, const float *q, const cu_kv *kv,
                          const int32_t *seq, const int32_t *pos, int T, int n_heads, int n_kv, int head_dim,
-                         float scale, int window, int S, float *part, int *cnt, int skip_bm) {
+                         float scale, int window, int S, float *part, int *cnt, int skip_bm, int prep_kind, void *prep) {
     auto k = head_dim == 64 ? (kv->f16   ? attn_dec_kernel<64, __half>
                                : kv->fp8 ? attn_dec_kernel<64, __nv_fp8_e4m3>
                                          : attn_dec_kernel<64, float>)
@@ -180,5 +195,5 @@ void cu_attention_decode(const cu_launch *L, dim3 grid, float *out, const float 
                                : kv->fp8 ? attn_dec_kernel<128, __nv_fp8_e4m3>
                                          : attn_dec_kernel<128, float>);
     cu_launch_k(L, k, grid, dim3(DD_THREADS), 0, out, q, *kv, seq, pos, T, n_heads, n_kv, scale, window, S, part, cnt,
-                skip_bm);
+                skip_bm, prep_kind, prep);
 }

@@ -4,9 +4,10 @@
  *
  * Kernel rule (programmatic dependent launch): every kernel calls pdl_wait()
  * before it reads anything an earlier op wrote and before its first global
- * write, and calls pdl_launch() once its main loop is done. Reads of weights
- * (written only by uploads, which are never overlapped) may come before the
- * wait. With PDL off both are no-ops. */
+ * write, and calls pdl_launch() once its main loop is done. Reads of what
+ * only uploads write (weights; positions, sequences and block tables) may
+ * come before the wait: an upload is never overlapped, so it completed
+ * before any later kernel started. With PDL off both are no-ops. */
 #ifndef HEARTH_OPS_CUDA_INTERNAL_CUH
 #define HEARTH_OPS_CUDA_INTERNAL_CUH
 
@@ -194,6 +195,34 @@ __device__ __forceinline__ void deq_row_group32(const uint8_t *row, int nb, int 
  * codes int8 qs [T][K] followed by float4 [T][K/32] = (scale, sum of the
  * group's codes, f16(scale*sum), 0), with 32-blocks (Q8) or 256-blocks (Q8K). */
 enum { XPREP_NONE = 0, XPREP_BF16, XPREP_F16, XPREP_Q8, XPREP_Q8K };
+
+/* q8 of one 32-group held an element a lane (lane i: element i), as
+ * xprep.cu makes it: the lane's code to *q, and from lane 0 the group's
+ * (d, sum, s, 0) to *ds. Every lane of the warp calls it. */
+__device__ __forceinline__ void warp_q8_group(float v, int lane, int8_t *q, float4 *ds) {
+    float amax = fabsf(v);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    int c = __float2int_rn(v * id);
+    c = c > 127 ? 127 : c < -128 ? -128 : c;
+    *q = (int8_t)c;
+    int sum = c;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if (lane == 0)
+        *ds = make_float4(__half2float(__float2half_rn(d)), (float)sum, __half2float(__float2half_rn(d * (float)sum)),
+                          0.0f);
+}
+
+/* Element e (of n) of a prepared copy of kind XPREP_BF16, XPREP_F16 or
+ * XPREP_Q8 (the whole warp calls it for Q8, lane i holding element i of a
+ * 32-group). */
+__device__ __forceinline__ void prep_store(int kind, void *prep, size_t n, size_t e, float v, int lane) {
+    if (kind == XPREP_BF16) ((__nv_bfloat16 *)prep)[e] = __float2bfloat16_rn(v);
+    else if (kind == XPREP_F16) ((__half *)prep)[e] = __float2half_rn(v);
+    else if (kind == XPREP_Q8) warp_q8_group(v, lane, (int8_t *)prep + e, (float4 *)((int8_t *)prep + n) + e / QK);
+}
 void cu_xprep(const cu_launch *L, int kind, void *dst, const float *x, int T, int K);
 size_t cu_xprep_bytes(int kind, int T, int K);
 
@@ -248,6 +277,10 @@ struct cu_kv {
     int block_size, max_blocks, kv_dim;
     int f16;
     int fp8;
+    /* attention only: 1 when the kernel launched just before wrote no KV but
+     * that of the attention's own rows (their positions, from pos[t] - (T-1)
+     * on for row t): earlier positions may be read before pdl_wait */
+    int early;
 };
 
 /* One element of a KV cache of element type E, as f32 and from f32
@@ -313,9 +346,12 @@ void cu_rope_kv(const cu_launch *L, float *q, float *k, const float *v, int T, i
  * of part_floats floats for split partial results; cnt: n_cnt zeroed ints
  * that the decode kernel's blocks count themselves on (each count is back to
  * 0 when the kernel ends). */
-void cu_attention(const cu_launch *L, float *out, const float *q, int T, const cu_kv *kv, const int32_t *seq,
-                  const int32_t *pos, int n_heads, int n_kv_heads, int head_dim, float scale, int window,
-                  int one_seq, float *part, size_t part_floats, int *cnt, int n_cnt);
+/* prep_kind / prep: a prepared copy of out (XPREP_BF16, XPREP_F16, XPREP_Q8
+ * or XPREP_NONE) for the matmul that reads it; returns 1 when the kernels
+ * wrote it (the few-rows decode kernel does), 0 when the caller must. */
+int cu_attention(const cu_launch *L, float *out, const float *q, int T, const cu_kv *kv, const int32_t *seq,
+                 const int32_t *pos, int n_heads, int n_kv_heads, int head_dim, float scale, int window,
+                 int one_seq, float *part, size_t part_floats, int *cnt, int n_cnt, int prep_kind, void *prep);
 
 /* The pick op (ops.h) for n_rows rows of logits [n_rows][vocab]: one block
  * per row. */

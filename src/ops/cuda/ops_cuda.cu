@@ -65,7 +65,7 @@ static void put_kv(rec *r, const hearth_kv_view *kv, int layer) {
 
 static cu_kv get_kv(const rec *r) {
     return cu_kv{(void *)r->p[0], (void *)r->p[1], (const int32_t *)r->p[2], r->i[0], r->i[1], r->i[2], r->i[10] == 1,
-                 r->i[10] == 2};
+                 r->i[10] == 2, 0};
 }
 
 #define MAX_RECS 16384
@@ -99,6 +99,11 @@ struct hearth_cuda_ctx {
     float *part;
     size_t part_floats;
     int *att_cnt; /* ATT_CNT zeroed counters of the decode attention kernel */
+    struct {
+        int valid; /* the last unit launched wrote KV at rows (seq, pos, T) */
+        const void *seq, *pos;
+        int T;
+    } kvw_last;
     void *blas_ws;
     size_t blas_ws_bytes;
 
@@ -154,6 +159,23 @@ static void check_launch(hearth_cuda_ctx *c, const char *where) {
 
 /* ---- running records ------------------------------------------------------ */
 
+/* An attention record, with a prepared copy of its output (returns 1 when
+ * written: cu_attention). */
+static int run_attn(hearth_cuda_ctx *c, const rec *r, int prep_kind, void *prep) {
+    static int early_off = -1; /* HEARTH_ATTN_EARLY=0: no reads before the wait (benchmarks) */
+    if (early_off < 0) {
+        const char *s = getenv("HEARTH_ATTN_EARLY");
+        early_off = s && atoi(s) == 0;
+    }
+    cu_kv kv = get_kv(r);
+    /* the unit before wrote no KV, or only at these rows (the model's rope+kv_write before attention) */
+    kv.early = !early_off && (!c->kvw_last.valid || (c->kvw_last.seq == r->p[5] && c->kvw_last.pos == r->p[6] &&
+                                                     c->kvw_last.T == r->i[3]));
+    return cu_attention(&c->L, (float *)r->p[3], (const float *)r->p[4], r->i[3], &kv, (const int32_t *)r->p[5],
+                        (const int32_t *)r->p[6], r->i[4], r->i[5], r->i[6], r->f[0], r->i[7], r->i[8], c->part,
+                        c->part_floats, c->att_cnt, ATT_CNT, prep_kind, prep);
+}
+
 static void run_one(hearth_cuda_ctx *c, const rec *r) {
     const cu_launch *L = &c->L;
     if (r->kind != R_MATMUL) cu_mm_invalidate(&c->mm);
@@ -190,13 +212,7 @@ static void run_one(hearth_cuda_ctx *c, const rec *r) {
                     (const int32_t *)r->p[6]);
         break;
     }
-    case R_ATTN: {
-        cu_kv kv = get_kv(r);
-        cu_attention(L, (float *)r->p[3], (const float *)r->p[4], r->i[3], &kv, (const int32_t *)r->p[5],
-                     (const int32_t *)r->p[6], r->i[4], r->i[5], r->i[6], r->f[0], r->i[7], r->i[8], c->part,
-                     c->part_floats, c->att_cnt, ATT_CNT);
-        break;
-    }
+    case R_ATTN: run_attn(c, r, XPREP_NONE, NULL); break;
     case R_PICK:
         cu_pick(L, (hearth_pick *)r->p[0], (const float *)r->p[1], r->i[0], r->i[1],
                 (const hearth_pick_params *)r->p[2]);
@@ -433,6 +449,25 @@ static int run_unit(hearth_cuda_ctx *c, const rec *recs, int i, int n, char *lab
                 return 1;
             }
         }
+        /* attention -> matmul(x = its output) needing a prepared copy (o projection): the few-rows decode
+         * kernel writes the copy (HEARTH_ATTN_PREP=0 leaves it to the matmul, for benchmarks) */
+        static int attn_prep = -1;
+        if (attn_prep < 0) {
+            const char *s = getenv("HEARTH_ATTN_PREP");
+            attn_prep = !(s && atoi(s) == 0);
+        }
+        if (attn_prep && left >= 2 && r->kind == R_ATTN && r[1].kind == R_MATMUL && r[1].p[1] == r->p[3] && r[1].i[0] == r->i[3] &&
+            r[1].i[3] == r->i[4] * r->i[6]) {
+            int kind = cu_mm_prep_kind(&c->mm, r->i[3], (hearth_dtype)r[1].i[1]);
+            if (kind == XPREP_BF16 || kind == XPREP_F16 || kind == XPREP_Q8) {
+                cu_mm_invalidate(&c->mm);
+                int prepped = run_attn(c, r, kind, c->mm.xprep);
+                if (prepped) cu_mm_set_cache(&c->mm, (const float *)r->p[3], r->i[3], r[1].i[3], kind, c->mm.xprep);
+                snprintf(label, lsz, "attention %s%s", rows_tag(tb, sizeof tb, "T=", r->i[3]),
+                         prepped ? "+prep" : r->i[3] > 8 ? " (tensor cores)" : "");
+                return 1;
+            }
+        }
         /* rope(q), rope(k), kv_write(k, v) */
         if (left >= 3 && r->kind == R_ROPE && r[1].kind == R_ROPE && r[2].kind == R_KV_WRITE &&
             r->i[0] == r[1].i[0] && r->i[2] == r[1].i[2] && r->p[1] == r[1].p[1] && r->p[2] == r[1].p[2] &&
@@ -490,11 +525,25 @@ static void prof_add(hearth_cuda_ctx *c, const char *label, float ms) {
     c->prof[k].count++;
 }
 
+/* Runs a unit and notes whether it wrote KV (kvw_last). */
+static int run_unit_kv(hearth_cuda_ctx *c, const rec *recs, int i, int n, char *label, size_t lsz) {
+    int took = run_unit(c, recs, i, n, label, lsz);
+    c->kvw_last.valid = 0;
+    for (int j = i; j < i + took; j++)
+        if (recs[j].kind == R_KV_WRITE) {
+            c->kvw_last.valid = 1;
+            c->kvw_last.seq = recs[j].p[5];
+            c->kvw_last.pos = recs[j].p[6];
+            c->kvw_last.T = recs[j].i[3];
+        }
+    return took;
+}
+
 static void run_recs(hearth_cuda_ctx *c, const rec *recs, int n) {
     char label[96];
     cu_mm_invalidate(&c->mm);
     if (!c->profile) {
-        for (int i = 0; i < n;) i += run_unit(c, recs, i, n, label, sizeof label);
+        for (int i = 0; i < n;) i += run_unit_kv(c, recs, i, n, label, sizeof label);
     } else {
         /* an event pair around each unit; the stream is drained per batch */
         for (int i = 0; i < n;) {
@@ -502,7 +551,7 @@ static void run_recs(hearth_cuda_ctx *c, const rec *recs, int n) {
             char labels[PROF_EVENTS / 2][96];
             while (i < n && nu < PROF_EVENTS / 2) {
                 cudaEventRecord(c->prof_ev[2 * nu], c->stream);
-                i += run_unit(c, recs, i, n, labels[nu], sizeof labels[0]);
+                i += run_unit_kv(c, recs, i, n, labels[nu], sizeof labels[0]);
                 cudaEventRecord(c->prof_ev[2 * nu + 1], c->stream);
                 nu++;
             }

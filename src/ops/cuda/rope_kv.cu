@@ -10,10 +10,12 @@ template <typename E>
 __global__ void rope_kv_kernel(float *q, float *k, const float *__restrict__ v, int n_q, int n_k, int head_dim,
                                const int32_t *__restrict__ pos, const float *__restrict__ inv_freq, int half,
                                int neox, cu_kv kv, const int32_t *__restrict__ seq) {
-    pdl_wait();
+    /* positions, sequences and the block table are uploaded before the step's first kernel: the pos -> table
+     * chain runs before the wait */
     const int t = blockIdx.x, p = pos[t];
     const int blk = kv.table[(size_t)seq[t] * kv.max_blocks + p / kv.block_size];
     const size_t off = ((size_t)blk * kv.block_size + (size_t)(p % kv.block_size)) * kv.kv_dim;
+    pdl_wait();
     float *qt = q + (size_t)t * n_q * head_dim, *kt = k + (size_t)t * kv.kv_dim;
     const float *vt = v + (size_t)t * kv.kv_dim;
     E *kd = (E *)kv.k, *vd = (E *)kv.v;

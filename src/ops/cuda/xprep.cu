@@ -57,21 +57,7 @@ __global__ void to_q8_kernel(int8_t *qs, float4 *ds, const float *x, size_t n_bl
     pdl_wait();
     size_t b = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     int lane = threadIdx.x & 31;
-    if (b < n_blocks) {
-        float v = x[b * QK + lane];
-        float amax = fabsf(v);
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-        float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
-        int q = q8_sat(v * id);
-        qs[b * QK + lane] = (int8_t)q;
-        int sum = q;
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-        if (lane == 0)
-            ds[b] = make_float4(__half2float(__float2half_rn(d)), (float)sum,
-                                __half2float(__float2half_rn(d * (float)sum)), 0.0f);
-    }
+    if (b < n_blocks) warp_q8_group(x[b * QK + lane], lane, qs + b * QK + lane, ds + b);
     pdl_launch();
 }
 
