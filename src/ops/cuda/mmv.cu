@@ -114,6 +114,7 @@ template <> __device__ __forceinline__ void unpack16<HEARTH_DT_F32>(uint4 v, flo
  * products of R rows' chunk c with the NT rows of x. */
 template <int WT> struct fmt_float {
     enum { E = WT == HEARTH_DT_F32 ? 4 : 8 }; /* elements a chunk */
+    enum { WAVE = 0 };                        /* launch_stream */
     typedef uint4 W;
     struct X {
         const uint8_t *p;
@@ -143,13 +144,19 @@ template <int WT> struct fmt_float {
     }
 };
 
-/* One warp owns logical rows [2*rp, 2*rp + 2) (rp: the warp's row pair),
- * or in swiglu mode the gate and up rows of logical row rp, over a 1/KS
- * slice of K: the KS warps of a row pair sit in one block and take every
- * KS-th group of 32 chunks each, their sums added through shared memory.
- * Chunk c of a row is elements [E*c, E*c + E). KS > 1 shortens each warp's
- * serial chain of loads when the matrix has few rows (4096: one wave holds
- * every warp). */
+/* One warp owns logical rows [2*rp, 2*rp + 2) (rp: a row pair), or in
+ * swiglu mode the gate and up rows of logical row rp, over a 1/KS slice of
+ * K: the KS warps of a row pair sit in one block and take every KS-th group
+ * of 32 chunks each, their sums added through shared memory. Chunk c of a
+ * row is elements [E*c, E*c + E). KS > 1 shortens each warp's serial chain
+ * of loads when the matrix has few rows (4096: one wave holds every warp).
+ *
+ * A warp's work is a list of items, (row pair, round of U chunks a lane):
+ * with KS = 1 the grid is one wave of resident blocks and a warp takes row
+ * pairs gw, gw + nw, ..., its next item's loads in flight while it computes
+ * the current one, across row pairs too (no tail of short-lived blocks);
+ * with KS > 1 a warp has one row pair (the block's warps meet at the
+ * slices' sum). */
 template <typename F, int NT, int KS>
 __global__ void __launch_bounds__(256) mmv_stream_kernel(mmv_set set, size_t row_bytes, const void *__restrict__ xp,
                                                          int K) {
@@ -159,21 +166,24 @@ __global__ void __launch_bounds__(256) mmv_stream_kernel(mmv_set set, size_t row
     typedef typename F::W W;
     __shared__ float red[KS > 1 ? WPB : 1][R][NT];
     const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5, ks = wib % KS;
-    const int rp = blockIdx.x * (WPB / KS) + wib / KS;
-    const int N = set_rows(set);
-    const int row0 = set.swiglu ? rp : rp * R;
-    const bool live = row0 < N;
+    const int N = set_rows(set), npairs = set.swiglu ? N : (N + 1) / 2;
+    const int gw = blockIdx.x * (WPB / KS) + wib / KS, nw = gridDim.x * (WPB / KS);
     const int nch = K / F::E;
-    const uint8_t *wr[R];
-#pragma unroll
-    for (int r = 0; r < R; r++)
-        wr[r] = set.swiglu ? set_row(set, min(row0, N - 1), r, row_bytes)
-                           : set_row(set, min(row0 + r, N - 1), 0, row_bytes);
-    const typename F::X x = F::x_of(xp, K, NT);
     constexpr int STEP = 32 * KS; /* chunks between a warp's consecutive loads of a row */
+    const int rounds = (nch + STEP * U - 1) / (STEP * U);
+    const int mine = gw < npairs ? (KS > 1 ? 1 : (npairs - 1 - gw) / nw + 1) : 0;
+    const int nitems = mine * rounds;
+    const typename F::X x = F::x_of(xp, K, NT);
 
+    auto row0_of = [&](int item) { int rp = gw + item / rounds * nw; return set.swiglu ? rp : rp * R; };
+    auto c0_of = [&](int item) { return lane + 32 * ks + item % rounds * (STEP * U); };
     W w[U][R];
-    auto load = [&](int c0) {
+    auto load = [&](int item) {
+        const int row0 = row0_of(item), c0 = c0_of(item);
+        const uint8_t *wr[R];
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            wr[r] = set.swiglu ? set_row(set, row0, r, row_bytes) : set_row(set, min(row0 + r, N - 1), 0, row_bytes);
 #pragma unroll
         for (int u = 0; u < U; u++) {
             int c = c0 + STEP * u;
@@ -181,65 +191,74 @@ __global__ void __launch_bounds__(256) mmv_stream_kernel(mmv_set set, size_t row
             for (int r = 0; r < R; r++) w[u][r] = c < nch ? F::load(wr[r], c, nch) : W{};
         }
     };
-    const int cstart = lane + 32 * ks;
-    if (live) load(cstart);
+    if (nitems > 0) load(0);
     pdl_wait();
-    if (KS == 1 && !live) return;
+    if (KS == 1 && nitems == 0) return;
 
     float acc[R][NT];
 #pragma unroll
     for (int r = 0; r < R; r++)
 #pragma unroll
         for (int t = 0; t < NT; t++) acc[r][t] = 0.0f;
+    /* the sums of row pair row0, stored (KS > 1: added over the block's slices first) */
+    auto finish = [&](int row0, bool live) {
+        float v[R][NT];
+#pragma unroll
+        for (int t = 0; t < NT; t++)
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                v[r][t] = warp_sum(acc[r][t]);
+                acc[r][t] = 0.0f;
+            }
+        if constexpr (KS > 1) { /* the slices' sums, in slice order */
+            if (lane == 0)
+#pragma unroll
+                for (int t = 0; t < NT; t++)
+#pragma unroll
+                    for (int r = 0; r < R; r++) red[wib][r][t] = v[r][t];
+            __syncthreads();
+            if (ks != 0 || !live) return;
+#pragma unroll
+            for (int t = 0; t < NT; t++)
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    float s = red[wib][r][t];
+#pragma unroll
+                    for (int k = 1; k < KS; k++) s += red[wib + k][r][t];
+                    v[r][t] = s;
+                }
+        }
+        if (lane == 0)
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                if (set.swiglu) {
+                    swiglu_store(set, row0, t, v[0][t], v[1][t]);
+                } else {
+                    set_store(set, row0, t, v[0][t]);
+                    if (row0 + 1 < N) set_store(set, row0 + 1, t, v[1][t]);
+                }
+            }
+    };
 
-    for (int c0 = cstart; live && c0 < nch; c0 += STEP * U) {
+    for (int it = 0; it < nitems; it++) {
+        /* the whole next item in flight while this one is computed (loading chunk u of the next item as
+         * chunk u of this one is used takes a third fewer registers but was 2% slower, s5-run6) */
         W cur[U][R];
 #pragma unroll
         for (int u = 0; u < U; u++)
 #pragma unroll
             for (int r = 0; r < R; r++) cur[u][r] = w[u][r];
-        if (c0 + STEP * U < nch) load(c0 + STEP * U);
+        if (it + 1 < nitems) load(it + 1);
+        const int c0 = c0_of(it);
 #pragma unroll
         for (int u = 0; u < U; u++) {
             int c = c0 + STEP * u;
             if (c < nch) F::template dot<NT, R>(cur[u], c, x, acc);
         }
+        if (KS == 1 && it % rounds == rounds - 1) finish(row0_of(it), true);
     }
     pdl_launch();
-    float v[R][NT];
-#pragma unroll
-    for (int t = 0; t < NT; t++)
-#pragma unroll
-        for (int r = 0; r < R; r++) v[r][t] = warp_sum(acc[r][t]);
-    if constexpr (KS > 1) { /* the slices' sums, in slice order */
-        if (lane == 0)
-#pragma unroll
-            for (int t = 0; t < NT; t++)
-#pragma unroll
-                for (int r = 0; r < R; r++) red[wib][r][t] = v[r][t];
-        __syncthreads();
-        if (ks != 0 || !live) return;
-#pragma unroll
-        for (int t = 0; t < NT; t++)
-#pragma unroll
-            for (int r = 0; r < R; r++) {
-                float x = red[wib][r][t];
-#pragma unroll
-                for (int k = 1; k < KS; k++) x += red[wib + k][r][t];
-                v[r][t] = x;
-            }
-    }
-#pragma unroll
-    for (int t = 0; t < NT; t++) {
-        if (lane == 0) {
-            if (set.swiglu) {
-                swiglu_store(set, row0, t, v[0][t], v[1][t]);
-            } else {
-                set_store(set, row0, t, v[0][t]);
-                if (row0 + 1 < N) set_store(set, row0 + 1, t, v[1][t]);
-            }
-        }
-    }
+    if constexpr (KS > 1) finish(gw * (set.swiglu ? 1 : R), nitems > 0);
 }
 
 /* Any K and alignment: warp per row, one element per lane step. */
@@ -557,6 +576,7 @@ __device__ __forceinline__ uint32_t ld_nc16(const uint8_t *p) {
 
 template <int QT> struct fmt_split {
     enum { QB = split_fmt<QT>::QB, E = 32 * 16 / QB }; /* elements a chunk */
+    enum { WAVE = 1 };                                  /* launch_stream */
     static_assert(QB == 16 || QB == 32, "Q4_0 or Q8_0");
     struct W {
         uint4 q;
@@ -763,11 +783,27 @@ static int stream_ks(const cu_launch *L, int pairs, int nch) {
     return ks;
 }
 
+/* KS = 1, formats with WAVE: one wave of resident blocks, or fewer when
+ * there are fewer row pairs (HEARTH_MMV_WAVE=0: a block per 8 pairs, for
+ * benchmarks; float rows measured 1% slower with it, s5-run5). */
 template <typename F, int NT>
 static void launch_stream(const cu_launch *L, const mmv_set *set, const void *xp, int K, size_t row_bytes, int ks,
                           int pairs) {
+    static int wave = -1, per_sm = 0; /* per_sm: of this instantiation */
+    if (wave < 0) {
+        const char *s = getenv("HEARTH_MMV_WAVE");
+        wave = F::WAVE && !(s && atoi(s) == 0);
+    }
     auto k = ks == 4 ? mmv_stream_kernel<F, NT, 4> : ks == 2 ? mmv_stream_kernel<F, NT, 2> : mmv_stream_kernel<F, NT, 1>;
-    cu_launch_k(L, k, dim3(cu_div_up(pairs, 8 / ks)), dim3(256), 0, *set, row_bytes, xp, K);
+    int blocks = cu_div_up(pairs, 8 / ks);
+    if (ks == 1 && wave) {
+        if (!per_sm && (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, 256, 0) != cudaSuccess || per_sm < 1)) {
+            cudaGetLastError();
+            per_sm = 2;
+        }
+        if (blocks > L->n_sm * per_sm) blocks = L->n_sm * per_sm;
+    }
+    cu_launch_k(L, k, dim3(blocks), dim3(256), 0, *set, row_bytes, xp, K);
 }
 
 template <int WT, int NT>
