@@ -16,13 +16,13 @@
 
 __global__ void __launch_bounds__(AR_NT) add_rmsnorm_kernel(float *X, const float *D, float *Y,
                                                           const float *__restrict__ w, int dim, float eps, int kind,
-                                                          void *prep, int T) {
+                                                          void *prep, int T, int early) {
     __shared__ double red[AR_NT / 32];
     const int row = blockIdx.x, tid = threadIdx.x, lane = tid & 31;
     float wv[AR_MAXJ]; /* the norm weight is no kernel's output: read before the wait */
 #pragma unroll
     for (int j = 0; j < AR_MAXJ; j++) wv[j] = j * AR_NT + tid < dim ? w[j * AR_NT + tid] : 0.0f;
-    pdl_wait();
+    pdl_wait_early(early);
     float *xr = X + (size_t)row * dim;
     const float *dr = D ? D + (size_t)row * dim : NULL;
     float *yr = Y ? Y + (size_t)row * dim : NULL; /* NULL: only the prepared copy is wanted */
@@ -54,7 +54,7 @@ __global__ void __launch_bounds__(AR_NT) add_rmsnorm_kernel(float *X, const floa
 #pragma unroll
     for (int i = 0; i < AR_NT / 32; i++) tot += red[i];
     const float s = 1.0f / sqrtf((float)(tot / dim) + eps);
-    pdl_launch();
+    pdl_done(early);
     const size_t n = (size_t)T * dim;
 #pragma unroll
     for (int j = 0; j < AR_MAXJ; j++) {
@@ -77,5 +77,6 @@ int cu_add_rmsnorm_fits(int dim, int kind) {
 
 void cu_add_rmsnorm(const cu_launch *L, float *X, const float *D, float *Y, const float *w, int rows, int dim,
                     float eps, int kind, void *prep) {
-    cu_launch_k(L, add_rmsnorm_kernel, dim3(rows), dim3(AR_NT), 0, X, D, Y, w, dim, eps, kind, prep, rows);
+    cu_launch_k(L, add_rmsnorm_kernel, dim3(rows), dim3(AR_NT), 0, X, D, Y, w, dim, eps, kind, prep, rows,
+                L->pdl_early);
 }

@@ -29,7 +29,8 @@ template <int HD, typename E>
 __global__ void __launch_bounds__(DD_THREADS)
     attn_dec_kernel(float *__restrict__ out, const float *__restrict__ q, cu_kv kv, const int32_t *__restrict__ seq,
                     const int32_t *__restrict__ pos, int T, int n_heads, int n_kv, float scale, int window, int S,
-                    float *__restrict__ part, int *__restrict__ cnt, int skip_bm, int prep_kind, void *prep) {
+                    float *__restrict__ part, int *__restrict__ cnt, int skip_bm, int prep_kind, void *prep,
+                    int pdl_early) {
     constexpr int EP = 16 / (int)sizeof(E); /* elements per 16-byte piece */
     constexpr int NC = HD / EP;             /* pieces per K or V row */
     constexpr int NV = NC / 4;              /* pieces per thread: c = quarter + 4 i */
@@ -66,7 +67,7 @@ __global__ void __launch_bounds__(DD_THREADS)
      * (positions, sequences and the block table are uploads). */
     const bool early = kv.early && min(a + DD_TP, e) <= pos[t] - (T - 1);
     if (early) load_tile(a);
-    pdl_wait();
+    pdl_wait_early(pdl_early);
 
     for (int x = tid; x < Gb * HD; x += DD_THREADS)
         q_s[x / HD][x % HD] = q[((size_t)t * n_heads + h0 + x / HD) * HD + x % HD] * scale;
@@ -111,7 +112,7 @@ __global__ void __launch_bounds__(DD_THREADS)
             }
         }
     }
-    pdl_launch();
+    pdl_done(pdl_early);
     const size_t th0 = (size_t)t * n_heads + h0, n_out = (size_t)T * n_heads * HD;
     /* output (g, d) = tid + 256 k: a warp holds 32 consecutive d of one head, one q8 group of the prepared copy */
     if (Se == 1) {
@@ -195,5 +196,5 @@ void cu_attention_decode(const cu_launch *L, dim3 grid, float *out, const float 
                                : kv->fp8 ? attn_dec_kernel<128, __nv_fp8_e4m3>
                                          : attn_dec_kernel<128, float>);
     cu_launch_k(L, k, grid, dim3(DD_THREADS), 0, out, q, *kv, seq, pos, T, n_heads, n_kv, scale, window, S, part, cnt,
-                skip_bm, prep_kind, prep);
+                skip_bm, prep_kind, prep, L->pdl_early);
 }

@@ -4,7 +4,12 @@
  *
  * Kernel rule (programmatic dependent launch): every kernel calls pdl_wait()
  * before it reads anything an earlier op wrote and before its first global
- * write, and calls pdl_launch() once its main loop is done. Reads of what
+ * write, and calls pdl_launch() once its main loop is done, or - the
+ * small latency-bound kernels of a decode step (add_rmsnorm, rope_kv, the
+ * few-rows attention, xprep), given `early` - right after the wait, so that
+ * the next kernel (a GEMV) launches and streams its weights while they run;
+ * never before the wait, which keeps every kernel but the one just before
+ * finished when a kernel starts. Reads of what
  * only uploads write (weights; positions, sequences and block tables) may
  * come before the wait: an upload is never overlapped, so it completed
  * before any later kernel started. With PDL off both are no-ops. */
@@ -26,6 +31,7 @@ struct cu_launch {
     cudaStream_t stream;
     int n_sm;
     int pdl;
+    int pdl_early; /* kernels taking `early` trigger right after their wait (HEARTH_PDL_EARLY=0: after the work) */
     cudaError_t *err; /* sticky: the first failure is kept */
 };
 
@@ -35,6 +41,14 @@ static inline void cu_note(const cu_launch *L, cudaError_t e) {
 
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 __device__ __forceinline__ void pdl_launch() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+/* pdl_wait(), then the trigger when early (pdl_done(early) after the work triggers otherwise) */
+__device__ __forceinline__ void pdl_wait_early(int early) {
+    pdl_wait();
+    if (early) pdl_launch();
+}
+__device__ __forceinline__ void pdl_done(int early) {
+    if (!early) pdl_launch();
+}
 
 /* Launch kernel k on L's stream; with L->pdl the launch may start while the
  * previous kernel drains (it then waits in pdl_wait()). Empty grids are

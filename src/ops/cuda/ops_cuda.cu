@@ -729,6 +729,10 @@ extern "C" hearth_status hearth_cuda_ctx_new(hearth_cuda_ctx **out, int device, 
     c->graphs_on = 1;
     c->fuse = 1;
     c->L.pdl = 1;
+    {
+        const char *s = getenv("HEARTH_PDL_EARLY");
+        c->L.pdl_early = !(s && atoi(s) == 0);
+    }
     c->L.err = &c->err;
     c->mm.mmv_max_t = 8;
     cudaDeviceProp prop;

@@ -9,13 +9,13 @@
 template <typename E>
 __global__ void rope_kv_kernel(float *q, float *k, const float *__restrict__ v, int n_q, int n_k, int head_dim,
                                const int32_t *__restrict__ pos, const float *__restrict__ inv_freq, int half,
-                               int neox, cu_kv kv, const int32_t *__restrict__ seq) {
+                               int neox, cu_kv kv, const int32_t *__restrict__ seq, int early) {
     /* positions, sequences and the block table are uploaded before the step's first kernel: the pos -> table
      * chain runs before the wait */
     const int t = blockIdx.x, p = pos[t];
     const int blk = kv.table[(size_t)seq[t] * kv.max_blocks + p / kv.block_size];
     const size_t off = ((size_t)blk * kv.block_size + (size_t)(p % kv.block_size)) * kv.kv_dim;
-    pdl_wait();
+    pdl_wait_early(early);
     float *qt = q + (size_t)t * n_q * head_dim, *kt = k + (size_t)t * kv.kv_dim;
     const float *vt = v + (size_t)t * kv.kv_dim;
     E *kd = (E *)kv.k, *vd = (E *)kv.v;
@@ -47,7 +47,7 @@ __global__ void rope_kv_kernel(float *q, float *k, const float *__restrict__ v, 
         if (i % head_dim >= 2 * half) kv_st(kd, off + i, kt[i]);
         kv_st(vd, off + i, vt[i]);
     }
-    pdl_launch();
+    pdl_done(early);
 }
 
 void cu_rope_kv(const cu_launch *L, float *q, float *k, const float *v, int T, int n_q, int n_k, int head_dim,
@@ -63,11 +63,11 @@ void cu_rope_kv(const cu_launch *L, float *q, float *k, const float *v, int T, i
     if (parts < 1) parts = 1;
     if (kv->f16)
         cu_launch_k(L, rope_kv_kernel<__half>, dim3(T, parts), dim3(128), 0, q, k, v, n_q, n_k, head_dim, pos,
-                    inv_freq, rot_dim / 2, neox, *kv, seq);
+                    inv_freq, rot_dim / 2, neox, *kv, seq, L->pdl_early);
     else if (kv->fp8)
         cu_launch_k(L, rope_kv_kernel<__nv_fp8_e4m3>, dim3(T, parts), dim3(128), 0, q, k, v, n_q, n_k, head_dim, pos,
-                    inv_freq, rot_dim / 2, neox, *kv, seq);
+                    inv_freq, rot_dim / 2, neox, *kv, seq, L->pdl_early);
     else
         cu_launch_k(L, rope_kv_kernel<float>, dim3(T, parts), dim3(128), 0, q, k, v, n_q, n_k, head_dim, pos,
-                    inv_freq, rot_dim / 2, neox, *kv, seq);
+                    inv_freq, rot_dim / 2, neox, *kv, seq, L->pdl_early);
 }

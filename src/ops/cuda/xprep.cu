@@ -24,8 +24,8 @@ size_t cu_xprep_bytes(int kind, int T, int K) {
 }
 
 template <typename H>
-__global__ void to_half_kernel(H *dst, const float *x, size_t n) {
-    pdl_wait();
+__global__ void to_half_kernel(H *dst, const float *x, size_t n, int early) {
+    pdl_wait_early(early);
     size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 4;
     if (i + 3 < n && ((uintptr_t)(x + i) & 15) == 0) {
         float4 v = *(const float4 *)(x + i);
@@ -44,7 +44,7 @@ __global__ void to_half_kernel(H *dst, const float *x, size_t n) {
             else dst[j] = __float2half_rn(x[j]);
         }
     }
-    pdl_launch();
+    pdl_done(early);
 }
 
 __device__ __forceinline__ int8_t q8_sat(float v) {
@@ -53,17 +53,17 @@ __device__ __forceinline__ int8_t q8_sat(float v) {
 }
 
 /* One warp per block of 32: lane i holds element i. */
-__global__ void to_q8_kernel(int8_t *qs, float4 *ds, const float *x, size_t n_blocks) {
-    pdl_wait();
+__global__ void to_q8_kernel(int8_t *qs, float4 *ds, const float *x, size_t n_blocks, int early) {
+    pdl_wait_early(early);
     size_t b = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     int lane = threadIdx.x & 31;
     if (b < n_blocks) warp_q8_group(x[b * QK + lane], lane, qs + b * QK + lane, ds + b);
-    pdl_launch();
+    pdl_done(early);
 }
 
 /* One warp per block of 256: lane i holds elements 8i .. 8i+7. */
-__global__ void to_q8k_kernel(int8_t *qs, float4 *ds, const float *x, size_t n_blocks) {
-    pdl_wait();
+__global__ void to_q8k_kernel(int8_t *qs, float4 *ds, const float *x, size_t n_blocks, int early) {
+    pdl_wait_early(early);
     size_t b = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     int lane = threadIdx.x & 31;
     if (b < n_blocks) {
@@ -113,23 +113,24 @@ __global__ void to_q8k_kernel(int8_t *qs, float4 *ds, const float *x, size_t n_b
         sum += __shfl_xor_sync(0xffffffffu, sum, 2);
         if ((lane & 3) == 0) ds[b * 8 + lane / 4] = make_float4(d, (float)sum, 0.0f, 0.0f);
     }
-    pdl_launch();
+    pdl_done(early);
 }
 
 void cu_xprep(const cu_launch *L, int kind, void *dst, const float *x, int T, int K) {
     size_t n = (size_t)T * (size_t)K;
     if (kind == XPREP_BF16) {
         cu_launch_k(L, to_half_kernel<__nv_bfloat16>, dim3(cu_div_up((long)n, 1024)), dim3(256), 0,
-                    (__nv_bfloat16 *)dst, x, n);
+                    (__nv_bfloat16 *)dst, x, n, L->pdl_early);
     } else if (kind == XPREP_F16) {
-        cu_launch_k(L, to_half_kernel<__half>, dim3(cu_div_up((long)n, 1024)), dim3(256), 0, (__half *)dst, x, n);
+        cu_launch_k(L, to_half_kernel<__half>, dim3(cu_div_up((long)n, 1024)), dim3(256), 0, (__half *)dst, x, n,
+                    L->pdl_early);
     } else if (kind == XPREP_Q8) {
         size_t nb = n / QK;
         cu_launch_k(L, to_q8_kernel, dim3(cu_div_up((long)nb, 8)), dim3(256), 0, (int8_t *)dst,
-                    (float4 *)((int8_t *)dst + n), x, nb);
+                    (float4 *)((int8_t *)dst + n), x, nb, L->pdl_early);
     } else if (kind == XPREP_Q8K) {
         size_t nb = n / 256;
         cu_launch_k(L, to_q8k_kernel, dim3(cu_div_up((long)nb, 8)), dim3(256), 0, (int8_t *)dst,
-                    (float4 *)((int8_t *)dst + n), x, nb);
+                    (float4 *)((int8_t *)dst + n), x, nb, L->pdl_early);
     }
 }
