@@ -188,7 +188,8 @@ int cu_attention_decode_fits(int head_dim, const cu_kv *kv, int T, int n_heads, 
 
 void cu_attention_decode(const cu_launch *L, dim3 grid, float *out, const float *q, const cu_kv *kv,
                          const int32_t *seq, const int32_t *pos, int T, int n_heads, int n_kv, int head_dim,
-                         float scale, int window, int S, float *part, int *cnt, int skip_bm, int prep_kind, void *prep) {
+                         float scale, int window, int S, float *part, int *cnt, int skip_bm, int prep_kind,
+                         void *prep) {
     auto k = head_dim == 64 ? (kv->f16   ? attn_dec_kernel<64, __half>
                                : kv->fp8 ? attn_dec_kernel<64, __nv_fp8_e4m3>
                                          : attn_dec_kernel<64, float>)

@@ -123,7 +123,9 @@ template <int WT> struct fmt_float {
     static __device__ __forceinline__ X x_of(const void *xp, int K, int) {
         return {(const uint8_t *)xp, (size_t)K * (WT == HEARTH_DT_F32 ? 4 : 2)};
     }
-    static __device__ __forceinline__ W load(const uint8_t *row, int c, int) { return ld_stream16(row + (size_t)c * 16); }
+    static __device__ __forceinline__ W load(const uint8_t *row, int c, int) {
+        return ld_stream16(row + (size_t)c * 16);
+    }
     template <int NT, int R>
     static __device__ __forceinline__ void dot(const W *w, int c, const X &x, float (*acc)[NT]) {
         float wf[R][E];
@@ -794,10 +796,13 @@ static void launch_stream(const cu_launch *L, const mmv_set *set, const void *xp
         const char *s = getenv("HEARTH_MMV_WAVE");
         wave = F::WAVE && !(s && atoi(s) == 0);
     }
-    auto k = ks == 4 ? mmv_stream_kernel<F, NT, 4> : ks == 2 ? mmv_stream_kernel<F, NT, 2> : mmv_stream_kernel<F, NT, 1>;
+    auto k = ks == 4   ? mmv_stream_kernel<F, NT, 4>
+             : ks == 2 ? mmv_stream_kernel<F, NT, 2>
+                       : mmv_stream_kernel<F, NT, 1>;
     int blocks = cu_div_up(pairs, 8 / ks);
     if (ks == 1 && wave) {
-        if (!per_sm && (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, 256, 0) != cudaSuccess || per_sm < 1)) {
+        if (!per_sm &&
+            (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, 256, 0) != cudaSuccess || per_sm < 1)) {
             cudaGetLastError();
             per_sm = 2;
         }

@@ -456,8 +456,8 @@ static int run_unit(hearth_cuda_ctx *c, const rec *recs, int i, int n, char *lab
             const char *s = getenv("HEARTH_ATTN_PREP");
             attn_prep = !(s && atoi(s) == 0);
         }
-        if (attn_prep && left >= 2 && r->kind == R_ATTN && r[1].kind == R_MATMUL && r[1].p[1] == r->p[3] && r[1].i[0] == r->i[3] &&
-            r[1].i[3] == r->i[4] * r->i[6]) {
+        if (attn_prep && left >= 2 && r->kind == R_ATTN && r[1].kind == R_MATMUL && r[1].p[1] == r->p[3] &&
+            r[1].i[0] == r->i[3] && r[1].i[3] == r->i[4] * r->i[6]) {
             int kind = cu_mm_prep_kind(&c->mm, r->i[3], (hearth_dtype)r[1].i[1]);
             if (kind == XPREP_BF16 || kind == XPREP_F16 || kind == XPREP_Q8) {
                 cu_mm_invalidate(&c->mm);
