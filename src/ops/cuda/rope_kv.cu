@@ -20,27 +20,35 @@ __global__ void rope_kv_kernel(float *q, float *k, const float *__restrict__ v, 
     const float *vt = v + (size_t)t * kv.kv_dim;
     E *kd = (E *)kv.k, *vd = (E *)kv.v;
     const int stride = blockDim.x * gridDim.y, i0 = blockIdx.y * blockDim.x + threadIdx.x;
-#pragma unroll 4
-    for (int i = i0; i < (n_q + n_k) * half; i += stride) {
-        int h = i / half, pi = i - h * half;
-        float ang = (float)p * inv_freq[pi];
-        float sn, cs;
-        sincosf(ang, &sn, &cs);
-        int a = neox ? pi : 2 * pi, b = neox ? pi + half : 2 * pi + 1;
-        if (h < n_q) {
-            float *x = qt + (size_t)h * head_dim;
-            float x0 = x[a], x1 = x[b];
-            x[a] = x0 * cs - x1 * sn;
-            x[b] = x0 * sn + x1 * cs;
-        } else {
-            h -= n_q;
-            float *x = kt + (size_t)h * head_dim;
-            float x0 = x[a], x1 = x[b];
-            float y0 = x0 * cs - x1 * sn, y1 = x0 * sn + x1 * cs;
-            x[a] = y0;
-            x[b] = y1;
-            kv_st(kd, off + (size_t)h * head_dim + a, y0);
-            kv_st(kd, off + (size_t)h * head_dim + b, y1);
+    const int npairs = (n_q + n_k) * half;
+    /* RB pairs a round: their loads are issued before any store (a store may alias a later load, so a
+     * load-rotate-store loop would wait a memory round trip per pair: 20 a thread for long prompts) */
+    constexpr int RB = 4;
+    for (int ib = i0; ib < npairs; ib += RB * stride) {
+        float *x[RB];
+        float x0[RB], x1[RB];
+        int a[RB], b[RB];
+#pragma unroll
+        for (int u = 0; u < RB; u++) {
+            const int i = ib + u * stride, h = i / half, pi = i - h * half;
+            a[u] = neox ? pi : 2 * pi;
+            b[u] = neox ? pi + half : 2 * pi + 1;
+            x[u] = h < n_q ? qt + (size_t)h * head_dim : kt + (size_t)(h - n_q) * head_dim;
+            if (i < npairs) x0[u] = x[u][a[u]], x1[u] = x[u][b[u]];
+        }
+#pragma unroll
+        for (int u = 0; u < RB; u++) {
+            const int i = ib + u * stride, h = i / half, pi = i - h * half;
+            if (i >= npairs) break;
+            float sn, cs;
+            sincosf((float)p * inv_freq[pi], &sn, &cs);
+            const float y0 = x0[u] * cs - x1[u] * sn, y1 = x0[u] * sn + x1[u] * cs;
+            x[u][a[u]] = y0;
+            x[u][b[u]] = y1;
+            if (h >= n_q) {
+                kv_st(kd, off + (size_t)(h - n_q) * head_dim + a[u], y0);
+                kv_st(kd, off + (size_t)(h - n_q) * head_dim + b[u], y1);
+            }
         }
     }
     for (int i = i0; i < kv.kv_dim; i += stride) {
