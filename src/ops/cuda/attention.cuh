@@ -45,15 +45,6 @@ __device__ __forceinline__ float f_ex2(float x) {
     return y;
 }
 
-/* 16 bytes global -> shared; with valid false the 16 bytes are zero-filled
- * (nothing is read). */
-__device__ __forceinline__ void cp_async16(void *dst, const void *src, bool valid) {
-    unsigned s = (unsigned)__cvta_generic_to_shared(dst);
-    int n = valid ? 16 : 0;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(src), "r"(n) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
 
 /* Rows [tile*bm, min(T, tile*bm + bm)) all belong to one sequence. Every
  * thread of the block must call it (it ends in a barrier): each thread loads

@@ -93,6 +93,22 @@ static void cu_smem_setup(const cu_launch *L, void (*k)(KArgs...), int smem, boo
 
 static inline int cu_div_up(long a, long b) { return (int)((a + b - 1) / b); }
 
+/* ---- asynchronous copies global -> shared (cp.async, 16 bytes) ---------- */
+
+__device__ __forceinline__ void cp_async16(void *dst, const void *src) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(src) : "memory");
+}
+/* with valid false the 16 bytes are zero-filled (nothing is read) */
+__device__ __forceinline__ void cp_async16(void *dst, const void *src, bool valid) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    int n = valid ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(src), "r"(n) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait1() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
+
 /* ---- ggml block layouts (device side) ------------------------------------
  * Blocks are read with 2-byte loads: every field of every block type is
  * 2-byte aligned in a row, whatever the row's alignment beyond that. */
