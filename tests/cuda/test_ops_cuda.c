@@ -1190,33 +1190,30 @@ TEST(cuda_layer_e4m3_kv_fused_matches_unfused_and_cpu) {
             if (!layer_case(types[i], Ts[j], HEARTH_DT_E4M3)) return;
 }
 
+/* The profile text of one layer_case run; its length (0 past the buffer). */
+static size_t layer_profile(hearth_dtype t, int T, hearth_dtype kt, char *buf, size_t cap) {
+    hearth_cuda_ctx_profile(g_cu, 1);
+    layer_case(t, T, kt);
+    size_t n = hearth_cuda_ctx_profile_text(g_cu, buf, cap);
+    hearth_cuda_ctx_profile(g_cu, 0);
+    return n < cap ? n : 0;
+}
+
 TEST(cuda_profile_names_launch_units) {
     NEED_GPU();
-    hearth_cuda_ctx_profile(g_cu, 1);
-    layer_case(HEARTH_DT_Q8_0, 1, HEARTH_DT_F32);
     char buf[8192];
-    size_t n = hearth_cuda_ctx_profile_text(g_cu, buf, sizeof buf);
-    hearth_cuda_ctx_profile(g_cu, 0);
-    CHECK(n > 0 && n < sizeof buf);
+    CHECK(layer_profile(HEARTH_DT_Q8_0, 1, HEARTH_DT_F32, buf, sizeof buf) > 0);
     CHECK_CONTAINS(buf, "matmul gate+up+swiglu q8_0 1024x512 T=1");
     CHECK_CONTAINS(buf, "matmul x3 q8_0 768x512 T=1");
     CHECK_CONTAINS(buf, "add+rmsnorm+prep dim 512 rows 1");
     CHECK_CONTAINS(buf, "rope+rope+kv_write T=1");
     CHECK_CONTAINS(buf, "total");
     /* the f16 cache takes the same fusion */
-    hearth_cuda_ctx_profile(g_cu, 1);
-    layer_case(HEARTH_DT_Q8_0, 1, HEARTH_DT_F16);
-    n = hearth_cuda_ctx_profile_text(g_cu, buf, sizeof buf);
-    hearth_cuda_ctx_profile(g_cu, 0);
-    CHECK(n > 0 && n < sizeof buf);
+    CHECK(layer_profile(HEARTH_DT_Q8_0, 1, HEARTH_DT_F16, buf, sizeof buf) > 0);
     CHECK_CONTAINS(buf, "rope+rope+kv_write T=1");
     CHECK_CONTAINS(buf, "attention T=1+prep");
     /* above 8 rows, labels name a power-of-two range of rows */
-    hearth_cuda_ctx_profile(g_cu, 1);
-    layer_case(HEARTH_DT_Q8_0, 40, HEARTH_DT_F16);
-    n = hearth_cuda_ctx_profile_text(g_cu, buf, sizeof buf);
-    hearth_cuda_ctx_profile(g_cu, 0);
-    CHECK(n > 0 && n < sizeof buf);
+    CHECK(layer_profile(HEARTH_DT_Q8_0, 40, HEARTH_DT_F16, buf, sizeof buf) > 0);
     CHECK_CONTAINS(buf, "rope+rope+kv_write T=33-64");
     CHECK_CONTAINS(buf, "attention T=33-64 (tensor cores)");
 }
