@@ -68,6 +68,16 @@ static cu_kv get_kv(const rec *r) {
                  r->i[10] == 2, 0};
 }
 
+/* Whether a launch unit wrote KV, and at which rows (seq, pos, T): the
+ * attention that follows may read other positions before its wait
+ * (cu_kv.early). seq NULL with valid set: a writer at rows not known. */
+typedef struct kv_writer {
+    int valid;
+    const void *seq, *pos;
+    int T;
+} kv_writer;
+static const kv_writer kvw_unknown = {1, NULL, NULL, 0};
+
 #define MAX_RECS 16384
 #define N_GRAPHS 8
 #define N_SEEN 16
@@ -99,11 +109,7 @@ struct hearth_cuda_ctx {
     float *part;
     size_t part_floats;
     int *att_cnt; /* ATT_CNT zeroed counters of the decode attention kernel */
-    struct {
-        int valid; /* the last unit launched wrote KV at rows (seq, pos, T) */
-        const void *seq, *pos;
-        int T;
-    } kvw_last;
+    kv_writer kvw_last; /* the last unit launched */
     void *blas_ws;
     size_t blas_ws_bytes;
 
@@ -169,8 +175,8 @@ static int run_attn(hearth_cuda_ctx *c, const rec *r, int prep_kind, void *prep)
     }
     cu_kv kv = get_kv(r);
     /* the unit before wrote no KV, or only at these rows (the model's rope+kv_write before attention) */
-    kv.early = !early_off && (!c->kvw_last.valid || (c->kvw_last.seq == r->p[5] && c->kvw_last.pos == r->p[6] &&
-                                                     c->kvw_last.T == r->i[3]));
+    const kv_writer *w = &c->kvw_last;
+    kv.early = !early_off && (!w->valid || (w->seq && w->seq == r->p[5] && w->pos == r->p[6] && w->T == r->i[3]));
     return cu_attention(&c->L, (float *)r->p[3], (const float *)r->p[4], r->i[3], &kv, (const int32_t *)r->p[5],
                         (const int32_t *)r->p[6], r->i[4], r->i[5], r->i[6], r->f[0], r->i[7], r->i[8], c->part,
                         c->part_floats, c->att_cnt, ATT_CNT, prep_kind, prep);
@@ -652,6 +658,7 @@ static void flush(hearth_cuda_ctx *c, int sync) {
                 if (g->exec && g->hash == h && g->n == c->n_recs &&
                     !memcmp(g->recs, c->recs, sizeof(rec) * (size_t)c->n_recs)) {
                     note(c, cudaGraphLaunch(g->exec, c->stream), "graph launch");
+                    c->kvw_last = kvw_unknown; /* the graph's units were not run here */
                     g->last_use = ++c->tick;
                     c->stats.graph_replays++;
                     done = 1;
