@@ -251,9 +251,10 @@ TEST(cuda_matmul_many_rows) {
     matmul_case_prep(HEARTH_DT_Q4_0, 256, 9001, 1, 0, 0);
 }
 
-/* streamed GEMVs (float rows, split Q4_0 / Q8_0 rows) over long rows split
- * K across 2 or 4 warps a row pair (stream_ks in mmv.cu): a partial last
- * group of chunks, an odd row count */
+/* streamed GEMVs over long rows: float rows and Q8_0 rows at K = 8192 split
+ * K across 2 or 4 warps a row pair (stream_ks in mmv.cu); Q4_0 rows (too
+ * few chunks to split) stream several rounds a warp. A partial last group
+ * of chunks, an odd row count. */
 TEST(cuda_matmul_split_k) {
     NEED_GPU();
     static const hearth_dtype ts[] = {HEARTH_DT_BF16, HEARTH_DT_F16, HEARTH_DT_F32, HEARTH_DT_Q4_0, HEARTH_DT_Q8_0};
