@@ -110,8 +110,15 @@ $(BUILD)/test_cuda: $(CUDA_TEST_SRC:%.c=$(BUILD)/%.o) $(BUILD)/tests/unit/runner
 $(BUILD)/bench/cuda/%: $(BUILD)/bench/cuda/%.o $(BUILD)/libhearth.a
 	$(CC) -o $@ $< $(BUILD)/libhearth.a $(LDLIBS)
 
-.PHONY: bench-cuda
+.PHONY: bench-cuda trace-cuda
 bench-cuda: $(CUDA_BENCH)
+
+# A GPU timeline for devices without Nsight Systems (tools/prof/cupti_trace.c).
+trace-cuda: $(BUILD)/libhearth_trace.so
+$(BUILD)/libhearth_trace.so: tools/prof/cupti_trace.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -std=c11 -Wall -Wextra -Werror -fPIC -shared -I$(CUDA_HOME)/include -o $@ $< \
+		-L$(CUDA_HOME)/lib -L$(CUDA_HOME)/lib64 -lcupti
 
 test-cuda:
 	@[ "$(CUDA)" = 1 ] || { echo "test-cuda: this build has no CUDA (nvcc not found or CUDA=0)"; exit 1; }
