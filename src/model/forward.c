@@ -29,8 +29,11 @@ hearth_status hearth_model_forward(hearth_model *m, hearth_kv *kv, const int32_t
     const float scale = 1.0f / sqrtf((float)hd);
     hearth_kv_view vw = *hearth_kv_view_get(kv);
     vw.one_seq = 1;
-    for (int t = 1; t < T; t++)
+    vw.ctx_len = 0;
+    for (int t = 0; t < T; t++) {
         if (seq[t] != seq[0]) vw.one_seq = 0;
+        if (pos[t] + 1 > vw.ctx_len) vw.ctx_len = pos[t] + 1;
+    }
     const hearth_kv_view *view = &vw;
 
     /* The embedding lookup reads ids on the host side of the CPU backend;

@@ -48,6 +48,8 @@ typedef struct hearth_kv_view {
     hearth_dtype type;          /* HEARTH_DT_F32, HEARTH_DT_F16 or HEARTH_DT_E4M3 */
     int one_seq;                /* set per forward: 1 when all its rows belong to one sequence (a
                                    backend may then skip per-row batch checks); 0 = unknown */
+    int ctx_len;                /* set per forward: the most positions a row attends (its
+                                   position + 1), for a backend to shape its attention; 0 = unknown */
 } hearth_kv_view;
 
 /* Token choice for one logit row, made where the logits are (the pick op),

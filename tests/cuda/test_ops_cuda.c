@@ -495,8 +495,8 @@ static int kv_make(kvpair *p, hearth_dtype type, int kv_dim, int bs, int n_seq, 
     p->hvp[0] = p->hv;
     p->dkp[0] = p->dk;
     p->dvp[0] = p->dv;
-    p->hview = (hearth_kv_view){p->hkp, p->hvp, p->table, bs, p->mbps, kv_dim, p->n_blocks, type, 0};
-    p->dview = (hearth_kv_view){p->dkp, p->dvp, p->dtable, bs, p->mbps, kv_dim, p->n_blocks, type, 0};
+    p->hview = (hearth_kv_view){p->hkp, p->hvp, p->table, bs, p->mbps, kv_dim, p->n_blocks, type, 0, 0};
+    p->dview = (hearth_kv_view){p->dkp, p->dvp, p->dtable, bs, p->mbps, kv_dim, p->n_blocks, type, 0, 0};
     return p->dk && p->dv && p->dtable;
 }
 
@@ -522,9 +522,12 @@ static int attn_case(hearth_dtype kt, const char *what, int nh, int nkv, int hd,
     float scale = 1.0f / sqrtf((float)hd);
     CPU->attention(g_cpu, want, q, T, &p.hview, 0, seq, pos, nh, nkv, hd, scale, window);
     poison(od, 4 * qn);
-    p.dview.one_seq = 1; /* as the model sets it */
-    for (int t = 1; t < T; t++)
+    p.dview.one_seq = 1; /* as the model sets them */
+    p.dview.ctx_len = 0;
+    for (int t = 0; t < T; t++) {
         if (seq[t] != seq[0]) p.dview.one_seq = 0;
+        if (pos[t] + 1 > p.dview.ctx_len) p.dview.ctx_len = pos[t] + 1;
+    }
     CU->attention(g_cu, od, qd, T, &p.dview, 0, sd, pd, nh, nkv, hd, scale, window);
     down(got, od, 4 * qn);
     size_t at;
@@ -551,7 +554,7 @@ static int attn_case(hearth_dtype kt, const char *what, int nh, int nkv, int hd,
  * cache type (3e-5). From 9 rows on, head_dim 64 / 128: the batched kernel,
  * f32 math on an f32 cache (3e-5) and tensor cores on f16 / e4m3 ones
  * (attention_rows_tc.cu: f16 operands, the prefill kernels' 4e-3). */
-static void attention_decode_rows(hearth_dtype kt) {
+static int attention_decode_rows_once(hearth_dtype kt) {
     static const int hds[] = {16, 64, 96, 128};
     for (size_t hi = 0; hi < sizeof hds / sizeof hds[0]; hi++) {
         int hd = hds[hi];
@@ -559,10 +562,10 @@ static void attention_decode_rows(hearth_dtype kt) {
         int32_t seq[5], pos[5];
         for (int s = 0; s < 5; s++) len[s] = 1 + irand(s == 0 ? 3000 : 300), seq[s] = 4 - s, pos[s] = 0;
         for (int t = 0; t < 5; t++) pos[t] = len[seq[t]] - 1;
-        if (!attn_case(kt, "decode, 5 sequences", 8, 2, hd, 0, 5, len, 5, seq, pos, 3e-5)) return;
-        if (!attn_case(kt, "decode, window 37", 12, 4, hd, 37, 5, len, 5, seq, pos, 3e-5)) return;
-        if (!attn_case(kt, "decode, one row, MHA", 4, 4, hd, 0, 5, len, 1, seq, pos, 3e-5)) return;
-        if (!attn_case(kt, "decode, 16 query heads per kv head", 32, 2, hd, 0, 5, len, 3, seq, pos, 3e-5)) return;
+        if (!attn_case(kt, "decode, 5 sequences", 8, 2, hd, 0, 5, len, 5, seq, pos, 3e-5)) return 0;
+        if (!attn_case(kt, "decode, window 37", 12, 4, hd, 37, 5, len, 5, seq, pos, 3e-5)) return 0;
+        if (!attn_case(kt, "decode, one row, MHA", 4, 4, hd, 0, 5, len, 1, seq, pos, 3e-5)) return 0;
+        if (!attn_case(kt, "decode, 16 query heads per kv head", 32, 2, hd, 0, 5, len, 3, seq, pos, 3e-5)) return 0;
     }
     /* long contexts (up to MAX_CTX - 1, so up to 64 splits), 24 rows of 6
      * sequences at scattered positions, with and without a window */
@@ -573,17 +576,52 @@ static void attention_decode_rows(hearth_dtype kt) {
         for (int s = 0; s < 6; s++) len[s] = s == 0 ? MAX_CTX : 1000 + irand(MAX_CTX - 1000);
         for (int t = 0; t < 24; t++) seq[t] = irand(6), pos[t] = irand(len[seq[t]]);
         pos[0] = len[seq[0]] - 1;
-        if (!attn_case(kt, "decode, 24 rows, long contexts", 32, 8, 128, 0, 6, len, 24, seq, pos, tb)) return;
-        if (!attn_case(kt, "decode, 24 rows, window 1000", 32, 8, 128, 1000, 6, len, 24, seq, pos, tb)) return;
-        if (!attn_case(kt, "decode, 24 rows, hd 64", 16, 4, 64, 0, 6, len, 24, seq, pos, tb)) return;
+        if (!attn_case(kt, "decode, 24 rows, long contexts", 32, 8, 128, 0, 6, len, 24, seq, pos, tb)) return 0;
+        if (!attn_case(kt, "decode, 24 rows, window 1000", 32, 8, 128, 1000, 6, len, 24, seq, pos, tb)) return 0;
+        if (!attn_case(kt, "decode, 24 rows, hd 64", 16, 4, 64, 0, 6, len, 24, seq, pos, tb)) return 0;
         /* 8 and 16 query heads a kv head (one and two groups of 8) */
-        if (!attn_case(kt, "decode, 24 rows, G 8", 32, 4, 128, 0, 6, len, 24, seq, pos, tb)) return;
-        if (!attn_case(kt, "decode, 24 rows, G 16, hd 64", 32, 2, 64, 0, 6, len, 24, seq, pos, tb)) return;
+        if (!attn_case(kt, "decode, 24 rows, G 8", 32, 4, 128, 0, 6, len, 24, seq, pos, tb)) return 0;
+        if (!attn_case(kt, "decode, 24 rows, G 16, hd 64", 32, 2, 64, 0, 6, len, 24, seq, pos, tb)) return 0;
         /* the same rows, 8 at a time (the few-rows kernel, several tiles a split) */
-        if (!attn_case(kt, "decode, 8 rows, long contexts", 32, 8, 128, 0, 6, len, 8, seq, pos, 3e-5)) return;
-        if (!attn_case(kt, "decode, 8 rows, window 1000", 32, 8, 128, 1000, 6, len, 8, seq, pos, 3e-5)) return;
-        if (!attn_case(kt, "decode, 1 row, hd 64, G 8", 16, 2, 64, 0, 6, len, 1, seq, pos, 3e-5)) return;
+        if (!attn_case(kt, "decode, 8 rows, long contexts", 32, 8, 128, 0, 6, len, 8, seq, pos, 3e-5)) return 0;
+        if (!attn_case(kt, "decode, 8 rows, window 1000", 32, 8, 128, 1000, 6, len, 8, seq, pos, 3e-5)) return 0;
+        if (!attn_case(kt, "decode, 1 row, hd 64, G 8", 16, 2, 64, 0, 6, len, 1, seq, pos, 3e-5)) return 0;
     }
+    /* contexts of 65..1024 positions: the clustered kernel at every size (2..16 splits of one tile) */
+    static const int ctxs[] = {65, 100, 129, 200, 300, 500, 513, 800, 1024};
+    for (size_t c = 0; c < sizeof ctxs / sizeof ctxs[0]; c++) {
+        int len[3] = {ctxs[c], 1 + irand(ctxs[c]), 1 + irand(ctxs[c])};
+        int32_t seq[8], pos[8];
+        for (int t = 0; t < 8; t++) seq[t] = t % 3, pos[t] = irand(len[seq[t]]);
+        pos[0] = len[0] - 1;
+        if (!attn_case(kt, "decode, 1 row, short context", 32, 8, 128, 0, 3, len, 1, seq, pos, 3e-5)) return 0;
+        if (!attn_case(kt, "decode, 8 rows, short contexts", 32, 8, 128, 0, 3, len, 8, seq, pos, 3e-5)) return 0;
+        if (!attn_case(kt, "decode, 8 rows, short, window 100", 32, 8, 128, 100, 3, len, 8, seq, pos, 3e-5)) return 0;
+        if (!attn_case(kt, "decode, 3 rows, short, hd 64, G 8", 16, 2, 64, 0, 3, len, 3, seq, pos, 3e-5)) return 0;
+        if (!attn_case(kt, "decode, 2 rows, short, hd 64, G 16", 32, 2, 64, 0, 3, len, 2, seq, pos, 3e-5)) return 0;
+        if (!attn_case(kt, "decode, 1 row, short, MHA", 4, 4, 64, 0, 3, len, 1, seq, pos, 3e-5)) return 0;
+    }
+    return 1;
+}
+
+/* The few-rows kernel merges its splits in a cluster (up to 1024 positions:
+ * 2..16 blocks by the context; HEARTH_ATTN_CLUSTER caps the size) or through
+ * global memory and a counter (0, and longer contexts): the same cases with
+ * clusters up to 16, up to 8, and none. */
+static void attention_decode_rows(hearth_dtype kt) {
+    static const char *cl[] = {"16", "8", "0"};
+    const char *was = getenv("HEARTH_ATTN_CLUSTER");
+    char *saved = was ? strdup(was) : NULL;
+    for (size_t i = 0; i < sizeof cl / sizeof cl[0]; i++) {
+        setenv("HEARTH_ATTN_CLUSTER", cl[i], 1);
+        if (!attention_decode_rows_once(kt)) {
+            test_fail(__FILE__, __LINE__, "(the failure above: HEARTH_ATTN_CLUSTER=%s)", cl[i]);
+            break;
+        }
+    }
+    if (saved) setenv("HEARTH_ATTN_CLUSTER", saved, 1);
+    else unsetenv("HEARTH_ATTN_CLUSTER");
+    free(saved);
 }
 
 TEST(cuda_attention_decode_rows) {
@@ -1031,6 +1069,7 @@ static int layer_case_at(hearth_dtype t, int T, hearth_dtype kt, int pos0) {
     kv_make(&kp, kt, kvd, 16, 1, len);
     int32_t seq[64] = {0}, pos[64];
     for (int i = 0; i < T; i++) pos[i] = pos0 + i;
+    kp.dview.ctx_len = pos0 + T; /* as the model sets it: the clustered decode kernel */
     int32_t *sd = dup_host(seq, sizeof seq), *pd = dup_host(pos, sizeof pos);
     size_t sz[8] = {(size_t)T * dim, (size_t)T * (qd > dim ? qd : dim), (size_t)T * qd, (size_t)T * kvd,
                     (size_t)T * kvd, (size_t)T * qd, (size_t)T * ffn, (size_t)T * ffn};

@@ -217,8 +217,8 @@ static void launch_decode(const cu_launch *L, dim3 grid, float *out, const float
 /* Returns 1 when the splits still need the combine kernel. */
 static int decode(const cu_launch *L, dim3 grid, float *out, const float *q, const cu_kv *kv, const int32_t *seq,
                   const int32_t *pos, int T, int n_heads, int n_kv, int hd, float scale, int window, int S,
-                  int minpos, float *part, int *cnt, int n_cnt, int skip_bm, int prep_kind, void *prep,
-                  int *prepped) {
+                  int minpos, int cluster, float *part, int *cnt, int n_cnt, int skip_bm, int prep_kind,
+                  void *prep, int *prepped) {
     /* batches of rows: the tiled kernel (one softmax update per 64 positions);
      * HEARTH_ATTN_ROWS_MIN (benchmarks) moves the threshold from 9 rows */
     static int rows_min = -1;
@@ -238,8 +238,8 @@ static int decode(const cu_launch *L, dim3 grid, float *out, const float *q, con
         old_decode = s && atoi(s) == 1;
     }
     if (!old_decode && cu_attention_decode_fits(hd, kv, T, n_heads, n_kv, S, n_cnt)) {
-        cu_attention_decode(L, grid, out, q, kv, seq, pos, T, n_heads, n_kv, hd, scale, window, S, part, cnt,
-                            skip_bm, prep_kind, prep);
+        cu_attention_decode(L, grid, out, q, kv, seq, pos, T, n_heads, n_kv, hd, scale, window, S, cluster,
+                            part, cnt, skip_bm, prep_kind, prep);
         *prepped = prep_kind != XPREP_NONE;
         return 0;
     }
@@ -254,9 +254,18 @@ static int decode(const cu_launch *L, dim3 grid, float *out, const float *q, con
     return 1;
 }
 
+int cu_attention_cluster(int ctx_len) {
+    const char *s = getenv("HEARTH_ATTN_CLUSTER"); /* read at each record, so tests can switch it */
+    const int cap = s ? atoi(s) : 16;
+    int cs = 2;
+    while (cs * 64 < ctx_len) cs *= 2;
+    return ctx_len > 64 && cs <= 16 && cs <= cap ? cs : 0;
+}
+
 int cu_attention(const cu_launch *L, float *out, const float *q, int T, const cu_kv *kv, const int32_t *seq,
                  const int32_t *pos, int n_heads, int n_kv_heads, int head_dim, float scale, int window,
-                 int one_seq, float *part, size_t part_floats, int *cnt, int n_cnt, int prep_kind, void *prep) {
+                 int one_seq, int cluster, float *part, size_t part_floats, int *cnt, int n_cnt, int prep_kind,
+                 void *prep) {
     const int G = n_heads / n_kv_heads, ngrp = (G + AD_MAXG - 1) / AD_MAXG;
     /* the tensor-core kernel reads K/V rows in 16-byte pieces */
     const int aligned = kv->kv_dim % 8 == 0 && ((uintptr_t)kv->k | (uintptr_t)kv->v) % 16 == 0;
@@ -281,8 +290,8 @@ int cu_attention(const cu_launch *L, float *out, const float *q, int T, const cu
     }
     int prepped = 0;
     int combine = decode(L, dim3(S, n_kv_heads * ngrp, T), out, q, kv, seq, pos, T, n_heads, n_kv_heads, head_dim,
-                         scale, window, S, minpos, part, cnt, n_cnt, skip_bm, skip_bm ? XPREP_NONE : prep_kind, prep,
-                         &prepped);
+                         scale, window, S, minpos, cluster, part, cnt, n_cnt, skip_bm,
+                         skip_bm ? XPREP_NONE : prep_kind, prep, &prepped);
     if (combine && S > 1)
         cu_launch_k(L, attn_combine_kernel, dim3(n_heads, T), dim3(AD_THREADS), 0, out, (const float *)part, seq, pos,
                     T, n_heads, head_dim, S, minpos, window, skip_bm);

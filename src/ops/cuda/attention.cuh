@@ -300,6 +300,7 @@ void cu_attention_rows_tc(const cu_launch *L, dim3 grid, float *out, const float
 int cu_attention_decode_fits(int head_dim, const cu_kv *kv, int T, int n_heads, int n_kv, int S, int n_cnt);
 void cu_attention_decode(const cu_launch *L, dim3 grid, float *out, const float *q, const cu_kv *kv,
                          const int32_t *seq, const int32_t *pos, int T, int n_heads, int n_kv, int head_dim,
-                         float scale, int window, int S, float *part, int *cnt, int skip_bm, int prep_kind, void *prep);
+                         float scale, int window, int S, int cluster, float *part, int *cnt, int skip_bm,
+                         int prep_kind, void *prep);
 
 #endif

@@ -10,22 +10,86 @@
  *      quarter of V goes to shared memory as stored;
  *  (2) a warp per head updates the online softmax once for the tile;
  *  (3) P x V from shared memory, a thread per (head, dimension pair).
- * Splits end in the same kernel: each block writes its partial (the layout
- * of attention.cu's partials), and the last block of a (row, kv head) to
- * finish (a counter, reset by that block) merges them. So one launch, no
- * combine kernel, and about six memory latencies from start to output.
+ * Splits end in the same kernel. With clusters (CL > 1, the default on
+ * sm_90), the CL splits of a (row, kv head group) are one thread-block
+ * cluster: each block leaves its partial in its shared memory, and after a
+ * cluster barrier every block merges a slice of the outputs, reading the
+ * others' partials through distributed shared memory; no global round trip.
+ * Without (CL = 0), each block writes its partial (the layout of
+ * attention.cu's partials) and the last block of a (row, kv head) to finish
+ * (a counter, reset by that block) merges them: about six memory latencies
+ * from start to output. A block with several tiles loads the next one while
+ * it finishes the current one.
  *
  * The math is attention.cu's: f32 scores from the cache as stored (f16 and
  * e4m3 widened exactly), expf, f32 accumulation; only the order of the sums
  * differs. */
 #include "ops/cuda/attention.cuh"
 
+#include <cooperative_groups.h>
+
 #define DD_THREADS 256
 #define DD_TP 64 /* positions per tile: four threads each */
 #define DD_MAXG 8
 #define DD_MAXS 64 /* splits a row at most */
 
-template <int HD, typename E>
+/* The splits of a cluster (its CL blocks, ranks = splits) merged: each
+ * block's partial (o_s: unnormalised output, m_s / l_s: its softmax max and
+ * sum) stays in its shared memory; after the barrier, a warp per head
+ * weighs the splits (the counter path's arithmetic, in split order) and
+ * each block writes a slice of the outputs, whole q8 groups (32 outputs) a
+ * warp. The second barrier keeps every block's shared memory alive until the
+ * others have read it. */
+template <int HD, int CL>
+__device__ __forceinline__ void cluster_merge(float *__restrict__ out, const float *acc, float (*o_s)[HD],
+                                              float *m_s, float *l_s, float (*w_s)[DD_MAXS], float *c_s, int Gb,
+                                              int Se, size_t th0, size_t n_out, int prep_kind, void *prep) {
+    namespace cg = cooperative_groups;
+    constexpr int NOUT = DD_MAXG * HD / DD_THREADS;
+    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+    cg::cluster_group cl = cg::this_cluster();
+#pragma unroll
+    for (int k = 0; k < NOUT; k++) {
+        const int x = tid + DD_THREADS * k;
+        if (x / HD < Gb) o_s[x / HD][x % HD] = acc[k];
+    }
+    cl.sync();
+    if (w < Gb) {
+        float m = -INFINITY, l = 0.0f;
+        if (lane < Se) {
+            m = *cl.map_shared_rank(&m_s[w], lane);
+            l = *cl.map_shared_rank(&l_s[w], lane);
+        }
+        float M = l > 0.0f ? m : -INFINITY;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+        const float wt = l > 0.0f ? expf(m - M) : 0.0f;
+        float L = l * wt;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) L += __shfl_xor_sync(0xffffffffu, L, o);
+        w_s[w][lane] = wt;
+        if (lane == 0) c_s[w] = L;
+    }
+    __syncthreads();
+    const int share = ((Gb * HD + CL - 1) / CL + 31) & ~31, r = (int)cl.block_rank();
+    for (int i = tid; i < share; i += DD_THREADS) {
+        const int x = r * share + i, g = x / HD, d = x % HD;
+        if (g >= Gb) break; /* whole warps: share and Gb * HD are multiples of 32 */
+        float ov[CL]; /* every split's value in flight at once, then summed in split order */
+#pragma unroll
+        for (int s = 0; s < CL; s++) ov[s] = s < Se ? *cl.map_shared_rank(&o_s[g][d], s) : 0.0f;
+        float o = 0.0f;
+#pragma unroll
+        for (int s = 0; s < CL; s++)
+            if (s < Se) o = fmaf(ov[s], w_s[g][s], o);
+        o = c_s[g] > 0.0f ? o / c_s[g] : 0.0f;
+        out[(th0 + g) * HD + d] = o;
+        prep_store(prep_kind, prep, n_out, (th0 + g) * HD + d, o, lane);
+    }
+    cl.sync();
+}
+
+template <int HD, typename E, int CL>
 __global__ void __launch_bounds__(DD_THREADS)
     attn_dec_kernel(float *__restrict__ out, const float *__restrict__ q, cu_kv kv, const int32_t *__restrict__ seq,
                     const int32_t *__restrict__ pos, int T, int n_heads, int n_kv, float scale, int window, int S,
@@ -41,11 +105,16 @@ __global__ void __launch_bounds__(DD_THREADS)
     __shared__ float p_s[DD_MAXG][DD_TP];
     __shared__ float m_s[DD_MAXG], l_s[DD_MAXG], c_s[DD_MAXG];
     __shared__ float w_s[DD_MAXG][DD_MAXS];
+    __shared__ __align__(16) float o_s[CL ? DD_MAXG : 1][HD]; /* CL: this block's partial */
     __shared__ int s_last;
 
     const int split = blockIdx.x, tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
-    dec_slice d;
-    if (!dec_slice_of(d, seq, pos, T, n_heads, n_kv, DD_MAXG, S, DD_TP, window, skip_bm)) return;
+    dec_slice d = {};
+    if (!dec_slice_of(d, seq, pos, T, n_heads, n_kv, DD_MAXG, S, DD_TP, window, skip_bm)) {
+        /* CL: a split past Se still takes part in the cluster's barriers (skip_bm is 0 there: T <= 8) */
+        if (!CL || split < d.Se) return;
+        d.a = d.e = 0;
+    }
     const int t = d.t, kvh = d.kvh, h0 = d.h0, Gb = d.Gb, Se = d.Se, a = d.a, e = d.e;
     const int32_t *trow = kv.table + (size_t)seq[t] * kv.max_blocks;
     const E *kb = (const E *)kv.k + (size_t)kvh * HD, *vb = (const E *)kv.v + (size_t)kvh * HD;
@@ -76,9 +145,9 @@ __global__ void __launch_bounds__(DD_THREADS)
 #pragma unroll
     for (int k = 0; k < NOUT; k++) acc[k] = 0.0f;
 
+    if (!early) load_tile(a);
     for (int p0 = a; p0 < e; p0 += DD_TP) {
         const int n = min(DD_TP, e - p0);
-        if (!early || p0 != a) load_tile(p0);
         __syncthreads(); /* q_s, m_s written; the last tile's v_s and p_s read by all */
         if (j < n) {
 #pragma unroll
@@ -89,6 +158,7 @@ __global__ void __launch_bounds__(DD_THREADS)
         for (int g = 0; g < DD_MAXG; g++) sc[g] = 0.0f;
 #pragma unroll
         for (int i = 0; i < NV; i++) q_dot16<DD_MAXG, HD, E>(sc, kr[i], q_s, (quarter + 4 * i) * EP, Gb);
+        if (p0 + DD_TP < e) load_tile(p0 + DD_TP); /* kr, vr are free: the next tile in flight */
 #pragma unroll
         for (int g = 0; g < DD_MAXG; g++) {
             if (g < Gb) {
@@ -116,6 +186,7 @@ __global__ void __launch_bounds__(DD_THREADS)
     const size_t th0 = (size_t)t * n_heads + h0, n_out = (size_t)T * n_heads * HD;
     /* output (g, d) = tid + 256 k: a warp holds 32 consecutive d of one head, one q8 group of the prepared copy */
     if (Se == 1) {
+        if (split > 0) return; /* CL: an empty split */
 #pragma unroll
         for (int k = 0; k < NOUT; k++) {
             const int x = tid + DD_THREADS * k, g = x / HD, d = x % HD;
@@ -127,57 +198,61 @@ __global__ void __launch_bounds__(DD_THREADS)
         }
         return;
     }
+    if constexpr (CL > 1) {
+        cluster_merge<HD, CL>(out, acc, o_s, m_s, l_s, w_s, c_s, Gb, Se, th0, n_out, prep_kind, prep);
+    } else {
 #pragma unroll
-    for (int k = 0; k < NOUT; k++) {
-        const int x = tid + DD_THREADS * k, g = x / HD, d = x % HD;
-        if (g < Gb) {
-            float *pp = part + ((th0 + g) * S + split) * (size_t)(HD + 2);
-            pp[d] = acc[k];
-            if (d == 0) {
-                pp[HD] = m_s[g];
-                pp[HD + 1] = l_s[g];
+        for (int k = 0; k < NOUT; k++) {
+            const int x = tid + DD_THREADS * k, g = x / HD, d = x % HD;
+            if (g < Gb) {
+                float *pp = part + ((th0 + g) * S + split) * (size_t)(HD + 2);
+                pp[d] = acc[k];
+                if (d == 0) {
+                    pp[HD] = m_s[g];
+                    pp[HD + 1] = l_s[g];
+                }
             }
         }
-    }
-    /* the last block of this (row, kv head group) to finish merges the splits */
-    __threadfence();
-    __syncthreads();
-    int *ctr = cnt + (size_t)t * gridDim.y + blockIdx.y; /* one per (row, kv head x group) */
-    if (tid == 0) s_last = atomicAdd(ctr, 1) == Se - 1;
-    __syncthreads();
-    if (!s_last) return;
-    __threadfence();
-    if (w < Gb) {
-        const float *pp = part + (th0 + w) * S * (size_t)(HD + 2);
-        float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
-        if (lane < Se) m0 = __ldcg(pp + lane * (HD + 2) + HD), l0 = __ldcg(pp + lane * (HD + 2) + HD + 1);
-        if (lane + 32 < Se) m1 = __ldcg(pp + (lane + 32) * (HD + 2) + HD), l1 = __ldcg(pp + (lane + 32) * (HD + 2) + HD + 1);
-        float M = fmaxf(l0 > 0.0f ? m0 : -INFINITY, l1 > 0.0f ? m1 : -INFINITY);
+        /* the last block of this (row, kv head group) to finish merges the splits */
+        __threadfence();
+        __syncthreads();
+        int *ctr = cnt + (size_t)t * gridDim.y + blockIdx.y; /* one per (row, kv head x group) */
+        if (tid == 0) s_last = atomicAdd(ctr, 1) == Se - 1;
+        __syncthreads();
+        if (!s_last) return;
+        __threadfence();
+        if (w < Gb) {
+            const float *pp = part + (th0 + w) * S * (size_t)(HD + 2);
+            float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+            if (lane < Se) m0 = __ldcg(pp + lane * (HD + 2) + HD), l0 = __ldcg(pp + lane * (HD + 2) + HD + 1);
+            if (lane + 32 < Se) m1 = __ldcg(pp + (lane + 32) * (HD + 2) + HD), l1 = __ldcg(pp + (lane + 32) * (HD + 2) + HD + 1);
+            float M = fmaxf(l0 > 0.0f ? m0 : -INFINITY, l1 > 0.0f ? m1 : -INFINITY);
 #pragma unroll
-        for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
-        const float w0 = l0 > 0.0f ? expf(m0 - M) : 0.0f, w1 = l1 > 0.0f ? expf(m1 - M) : 0.0f;
-        float L = l0 * w0 + l1 * w1;
+            for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+            const float w0 = l0 > 0.0f ? expf(m0 - M) : 0.0f, w1 = l1 > 0.0f ? expf(m1 - M) : 0.0f;
+            float L = l0 * w0 + l1 * w1;
 #pragma unroll
-        for (int o = 16; o > 0; o >>= 1) L += __shfl_xor_sync(0xffffffffu, L, o);
-        w_s[w][lane] = w0;
-        w_s[w][lane + 32] = w1;
-        if (lane == 0) l_s[w] = L;
-    }
-    __syncthreads();
-#pragma unroll
-    for (int k = 0; k < NOUT; k++) {
-        const int x = tid + DD_THREADS * k, g = x / HD, d = x % HD;
-        if (g < Gb) {
-            const float *pp = part + (th0 + g) * S * (size_t)(HD + 2) + d;
-            float o = 0.0f;
-#pragma unroll 16
-            for (int s = 0; s < Se; s++) o = fmaf(__ldcg(pp + s * (HD + 2)), w_s[g][s], o);
-            o = l_s[g] > 0.0f ? o / l_s[g] : 0.0f;
-            out[(th0 + g) * HD + d] = o;
-            prep_store(prep_kind, prep, n_out, (th0 + g) * HD + d, o, lane);
+            for (int o = 16; o > 0; o >>= 1) L += __shfl_xor_sync(0xffffffffu, L, o);
+            w_s[w][lane] = w0;
+            w_s[w][lane + 32] = w1;
+            if (lane == 0) l_s[w] = L;
         }
+        __syncthreads();
+#pragma unroll
+        for (int k = 0; k < NOUT; k++) {
+            const int x = tid + DD_THREADS * k, g = x / HD, d = x % HD;
+            if (g < Gb) {
+                const float *pp = part + (th0 + g) * S * (size_t)(HD + 2) + d;
+                float o = 0.0f;
+#pragma unroll 16
+                for (int s = 0; s < Se; s++) o = fmaf(__ldcg(pp + s * (HD + 2)), w_s[g][s], o);
+                o = l_s[g] > 0.0f ? o / l_s[g] : 0.0f;
+                out[(th0 + g) * HD + d] = o;
+                prep_store(prep_kind, prep, n_out, (th0 + g) * HD + d, o, lane);
+            }
+        }
+        if (tid == 0) *ctr = 0; /* ready for the next launch */
     }
-    if (tid == 0) *ctr = 0; /* ready for the next launch */
 }
 
 int cu_attention_decode_fits(int head_dim, const cu_kv *kv, int T, int n_heads, int n_kv, int S, int n_cnt) {
@@ -186,16 +261,70 @@ int cu_attention_decode_fits(int head_dim, const cu_kv *kv, int T, int n_heads, 
            ((uintptr_t)kv->k | (uintptr_t)kv->v) % 16 == 0 && S <= DD_MAXS && (long)T * n_kv * ngrp <= n_cnt;
 }
 
+/* Whether clusters of CS blocks launch on this device (sm_90; 16 is
+ * non-portable and asked for). */
+template <int HD, typename E, int CS> static bool cluster_fits() {
+    int dev = 0, major = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess || major < 9)
+        return false;
+    if (CS > 8 && cudaFuncSetAttribute(attn_dec_kernel<HD, E, CS>, cudaFuncAttributeNonPortableClusterSizeAllowed,
+                                       1) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(CS, 1, 1);
+    cfg.blockDim = dim3(DD_THREADS);
+    cudaLaunchAttribute a;
+    a.id = cudaLaunchAttributeClusterDimension;
+    a.val.clusterDim = {(unsigned)CS, 1, 1};
+    cfg.attrs = &a;
+    cfg.numAttrs = 1;
+    if (cudaOccupancyMaxActiveClusters(&n, attn_dec_kernel<HD, E, CS>, &cfg) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
+    return n > 0;
+}
+
+/* cs: the caller's cluster size (cu_attention_cluster), or 0; 16 becomes 8
+ * where 16 does not launch (two tiles a split then), 0 where 8 does not. */
+template <int HD, typename E>
+static void launch_dec(const cu_launch *L, dim3 grid, float *out, const float *q, const cu_kv *kv,
+                       const int32_t *seq, const int32_t *pos, int T, int n_heads, int n_kv, float scale, int window,
+                       int S, int cs, float *part, int *cnt, int skip_bm, int prep_kind, void *prep) {
+    static int fit8 = -1, fit16 = -1; /* of this instantiation, on the first device that asks */
+    if (cs && fit8 < 0) {
+        fit8 = cluster_fits<HD, E, 8>();
+        fit16 = fit8 && cluster_fits<HD, E, 16>();
+    }
+    if (skip_bm || !fit8) cs = 0;
+    if (cs == 16 && !fit16) cs = 8;
+    if (cs) {
+        auto k = cs == 16  ? attn_dec_kernel<HD, E, 16>
+                 : cs == 8 ? attn_dec_kernel<HD, E, 8>
+                 : cs == 4 ? attn_dec_kernel<HD, E, 4>
+                           : attn_dec_kernel<HD, E, 2>;
+        grid.x = cs;
+        cu_launch_cluster_k(L, k, grid, dim3(DD_THREADS), 0, cs, out, q, *kv, seq, pos, T, n_heads, n_kv, scale,
+                            window, cs, part, cnt, skip_bm, prep_kind, prep, L->pdl_early);
+    } else {
+        cu_launch_k(L, attn_dec_kernel<HD, E, 0>, grid, dim3(DD_THREADS), 0, out, q, *kv, seq, pos, T, n_heads, n_kv,
+                    scale, window, S, part, cnt, skip_bm, prep_kind, prep, L->pdl_early);
+    }
+}
+
 void cu_attention_decode(const cu_launch *L, dim3 grid, float *out, const float *q, const cu_kv *kv,
                          const int32_t *seq, const int32_t *pos, int T, int n_heads, int n_kv, int head_dim,
-                         float scale, int window, int S, float *part, int *cnt, int skip_bm, int prep_kind,
-                         void *prep) {
-    auto k = head_dim == 64 ? (kv->f16   ? attn_dec_kernel<64, __half>
-                               : kv->fp8 ? attn_dec_kernel<64, __nv_fp8_e4m3>
-                                         : attn_dec_kernel<64, float>)
-                            : (kv->f16   ? attn_dec_kernel<128, __half>
-                               : kv->fp8 ? attn_dec_kernel<128, __nv_fp8_e4m3>
-                                         : attn_dec_kernel<128, float>);
-    cu_launch_k(L, k, grid, dim3(DD_THREADS), 0, out, q, *kv, seq, pos, T, n_heads, n_kv, scale, window, S, part, cnt,
-                skip_bm, prep_kind, prep, L->pdl_early);
+                         float scale, int window, int S, int cluster, float *part, int *cnt, int skip_bm,
+                         int prep_kind, void *prep) {
+    auto k = head_dim == 64 ? (kv->f16   ? launch_dec<64, __half>
+                               : kv->fp8 ? launch_dec<64, __nv_fp8_e4m3>
+                                         : launch_dec<64, float>)
+                            : (kv->f16   ? launch_dec<128, __half>
+                               : kv->fp8 ? launch_dec<128, __nv_fp8_e4m3>
+                                         : launch_dec<128, float>);
+    k(L, grid, out, q, kv, seq, pos, T, n_heads, n_kv, scale, window, S, cluster, part, cnt, skip_bm, prep_kind,
+      prep);
 }

@@ -52,22 +52,36 @@ __device__ __forceinline__ void pdl_done(int early) {
 
 /* Launch kernel k on L's stream; with L->pdl the launch may start while the
  * previous kernel drains (it then waits in pdl_wait()). Empty grids are
- * skipped. */
+ * skipped. cluster_x > 1: blocks in clusters of cluster_x along x (which
+ * must divide grid.x). */
 template <typename... KArgs, typename... Args>
-static void cu_launch_k(const cu_launch *L, void (*k)(KArgs...), dim3 grid, dim3 block, size_t smem,
-                        Args... args) {
+static void cu_launch_cluster_k(const cu_launch *L, void (*k)(KArgs...), dim3 grid, dim3 block, size_t smem,
+                                int cluster_x, Args... args) {
     if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
     cfg.dynamicSmemBytes = smem;
     cfg.stream = L->stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchAttribute attr[2];
+    int n = 0;
+    if (L->pdl) {
+        attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[n++].val.programmaticStreamSerializationAllowed = 1;
+    }
+    if (cluster_x > 1) {
+        attr[n].id = cudaLaunchAttributeClusterDimension;
+        attr[n++].val.clusterDim = {(unsigned)cluster_x, 1, 1};
+    }
     cfg.attrs = attr;
-    cfg.numAttrs = L->pdl ? 1 : 0;
+    cfg.numAttrs = n;
     cu_note(L, cudaLaunchKernelEx(&cfg, k, ((KArgs)args)...));
+}
+
+template <typename... KArgs, typename... Args>
+static void cu_launch_k(const cu_launch *L, void (*k)(KArgs...), dim3 grid, dim3 block, size_t smem,
+                        Args... args) {
+    cu_launch_cluster_k(L, k, grid, block, smem, 1, args...);
 }
 
 /* A kernel's shared-memory settings, made once per device (they belong to
@@ -372,7 +386,8 @@ void cu_rope_kv(const cu_launch *L, float *q, float *k, const float *v, int T, i
                 const int32_t *pos, const float *inv_freq, int rot_dim, int neox, const cu_kv *kv,
                 const int32_t *seq);
 
-/* one_seq: the caller knows all T rows belong to one sequence. part: scratch
+/* one_seq: the caller knows all T rows belong to one sequence; cluster: what
+ * cu_attention_cluster said for the rows' context length. part: scratch
  * of part_floats floats for split partial results; cnt: n_cnt zeroed ints
  * that the decode kernel's blocks count themselves on (each count is back to
  * 0 when the kernel ends). */
@@ -381,7 +396,15 @@ void cu_rope_kv(const cu_launch *L, float *q, float *k, const float *v, int T, i
  * wrote it (the few-rows decode kernel does), 0 when the caller must. */
 int cu_attention(const cu_launch *L, float *out, const float *q, int T, const cu_kv *kv, const int32_t *seq,
                  const int32_t *pos, int n_heads, int n_kv_heads, int head_dim, float scale, int window,
-                 int one_seq, float *part, size_t part_floats, int *cnt, int n_cnt, int prep_kind, void *prep);
+                 int one_seq, int cluster, float *part, size_t part_floats, int *cnt, int n_cnt, int prep_kind,
+                 void *prep);
+/* The cluster size (splits) of the few-rows decode kernel for rows of up to
+ * ctx_len positions (hearth_kv_view.ctx_len; 0 = unknown): one 64-position
+ * tile a split, 2..16 splits, so up to 1024 positions; 0 (the counter
+ * merge) beyond, where more splits pay (s6-run4: 2000 positions 438 vs 453
+ * tok/s), or when unknown. HEARTH_ATTN_CLUSTER caps it (0: off). A size, not
+ * the length, goes into a record, so graphs stay valid for many steps. */
+int cu_attention_cluster(int ctx_len);
 
 /* The pick op (ops.h) for n_rows rows of logits [n_rows][vocab]: one block
  * per row. */

@@ -178,8 +178,8 @@ static int run_attn(hearth_cuda_ctx *c, const rec *r, int prep_kind, void *prep)
     const kv_writer *w = &c->kvw_last;
     kv.early = !early_off && (!w->valid || (w->seq && w->seq == r->p[5] && w->pos == r->p[6] && w->T == r->i[3]));
     return cu_attention(&c->L, (float *)r->p[3], (const float *)r->p[4], r->i[3], &kv, (const int32_t *)r->p[5],
-                        (const int32_t *)r->p[6], r->i[4], r->i[5], r->i[6], r->f[0], r->i[7], r->i[8], c->part,
-                        c->part_floats, c->att_cnt, ATT_CNT, prep_kind, prep);
+                        (const int32_t *)r->p[6], r->i[4], r->i[5], r->i[6], r->f[0], r->i[7], r->i[8], r->i[9],
+                        c->part, c->part_floats, c->att_cnt, ATT_CNT, prep_kind, prep);
 }
 
 static void run_one(hearth_cuda_ctx *c, const rec *r) {
@@ -1150,6 +1150,7 @@ static void op_attention(void *ctx, float *out, const float *q, int T, const hea
     r->i[6] = head_dim;
     r->i[7] = window;
     r->i[8] = kv->one_seq;
+    r->i[9] = cu_attention_cluster(kv->ctx_len);
     r->f[0] = scale;
 }
 
