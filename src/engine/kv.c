@@ -292,10 +292,16 @@ int hearth_kv_max_ctx(const hearth_kv *kv) { return kv->max_blocks_per_seq * kv-
 
 hearth_dtype hearth_kv_type(const hearth_kv *kv) { return kv->type; }
 
+/* A small table (up to 64 KiB) is uploaded before every forward, changed or
+ * not: a backend that records a step's ops and replays them as a graph then
+ * sees the same ops at every step, where an upload every block_size tokens
+ * made those steps miss their graph (s6-run2 trace: ~3 ms at the first
+ * crossing, ~0.2 ms at each later one, at batch 1). */
+#define KV_TABLE_ALWAYS_BYTES (64u << 10)
 const hearth_kv_view *hearth_kv_view_get(hearth_kv *kv) {
-    if (kv->table_dirty && kv->table_dev != kv->table)
-        kv->ops->upload(kv->ops_ctx, kv->table_dev, kv->table,
-                        sizeof(int32_t) * (size_t)kv->n_slots * kv->max_blocks_per_seq);
+    const size_t bytes = sizeof(int32_t) * (size_t)kv->n_slots * kv->max_blocks_per_seq;
+    if ((kv->table_dirty || bytes <= KV_TABLE_ALWAYS_BYTES) && kv->table_dev != kv->table)
+        kv->ops->upload(kv->ops_ctx, kv->table_dev, kv->table, bytes);
     kv->table_dirty = 0;
     return &kv->view;
 }
