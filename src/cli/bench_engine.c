@@ -34,7 +34,7 @@ static int cmp_double(const void *a, const void *b) {
 int cli_bench_engine(hearth_session *s, int n_par, int n_prompt, int n_gen, hearth_err *err) {
     const hearth_model_config *cfg = hearth_model_config_get(s->model);
     hearth_engine *e;
-    hearth_engine_opts o = {.n_slots = n_par, .max_waiting = n_par + 1, .queue_cap = n_gen + 1};
+    hearth_engine_opts o = {.n_slots = n_par, .max_waiting = n_par + 1, .queue_cap = n_gen + 1, .warmup = 1};
     if (hearth_engine_new(&e, s->model, s->kv, &o, err) != HEARTH_OK) return 1;
     stream *st = calloc((size_t)n_par, sizeof *st);
     pthread_t *th = calloc((size_t)n_par, sizeof *th);
@@ -122,7 +122,7 @@ static int one_stream(hearth_engine *e, const int32_t *prompt, int n_prompt, int
 int cli_bench_prefix(hearth_session *s, int n_prompt, int n_gen, int reps, hearth_err *err) {
     const hearth_model_config *cfg = hearth_model_config_get(s->model);
     hearth_engine *e;
-    hearth_engine_opts o = {.n_slots = 1, .max_waiting = 2, .queue_cap = n_gen + 1};
+    hearth_engine_opts o = {.n_slots = 1, .max_waiting = 2, .queue_cap = n_gen + 1, .warmup = 1};
     if (hearth_engine_new(&e, s->model, s->kv, &o, err) != HEARTH_OK) return 1;
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)n_prompt);
     int rc = ids ? 0 : 1;

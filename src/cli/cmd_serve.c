@@ -114,7 +114,7 @@ hearth_status cli_stack_open(cli_stack **out, const cli_stack_opts *o, hearth_er
         free(k);
         return st;
     }
-    hearth_engine_opts eo = {.n_slots = k->s.n_slots, .max_waiting = o->max_queue, .queue_cap = 64};
+    hearth_engine_opts eo = {.n_slots = k->s.n_slots, .max_waiting = o->max_queue, .queue_cap = 64, .warmup = 1};
     if ((st = hearth_engine_new(&k->engine, k->s.model, k->s.kv, &eo, err)) != HEARTH_OK) goto fail;
     if ((st = load_template(&k->s, o->model_path, o->template_file, &tmpl, &tlen, err)) != HEARTH_OK) {
         hearth_err_wrap(err, st, "chat template");

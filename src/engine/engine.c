@@ -422,6 +422,50 @@ static void *engine_main(void *arg) {
     }
 }
 
+/* Warm-up (opts.warmup, device backends only): two forwards of each step
+ * shape the engine will meet most (1..16 rows, then powers of two up to
+ * max_tokens), rows spread over up to n_slots sequences from position 0, and
+ * a pick of one row. A device loads a kernel at its first launch (CUDA's lazy
+ * module loading: ~20 ms for the first 16-row chunk after a 4000-token prefix
+ * hit, s6-run10), and the CUDA backend captures a step's graph the second
+ * time it sees it, so without this the first requests of each shape pay both.
+ * The KV written is released and never joins the prefix cache. */
+static void warm_up(hearth_engine *e) {
+    const char *env = getenv("HEARTH_WARMUP"); /* 0: off (benchmarks of a cold start) */
+    if (env && atoi(env) == 0) return;
+    const double t0 = hearth_time_now();
+    int sizes[32], n_sizes = 0, n_run = 0;
+    for (int t = 1; t <= 16 && t <= e->max_tokens; t++) sizes[n_sizes++] = t;
+    for (int t = 32; t < e->max_tokens && n_sizes < 31; t *= 2) sizes[n_sizes++] = t;
+    if (e->max_tokens > 16) sizes[n_sizes++] = e->max_tokens;
+    for (int i = 0; i < n_sizes; i++) {
+        const int T = sizes[i], ns = T < e->o.n_slots ? T : e->o.n_slots;
+        const int per = (T + ns - 1) / ns;
+        if (per > e->ctx) break;
+        int ok = 1;
+        for (int k = 0; k < ns && ok; k++) ok = hearth_kv_reserve(e->kv, k, per) == HEARTH_OK;
+        for (int t = 0; ok && t < T; t++) {
+            e->b_tokens[t] = 0;
+            e->b_seq[t] = t % ns;
+            e->b_pos[t] = t / ns;
+        }
+        int32_t last = T - 1;
+        hearth_err err = {0};
+        for (int rep = 0; ok && rep < 2; rep++) {
+            ok = hearth_model_forward(e->m, e->kv, e->b_tokens, e->b_seq, e->b_pos, T, &last, 1, NULL, &err) ==
+                 HEARTH_OK;
+            hearth_pick_params pp = {0};
+            hearth_pick out;
+            if (ok) ok = hearth_model_pick(e->m, 1, &pp, &out, &err) == HEARTH_OK;
+        }
+        n_run += ok;
+        for (int k = 0; k < ns; k++) hearth_kv_release_slot(e->kv, k);
+        if (!ok) break; /* the pool is smaller than this shape: later ones are larger */
+    }
+    hearth_log_info("engine: warm-up ran %d step shapes (1..%d rows) in %.0f ms", n_run, n_run ? sizes[n_run - 1] : 0,
+                    1e3 * (hearth_time_now() - t0));
+}
+
 hearth_status hearth_engine_new(hearth_engine **out, hearth_model *m, hearth_kv *kv, const hearth_engine_opts *o,
                                 hearth_err *err) {
     *out = NULL;
@@ -470,6 +514,7 @@ hearth_status hearth_engine_new(hearth_engine **out, hearth_model *m, hearth_kv 
         hearth_engine_free(e);
         return cst;
     }
+    if (e->o.warmup && hearth_model_on_device(m)) warm_up(e);
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
     if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {

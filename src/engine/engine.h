@@ -74,6 +74,7 @@ typedef struct {
     int n_slots;     /* concurrent sequences (max batch) */
     int max_waiting; /* mailbox bound; submit beyond it is EBUSY */
     int queue_cap;   /* per-sequence event queue bound (backpressure) */
+    int warmup;      /* on a device backend, run each step shape once before serving (see engine.c) */
 } hearth_engine_opts;
 
 /* Start the engine thread over model + kv (borrowed; outlive the engine). */

@@ -27,7 +27,7 @@ hearth_status hearth_open(hearth **out, const hearth_open_opts *o, hearth_err *e
         free(h);
         return st;
     }
-    hearth_engine_opts eo = {.n_slots = so.n_slots};
+    hearth_engine_opts eo = {.n_slots = so.n_slots, .warmup = 1};
     if ((st = hearth_engine_new(&h->engine, h->s.model, h->s.kv, &eo, err)) != HEARTH_OK) {
         hearth_session_close(&h->s);
         free(h);

@@ -79,7 +79,7 @@ typedef struct kv_writer {
 static const kv_writer kvw_unknown = {1, NULL, NULL, 0};
 
 #define MAX_RECS 16384
-#define N_GRAPHS 8
+#define N_GRAPHS 32 /* the engine warm-up captures ~23 step shapes */
 #define N_SEEN 16
 #define STAGE_BYTES (8u << 20)
 #define STAGE_MAX_UPLOAD (1u << 20)
