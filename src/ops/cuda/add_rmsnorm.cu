@@ -16,6 +16,21 @@
 #define AR_NT 1024
 #define AR_MAXJ 8 /* dim <= AR_NT * AR_MAXJ */
 
+/* 1 / rms of a row from each thread's double sum of its squares: summed
+ * across the warp, then the NT / 32 warp sums in warp order (red: shared,
+ * NT / 32 doubles); every thread gets the result. */
+template <int NT>
+__device__ __forceinline__ float block_inv_rms(double ss, double *red, int dim, float eps) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    double tot = 0.0;
+#pragma unroll
+    for (int i = 0; i < NT / 32; i++) tot += red[i];
+    return 1.0f / sqrtf((float)(tot / dim) + eps);
+}
+
 __global__ void __launch_bounds__(AR_NT) add_rmsnorm_kernel(float *X, const float *D, float *Y,
                                                           const float *__restrict__ w, int dim, float eps, int kind,
                                                           void *prep, int T, int early) {
@@ -48,14 +63,7 @@ __global__ void __launch_bounds__(AR_NT) add_rmsnorm_kernel(float *X, const floa
             if (k < dim) xr[k] = v[j];
         }
     }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    if (lane == 0) red[tid >> 5] = ss;
-    __syncthreads();
-    double tot = 0.0;
-#pragma unroll
-    for (int i = 0; i < AR_NT / 32; i++) tot += red[i];
-    const float s = 1.0f / sqrtf((float)(tot / dim) + eps);
+    const float s = block_inv_rms<AR_NT>(ss, red, dim, eps);
     pdl_done(early);
     const size_t n = (size_t)T * dim;
 #pragma unroll
@@ -84,7 +92,7 @@ __global__ void __launch_bounds__(ARR_NT) add_rmsnorm_rows_kernel(float *X, cons
                                                                 const float *__restrict__ w, int dim, float eps,
                                                                 int kind, void *prep, int T) {
     __shared__ double red[ARR_NT / 32];
-    const int row = blockIdx.x, tid = threadIdx.x, lane = tid & 31, nc = dim / 4;
+    const int row = blockIdx.x, tid = threadIdx.x, nc = dim / 4;
     float4 wv[ARR_MAXJ];
 #pragma unroll
     for (int j = 0; j < ARR_MAXJ; j++)
@@ -117,14 +125,7 @@ __global__ void __launch_bounds__(ARR_NT) add_rmsnorm_rows_kernel(float *X, cons
             ss += (double)(v[j].z * v[j].z);
             ss += (double)(v[j].w * v[j].w);
         }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    if (lane == 0) red[tid >> 5] = ss;
-    __syncthreads();
-    double tot = 0.0;
-#pragma unroll
-    for (int i = 0; i < ARR_NT / 32; i++) tot += red[i];
-    const float s = 1.0f / sqrtf((float)(tot / dim) + eps);
+    const float s = block_inv_rms<ARR_NT>(ss, red, dim, eps);
     pdl_launch();
     float4 *yr = Y ? (float4 *)(Y + (size_t)row * dim) : NULL;
 #pragma unroll
