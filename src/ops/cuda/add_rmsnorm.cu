@@ -16,21 +16,6 @@
 #define AR_NT 1024
 #define AR_MAXJ 8 /* dim <= AR_NT * AR_MAXJ */
 
-/* 1 / rms of a row from each thread's double sum of its squares: summed
- * across the warp, then the NT / 32 warp sums in warp order (red: shared,
- * NT / 32 doubles); every thread gets the result. */
-template <int NT>
-__device__ __forceinline__ float block_inv_rms(double ss, double *red, int dim, float eps) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
-    __syncthreads();
-    double tot = 0.0;
-#pragma unroll
-    for (int i = 0; i < NT / 32; i++) tot += red[i];
-    return 1.0f / sqrtf((float)(tot / dim) + eps);
-}
-
 __global__ void __launch_bounds__(AR_NT) add_rmsnorm_kernel(float *X, const float *D, float *Y,
                                                           const float *__restrict__ w, int dim, float eps, int kind,
                                                           void *prep, int T, int early) {

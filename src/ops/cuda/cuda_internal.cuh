@@ -84,6 +84,23 @@ static void cu_launch_k(const cu_launch *L, void (*k)(KArgs...), dim3 grid, dim3
     cu_launch_cluster_k(L, k, grid, block, smem, 1, args...);
 }
 
+/* 1 / rms of a row from each thread's double sum of its squares: summed
+ * across the warp, then the NT / 32 warp sums in warp order (red: shared,
+ * NT / 32 doubles); every thread gets the result. The rmsnorm kernels
+ * round as the CPU does: f32 squares summed in double, the mean rounded to
+ * f32. */
+template <int NT>
+__device__ __forceinline__ float block_inv_rms(double ss, double *red, int dim, float eps) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    double tot = 0.0;
+#pragma unroll
+    for (int i = 0; i < NT / 32; i++) tot += red[i];
+    return 1.0f / sqrtf((float)(tot / dim) + eps);
+}
+
 /* A kernel's shared-memory settings, made once per device (they belong to
  * the function on the current device; host-side calls, so also fine while a
  * graph is being captured): dynamic shared memory above 48 KB needs an

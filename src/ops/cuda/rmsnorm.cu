@@ -40,14 +40,7 @@ __global__ void __launch_bounds__(256) rmsnorm_block_kernel(float *y, const floa
     float *yr = y + (size_t)blockIdx.x * dim;
     double ss = 0.0;
     for (int k = threadIdx.x; k < dim; k += 256) ss += (double)(xr[k] * xr[k]);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
-    __syncthreads();
-    double tot = 0.0;
-#pragma unroll
-    for (int i = 0; i < 8; i++) tot += red[i];
-    float s = 1.0f / sqrtf((float)(tot / dim) + eps);
+    float s = block_inv_rms<256>(ss, red, dim, eps);
     pdl_launch();
     for (int k = threadIdx.x; k < dim; k += 256) yr[k] = xr[k] * s * w[k];
 }
