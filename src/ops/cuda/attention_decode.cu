@@ -89,6 +89,70 @@ __device__ __forceinline__ void cluster_merge(float *__restrict__ out, const flo
     cl.sync();
 }
 
+/* The splits merged through global memory: each block writes its partial
+ * (attention.cu's layout: HD values, then m and l) and counts itself on the
+ * (row, kv head group)'s counter; the last one reads every partial and
+ * writes the output, then resets the counter for the next launch. */
+template <int HD>
+__device__ __forceinline__ void counter_merge(float *__restrict__ out, const float *acc, float *__restrict__ part,
+                                              int *__restrict__ cnt, float *m_s, float *l_s,
+                                              float (*w_s)[DD_MAXS], int *s_last, int t, int split, int Gb, int Se,
+                                              int S, size_t th0, size_t n_out, int prep_kind, void *prep) {
+    constexpr int NOUT = DD_MAXG * HD / DD_THREADS;
+    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+#pragma unroll
+    for (int k = 0; k < NOUT; k++) {
+        const int x = tid + DD_THREADS * k, g = x / HD, d = x % HD;
+        if (g < Gb) {
+            float *pp = part + ((th0 + g) * S + split) * (size_t)(HD + 2);
+            pp[d] = acc[k];
+            if (d == 0) {
+                pp[HD] = m_s[g];
+                pp[HD + 1] = l_s[g];
+            }
+        }
+    }
+    /* the last block of this (row, kv head group) to finish merges the splits */
+    __threadfence();
+    __syncthreads();
+    int *ctr = cnt + (size_t)t * gridDim.y + blockIdx.y; /* one per (row, kv head x group) */
+    if (tid == 0) *s_last = atomicAdd(ctr, 1) == Se - 1;
+    __syncthreads();
+    if (!*s_last) return;
+    __threadfence();
+    if (w < Gb) {
+        const float *pp = part + (th0 + w) * S * (size_t)(HD + 2);
+        float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+        if (lane < Se) m0 = __ldcg(pp + lane * (HD + 2) + HD), l0 = __ldcg(pp + lane * (HD + 2) + HD + 1);
+        if (lane + 32 < Se) m1 = __ldcg(pp + (lane + 32) * (HD + 2) + HD), l1 = __ldcg(pp + (lane + 32) * (HD + 2) + HD + 1);
+        float M = fmaxf(l0 > 0.0f ? m0 : -INFINITY, l1 > 0.0f ? m1 : -INFINITY);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+        const float w0 = l0 > 0.0f ? expf(m0 - M) : 0.0f, w1 = l1 > 0.0f ? expf(m1 - M) : 0.0f;
+        float L = l0 * w0 + l1 * w1;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) L += __shfl_xor_sync(0xffffffffu, L, o);
+        w_s[w][lane] = w0;
+        w_s[w][lane + 32] = w1;
+        if (lane == 0) l_s[w] = L;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < NOUT; k++) {
+        const int x = tid + DD_THREADS * k, g = x / HD, d = x % HD;
+        if (g < Gb) {
+            const float *pp = part + (th0 + g) * S * (size_t)(HD + 2) + d;
+            float o = 0.0f;
+#pragma unroll 16
+            for (int s = 0; s < Se; s++) o = fmaf(__ldcg(pp + s * (HD + 2)), w_s[g][s], o);
+            o = l_s[g] > 0.0f ? o / l_s[g] : 0.0f;
+            out[(th0 + g) * HD + d] = o;
+            prep_store(prep_kind, prep, n_out, (th0 + g) * HD + d, o, lane);
+        }
+    }
+    if (tid == 0) *ctr = 0; /* ready for the next launch */
+}
+
 template <int HD, typename E, int CL>
 __global__ void __launch_bounds__(DD_THREADS)
     attn_dec_kernel(float *__restrict__ out, const float *__restrict__ q, cu_kv kv, const int32_t *__restrict__ seq,
@@ -198,61 +262,11 @@ __global__ void __launch_bounds__(DD_THREADS)
         }
         return;
     }
-    if constexpr (CL > 1) {
+    if constexpr (CL > 1)
         cluster_merge<HD, CL>(out, acc, o_s, m_s, l_s, w_s, c_s, Gb, Se, th0, n_out, prep_kind, prep);
-    } else {
-#pragma unroll
-        for (int k = 0; k < NOUT; k++) {
-            const int x = tid + DD_THREADS * k, g = x / HD, d = x % HD;
-            if (g < Gb) {
-                float *pp = part + ((th0 + g) * S + split) * (size_t)(HD + 2);
-                pp[d] = acc[k];
-                if (d == 0) {
-                    pp[HD] = m_s[g];
-                    pp[HD + 1] = l_s[g];
-                }
-            }
-        }
-        /* the last block of this (row, kv head group) to finish merges the splits */
-        __threadfence();
-        __syncthreads();
-        int *ctr = cnt + (size_t)t * gridDim.y + blockIdx.y; /* one per (row, kv head x group) */
-        if (tid == 0) s_last = atomicAdd(ctr, 1) == Se - 1;
-        __syncthreads();
-        if (!s_last) return;
-        __threadfence();
-        if (w < Gb) {
-            const float *pp = part + (th0 + w) * S * (size_t)(HD + 2);
-            float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
-            if (lane < Se) m0 = __ldcg(pp + lane * (HD + 2) + HD), l0 = __ldcg(pp + lane * (HD + 2) + HD + 1);
-            if (lane + 32 < Se) m1 = __ldcg(pp + (lane + 32) * (HD + 2) + HD), l1 = __ldcg(pp + (lane + 32) * (HD + 2) + HD + 1);
-            float M = fmaxf(l0 > 0.0f ? m0 : -INFINITY, l1 > 0.0f ? m1 : -INFINITY);
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
-            const float w0 = l0 > 0.0f ? expf(m0 - M) : 0.0f, w1 = l1 > 0.0f ? expf(m1 - M) : 0.0f;
-            float L = l0 * w0 + l1 * w1;
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) L += __shfl_xor_sync(0xffffffffu, L, o);
-            w_s[w][lane] = w0;
-            w_s[w][lane + 32] = w1;
-            if (lane == 0) l_s[w] = L;
-        }
-        __syncthreads();
-#pragma unroll
-        for (int k = 0; k < NOUT; k++) {
-            const int x = tid + DD_THREADS * k, g = x / HD, d = x % HD;
-            if (g < Gb) {
-                const float *pp = part + (th0 + g) * S * (size_t)(HD + 2) + d;
-                float o = 0.0f;
-#pragma unroll 16
-                for (int s = 0; s < Se; s++) o = fmaf(__ldcg(pp + s * (HD + 2)), w_s[g][s], o);
-                o = l_s[g] > 0.0f ? o / l_s[g] : 0.0f;
-                out[(th0 + g) * HD + d] = o;
-                prep_store(prep_kind, prep, n_out, (th0 + g) * HD + d, o, lane);
-            }
-        }
-        if (tid == 0) *ctr = 0; /* ready for the next launch */
-    }
+    else
+        counter_merge<HD>(out, acc, part, cnt, m_s, l_s, w_s, &s_last, t, split, Gb, Se, S, th0, n_out, prep_kind,
+                          prep);
 }
 
 int cu_attention_decode_fits(int head_dim, const cu_kv *kv, int T, int n_heads, int n_kv, int S, int n_cnt) {
