@@ -141,12 +141,7 @@ __global__ void __launch_bounds__(AD_THREADS)
         if (Se == 1) {
             out[th * hd + d] = L > 0.0f ? O / L : 0.0f;
         } else {
-            float *pp = part + (th * S + split) * (size_t)(hd + 2);
-            pp[d] = O;
-            if (d == 0) {
-                pp[hd] = M;
-                pp[hd + 1] = L;
-            }
+            part_store(part, th, S, split, hd, d, O, M, L);
         }
     }
 }

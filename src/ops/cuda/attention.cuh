@@ -209,6 +209,20 @@ __device__ __forceinline__ void mma_rows_softmax(const float (*s)[4], uint32_t (
     }
 }
 
+/* Element d of split `split`'s partial for (row, head) th: the split's
+ * unnormalised output o, then (by d == 0) its softmax max m (natural log
+ * units) and sum l; hd + 2 floats per partial, S per (row, head). The
+ * combine kernel and the decode kernel's merge read this layout. */
+__device__ __forceinline__ void part_store(float *part, size_t th, int S, int split, int hd, int d, float o, float m,
+                                           float l) {
+    float *pp = part + (th * S + split) * (size_t)(hd + 2);
+    pp[d] = o;
+    if (d == 0) {
+        pp[hd] = m;
+        pp[hd + 1] = l;
+    }
+}
+
 /* Flash-decoding splits: a row of len positions is cut into at most S
  * splits of at least minpos positions each (the combine recomputes it). */
 __device__ __forceinline__ int split_count(int S, int len, int minpos) {

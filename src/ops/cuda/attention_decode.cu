@@ -103,14 +103,7 @@ __device__ __forceinline__ void counter_merge(float *__restrict__ out, const flo
 #pragma unroll
     for (int k = 0; k < NOUT; k++) {
         const int x = tid + DD_THREADS * k, g = x / HD, d = x % HD;
-        if (g < Gb) {
-            float *pp = part + ((th0 + g) * S + split) * (size_t)(HD + 2);
-            pp[d] = acc[k];
-            if (d == 0) {
-                pp[HD] = m_s[g];
-                pp[HD + 1] = l_s[g];
-            }
-        }
+        if (g < Gb) part_store(part, th0 + g, S, split, HD, d, acc[k], m_s[g], l_s[g]);
     }
     /* the last block of this (row, kv head group) to finish merges the splits */
     __threadfence();

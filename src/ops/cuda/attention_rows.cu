@@ -197,12 +197,7 @@ __global__ void __launch_bounds__(AR_THREADS)
             if (Se == 1) {
                 out[th * HD + d] = l_s[g] > 0.0f ? o / l_s[g] : 0.0f;
             } else {
-                float *pp = part + (th * S + split) * (size_t)(HD + 2);
-                pp[d] = o;
-                if (d == 0) {
-                    pp[HD] = m_s[g];
-                    pp[HD + 1] = l_s[g];
-                }
+                part_store(part, th, S, split, HD, d, o, m_s[g], l_s[g]);
             }
         }
         __syncthreads();

@@ -250,12 +250,7 @@ __global__ void __launch_bounds__(TC_NT)
         if (Se == 1) {
             out[th * HD + dd] = Lsum > 0.0f ? O / Lsum : 0.0f;
         } else {
-            float *pp = part + (th * S + split) * (size_t)(HD + 2);
-            pp[dd] = O;
-            if (dd == 0) {
-                pp[HD] = M * 0.69314718055994531f; /* log2 units -> natural */
-                pp[HD + 1] = Lsum;
-            }
+            part_store(part, th, S, split, HD, dd, O, M * 0.69314718055994531f /* log2 units -> natural */, Lsum);
         }
     }
 }
