@@ -605,23 +605,19 @@ static int attention_decode_rows_once(hearth_dtype kt) {
 }
 
 /* The few-rows kernel merges its splits in a cluster (up to 1024 positions:
- * 2..16 blocks by the context; HEARTH_ATTN_CLUSTER caps the size) or through
- * global memory and a counter (0, and longer contexts): the same cases with
- * clusters up to 16, up to 8, and none. */
+ * 2..16 blocks by the context; the context's setting caps the size) or
+ * through global memory and a counter (0, and longer contexts): the same
+ * cases with clusters up to 16, up to 8, and none. */
 static void attention_decode_rows(hearth_dtype kt) {
-    static const char *cl[] = {"16", "8", "0"};
-    const char *was = getenv("HEARTH_ATTN_CLUSTER");
-    char *saved = was ? strdup(was) : NULL;
+    static const int cl[] = {16, 8, 0};
     for (size_t i = 0; i < sizeof cl / sizeof cl[0]; i++) {
-        setenv("HEARTH_ATTN_CLUSTER", cl[i], 1);
+        hearth_cuda_ctx_set_attn_cluster(g_cu, cl[i]);
         if (!attention_decode_rows_once(kt)) {
-            test_fail(__FILE__, __LINE__, "(the failure above: HEARTH_ATTN_CLUSTER=%s)", cl[i]);
+            test_fail(__FILE__, __LINE__, "(the failure above: clusters up to %d)", cl[i]);
             break;
         }
     }
-    if (saved) setenv("HEARTH_ATTN_CLUSTER", saved, 1);
-    else unsetenv("HEARTH_ATTN_CLUSTER");
-    free(saved);
+    hearth_cuda_ctx_set_attn_cluster(g_cu, 16);
 }
 
 TEST(cuda_attention_decode_rows) {

@@ -249,9 +249,7 @@ static int decode(const cu_launch *L, dim3 grid, float *out, const float *q, con
     return 1;
 }
 
-int cu_attention_cluster(int ctx_len) {
-    const char *s = getenv("HEARTH_ATTN_CLUSTER"); /* read at each record, so tests can switch it */
-    const int cap = s ? atoi(s) : 16;
+int cu_attention_cluster(int ctx_len, int cap) {
     int cs = 2;
     while (cs * 64 < ctx_len) cs *= 2;
     return ctx_len > 64 && cs <= 16 && cs <= cap ? cs : 0;

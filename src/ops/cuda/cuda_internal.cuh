@@ -419,9 +419,10 @@ int cu_attention(const cu_launch *L, float *out, const float *q, int T, const cu
  * ctx_len positions (hearth_kv_view.ctx_len; 0 = unknown): one 64-position
  * tile a split, 2..16 splits, so up to 1024 positions; 0 (the counter
  * merge) beyond, where more splits pay (s6-run4: 2000 positions 438 vs 453
- * tok/s), or when unknown. HEARTH_ATTN_CLUSTER caps it (0: off). A size, not
- * the length, goes into a record, so graphs stay valid for many steps. */
-int cu_attention_cluster(int ctx_len);
+ * tok/s), or when unknown; at most cap (the context's setting: 16, 8, or 0
+ * = off). A size, not the length, goes into a record, so graphs stay valid
+ * for many steps. */
+int cu_attention_cluster(int ctx_len, int cap);
 
 /* The pick op (ops.h) for n_rows rows of logits [n_rows][vocab]: one block
  * per row. */

@@ -128,6 +128,7 @@ struct hearth_cuda_ctx {
     long tick;
     hearth_cuda_stats stats;
     int fuse;
+    int attn_cluster_cap; /* cu_attention_cluster's cap */
     int profile, pdl_saved;
     cudaEvent_t prof_ev[PROF_EVENTS];
     struct {
@@ -735,6 +736,10 @@ extern "C" hearth_status hearth_cuda_ctx_new(hearth_cuda_ctx **out, int device, 
     c->max_ctx = max_ctx;
     c->graphs_on = 1;
     c->fuse = 1;
+    {
+        const char *s = getenv("HEARTH_ATTN_CLUSTER");
+        c->attn_cluster_cap = s ? atoi(s) : 16;
+    }
     c->L.pdl = 1;
     {
         const char *s = getenv("HEARTH_PDL_EARLY");
@@ -846,6 +851,12 @@ extern "C" void hearth_cuda_ctx_set_fusion(hearth_cuda_ctx *c, int on) {
     flush(c, 1);
     drop_graphs(c);
     c->fuse = on != 0;
+}
+
+extern "C" void hearth_cuda_ctx_set_attn_cluster(hearth_cuda_ctx *c, int cap) {
+    flush(c, 1);
+    drop_graphs(c);
+    c->attn_cluster_cap = cap;
 }
 
 extern "C" void hearth_cuda_ctx_profile(hearth_cuda_ctx *c, int on) {
@@ -1150,7 +1161,7 @@ static void op_attention(void *ctx, float *out, const float *q, int T, const hea
     r->i[6] = head_dim;
     r->i[7] = window;
     r->i[8] = kv->one_seq;
-    r->i[9] = cu_attention_cluster(kv->ctx_len);
+    r->i[9] = cu_attention_cluster(kv->ctx_len, ((hearth_cuda_ctx *)ctx)->attn_cluster_cap);
     r->f[0] = scale;
 }
 

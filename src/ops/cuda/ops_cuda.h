@@ -53,6 +53,9 @@ void hearth_cuda_ctx_set_mmv_max_tokens(hearth_cuda_ctx *c, int t);
  * sharing x (q, k, v), gate + up + swiglu, add + rmsnorm (+ the next
  * matmul's input preparation), rope + rope + kv_write. */
 void hearth_cuda_ctx_set_fusion(hearth_cuda_ctx *c, int on);
+/* The largest thread-block cluster the few-rows decode attention may use
+ * (16, 8 or 0 = none; default 16, or HEARTH_ATTN_CLUSTER at creation). */
+void hearth_cuda_ctx_set_attn_cluster(hearth_cuda_ctx *c, int cap);
 /* Profile: while on, flushes run eagerly (no graphs, no PDL) with device
  * events around each launch unit, summed per unit label. Turning it on clears the
  * sums. profile_text writes a table (largest first) into buf, returns the
