@@ -17,7 +17,7 @@ static FILE *out;
 
 static void CUPTIAPI buffer_requested(uint8_t **buf, size_t *size, size_t *max_records) {
     *buf = aligned_alloc(8, 16u << 20);
-    *size = *buf ? 16u << 20 : 0; /* none: CUPTI drops records and says so (counted at the end) */
+    *size = *buf ? 16u << 20 : 0; /* none: CUPTI drops those records (reported as dropped) */
     *max_records = 0;
 }
 
