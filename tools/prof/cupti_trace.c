@@ -2,9 +2,14 @@
  * that have no Nsight Systems: the CUDA driver loads this library when
  * CUDA_INJECTION64_PATH names it, and it records every kernel (graph nodes
  * included, with their real start and end, so PDL overlap shows) and every
- * copy through CUPTI's activity API. At exit it writes one CSV line each,
- * "start_ns,end_ns,kind,name", to $HEARTH_TRACE_OUT (default trace.csv);
- * tools/prof/timeline.py summarises it.
+ * copy through CUPTI's activity API. With HEARTH_TRACE_API=1 it also records
+ * every CUDA runtime API call (kind "api", named by CUPTI, e.g.
+ * "cudaLaunchKernel_v7000"; any thread), so host-side gaps show: CUPTI stamps
+ * API calls on the same clock as kernels and copies. That costs a little host
+ * time per call, so leave it off when the host time itself is measured. At
+ * exit it writes one CSV line each, "start_ns,end_ns,kind,name", kind kernel,
+ * memcpy or api, to $HEARTH_TRACE_OUT (default trace.csv);
+ * tools/prof/timeline.py summarises it (--host for the API calls).
  *
  *   make trace-cuda
  *   CUDA_INJECTION64_PATH=$PWD/build/libhearth_trace.so build/bench/cuda/bench_model M ...
@@ -12,6 +17,7 @@
 #include <cupti.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static FILE *out;
 
@@ -33,6 +39,14 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
             const CUpti_ActivityMemcpy6 *m = (const CUpti_ActivityMemcpy6 *)r;
             fprintf(out, "%llu,%llu,memcpy,%llu bytes kind %d\n", (unsigned long long)m->start,
                     (unsigned long long)m->end, (unsigned long long)m->bytes, (int)m->copyKind);
+        } else if (r->kind == CUPTI_ACTIVITY_KIND_RUNTIME) {
+            const CUpti_ActivityAPI *a = (const CUpti_ActivityAPI *)r;
+            const char *name = NULL;
+            if (cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, a->cbid, &name) == CUPTI_SUCCESS && name)
+                fprintf(out, "%llu,%llu,api,%s\n", (unsigned long long)a->start, (unsigned long long)a->end, name);
+            else
+                fprintf(out, "%llu,%llu,api,cbid %u\n", (unsigned long long)a->start, (unsigned long long)a->end,
+                        (unsigned)a->cbid);
         }
     }
     size_t dropped = 0;
@@ -57,6 +71,9 @@ int InitializeInjection(void) {
         fprintf(stderr, "cupti_trace: CUPTI activity tracing unavailable\n");
         return 0;
     }
+    const char *api = getenv("HEARTH_TRACE_API");
+    if (api && strcmp(api, "1") == 0 && cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME) != CUPTI_SUCCESS)
+        fprintf(stderr, "cupti_trace: runtime API tracing unavailable\n");
     atexit(finish);
     return 1;
 }
