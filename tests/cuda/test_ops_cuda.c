@@ -1039,6 +1039,8 @@ static void layer_run(const hearth_ops *o, void *ctx, const layer_bufs *b, const
  * layer writes, with a KV cache of element type kt on both, the T rows at
  * positions pos0 .. pos0 + T - 1 of one sequence. Fused and unfused CUDA
  * runs must agree bit for bit, caches included. */
+static int g_layer_rot_div = 1, g_layer_neox = 0; /* the layers' rope: rot_dim = head_dim / div */
+
 static int layer_case_at(hearth_dtype t, int T, hearth_dtype kt, int pos0) {
     const int dim = 512, nh = 8, nkv = 2, hd = 64, ffn = 1024, qd = nh * hd, kvd = nkv * hd;
     const int ns[7] = {qd, kvd, kvd, dim, ffn, ffn, dim}, ks[7] = {dim, dim, dim, qd, dim, dim, ffn};
@@ -1059,7 +1061,7 @@ static int layer_case_at(hearth_dtype t, int T, hearth_dtype kt, int pos0) {
     float *n1 = rand_vec(dim), *n2 = rand_vec(dim), *inv = malloc(sizeof(float) * hd / 2);
     for (int i = 0; i < hd / 2; i++) inv[i] = 1.0f / powf(10000.0f, (float)(2 * i) / (float)hd);
     float *n1d = dup_host(n1, 4 * dim), *n2d = dup_host(n2, 4 * dim), *invd = dup_host(inv, 2 * hd);
-    hearth_rope rh = {inv, hd, 0}, rd = {invd, hd, 0};
+    hearth_rope rh = {inv, hd / g_layer_rot_div, g_layer_neox}, rd = {invd, hd / g_layer_rot_div, g_layer_neox};
     int len[1] = {pos0 + T};
     kvpair kp;
     kv_make(&kp, kt, kvd, 16, 1, len);
@@ -1226,6 +1228,34 @@ TEST(cuda_layer_e4m3_kv_fused_matches_unfused_and_cpu) {
             if (!layer_case(types[i], Ts[j], HEARTH_DT_E4M3)) return;
 }
 
+/* The rope in the q/k/v GEMV's epilogue (allowed up to 8 rows here, then
+ * never) with all or part of each head rotated (rot_dim = head_dim / 2: the
+ * rest stored as it is), and neox pairs, which stay with the rope+kv_write
+ * kernel: fused and unfused runs equal bit for bit, caches included, and
+ * both near the CPU. */
+TEST(cuda_layer_rope_variants) {
+    NEED_GPU();
+    static const hearth_dtype types[] = {HEARTH_DT_BF16, HEARTH_DT_F32, HEARTH_DT_Q8_0, HEARTH_DT_Q4_0, HEARTH_DT_Q6_K};
+    static const hearth_dtype kts[] = {HEARTH_DT_F16, HEARTH_DT_E4M3, HEARTH_DT_F32};
+    static const int Ts[] = {1, 2, 8};
+    static const int rope[3][2] = {{1, 0}, {2, 0}, {1, 1}}; /* rot_dim divisor, neox */
+    int ok = 1;
+    for (int cap = 8; cap >= 0 && ok; cap -= 8) {
+        hearth_cuda_ctx_set_rope_gemv(g_cu, cap);
+        for (int v = 0; v < 3 && ok; v++) {
+            g_layer_rot_div = rope[v][0];
+            g_layer_neox = rope[v][1];
+            for (size_t i = 0; i < sizeof types / sizeof types[0] && ok; i++)
+                for (size_t k = 0; k < sizeof kts / sizeof kts[0] && ok; k++)
+                    for (size_t j = 0; j < sizeof Ts / sizeof Ts[0] && ok; j++)
+                        ok = layer_case_at(types[i], Ts[j], kts[k], 300 + 5 * (int)j);
+        }
+    }
+    hearth_cuda_ctx_set_rope_gemv(g_cu, 1);
+    g_layer_rot_div = 1;
+    g_layer_neox = 0;
+}
+
 /* The profile text of one layer_case run; its length (0 past the buffer). */
 static size_t layer_profile(hearth_dtype t, int T, hearth_dtype kt, char *buf, size_t cap) {
     hearth_cuda_ctx_profile(g_cu, 1);
@@ -1240,12 +1270,18 @@ TEST(cuda_profile_names_launch_units) {
     char buf[8192];
     CHECK(layer_profile(HEARTH_DT_Q8_0, 1, HEARTH_DT_F32, buf, sizeof buf) > 0);
     CHECK_CONTAINS(buf, "matmul gate+up+swiglu q8_0 1024x512 T=1");
-    CHECK_CONTAINS(buf, "matmul x3 q8_0 768x512 T=1");
+    /* the rope and the KV stores in the q/k/v GEMV's epilogue */
+    CHECK_CONTAINS(buf, "matmul x3 q8_0 768x512 T=1 +rope+kv_write");
     CHECK_CONTAINS(buf, "add+rmsnorm+prep dim 512 rows 1");
-    CHECK_CONTAINS(buf, "rope+rope+kv_write T=1");
     CHECK_CONTAINS(buf, "total");
     /* the f16 cache takes the same fusion */
     CHECK(layer_profile(HEARTH_DT_Q8_0, 1, HEARTH_DT_F16, buf, sizeof buf) > 0);
+    CHECK_CONTAINS(buf, "matmul x3 q8_0 768x512 T=1 +rope+kv_write");
+    /* neox pairs are not a warp's: rope+kv_write stays a kernel of its own */
+    g_layer_neox = 1;
+    size_t nn = layer_profile(HEARTH_DT_Q8_0, 1, HEARTH_DT_F16, buf, sizeof buf);
+    g_layer_neox = 0;
+    CHECK(nn > 0);
     CHECK_CONTAINS(buf, "rope+rope+kv_write T=1");
     CHECK_CONTAINS(buf, "attention T=1+prep");
     /* above 8 rows, labels name a power-of-two range of rows */

@@ -287,6 +287,21 @@ __device__ __forceinline__ void prep_store(int kind, void *prep, size_t n, size_
 void cu_xprep(const cu_launch *L, int kind, void *dst, const float *x, int T, int K);
 size_t cu_xprep_bytes(int kind, int T, int K);
 
+/* Paged KV as the kernels see one layer of it: k and v hold f16 elements
+ * (__half) when f16 is set, OCP FP8 E4M3 codes (__nv_fp8_e4m3, scale 1,
+ * core/fp8.h) when fp8 is set, else f32. */
+struct cu_kv {
+    void *k, *v;
+    const int32_t *table;
+    int block_size, max_blocks, kv_dim;
+    int f16;
+    int fp8;
+    /* attention only: 1 when the kernel launched just before wrote no KV but
+     * that of the attention's own rows (their positions, from pos[t] - (T-1)
+     * on for row t): earlier positions may be read before pdl_wait */
+    int early;
+};
+
 /* The matrices of one GEMV launch, all of one type and K, sharing x: up to 3
  * stacked by rows (y[m] [T][n[m]]), or with swiglu set the gate (w[0]) and
  * up (w[1]) matrices of n[0] = n[1] rows: y[0] = gate, y[1] = up and
@@ -301,12 +316,25 @@ struct mmv_set {
     int prep_kind; /* swiglu only: XPREP_BF16 / XPREP_F16 copy of out into prep, or XPREP_NONE */
     void *prep;
     int split; /* the matrices' rows are HEARTH_LAYOUT_SPLIT */
+    /* Rope + KV epilogue (rope_half > 0; q, k, v: count 3, rows of head_dim
+     * hd): the rows of y[0] and y[1] are rotated in (2i, 2i + 1) pairs for
+     * 2i < 2 * rope_half at pos[t] (as rope.cu, not neox), and y[1], y[2]
+     * are also stored in the KV cache at (seq[t], pos[t]) (as kv_write.cu):
+     * the recorder's q/k/v matmuls + rope + rope + kv_write. */
+    int rope_half, hd;
+    const int32_t *pos, *seq;
+    const float *inv_freq;
+    cu_kv kv;
 };
 
 /* y = x @ W^T for T <= 8 from prepared x (xp; or x itself for f32). */
 int cu_mmv_supported(hearth_dtype t);
 int cu_mmv_xprep_kind(hearth_dtype t);
 void cu_mmv(const cu_launch *L, const mmv_set *set, const void *xp, int T, hearth_dtype t, int K, size_t row_bytes);
+/* 1 when cu_mmv runs set on a kernel that stores rows in pairs (a warp's
+ * rows 2j and 2j + 1), which the rope epilogue needs: rows laid out for the
+ * streamed or staged kernels, xp 16-byte aligned. */
+int cu_mmv_pairs(const mmv_set *set, hearth_dtype t, int K, size_t row_bytes, const void *xp);
 
 /* Rows [r0, r0+nr) of weight w dequantized to bf16 [nr][K]. */
 void cu_dequant_bf16(const cu_launch *L, __nv_bfloat16 *dst, const void *w, hearth_dtype t, int K, size_t row_bytes,
@@ -329,20 +357,6 @@ int cu_swiglu_prep_fits(int kind);
 void cu_swiglu_prep(const cu_launch *L, float *out, const float *gate, const float *up, int T, int n, int kind,
                     void *prep);
 
-/* Paged KV as the kernels see one layer of it: k and v hold f16 elements
- * (__half) when f16 is set, OCP FP8 E4M3 codes (__nv_fp8_e4m3, scale 1,
- * core/fp8.h) when fp8 is set, else f32. */
-struct cu_kv {
-    void *k, *v;
-    const int32_t *table;
-    int block_size, max_blocks, kv_dim;
-    int f16;
-    int fp8;
-    /* attention only: 1 when the kernel launched just before wrote no KV but
-     * that of the attention's own rows (their positions, from pos[t] - (T-1)
-     * on for row t): earlier positions may be read before pdl_wait */
-    int early;
-};
 
 /* One element of a KV cache of element type E, as f32 and from f32
  * (round to nearest even: as hearth_f32_to_f16; e4m3 saturated to +-448 by

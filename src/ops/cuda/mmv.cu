@@ -62,6 +62,46 @@ __device__ __forceinline__ void set_store(const mmv_set &s, int r, int t, float 
     }
 }
 
+/* Rows r and r + 1 (r even) of token t with the rope + KV epilogue
+ * (mmv_set.rope_half): the arithmetic of rope_kv.cu, so the cache and q, k
+ * get the same bits as the separate ops would store. */
+template <typename E> __device__ __forceinline__ void kv_st2(void *base, size_t off, float a, float b) {
+    kv_st((E *)base, off, a);
+    kv_st((E *)base, off + 1, b);
+}
+__device__ __forceinline__ void rope_kv_store(const mmv_set &s, int r, int t, float v0, float v1) {
+    const int nq = s.n[0], nk = s.n[1], p = s.pos[t];
+    const int m = r < nq ? 0 : r < nq + nk ? 1 : 2, rr = r - (m > 0 ? nq : 0) - (m > 1 ? nk : 0);
+    const int d = rr % s.hd;
+    if (m < 2 && d < 2 * s.rope_half) {
+        float sn, cs;
+        sincosf((float)p * s.inv_freq[d / 2], &sn, &cs);
+        const float y0 = v0 * cs - v1 * sn, y1 = v0 * sn + v1 * cs;
+        v0 = y0, v1 = y1;
+    }
+    float *y = s.y[m] + (size_t)t * s.n[m] + rr;
+    y[0] = v0;
+    y[1] = v1;
+    if (m == 0) return;
+    const cu_kv &kv = s.kv;
+    const int blk = kv.table[(size_t)s.seq[t] * kv.max_blocks + p / kv.block_size];
+    const size_t off = ((size_t)blk * kv.block_size + (size_t)(p % kv.block_size)) * kv.kv_dim + rr;
+    void *base = m == 1 ? kv.k : kv.v;
+    if (kv.f16) kv_st2<__half>(base, off, v0, v1);
+    else if (kv.fp8) kv_st2<__nv_fp8_e4m3>(base, off, v0, v1);
+    else kv_st2<float>(base, off, v0, v1);
+}
+
+/* y of logical rows r (even) and r + 1 < N (if r + 1 < N), token t. */
+__device__ __forceinline__ void pair_store(const mmv_set &s, int r, int N, int t, float v0, float v1) {
+    if (s.rope_half) {
+        rope_kv_store(s, r, t, v0, v1);
+        return;
+    }
+    set_store(s, r, t, v0);
+    if (r + 1 < N) set_store(s, r + 1, t, v1);
+}
+
 /* swiglu: gate g and up u of row r, token t. out is written last, so it may
  * alias either raw output. */
 __device__ __forceinline__ void swiglu_store(const mmv_set &s, int r, int t, float g, float u) {
@@ -226,12 +266,8 @@ __global__ void __launch_bounds__(256) mmv_stream_kernel(mmv_set set, size_t row
         if (lane == 0)
 #pragma unroll
             for (int t = 0; t < NT; t++) {
-                if (set.swiglu) {
-                    swiglu_store(set, row0, t, v[0][t], v[1][t]);
-                } else {
-                    set_store(set, row0, t, v[0][t]);
-                    if (row0 + 1 < N) set_store(set, row0 + 1, t, v[1][t]);
-                }
+                if (set.swiglu) swiglu_store(set, row0, t, v[0][t], v[1][t]);
+                else pair_store(set, row0, N, t, v[0][t], v[1][t]);
             }
     };
 
@@ -688,12 +724,8 @@ __global__ void __launch_bounds__(128) mmv_quant_staged(mmv_set set, size_t row_
                 float v0 = warp_sum(acc[0][t]), v1 = warp_sum(acc[1][t]);
                 acc[0][t] = acc[1][t] = 0.0f;
                 if (lane == 0) {
-                    if (set.swiglu) {
-                        swiglu_store(set, pair, t, v0, v1);
-                    } else {
-                        set_store(set, 2 * pair, t, v0);
-                        if (2 * pair + 1 < N) set_store(set, 2 * pair + 1, t, v1);
-                    }
+                    if (set.swiglu) swiglu_store(set, pair, t, v0, v1);
+                    else pair_store(set, 2 * pair, N, t, v0, v1);
                 }
             }
         }
@@ -872,8 +904,24 @@ static void launch_nt(const cu_launch *L, const mmv_set *set, const void *xp, he
     }
 }
 
+int cu_mmv_pairs(const mmv_set *set, hearth_dtype t, int K, size_t row_bytes, const void *xp) {
+    if (set->swiglu || !cu_mmv_supported(t)) return 0;
+    switch (t) { /* as launch_float / launch_quant choose */
+    case HEARTH_DT_F32: case HEARTH_DT_F16: case HEARTH_DT_BF16:
+        return K % (t == HEARTH_DT_F32 ? 4 : 8) == 0 && set_aligned(set) && row_bytes % 16 == 0 &&
+               ((uintptr_t)xp & 15) == 0;
+    default:
+        return (set->split && (t == HEARTH_DT_Q4_0 || t == HEARTH_DT_Q8_0)) ||
+               (set_aligned(set) && row_bytes % 16 == 0);
+    }
+}
+
 void cu_mmv(const cu_launch *L, const mmv_set *set, const void *xp, int T, hearth_dtype t, int K,
             size_t row_bytes) {
+    if (set->rope_half && !cu_mmv_pairs(set, t, K, row_bytes, xp)) { /* the recorder checks first */
+        cu_note(L, cudaErrorInvalidValue);
+        return;
+    }
     switch (T) {
     case 1: launch_nt<1>(L, set, xp, t, K, row_bytes); break;
     case 2: launch_nt<2>(L, set, xp, t, K, row_bytes); break;

@@ -129,6 +129,7 @@ struct hearth_cuda_ctx {
     hearth_cuda_stats stats;
     int fuse;
     int attn_cluster_cap; /* cu_attention_cluster's cap */
+    int rope_gemv_rows;   /* up to which T the q/k/v GEMV takes the rope + KV epilogue */
     int profile, pdl_saved;
     cudaEvent_t prof_ev[PROF_EVENTS];
     struct {
@@ -346,6 +347,33 @@ static const char *rows_tag(char *buf, size_t n, const char *key, int T) {
 
 /* Runs the unit starting at recs[i]; returns how many records it took and
  * names it in label (for the profile). */
+/* The rope + KV epilogue (mmv_set.rope_half) for the q, k, v matmuls at r
+ * (their set filled in) when rope(q), rope(k), kv_write(k, v) follow: up to
+ * c->rope_gemv_rows rows, not neox, the outputs exactly q, k and v, a kernel
+ * that stores row pairs. Fills in the set's rope fields; 0 when it does not
+ * apply. */
+static int rope_in_gemv(hearth_cuda_ctx *c, const rec *r, int left, mmv_set *set) {
+    if (r->i[0] > c->rope_gemv_rows || left < 6) return 0;
+    const rec *rq = r + 3, *rk = r + 4, *kw = r + 5;
+    if (rq->kind != R_ROPE || rk->kind != R_ROPE || kw->kind != R_KV_WRITE) return 0;
+    const int T = r->i[0], hd = rq->i[2];
+    if (rq->i[4] || rk->i[4] || rq->i[0] != T || rk->i[0] != T || kw->i[3] != T || rk->i[2] != hd ||
+        rq->i[3] != rk->i[3] || rq->p[1] != rk->p[1] || rq->p[2] != rk->p[2] || kw->p[6] != rq->p[1] || hd % 2 ||
+        rq->p[0] != set->y[0] || rk->p[0] != set->y[1] || kw->p[3] != set->y[1] || kw->p[4] != set->y[2] ||
+        set->n[0] != rq->i[1] * hd || set->n[1] != rk->i[1] * hd || set->n[2] != kw->i[2] || kw->i[2] != set->n[1])
+        return 0;
+    int kind = cu_mm_prep_kind(&c->mm, T, (hearth_dtype)r->i[1]);
+    const void *xp = kind == XPREP_NONE ? r->p[1] : c->mm.xprep; /* the prepared copy's buffers are aligned */
+    if (!cu_mmv_pairs(set, (hearth_dtype)r->i[1], r->i[3], r->z[0], xp)) return 0;
+    set->rope_half = rq->i[3] / 2;
+    set->hd = hd;
+    set->pos = (const int32_t *)rq->p[1];
+    set->seq = (const int32_t *)kw->p[5];
+    set->inv_freq = (const float *)rq->p[2];
+    set->kv = get_kv(kw);
+    return 1;
+}
+
 static int run_unit(hearth_cuda_ctx *c, const rec *recs, int i, int n, char *label, size_t lsz) {
     const rec *r = &recs[i];
     char tb[24];
@@ -403,11 +431,13 @@ static int run_unit(hearth_cuda_ctx *c, const rec *recs, int i, int n, char *lab
                 }
                 set.count = m;
                 set.split = r->i[4];
+                /* q, k, v -> rope(q), rope(k), kv_write(k, v): the rope and the KV stores in the GEMV's epilogue */
+                int rk = m == 3 && rope_in_gemv(c, r, left, &set);
                 cu_matmul_set(L, &c->mm, &set, (const float *)r->p[1], r->i[0], (hearth_dtype)r->i[1], r->i[3],
                               r->z[0]);
-                snprintf(label, lsz, "matmul x%d %s %dx%d %s", m, type_name(r->i[1]), rows, r->i[3],
-                         rows_tag(tb, sizeof tb, "T=", r->i[0]));
-                return m;
+                snprintf(label, lsz, "matmul x%d %s %dx%d %s%s", m, type_name(r->i[1]), rows, r->i[3],
+                         rows_tag(tb, sizeof tb, "T=", r->i[0]), rk ? " +rope+kv_write" : "");
+                return m + (rk ? 3 : 0);
             }
         }
         /* [add(X, D)] rmsnorm(Y, X) [-> matmul(x = Y) needing prep] */
@@ -739,6 +769,8 @@ extern "C" hearth_status hearth_cuda_ctx_new(hearth_cuda_ctx **out, int device, 
     {
         const char *s = getenv("HEARTH_ATTN_CLUSTER");
         c->attn_cluster_cap = s ? atoi(s) : 16;
+        s = getenv("HEARTH_ROPE_GEMV");
+        c->rope_gemv_rows = s ? atoi(s) : 1;
     }
     c->L.pdl = 1;
     {
@@ -857,6 +889,12 @@ extern "C" void hearth_cuda_ctx_set_attn_cluster(hearth_cuda_ctx *c, int cap) {
     flush(c, 1);
     drop_graphs(c);
     c->attn_cluster_cap = cap;
+}
+
+extern "C" void hearth_cuda_ctx_set_rope_gemv(hearth_cuda_ctx *c, int max_rows) {
+    flush(c, 1);
+    drop_graphs(c);
+    c->rope_gemv_rows = max_rows;
 }
 
 extern "C" void hearth_cuda_ctx_profile(hearth_cuda_ctx *c, int on) {

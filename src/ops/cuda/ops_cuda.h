@@ -51,11 +51,16 @@ void hearth_cuda_ctx_set_pdl(hearth_cuda_ctx *c, int on);
 void hearth_cuda_ctx_set_mmv_max_tokens(hearth_cuda_ctx *c, int t);
 /* fusion: run recognised op patterns as one kernel (default 1): matmuls
  * sharing x (q, k, v), gate + up + swiglu, add + rmsnorm (+ the next
- * matmul's input preparation), rope + rope + kv_write. */
+ * matmul's input preparation), rope + rope + kv_write (alone, or in the
+ * q/k/v GEMV's epilogue). */
 void hearth_cuda_ctx_set_fusion(hearth_cuda_ctx *c, int on);
 /* The largest thread-block cluster the few-rows decode attention may use
  * (16, 8 or 0 = none; default 16, or HEARTH_ATTN_CLUSTER at creation). */
 void hearth_cuda_ctx_set_attn_cluster(hearth_cuda_ctx *c, int cap);
+/* Up to how many rows the q/k/v GEMV rotates q, k and stores the KV itself
+ * (the fusion of rope + rope + kv_write into its epilogue; default 1, where
+ * it was measured faster, or HEARTH_ROPE_GEMV at creation; 0 = never). */
+void hearth_cuda_ctx_set_rope_gemv(hearth_cuda_ctx *c, int max_rows);
 /* Profile: while on, flushes run eagerly (no graphs, no PDL) with device
  * events around each launch unit, summed per unit label. Turning it on clears the
  * sums. profile_text writes a table (largest first) into buf, returns the
