@@ -7,8 +7,10 @@
  * or f16 copies made by xprep.cu), f32 accumulation.
  *
  * One launch computes a set of matrices that share x (mmv_set): q, k and v
- * stacked by rows, or the gate/up pair of a SwiGLU with its epilogue
- * (silu(gate) * up written next to both raw outputs).
+ * stacked by rows (for GGUF rope pairs, which are a warp's row pair, with
+ * the rope and the KV cache stores in the epilogue), or the gate/up pair of
+ * a SwiGLU with its epilogue (silu(gate) * up written next to both raw
+ * outputs).
  *
  * Quantized weights (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K): x is q8 / q8_K
  * (xprep.cu) and the dot products are integer (dp4a) per group, then scaled

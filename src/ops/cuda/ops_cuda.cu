@@ -345,8 +345,6 @@ static const char *rows_tag(char *buf, size_t n, const char *key, int T) {
     return buf;
 }
 
-/* Runs the unit starting at recs[i]; returns how many records it took and
- * names it in label (for the profile). */
 /* The rope + KV epilogue (mmv_set.rope_half) for the q, k, v matmuls at r
  * (their set filled in) when rope(q), rope(k), kv_write(k, v) follow: up to
  * c->rope_gemv_rows rows, not neox, the outputs exactly q, k and v, a kernel
@@ -374,6 +372,8 @@ static int rope_in_gemv(hearth_cuda_ctx *c, const rec *r, int left, mmv_set *set
     return 1;
 }
 
+/* Runs the unit starting at recs[i]; returns how many records it took and
+ * names it in label (for the profile). */
 static int run_unit(hearth_cuda_ctx *c, const rec *recs, int i, int n, char *label, size_t lsz) {
     const rec *r = &recs[i];
     char tb[24];
