@@ -287,6 +287,18 @@ __device__ __forceinline__ void prep_store(int kind, void *prep, size_t n, size_
 void cu_xprep(const cu_launch *L, int kind, void *dst, const float *x, int T, int K);
 size_t cu_xprep_bytes(int kind, int T, int K);
 
+/* One rope pair (x0, x1) turned by pos * inv_freq: rope.cu, the fused
+ * rope_kv.cu and the q/k/v GEMV's epilogue all rotate through it, so they
+ * store the same bits. sincosf is the accurate one (positions reach tens of
+ * thousands). */
+__device__ __forceinline__ void rope_rotate(float &x0, float &x1, int pos, float inv_freq) {
+    float sn, cs;
+    sincosf((float)pos * inv_freq, &sn, &cs);
+    const float y0 = x0 * cs - x1 * sn, y1 = x0 * sn + x1 * cs;
+    x0 = y0;
+    x1 = y1;
+}
+
 /* Paged KV as the kernels see one layer of it: k and v hold f16 elements
  * (__half) when f16 is set, OCP FP8 E4M3 codes (__nv_fp8_e4m3, scale 1,
  * core/fp8.h) when fp8 is set, else f32. */
@@ -356,7 +368,6 @@ void cu_swiglu(const cu_launch *L, float *out, const float *gate, const float *u
 int cu_swiglu_prep_fits(int kind);
 void cu_swiglu_prep(const cu_launch *L, float *out, const float *gate, const float *up, int T, int n, int kind,
                     void *prep);
-
 
 /* One element of a KV cache of element type E, as f32 and from f32
  * (round to nearest even: as hearth_f32_to_f16; e4m3 saturated to +-448 by

@@ -65,8 +65,8 @@ __device__ __forceinline__ void set_store(const mmv_set &s, int r, int t, float 
 }
 
 /* Rows r and r + 1 (r even) of token t with the rope + KV epilogue
- * (mmv_set.rope_half): the arithmetic of rope_kv.cu, so the cache and q, k
- * get the same bits as the separate ops would store. */
+ * (mmv_set.rope_half): rope_rotate and kv_st, as rope_kv.cu, so the cache
+ * and q, k get the same bits as the separate ops would store. */
 template <typename E> __device__ __forceinline__ void kv_st2(void *base, size_t off, float a, float b) {
     kv_st((E *)base, off, a);
     kv_st((E *)base, off + 1, b);
@@ -75,12 +75,7 @@ __device__ __forceinline__ void rope_kv_store(const mmv_set &s, int r, int t, fl
     const int nq = s.n[0], nk = s.n[1], p = s.pos[t];
     const int m = r < nq ? 0 : r < nq + nk ? 1 : 2, rr = r - (m > 0 ? nq : 0) - (m > 1 ? nk : 0);
     const int d = rr % s.hd;
-    if (m < 2 && d < 2 * s.rope_half) {
-        float sn, cs;
-        sincosf((float)p * s.inv_freq[d / 2], &sn, &cs);
-        const float y0 = v0 * cs - v1 * sn, y1 = v0 * sn + v1 * cs;
-        v0 = y0, v1 = y1;
-    }
+    if (m < 2 && d < 2 * s.rope_half) rope_rotate(v0, v1, p, s.inv_freq[d / 2]);
     float *y = s.y[m] + (size_t)t * s.n[m] + rr;
     y[0] = v0;
     y[1] = v1;
@@ -795,6 +790,16 @@ static int set_aligned(const mmv_set *s) {
 
 static int set_rows_host(const mmv_set *s) { return s->swiglu ? s->n[0] : s->n[0] + s->n[1] + s->n[2]; }
 
+/* The launchers' kernel choices, which cu_mmv_pairs also asks: float rows stream in
+ * 16-byte chunks (mmv_stream_kernel) when float_streams, else the generic
+ * kernel; quantized rows that are split stream too, else quant_staged picks
+ * the staged kernel over the direct one. */
+static int float_streams(const mmv_set *s, hearth_dtype t, int K, size_t row_bytes, const void *xp) {
+    return K % (t == HEARTH_DT_F32 ? 4 : 8) == 0 && set_aligned(s) && row_bytes % 16 == 0 &&
+           ((uintptr_t)xp & 15) == 0;
+}
+static int quant_staged(const mmv_set *s, size_t row_bytes) { return set_aligned(s) && row_bytes % 16 == 0; }
+
 /* K slices of the streamed GEMV: split while the row pairs' warps, times the
  * split, fit in about one wave (WAVE_WARPS a multiprocessor) and each warp
  * keeps at least two rounds of U loads. HEARTH_MMV_KS=1|2|4 fixes it
@@ -842,8 +847,7 @@ template <int WT, int NT>
 static void launch_float(const cu_launch *L, const mmv_set *set, const void *xp, int K, size_t row_bytes) {
     constexpr int E = WT == HEARTH_DT_F32 ? 4 : 8;
     int N = set_rows_host(set);
-    int fast = K % E == 0 && set_aligned(set) && row_bytes % 16 == 0 && ((uintptr_t)xp & 15) == 0;
-    if (fast) {
+    if (float_streams(set, (hearth_dtype)WT, K, row_bytes, xp)) {
         int pairs = set->swiglu ? N : cu_div_up(N, 2);
         int ks = stream_ks(L, pairs, K / E);
         launch_stream<fmt_float<WT>, NT>(L, set, xp, K, row_bytes, ks, pairs);
@@ -865,7 +869,7 @@ static void launch_quant(const cu_launch *L, const mmv_set *set, const void *xp,
             return;
         }
     }
-    if (set_aligned(set) && row_bytes % 16 == 0) {
+    if (quant_staged(set, row_bytes)) {
         /* Q4_0 / Q8_0 at one row of x: two blocks a lane from aligned words (HEARTH_MMV_PAIR=0 keeps one,
          * for benchmarks); at 8 rows the pair's x registers made it slower (s3-run4) */
         static int pair = -1;
@@ -909,12 +913,8 @@ static void launch_nt(const cu_launch *L, const mmv_set *set, const void *xp, he
 int cu_mmv_pairs(const mmv_set *set, hearth_dtype t, int K, size_t row_bytes, const void *xp) {
     if (set->swiglu || !cu_mmv_supported(t)) return 0;
     switch (t) { /* as launch_float / launch_quant choose */
-    case HEARTH_DT_F32: case HEARTH_DT_F16: case HEARTH_DT_BF16:
-        return K % (t == HEARTH_DT_F32 ? 4 : 8) == 0 && set_aligned(set) && row_bytes % 16 == 0 &&
-               ((uintptr_t)xp & 15) == 0;
-    default:
-        return (set->split && (t == HEARTH_DT_Q4_0 || t == HEARTH_DT_Q8_0)) ||
-               (set_aligned(set) && row_bytes % 16 == 0);
+    case HEARTH_DT_F32: case HEARTH_DT_F16: case HEARTH_DT_BF16: return float_streams(set, t, K, row_bytes, xp);
+    default: return (set->split && (t == HEARTH_DT_Q4_0 || t == HEARTH_DT_Q8_0)) || quant_staged(set, row_bytes);
     }
 }
 

@@ -1,6 +1,6 @@
 /* rope.cu - rotary embedding in place: pair (a, b) of each head turned by
- * pos[t] * inv_freq[i]; neox pairs (i, i + rot/2), otherwise (2i, 2i+1).
- * sincosf is the accurate one (positions reach tens of thousands). */
+ * pos[t] * inv_freq[i] (rope_rotate); neox pairs (i, i + rot/2), otherwise
+ * (2i, 2i+1). */
 #include "ops/cuda/cuda_internal.cuh"
 
 __global__ void rope_kernel(float *x, int T, int n_heads, int head_dim, const int32_t *__restrict__ pos,
@@ -12,14 +12,12 @@ __global__ void rope_kernel(float *x, int T, int n_heads, int head_dim, const in
         int p = (int)(i % half);
         size_t th = i / half;
         int t = (int)(th / n_heads);
-        float ang = (float)pos[t] * inv_freq[p];
-        float sn, cs;
-        sincosf(ang, &sn, &cs);
         float *v = x + th * head_dim;
         int a = neox ? p : 2 * p, b = neox ? p + half : 2 * p + 1;
         float x0 = v[a], x1 = v[b];
-        v[a] = x0 * cs - x1 * sn;
-        v[b] = x0 * sn + x1 * cs;
+        rope_rotate(x0, x1, pos[t], inv_freq[p]);
+        v[a] = x0;
+        v[b] = x1;
     }
     pdl_launch();
 }

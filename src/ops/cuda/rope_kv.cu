@@ -40,9 +40,8 @@ __global__ void rope_kv_kernel(float *q, float *k, const float *__restrict__ v, 
         for (int u = 0; u < RB; u++) {
             const int i = ib + u * stride, h = i / half, pi = i - h * half;
             if (i >= npairs) break;
-            float sn, cs;
-            sincosf((float)p * inv_freq[pi], &sn, &cs);
-            const float y0 = x0[u] * cs - x1[u] * sn, y1 = x0[u] * sn + x1[u] * cs;
+            float y0 = x0[u], y1 = x1[u];
+            rope_rotate(y0, y1, p, inv_freq[pi]);
             x[u][a[u]] = y0;
             x[u][b[u]] = y1;
             if (h >= n_q) {
