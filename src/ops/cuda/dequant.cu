@@ -1,7 +1,61 @@
 /* dequant.cu - weight rows dequantized to bf16, the A operand of the cuBLAS
- * path of matmul (T above the GEMV range). One thread per 32-element group,
- * values computed exactly as the CPU dequantizes them, then rounded to bf16. */
+ * path of matmul (T above the GEMV range). Values are computed exactly as
+ * the CPU dequantizes them, then rounded to bf16.
+ *
+ * Split Q4_0 / Q8_0 rows (split_rows.cu, every such weight the loader could
+ * re-lay) are a write-bound stream: 3.6x (Q4_0) or 1.9x (Q8_0) more bytes
+ * out than in. A thread makes 8 elements, one 16-byte store, so a warp's
+ * store is 512 contiguous bytes, and it loads the codes of DEQ_U such pieces
+ * before it stores any, so that a thread's short life keeps several loads
+ * in flight. Other types and layouts: one thread per 32-element group. */
 #include "ops/cuda/cuda_internal.cuh"
+
+#include <stdlib.h>
+
+#define DEQ_NT 256
+#define DEQ_U 4
+
+template <int QT>
+__global__ void __launch_bounds__(DEQ_NT) dequant_split_kernel(__nv_bfloat16 *__restrict__ dst,
+                                                             const uint8_t *__restrict__ W, int K, size_t row_bytes,
+                                                             int r0, unsigned n_items) {
+    constexpr int QB = split_fmt<QT>::QB; /* code bytes of a 32-group: 16 (Q4_0) or 32 (Q8_0) */
+    const unsigned ipr = (unsigned)K / 8, nb = (unsigned)K / 32;
+    const unsigned base = blockIdx.x * (DEQ_NT * DEQ_U) + threadIdx.x;
+    uint2 c[DEQ_U];
+    float d[DEQ_U];
+    int shift[DEQ_U];
+    /* weights are never written after load: their loads may precede the wait */
+#pragma unroll
+    for (int u = 0; u < DEQ_U; u++) {
+        const unsigned it = base + u * DEQ_NT;
+        if (it < n_items) {
+            const unsigned r = it / ipr, k8 = it - r * ipr, g = k8 >> 2, q = k8 & 3;
+            const uint8_t *row = W + (size_t)(r0 + r) * row_bytes;
+            /* Q4_0: elements 8q.. are the low (q < 2) or high nibbles of code bytes 8(q & 1)..; Q8_0: bytes 8q.. */
+            c[u] = *(const uint2 *)(row + g * QB + (QT == HEARTH_DT_Q4_0 ? (q & 1) * 8 : q * 8));
+            d[u] = h2f(ld16(row + (size_t)nb * QB + 2 * g));
+            shift[u] = (q >> 1) * 4;
+        }
+    }
+    pdl_wait();
+#pragma unroll
+    for (int u = 0; u < DEQ_U; u++) {
+        const unsigned it = base + u * DEQ_NT;
+        if (it < n_items) {
+            const uint8_t *b = (const uint8_t *)&c[u];
+            float f[8];
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                f[j] = QT == HEARTH_DT_Q4_0 ? (float)(((b[j] >> shift[u]) & 0xF) - 8) * d[u] : (float)(int8_t)b[j] * d[u];
+            __nv_bfloat162 h[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++) h[e] = __floats2bfloat162_rn(f[2 * e], f[2 * e + 1]);
+            ((uint4 *)dst)[it] = *(const uint4 *)h;
+        }
+    }
+    pdl_launch();
+}
 
 template <int QT>
 __global__ void dequant_bf16_kernel(__nv_bfloat16 *__restrict__ dst, const uint8_t *__restrict__ W, int K,
@@ -41,6 +95,20 @@ __global__ void float_to_bf16_kernel(__nv_bfloat16 *__restrict__ dst, const uint
 void cu_dequant_bf16(const cu_launch *L, __nv_bfloat16 *dst, const void *w, hearth_dtype t, int K, size_t row_bytes,
                      int split, int r0, int nr) {
     const uint8_t *W = (const uint8_t *)w;
+    static int wide = -1; /* HEARTH_DEQ_WIDE=0: the group-a-thread kernel for split rows too (benchmarks) */
+    if (wide < 0) {
+        const char *s = getenv("HEARTH_DEQ_WIDE");
+        wide = !s || atoi(s) != 0;
+    }
+    if (split && wide && K % 32 == 0 && (t == HEARTH_DT_Q4_0 || t == HEARTH_DT_Q8_0)) {
+        const unsigned n_items = (unsigned)((size_t)nr * K / 8);
+        const dim3 grid(cu_div_up((long)n_items, DEQ_NT * DEQ_U));
+        if (t == HEARTH_DT_Q4_0)
+            cu_launch_k(L, dequant_split_kernel<HEARTH_DT_Q4_0>, grid, dim3(DEQ_NT), 0, dst, W, K, row_bytes, r0, n_items);
+        else
+            cu_launch_k(L, dequant_split_kernel<HEARTH_DT_Q8_0>, grid, dim3(DEQ_NT), 0, dst, W, K, row_bytes, r0, n_items);
+        return;
+    }
     int gblocks = cu_div_up((long)nr * (K / 32), 256);
     int eblocks = cu_div_up((long)nr * K, 256);
     switch (t) {
