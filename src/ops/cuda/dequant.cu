@@ -79,6 +79,42 @@ __global__ void dequant_bf16_kernel(__nv_bfloat16 *__restrict__ dst, const uint8
     pdl_launch();
 }
 
+/* Other types and layouts: a thread makes DEQ_G 32-groups, DEQ_NT apart,
+ * with the CPU's arithmetic (deq_row_group32); the block's groups are
+ * contiguous in dst and go out through shared memory (rows of 5 chunks:
+ * 80 bytes apart, no bank conflicts) as 16-byte stores, 512 contiguous bytes
+ * a warp. */
+#define DEQ_G 2
+template <int QT>
+__global__ void __launch_bounds__(DEQ_NT) dequant_groups_kernel(__nv_bfloat16 *__restrict__ dst,
+                                                              const uint8_t *__restrict__ W, int K, size_t row_bytes,
+                                                              int r0, unsigned n_groups, int split) {
+    __shared__ uint4 sm[DEQ_G * DEQ_NT * 5];
+    const unsigned gpr = (unsigned)K / 32, b0 = blockIdx.x * (DEQ_NT * DEQ_G);
+    const unsigned n = min(n_groups - b0, (unsigned)(DEQ_NT * DEQ_G)); /* this block's groups */
+#pragma unroll
+    for (int u = 0; u < DEQ_G; u++) {
+        const unsigned j = u * DEQ_NT + threadIdx.x, i = b0 + j;
+        if (j < n) { /* weights only: before the wait */
+            const unsigned r = i / gpr, g = i - r * gpr;
+            float f[32];
+            deq_row_group32<QT>(W + (size_t)(r0 + r) * row_bytes, K / qtraits<QT>::ELEMS, (int)g, split, f);
+#pragma unroll
+            for (int v = 0; v < 4; v++) {
+                __nv_bfloat162 h[4];
+#pragma unroll
+                for (int e = 0; e < 4; e++) h[e] = __floats2bfloat162_rn(f[8 * v + 2 * e], f[8 * v + 2 * e + 1]);
+                sm[j * 5 + v] = *(const uint4 *)h;
+            }
+        }
+    }
+    __syncthreads();
+    pdl_wait();
+    uint4 *o = (uint4 *)dst + (size_t)b0 * 4;
+    for (unsigned c = threadIdx.x; c < n * 4; c += DEQ_NT) o[c] = sm[(c >> 2) * 5 + (c & 3)];
+    pdl_launch();
+}
+
 template <typename S>
 __global__ void float_to_bf16_kernel(__nv_bfloat16 *__restrict__ dst, const uint8_t *__restrict__ W, int K,
                                      size_t row_bytes, int r0, int nr) {
@@ -108,6 +144,18 @@ void cu_dequant_bf16(const cu_launch *L, __nv_bfloat16 *dst, const void *w, hear
         else
             cu_launch_k(L, dequant_split_kernel<HEARTH_DT_Q8_0>, grid, dim3(DEQ_NT), 0, dst, W, K, row_bytes, r0, n_items);
         return;
+    }
+    if (wide && K % 32 == 0) {
+        const unsigned n_groups = (unsigned)((size_t)nr * (K / 32));
+        const dim3 grid(cu_div_up((long)n_groups, DEQ_NT * DEQ_G)), block(DEQ_NT);
+        switch (t) {
+        case HEARTH_DT_Q4_0: cu_launch_k(L, dequant_groups_kernel<HEARTH_DT_Q4_0>, grid, block, 0, dst, W, K, row_bytes, r0, n_groups, split); return;
+        case HEARTH_DT_Q4_1: cu_launch_k(L, dequant_groups_kernel<HEARTH_DT_Q4_1>, grid, block, 0, dst, W, K, row_bytes, r0, n_groups, split); return;
+        case HEARTH_DT_Q8_0: cu_launch_k(L, dequant_groups_kernel<HEARTH_DT_Q8_0>, grid, block, 0, dst, W, K, row_bytes, r0, n_groups, split); return;
+        case HEARTH_DT_Q4_K: cu_launch_k(L, dequant_groups_kernel<HEARTH_DT_Q4_K>, grid, block, 0, dst, W, K, row_bytes, r0, n_groups, split); return;
+        case HEARTH_DT_Q6_K: cu_launch_k(L, dequant_groups_kernel<HEARTH_DT_Q6_K>, grid, block, 0, dst, W, K, row_bytes, r0, n_groups, split); return;
+        default: break;
+        }
     }
     int gblocks = cu_div_up((long)nr * (K / 32), 256);
     int eblocks = cu_div_up((long)nr * K, 256);
