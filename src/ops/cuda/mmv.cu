@@ -802,18 +802,23 @@ static int quant_staged(const mmv_set *s, size_t row_bytes) { return set_aligned
 
 /* K slices of the streamed GEMV: split while the row pairs' warps, times the
  * split, fit in about one wave (WAVE_WARPS a multiprocessor) and each warp
- * keeps at least two rounds of U loads. HEARTH_MMV_KS=1|2|4 fixes it
- * (benchmarks). */
+ * keeps at least one and a half rounds of U loads (a Q4_0 down projection,
+ * 448 chunks a row, splits in two: 12.75 -> 12.00 us in bench_gemv,
+ * s8-run2; a Q8_0 4096-row q, one round, stays whole: 7.14 us, 7.68 split).
+ * HEARTH_MMV_KS=1|2|4 fixes the split, HEARTH_MMV_KS_HALF the half rounds
+ * (benchmarks; 4 until session 8). */
 #define WAVE_WARPS 48
 static int stream_ks(const cu_launch *L, int pairs, int nch) {
-    static int fixed = -1;
+    static int fixed = -1, half = 3;
     if (fixed < 0) {
         const char *s = getenv("HEARTH_MMV_KS");
         fixed = s && (atoi(s) == 1 || atoi(s) == 2 || atoi(s) == 4) ? atoi(s) : 0;
+        s = getenv("HEARTH_MMV_KS_HALF");
+        if (s && atoi(s) >= 1) half = atoi(s);
     }
     if (fixed) return fixed;
     int ks = 1;
-    while (ks < 4 && (long)pairs * ks * 2 <= (long)L->n_sm * WAVE_WARPS && nch >= 32 * 4 * ks * 2 * 2) ks *= 2;
+    while (ks < 4 && (long)pairs * ks * 2 <= (long)L->n_sm * WAVE_WARPS && nch >= 64 * ks * 2 * half) ks *= 2;
     return ks;
 }
 
