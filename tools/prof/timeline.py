@@ -126,6 +126,7 @@ def main():
     ap.add_argument('--host-all', action='store_true', help='with --host: one line per GPU activity')
     ap.add_argument('--gap-us', type=float, default=5.0, help='with --host: GPU idle gaps over this are annotated')
     ap.add_argument('--phase', type=int, action='append', help='with --host: this phase, not the largest (repeatable)')
+    ap.add_argument('--last', type=int, default=0, help='also the mean over the last N phases (engine steps, say)')
     a = ap.parse_args()
     rows, apis = [], []
     with open(a.trace) as f:
@@ -150,8 +151,7 @@ def main():
     for i, ph in enumerate(phases):
         if len(ph) < 8: continue
         print(f"phase {i}: {len(ph)} activities, {(max(e for _, e, _ in ph) - ph[0][0]) / 1e3:.1f} us")
-    for i in sorted(sorted(range(len(phases)), key=lambda i: -len(phases[i]))[:a.phases]):
-        ph = phases[i]
+    def table(ph):
         agg, prev_end, inc = {}, ph[0][0], []
         for s, e, n in ph:
             add = max(0, e - prev_end)
@@ -159,11 +159,29 @@ def main():
             inc.append(add)
             c, d, ad = agg.get(n, (0, 0, 0))
             agg[n] = (c + 1, d + e - s, ad + add)
-        span = prev_end - ph[0][0]
-        print(f"=== phase {i}: {span / 1e3:.1f} us")
+        return agg, prev_end - ph[0][0], inc
+
+    def print_table(agg, span, per=1):
         print(f"{'adds us':>10} {'share':>6} {'count':>6} {'dur/call':>9} {'adds/call':>9}  kernel")
         for n, (c, d, ad) in sorted(agg.items(), key=lambda x: -x[1][2])[:16]:
-            print(f"{ad / 1e3:10.1f} {100 * ad / span:5.1f}% {c:6d} {d / c / 1e3:9.2f} {ad / c / 1e3:9.2f}  {n}")
+            print(f"{ad / per / 1e3:10.1f} {100 * ad / span:5.1f}% {c / per:6.0f} {d / c / 1e3:9.2f} {ad / c / 1e3:9.2f}  {n}")
+
+    if a.last:
+        last = [ph for ph in phases if len(ph) >= 8][-a.last:]
+        tot, span = {}, 0
+        for ph in last:
+            agg, sp, _ = table(ph)
+            span += sp
+            for n, (c, d, ad) in agg.items():
+                t = tot.get(n, (0, 0, 0))
+                tot[n] = (t[0] + c, t[1] + d, t[2] + ad)
+        print(f"=== the last {len(last)} phases: {span / len(last) / 1e3:.1f} us a phase (means a phase)")
+        print_table(tot, span, len(last))
+    for i in sorted(sorted(range(len(phases)), key=lambda i: -len(phases[i]))[:a.phases]):
+        ph = phases[i]
+        agg, span, inc = table(ph)
+        print(f"=== phase {i}: {span / 1e3:.1f} us")
+        print_table(agg, span)
         m = len(ph) // 2
         print(f"--- window: start, end (us from the first), duration, adds")
         t0 = ph[max(0, m - a.window // 2)][0]
