@@ -129,11 +129,12 @@ static int check_cuda_ok(void) {
 /* ---- matmul ------------------------------------------------------------------ */
 
 /* A weight uploaded as the model loader leaves it: prepare_weight after the
- * upload, which splits Q4_0 / Q8_0 rows that are 16-byte aligned
+ * upload, which splits Q4_0 / Q8_0 / Q4_K rows that are 16-byte aligned
  * (HEARTH_LAYOUT_SPLIT; a test fails if it did not). */
 static void prepare(hearth_weight *w, int offset) {
     CU->prepare_weight(g_cu, w);
-    int splits = (w->type == HEARTH_DT_Q4_0 || w->type == HEARTH_DT_Q8_0) && offset == 0 && w->row_bytes % 16 == 0;
+    int splits = (w->type == HEARTH_DT_Q4_0 || w->type == HEARTH_DT_Q8_0 || w->type == HEARTH_DT_Q4_K) &&
+                 offset == 0 && w->row_bytes % 16 == 0;
     if (w->layout != (splits ? HEARTH_LAYOUT_SPLIT : HEARTH_LAYOUT_STORED))
         test_fail(__FILE__, __LINE__, "prepare_weight %s offset %d: layout %d", hearth_dtype_get(w->type)->name,
                   offset, w->layout);
@@ -142,7 +143,7 @@ static void prepare(hearth_weight *w, int offset) {
 /* One (type, K, N, T) case; offset shifts the device weights by that many
  * bytes (2: the unaligned GEMV path); prep: the device weights go through
  * prepare_weight (else they stay as stored: the staged GEMV path for aligned
- * Q4_0 / Q8_0). Returns 0 on a failure (reported). */
+ * Q4_0 / Q8_0 / Q4_K). Returns 0 on a failure (reported). */
 static int matmul_case_prep(hearth_dtype t, int K, int N, int T, int offset, int prep) {
     size_t rb = hearth_dtype_row_bytes(t, K);
     uint8_t *w = malloc(rb * (size_t)N);
@@ -229,13 +230,13 @@ TEST(cuda_matmul_q8_0) { NEED_GPU(); matmul_type(HEARTH_DT_Q8_0, 512, 96); }
 TEST(cuda_matmul_q4_K) { NEED_GPU(); matmul_type(HEARTH_DT_Q4_K, 512, 256); }
 TEST(cuda_matmul_q6_K) { NEED_GPU(); matmul_type(HEARTH_DT_Q6_K, 2048, 256); }
 
-/* Q4_0 / Q8_0 rows left as stored (the staged GEMV kernel, which serves
- * rows too long to split, and the dequantizing cuBLAS path) */
+/* Q4_0 / Q8_0 / Q4_K rows left as stored (the staged GEMV kernel, which
+ * serves rows too long to split, and the dequantizing cuBLAS path) */
 TEST(cuda_matmul_stored_layout) {
     NEED_GPU();
-    static const hearth_dtype ts[] = {HEARTH_DT_Q4_0, HEARTH_DT_Q8_0};
+    static const hearth_dtype ts[] = {HEARTH_DT_Q4_0, HEARTH_DT_Q8_0, HEARTH_DT_Q4_K};
     static const int Ts[] = {1, 2, 8, 9, 33};
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 3; i++)
         for (int j = 0; j < 5; j++) {
             if (!matmul_case_prep(ts[i], 512, 67, Ts[j], 0, 0)) return;
             if (!matmul_case_prep(ts[i], 4352, 29, Ts[j], 0, 0)) return;
@@ -249,21 +250,23 @@ TEST(cuda_matmul_many_rows) {
     if (!matmul_case(HEARTH_DT_Q6_K, 2048, 9001, 2, 0)) return;
     matmul_case(HEARTH_DT_BF16, 256, 9001, 1, 0);
     if (!matmul_case(HEARTH_DT_Q8_0, 4096, 9001, 1, 0)) return;
+    if (!matmul_case(HEARTH_DT_Q4_K, 4096, 9001, 2, 0)) return;
     matmul_case_prep(HEARTH_DT_Q4_0, 256, 9001, 1, 0, 0);
 }
 
 /* streamed GEMVs over long rows: float rows and Q8_0 rows at K = 8192 split
- * K across 2 or 4 warps a row pair (stream_ks in mmv.cu); Q4_0 rows (too
- * few chunks to split) stream several rounds a warp. A partial last group
- * of chunks, an odd row count. */
+ * K across 2 or 4 warps a row pair (stream_ks in mmv.cu); Q4_0 and Q4_K
+ * rows (too few chunks to split) stream several rounds a warp. A partial
+ * last group of chunks, an odd row count. */
 TEST(cuda_matmul_split_k) {
     NEED_GPU();
-    static const hearth_dtype ts[] = {HEARTH_DT_BF16, HEARTH_DT_F16, HEARTH_DT_F32, HEARTH_DT_Q4_0, HEARTH_DT_Q8_0};
+    static const hearth_dtype ts[] = {HEARTH_DT_BF16, HEARTH_DT_F16, HEARTH_DT_F32,
+                                      HEARTH_DT_Q4_0, HEARTH_DT_Q8_0, HEARTH_DT_Q4_K};
     static const int Ts[] = {1, 5, 8};
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 6; i++)
         for (int j = 0; j < 3; j++) {
             /* quantized: whole 8-block groups (split rows), within the CPU context's MAX_COLS */
-            int quant = ts[i] == HEARTH_DT_Q4_0 || ts[i] == HEARTH_DT_Q8_0;
+            int quant = ts[i] == HEARTH_DT_Q4_0 || ts[i] == HEARTH_DT_Q8_0 || ts[i] == HEARTH_DT_Q4_K;
             if (!matmul_case(ts[i], quant ? 8192 : 8200, 29, Ts[j], 0)) return;
             if (!matmul_case(ts[i], quant ? 4352 : 4104, 301, Ts[j], 0)) return;
         }
@@ -299,7 +302,7 @@ TEST(cuda_embed_every_type) {
         CU->embed(g_cu, od, &tdv, idd, T);
         down(got, od, sizeof(float) * T * cols);
         int same = !memcmp(got, want, sizeof(float) * T * cols);
-        /* and as the loader leaves it (Q4_0 / Q8_0 rows split) */
+        /* and as the loader leaves it (Q4_0 / Q8_0 / Q4_K rows split) */
         poison(od, sizeof(float) * T * cols);
         prepare(&tdv, 0);
         CU->embed(g_cu, od, &tdv, idd, T);
@@ -1236,7 +1239,8 @@ TEST(cuda_layer_e4m3_kv_fused_matches_unfused_and_cpu) {
  * both near the CPU. */
 TEST(cuda_layer_rope_variants) {
     NEED_GPU();
-    static const hearth_dtype types[] = {HEARTH_DT_BF16, HEARTH_DT_F32, HEARTH_DT_Q8_0, HEARTH_DT_Q4_0, HEARTH_DT_Q6_K};
+    static const hearth_dtype types[] = {HEARTH_DT_BF16, HEARTH_DT_F32, HEARTH_DT_Q8_0,
+                                         HEARTH_DT_Q4_0, HEARTH_DT_Q4_K, HEARTH_DT_Q6_K};
     static const hearth_dtype kts[] = {HEARTH_DT_F16, HEARTH_DT_E4M3, HEARTH_DT_F32};
     static const int Ts[] = {1, 2, 8};
     static const int rope[3][2] = {{1, 0}, {2, 0}, {1, 1}}; /* rot_dim divisor, neox */

@@ -200,15 +200,19 @@ template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_Q4_1>(const ui
 template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_Q8_0>(const uint8_t *b, int g, float *o) {
     deq_q8_0(h2f(ld16(b)), b + 2, o);
 }
-template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_Q4_K>(const uint8_t *b, int g, float *o) {
-    float d = h2f(ld16(b)), dmin = h2f(ld16(b + 2));
+/* Q4_K sub-block g (0..7) from the block's head (d, dmin, scales: 16 bytes)
+ * and the 32 code bytes of sub-blocks g & ~1 (low nibbles) and g | 1 (high). */
+__device__ __forceinline__ void deq_q4_k(const uint8_t *head, const uint8_t *q, int g, float *o) {
+    float d = h2f(ld16(head)), dmin = h2f(ld16(head + 2));
     int sc, m;
-    q4k_scale_min(b + 4, g, &sc, &m);
+    q4k_scale_min(head + 4, g, &sc, &m);
     float d1 = d * (float)sc, m1 = dmin * (float)m;
-    const uint8_t *q = b + 16 + 32 * (g >> 1);
     int sh = (g & 1) * 4;
 #pragma unroll
     for (int l = 0; l < 32; l++) o[l] = __fsub_rn(__fmul_rn(d1, (float)((q[l] >> sh) & 0xF)), m1);
+}
+template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_Q4_K>(const uint8_t *b, int g, float *o) {
+    deq_q4_k(b, b + 16 + 32 * (g >> 1), g, o);
 }
 template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_Q6_K>(const uint8_t *b, int g, float *o) {
     float d = h2f(ld16(b + 208));
@@ -224,20 +228,33 @@ template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_Q6_K>(const ui
 }
 
 /* Split rows (hearth_weight.layout == HEARTH_LAYOUT_SPLIT, made at load by
- * cu_split_rows for Q4_0 and Q8_0): a row of nb blocks holds the blocks'
- * codes first (QB bytes each), then their nb f16 scales; the row's size is
- * unchanged. The GEMV then streams codes in aligned 16-byte loads. */
-template <int QT> struct split_fmt { enum { QB = 0 }; }; /* 0: the type is never split */
-template <> struct split_fmt<HEARTH_DT_Q4_0> { enum { QB = 16 }; };
-template <> struct split_fmt<HEARTH_DT_Q8_0> { enum { QB = 32 }; };
+ * cu_split_rows for Q4_0, Q8_0 and Q4_K): a stored block is a head of HB
+ * bytes (Q4_0, Q8_0: the f16 scale d; Q4_K: d, dmin and the 12 bytes of
+ * packed scales and mins) then QB bytes of codes; a split row of nb blocks
+ * holds the blocks' codes first (nb * QB bytes, so 16-byte aligned when the
+ * row is), then their heads (nb * HB bytes); the row's size is unchanged.
+ * The GEMV then streams codes in aligned 16-byte loads. */
+template <int QT> struct split_fmt { enum { QB = 0, HB = 0 }; }; /* 0: the type is never split */
+template <> struct split_fmt<HEARTH_DT_Q4_0> { enum { QB = 16, HB = 2 }; };
+template <> struct split_fmt<HEARTH_DT_Q8_0> { enum { QB = 32, HB = 2 }; };
+template <> struct split_fmt<HEARTH_DT_Q4_K> { enum { QB = 128, HB = 16 }; };
 
 /* Elements [32g, 32g+32) of a row (nb blocks) of either layout. */
 template <int QT>
 __device__ __forceinline__ void deq_row_group32(const uint8_t *row, int nb, int g, bool split, float *o) {
     using TR = qtraits<QT>;
     constexpr int GPB = TR::ELEMS / 32, QB = split_fmt<QT>::QB;
-    if constexpr (QB != 0) {
-        if (split) { /* the codes are 16-byte aligned */
+    if constexpr (QT == HEARTH_DT_Q4_K) {
+        if (split) { /* the 32 code bytes of g's sub-block pair, 16-byte aligned */
+            const int b = g / GPB;
+            uint4 c[2];
+#pragma unroll
+            for (int i = 0; i < 2; i++) c[i] = ((const uint4 *)(row + (size_t)b * QB + 32 * (g % GPB / 2)))[i];
+            deq_q4_k(row + (size_t)nb * QB + (size_t)b * split_fmt<QT>::HB, (const uint8_t *)c, g % GPB, o);
+            return;
+        }
+    } else if constexpr (QB != 0) {
+        if (split) { /* a block is a group; the codes are 16-byte aligned */
             uint4 c[QB / 16];
 #pragma unroll
             for (int i = 0; i < QB / 16; i++) c[i] = ((const uint4 *)(row + (size_t)g * QB))[i];
@@ -353,9 +370,9 @@ void cu_dequant_bf16(const cu_launch *L, __nv_bfloat16 *dst, const void *w, hear
                      int split, int r0, int nr);
 void cu_embed(const cu_launch *L, float *out, const void *table, hearth_dtype t, int rows, int cols, size_t row_bytes,
               int split, const int32_t *ids, int T);
-/* Re-lays rows of a Q4_0 / Q8_0 matrix in place as split rows (codes, then
- * scales); returns 0, doing nothing, where it cannot (another type, rows not
- * 16-byte aligned or too long for shared memory). */
+/* Re-lays rows of a Q4_0 / Q8_0 / Q4_K matrix in place as split rows (codes,
+ * then heads); returns 0, doing nothing, where it cannot (another type, rows
+ * not 16-byte aligned or too long for shared memory). */
 int cu_split_rows(const cu_launch *L, void *w, hearth_dtype t, int rows, int cols, size_t row_bytes);
 void cu_rmsnorm(const cu_launch *L, float *y, const float *x, const float *w, int n_rows, int dim, float eps);
 void cu_rope(const cu_launch *L, float *x, int T, int n_heads, int head_dim, const int32_t *pos,

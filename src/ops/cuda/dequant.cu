@@ -7,7 +7,9 @@
  * out than in. A thread makes 8 elements, one 16-byte store, so a warp's
  * store is 512 contiguous bytes, and it loads the codes of DEQ_U such pieces
  * before it stores any, so that a thread's short life keeps several loads
- * in flight. Other types and layouts: one thread per 32-element group. */
+ * in flight. Other types and layouts (split Q4_K rows too): 32-element
+ * groups through shared memory (dequant_groups_kernel); HEARTH_DEQ_WIDE=0
+ * keeps the first kernel, a thread a group, for every type (benchmarks). */
 #include "ops/cuda/cuda_internal.cuh"
 
 #include <stdlib.h>
@@ -20,6 +22,7 @@ __global__ void __launch_bounds__(DEQ_NT) dequant_split_kernel(__nv_bfloat16 *__
                                                              const uint8_t *__restrict__ W, int K, size_t row_bytes,
                                                              int r0, unsigned n_items) {
     constexpr int QB = split_fmt<QT>::QB; /* code bytes of a 32-group: 16 (Q4_0) or 32 (Q8_0) */
+    static_assert(QT == HEARTH_DT_Q4_0 || QT == HEARTH_DT_Q8_0, "a block is one 32-group with an f16 scale");
     const unsigned ipr = (unsigned)K / 8, nb = (unsigned)K / 32;
     const unsigned base = blockIdx.x * (DEQ_NT * DEQ_U) + threadIdx.x;
     uint2 c[DEQ_U];

@@ -14,7 +14,7 @@
  *
  * Quantized weights (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K): x is q8 / q8_K
  * (xprep.cu) and the dot products are integer (dp4a) per group, then scaled
- * with the CPU backend's fmaf steps. Q4_0 / Q8_0 rows split at load
+ * with the CPU backend's fmaf steps. Q4_0 / Q8_0 / Q4_K rows split at load
  * (split_rows.cu: codes, then scales) stream like float rows. Otherwise, when
  * rows are 16-byte aligned, each warp stages its rows through
  * shared memory in segments with cp.async (double buffered), so the loads are
@@ -139,12 +139,14 @@ template <> __device__ __forceinline__ void unpack16<HEARTH_DT_F32>(uint4 v, flo
     f[3] = __uint_as_float(v.w);
 }
 
-/* A streamed format: a row is nch 16-byte chunks (split quantized rows keep
- * their scales after them); load() fetches chunk c of a row, dot() adds the
- * products of R rows' chunk c with the NT rows of x. */
+/* A streamed format: a row is nch chunks of E elements (16 bytes; Q4_K: 32),
+ * split quantized rows keeping their scales after them; load() fetches chunk
+ * c of a row, dot() adds the products of R rows' chunk c with the NT rows of
+ * x. */
 template <int WT> struct fmt_float {
     enum { E = WT == HEARTH_DT_F32 ? 4 : 8 }; /* elements a chunk */
-    enum { WAVE = 0 };                        /* launch_stream */
+    enum { U = 4 };    /* chunks in flight a row: 8 measured slower at batch 1 (s3-run4: 167 vs 184 tok/s) */
+    enum { WAVE = 0 }; /* launch_stream */
     typedef uint4 W;
     struct X {
         const uint8_t *p;
@@ -192,7 +194,7 @@ template <int WT> struct fmt_float {
 template <typename F, int NT, int KS>
 __global__ void __launch_bounds__(256) mmv_stream_kernel(mmv_set set, size_t row_bytes, const void *__restrict__ xp,
                                                          int K) {
-    constexpr int U = 4, R = 2; /* 8 in flight measured slower at batch 1 (s3-run4: 167 vs 184 tok/s) */
+    constexpr int U = F::U, R = 2;
     constexpr int WPB = 256 / 32; /* warps a block */
     static_assert(WPB % KS == 0, "KS divides the warps of a block");
     typedef typename F::W W;
@@ -442,20 +444,37 @@ template <int NT, int R> struct qdot<HEARTH_DT_Q8_0, NT, R> {
     }
 };
 
+/* acc plus the dot product of a Q4_K unit (sub-blocks 2j, 2j + 1: q, its 32
+ * code bytes, low nibbles the first) with x's groups v0, v1 (ds0, ds1: their
+ * (d, sum, ...)): integer sums scaled by sc, then the mins by m, in two fmaf
+ * steps. */
+__device__ __forceinline__ float q4k_unit(const uint32_t *q, const int *v0, const int *v1, float4 ds0, float4 ds1,
+                                          const int *sc, const int *m, float d, float dmin, float acc) {
+    int s0 = 0, s1 = 0;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        s0 = __dp4a((int)(q[i] & 0x0F0F0F0Fu), v0[i], s0);
+        s1 = __dp4a((int)((q[i] >> 4) & 0x0F0F0F0Fu), v1[i], s1);
+    }
+    int s = sc[0] * s0 + sc[1] * s1, mins = m[0] * (int)ds0.y + m[1] * (int)ds1.y;
+    acc = fmaf(d * ds0.x, (float)s, acc);
+    return fmaf(-(dmin * ds0.x), (float)mins, acc);
+}
+
 /* Q4_K unit j (0..3): sub-blocks 2j (low nibbles of qs[32j..32j+32)) and 2j+1
  * (high nibbles). */
 template <int NT, int R> struct qdot<HEARTH_DT_Q4_K, NT, R> {
     static __device__ __forceinline__ void run(const uint8_t *const *b, int j, int gb, const xq8 &x,
                                                float (*acc)[NT]) {
         float d[R], dmin[R];
-        int sc0[R], m0[R], sc1[R], m1[R];
+        int sc[R][2], m[R][2];
         uint32_t q[R][8];
 #pragma unroll
         for (int r = 0; r < R; r++) {
             d[r] = h2f(ld16(b[r]));
             dmin[r] = h2f(ld16(b[r] + 2));
-            q4k_scale_min(b[r] + 4, 2 * j, &sc0[r], &m0[r]);
-            q4k_scale_min(b[r] + 4, 2 * j + 1, &sc1[r], &m1[r]);
+            q4k_scale_min(b[r] + 4, 2 * j, &sc[r][0], &m[r][0]);
+            q4k_scale_min(b[r] + 4, 2 * j + 1, &sc[r][1], &m[r][1]);
 #pragma unroll
             for (int i = 0; i < 8; i++) q[r][i] = ld32u(b[r] + 16 + 32 * j + 4 * i);
         }
@@ -467,17 +486,8 @@ template <int NT, int R> struct qdot<HEARTH_DT_Q4_K, NT, R> {
             x_group(x, t, g0, v0, &ds0);
             x_group(x, t, g0 + 1, v1, &ds1);
 #pragma unroll
-            for (int r = 0; r < R; r++) {
-                int s0 = 0, s1 = 0;
-#pragma unroll
-                for (int i = 0; i < 8; i++) {
-                    s0 = __dp4a((int)(q[r][i] & 0x0F0F0F0Fu), v0[i], s0);
-                    s1 = __dp4a((int)((q[r][i] >> 4) & 0x0F0F0F0Fu), v1[i], s1);
-                }
-                int s = sc0[r] * s0 + sc1[r] * s1, mins = m0[r] * (int)ds0.y + m1[r] * (int)ds1.y;
-                acc[r][t] = fmaf(d[r] * ds0.x, (float)s, acc[r][t]);
-                acc[r][t] = fmaf(-(dmin[r] * ds0.x), (float)mins, acc[r][t]);
-            }
+            for (int r = 0; r < R; r++)
+                acc[r][t] = q4k_unit(q[r], v0, v1, ds0, ds1, sc[r], m[r], d[r], dmin[r], acc[r][t]);
         }
     }
 };
@@ -592,7 +602,7 @@ template <int QT> struct has_pair { enum { value = 0 }; };
 template <> struct has_pair<HEARTH_DT_Q4_0> { enum { value = 1 }; };
 template <> struct has_pair<HEARTH_DT_Q8_0> { enum { value = 1 }; };
 
-/* Split rows (HEARTH_LAYOUT_SPLIT, Q4_0 / Q8_0), streamed like float rows:
+/* Split rows (HEARTH_LAYOUT_SPLIT), streamed like float rows. Q4_0 / Q8_0:
  * a chunk is one Q4_0 block's codes or half a Q8_0 block's, its f16 scale
  * read from the row's scales (at byte 16 * nch). Same integer sums and
  * scaling steps as qdot; a Q8_0 block's halves are scaled one at a time. */
@@ -604,6 +614,7 @@ __device__ __forceinline__ uint32_t ld_nc16(const uint8_t *p) {
 
 template <int QT> struct fmt_split {
     enum { QB = split_fmt<QT>::QB, E = 32 * 16 / QB }; /* elements a chunk */
+    enum { U = 4 };                                     /* as fmt_float */
     enum { WAVE = 1 };                                  /* launch_stream */
     static_assert(QB == 16 || QB == 32, "Q4_0 or Q8_0");
     struct W {
@@ -645,6 +656,76 @@ template <int QT> struct fmt_split {
                     acc[r][t] = fmaf(d[r] * dx, (float)s, acc[r][t]);
                 }
             }
+        }
+    }
+};
+
+/* Q4_K unit j (sub-blocks 2j, 2j + 1): scales *sc and mins *m as
+ * q4k_scale_min gives them, from the packed bytes as words a = scales[0..3],
+ * b = scales[4..7], c = scales[8..11]. Byte k of the word S (M) below is the
+ * scale (min) of sub-block k, or of 4 + k for j >= 2; no branch, as j
+ * differs between a warp's lanes. */
+__device__ __forceinline__ void q4k_unit_scales(uint32_t a, uint32_t b, uint32_t c, int j, int *sc, int *m) {
+    const uint32_t S = j < 2 ? a & 0x3F3F3F3Fu : (c & 0x0F0F0F0Fu) | ((a >> 2) & 0x30303030u);
+    const uint32_t M = j < 2 ? b & 0x3F3F3F3Fu : ((c >> 4) & 0x0F0F0F0Fu) | ((b >> 2) & 0x30303030u);
+    const int sh = 16 * (j & 1);
+    sc[0] = (S >> sh) & 0xFF;
+    sc[1] = (S >> (sh + 8)) & 0xFF;
+    m[0] = (M >> sh) & 0xFF;
+    m[1] = (M >> (sh + 8)) & 0xFF;
+}
+
+/* Split Q4_K rows: chunk c is unit c % 4 (sub-blocks 2j, 2j + 1: 32 code
+ * bytes) of block c / 4, so that a lane scales whole units as qdot does,
+ * with the same integer sums and fmaf steps (q4k_unit); two 16-byte loads,
+ * U = 2 chunks in flight a row (the bytes of four 16-byte chunks). The two
+ * loads share 32-byte sectors, so they go through L1, where the second finds
+ * what the first brought (bench_gemv q4_K output 128256x4096: 77.7 us; 80.4
+ * with L1::no_allocate; 91.8 the staged kernel; 16-byte chunks, half a unit
+ * a lane with the halves added across lanes, 127). The block's 16-byte head
+ * is at byte 32 * nch + 16 * (c / 4). A lane's chunks are 32 apart, so a
+ * block's 4 units sit in 4 neighbouring lanes: each loads one word of the
+ * head (word c % 4) and takes the other three from its neighbours (a whole
+ * head a lane would hold 3 more registers a load in flight). */
+template <> struct fmt_split<HEARTH_DT_Q4_K> {
+    enum { E = 64, U = 2 }; /* elements a chunk, chunks in flight a row */
+    enum { WAVE = 1 };      /* launch_stream */
+    struct W {
+        uint4 q[2];
+        uint32_t h; /* word c % 4 of the head: d | dmin << 16, scales[0..3], [4..7], [8..11] */
+    };
+    typedef xq8 X;
+    static __device__ __forceinline__ X x_of(const void *xp, int K, int NT) {
+        return {(const int8_t *)xp, (const float4 *)((const int8_t *)xp + (size_t)NT * K), K};
+    }
+    static __device__ __forceinline__ W load(const uint8_t *row, int c, int nch) {
+        const uint8_t *q = row + (size_t)c * 32, *head = row + (size_t)nch * 32 + (size_t)(c >> 2) * 16;
+        return {{__ldg((const uint4 *)q), __ldg((const uint4 *)(q + 16))}, __ldg((const uint32_t *)head + (c & 3))};
+    }
+    template <int NT, int R>
+    static __device__ __forceinline__ void dot(const W *w, int c, const X &x, float (*acc)[NT]) {
+        const int lane = threadIdx.x & 31, blk = lane & ~3; /* lanes blk..blk+3: this block's units */
+        const unsigned blk_mask = 0xFu << blk;
+        float d[R], dmin[R];
+        int sc[R][2], m[R][2];
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            uint32_t h[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) h[i] = __shfl_sync(blk_mask, w[r].h, blk | i);
+            d[r] = h2f((uint16_t)(h[0] & 0xffffu));
+            dmin[r] = h2f((uint16_t)(h[0] >> 16));
+            q4k_unit_scales(h[1], h[2], h[3], c & 3, sc[r], m[r]);
+        }
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            int v0[8], v1[8];
+            float4 ds0, ds1;
+            x_group(x, t, 2 * c, v0, &ds0);
+            x_group(x, t, 2 * c + 1, v1, &ds1);
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                acc[r][t] = q4k_unit((const uint32_t *)w[r].q, v0, v1, ds0, ds1, sc[r], m[r], d[r], dmin[r], acc[r][t]);
         }
     }
 };
@@ -869,8 +950,8 @@ static void launch_quant(const cu_launch *L, const mmv_set *set, const void *xp,
     if constexpr (split_fmt<QT>::QB != 0) {
         if (set->split) { /* cu_split_rows made the rows aligned and their codes whole 16-byte chunks */
             int pairs = set->swiglu ? N : cu_div_up(N, 2);
-            launch_stream<fmt_split<QT>, NT>(L, set, xp, K, row_bytes, stream_ks(L, pairs, K / fmt_split<QT>::E),
-                                             pairs);
+            const int n16 = K / qtraits<QT>::ELEMS * split_fmt<QT>::QB / 16; /* stream_ks counts 16-byte chunks */
+            launch_stream<fmt_split<QT>, NT>(L, set, xp, K, row_bytes, stream_ks(L, pairs, n16), pairs);
             return;
         }
     }
@@ -919,7 +1000,9 @@ int cu_mmv_pairs(const mmv_set *set, hearth_dtype t, int K, size_t row_bytes, co
     if (set->swiglu || !cu_mmv_supported(t)) return 0;
     switch (t) { /* as launch_float / launch_quant choose */
     case HEARTH_DT_F32: case HEARTH_DT_F16: case HEARTH_DT_BF16: return float_streams(set, t, K, row_bytes, xp);
-    default: return (set->split && (t == HEARTH_DT_Q4_0 || t == HEARTH_DT_Q8_0)) || quant_staged(set, row_bytes);
+    default:
+        return (set->split && (t == HEARTH_DT_Q4_0 || t == HEARTH_DT_Q8_0 || t == HEARTH_DT_Q4_K)) ||
+               quant_staged(set, row_bytes);
     }
 }
 
