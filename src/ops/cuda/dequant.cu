@@ -8,11 +8,10 @@
  * store is 512 contiguous bytes, and it loads the codes of DEQ_U such pieces
  * before it stores any, so that a thread's short life keeps several loads
  * in flight. Other types and layouts (split Q4_K rows too): 32-element
- * groups through shared memory (dequant_groups_kernel); HEARTH_DEQ_WIDE=0
- * keeps the first kernel, a thread a group, for every type (benchmarks). */
+ * groups through shared memory (dequant_groups_kernel). The kernel they
+ * replaced, a thread a group, took 42.2 us a matrix where these take 22.9
+ * (notes/cuda-kernels.md v16). */
 #include "ops/cuda/cuda_internal.cuh"
-
-#include <stdlib.h>
 
 #define DEQ_NT 256
 #define DEQ_U 4
@@ -55,28 +54,6 @@ __global__ void __launch_bounds__(DEQ_NT) dequant_split_kernel(__nv_bfloat16 *__
 #pragma unroll
             for (int e = 0; e < 4; e++) h[e] = __floats2bfloat162_rn(f[2 * e], f[2 * e + 1]);
             ((uint4 *)dst)[it] = *(const uint4 *)h;
-        }
-    }
-    pdl_launch();
-}
-
-template <int QT>
-__global__ void dequant_bf16_kernel(__nv_bfloat16 *__restrict__ dst, const uint8_t *__restrict__ W, int K,
-                                    size_t row_bytes, int r0, int nr, int split) {
-    pdl_wait();
-    const int gpr = K / 32;
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < (size_t)nr * gpr) {
-        int r = (int)(i / gpr), g = (int)(i % gpr);
-        float f[32];
-        deq_row_group32<QT>(W + (size_t)(r0 + r) * row_bytes, K / qtraits<QT>::ELEMS, g, split, f);
-        uint4 *o = (uint4 *)(dst + (size_t)r * K + (size_t)g * 32);
-#pragma unroll
-        for (int v = 0; v < 4; v++) {
-            __nv_bfloat162 h[4];
-#pragma unroll
-            for (int e = 0; e < 4; e++) h[e] = __floats2bfloat162_rn(f[8 * v + 2 * e], f[8 * v + 2 * e + 1]);
-            o[v] = *(const uint4 *)h;
         }
     }
     pdl_launch();
@@ -134,12 +111,7 @@ __global__ void float_to_bf16_kernel(__nv_bfloat16 *__restrict__ dst, const uint
 void cu_dequant_bf16(const cu_launch *L, __nv_bfloat16 *dst, const void *w, hearth_dtype t, int K, size_t row_bytes,
                      int split, int r0, int nr) {
     const uint8_t *W = (const uint8_t *)w;
-    static int wide = -1; /* HEARTH_DEQ_WIDE=0: the group-a-thread kernel for split rows too (benchmarks) */
-    if (wide < 0) {
-        const char *s = getenv("HEARTH_DEQ_WIDE");
-        wide = !s || atoi(s) != 0;
-    }
-    if (split && wide && K % 32 == 0 && (t == HEARTH_DT_Q4_0 || t == HEARTH_DT_Q8_0)) {
+    if (split && (t == HEARTH_DT_Q4_0 || t == HEARTH_DT_Q8_0)) {
         const unsigned n_items = (unsigned)((size_t)nr * K / 8);
         const dim3 grid(cu_div_up((long)n_items, DEQ_NT * DEQ_U));
         if (t == HEARTH_DT_Q4_0)
@@ -148,26 +120,15 @@ void cu_dequant_bf16(const cu_launch *L, __nv_bfloat16 *dst, const void *w, hear
             cu_launch_k(L, dequant_split_kernel<HEARTH_DT_Q8_0>, grid, dim3(DEQ_NT), 0, dst, W, K, row_bytes, r0, n_items);
         return;
     }
-    if (wide && K % 32 == 0) {
-        const unsigned n_groups = (unsigned)((size_t)nr * (K / 32));
-        const dim3 grid(cu_div_up((long)n_groups, DEQ_NT * DEQ_G)), block(DEQ_NT);
-        switch (t) {
-        case HEARTH_DT_Q4_0: cu_launch_k(L, dequant_groups_kernel<HEARTH_DT_Q4_0>, grid, block, 0, dst, W, K, row_bytes, r0, n_groups, split); return;
-        case HEARTH_DT_Q4_1: cu_launch_k(L, dequant_groups_kernel<HEARTH_DT_Q4_1>, grid, block, 0, dst, W, K, row_bytes, r0, n_groups, split); return;
-        case HEARTH_DT_Q8_0: cu_launch_k(L, dequant_groups_kernel<HEARTH_DT_Q8_0>, grid, block, 0, dst, W, K, row_bytes, r0, n_groups, split); return;
-        case HEARTH_DT_Q4_K: cu_launch_k(L, dequant_groups_kernel<HEARTH_DT_Q4_K>, grid, block, 0, dst, W, K, row_bytes, r0, n_groups, split); return;
-        case HEARTH_DT_Q6_K: cu_launch_k(L, dequant_groups_kernel<HEARTH_DT_Q6_K>, grid, block, 0, dst, W, K, row_bytes, r0, n_groups, split); return;
-        default: break;
-        }
-    }
-    int gblocks = cu_div_up((long)nr * (K / 32), 256);
+    const unsigned n_groups = (unsigned)((size_t)nr * (K / 32));
+    const dim3 grid(cu_div_up((long)n_groups, DEQ_NT * DEQ_G)), block(DEQ_NT);
     int eblocks = cu_div_up((long)nr * K, 256);
     switch (t) {
-    case HEARTH_DT_Q4_0: cu_launch_k(L, dequant_bf16_kernel<HEARTH_DT_Q4_0>, dim3(gblocks), dim3(256), 0, dst, W, K, row_bytes, r0, nr, split); break;
-    case HEARTH_DT_Q4_1: cu_launch_k(L, dequant_bf16_kernel<HEARTH_DT_Q4_1>, dim3(gblocks), dim3(256), 0, dst, W, K, row_bytes, r0, nr, split); break;
-    case HEARTH_DT_Q8_0: cu_launch_k(L, dequant_bf16_kernel<HEARTH_DT_Q8_0>, dim3(gblocks), dim3(256), 0, dst, W, K, row_bytes, r0, nr, split); break;
-    case HEARTH_DT_Q4_K: cu_launch_k(L, dequant_bf16_kernel<HEARTH_DT_Q4_K>, dim3(gblocks), dim3(256), 0, dst, W, K, row_bytes, r0, nr, split); break;
-    case HEARTH_DT_Q6_K: cu_launch_k(L, dequant_bf16_kernel<HEARTH_DT_Q6_K>, dim3(gblocks), dim3(256), 0, dst, W, K, row_bytes, r0, nr, split); break;
+    case HEARTH_DT_Q4_0: cu_launch_k(L, dequant_groups_kernel<HEARTH_DT_Q4_0>, grid, block, 0, dst, W, K, row_bytes, r0, n_groups, split); break;
+    case HEARTH_DT_Q4_1: cu_launch_k(L, dequant_groups_kernel<HEARTH_DT_Q4_1>, grid, block, 0, dst, W, K, row_bytes, r0, n_groups, split); break;
+    case HEARTH_DT_Q8_0: cu_launch_k(L, dequant_groups_kernel<HEARTH_DT_Q8_0>, grid, block, 0, dst, W, K, row_bytes, r0, n_groups, split); break;
+    case HEARTH_DT_Q4_K: cu_launch_k(L, dequant_groups_kernel<HEARTH_DT_Q4_K>, grid, block, 0, dst, W, K, row_bytes, r0, n_groups, split); break;
+    case HEARTH_DT_Q6_K: cu_launch_k(L, dequant_groups_kernel<HEARTH_DT_Q6_K>, grid, block, 0, dst, W, K, row_bytes, r0, n_groups, split); break;
     case HEARTH_DT_F32: cu_launch_k(L, float_to_bf16_kernel<float>, dim3(eblocks), dim3(256), 0, dst, W, K, row_bytes, r0, nr); break;
     case HEARTH_DT_F16: cu_launch_k(L, float_to_bf16_kernel<__half>, dim3(eblocks), dim3(256), 0, dst, W, K, row_bytes, r0, nr); break;
     default: break;
