@@ -20,7 +20,7 @@
 /* How a weight's rows are laid out in backend memory. */
 enum {
     HEARTH_LAYOUT_STORED = 0, /* as in the file (ggml blocks for quantized types) */
-    HEARTH_LAYOUT_SPLIT = 1,  /* Q4_0 / Q8_0 / Q4_K on CUDA: a row's block codes, then its block heads (scales) */
+    HEARTH_LAYOUT_SPLIT = 1,  /* Q4_0 / Q8_0 / Q4_K / Q6_K on CUDA: a row's block codes, then its block heads */
 };
 
 /* A weight matrix: rows of `cols` elements of `type` (ggml layout for

@@ -129,11 +129,13 @@ static int check_cuda_ok(void) {
 /* ---- matmul ------------------------------------------------------------------ */
 
 /* A weight uploaded as the model loader leaves it: prepare_weight after the
- * upload, which splits Q4_0 / Q8_0 / Q4_K rows that are 16-byte aligned
- * (HEARTH_LAYOUT_SPLIT; a test fails if it did not). */
+ * upload, which splits Q4_0 / Q8_0 / Q4_K / Q6_K rows that are 16-byte
+ * aligned (HEARTH_LAYOUT_SPLIT; a test fails if it did not). Q6_K rows are
+ * aligned from 8 blocks (K = 2048). */
 static void prepare(hearth_weight *w, int offset) {
     CU->prepare_weight(g_cu, w);
-    int splits = (w->type == HEARTH_DT_Q4_0 || w->type == HEARTH_DT_Q8_0 || w->type == HEARTH_DT_Q4_K) &&
+    int splits = (w->type == HEARTH_DT_Q4_0 || w->type == HEARTH_DT_Q8_0 || w->type == HEARTH_DT_Q4_K ||
+                  w->type == HEARTH_DT_Q6_K) &&
                  offset == 0 && w->row_bytes % 16 == 0;
     if (w->layout != (splits ? HEARTH_LAYOUT_SPLIT : HEARTH_LAYOUT_STORED))
         test_fail(__FILE__, __LINE__, "prepare_weight %s offset %d: layout %d", hearth_dtype_get(w->type)->name,
@@ -143,7 +145,7 @@ static void prepare(hearth_weight *w, int offset) {
 /* One (type, K, N, T) case; offset shifts the device weights by that many
  * bytes (2: the unaligned GEMV path); prep: the device weights go through
  * prepare_weight (else they stay as stored: the staged GEMV path for aligned
- * Q4_0 / Q8_0 / Q4_K). Returns 0 on a failure (reported). */
+ * Q4_0 / Q8_0 / Q4_K / Q6_K). Returns 0 on a failure (reported). */
 static int matmul_case_prep(hearth_dtype t, int K, int N, int T, int offset, int prep) {
     size_t rb = hearth_dtype_row_bytes(t, K);
     uint8_t *w = malloc(rb * (size_t)N);
@@ -230,17 +232,65 @@ TEST(cuda_matmul_q8_0) { NEED_GPU(); matmul_type(HEARTH_DT_Q8_0, 512, 96); }
 TEST(cuda_matmul_q4_K) { NEED_GPU(); matmul_type(HEARTH_DT_Q4_K, 512, 256); }
 TEST(cuda_matmul_q6_K) { NEED_GPU(); matmul_type(HEARTH_DT_Q6_K, 2048, 256); }
 
-/* Q4_0 / Q8_0 / Q4_K rows left as stored (the staged GEMV kernel, which
- * serves rows too long to split, and the dequantizing cuBLAS path) */
+/* Q4_0 / Q8_0 / Q4_K / Q6_K rows left as stored (the staged GEMV kernel,
+ * which serves rows too long to split, and the dequantizing cuBLAS path);
+ * Q6_K rows are 16-byte aligned only at whole 8-block groups. */
 TEST(cuda_matmul_stored_layout) {
     NEED_GPU();
-    static const hearth_dtype ts[] = {HEARTH_DT_Q4_0, HEARTH_DT_Q8_0, HEARTH_DT_Q4_K};
+    static const hearth_dtype ts[] = {HEARTH_DT_Q4_0, HEARTH_DT_Q8_0, HEARTH_DT_Q4_K, HEARTH_DT_Q6_K};
     static const int Ts[] = {1, 2, 8, 9, 33};
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         for (int j = 0; j < 5; j++) {
-            if (!matmul_case_prep(ts[i], 512, 67, Ts[j], 0, 0)) return;
-            if (!matmul_case_prep(ts[i], 4352, 29, Ts[j], 0, 0)) return;
+            int q6 = ts[i] == HEARTH_DT_Q6_K;
+            if (!matmul_case_prep(ts[i], q6 ? 2048 : 512, 67, Ts[j], 0, 0)) return;
+            if (!matmul_case_prep(ts[i], q6 ? 6144 : 4352, 29, Ts[j], 0, 0)) return;
         }
+}
+
+/* The streamed GEMV over split K-quant rows takes the staged kernel's units
+ * in the same order when K is not split across warps (K = 2048: too few
+ * chunks), so both layouts give the same bits. */
+TEST(cuda_matmul_split_equals_stored) {
+    NEED_GPU();
+    static const hearth_dtype ts[] = {HEARTH_DT_Q4_K, HEARTH_DT_Q6_K};
+    static const int Ts[] = {1, 2, 5, 8};
+    const int K = 2048, N = 301;
+    for (int i = 0; i < 2; i++) {
+        hearth_dtype t = ts[i];
+        size_t rb = hearth_dtype_row_bytes(t, K);
+        uint8_t *w = malloc(rb * N);
+        float *row = malloc(sizeof(float) * K), *x = rand_vec((size_t)8 * K);
+        for (int n = 0; n < N; n++) {
+            for (int k = 0; k < K; k++) row[k] = nrand() * 0.05f;
+            hearth_cpu_quantize_row(t, row, w + (size_t)n * rb, K);
+        }
+        float *got[2] = {malloc(sizeof(float) * 8 * N), malloc(sizeof(float) * 8 * N)};
+        void *wd[2] = {dup_host(w, rb * N), dup_host(w, rb * N)};
+        float *xd = dup_host(x, sizeof(float) * 8 * K), *yd = dnew(sizeof(float) * 8 * N);
+        hearth_weight wdv[2] = {{wd[0], t, N, K, rb, HEARTH_LAYOUT_STORED}, {wd[1], t, N, K, rb, HEARTH_LAYOUT_STORED}};
+        prepare(&wdv[1], 0);
+        int bad_T = 0;
+        for (int j = 0; j < 4 && !bad_T; j++) {
+            for (int l = 0; l < 2; l++) {
+                poison(yd, sizeof(float) * 8 * N);
+                CU->matmul(g_cu, yd, xd, Ts[j], &wdv[l]);
+                down(got[l], yd, sizeof(float) * Ts[j] * N);
+            }
+            if (memcmp(got[0], got[1], sizeof(float) * Ts[j] * N)) bad_T = Ts[j];
+        }
+        dfree(wd[0]);
+        dfree(wd[1]);
+        dfree(xd);
+        dfree(yd);
+        free(w);
+        free(row);
+        free(x);
+        free(got[0]);
+        free(got[1]);
+        if (!check_cuda_ok()) return;
+        CHECK_MSG(!bad_T, "%s K=%d N=%d T=%d: split rows differ from stored rows", hearth_dtype_get(t)->name, K, N,
+                  bad_T);
+    }
 }
 
 /* more rows than the staged kernel has warps: each warp runs several rows */
@@ -251,24 +301,28 @@ TEST(cuda_matmul_many_rows) {
     matmul_case(HEARTH_DT_BF16, 256, 9001, 1, 0);
     if (!matmul_case(HEARTH_DT_Q8_0, 4096, 9001, 1, 0)) return;
     if (!matmul_case(HEARTH_DT_Q4_K, 4096, 9001, 2, 0)) return;
+    if (!matmul_case(HEARTH_DT_Q6_K, 4096, 9001, 1, 0)) return;
+    if (!matmul_case_prep(HEARTH_DT_Q6_K, 2048, 9001, 1, 0, 0)) return;
     matmul_case_prep(HEARTH_DT_Q4_0, 256, 9001, 1, 0, 0);
 }
 
-/* streamed GEMVs over long rows: float rows and Q8_0 rows at K = 8192 split
- * K across 2 or 4 warps a row pair (stream_ks in mmv.cu); Q4_0 and Q4_K
- * rows (too few chunks to split) stream several rounds a warp. A partial
- * last group of chunks, an odd row count. */
+/* streamed GEMVs over long rows: float rows and Q8_0 and Q6_K rows at
+ * K = 8192 split K across 2 or 4 warps a row pair (stream_ks in mmv.cu);
+ * Q4_0 and Q4_K rows (too few chunks to split), and Q6_K rows at K = 6144,
+ * stream several rounds a warp. A partial last group of chunks, an odd row
+ * count. */
 TEST(cuda_matmul_split_k) {
     NEED_GPU();
-    static const hearth_dtype ts[] = {HEARTH_DT_BF16, HEARTH_DT_F16, HEARTH_DT_F32,
-                                      HEARTH_DT_Q4_0, HEARTH_DT_Q8_0, HEARTH_DT_Q4_K};
+    static const hearth_dtype ts[] = {HEARTH_DT_BF16, HEARTH_DT_F16,  HEARTH_DT_F32, HEARTH_DT_Q4_0,
+                                      HEARTH_DT_Q8_0, HEARTH_DT_Q4_K, HEARTH_DT_Q6_K};
     static const int Ts[] = {1, 5, 8};
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < 7; i++)
         for (int j = 0; j < 3; j++) {
             /* quantized: whole 8-block groups (split rows), within the CPU context's MAX_COLS */
-            int quant = ts[i] == HEARTH_DT_Q4_0 || ts[i] == HEARTH_DT_Q8_0 || ts[i] == HEARTH_DT_Q4_K;
+            int quant = ts[i] == HEARTH_DT_Q4_0 || ts[i] == HEARTH_DT_Q8_0 || ts[i] == HEARTH_DT_Q4_K ||
+                        ts[i] == HEARTH_DT_Q6_K;
             if (!matmul_case(ts[i], quant ? 8192 : 8200, 29, Ts[j], 0)) return;
-            if (!matmul_case(ts[i], quant ? 4352 : 4104, 301, Ts[j], 0)) return;
+            if (!matmul_case(ts[i], ts[i] == HEARTH_DT_Q6_K ? 6144 : quant ? 4352 : 4104, 301, Ts[j], 0)) return;
         }
 }
 
@@ -280,7 +334,8 @@ TEST(cuda_embed_every_type) {
                                          HEARTH_DT_Q4_1, HEARTH_DT_Q8_0, HEARTH_DT_Q4_K, HEARTH_DT_Q6_K};
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         hearth_dtype t = types[ti];
-        int cols = hearth_dtype_get(t)->block == 256 ? 512 : 96, rows = 50, T = 17;
+        /* Q6_K: 8 blocks, the fewest whose rows split */
+        int cols = t == HEARTH_DT_Q6_K ? 2048 : hearth_dtype_get(t)->block == 256 ? 512 : 96, rows = 50, T = 17;
         size_t rb = hearth_dtype_row_bytes(t, cols);
         uint8_t *tab = malloc(rb * rows);
         float *row = rand_vec((size_t)cols);
@@ -302,7 +357,7 @@ TEST(cuda_embed_every_type) {
         CU->embed(g_cu, od, &tdv, idd, T);
         down(got, od, sizeof(float) * T * cols);
         int same = !memcmp(got, want, sizeof(float) * T * cols);
-        /* and as the loader leaves it (Q4_0 / Q8_0 / Q4_K rows split) */
+        /* and as the loader leaves it (Q4_0 / Q8_0 / Q4_K / Q6_K rows split) */
         poison(od, sizeof(float) * T * cols);
         prepare(&tdv, 0);
         CU->embed(g_cu, od, &tdv, idd, T);

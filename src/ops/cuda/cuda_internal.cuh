@@ -228,16 +228,29 @@ template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_Q6_K>(const ui
 }
 
 /* Split rows (hearth_weight.layout == HEARTH_LAYOUT_SPLIT, made at load by
- * cu_split_rows for Q4_0, Q8_0 and Q4_K): a stored block is a head of HB
- * bytes (Q4_0, Q8_0: the f16 scale d; Q4_K: d, dmin and the 12 bytes of
- * packed scales and mins) then QB bytes of codes; a split row of nb blocks
+ * cu_split_rows for Q4_0, Q8_0, Q4_K and Q6_K): a stored block is QB bytes
+ * of codes and a head of HB bytes (Q4_0, Q8_0: the f16 scale d; Q4_K: d,
+ * dmin and the 12 bytes of packed scales and mins, all before the codes;
+ * Q6_K: the 16 int8 scales and d, after them); a split row of nb blocks
  * holds the blocks' codes first (nb * QB bytes, so 16-byte aligned when the
  * row is), then their heads (nb * HB bytes); the row's size is unchanged.
- * The GEMV then streams codes in aligned 16-byte loads. */
+ * The GEMV then streams codes in aligned 16-byte loads.
+ *
+ * Q6_K is re-laid by unit, the GEMV's (qdot): unit u = 2n + kk (0..3) of a
+ * block is its groups A = 4n + kk and B = A + 2, elements l = 0..31 of each
+ * (ql byte 64n + 32kk + l holds A[l]'s low 4 bits, B[l]'s in its high
+ * nibble; qh byte 32n + l holds their top 2 bits at bits 2kk and 2kk + 4,
+ * and serves unit u ^ 1 too). A block's 192 code bytes: ql as stored (unit
+ * u's 32 bytes at 32u), then unit u's 16 bytes of top bits at 128 + 16u,
+ * byte i holding those of A[i], A[16 + i], B[i], B[16 + i] from bit 0 up.
+ * Its head: the row's heads are the nb blocks' scales, 16 bytes a block,
+ * unit u's four (A[0..16), A[16..32), B[0..16), B[16..32)) at 4u, then the
+ * nb blocks' f16 d. */
 template <int QT> struct split_fmt { enum { QB = 0, HB = 0 }; }; /* 0: the type is never split */
 template <> struct split_fmt<HEARTH_DT_Q4_0> { enum { QB = 16, HB = 2 }; };
 template <> struct split_fmt<HEARTH_DT_Q8_0> { enum { QB = 32, HB = 2 }; };
 template <> struct split_fmt<HEARTH_DT_Q4_K> { enum { QB = 128, HB = 16 }; };
+template <> struct split_fmt<HEARTH_DT_Q6_K> { enum { QB = 192, HB = 18 }; };
 
 /* Elements [32g, 32g+32) of a row (nb blocks) of either layout. */
 template <int QT>
@@ -251,6 +264,21 @@ __device__ __forceinline__ void deq_row_group32(const uint8_t *row, int nb, int 
 #pragma unroll
             for (int i = 0; i < 2; i++) c[i] = ((const uint4 *)(row + (size_t)b * QB + 32 * (g % GPB / 2)))[i];
             deq_q4_k(row + (size_t)nb * QB + (size_t)b * split_fmt<QT>::HB, (const uint8_t *)c, g % GPB, o);
+            return;
+        }
+    } else if constexpr (QT == HEARTH_DT_Q6_K) {
+        if (split) { /* g is group A (hi = 0) or B (hi = 1) of unit u; its codes are 16-byte aligned */
+            const int b = g / GPB, k = g % GPB & 3, u = 2 * (g % GPB >> 2) + (k & 1), hi = k >> 1;
+            const uint4 *q = (const uint4 *)(row + (size_t)b * QB);
+            const uint4 c[3] = {q[2 * u], q[2 * u + 1], q[8 + u]}; /* ql at 32u, top bits at 128 + 16u */
+            const uint8_t *ql = (const uint8_t *)c, *qh = ql + 32;
+            const int8_t *sc = (const int8_t *)(row + (size_t)nb * QB + 16 * b + 4 * u + 2 * hi);
+            const float d = h2f(ld16(row + (size_t)nb * (QB + 16) + 2 * b));
+#pragma unroll
+            for (int l = 0; l < 32; l++) {
+                int v = (((ql[l] >> (4 * hi)) & 0xF) | (((qh[l & 15] >> (2 * (l >> 4) + 4 * hi)) & 3) << 4)) - 32;
+                o[l] = d * (float)sc[l / 16] * (float)v;
+            }
             return;
         }
     } else if constexpr (QB != 0) {
@@ -370,9 +398,9 @@ void cu_dequant_bf16(const cu_launch *L, __nv_bfloat16 *dst, const void *w, hear
                      int split, int r0, int nr);
 void cu_embed(const cu_launch *L, float *out, const void *table, hearth_dtype t, int rows, int cols, size_t row_bytes,
               int split, const int32_t *ids, int T);
-/* Re-lays rows of a Q4_0 / Q8_0 / Q4_K matrix in place as split rows (codes,
- * then heads); returns 0, doing nothing, where it cannot (another type, rows
- * not 16-byte aligned or too long for shared memory). */
+/* Re-lays rows of a Q4_0 / Q8_0 / Q4_K / Q6_K matrix in place as split rows
+ * (codes, then heads); returns 0, doing nothing, where it cannot (another
+ * type, rows not 16-byte aligned or too long for shared memory). */
 int cu_split_rows(const cu_launch *L, void *w, hearth_dtype t, int rows, int cols, size_t row_bytes);
 void cu_rmsnorm(const cu_launch *L, float *y, const float *x, const float *w, int n_rows, int dim, float eps);
 void cu_rope(const cu_launch *L, float *x, int T, int n_heads, int head_dim, const int32_t *pos,

@@ -7,10 +7,10 @@
  * out than in. A thread makes 8 elements, one 16-byte store, so a warp's
  * store is 512 contiguous bytes, and it loads the codes of DEQ_U such pieces
  * before it stores any, so that a thread's short life keeps several loads
- * in flight. Other types and layouts (split Q4_K rows too): 32-element
- * groups through shared memory (dequant_groups_kernel). The kernel they
- * replaced, a thread a group, took 42.2 us a matrix where these take 22.9
- * (notes/cuda-kernels.md v16). */
+ * in flight. Other types and layouts (split Q4_K and Q6_K rows too):
+ * 32-element groups through shared memory (dequant_groups_kernel). The
+ * kernel they replaced, a thread a group, took 42.2 us a matrix where these
+ * take 22.9 (notes/cuda-kernels.md v16). */
 #include "ops/cuda/cuda_internal.cuh"
 
 #define DEQ_NT 256

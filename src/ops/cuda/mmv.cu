@@ -14,9 +14,9 @@
  *
  * Quantized weights (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K): x is q8 / q8_K
  * (xprep.cu) and the dot products are integer (dp4a) per group, then scaled
- * with the CPU backend's fmaf steps. Q4_0 / Q8_0 / Q4_K rows split at load
- * (split_rows.cu: codes, then scales) stream like float rows. Otherwise, when
- * rows are 16-byte aligned, each warp stages its rows through
+ * with the CPU backend's fmaf steps. Q4_0 / Q8_0 / Q4_K / Q6_K rows split at
+ * load (split_rows.cu: codes, then scales) stream like float rows.
+ * Otherwise, when rows are 16-byte aligned, each warp stages its rows through
  * shared memory in segments with cp.async (double buffered), so the loads are
  * 16 bytes wide and fully coalesced whatever the block size (18, 20, 34, 210
  * bytes); otherwise the blocks are read straight from global memory. */
@@ -139,10 +139,10 @@ template <> __device__ __forceinline__ void unpack16<HEARTH_DT_F32>(uint4 v, flo
     f[3] = __uint_as_float(v.w);
 }
 
-/* A streamed format: a row is nch chunks of E elements (16 bytes; Q4_K: 32),
- * split quantized rows keeping their scales after them; load() fetches chunk
- * c of a row, dot() adds the products of R rows' chunk c with the NT rows of
- * x. */
+/* A streamed format: a row is nch chunks of E elements (16 bytes; Q4_K: 32,
+ * Q6_K: 48), split quantized rows keeping their scales after them; load()
+ * fetches chunk c of a row, dot() adds the products of R rows' chunk c with
+ * the NT rows of x. */
 template <int WT> struct fmt_float {
     enum { E = WT == HEARTH_DT_F32 ? 4 : 8 }; /* elements a chunk */
     enum { U = 4 };    /* chunks in flight a row: 8 measured slower at batch 1 (s3-run4: 167 vs 184 tok/s) */
@@ -492,6 +492,24 @@ template <int NT, int R> struct qdot<HEARTH_DT_Q4_K, NT, R> {
     }
 };
 
+/* acc plus the dot product of a Q6_K unit (groups A and B: va, vb, their 32
+ * codes minus 32, 4 a word) with x's groups xa, xb (dx: x's scale): sums of
+ * 16 scaled by sc (A[0..16), A[16..32), B[0..16), B[16..32)), then d * dx in
+ * one fmaf step. */
+__device__ __forceinline__ float q6k_unit(const int *va, const int *vb, const int *xa, const int *xb, const int *sc,
+                                          float d, float dx, float acc) {
+    int a0 = 0, a1 = 0, b0 = 0, b1 = 0;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        a0 = __dp4a(va[i], xa[i], a0);
+        a1 = __dp4a(va[4 + i], xa[4 + i], a1);
+        b0 = __dp4a(vb[i], xb[i], b0);
+        b1 = __dp4a(vb[4 + i], xb[4 + i], b1);
+    }
+    int s = sc[0] * a0 + sc[1] * a1 + sc[2] * b0 + sc[3] * b1;
+    return fmaf(d * dx, (float)s, acc);
+}
+
 /* Q6_K unit u (0..3): half n = u/2 of the block, groups k = u%2 and k + 2
  * (low / high nibbles of the same 32 ql bytes, the same 32 qh bytes). */
 template <int NT, int R> struct qdot<HEARTH_DT_Q6_K, NT, R> {
@@ -499,16 +517,16 @@ template <int NT, int R> struct qdot<HEARTH_DT_Q6_K, NT, R> {
                                                float (*acc)[NT]) {
         const int n = u >> 1, kk = u & 1;
         float d[R];
-        int scA0[R], scA1[R], scB0[R], scB1[R], va[R][8], vb[R][8];
+        int sc[R][4], va[R][8], vb[R][8];
 #pragma unroll
         for (int r = 0; r < R; r++) {
             d[r] = h2f(ld16(b[r] + 208));
             const uint8_t *ql = b[r] + 64 * n + 32 * kk, *qh = b[r] + 128 + 32 * n;
-            const int8_t *sc = (const int8_t *)(b[r] + 192 + 8 * n);
-            scA0[r] = sc[2 * kk];
-            scA1[r] = sc[2 * kk + 1];
-            scB0[r] = sc[2 * kk + 4];
-            scB1[r] = sc[2 * kk + 5];
+            const int8_t *scales = (const int8_t *)(b[r] + 192 + 8 * n);
+            sc[r][0] = scales[2 * kk];
+            sc[r][1] = scales[2 * kk + 1];
+            sc[r][2] = scales[2 * kk + 4];
+            sc[r][3] = scales[2 * kk + 5];
 #pragma unroll
             for (int i = 0; i < 8; i++) {
                 uint32_t L = ld32u(ql + 4 * i), H = ld32u(qh + 4 * i);
@@ -526,18 +544,7 @@ template <int NT, int R> struct qdot<HEARTH_DT_Q6_K, NT, R> {
             x_group(x, t, gA, xa, &dsa);
             x_group(x, t, gA + 2, xb, &dsb);
 #pragma unroll
-            for (int r = 0; r < R; r++) {
-                int a0 = 0, a1 = 0, b0 = 0, b1 = 0;
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    a0 = __dp4a(va[r][i], xa[i], a0);
-                    a1 = __dp4a(va[r][4 + i], xa[4 + i], a1);
-                    b0 = __dp4a(vb[r][i], xb[i], b0);
-                    b1 = __dp4a(vb[r][4 + i], xb[4 + i], b1);
-                }
-                int s = scA0[r] * a0 + scA1[r] * a1 + scB0[r] * b0 + scB1[r] * b1;
-                acc[r][t] = fmaf(d[r] * dsa.x, (float)s, acc[r][t]);
-            }
+            for (int r = 0; r < R; r++) acc[r][t] = q6k_unit(va[r], vb[r], xa, xb, sc[r], d[r], dsa.x, acc[r][t]);
         }
     }
 };
@@ -726,6 +733,72 @@ template <> struct fmt_split<HEARTH_DT_Q4_K> {
 #pragma unroll
             for (int r = 0; r < R; r++)
                 acc[r][t] = q4k_unit((const uint32_t *)w[r].q, v0, v1, ds0, ds1, sc[r], m[r], d[r], dmin[r], acc[r][t]);
+        }
+    }
+};
+
+/* Split Q6_K unit codes minus 32 (va: group A, vb: B, 4 a word) from its ql
+ * words L and its words of top bits P (cuda_internal.cuh: byte i of P holds
+ * the top bits of A[i], A[16 + i], B[i], B[16 + i] from bit 0 up; ql word
+ * i < 4 holds elements 4i.., word 4 + i elements 16 + 4i..). */
+__device__ __forceinline__ void q6k_split_codes(const uint32_t *L, const uint32_t *P, int *va, int *vb) {
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        va[i] = (int)__vsubss4((L[i] & 0x0F0F0F0Fu) | ((P[i] << 4) & 0x30303030u), 0x20202020u);
+        va[4 + i] = (int)__vsubss4((L[4 + i] & 0x0F0F0F0Fu) | ((P[i] << 2) & 0x30303030u), 0x20202020u);
+        vb[i] = (int)__vsubss4(((L[i] >> 4) & 0x0F0F0F0Fu) | (P[i] & 0x30303030u), 0x20202020u);
+        vb[4 + i] = (int)__vsubss4(((L[4 + i] >> 4) & 0x0F0F0F0Fu) | ((P[i] >> 2) & 0x30303030u), 0x20202020u);
+    }
+}
+
+/* Split Q6_K rows: chunk c is unit c % 4 of block c / 4 (qdot's unit: groups
+ * A = 2 (c & ~1) + (c & 1) and A + 2 of the row), so that a lane scales
+ * whole units as qdot does, with the same integer sums and fmaf step
+ * (q6k_unit). A lane loads its unit's 32 ql bytes (two 16-byte loads that
+ * share a 32-byte sector, through L1 as Q4_K's), its 16 bytes of top bits
+ * (a block's four units: 64 contiguous bytes), its word of scales (at byte
+ * 48 * nch + 4c) and the block's d (after the nb * 16 bytes of scales).
+ * U = 1: 98 registers at one row of x, two blocks a multiprocessor; U = 2
+ * takes 170, one block, for the same bytes in flight (not yet measured). */
+template <> struct fmt_split<HEARTH_DT_Q6_K> {
+    enum { QB = split_fmt<HEARTH_DT_Q6_K>::QB };
+    enum { E = 64, U = 1 }; /* elements a chunk, chunks in flight a row */
+    enum { WAVE = 1 };      /* launch_stream */
+    struct W {
+        uint4 ql[2], qh;
+        uint32_t sc; /* int8 scales A[0..16), A[16..32), B[0..16), B[16..32) */
+        uint32_t d;  /* f16 bits */
+    };
+    typedef xq8 X;
+    static __device__ __forceinline__ X x_of(const void *xp, int K, int NT) {
+        return {(const int8_t *)xp, (const float4 *)((const int8_t *)xp + (size_t)NT * K), K};
+    }
+    static __device__ __forceinline__ W load(const uint8_t *row, int c, int nch) {
+        const uint4 *q = (const uint4 *)(row + (size_t)(c >> 2) * QB); /* the block's codes */
+        const uint8_t *scales = row + (size_t)nch / 4 * QB, *ds = scales + (size_t)nch * 4;
+        return {{__ldg(q + 2 * (c & 3)), __ldg(q + 2 * (c & 3) + 1)}, __ldg(q + 8 + (c & 3)),
+                __ldg((const uint32_t *)scales + c), __ldg((const unsigned short *)ds + (c >> 2))};
+    }
+    template <int NT, int R>
+    static __device__ __forceinline__ void dot(const W *w, int c, const X &x, float (*acc)[NT]) {
+        float d[R];
+        int sc[R][4], va[R][8], vb[R][8];
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            d[r] = h2f((uint16_t)w[r].d);
+#pragma unroll
+            for (int k = 0; k < 4; k++) sc[r][k] = (int8_t)(w[r].sc >> (8 * k));
+            q6k_split_codes((const uint32_t *)w[r].ql, (const uint32_t *)&w[r].qh, va[r], vb[r]);
+        }
+        const int gA = 2 * (c & ~1) + (c & 1);
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            int xa[8], xb[8];
+            float4 dsa, dsb;
+            x_group(x, t, gA, xa, &dsa);
+            x_group(x, t, gA + 2, xb, &dsb);
+#pragma unroll
+            for (int r = 0; r < R; r++) acc[r][t] = q6k_unit(va[r], vb[r], xa, xb, sc[r], d[r], dsa.x, acc[r][t]);
         }
     }
 };
@@ -1001,7 +1074,8 @@ int cu_mmv_pairs(const mmv_set *set, hearth_dtype t, int K, size_t row_bytes, co
     switch (t) { /* as launch_float / launch_quant choose */
     case HEARTH_DT_F32: case HEARTH_DT_F16: case HEARTH_DT_BF16: return float_streams(set, t, K, row_bytes, xp);
     default:
-        return (set->split && (t == HEARTH_DT_Q4_0 || t == HEARTH_DT_Q8_0 || t == HEARTH_DT_Q4_K)) ||
+        return (set->split && (t == HEARTH_DT_Q4_0 || t == HEARTH_DT_Q8_0 || t == HEARTH_DT_Q4_K ||
+                               t == HEARTH_DT_Q6_K)) ||
                quant_staged(set, row_bytes);
     }
 }

@@ -1051,7 +1051,7 @@ static void op_upload(void *ctx, void *dst, const void *src, size_t bytes) {
     c->stage_off = 0;
 }
 
-/* Q4_0 / Q8_0 / Q4_K rows split for the streamed GEMV (split_rows.cu);
+/* Q4_0 / Q8_0 / Q4_K / Q6_K rows split for the streamed GEMV (split_rows.cu);
  * HEARTH_SPLIT_ROWS=0 keeps them as stored (benchmarks). */
 static void op_prepare_weight(void *ctx, hearth_weight *w) {
     hearth_cuda_ctx *c = (hearth_cuda_ctx *)ctx;

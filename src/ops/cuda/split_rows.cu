@@ -1,22 +1,61 @@
-/* split_rows.cu - Q4_0 / Q8_0 / Q4_K rows re-laid in place at load as split
- * rows (cuda_internal.cuh: a row's block codes, then its block heads), for
- * the streamed GEMV. One block a row: the row to shared memory, then back. */
+/* split_rows.cu - Q4_0 / Q8_0 / Q4_K / Q6_K rows re-laid in place at load as
+ * split rows (cuda_internal.cuh: a row's block codes, then its block heads),
+ * for the streamed GEMV. One block a row: the row to shared memory, then
+ * back, each byte of the split row read from where split_map says. */
 #include "ops/cuda/cuda_internal.cuh"
 
 #define SPLIT_MAX_ROW (200 * 1024) /* dynamic shared memory of one block */
 
+/* Byte i of a split row's codes (i < nb * QB) and of its heads (i < nb *
+ * HB), from the stored row s of nb blocks. Q4_0, Q8_0, Q4_K: a stored block
+ * is its head, then its codes, each moved whole. */
+template <int QT> struct split_map {
+    enum { QB = split_fmt<QT>::QB, HB = split_fmt<QT>::HB, BYTES = qtraits<QT>::BYTES };
+    static_assert(HB + QB == BYTES, "a block is its head, then its codes");
+    static __device__ __forceinline__ uint8_t code(const uint8_t *s, int nb, int i) {
+        return s[i / QB * BYTES + HB + i % QB];
+    }
+    static __device__ __forceinline__ uint8_t head(const uint8_t *s, int nb, int i) {
+        return s[i / HB * BYTES + i % HB];
+    }
+};
+
+/* Q6_K (stored: ql[128], qh[64], scales[16], d), re-laid by unit as
+ * cuda_internal.cuh says: ql stays; unit u's top bits are gathered from the
+ * 32 qh bytes of its half (n = u / 2) at its shift 2 * (u % 2); its four
+ * scales sit together; the d's come last. */
+template <> struct split_map<HEARTH_DT_Q6_K> {
+    enum { QB = split_fmt<HEARTH_DT_Q6_K>::QB, BYTES = qtraits<HEARTH_DT_Q6_K>::BYTES };
+    enum { QH = 128, SC = 192, D = 208 }; /* stored offsets of qh, scales, d (ql at 0) */
+    static_assert(QB == QH + 64 && QB + split_fmt<HEARTH_DT_Q6_K>::HB == BYTES, "codes ql, qh; head scales, d");
+    static __device__ __forceinline__ uint8_t code(const uint8_t *s, int nb, int i) {
+        const uint8_t *blk = s + i / QB * BYTES;
+        const int j = i % QB;
+        if (j < QH) return blk[j]; /* ql */
+        const int u = (j - QH) / 16, p = (j - QH) % 16, sh = 2 * (u & 1);
+        const uint8_t *qh = blk + QH + 32 * (u >> 1); /* byte l: the top bits of element l of the half's groups */
+        return (uint8_t)(((qh[p] >> sh) & 0x33) | (((qh[16 + p] >> sh) & 0x33) << 2));
+    }
+    static __device__ __forceinline__ uint8_t head(const uint8_t *s, int nb, int i) {
+        if (i < 16 * nb) { /* scale k of unit u = 2n + kk: scales[8n + 2kk + k % 2 + 4 (k / 2)] */
+            const int u = i % 16 / 4, k = i % 4;
+            return s[i / 16 * BYTES + SC + 8 * (u >> 1) + 2 * (u & 1) + (k & 1) + 4 * (k >> 1)];
+        }
+        i -= 16 * nb;
+        return s[i / 2 * BYTES + D + i % 2];
+    }
+};
+
 template <int QT> __global__ void split_rows_kernel(uint8_t *__restrict__ w, int nb, size_t row_bytes) {
-    using TR = qtraits<QT>;
     constexpr int QB = split_fmt<QT>::QB, HB = split_fmt<QT>::HB;
-    static_assert(HB + QB == TR::BYTES, "a block is its head, then its codes");
     extern __shared__ __align__(16) uint8_t sm[];
     uint8_t *row = w + (size_t)blockIdx.x * row_bytes;
     pdl_wait();
     for (size_t i = threadIdx.x; i < row_bytes / 16; i += blockDim.x) ((uint4 *)sm)[i] = ((const uint4 *)row)[i];
     __syncthreads();
-    for (int i = threadIdx.x; i < nb * QB; i += blockDim.x) row[i] = sm[(i / QB) * TR::BYTES + HB + i % QB];
+    for (int i = threadIdx.x; i < nb * QB; i += blockDim.x) row[i] = split_map<QT>::code(sm, nb, i);
     uint8_t *heads = row + (size_t)nb * QB;
-    for (int i = threadIdx.x; i < nb * HB; i += blockDim.x) heads[i] = sm[(i / HB) * TR::BYTES + i % HB];
+    for (int i = threadIdx.x; i < nb * HB; i += blockDim.x) heads[i] = split_map<QT>::head(sm, nb, i);
     pdl_launch();
 }
 
@@ -34,6 +73,7 @@ int cu_split_rows(const cu_launch *L, void *w, hearth_dtype t, int rows, int col
     case HEARTH_DT_Q4_0: return launch<HEARTH_DT_Q4_0>(L, (uint8_t *)w, rows, cols, row_bytes);
     case HEARTH_DT_Q8_0: return launch<HEARTH_DT_Q8_0>(L, (uint8_t *)w, rows, cols, row_bytes);
     case HEARTH_DT_Q4_K: return launch<HEARTH_DT_Q4_K>(L, (uint8_t *)w, rows, cols, row_bytes);
+    case HEARTH_DT_Q6_K: return launch<HEARTH_DT_Q6_K>(L, (uint8_t *)w, rows, cols, row_bytes);
     default: return 0;
     }
 }
