@@ -285,9 +285,9 @@ __device__ __forceinline__ void tile_kv_range(const int32_t *pos, int r0, int nr
 void cu_attention_prefill(const cu_launch *L, float *out, const float *q, int T, const cu_kv *kv, const int32_t *seq,
                           const int32_t *pos, int n_heads, int n_kv_heads, int head_dim, float scale, int window);
 
-/* attention_flash.cu: the flash-attention 2 kernel for f16 caches, head_dim
- * 64 or 128 and a power-of-two block size (cu_attention_flash_fits), the
- * same tiles (64 rows of one sequence) as the kernels of
+/* attention_flash.cu: the flash-attention 2 kernel for f16 and e4m3 caches,
+ * head_dim 64 or 128 and a power-of-two block size (cu_attention_flash_fits),
+ * the same tiles (64 rows of one sequence) as the kernels of
  * attention_prefill.cu; qscale = scale * log2(e). */
 int cu_attention_flash_fits(const cu_kv *kv, int head_dim);
 void cu_attention_flash(const cu_launch *L, float *out, const float *q, int T, const cu_kv *kv, const int32_t *seq,

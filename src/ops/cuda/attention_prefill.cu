@@ -13,8 +13,10 @@
  * running output; P (the probabilities, in registers, re-packed as A
  * fragments) times V (B fragments via ldmatrix.trans) accumulates it.
  * Tiles are visited heaviest (latest positions) first. This first kernel
- * serves f32 and e4m3 caches (and every cache with HEARTH_ATTN_PREFILL=1, for A/B
- * measurements); f16 caches take the GQA kernel below. */
+ * serves f32 caches (and every cache with HEARTH_ATTN_PREFILL=1, for A/B
+ * measurements); f16 and e4m3 caches take the flash kernel
+ * (attention_flash.cu), or the GQA kernel below for f16 with
+ * HEARTH_ATTN_PREFILL=7. */
 #include "ops/cuda/attention.cuh"
 
 #include <limits.h>
@@ -457,7 +459,7 @@ void cu_attention_prefill(const cu_launch *L, float *out, const float *q, int T,
     const float qscale = scale * 1.4426950408889634f; /* log2(e): the softmax runs in exp2 */
     /* benchmarks: HEARTH_ATTN_PREFILL=1 selects the first kernel (below) for
      * every cache, =7 the GQA kernel (below) for f16 caches, anything else
-     * the flash kernel (attention_flash.cu) for f16 caches;
+     * the flash kernel (attention_flash.cu) for f16 and e4m3 caches;
      * HEARTH_ATTN_PREFILL_HP=1|2 the query heads a block of the GQA kernel
      * computes (read once; 4 would spill: 255 registers a thread at hd 128
      * already) */

@@ -103,8 +103,8 @@ __device__ __forceinline__ float block_inv_rms(double ss, double *red, int dim, 
 
 /* A kernel's shared-memory settings, made once per device (they belong to
  * the function on the current device; host-side calls, so also fine while a
- * graph is being captured): dynamic shared memory above 48 KB needs an
- * opt-in, and max_carveout asks for the largest carveout, so that more
+ * graph is being captured): dynamic shared memory that takes a block's
+ * total (static included) above 48 KB needs an opt-in, and max_carveout asks for the largest carveout, so that more
  * blocks of a shared-memory-heavy kernel fit a multiprocessor. *done is the
  * caller's static set of devices (bits) already set up for k. */
 template <typename... KArgs>
@@ -114,8 +114,11 @@ static void cu_smem_setup(const cu_launch *L, void (*k)(KArgs...), int smem, boo
     const bool known = cudaGetDevice(&dev) == cudaSuccess && dev >= 0 && dev < 64;
     const unsigned long long bit = known ? 1ull << dev : 0;
     if (known && (__atomic_load_n(done, __ATOMIC_ACQUIRE) & bit)) return;
-    cudaError_t e = cudaSuccess;
-    if (smem > 48 * 1024) e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    /* the 48 KB default covers static and dynamic shared memory together */
+    cudaFuncAttributes fa;
+    cudaError_t e = cudaFuncGetAttributes(&fa, k);
+    if (e == cudaSuccess && smem + fa.sharedSizeBytes > 48 * 1024)
+        e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e == cudaSuccess && max_carveout)
         e = cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
     cu_note(L, e);
