@@ -7,7 +7,7 @@
  * the device, the same way by both: tile_uniform):
  *  - tiles of 64 rows of one sequence (T > 8, head_dim 64 or 128): the
  *    tensor-core prefill kernels, flash-attention style (attention_flash.cu
- *    for f16 caches, attention_prefill.cu for f32 and e4m3 ones);
+ *    for f16 and e4m3 caches, attention_prefill.cu for f32 ones);
  *  - every other row (batched decode rows, short chunks), flash-decoding:
  *      9+ rows: attention_rows_tc.cu on tensor cores (f16 and e4m3 caches),
  *               attention_rows.cu on CUDA cores (f32 caches);
