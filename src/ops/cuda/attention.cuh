@@ -280,6 +280,26 @@ __device__ __forceinline__ void tile_kv_range(const int32_t *pos, int r0, int nr
     *hi = *s_hi;
 }
 
+/* A raw e4m3 tile of BN positions (rows RLD bytes apart) widened exactly
+ * into an f16 tile (rows LD halves apart): the V operand of the
+ * tensor-core kernels with an e4m3 cache (attention_rows_tc.cu,
+ * attention_flash.cu). NT threads, each a 16-byte chunk of a row at a time;
+ * UNROLL iterations of a thread's loop unrolled (fewer where registers are
+ * short). */
+template <int HD, int BN, int NT, int RLD, int LD, int UNROLL>
+__device__ __forceinline__ void e4m3_tile_to_half(__half *vd, const uint8_t *raw, int tid) {
+    constexpr int CPR = HD / 16, N = BN * CPR;
+    static_assert(N % NT == 0, "chunks per thread");
+#pragma unroll UNROLL
+    for (int it = 0; it < N / NT; it++) {
+        const int x = tid + it * NT, i = x / CPR, c = (x % CPR) * 16;
+        const uint4 u = *(const uint4 *)(raw + i * RLD + c);
+        __half *dst = vd + i * LD + c;
+        *(uint4 *)dst = e4m3x8_to_half8(make_uint2(u.x, u.y));
+        *(uint4 *)(dst + 8) = e4m3x8_to_half8(make_uint2(u.z, u.w));
+    }
+}
+
 /* The tensor-core kernel for head_dim 64 or 128: one block per (64-row tile,
  * query head); tiles whose rows span several sequences are left untouched. */
 void cu_attention_prefill(const cu_launch *L, float *out, const float *q, int T, const cu_kv *kv, const int32_t *seq,

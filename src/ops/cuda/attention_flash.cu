@@ -103,22 +103,6 @@ __device__ __forceinline__ void flash_load_tile(E *Kd, E *Vd, const E *kbase, co
     cp_async_commit();
 }
 
-/* A raw e4m3 V tile -> an f16 tile (exact); attention_rows_tc.cu's tc_widen_v. */
-template <int HD>
-__device__ __forceinline__ void flash_widen_v(__half *vd, const uint8_t *raw, int tid) {
-    using C = flash_cfg<HD, 1, true>;
-    constexpr int CPR = HD / 16, N = FL_BN * CPR;
-    static_assert(N % FL_NT == 0, "chunks per thread");
-#pragma unroll 2 /* more spilled at hd 128, MT = 2 with every chunk's registers at once */
-    for (int it = 0; it < N / FL_NT; it++) {
-        const int x = tid + it * FL_NT, i = x / CPR, c = (x % CPR) * 16;
-        const uint4 u = *(const uint4 *)(raw + i * C::RLD + c);
-        __half *dst = vd + i * C::LD + c;
-        *(uint4 *)dst = e4m3x8_to_half8(make_uint2(u.x, u.y));
-        *(uint4 *)(dst + 8) = e4m3x8_to_half8(make_uint2(u.z, u.w));
-    }
-}
-
 /* KS consecutive 32-bit words from shared memory (p 4 KS-byte aligned). */
 template <int KS> __device__ __forceinline__ void flash_ld_words(uint32_t *w, const uint8_t *p) {
     static_assert(KS == 2 || KS % 4 == 0, "8- or 16-byte loads");
@@ -250,7 +234,9 @@ __global__ void __launch_bounds__(FL_NT, MB)
                                               kb + FL_BN, kv_hi, tid);
         }
         if constexpr (FP8) { /* every thread, before any warp skips the tile */
-            flash_widen_v<HD>((__half *)(sm + 2 * SB), sm + (it & 1) * SB + C::RAW, tid);
+            /* unrolled twice: more spilled at hd 128, MT = 2 with every chunk's registers at once */
+            e4m3_tile_to_half<HD, FL_BN, FL_NT, C::RLD, LD, 2>((__half *)(sm + 2 * SB), sm + (it & 1) * SB + C::RAW,
+                                                               tid);
             __syncthreads();
         }
         if (kb > rw.hi_max || kb + FL_BN - 1 < rw.lo_min) continue; /* no row of this warp sees the tile */

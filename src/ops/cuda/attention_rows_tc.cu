@@ -75,22 +75,6 @@ __device__ __forceinline__ void tc_load_tile(uint8_t *st, const uint8_t *kbase, 
     cp_async_commit();
 }
 
-/* A raw e4m3 V tile -> an f16 tile (exact). */
-template <int HD>
-__device__ __forceinline__ void tc_widen_v(__half *vd, const uint8_t *raw, int tid) {
-    using C = tc_cfg<HD, true>;
-    constexpr int CPR = HD / 16, N = TC_BN * CPR;
-    static_assert(N % TC_NT == 0, "chunks per thread");
-#pragma unroll
-    for (int it = 0; it < N / TC_NT; it++) {
-        const int x = tid + it * TC_NT, i = x / CPR, c = (x % CPR) * 16;
-        const uint4 u = *(const uint4 *)(raw + i * C::RLD + c);
-        __half *dst = vd + i * C::LD + c;
-        *(uint4 *)dst = e4m3x8_to_half8(make_uint2(u.x, u.y));
-        *(uint4 *)(dst + 8) = e4m3x8_to_half8(make_uint2(u.z, u.w));
-    }
-}
-
 template <int HD, bool FP8>
 __global__ void __launch_bounds__(TC_NT)
     attn_rows_tc_kernel(float *__restrict__ out, const float *__restrict__ q, cu_kv kv, const int32_t *__restrict__ seq,
@@ -154,7 +138,7 @@ __global__ void __launch_bounds__(TC_NT)
         const __half *Ks = (const __half *)stage, *Vs = Ks + TILE;
         if constexpr (FP8) {
             __half *vd = (__half *)(tc_sm + 2 * SB);
-            tc_widen_v<HD>(vd, stage + C::RAW, tid);
+            e4m3_tile_to_half<HD, TC_BN, TC_NT, C::RLD, LD, HD * TC_BN / 16 / TC_NT>(vd, stage + C::RAW, tid);
             __syncthreads();
             Vs = vd;
         }

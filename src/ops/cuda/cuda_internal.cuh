@@ -104,9 +104,10 @@ __device__ __forceinline__ float block_inv_rms(double ss, double *red, int dim, 
 /* A kernel's shared-memory settings, made once per device (they belong to
  * the function on the current device; host-side calls, so also fine while a
  * graph is being captured): dynamic shared memory that takes a block's
- * total (static included) above 48 KB needs an opt-in, and max_carveout asks for the largest carveout, so that more
- * blocks of a shared-memory-heavy kernel fit a multiprocessor. *done is the
- * caller's static set of devices (bits) already set up for k. */
+ * total (static included) above 48 KB needs an opt-in, and max_carveout
+ * asks for the largest carveout, so that more blocks of a
+ * shared-memory-heavy kernel fit a multiprocessor. *done is the caller's
+ * static set of devices (bits) already set up for k. */
 template <typename... KArgs>
 static void cu_smem_setup(const cu_launch *L, void (*k)(KArgs...), int smem, bool max_carveout,
                           unsigned long long *done) {

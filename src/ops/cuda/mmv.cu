@@ -461,6 +461,24 @@ __device__ __forceinline__ float q4k_unit(const uint32_t *q, const int *v0, cons
     return fmaf(-(dmin * ds0.x), (float)mins, acc);
 }
 
+/* The units of R rows (q[r]: their code words) against x's groups g0, g0 + 1
+ * of each of its NT rows: the staged (qdot) and split (fmt_split) kernels'
+ * shared inner loop. */
+template <int NT, int R>
+__device__ __forceinline__ void q4k_units(const uint32_t *const *q, const int (*sc)[2], const int (*m)[2],
+                                          const float *d, const float *dmin, int g0, const xq8 &x,
+                                          float (*acc)[NT]) {
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+        int v0[8], v1[8];
+        float4 ds0, ds1;
+        x_group(x, t, g0, v0, &ds0);
+        x_group(x, t, g0 + 1, v1, &ds1);
+#pragma unroll
+        for (int r = 0; r < R; r++) acc[r][t] = q4k_unit(q[r], v0, v1, ds0, ds1, sc[r], m[r], d[r], dmin[r], acc[r][t]);
+    }
+}
+
 /* Q4_K unit j (0..3): sub-blocks 2j (low nibbles of qs[32j..32j+32)) and 2j+1
  * (high nibbles). */
 template <int NT, int R> struct qdot<HEARTH_DT_Q4_K, NT, R> {
@@ -478,17 +496,10 @@ template <int NT, int R> struct qdot<HEARTH_DT_Q4_K, NT, R> {
 #pragma unroll
             for (int i = 0; i < 8; i++) q[r][i] = ld32u(b[r] + 16 + 32 * j + 4 * i);
         }
-        int g0 = gb * 8 + 2 * j;
+        const uint32_t *qp[R];
 #pragma unroll
-        for (int t = 0; t < NT; t++) {
-            int v0[8], v1[8];
-            float4 ds0, ds1;
-            x_group(x, t, g0, v0, &ds0);
-            x_group(x, t, g0 + 1, v1, &ds1);
-#pragma unroll
-            for (int r = 0; r < R; r++)
-                acc[r][t] = q4k_unit(q[r], v0, v1, ds0, ds1, sc[r], m[r], d[r], dmin[r], acc[r][t]);
-        }
+        for (int r = 0; r < R; r++) qp[r] = q[r];
+        q4k_units<NT, R>(qp, sc, m, d, dmin, gb * 8 + 2 * j, x, acc);
     }
 };
 
@@ -508,6 +519,22 @@ __device__ __forceinline__ float q6k_unit(const int *va, const int *vb, const in
     }
     int s = sc[0] * a0 + sc[1] * a1 + sc[2] * b0 + sc[3] * b1;
     return fmaf(d * dx, (float)s, acc);
+}
+
+/* The units of R rows against x's groups gA, gA + 2 of each of its NT rows:
+ * the staged (qdot) and split (fmt_split) kernels' shared inner loop. */
+template <int NT, int R>
+__device__ __forceinline__ void q6k_units(const int (*va)[8], const int (*vb)[8], const int (*sc)[4], const float *d,
+                                          int gA, const xq8 &x, float (*acc)[NT]) {
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+        int xa[8], xb[8];
+        float4 dsa, dsb;
+        x_group(x, t, gA, xa, &dsa);
+        x_group(x, t, gA + 2, xb, &dsb);
+#pragma unroll
+        for (int r = 0; r < R; r++) acc[r][t] = q6k_unit(va[r], vb[r], xa, xb, sc[r], d[r], dsa.x, acc[r][t]);
+    }
 }
 
 /* Q6_K unit u (0..3): half n = u/2 of the block, groups k = u%2 and k + 2
@@ -536,16 +563,7 @@ template <int NT, int R> struct qdot<HEARTH_DT_Q6_K, NT, R> {
                                           0x20202020u);
             }
         }
-        int gA = gb * 8 + 4 * n + kk;
-#pragma unroll
-        for (int t = 0; t < NT; t++) {
-            int xa[8], xb[8];
-            float4 dsa, dsb;
-            x_group(x, t, gA, xa, &dsa);
-            x_group(x, t, gA + 2, xb, &dsb);
-#pragma unroll
-            for (int r = 0; r < R; r++) acc[r][t] = q6k_unit(va[r], vb[r], xa, xb, sc[r], d[r], dsa.x, acc[r][t]);
-        }
+        q6k_units<NT, R>(va, vb, sc, d, gb * 8 + 4 * n + kk, x, acc);
     }
 };
 
@@ -724,16 +742,10 @@ template <> struct fmt_split<HEARTH_DT_Q4_K> {
             dmin[r] = h2f((uint16_t)(h[0] >> 16));
             q4k_unit_scales(h[1], h[2], h[3], c & 3, sc[r], m[r]);
         }
+        const uint32_t *qp[R];
 #pragma unroll
-        for (int t = 0; t < NT; t++) {
-            int v0[8], v1[8];
-            float4 ds0, ds1;
-            x_group(x, t, 2 * c, v0, &ds0);
-            x_group(x, t, 2 * c + 1, v1, &ds1);
-#pragma unroll
-            for (int r = 0; r < R; r++)
-                acc[r][t] = q4k_unit((const uint32_t *)w[r].q, v0, v1, ds0, ds1, sc[r], m[r], d[r], dmin[r], acc[r][t]);
-        }
+        for (int r = 0; r < R; r++) qp[r] = (const uint32_t *)w[r].q;
+        q4k_units<NT, R>(qp, sc, m, d, dmin, 2 * c, x, acc);
     }
 };
 
@@ -790,16 +802,7 @@ template <> struct fmt_split<HEARTH_DT_Q6_K> {
             for (int k = 0; k < 4; k++) sc[r][k] = (int8_t)(w[r].sc >> (8 * k));
             q6k_split_codes((const uint32_t *)w[r].ql, (const uint32_t *)&w[r].qh, va[r], vb[r]);
         }
-        const int gA = 2 * (c & ~1) + (c & 1);
-#pragma unroll
-        for (int t = 0; t < NT; t++) {
-            int xa[8], xb[8];
-            float4 dsa, dsb;
-            x_group(x, t, gA, xa, &dsa);
-            x_group(x, t, gA + 2, xb, &dsb);
-#pragma unroll
-            for (int r = 0; r < R; r++) acc[r][t] = q6k_unit(va[r], vb[r], xa, xb, sc[r], d[r], dsa.x, acc[r][t]);
-        }
+        q6k_units<NT, R>(va, vb, sc, d, 2 * (c & ~1) + (c & 1), x, acc);
     }
 };
 
