@@ -281,9 +281,9 @@ __device__ __forceinline__ void tile_kv_range(const int32_t *pos, int r0, int nr
 }
 
 /* A raw e4m3 tile of BN positions (rows RLD bytes apart) widened exactly
- * into an f16 tile (rows LD halves apart): the V operand of the
- * tensor-core kernels with an e4m3 cache (attention_rows_tc.cu,
- * attention_flash.cu). NT threads, each a 16-byte chunk of a row at a time;
+ * into an f16 tile (rows LD halves apart): the V operand of the flash
+ * prefill kernel with an e4m3 cache (attention_flash.cu; the decode rows
+ * build theirs in registers, attention_rows_tc.cu). NT threads, each a 16-byte chunk of a row at a time;
  * UNROLL iterations of a thread's loop unrolled (fewer where registers are
  * short). */
 template <int HD, int BN, int NT, int RLD, int LD, int UNROLL>

@@ -17,9 +17,16 @@
  *   e4m3 K is read as stored: the head dimension of S = Q K^T is summed in
  *        a permuted order (the same for Q, staged permuted), so that the two
  *        B registers of a k-step are the two halves of one 32-bit word of a
- *        K row, each widened by one cvt.rn.f16x2.e4m3x2. e4m3 V (the P V
- *        operand needs two positions of one dimension a register) is widened
- *        exactly into an f16 tile first.
+ *        K row, each widened by one cvt.rn.f16x2.e4m3x2. e4m3 V: the P V
+ *        operand needs two positions of one dimension a register, so its
+ *        B fragments are built in registers from the raw tile (no f16 tile,
+ *        no widening pass, no barrier): a lane reads HD / 8 bytes of each
+ *        of its four positions' rows, pairs the positions' bytes with
+ *        __byte_perm and widens each pair with one cvt. The
+ *        n-tiles of O then hold the head dimension interleaved (column n of
+ *        n-tile j is dimension HD / 8 * n + j, see tc_pv_raw), mapped back
+ *        when the warps' states are merged. (The earlier widening of V into
+ *        an f16 tile gave the same bits, 3% slower: notes/cuda-kernels.md.)
  *   Warp w takes positions 16w..16w+15 of each tile: S = Q K^T (two n-tiles
  *        of 8 positions), its own online softmax (exp2; Q is pre-scaled by
  *        scale * log2 e), O += P V with P in registers (one k-step).
@@ -40,11 +47,15 @@ constexpr int TC_MAXG = 8; /* query heads per block: rows 0..7 of the mma tile *
 template <int HD, bool FP8> struct tc_cfg {
     static constexpr int LD = HD + 8;       /* halves per f16 shared row */
     static constexpr int TILE = TC_BN * LD; /* halves of one f16 K or V tile */
-    static constexpr int RLD = HD + 16;     /* bytes per raw e4m3 shared row (the pad: conflict-free K reads) */
+    static constexpr int RLD = HD + 16;     /* bytes per raw e4m3 shared row (the pad: see tc_pv_raw) */
     static constexpr int RAW = TC_BN * RLD; /* bytes of one raw e4m3 K or V tile */
-    /* f16: two stages of (K, V) f16 tiles; e4m3: two stages of raw (K, V) and one f16 V tile */
-    static constexpr int STAGES = FP8 ? 2 * 2 * RAW + TILE * 2 : 2 * 2 * TILE * 2;
-    static constexpr int SMEM = STAGES + 16 * LD * 2; /* + Q, 16 rows */
+    static constexpr int SB = FP8 ? 2 * RAW : 2 * TILE * 2; /* bytes of one stage (K and V) */
+    static constexpr int STAGES = 2 * SB; /* two stages of (K, V) tiles */
+    /* Q, 16 f16 rows: after the stages (f16), or in stage 1 (e4m3: Q is read into registers before the
+     * loop's first barrier, after which stage 1 is first written) */
+    static constexpr int QOFF = FP8 ? SB : STAGES;
+    static constexpr int SMEM = FP8 ? STAGES : STAGES + 16 * LD * 2;
+    static_assert(16 * LD * 2 <= SB, "Q fits in a stage");
     static_assert(4 * TC_MAXG * (HD + 2) * 4 <= STAGES, "the warps' merge fits in the stages");
 };
 
@@ -75,16 +86,78 @@ __device__ __forceinline__ void tc_load_tile(uint8_t *st, const uint8_t *kbase, 
     cp_async_commit();
 }
 
+/* O += P V over a warp's 16 positions of a raw e4m3 V tile (vt: the tile's
+ * first row of them), the B fragments built in registers.
+ *
+ * Mapping: lane (g, c) = (lane / 4, lane % 4) supplies B[k][n = g] of every
+ * n-tile j for k = 2c, 2c + 1, 2c + 8, 2c + 9 (the m16n8k16 B layout);
+ * column n of n-tile j is head dimension NDT n + j (NDT = HD / 8 n-tiles).
+ * So the lane needs, of each of its four positions, the NDT bytes
+ * [NDT g, NDT g + NDT) of the row: one 16-byte load (hd 128) or 8-byte load
+ * (hd 64) a position. __byte_perm pairs the words of positions p and p + 1
+ * (0x5140: bytes 0 and 1 of each, 0x7362: bytes 2 and 3) into the pairs
+ * (V[p][d], V[p + 1][d]) of four consecutive dimensions d, i.e. of four
+ * consecutive n-tiles, each widened by one cvt. The accumulator o[j] then
+ * holds O[g][NDT 2c + j] (o[j][0]) and O[g][NDT (2c + 1) + j] (o[j][1]): the
+ * lane's row-g outputs are the 2 NDT consecutive dimensions from NDT 2c.
+ *
+ * Bank conflicts, rows R = RLD / 4 = HD / 4 + 4 words apart (36 at hd 128,
+ * 20 at hd 64; 2R = 8 mod 32 and 8R = 0 mod 32 at both): position 2c + r
+ * (r = 0, 1, 8, 9; r' = r mod 2) of lane (g, c) starts at bank
+ * 8c + r' R + NDT g / 4 (mod 32).
+ *   hd 128, 16-byte loads, served 8 lanes at a time (g in {2i, 2i + 1},
+ *     c = 0..3): banks 8c + 4(g mod 2) + 8i + 4r' + {0..3}; 8c + 4(g mod 2)
+ *     takes the 8 multiples of 4: 32 distinct banks, conflict-free.
+ *   hd 64, 8-byte loads, served 16 lanes at a time (g in 4i..4i + 3):
+ *     banks 8c + 2(g mod 4) + 8i + 20r' + {0, 1}: 32 distinct, conflict-free.
+ * The pad stays: it also keeps S's K reads (16 bytes at (8j + g) RLD +
+ * c HD / 4) conflict-free at hd 128. At hd 64 those are 2-way conflicted
+ * (lanes g, g + 1 are 20 words apart), and no pad serves both there: the K
+ * reads want R = 16 mod 32, these V reads R = 4 mod 16. */
+template <int HD>
+__device__ __forceinline__ void tc_pv_raw(float (*o)[4], const uint32_t *pf, const uint8_t *vt, int lane) {
+    using C = tc_cfg<HD, true>;
+    constexpr int NDT = HD / 8, NW = NDT / 4; /* n-tiles; 32-bit words a lane reads of a row */
+    static_assert(NW == 2 || NW == 4, "hd 64 or 128");
+    const int g = lane >> 2, c = lane & 3;
+    const uint8_t *vr = vt + 2 * c * C::RLD + NDT * g;
+    uint32_t v[4][NW]; /* positions 2c, 2c + 1, 2c + 8, 2c + 9 */
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        const uint8_t *p = vr + ((r & 1) + 8 * (r >> 1)) * C::RLD;
+        if constexpr (NW == 4) {
+            const uint4 u = *(const uint4 *)p;
+            v[r][0] = u.x, v[r][1] = u.y, v[r][2] = u.z, v[r][3] = u.w;
+        } else {
+            const uint2 u = *(const uint2 *)p;
+            v[r][0] = u.x, v[r][1] = u.y;
+        }
+    }
+#pragma unroll
+    for (int m = 0; m < NW; m++) {
+        /* dimensions NDT g + 4m + {0, 1} and + {2, 3}: n-tiles 4m .. 4m + 3 */
+        const uint32_t lo01 = __byte_perm(v[0][m], v[1][m], 0x5140), lo23 = __byte_perm(v[0][m], v[1][m], 0x7362);
+        const uint32_t hi01 = __byte_perm(v[2][m], v[3][m], 0x5140), hi23 = __byte_perm(v[2][m], v[3][m], 0x7362);
+        const uint32_t lo[2] = {lo01, lo23}, hi[2] = {hi01, hi23};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int sh = 16 * (i & 1);
+            const __half2 b0 = e4m3x2_to_half2((uint16_t)(lo[i >> 1] >> sh));
+            const __half2 b1 = e4m3x2_to_half2((uint16_t)(hi[i >> 1] >> sh));
+            mma_f16(o[4 * m + i], pf, *(const uint32_t *)&b0, *(const uint32_t *)&b1);
+        }
+    }
+}
+
 template <int HD, bool FP8>
 __global__ void __launch_bounds__(TC_NT)
     attn_rows_tc_kernel(float *__restrict__ out, const float *__restrict__ q, cu_kv kv, const int32_t *__restrict__ seq,
                         const int32_t *__restrict__ pos, int T, int n_heads, int n_kv, float qscale, int window, int S,
                         int minpos, float *__restrict__ part, int skip_bm, int bs_shift) {
     using C = tc_cfg<HD, FP8>;
-    constexpr int LD = C::LD, TILE = C::TILE;
+    constexpr int LD = C::LD, TILE = C::TILE, SB = C::SB;
     constexpr int NKS = HD / 16; /* k-steps of S over the head dim */
     constexpr int NDT = HD / 8;  /* n-tiles of O over the head dim */
-    constexpr int SB = FP8 ? 2 * C::RAW : 2 * TILE * 2; /* bytes of one stage (K and V) */
     extern __shared__ __align__(16) uint8_t tc_sm[];
 
     pdl_wait();
@@ -102,7 +175,7 @@ __global__ void __launch_bounds__(TC_NT)
     /* Q of the group's heads as rows 0..Gb-1, scaled and rounded to f16; rows Gb..15 zero.
      * e4m3: in the permuted order of S's k-steps: dims 4i..4i+3 (quad member qc = 4i / (HD / 4),
      * k-step kk = i % (HD / 16)) are logical columns 16kk + 2qc + {0, 1} and 16kk + 2qc + 8 + {0, 1} */
-    __half *Qs = (__half *)(tc_sm + C::STAGES);
+    __half *Qs = (__half *)(tc_sm + C::QOFF);
     for (int f = tid; f < 16 * (HD / 4); f += TC_NT) {
         const int r = f / (HD / 4), c = (f % (HD / 4)) * 4;
         float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -136,12 +209,6 @@ __global__ void __launch_bounds__(TC_NT)
                                   tid);
         const uint8_t *stage = tc_sm + (it & 1) * SB;
         const __half *Ks = (const __half *)stage, *Vs = Ks + TILE;
-        if constexpr (FP8) {
-            __half *vd = (__half *)(tc_sm + 2 * SB);
-            e4m3_tile_to_half<HD, TC_BN, TC_NT, C::RLD, LD, HD * TC_BN / 16 / TC_NT>(vd, stage + C::RAW, tid);
-            __syncthreads();
-            Vs = vd;
-        }
         const int pw = kb + 16 * w; /* this warp's first position */
         if (pw >= e) continue;      /* no barrier follows in this iteration */
 
@@ -187,14 +254,18 @@ __global__ void __launch_bounds__(TC_NT)
         /* online softmax of rows A (g) and B (g + 8); P as one k-step of f16 A fragments */
         uint32_t pf[1][4];
         mma_rows_softmax<2, NDT>(s, pf, o, mA, mB, lA, lB);
-        /* O += P V: ldmatrix.trans of 16 positions x 16 dims gives the B
-         * fragments of two n-tiles */
+        if constexpr (FP8) {
+            tc_pv_raw<HD>(o, pf[0], stage + C::RAW + 16 * w * C::RLD, lane);
+        } else {
+            /* O += P V: ldmatrix.trans of 16 positions x 16 dims gives the B
+             * fragments of two n-tiles */
 #pragma unroll
-        for (int jd = 0; jd < NDT; jd += 2) {
-            uint32_t b[4];
-            ldsm_x4_trans(b, &Vs[(16 * w + (lane & 15)) * LD + 8 * jd + 8 * (lane >> 4)]);
-            mma_f16(o[jd], pf[0], b[0], b[1]);
-            mma_f16(o[jd + 1], pf[0], b[2], b[3]);
+            for (int jd = 0; jd < NDT; jd += 2) {
+                uint32_t b[4];
+                ldsm_x4_trans(b, &Vs[(16 * w + (lane & 15)) * LD + 8 * jd + 8 * (lane >> 4)]);
+                mma_f16(o[jd], pf[0], b[0], b[1]);
+                mma_f16(o[jd + 1], pf[0], b[2], b[3]);
+            }
         }
     }
     pdl_launch();
@@ -210,9 +281,18 @@ __global__ void __launch_bounds__(TC_NT)
             mw[w * TC_MAXG + g] = mA;
             lw[w * TC_MAXG + g] = lA;
         }
-        float *orow = ow + (size_t)(w * TC_MAXG + g) * HD + cq;
+        float *orow = ow + (size_t)(w * TC_MAXG + g) * HD;
+        if constexpr (FP8) { /* o[j][x]: dimension NDT (cq + x) + j (tc_pv_raw) */
 #pragma unroll
-        for (int jd = 0; jd < NDT; jd++) *(float2 *)(orow + 8 * jd) = make_float2(o[jd][0], o[jd][1]);
+            for (int x = 0; x < 2; x++)
+#pragma unroll
+                for (int j = 0; j < NDT; j += 4)
+                    *(float4 *)(orow + NDT * (cq + x) + j) =
+                        make_float4(o[j][x], o[j + 1][x], o[j + 2][x], o[j + 3][x]);
+        } else { /* o[jd][x]: dimension 8 jd + cq + x */
+#pragma unroll
+            for (int jd = 0; jd < NDT; jd++) *(float2 *)(orow + 8 * jd + cq) = make_float2(o[jd][0], o[jd][1]);
+        }
     }
     __syncthreads();
     for (int x = tid; x < Gb * HD; x += TC_NT) {
@@ -246,8 +326,8 @@ void launch_tc(const cu_launch *L, dim3 grid, float *out, const float *q, const 
     constexpr int smem = tc_cfg<HD, FP8>::SMEM;
     static unsigned long long done; /* devices set up */
     cu_smem_setup(L, attn_rows_tc_kernel<HD, FP8>, smem, true, &done);
-    cu_launch_k(L, attn_rows_tc_kernel<HD, FP8>, grid, dim3(TC_NT), smem, out, q, *kv, seq, pos, T, n_heads, n_kv,
-                qscale, window, S, minpos, part, skip_bm, bs_shift);
+    cu_launch_k(L, attn_rows_tc_kernel<HD, FP8>, grid, dim3(TC_NT), smem, out, q, *kv, seq, pos, T, n_heads,
+                n_kv, qscale, window, S, minpos, part, skip_bm, bs_shift);
 }
 
 } // namespace

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Host emulation of attention_rows_tc.cu's register-built e4m3 V fragments
-(tc_pv_raw) and of the merge store of the VREG variant; and the same for the
-current ldmatrix.trans path, to show both feed each output element the same
+(tc_pv_raw) and of its merge store; and the same for the
+former ldmatrix.trans path (an f16 V tile), to show both feed each output element the same
 B column. Also bank-conflict counts of the V loads (and the K loads)."""
 import random
 
