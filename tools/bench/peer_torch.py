@@ -5,13 +5,15 @@ Builds the Llama-3.1-8B-shaped model (hidden 4096, 32 layers, 32/8 heads,
 FFN 14336, vocab 128256) with random bf16 weights directly on the GPU (no
 download), then measures, as bench_model does for hearth:
   - prefill tok/s at the given lengths (one forward, logits of the last row);
-  - decode tok/s at batch 1 after a 512-token prompt, greedy, with a static
-    KV cache: (time of prompt + N tokens - time of prompt + 1 token) / (N - 1);
+  - decode tok/s at batch 1 (or --batch B prompts of the same length) after
+    a 512-token prompt, greedy, with a static KV cache: a step is (time of
+    prompt + N tokens - time of prompt + 1 token) / (N - 1), B tokens a step;
     --compile adds torch.compile(mode="reduce-overhead") of the forward, as
     the issue's anchor figure did.
 A measurement, never a test.
 
   python3 tools/bench/peer_torch.py [--prefill 512,2048] [--prompt 512] [--gen 128] [--reps 3] [--compile]
+                                    [--batch B]
 """
 import argparse
 import time
@@ -46,6 +48,7 @@ def main():
     ap.add_argument("--gen", type=int, default=128)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--batch", type=int, default=1)
     a = ap.parse_args()
 
     import transformers
@@ -69,7 +72,7 @@ def main():
 
         if a.compile:
             model.forward = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
-        ids = torch.randint(0, vocab, (1, a.prompt), device="cuda")
+        ids = torch.randint(0, vocab, (a.batch, a.prompt), device="cuda")
 
         def gen(n):
             return model.generate(ids, max_new_tokens=n, min_new_tokens=n, do_sample=False,
@@ -80,8 +83,8 @@ def main():
         t_one = timed(lambda: gen(1), a.reps)
         t_all = timed(lambda: gen(a.gen), a.reps)
         per = (t_all - t_one) / (a.gen - 1)
-        print(f"peer decode (batch 1, after {a.prompt} prompt tokens{', torch.compile' if a.compile else ''}): "
-              f"{per * 1e3:.3f} ms/token  {1.0 / per:.1f} tok/s")
+        print(f"peer decode (batch {a.batch}, after {a.prompt} prompt tokens{', torch.compile' if a.compile else ''}): "
+              f"{per * 1e3:.3f} ms/step  {a.batch / per:.1f} tok/s")
 
 
 if __name__ == "__main__":

@@ -392,10 +392,16 @@ struct mmv_set {
 int cu_mmv_supported(hearth_dtype t);
 int cu_mmv_xprep_kind(hearth_dtype t);
 void cu_mmv(const cu_launch *L, const mmv_set *set, const void *xp, int T, hearth_dtype t, int K, size_t row_bytes);
-/* 1 when cu_mmv runs set on a kernel that stores rows in pairs (a warp's
- * rows 2j and 2j + 1), which the rope epilogue needs: rows laid out for the
- * streamed or staged kernels, xp 16-byte aligned. */
-int cu_mmv_pairs(const mmv_set *set, hearth_dtype t, int K, size_t row_bytes, const void *xp);
+/* 1 when cu_mmv runs set (rope fields aside) at T rows on a kernel that
+ * stores rows in pairs (a warp's rows 2j and 2j + 1), which the rope
+ * epilogue needs: rows laid out for the streamed or staged kernels, xp
+ * 16-byte aligned, and not the tensor-core kernel. */
+int cu_mmv_pairs(const mmv_set *set, hearth_dtype t, int T, int K, size_t row_bytes, const void *xp);
+/* The tensor-core GEMV (mmv_tc.cu) for 3..8 rows of x and bf16 / f16
+ * weights, which cu_mmv runs where cu_mmv_tc_fits (K % 32 == 0, rows and x
+ * 16-byte aligned; never with the rope epilogue, see cu_mmv_pairs). */
+int cu_mmv_tc_fits(const mmv_set *set, hearth_dtype t, int T, int K, size_t row_bytes, const void *xp);
+void cu_mmv_tc(const cu_launch *L, const mmv_set *set, const void *xp, int T, hearth_dtype t, int K, size_t row_bytes);
 
 /* Rows [r0, r0+nr) of weight w dequantized to bf16 [nr][K]. */
 void cu_dequant_bf16(const cu_launch *L, __nv_bfloat16 *dst, const void *w, hearth_dtype t, int K, size_t row_bytes,

@@ -2,7 +2,8 @@
  * y[T][N] = x[T][K] @ W^T, each weight byte read once from device memory for
  * all T rows.
  *
- * Float weights (F32/F16/BF16): a warp owns R rows and streams them in
+ * Float weights (F32/F16/BF16; 3..8 rows of bf16 / f16 go to tensor cores,
+ * mmv_tc.cu): a warp owns R rows and streams them in
  * 16-byte loads (L1 bypassed), x rounded as the CPU backend rounds it (bf16
  * or f16 copies made by xprep.cu), f32 accumulation.
  *
@@ -20,49 +21,9 @@
  * shared memory in segments with cp.async (double buffered), so the loads are
  * 16 bytes wide and fully coalesced whatever the block size (18, 20, 34, 210
  * bytes); otherwise the blocks are read straight from global memory. */
-#include "ops/cuda/cuda_internal.cuh"
+#include "ops/cuda/mmv.cuh"
 
 #include <stdlib.h>
-
-/* ---- loads ---------------------------------------------------------------- */
-
-__device__ __forceinline__ uint4 ld_stream16(const void *p) {
-    uint4 r;
-    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-        : "l"(p));
-    return r;
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-/* ---- the set of matrices of one launch ------------------------------------ */
-
-__device__ __forceinline__ int set_rows(const mmv_set &s) { return s.swiglu ? s.n[0] : s.n[0] + s.n[1] + s.n[2]; }
-
-/* Physical row ph (0, or 1 = the up row in swiglu mode) of logical row r. */
-__device__ __forceinline__ const uint8_t *set_row(const mmv_set &s, int r, int ph, size_t rb) {
-    if (s.swiglu) return (ph ? s.w[1] : s.w[0]) + (size_t)r * rb; /* no dynamic index: set stays in registers */
-    if (r < s.n[0]) return s.w[0] + (size_t)r * rb;
-    r -= s.n[0];
-    if (r < s.n[1]) return s.w[1] + (size_t)r * rb;
-    return s.w[2] + (size_t)(r - s.n[1]) * rb;
-}
-
-/* y of logical row r, token t (not swiglu). */
-__device__ __forceinline__ void set_store(const mmv_set &s, int r, int t, float v) {
-    if (r < s.n[0]) {
-        s.y[0][(size_t)t * s.n[0] + r] = v;
-    } else if (r - s.n[0] < s.n[1]) {
-        s.y[1][(size_t)t * s.n[1] + r - s.n[0]] = v;
-    } else {
-        s.y[2][(size_t)t * s.n[2] + r - s.n[0] - s.n[1]] = v;
-    }
-}
 
 /* Rows r and r + 1 (r even) of token t with the rope + KV epilogue
  * (mmv_set.rope_half): rope_rotate and kv_st, as rope_kv.cu, so the cache
@@ -97,18 +58,6 @@ __device__ __forceinline__ void pair_store(const mmv_set &s, int r, int N, int t
     }
     set_store(s, r, t, v0);
     if (r + 1 < N) set_store(s, r + 1, t, v1);
-}
-
-/* swiglu: gate g and up u of row r, token t. out is written last, so it may
- * alias either raw output. */
-__device__ __forceinline__ void swiglu_store(const mmv_set &s, int r, int t, float g, float u) {
-    size_t i = (size_t)t * s.n[0] + r;
-    if (s.out != s.y[0]) s.y[0][i] = g;
-    if (s.out != s.y[1]) s.y[1][i] = u;
-    float o = g / (1.0f + expf(-g)) * u;
-    s.out[i] = o;
-    if (s.prep_kind == XPREP_BF16) ((__nv_bfloat16 *)s.prep)[i] = __float2bfloat16_rn(o);
-    else if (s.prep_kind == XPREP_F16) ((__half *)s.prep)[i] = __float2half_rn(o);
 }
 
 /* ---- float weights -------------------------------------------------------- */
@@ -1072,8 +1021,8 @@ static void launch_nt(const cu_launch *L, const mmv_set *set, const void *xp, he
     }
 }
 
-int cu_mmv_pairs(const mmv_set *set, hearth_dtype t, int K, size_t row_bytes, const void *xp) {
-    if (set->swiglu || !cu_mmv_supported(t)) return 0;
+int cu_mmv_pairs(const mmv_set *set, hearth_dtype t, int T, int K, size_t row_bytes, const void *xp) {
+    if (set->swiglu || !cu_mmv_supported(t) || cu_mmv_tc_fits(set, t, T, K, row_bytes, xp)) return 0;
     switch (t) { /* as launch_float / launch_quant choose */
     case HEARTH_DT_F32: case HEARTH_DT_F16: case HEARTH_DT_BF16: return float_streams(set, t, K, row_bytes, xp);
     default:
@@ -1085,8 +1034,12 @@ int cu_mmv_pairs(const mmv_set *set, hearth_dtype t, int K, size_t row_bytes, co
 
 void cu_mmv(const cu_launch *L, const mmv_set *set, const void *xp, int T, hearth_dtype t, int K,
             size_t row_bytes) {
-    if (set->rope_half && !cu_mmv_pairs(set, t, K, row_bytes, xp)) { /* the recorder checks first */
+    if (set->rope_half && !cu_mmv_pairs(set, t, T, K, row_bytes, xp)) { /* the recorder checks first */
         cu_note(L, cudaErrorInvalidValue);
+        return;
+    }
+    if (!set->rope_half && cu_mmv_tc_fits(set, t, T, K, row_bytes, xp)) {
+        cu_mmv_tc(L, set, xp, T, t, K, row_bytes);
         return;
     }
     switch (T) {

@@ -362,7 +362,7 @@ static int rope_in_gemv(hearth_cuda_ctx *c, const rec *r, int left, mmv_set *set
         return 0;
     int kind = cu_mm_prep_kind(&c->mm, T, (hearth_dtype)r->i[1]);
     const void *xp = kind == XPREP_NONE ? r->p[1] : c->mm.xprep; /* the prepared copy's buffers are aligned */
-    if (!cu_mmv_pairs(set, (hearth_dtype)r->i[1], r->i[3], r->z[0], xp)) return 0;
+    if (!cu_mmv_pairs(set, (hearth_dtype)r->i[1], T, r->i[3], r->z[0], xp)) return 0;
     set->rope_half = rq->i[3] / 2;
     set->hd = hd;
     set->pos = (const int32_t *)rq->p[1];

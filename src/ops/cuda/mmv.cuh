@@ -1,0 +1,59 @@
+/* mmv.cuh - what the GEMV kernels share (mmv.cu: the streamed and staged
+ * kernels; mmv_tc.cu: tensor cores for 3..8 rows of float weights): the
+ * streaming load, and the logical rows of a set of matrices (mmv_set) with
+ * their stores. */
+#pragma once
+#include "ops/cuda/cuda_internal.cuh"
+
+/* ---- loads ---------------------------------------------------------------- */
+
+__device__ __forceinline__ uint4 ld_stream16(const void *p) {
+    uint4 r;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+        : "l"(p));
+    return r;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* ---- the set of matrices of one launch ------------------------------------ */
+
+__device__ __forceinline__ int set_rows(const mmv_set &s) { return s.swiglu ? s.n[0] : s.n[0] + s.n[1] + s.n[2]; }
+
+/* Physical row ph (0, or 1 = the up row in swiglu mode) of logical row r. */
+__device__ __forceinline__ const uint8_t *set_row(const mmv_set &s, int r, int ph, size_t rb) {
+    if (s.swiglu) return (ph ? s.w[1] : s.w[0]) + (size_t)r * rb; /* no dynamic index: set stays in registers */
+    if (r < s.n[0]) return s.w[0] + (size_t)r * rb;
+    r -= s.n[0];
+    if (r < s.n[1]) return s.w[1] + (size_t)r * rb;
+    return s.w[2] + (size_t)(r - s.n[1]) * rb;
+}
+
+/* y of logical row r, token t (not swiglu). */
+__device__ __forceinline__ void set_store(const mmv_set &s, int r, int t, float v) {
+    if (r < s.n[0]) {
+        s.y[0][(size_t)t * s.n[0] + r] = v;
+    } else if (r - s.n[0] < s.n[1]) {
+        s.y[1][(size_t)t * s.n[1] + r - s.n[0]] = v;
+    } else {
+        s.y[2][(size_t)t * s.n[2] + r - s.n[0] - s.n[1]] = v;
+    }
+}
+
+/* swiglu: gate g and up u of row r, token t. out is written last, so it may
+ * alias either raw output. */
+__device__ __forceinline__ void swiglu_store(const mmv_set &s, int r, int t, float g, float u) {
+    size_t i = (size_t)t * s.n[0] + r;
+    if (s.out != s.y[0]) s.y[0][i] = g;
+    if (s.out != s.y[1]) s.y[1][i] = u;
+    float o = g / (1.0f + expf(-g)) * u;
+    s.out[i] = o;
+    if (s.prep_kind == XPREP_BF16) ((__nv_bfloat16 *)s.prep)[i] = __float2bfloat16_rn(o);
+    else if (s.prep_kind == XPREP_F16) ((__half *)s.prep)[i] = __float2half_rn(o);
+}
+
