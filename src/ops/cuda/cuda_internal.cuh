@@ -140,6 +140,16 @@ __device__ __forceinline__ void cp_async16(void *dst, const void *src, bool vali
     int n = valid ? 16 : 0;
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(src), "r"(n) : "memory");
 }
+/* Four 8 x 8 matrices of 16-bit elements (8 rows of 16 bytes each; lanes
+ * 8i..8i+7 give matrix i's row addresses): lane l gets bytes 4 (l % 4) ..
+ * 4 (l % 4) + 3 of row l / 4 of each, in r[0..3]. */
+__device__ __forceinline__ void ldsm_x4(uint32_t *r, const void *p) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(s));
+}
+
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 __device__ __forceinline__ void cp_async_wait1() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }

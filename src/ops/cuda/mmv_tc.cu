@@ -133,22 +133,34 @@ __global__ void __launch_bounds__(TC_WPB * 32) mmv_tc_kernel(mmv_set set, size_t
 /* ---- Q4_0 / Q8_0 split rows, x in q8 ------------------------------------
  *
  * The same tiles over 32-element blocks, the KS slices contiguous ranges of
- * blocks, one mma.m16n8k32 (s8) a block: lane (g, c) gives A the block's elements 4c..4c+3 and 16+4c..19+4c
- * of rows g and g + 8 (Q4_0: the nibbles of code bytes 4c..4c+3, 0..15 as
- * stored; Q8_0: bytes 8c..8c+7 of the codes, k permuted as above) and B the
- * same elements of x's row g. The int32 sums are the streamed kernel's
- * integers (Q4_0: less 8 times the sum of x's block), scaled by the same
- * fmaf(d_w * d_x, s) a block (Q8_0: a block, where the streamed kernel
- * scales each half).
+ * blocks, one mma.m16n8k32 (s8) a block. Lane (g, c) gives A elements
+ * 4c..4c+3 and 16+4c..19+4c of the block for rows g and g + 8 (Q4_0: the
+ * nibbles of code bytes 4c..4c+3, 0..15 as stored; Q8_0: code bytes 4c..4c+3
+ * and 16+4c..19+4c) and B the same elements of x's q8 row g: exactly what
+ * ldmatrix gives from 8 rows of 16 bytes. So each warp copies a round of its
+ * rows' codes (128 bytes a row: 8 Q4_0 or 4 Q8_0 blocks), their d's and the
+ * same blocks of x into its own shared stage by 16-byte cp.async (double
+ * buffered; x only after the PDL wait), and takes the fragments with
+ * ldmatrix.x4. The int32 sums are the streamed kernel's integers (Q4_0:
+ * less 8 times the block's x sum), scaled by the same fmaf(d_w * d_x, s)
+ * a block (Q8_0: a block, where the streamed kernel scales each half).
+ * tools/cuda/check_tcq_map.py emulates the copies and fragments on the host.
  *
- * A first version, far from the bandwidth: the 8B shape's matmuls of a token at
- * T = 8 run at 19% (Q4_0) and 39% (Q8_0) of copy, against the streamed
- * kernel's 17.5% and 31% (bench_gemv, s10-run5); at T = 4 it is slower than
- * the streamed kernel, so it runs at T = 8 only. Its loads are 4 bytes a
- * lane a row (the quad of a row shares a block), where the float kernel's
- * are 16: the next version stages the codes through shared memory with
- * 16-byte cp.async. */
-constexpr int TCQ_U = 8; /* blocks in flight a lane */
+ * At T = 8 it beats the streamed kernel (bench_gemv, s10-run6: a token's
+ * matmuls of the 8B shape, Q4_0 5680 -> 4037 us, Q8_0 6056 -> 4965), but its
+ * time hardly moves with T (Q4_0 3391 us at T = 3, where the streamed kernel
+ * takes 2656): two rounds a warp at K = 4096 leave it bound by each round's
+ * fixed cost. So it runs at T = 8 only. */
+constexpr int TCQ_RB = 128;         /* code bytes of a row a round */
+constexpr int TCQ_WS = TCQ_RB + 16; /* shared stride of a weight row: 8 rows of an ldmatrix in distinct banks */
+
+template <int QT> struct tcq_cfg {
+    enum { QB = split_fmt<QT>::QB, U = TCQ_RB / QB }; /* code bytes a block; blocks a round */
+    enum { XS = 32 * U + 16 };                         /* shared stride of a row of x (8 rows) */
+    enum { HOFF = 16 * TCQ_WS + 8 * XS };              /* the 16 rows' d's, 16 bytes a row */
+    enum { STAGE = HOFF + 16 * 16 };                   /* one warp's stage */
+    enum { SMEM = TC_WPB * 2 * STAGE };
+};
 
 __device__ __forceinline__ void mma_s8(int *c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
                                        uint32_t b1) {
@@ -158,12 +170,21 @@ __device__ __forceinline__ void mma_s8(int *c, uint32_t a0, uint32_t a1, uint32_
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
+/* cp.async of N = 8 or 16 bytes, of which the first n come from src (the rest zero) */
+template <int N> __device__ __forceinline__ void cp_async_n(void *dst, const void *src, int n) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    if constexpr (N == 16) asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(src), "r"(n) : "memory");
+    else asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(s), "l"(src), "r"(n) : "memory");
+}
+
 template <int QT, int NT, int KS>
 __global__ void __launch_bounds__(TC_WPB * 32) mmv_tcq_kernel(mmv_set set, size_t row_bytes,
                                                               const int8_t *__restrict__ xq,
                                                               const float4 *__restrict__ xds, int K) {
     static_assert(QT == HEARTH_DT_Q4_0 || QT == HEARTH_DT_Q8_0, "Q4_0 or Q8_0");
-    constexpr int QB = split_fmt<QT>::QB, LB = QB / 4; /* code bytes a block; a lane's of them */
+    using C = tcq_cfg<QT>;
+    constexpr int QB = C::QB, U = C::U;
+    extern __shared__ __align__(16) uint8_t tcq_sm[];
     __shared__ float4 red[KS > 1 ? TC_WPB : 1][32];
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, ks = w % KS;
     const int g = lane >> 2, c = lane & 3;
@@ -172,68 +193,107 @@ __global__ void __launch_bounds__(TC_WPB * 32) mmv_tcq_kernel(mmv_set set, size_
     const bool live = tile < ntiles;
     const int r0 = set.swiglu ? 8 * tile + g : 16 * tile + g, r1 = set.swiglu ? r0 : r0 + 8;
     const int nb = K / 32;
-    const uint8_t *wa = set_row(set, min(r0, N - 1), 0, row_bytes), *wb = set_row(set, min(r1, N - 1), 1, row_bytes);
-    const uint8_t *ha = wa + (size_t)nb * QB, *hb = wb + (size_t)nb * QB; /* the blocks' f16 d */
-    const int8_t *xr = xq + (size_t)(g < NT ? g : 0) * K + (QT == HEARTH_DT_Q4_0 ? 4 : 8) * c;
-    const int t0 = 2 * c < NT ? 2 * c : 0, t1 = 2 * c + 1 < NT ? 2 * c + 1 : 0; /* this lane's columns */
-
-    /* slice ks: blocks [b0, b0 + mine), so that a lane's 4-byte loads of
-     * consecutive blocks share 32-byte sectors (through L1) */
-    const int per = (nb + KS - 1) / KS, b0 = ks * per;
+    /* slice ks: blocks [b0, b0 + mine), b0 a multiple of U (the d's of a round are 16 / 8 aligned bytes) */
+    const int per = ((nb + KS - 1) / KS + U - 1) / U * U, b0 = ks * per;
     const int mine = live && b0 < nb ? min(per, nb - b0) : 0;
-    const int rounds = (mine + TCQ_U - 1) / TCQ_U;
-    typedef typename std::conditional<LB == 4, uint32_t, uint2>::type CW;
-    CW na[TCQ_U], nbw[TCQ_U];
-    uint16_t nda[TCQ_U], ndb[TCQ_U];
-    auto load = [&](int rd) {
+    const int rounds = (mine + U - 1) / U;
+    const int t0 = 2 * c < NT ? 2 * c : 0, t1 = 2 * c + 1 < NT ? 2 * c + 1 : 0; /* this lane's columns */
+    uint8_t *st = tcq_sm + (size_t)w * 2 * C::STAGE;
+
+    /* copy roles: weight row m = lane / 8 + 4i (A row m: rows 0..7 are the r0 kind, 8..15 the r1 kind),
+     * 16-byte chunk lane % 8 of its round's codes; lanes 0..15 the d's of row lane */
+    const uint8_t *wrow[4];
 #pragma unroll
-        for (int u = 0; u < TCQ_U; u++) {
-            const int i = rd * TCQ_U + u, b = b0 + i;
-            const bool ok = i < mine;
-            na[u] = ok ? __ldg((const CW *)(wa + (size_t)b * QB + LB * c)) : CW{};
-            nbw[u] = ok ? __ldg((const CW *)(wb + (size_t)b * QB + LB * c)) : CW{};
-            nda[u] = ok ? __ldg((const unsigned short *)(ha + 2 * b)) : 0;
-            ndb[u] = ok ? __ldg((const unsigned short *)(hb + 2 * b)) : 0;
+    for (int i = 0; i < 4; i++) {
+        const int m = (lane >> 3) + 4 * i;
+        const int r = set.swiglu ? 8 * tile + (m & 7) : 16 * tile + m;
+        wrow[i] = set_row(set, min(r, N - 1), m >> 3, row_bytes);
+    }
+    const uint8_t *hrow = set_row(set, min(set.swiglu ? 8 * tile + (lane & 7) : 16 * tile + (lane & 15), N - 1),
+                                  (lane >> 3) & 1, row_bytes) + (size_t)nb * QB;
+    auto copy_w = [&](int rd) {
+        uint8_t *s = st + (rd & 1) * C::STAGE;
+        const int blk = rd * U + 16 * (lane & 7) / QB; /* the chunk's block in the slice */
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int m = (lane >> 3) + 4 * i;
+            const bool ok = blk < mine;
+            cp_async16(s + m * TCQ_WS + 16 * (lane & 7),
+                       ok ? wrow[i] + (size_t)(b0 + rd * U) * QB + 16 * (lane & 7) : wrow[i], ok);
+        }
+        if (lane < 16) {
+            const int n = 2 * min(U, mine - rd * U);
+            cp_async_n<2 * U>(s + C::HOFF + 16 * lane, hrow + 2 * (size_t)(b0 + rd * U), n);
         }
     };
-    if (rounds > 0) load(0);
+    auto copy_x = [&](int rd) {
+        uint8_t *s = st + (rd & 1) * C::STAGE + 16 * TCQ_WS;
+        constexpr int CPR = 2 * U; /* 16-byte chunks of a row of x a round */
+#pragma unroll
+        for (int i = 0; i < 8 * CPR / 32; i++) {
+            const int j = lane + 32 * i, t = j / CPR, ch = j % CPR;
+            const bool ok = t < NT && rd * U + ch / 2 < mine;
+            const int8_t *src = xq + (size_t)t * K + (size_t)(b0 + rd * U) * 32 + 16 * ch;
+            cp_async16(s + t * C::XS + 16 * ch, ok ? (const void *)src : (const void *)xq, ok);
+        }
+    };
+    if (rounds > 0) copy_w(0);
     pdl_wait();
+    if (rounds > 0) copy_x(0);
+    cp_async_commit();
 
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int rd = 0; rd < rounds; rd++) {
-        CW ca[TCQ_U], cb[TCQ_U];
-        uint16_t da[TCQ_U], db[TCQ_U];
-#pragma unroll
-        for (int u = 0; u < TCQ_U; u++) ca[u] = na[u], cb[u] = nbw[u], da[u] = nda[u], db[u] = ndb[u];
-        if (rd + 1 < rounds) load(rd + 1);
-#pragma unroll
-        for (int u = 0; u < TCQ_U; u++) {
-            const int i = rd * TCQ_U + u, b = b0 + i;
-            if (i >= mine) break;
-            int s[4] = {0, 0, 0, 0};
-            uint32_t x0 = 0, x1 = 0;
-            if constexpr (QT == HEARTH_DT_Q4_0) {
-                if (g < NT) x0 = __ldg((const uint32_t *)(xr + 32 * b)), x1 = __ldg((const uint32_t *)(xr + 32 * b + 16));
-                mma_s8(s, ca[u] & 0x0F0F0F0Fu, cb[u] & 0x0F0F0F0Fu, (ca[u] >> 4) & 0x0F0F0F0Fu,
-                       (cb[u] >> 4) & 0x0F0F0F0Fu, x0, x1);
-            } else {
-                if (g < NT) {
-                    const uint2 xv = __ldg((const uint2 *)(xr + 32 * b));
-                    x0 = xv.x, x1 = xv.y;
-                }
-                mma_s8(s, ca[u].x, cb[u].x, ca[u].y, cb[u].y, x0, x1);
-            }
-            const float4 e0 = __ldg(xds + (size_t)t0 * nb + b), e1 = __ldg(xds + (size_t)t1 * nb + b);
-            if constexpr (QT == HEARTH_DT_Q4_0) {
-                s[0] -= 8 * (int)e0.y, s[1] -= 8 * (int)e1.y, s[2] -= 8 * (int)e0.y, s[3] -= 8 * (int)e1.y;
-            }
-            const float fa = h2f(da[u]), fb = h2f(db[u]);
-            acc[0] = fmaf(fa * e0.x, (float)s[0], acc[0]);
-            acc[1] = fmaf(fa * e1.x, (float)s[1], acc[1]);
-            acc[2] = fmaf(fb * e0.x, (float)s[2], acc[2]);
-            acc[3] = fmaf(fb * e1.x, (float)s[3], acc[3]);
+        if (rd + 1 < rounds) {
+            copy_w(rd + 1);
+            copy_x(rd + 1);
         }
+        cp_async_commit();
+        cp_async_wait1(); /* round rd has landed (this lane's copies; the warp's after the sync) */
+        __syncwarp();
+        const uint8_t *ws = st + (rd & 1) * C::STAGE, *xs = ws + 16 * TCQ_WS, *hs = ws + C::HOFF;
+        const int wm = (lane & 7) + 8 * ((lane >> 3) & 1); /* the weight row this lane addresses for ldmatrix */
+#pragma unroll
+        for (int p = 0; p < U; p += 2) {
+            if (rd * U + p >= mine) break;
+            uint32_t xb[4]; /* b0, b1 of block p, then of block p + 1 */
+            ldsm_x4(xb, xs + (lane & 7) * C::XS + 32 * (p + (lane >> 4)) + 16 * ((lane >> 3) & 1));
+            int s[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+            if constexpr (QT == HEARTH_DT_Q4_0) {
+                uint32_t q[4]; /* rows 0-7 / 8-15 of block p, then of block p + 1 */
+                ldsm_x4(q, ws + wm * TCQ_WS + 16 * (p + (lane >> 4)));
+                const uint32_t m4 = 0x0F0F0F0Fu;
+#pragma unroll
+                for (int j = 0; j < 2; j++)
+                    mma_s8(s[j], q[2 * j] & m4, q[2 * j + 1] & m4, (q[2 * j] >> 4) & m4, (q[2 * j + 1] >> 4) & m4,
+                           xb[2 * j], xb[2 * j + 1]);
+            } else {
+#pragma unroll
+                for (int j = 0; j < 2; j++) {
+                    uint32_t q[4]; /* rows 0-7 / 8-15, bytes 0..15 of the block, then 16..31 */
+                    ldsm_x4(q, ws + wm * TCQ_WS + 32 * (p + j) + 16 * (lane >> 4));
+                    mma_s8(s[j], q[0], q[1], q[2], q[3], xb[2 * j], xb[2 * j + 1]);
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < 2; j++) {
+                if (rd * U + p + j >= mine) break;
+                const int b = b0 + rd * U + p + j;
+                const float4 e0 = __ldg(xds + (size_t)t0 * nb + b), e1 = __ldg(xds + (size_t)t1 * nb + b);
+                if constexpr (QT == HEARTH_DT_Q4_0) {
+                    s[j][0] -= 8 * (int)e0.y, s[j][1] -= 8 * (int)e1.y, s[j][2] -= 8 * (int)e0.y, s[j][3] -= 8 * (int)e1.y;
+                }
+                const float fa = h2f(*(const uint16_t *)(hs + 16 * g + 2 * (p + j)));
+                const float fb = h2f(*(const uint16_t *)(hs + 16 * (g + 8) + 2 * (p + j)));
+                acc[0] = fmaf(fa * e0.x, (float)s[j][0], acc[0]);
+                acc[1] = fmaf(fa * e1.x, (float)s[j][1], acc[1]);
+                acc[2] = fmaf(fb * e0.x, (float)s[j][2], acc[2]);
+                acc[3] = fmaf(fb * e1.x, (float)s[j][3], acc[3]);
+            }
+        }
+        __syncwarp(); /* this stage is copied into again two rounds on */
     }
+    cp_async_wait_all();
     pdl_launch();
     tc_finish<KS>(set, red, acc, w, ks, lane, live, r0, r1, N, NT);
 }
@@ -251,16 +311,23 @@ template <int WT, int NT>
 void launch_tc(const cu_launch *L, const mmv_set *set, const void *xp, int K, size_t row_bytes) {
     const int N = set->swiglu ? set->n[0] : set->n[0] + set->n[1] + set->n[2];
     const int ntiles = set->swiglu ? cu_div_up(N, 8) : cu_div_up(N, 16);
-    const int ks = WT == HEARTH_DT_Q4_0 || WT == HEARTH_DT_Q8_0 ? tc_slices(K, TCQ_U) : tc_slices(K, TC_U);
-    const dim3 grid(cu_div_up(ntiles, TC_WPB / ks)), block(TC_WPB * 32);
+    const dim3 block(TC_WPB * 32);
     if constexpr (WT == HEARTH_DT_Q4_0 || WT == HEARTH_DT_Q8_0) {
+        const int ks = tc_slices(K, tcq_cfg<WT>::U);
+        const dim3 grid(cu_div_up(ntiles, TC_WPB / ks));
         const int8_t *q = (const int8_t *)xp;
         const float4 *ds = (const float4 *)(q + (size_t)NT * K); /* xprep.cu's q8 layout */
-        if (ks == 8) cu_launch_k(L, mmv_tcq_kernel<WT, NT, 8>, grid, block, 0, *set, row_bytes, q, ds, K);
-        else if (ks == 4) cu_launch_k(L, mmv_tcq_kernel<WT, NT, 4>, grid, block, 0, *set, row_bytes, q, ds, K);
-        else if (ks == 2) cu_launch_k(L, mmv_tcq_kernel<WT, NT, 2>, grid, block, 0, *set, row_bytes, q, ds, K);
-        else cu_launch_k(L, mmv_tcq_kernel<WT, NT, 1>, grid, block, 0, *set, row_bytes, q, ds, K);
+        constexpr int smem = tcq_cfg<WT>::SMEM;
+        auto k = ks == 8 ? mmv_tcq_kernel<WT, NT, 8>
+                 : ks == 4 ? mmv_tcq_kernel<WT, NT, 4>
+                 : ks == 2 ? mmv_tcq_kernel<WT, NT, 2>
+                           : mmv_tcq_kernel<WT, NT, 1>;
+        static unsigned long long done[4]; /* devices set up, per slice count */
+        cu_smem_setup(L, k, smem, true, &done[ks == 8 ? 3 : ks == 4 ? 2 : ks == 2 ? 1 : 0]);
+        cu_launch_k(L, k, grid, block, smem, *set, row_bytes, q, ds, K);
     } else {
+        const int ks = tc_slices(K, TC_U);
+        const dim3 grid(cu_div_up(ntiles, TC_WPB / ks));
         const uint8_t *x = (const uint8_t *)xp;
         if (ks == 8) cu_launch_k(L, mmv_tc_kernel<WT, NT, 8>, grid, block, 0, *set, row_bytes, x, K);
         else if (ks == 4) cu_launch_k(L, mmv_tc_kernel<WT, NT, 4>, grid, block, 0, *set, row_bytes, x, K);
@@ -284,18 +351,20 @@ void launch_tc_t(const cu_launch *L, const mmv_set *set, const void *xp, int T, 
 } // namespace
 
 int cu_mmv_tc_fits(const mmv_set *set, hearth_dtype t, int T, int K, size_t row_bytes, const void *xp) {
-    /* HEARTH_MMV_TC=0: the streamed kernel at every T; =1: tensor cores for float rows only (benchmarks) */
-    static int off = -1, tc_quant = 1;
+    /* HEARTH_MMV_TC (benchmarks): 0 the streamed kernel at every T; 1 tensor cores for float rows only;
+     * 3 for quantized rows too from T = 3 */
+    static int off = -1, tc_quant = 1, quant_min = 8;
     if (off < 0) {
         const char *s = getenv("HEARTH_MMV_TC");
         off = s && atoi(s) == 0;
         tc_quant = !(s && atoi(s) == 1);
+        if (s && atoi(s) == 3) quant_min = 3;
     }
     /* T = 2 stays streamed: even in bench_gemv (s10-run2: 5081 us a token's matmuls streamed, 5123 here) */
     if (off || T < 3 || T > 8) return 0;
     const int quant = t == HEARTH_DT_Q4_0 || t == HEARTH_DT_Q8_0;
-    /* Q4_0 / Q8_0 at 8 rows only: below, the streamed kernel is faster (s10-run5, see the kernel) */
-    if (!(t == HEARTH_DT_BF16 || t == HEARTH_DT_F16 || (quant && set->split && tc_quant && T == 8))) return 0;
+    /* Q4_0 / Q8_0 at 8 rows only: below, the streamed kernel is faster (s10-run6, see the kernel) */
+    if (!(t == HEARTH_DT_BF16 || t == HEARTH_DT_F16 || (quant && set->split && tc_quant && T >= quant_min))) return 0;
     if (K % 32 || row_bytes % 16 || (uintptr_t)xp % 16) return 0;
     const int n = set->swiglu ? 2 : set->count;
     for (int m = 0; m < n; m++)

@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Host emulation of mmv_tc.cu's mmv_tcq_kernel for one warp: its cp.async
+copies of a round (codes, d's, x) into the stage, the ldmatrix.x4 fragments
+and the m16n8k32 s8 products, checked against the direct integer dot of
+every block (Q4_0 and Q8_0, T = 3 and 8, full and partial rounds, every
+slice). A transcription of the device indexing: keep it in step with the
+kernel. Needs numpy (the project venv).
+
+  .venv/bin/python3 tools/cuda/check_tcq_map.py
+"""
+import numpy as np
+def run(QT, NT, nb, KS, ks, swiglu=False):
+    QB = 16 if QT=='q4_0' else 32; U = 128//QB; XS = 32*U+16; WS=144; HOFF=16*WS+8*XS; STAGE=HOFF+256
+    K = nb*32; rows = 16
+    rng = np.random.default_rng(1)
+    codes = rng.integers(0,256,(rows, nb*QB), dtype=np.uint8)
+    d = rng.integers(0x3000,0x3400,(rows,nb)).astype(np.uint16)
+    W = np.concatenate([codes, d.view(np.uint8).reshape(rows,-1)],1)   # split row: codes then d's
+    xq = rng.integers(-127,128,(NT,K)).astype(np.int8)
+    def elem(r, k):  # weight integer element as the kernel sees it (Q4_0: nibble 0..15)
+        b, e = divmod(k,32)
+        if QT=='q4_0':
+            byte = codes[r, b*16 + (e%16)]; return int(byte & 15) if e < 16 else int(byte >> 4)
+        return int(np.int8(codes[r, b*32+e]))
+    per = ((nb+KS-1)//KS + U-1)//U*U; b0 = ks*per; mine = max(0, min(per, nb-b0)) if b0 < nb else 0
+    rounds = (mine+U-1)//U
+    res = np.zeros((rows, 8), dtype=np.int64)   # per block sums checked individually
+    for rd in range(rounds):
+        sm = bytearray(STAGE)
+        for lane in range(32):
+            blk = rd*U + 16*(lane&7)//QB
+            for i in range(4):
+                m = (lane>>3)+4*i
+                if blk < mine:
+                    off = (b0+rd*U)*QB + 16*(lane&7)
+                    sm[m*WS+16*(lane&7): m*WS+16*(lane&7)+16] = W[m, off:off+16].tobytes()
+            if lane < 16:
+                n = 2*min(U, mine-rd*U); src = nb*QB + 2*(b0+rd*U)
+                sm[HOFF+16*lane: HOFF+16*lane+n] = W[lane, src:src+n].tobytes()
+            CPR = 2*U
+            for i in range(8*CPR//32):
+                j = lane+32*i; t, ch = divmod(j, CPR)
+                if t < NT and rd*U + ch//2 < mine:
+                    src = (b0+rd*U)*32 + 16*ch
+                    a = 16*WS + t*XS + 16*ch
+                    sm[a:a+16] = xq[t, src:src+16].tobytes()
+        sm = np.frombuffer(bytes(sm), dtype=np.uint8)
+        def ldsm(addr_of_lane):
+            addrs = [addr_of_lane(l) for l in range(32)]
+            out = [[0]*4 for _ in range(32)]
+            for l in range(32):
+                g, c = l>>2, l&3
+                for i in range(4):
+                    a = addrs[8*i+g] + 4*c
+                    out[l][i] = sm[a:a+4].copy()
+            return out
+        for p in range(0, U, 2):
+            if rd*U+p >= mine: break
+            xb = ldsm(lambda l: 16*WS + (l&7)*XS + 32*(p+(l>>4)) + 16*((l>>3)&1))
+            for j in range(2):
+                if rd*U+p+j >= mine: break
+                b = b0+rd*U+p+j
+                if QT=='q4_0':
+                    q = ldsm(lambda l: ((l&7)+8*((l>>3)&1))*WS + 16*(p+(l>>4)))
+                    A = lambda l: [q[l][2*j]&15, q[l][2*j+1]&15, q[l][2*j]>>4, q[l][2*j+1]>>4]
+                else:
+                    q = ldsm(lambda l: ((l&7)+8*((l>>3)&1))*WS + 32*(p+j) + 16*(l>>4))
+                    A = lambda l: [q[l][0].view(np.int8), q[l][1].view(np.int8), q[l][2].view(np.int8), q[l][3].view(np.int8)]
+                # mma m16n8k32: A[m][k]: m=g (a0,a2), g+8 (a1,a3); k = 4c+i (a0/a1), 16+4c+i (a2/a3)
+                Am = np.zeros((16,32),dtype=np.int64); Bm = np.zeros((32,8),dtype=np.int64)
+                for l in range(32):
+                    g, c = l>>2, l&3; a = A(l)
+                    for i in range(4):
+                        Am[g][4*c+i] = int(a[0][i]); Am[g+8][4*c+i] = int(a[1][i])
+                        Am[g][16+4*c+i] = int(a[2][i]); Am[g+8][16+4*c+i] = int(a[3][i])
+                        Bm[4*c+i][g] = int(xb[l][2*j][i].view(np.int8)); Bm[16+4*c+i][g] = int(xb[l][2*j+1][i].view(np.int8))
+                C = Am @ Bm
+                want = np.array([[sum(elem(r, 32*b+e)*int(xq[t,32*b+e]) for e in range(32)) if t < NT else 0 for t in range(8)] for r in range(16)])
+                assert (C[:, :NT] == want[:, :NT]).all(), (QT, rd, p, j)
+                assert (C[:, NT:] == 0).all()
+                # heads
+                for g in range(8):
+                    fa = sm[HOFF+16*g+2*(p+j): HOFF+16*g+2*(p+j)+2].view(np.uint16)[0]
+                    fb = sm[HOFF+16*(g+8)+2*(p+j): HOFF+16*(g+8)+2*(p+j)+2].view(np.uint16)[0]
+                    assert fa == d[g, b] and fb == d[g+8, b]
+    return mine
+for QT in ['q4_0','q8_0']:
+    for NT in [3,8]:
+        for nb, KS in [(16,1),(136,8),(3,1),(128,8)]:
+            for ks in range(KS):
+                run(QT, NT, nb, KS, ks)
+print("ok")
