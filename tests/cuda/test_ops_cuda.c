@@ -220,6 +220,7 @@ static void matmul_type(hearth_dtype t, int k_aligned, int k_other) {
     if (!matmul_case(t, k_aligned, 37, 4, off)) return;
     if (!matmul_case(t, 4352, 29, 1, 0)) return;
     if (!matmul_case(t, 4352, 29, 3, 0)) return;
+    if (!matmul_case(t, 4352, 29, 8, 0)) return; /* the tensor-core GEMVs' (mmv_tc.cu) eight K slices at 8 rows */
     if (!matmul_case(t, 4352, 29, 33, 0)) return; /* the cuBLAS path over long (split) rows */
 }
 
