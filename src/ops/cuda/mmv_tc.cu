@@ -1,5 +1,5 @@
-/* mmv_tc.cu - the GEMV of 3..8 rows of x for bf16 / f16 weights (and of 8
- * rows for split Q4_0 / Q8_0 rows, below) on tensor cores: y[T][N] =
+/* mmv_tc.cu - the GEMV of 3..8 rows of x for bf16 / f16 weights (and for
+ * split Q4_0 / Q8_0 rows, below) on tensor cores: y[T][N] =
  * x[T][K] @ W^T, each weight byte read once.
  *
  * At T = 8 the streamed kernel (mmv.cu) spends 8 FMAs, and the unpacking,
@@ -132,18 +132,19 @@ __global__ void __launch_bounds__(TC_WPB * 32) mmv_tc_kernel(mmv_set set, size_t
  * and 16+4c..19+4c) and B the same elements of x's q8 row g: exactly what
  * ldmatrix gives from 8 rows of 16 bytes. So each warp copies a round of its
  * rows' codes (128 bytes a row: 8 Q4_0 or 4 Q8_0 blocks), their d's and the
- * same blocks of x into its own shared stage by 16-byte cp.async (double
+ * same blocks of x, with x's (d, sum) of each, into its own shared stage by
+ * 16-byte cp.async (double
  * buffered; x only after the PDL wait), and takes the fragments with
  * ldmatrix.x4. The int32 sums are the streamed kernel's integers (Q4_0:
  * less 8 times the block's x sum), scaled by the same fmaf(d_w * d_x, s)
  * a block (Q8_0: a block, where the streamed kernel scales each half).
  * tools/cuda/check_tcq_map.py emulates the copies and fragments on the host.
  *
- * At T = 8 it beats the streamed kernel (bench_gemv, s10-run6: a token's
- * matmuls of the 8B shape, Q4_0 5680 -> 4037 us, Q8_0 6056 -> 4965), but its
- * time hardly moves with T (Q4_0 3391 us at T = 3, where the streamed kernel
- * takes 2656): two rounds a warp at K = 4096 leave it bound by each round's
- * fixed cost. So it runs at T = 8 only. */
+ * bench_gemv, a token's matmuls of the 8B shape (us; streamed / here):
+ * Q4_0 T = 3 2656 / 2439, T = 8 5678 / 3427; Q8_0 T = 3 3254 / 3274, T = 8
+ * 6050 / 4089 (s11-run1 / s11-run2). x's (d, sum) came from global memory in
+ * the loop before s11-run2, an L2 round trip a block: 3379 and 4031 us for
+ * Q4_0. So Q4_0 runs here from T = 3, Q8_0 from T = 5 (cu_mmv_tc_fits). */
 constexpr int TCQ_RB = 128;         /* code bytes of a row a round */
 constexpr int TCQ_WS = TCQ_RB + 16; /* shared stride of a weight row: 8 rows of an ldmatrix in distinct banks */
 
@@ -151,13 +152,14 @@ template <int QT> struct tcq_cfg {
     enum { QB = split_fmt<QT>::QB, U = TCQ_RB / QB }; /* code bytes a block; blocks a round */
     enum { XS = 32 * U + 16 };                         /* shared stride of a row of x (8 rows) */
     enum { HOFF = 16 * TCQ_WS + 8 * XS };              /* the 16 rows' d's, 16 bytes a row */
-    enum { STAGE = HOFF + 16 * 16 };                   /* one warp's stage */
+    enum { DOFF = HOFF + 16 * 16 };                    /* x's (d, sum, s, 0) of the round's blocks, [t][u] */
+    enum { STAGE = DOFF + 8 * U * 16 };                /* one warp's stage */
     enum { SMEM = TC_WPB * 2 * STAGE };
 };
 
 __device__ __forceinline__ void mma_s8(int *c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
                                        uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
                  "{%0,%1,%2,%3};"
                  : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
@@ -229,6 +231,13 @@ __global__ void __launch_bounds__(TC_WPB * 32) mmv_tcq_kernel(mmv_set set, size_
             const int8_t *src = xq + (size_t)t * K + (size_t)(b0 + rd * U) * 32 + 16 * ch;
             cp_async16(s + t * C::XS + 16 * ch, ok ? (const void *)src : (const void *)xq, ok);
         }
+        float4 *sd = (float4 *)(st + (rd & 1) * C::STAGE + C::DOFF);
+#pragma unroll
+        for (int i = 0; i < 8 * U / 32; i++) {
+            const int j = lane + 32 * i, t = j / U, u = j % U;
+            const bool ok = t < NT && rd * U + u < mine;
+            cp_async16(sd + j, ok ? (const void *)(xds + (size_t)t * nb + b0 + rd * U + u) : (const void *)xds, ok);
+        }
     };
     if (rounds > 0) copy_w(0);
     pdl_wait();
@@ -245,6 +254,7 @@ __global__ void __launch_bounds__(TC_WPB * 32) mmv_tcq_kernel(mmv_set set, size_
         cp_async_wait1(); /* round rd has landed (this lane's copies; the warp's after the sync) */
         __syncwarp();
         const uint8_t *ws = st + (rd & 1) * C::STAGE, *xs = ws + 16 * TCQ_WS, *hs = ws + C::HOFF;
+        const float4 *xd = (const float4 *)(ws + C::DOFF);
         const int wm = (lane & 7) + 8 * ((lane >> 3) & 1); /* the weight row this lane addresses for ldmatrix */
 #pragma unroll
         for (int p = 0; p < U; p += 2) {
@@ -271,8 +281,7 @@ __global__ void __launch_bounds__(TC_WPB * 32) mmv_tcq_kernel(mmv_set set, size_
 #pragma unroll
             for (int j = 0; j < 2; j++) {
                 if (rd * U + p + j >= mine) break;
-                const int b = b0 + rd * U + p + j;
-                const float4 e0 = __ldg(xds + (size_t)t0 * nb + b), e1 = __ldg(xds + (size_t)t1 * nb + b);
+                const float4 e0 = xd[t0 * U + p + j], e1 = xd[t1 * U + p + j];
                 if constexpr (QT == HEARTH_DT_Q4_0) {
                     s[j][0] -= 8 * (int)e0.y, s[j][1] -= 8 * (int)e1.y, s[j][2] -= 8 * (int)e0.y, s[j][3] -= 8 * (int)e1.y;
                 }
@@ -346,17 +355,19 @@ void launch_tc_t(const cu_launch *L, const mmv_set *set, const void *xp, int T, 
 int cu_mmv_tc_fits(const mmv_set *set, hearth_dtype t, int T, int K, size_t row_bytes, const void *xp) {
     /* HEARTH_MMV_TC (benchmarks): 0 the streamed kernel at every T; 1 tensor cores for float rows only;
      * 3 for quantized rows too from T = 3 */
-    static int off = -1, tc_quant = 1, quant_min = 8;
+    static int off = -1, tc_quant = 1, all3 = 0;
     if (off < 0) {
         const char *s = getenv("HEARTH_MMV_TC");
         off = s && atoi(s) == 0;
         tc_quant = !(s && atoi(s) == 1);
-        if (s && atoi(s) == 3) quant_min = 3;
+        all3 = s && atoi(s) == 3;
     }
     /* T = 2 stays streamed: even in bench_gemv (s10-run2: 5081 us a token's matmuls streamed, 5123 here) */
     if (off || T < 3 || T > 8) return 0;
+    /* Q4_0 from 3 rows, Q8_0 from 5: below 5 the streamed kernel keeps up with Q8_0 (s11-run2: T = 3
+     * 3274 us a token's matmuls here, 3254 streamed; T = 4 3666, 3589) */
+    const int quant_min = t == HEARTH_DT_Q8_0 && !all3 ? 5 : 3;
     const int quant = t == HEARTH_DT_Q4_0 || t == HEARTH_DT_Q8_0;
-    /* Q4_0 / Q8_0 at 8 rows only: below, the streamed kernel is faster (s10-run6, see the kernel) */
     if (!(t == HEARTH_DT_BF16 || t == HEARTH_DT_F16 || (quant && set->split && tc_quant && T >= quant_min))) return 0;
     if (K % 32 || row_bytes % 16 || (uintptr_t)xp % 16) return 0;
     const int n = set->swiglu ? 2 : set->count;
