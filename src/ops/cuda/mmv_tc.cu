@@ -26,6 +26,7 @@
  * T <= 8 tolerance of the matmul tests. */
 #include "ops/cuda/mmv.cuh"
 
+#include <algorithm>
 #include <stdlib.h>
 #include <type_traits>
 
@@ -152,8 +153,8 @@ template <int QT> struct tcq_cfg {
     enum { QB = split_fmt<QT>::QB, U = TCQ_RB / QB }; /* code bytes a block; blocks a round */
     enum { XS = 32 * U + 16 };                         /* shared stride of a row of x (8 rows) */
     enum { HOFF = 16 * TCQ_WS + 8 * XS };              /* the 16 rows' d's, 16 bytes a row */
-    enum { DOFF = HOFF + 16 * 16 };                    /* x's (d, sum, s, 0) of the round's blocks, [t][u] */
-    enum { STAGE = DOFF + 8 * U * 16 };                /* one warp's stage */
+    enum { DOFF = HOFF + 16 * 16 };                    /* x's (d, sum) of the round's blocks, float2 [u][t] */
+    enum { STAGE = DOFF + 8 * U * 8 };                 /* one warp's stage */
     enum { SMEM = TC_WPB * 2 * STAGE };
 };
 
@@ -172,6 +173,62 @@ template <int N> __device__ __forceinline__ void cp_async_n(void *dst, const voi
     else asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(s), "l"(src), "r"(n) : "memory");
 }
 
+/* f32 value of an integer |s| < 2^22 less c - 12582912 (exact): s + 0x4B400000 as a float is 12582912 + s,
+ * so one integer add and one float subtract replace the quarter-rate I2F (s11-run5: the kernel issue-bound) */
+__device__ __forceinline__ float int_less(int s, float c) { return __int_as_float(s + 0x4B400000) - c; }
+
+/* One round of a warp's 16-row tile, blocks [0, nblk) of it (FULL: nblk == U, no guards): codes of row m at
+ * ws + m * TCQ_WS, the rows' f16 d's at hd + 16 m, this lane's ldmatrix row of x at xl (block b at 32 b;
+ * rows past NT zero), x's (d, sum) of block b for rows t at xd[8 b + t]. acc = C[g][2c], C[g][2c + 1],
+ * C[g + 8][2c], C[g + 8][2c + 1]: per block, fmaf(d_w * d_x, s, acc) with s the block's integer dot (Q4_0:
+ * of the 0..15 codes, less 8 times the x sum), the streamed kernel's arithmetic. */
+template <int QT, bool FULL>
+__device__ __forceinline__ void tcq_round(float *acc, const uint8_t *ws, const uint8_t *hd, const uint8_t *xl,
+                                          const float2 *xd, int nblk, int lane) {
+    constexpr int U = tcq_cfg<QT>::U;
+    const int g = lane >> 2, c = lane & 3;
+    const int wm = (lane & 7) + 8 * ((lane >> 3) & 1); /* the weight row this lane addresses for ldmatrix */
+    const uint4 da = *(const uint4 *)(hd + 16 * g), db = *(const uint4 *)(hd + 16 * (g + 8));
+    const uint32_t dwa[4] = {da.x, da.y, da.z, da.w}, dwb[4] = {db.x, db.y, db.z, db.w};
+#pragma unroll
+    for (int p = 0; p < U; p += 2) {
+        if (!FULL && p >= nblk) break;
+        uint32_t xb[4]; /* b0, b1 of block p, then of block p + 1 */
+        ldsm_x4(xb, xl + 32 * (p + (lane >> 4)));
+        int s[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+        if constexpr (QT == HEARTH_DT_Q4_0) {
+            uint32_t q[4]; /* rows 0-7 / 8-15 of block p, then of block p + 1 */
+            ldsm_x4(q, ws + wm * TCQ_WS + 16 * (p + (lane >> 4)));
+            const uint32_t m4 = 0x0F0F0F0Fu;
+#pragma unroll
+            for (int j = 0; j < 2; j++)
+                mma_s8(s[j], q[2 * j] & m4, q[2 * j + 1] & m4, (q[2 * j] >> 4) & m4, (q[2 * j + 1] >> 4) & m4,
+                       xb[2 * j], xb[2 * j + 1]);
+        } else {
+#pragma unroll
+            for (int j = 0; j < 2; j++) {
+                uint32_t q[4]; /* rows 0-7 / 8-15, bytes 0..15 of the block, then 16..31 */
+                ldsm_x4(q, ws + wm * TCQ_WS + 32 * (p + j) + 16 * (lane >> 4));
+                mma_s8(s[j], q[0], q[1], q[2], q[3], xb[2 * j], xb[2 * j + 1]);
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            const int b = p + j;
+            if (!FULL && b >= nblk) break;
+            const float4 e = *(const float4 *)(xd + 8 * b + 2 * c); /* (d, sum) of columns 2c, 2c + 1 */
+            const float c0 = QT == HEARTH_DT_Q4_0 ? fmaf(8.0f, e.y, 12582912.0f) : 12582912.0f;
+            const float c1 = QT == HEARTH_DT_Q4_0 ? fmaf(8.0f, e.w, 12582912.0f) : 12582912.0f;
+            const float fa = h2f((uint16_t)(dwa[b >> 1] >> (16 * (b & 1))));
+            const float fb = h2f((uint16_t)(dwb[b >> 1] >> (16 * (b & 1))));
+            acc[0] = fmaf(fa * e.x, int_less(s[j][0], c0), acc[0]);
+            acc[1] = fmaf(fa * e.z, int_less(s[j][1], c1), acc[1]);
+            acc[2] = fmaf(fb * e.x, int_less(s[j][2], c0), acc[2]);
+            acc[3] = fmaf(fb * e.z, int_less(s[j][3], c1), acc[3]);
+        }
+    }
+}
+
 template <int QT, int NT, int KS>
 __global__ void __launch_bounds__(TC_WPB * 32) mmv_tcq_kernel(mmv_set set, size_t row_bytes,
                                                               const int8_t *__restrict__ xq,
@@ -182,7 +239,7 @@ __global__ void __launch_bounds__(TC_WPB * 32) mmv_tcq_kernel(mmv_set set, size_
     extern __shared__ __align__(16) uint8_t tcq_sm[];
     __shared__ float4 red[KS > 1 ? TC_WPB : 1][32];
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, ks = w % KS;
-    const int g = lane >> 2, c = lane & 3;
+    const int g = lane >> 2;
     const int N = set_rows(set), ntiles = set.swiglu ? (N + 7) / 8 : (N + 15) / 16;
     const int tile = blockIdx.x * (TC_WPB / KS) + w / KS;
     const bool live = tile < ntiles;
@@ -192,7 +249,6 @@ __global__ void __launch_bounds__(TC_WPB * 32) mmv_tcq_kernel(mmv_set set, size_
     const int per = ((nb + KS - 1) / KS + U - 1) / U * U, b0 = ks * per;
     const int mine = live && b0 < nb ? min(per, nb - b0) : 0;
     const int rounds = (mine + U - 1) / U;
-    const int t0 = 2 * c < NT ? 2 * c : 0, t1 = 2 * c + 1 < NT ? 2 * c + 1 : 0; /* this lane's columns */
     uint8_t *st = tcq_sm + (size_t)w * 2 * C::STAGE;
 
     /* copy roles: weight row m = lane / 8 + 4i (A row m: rows 0..7 are the r0 kind, 8..15 the r1 kind),
@@ -231,12 +287,13 @@ __global__ void __launch_bounds__(TC_WPB * 32) mmv_tcq_kernel(mmv_set set, size_
             const int8_t *src = xq + (size_t)t * K + (size_t)(b0 + rd * U) * 32 + 16 * ch;
             cp_async16(s + t * C::XS + 16 * ch, ok ? (const void *)src : (const void *)xq, ok);
         }
-        float4 *sd = (float4 *)(st + (rd & 1) * C::STAGE + C::DOFF);
+        float2 *sd = (float2 *)(st + (rd & 1) * C::STAGE + C::DOFF);
 #pragma unroll
         for (int i = 0; i < 8 * U / 32; i++) {
-            const int j = lane + 32 * i, t = j / U, u = j % U;
+            const int j = lane + 32 * i, u = j / 8, t = j % 8;
             const bool ok = t < NT && rd * U + u < mine;
-            cp_async16(sd + j, ok ? (const void *)(xds + (size_t)t * nb + b0 + rd * U + u) : (const void *)xds, ok);
+            cp_async_n<8>(sd + j, ok ? (const void *)(xds + (size_t)t * nb + b0 + rd * U + u) : (const void *)xds,
+                          ok ? 8 : 0);
         }
     };
     if (rounds > 0) copy_w(0);
@@ -253,51 +310,146 @@ __global__ void __launch_bounds__(TC_WPB * 32) mmv_tcq_kernel(mmv_set set, size_
         cp_async_commit();
         cp_async_wait1(); /* round rd has landed (this lane's copies; the warp's after the sync) */
         __syncwarp();
-        const uint8_t *ws = st + (rd & 1) * C::STAGE, *xs = ws + 16 * TCQ_WS, *hs = ws + C::HOFF;
-        const float4 *xd = (const float4 *)(ws + C::DOFF);
-        const int wm = (lane & 7) + 8 * ((lane >> 3) & 1); /* the weight row this lane addresses for ldmatrix */
-#pragma unroll
-        for (int p = 0; p < U; p += 2) {
-            if (rd * U + p >= mine) break;
-            uint32_t xb[4]; /* b0, b1 of block p, then of block p + 1 */
-            ldsm_x4(xb, xs + (lane & 7) * C::XS + 32 * (p + (lane >> 4)) + 16 * ((lane >> 3) & 1));
-            int s[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
-            if constexpr (QT == HEARTH_DT_Q4_0) {
-                uint32_t q[4]; /* rows 0-7 / 8-15 of block p, then of block p + 1 */
-                ldsm_x4(q, ws + wm * TCQ_WS + 16 * (p + (lane >> 4)));
-                const uint32_t m4 = 0x0F0F0F0Fu;
-#pragma unroll
-                for (int j = 0; j < 2; j++)
-                    mma_s8(s[j], q[2 * j] & m4, q[2 * j + 1] & m4, (q[2 * j] >> 4) & m4, (q[2 * j + 1] >> 4) & m4,
-                           xb[2 * j], xb[2 * j + 1]);
-            } else {
-#pragma unroll
-                for (int j = 0; j < 2; j++) {
-                    uint32_t q[4]; /* rows 0-7 / 8-15, bytes 0..15 of the block, then 16..31 */
-                    ldsm_x4(q, ws + wm * TCQ_WS + 32 * (p + j) + 16 * (lane >> 4));
-                    mma_s8(s[j], q[0], q[1], q[2], q[3], xb[2 * j], xb[2 * j + 1]);
-                }
-            }
-#pragma unroll
-            for (int j = 0; j < 2; j++) {
-                if (rd * U + p + j >= mine) break;
-                const float4 e0 = xd[t0 * U + p + j], e1 = xd[t1 * U + p + j];
-                if constexpr (QT == HEARTH_DT_Q4_0) {
-                    s[j][0] -= 8 * (int)e0.y, s[j][1] -= 8 * (int)e1.y, s[j][2] -= 8 * (int)e0.y, s[j][3] -= 8 * (int)e1.y;
-                }
-                const float fa = h2f(*(const uint16_t *)(hs + 16 * g + 2 * (p + j)));
-                const float fb = h2f(*(const uint16_t *)(hs + 16 * (g + 8) + 2 * (p + j)));
-                acc[0] = fmaf(fa * e0.x, (float)s[j][0], acc[0]);
-                acc[1] = fmaf(fa * e1.x, (float)s[j][1], acc[1]);
-                acc[2] = fmaf(fb * e0.x, (float)s[j][2], acc[2]);
-                acc[3] = fmaf(fb * e1.x, (float)s[j][3], acc[3]);
-            }
-        }
+        const uint8_t *ws = st + (rd & 1) * C::STAGE;
+        const uint8_t *xl = ws + 16 * TCQ_WS + (lane & 7) * C::XS + 16 * ((lane >> 3) & 1);
+        const float2 *xd = (const float2 *)(ws + C::DOFF);
+        if (rd * U + U <= mine) tcq_round<QT, true>(acc, ws, ws + C::HOFF, xl, xd, U, lane);
+        else tcq_round<QT, false>(acc, ws, ws + C::HOFF, xl, xd, mine - rd * U, lane);
         __syncwarp(); /* this stage is copied into again two rounds on */
     }
     cp_async_wait_all();
     pdl_launch();
     tc_finish<KS>(set, red, acc, w, ks, lane, live, r0, r1, N, NT);
+}
+
+/* ---- the same with x resident (v24) ---------------------------------------
+ *
+ * mmv_tcq_kernel copies x again for every tile, as many bytes as the Q4_0
+ * weights at T = 8 (L2 hit rate 64% in s11-run3's profile of gate/up), and
+ * its stages (x is 60% of them) leave room for two a warp and 16 warps a
+ * multiprocessor. Here a block of 16 warps copies all of x (its q8 rows and
+ * each block's (d, sum)) into shared memory once, then loops over tiles
+ * (grid: one block a multiprocessor), TPB = 16 / KS tiles at a time, the
+ * slices of a tile in one block as above. A warp's weight rounds run
+ * through TCX_S stages, TCX_S - 1 rounds in flight, across tile boundaries;
+ * the first ones are copied before the PDL wait. The round itself is
+ * mmv_tcq_kernel's (tcq_round): the same bits. Rows of x at or past NT are
+ * read from zero bytes. For K up to 4096 (shared memory); longer rows go to
+ * mmv_tcq_kernel.
+ *
+ * Measured (s11-run6, HEARTH_MMV_TCX 1 / 0 in one binary): bench_gemv, a
+ * token's Q4_0 matmuls at T = 8 2830 / 3093 us, T = 3 2559 / 2304; Q8_0
+ * T = 8 3704 / 4102. In the engine it wins at 4 streams too, where its
+ * weight rounds copied before the PDL wait overlap the kernel ahead: Q4_0
+ * 1,075.7 / 1,011.9 tok/s at 4 streams, 1,613.6 / 1,451.6 at 8. So it runs
+ * wherever it fits. */
+constexpr int TCX_WPB = 16;                   /* warps a block */
+constexpr int TCX_S = 4;                      /* a warp's weight stages */
+constexpr int TCX_WST = 16 * TCQ_WS + 16 * 16; /* a stage: 16 rows' codes (a round), then their d's */
+constexpr int TCX_ZERO = 512;                 /* zero bytes: x's rows past NT, a round of blocks and one more */
+constexpr int TCX_XOFF = TCX_WPB * TCX_S * TCX_WST + TCX_ZERO; /* x's rows, after the stages and the zeros */
+constexpr int TCX_SMEM_MAX = 227 * 1024 - TCX_WPB * 32 * 16; /* the opt-in limit less the static red[] */
+
+static size_t tcx_smem(int NT, int K) { return TCX_XOFF + (size_t)NT * (K + 16) + (size_t)8 * (K / 32) * 8; }
+
+template <int N> __device__ __forceinline__ void cp_async_wait_n() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+template <int QT, int NT, int KS>
+__global__ void __launch_bounds__(TCX_WPB * 32) mmv_tcqx_kernel(mmv_set set, size_t row_bytes,
+                                                               const int8_t *__restrict__ xq,
+                                                               const float4 *__restrict__ xds, int K) {
+    using C = tcq_cfg<QT>;
+    constexpr int QB = C::QB, U = C::U, TPB = TCX_WPB / KS;
+    extern __shared__ __align__(16) uint8_t tcq_sm[];
+    __shared__ float4 red[KS > 1 ? TCX_WPB : 1][32];
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, ks = w % KS;
+    const int g = lane >> 2;
+    const int N = set_rows(set), ntiles = set.swiglu ? (N + 7) / 8 : (N + 15) / 16;
+    const int nb = K / 32, XR = K + 16;
+    const int per = ((nb + KS - 1) / KS + U - 1) / U * U, b0 = ks * per;
+    const int mine = b0 < nb ? min(per, nb - b0) : 0;
+    const int rounds = max(1, (mine + U - 1) / U); /* a slice with no blocks runs one empty round */
+    const int stride = gridDim.x * TPB, iters = (ntiles + stride - 1) / stride, nitems = iters * rounds;
+    uint8_t *stg = tcq_sm + (size_t)w * TCX_S * TCX_WST;
+    const uint8_t *zero = tcq_sm + TCX_XOFF - TCX_ZERO;
+    int8_t *xs = (int8_t *)(tcq_sm + TCX_XOFF);
+    float2 *xd = (float2 *)(xs + (size_t)NT * XR); /* [b][t], t < 8 */
+    const int tile0 = blockIdx.x * TPB + w / KS;
+
+    /* copy roles as mmv_tcq_kernel's copy_w: row m = lane / 8 + 4i, chunk lane % 8; lanes 0..15 the d's.
+     * (ct, crd): the tile and round of the next copy, advanced here */
+    int ct = tile0, crd = 0, cslot = 0;
+    auto copy_next = [&]() {
+        const bool live = ct < ntiles;
+        uint8_t *s = stg + cslot * TCX_WST;
+        const int blk = crd * U + 16 * (lane & 7) / QB;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int m = (lane >> 3) + 4 * i;
+            const int r = set.swiglu ? 8 * ct + (m & 7) : 16 * ct + m;
+            const uint8_t *row = set_row(set, min(r, N - 1), m >> 3, row_bytes);
+            const bool ok = live && blk < mine;
+            cp_async16(s + m * TCQ_WS + 16 * (lane & 7), ok ? row + (size_t)(b0 + crd * U) * QB + 16 * (lane & 7) : row,
+                       ok);
+        }
+        if (lane < 16) {
+            const uint8_t *hrow = set_row(set, min(set.swiglu ? 8 * ct + (lane & 7) : 16 * ct + lane, N - 1),
+                                          lane >> 3, row_bytes) + (size_t)nb * QB;
+            const int n = live ? 2 * max(0, min(U, mine - crd * U)) : 0;
+            cp_async_n<2 * U>(s + 16 * TCQ_WS + 16 * lane, n ? hrow + 2 * (size_t)(b0 + crd * U) : hrow, n);
+        }
+        cslot = cslot + 1 == TCX_S ? 0 : cslot + 1;
+        if (++crd == rounds) crd = 0, ct += stride;
+    };
+#pragma unroll
+    for (int i = 0; i < TCX_S - 1; i++) {
+        if (i < nitems) copy_next();
+        cp_async_commit();
+    }
+    pdl_wait();
+    for (int j = threadIdx.x; j < NT * (K / 16); j += TCX_WPB * 32) {
+        const int t = j / (K / 16), ch = j % (K / 16);
+        cp_async16(xs + (size_t)t * XR + 16 * ch, xq + (size_t)t * K + 16 * ch);
+    }
+    for (int j = threadIdx.x; j < 8 * nb; j += TCX_WPB * 32) { /* (d, sum) of block j / 8, row j % 8 */
+        const int b = j / 8, t = j % 8;
+        cp_async_n<8>(xd + j, t < NT ? (const void *)(xds + (size_t)t * nb + b) : (const void *)xds, t < NT ? 8 : 0);
+    }
+    for (int j = threadIdx.x; j < TCX_ZERO / 4; j += TCX_WPB * 32) ((uint32_t *)zero)[j] = 0;
+    cp_async_commit();
+    cp_async_wait_all();
+    __syncthreads();
+
+    /* this lane's ldmatrix row of x at block b0 (rows past NT: the zero bytes) */
+    const uint8_t *xl0 = (lane & 7) < NT ? (const uint8_t *)xs + (size_t)(lane & 7) * XR + 16 * ((lane >> 3) & 1) + 32 * b0
+                                         : zero;
+    const int xstep = (lane & 7) < NT ? 32 * U : 0;
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    int tile = tile0, rd = 0, slot = 0;
+    for (int item = 0; item < nitems; item++) {
+        if (item + TCX_S - 1 < nitems) copy_next();
+        cp_async_commit();
+        cp_async_wait_n<TCX_S - 1>(); /* round `item` has landed (this lane's copies; the warp's after the sync) */
+        __syncwarp();
+        const uint8_t *ws = stg + slot * TCX_WST;
+        const uint8_t *xl = xl0 + rd * xstep;
+        const float2 *xdr = xd + 8 * (b0 + rd * U);
+        if (rd * U + U <= mine) tcq_round<QT, true>(acc, ws, ws + 16 * TCQ_WS, xl, xdr, U, lane);
+        else tcq_round<QT, false>(acc, ws, ws + 16 * TCQ_WS, xl, xdr, mine - rd * U, lane);
+        __syncwarp(); /* this stage is copied into again TCX_S - 1 rounds on */
+        slot = slot + 1 == TCX_S ? 0 : slot + 1;
+        if (++rd == rounds) {
+            if (item == nitems - 1) pdl_launch();
+            const int r0 = set.swiglu ? 8 * tile + g : 16 * tile + g, r1 = set.swiglu ? r0 : r0 + 8;
+            tc_finish<KS>(set, red, acc, w, ks, lane, tile < ntiles, r0, r1, N, NT);
+            if constexpr (KS > 1) __syncthreads(); /* red[] is written again for the next tile */
+            acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
+            rd = 0, tile += stride;
+        }
+    }
+    cp_async_wait_all();
 }
 
 /* Slices of K: eight when each keeps two rounds of loads a lane (K >= 2048
@@ -316,9 +468,25 @@ void launch_tc(const cu_launch *L, const mmv_set *set, const void *xp, int K, si
     const dim3 block(TC_WPB * 32);
     if constexpr (WT == HEARTH_DT_Q4_0 || WT == HEARTH_DT_Q8_0) {
         const int ks = tc_slices(K, tcq_cfg<WT>::U);
-        const dim3 grid(cu_div_up(ntiles, TC_WPB / ks));
         const int8_t *q = (const int8_t *)xp;
         const float4 *ds = (const float4 *)(q + (size_t)NT * K); /* xprep.cu's q8 layout */
+        static int resident = -1; /* HEARTH_MMV_TCX=0: x copied a round at a time everywhere (benchmarks) */
+        if (resident < 0) {
+            const char *s = getenv("HEARTH_MMV_TCX");
+            resident = !(s && atoi(s) == 0);
+        }
+        if (resident && tcx_smem(NT, K) <= (size_t)TCX_SMEM_MAX) {
+            auto k = ks == 8 ? mmv_tcqx_kernel<WT, NT, 8>
+                     : ks == 4 ? mmv_tcqx_kernel<WT, NT, 4>
+                     : ks == 2 ? mmv_tcqx_kernel<WT, NT, 2>
+                               : mmv_tcqx_kernel<WT, NT, 1>;
+            static unsigned long long done[4];
+            cu_smem_setup(L, k, TCX_SMEM_MAX, true, &done[ks == 8 ? 3 : ks == 4 ? 2 : ks == 2 ? 1 : 0]);
+            const int blocks = std::min(cu_div_up(ntiles, TCX_WPB / ks), L->n_sm);
+            cu_launch_k(L, k, dim3(blocks), dim3(TCX_WPB * 32), tcx_smem(NT, K), *set, row_bytes, q, ds, K);
+            return;
+        }
+        const dim3 grid(cu_div_up(ntiles, TC_WPB / ks));
         constexpr int smem = tcq_cfg<WT>::SMEM;
         auto k = ks == 8 ? mmv_tcq_kernel<WT, NT, 8>
                  : ks == 4 ? mmv_tcq_kernel<WT, NT, 4>
