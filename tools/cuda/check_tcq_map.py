@@ -3,21 +3,24 @@
 copies of a round (codes, d's, x) into the stage, the ldmatrix.x4 fragments
 and the m16n8k32 s8 products, checked against the direct integer dot of
 every block (Q4_0 and Q8_0, T = 3 and 8, full and partial rounds, every
-slice). A transcription of the device indexing: keep it in step with the
-kernel. Needs numpy (the project venv).
+slice), and the x (d, sum) pairs each lane reads for its scaling.
+mmv_tcqx_kernel runs the same round (tcq_round) on x kept whole in shared
+memory; its x addressing is checked on the device only (cuda_matmul). A
+transcription of the device indexing: keep it in step with the kernel.
+Needs numpy (the project venv).
 
   .venv/bin/python3 tools/cuda/check_tcq_map.py
 """
 import numpy as np
 def run(QT, NT, nb, KS, ks, swiglu=False):
-    QB = 16 if QT=='q4_0' else 32; U = 128//QB; XS = 32*U+16; WS=144; HOFF=16*WS+8*XS; DOFF=HOFF+256; STAGE=DOFF+8*U*16
+    QB = 16 if QT=='q4_0' else 32; U = 128//QB; XS = 32*U+16; WS=144; HOFF=16*WS+8*XS; DOFF=HOFF+256; STAGE=DOFF+8*U*8
     K = nb*32; rows = 16
     rng = np.random.default_rng(1)
     codes = rng.integers(0,256,(rows, nb*QB), dtype=np.uint8)
     d = rng.integers(0x3000,0x3400,(rows,nb)).astype(np.uint16)
     W = np.concatenate([codes, d.view(np.uint8).reshape(rows,-1)],1)   # split row: codes then d's
     xq = rng.integers(-127,128,(NT,K)).astype(np.int8)
-    xds = rng.standard_normal((NT, nb, 4)).astype(np.float32)   # x's (d, sum, s, 0) a block
+    xds = rng.standard_normal((NT, nb, 4)).astype(np.float32)   # x's (d, sum, s, 0) a block; the stage keeps (d, sum)
     def elem(r, k):  # weight integer element as the kernel sees it (Q4_0: nibble 0..15)
         b, e = divmod(k,32)
         if QT=='q4_0':
@@ -46,9 +49,9 @@ def run(QT, NT, nb, KS, ks, swiglu=False):
                     a = 16*WS + t*XS + 16*ch
                     sm[a:a+16] = xq[t, src:src+16].tobytes()
             for i in range(8*U//32):
-                j = lane+32*i; t, u = divmod(j, U)
+                j = lane+32*i; u, t = divmod(j, 8)
                 if t < NT and rd*U + u < mine:
-                    sm[DOFF+16*j: DOFF+16*j+16] = xds[t, b0+rd*U+u].tobytes()
+                    sm[DOFF+8*j: DOFF+8*j+8] = xds[t, b0+rd*U+u, :2].tobytes()
         sm = np.frombuffer(bytes(sm), dtype=np.uint8)
         def ldsm(addr_of_lane):
             addrs = [addr_of_lane(l) for l in range(32)]
@@ -83,13 +86,14 @@ def run(QT, NT, nb, KS, ks, swiglu=False):
                 want = np.array([[sum(elem(r, 32*b+e)*int(xq[t,32*b+e]) for e in range(32)) if t < NT else 0 for t in range(8)] for r in range(16)])
                 assert (C[:, :NT] == want[:, :NT]).all(), (QT, rd, p, j)
                 assert (C[:, NT:] == 0).all()
-                # x's (d, sum) of block b for this lane's columns t0, t1
+                # x's (d, sum) of block b for this lane's columns 2c, 2c + 1: one float4 at xd + 8 (p + j) + 2c
                 for l in range(32):
                     c = l&3
-                    for t in (2*c, 2*c+1):
-                        if t < NT:
-                            e = sm[DOFF+16*(t*U+p+j): DOFF+16*(t*U+p+j)+16].view(np.float32)
-                            assert (e == xds[t, b]).all(), (QT, rd, p, j, l)
+                    a = DOFF + 8*(8*(p+j) + 2*c)
+                    e = sm[a: a+16].view(np.float32)
+                    for k, t in enumerate((2*c, 2*c+1)):
+                        want = xds[t, b, :2] if t < NT else np.zeros(2, np.float32)
+                        assert (e[2*k:2*k+2] == want).all(), (QT, rd, p, j, l)
                 # heads
                 for g in range(8):
                     fa = sm[HOFF+16*g+2*(p+j): HOFF+16*g+2*(p+j)+2].view(np.uint16)[0]
