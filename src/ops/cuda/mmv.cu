@@ -634,21 +634,6 @@ template <int QT> struct fmt_split {
     }
 };
 
-/* Q4_K unit j (sub-blocks 2j, 2j + 1): scales *sc and mins *m as
- * q4k_scale_min gives them, from the packed bytes as words a = scales[0..3],
- * b = scales[4..7], c = scales[8..11]. Byte k of the word S (M) below is the
- * scale (min) of sub-block k, or of 4 + k for j >= 2; no branch, as j
- * differs between a warp's lanes. */
-__device__ __forceinline__ void q4k_unit_scales(uint32_t a, uint32_t b, uint32_t c, int j, int *sc, int *m) {
-    const uint32_t S = j < 2 ? a & 0x3F3F3F3Fu : (c & 0x0F0F0F0Fu) | ((a >> 2) & 0x30303030u);
-    const uint32_t M = j < 2 ? b & 0x3F3F3F3Fu : ((c >> 4) & 0x0F0F0F0Fu) | ((b >> 2) & 0x30303030u);
-    const int sh = 16 * (j & 1);
-    sc[0] = (S >> sh) & 0xFF;
-    sc[1] = (S >> (sh + 8)) & 0xFF;
-    m[0] = (M >> sh) & 0xFF;
-    m[1] = (M >> (sh + 8)) & 0xFF;
-}
-
 /* Split Q4_K rows: chunk c is unit c % 4 (sub-blocks 2j, 2j + 1: 32 code
  * bytes) of block c / 4, so that a lane scales whole units as qdot does,
  * with the same integer sums and fmaf steps (q4k_unit); two 16-byte loads,

@@ -1,7 +1,7 @@
 /* mmv.cuh - what the GEMV kernels share (mmv.cu: the streamed and staged
- * kernels; mmv_tc.cu: tensor cores for 3..8 rows of float weights): the
- * streaming load, and the logical rows of a set of matrices (mmv_set) with
- * their stores. */
+ * kernels; mmv_tc.cu: tensor cores for 3..8 rows): the streaming load, the
+ * logical rows of a set of matrices (mmv_set) with their stores, and the
+ * Q4_K scale unpacking. */
 #pragma once
 #include "ops/cuda/cuda_internal.cuh"
 
@@ -57,3 +57,19 @@ __device__ __forceinline__ void swiglu_store(const mmv_set &s, int r, int t, flo
     else if (s.prep_kind == XPREP_F16) ((__half *)s.prep)[i] = __float2half_rn(o);
 }
 
+/* ---- formats ------------------------------------------------------------- */
+
+/* Q4_K unit j (sub-blocks 2j, 2j + 1): scales *sc and mins *m as
+ * q4k_scale_min gives them, from the packed bytes as words a = scales[0..3],
+ * b = scales[4..7], c = scales[8..11]. Byte k of the word S (M) below is the
+ * scale (min) of sub-block k, or of 4 + k for j >= 2; no branch, as j
+ * differs between a warp's lanes. */
+__device__ __forceinline__ void q4k_unit_scales(uint32_t a, uint32_t b, uint32_t c, int j, int *sc, int *m) {
+    const uint32_t S = j < 2 ? a & 0x3F3F3F3Fu : (c & 0x0F0F0F0Fu) | ((a >> 2) & 0x30303030u);
+    const uint32_t M = j < 2 ? b & 0x3F3F3F3Fu : ((c >> 4) & 0x0F0F0F0Fu) | ((b >> 2) & 0x30303030u);
+    const int sh = 16 * (j & 1);
+    sc[0] = (S >> sh) & 0xFF;
+    sc[1] = (S >> (sh + 8)) & 0xFF;
+    m[0] = (M >> sh) & 0xFF;
+    m[1] = (M >> (sh + 8)) & 0xFF;
+}

@@ -151,6 +151,8 @@ constexpr int TCQ_WS = TCQ_RB + 16; /* shared stride of a weight row: 8 rows of 
 
 template <int QT> struct tcq_cfg {
     enum { QB = split_fmt<QT>::QB, U = TCQ_RB / QB }; /* code bytes a block; blocks a round */
+    enum { GPB = QT == HEARTH_DT_Q4_K ? 8 : 1 };       /* x's 32-groups a block */
+    enum { HB = split_fmt<QT>::HB };                   /* head bytes a block (Q4_0 / Q8_0: the d) */
     enum { XS = 32 * U + 16 };                         /* shared stride of a row of x (8 rows) */
     enum { HOFF = 16 * TCQ_WS + 8 * XS };              /* the 16 rows' d's, 16 bytes a row */
     enum { DOFF = HOFF + 16 * 16 };                    /* x's (d, sum) of the round's blocks, float2 [u][t] */
@@ -182,9 +184,53 @@ __device__ __forceinline__ float int_less(int s, float c) { return __int_as_floa
  * rows past NT zero), x's (d, sum) of block b for rows t at xd[8 b + t]. acc = C[g][2c], C[g][2c + 1],
  * C[g + 8][2c], C[g + 8][2c + 1]: per block, fmaf(d_w * d_x, s, acc) with s the block's integer dot (Q4_0:
  * of the 0..15 codes, less 8 times the x sum), the streamed kernel's arithmetic. */
+/* acc plus one output's share of a Q4_K unit (q4k_unit's arithmetic): s0, s1 the integer dots of its two
+ * sub-blocks, sum0, sum1 x's sums of those groups (integers, so mins is exact in f32) */
+__device__ __forceinline__ float q4k_out(const int *sc, const int *m, int s0, int s1, float sum0, float sum1,
+                                         float d, float dmin, float dx, float acc) {
+    const int s = sc[0] * s0 + sc[1] * s1;
+    const float mins = fmaf((float)m[0], sum0, (float)m[1] * sum1);
+    acc = fmaf(d * dx, (float)s, acc);
+    return fmaf(-(dmin * dx), mins, acc);
+}
+
+/* Q4_K: a round is one block of each row, four units of 32 code bytes (sub-blocks 2j: the low nibbles,
+ * 2j + 1: the high ones, x's groups 2j and 2j + 1); the heads (d, dmin, scales) at hd + 16 m. */
+__device__ __forceinline__ void tcq_round_q4k(float *acc, const uint8_t *ws, const uint8_t *hd, const uint8_t *xl,
+                                              const float2 *xd, int lane) {
+    const int g = lane >> 2, c = lane & 3;
+    const int wm = (lane & 7) + 8 * ((lane >> 3) & 1);
+    const uint4 ha = *(const uint4 *)(hd + 16 * g), hb = *(const uint4 *)(hd + 16 * (g + 8));
+    const float da = h2f((uint16_t)(ha.x & 0xffffu)), dmina = h2f((uint16_t)(ha.x >> 16));
+    const float db = h2f((uint16_t)(hb.x & 0xffffu)), dminb = h2f((uint16_t)(hb.x >> 16));
+    const uint32_t m4 = 0x0F0F0F0Fu;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        uint32_t xb[4], q[4]; /* x: b0, b1 of group 2j, then of 2j + 1; codes: rows 0-7 / 8-15, bytes 0..15, 16..31 */
+        ldsm_x4(xb, xl + 32 * (2 * j + (lane >> 4)));
+        ldsm_x4(q, ws + wm * TCQ_WS + 32 * j + 16 * (lane >> 4));
+        int s0[4] = {0, 0, 0, 0}, s1[4] = {0, 0, 0, 0};
+        mma_s8(s0, q[0] & m4, q[1] & m4, q[2] & m4, q[3] & m4, xb[0], xb[1]);
+        mma_s8(s1, (q[0] >> 4) & m4, (q[1] >> 4) & m4, (q[2] >> 4) & m4, (q[3] >> 4) & m4, xb[2], xb[3]);
+        int sca[2], ma[2], scb[2], mb[2];
+        q4k_unit_scales(ha.y, ha.z, ha.w, j, sca, ma);
+        q4k_unit_scales(hb.y, hb.z, hb.w, j, scb, mb);
+        const float4 e0 = *(const float4 *)(xd + 8 * (2 * j) + 2 * c); /* (d, sum) of columns 2c, 2c + 1 */
+        const float4 e1 = *(const float4 *)(xd + 8 * (2 * j + 1) + 2 * c);
+        acc[0] = q4k_out(sca, ma, s0[0], s1[0], e0.y, e1.y, da, dmina, e0.x, acc[0]);
+        acc[1] = q4k_out(sca, ma, s0[1], s1[1], e0.w, e1.w, da, dmina, e0.z, acc[1]);
+        acc[2] = q4k_out(scb, mb, s0[2], s1[2], e0.y, e1.y, db, dminb, e0.x, acc[2]);
+        acc[3] = q4k_out(scb, mb, s0[3], s1[3], e0.w, e1.w, db, dminb, e0.z, acc[3]);
+    }
+}
+
 template <int QT, bool FULL>
 __device__ __forceinline__ void tcq_round(float *acc, const uint8_t *ws, const uint8_t *hd, const uint8_t *xl,
                                           const float2 *xd, int nblk, int lane) {
+    if constexpr (QT == HEARTH_DT_Q4_K) { /* one block a round: full, or the empty round of a slice past K */
+        if (FULL || nblk > 0) tcq_round_q4k(acc, ws, hd, xl, xd, lane);
+        return;
+    }
     constexpr int U = tcq_cfg<QT>::U;
     const int g = lane >> 2, c = lane & 3;
     const int wm = (lane & 7) + 8 * ((lane >> 3) & 1); /* the weight row this lane addresses for ldmatrix */
@@ -352,6 +398,16 @@ constexpr int TCX_SMEM_MAX = 227 * 1024 - TCX_WPB * 32 * 16; /* the opt-in limit
 
 static size_t tcx_smem(int NT, int K) { return TCX_XOFF + (size_t)NT * (K + 16) + (size_t)8 * (K / 32) * 8; }
 
+/* the x-resident kernel runs (HEARTH_MMV_TCX=0: never, for benchmarks; Q4_K then stays streamed) */
+static int tcx_fits(int NT, int K) {
+    static int on = -1;
+    if (on < 0) {
+        const char *s = getenv("HEARTH_MMV_TCX");
+        on = !(s && atoi(s) == 0);
+    }
+    return on && tcx_smem(NT, K) <= (size_t)TCX_SMEM_MAX;
+}
+
 template <int N> __device__ __forceinline__ void cp_async_wait_n() {
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
@@ -367,7 +423,8 @@ __global__ void __launch_bounds__(TCX_WPB * 32) mmv_tcqx_kernel(mmv_set set, siz
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, ks = w % KS;
     const int g = lane >> 2;
     const int N = set_rows(set), ntiles = set.swiglu ? (N + 7) / 8 : (N + 15) / 16;
-    const int nb = K / 32, XR = K + 16;
+    constexpr int GPB = C::GPB, HB = C::HB;
+    const int ng = K / 32, nb = ng / GPB, XR = K + 16; /* x's groups, weight blocks a row */
     const int per = ((nb + KS - 1) / KS + U - 1) / U * U, b0 = ks * per;
     const int mine = b0 < nb ? min(per, nb - b0) : 0;
     const int rounds = max(1, (mine + U - 1) / U); /* a slice with no blocks runs one empty round */
@@ -397,8 +454,8 @@ __global__ void __launch_bounds__(TCX_WPB * 32) mmv_tcqx_kernel(mmv_set set, siz
         if (lane < 16) {
             const uint8_t *hrow = set_row(set, min(set.swiglu ? 8 * ct + (lane & 7) : 16 * ct + lane, N - 1),
                                           lane >> 3, row_bytes) + (size_t)nb * QB;
-            const int n = live ? 2 * max(0, min(U, mine - crd * U)) : 0;
-            cp_async_n<2 * U>(s + 16 * TCQ_WS + 16 * lane, n ? hrow + 2 * (size_t)(b0 + crd * U) : hrow, n);
+            const int n = live ? HB * max(0, min(U, mine - crd * U)) : 0;
+            cp_async_n<HB * U>(s + 16 * TCQ_WS + 16 * lane, n ? hrow + HB * (size_t)(b0 + crd * U) : hrow, n);
         }
         cslot = cslot + 1 == TCX_S ? 0 : cslot + 1;
         if (++crd == rounds) crd = 0, ct += stride;
@@ -413,9 +470,9 @@ __global__ void __launch_bounds__(TCX_WPB * 32) mmv_tcqx_kernel(mmv_set set, siz
         const int t = j / (K / 16), ch = j % (K / 16);
         cp_async16(xs + (size_t)t * XR + 16 * ch, xq + (size_t)t * K + 16 * ch);
     }
-    for (int j = threadIdx.x; j < 8 * nb; j += TCX_WPB * 32) { /* (d, sum) of block j / 8, row j % 8 */
+    for (int j = threadIdx.x; j < 8 * ng; j += TCX_WPB * 32) { /* (d, sum) of group j / 8, row j % 8 */
         const int b = j / 8, t = j % 8;
-        cp_async_n<8>(xd + j, t < NT ? (const void *)(xds + (size_t)t * nb + b) : (const void *)xds, t < NT ? 8 : 0);
+        cp_async_n<8>(xd + j, t < NT ? (const void *)(xds + (size_t)t * ng + b) : (const void *)xds, t < NT ? 8 : 0);
     }
     for (int j = threadIdx.x; j < TCX_ZERO / 4; j += TCX_WPB * 32) ((uint32_t *)zero)[j] = 0;
     cp_async_commit();
@@ -423,9 +480,10 @@ __global__ void __launch_bounds__(TCX_WPB * 32) mmv_tcqx_kernel(mmv_set set, siz
     __syncthreads();
 
     /* this lane's ldmatrix row of x at block b0 (rows past NT: the zero bytes) */
-    const uint8_t *xl0 = (lane & 7) < NT ? (const uint8_t *)xs + (size_t)(lane & 7) * XR + 16 * ((lane >> 3) & 1) + 32 * b0
-                                         : zero;
-    const int xstep = (lane & 7) < NT ? 32 * U : 0;
+    const uint8_t *xl0 = (lane & 7) < NT
+                             ? (const uint8_t *)xs + (size_t)(lane & 7) * XR + 16 * ((lane >> 3) & 1) + 32 * GPB * b0
+                             : zero;
+    const int xstep = (lane & 7) < NT ? 32 * GPB * U : 0;
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     int tile = tile0, rd = 0, slot = 0;
     for (int item = 0; item < nitems; item++) {
@@ -435,7 +493,7 @@ __global__ void __launch_bounds__(TCX_WPB * 32) mmv_tcqx_kernel(mmv_set set, siz
         __syncwarp();
         const uint8_t *ws = stg + slot * TCX_WST;
         const uint8_t *xl = xl0 + rd * xstep;
-        const float2 *xdr = xd + 8 * (b0 + rd * U);
+        const float2 *xdr = xd + 8 * GPB * (b0 + rd * U);
         if (rd * U + U <= mine) tcq_round<QT, true>(acc, ws, ws + 16 * TCQ_WS, xl, xdr, U, lane);
         else tcq_round<QT, false>(acc, ws, ws + 16 * TCQ_WS, xl, xdr, mine - rd * U, lane);
         __syncwarp(); /* this stage is copied into again TCX_S - 1 rounds on */
@@ -466,16 +524,11 @@ void launch_tc(const cu_launch *L, const mmv_set *set, const void *xp, int K, si
     const int N = set->swiglu ? set->n[0] : set->n[0] + set->n[1] + set->n[2];
     const int ntiles = set->swiglu ? cu_div_up(N, 8) : cu_div_up(N, 16);
     const dim3 block(TC_WPB * 32);
-    if constexpr (WT == HEARTH_DT_Q4_0 || WT == HEARTH_DT_Q8_0) {
-        const int ks = tc_slices(K, tcq_cfg<WT>::U);
+    if constexpr (WT == HEARTH_DT_Q4_0 || WT == HEARTH_DT_Q8_0 || WT == HEARTH_DT_Q4_K) {
+        const int ks = tc_slices(K, tcq_cfg<WT>::U * tcq_cfg<WT>::GPB);
         const int8_t *q = (const int8_t *)xp;
-        const float4 *ds = (const float4 *)(q + (size_t)NT * K); /* xprep.cu's q8 layout */
-        static int resident = -1; /* HEARTH_MMV_TCX=0: x copied a round at a time everywhere (benchmarks) */
-        if (resident < 0) {
-            const char *s = getenv("HEARTH_MMV_TCX");
-            resident = !(s && atoi(s) == 0);
-        }
-        if (resident && tcx_smem(NT, K) <= (size_t)TCX_SMEM_MAX) {
+        const float4 *ds = (const float4 *)(q + (size_t)NT * K); /* xprep.cu's q8 / q8_K layout */
+        if (tcx_fits(NT, K)) {
             auto k = ks == 8 ? mmv_tcqx_kernel<WT, NT, 8>
                      : ks == 4 ? mmv_tcqx_kernel<WT, NT, 4>
                      : ks == 2 ? mmv_tcqx_kernel<WT, NT, 2>
@@ -486,15 +539,17 @@ void launch_tc(const cu_launch *L, const mmv_set *set, const void *xp, int K, si
             cu_launch_k(L, k, dim3(blocks), dim3(TCX_WPB * 32), tcx_smem(NT, K), *set, row_bytes, q, ds, K);
             return;
         }
-        const dim3 grid(cu_div_up(ntiles, TC_WPB / ks));
-        constexpr int smem = tcq_cfg<WT>::SMEM;
-        auto k = ks == 8 ? mmv_tcq_kernel<WT, NT, 8>
-                 : ks == 4 ? mmv_tcq_kernel<WT, NT, 4>
-                 : ks == 2 ? mmv_tcq_kernel<WT, NT, 2>
-                           : mmv_tcq_kernel<WT, NT, 1>;
-        static unsigned long long done[4]; /* devices set up, per slice count */
-        cu_smem_setup(L, k, smem, true, &done[ks == 8 ? 3 : ks == 4 ? 2 : ks == 2 ? 1 : 0]);
-        cu_launch_k(L, k, grid, block, smem, *set, row_bytes, q, ds, K);
+        if constexpr (WT != HEARTH_DT_Q4_K) { /* Q4_K: cu_mmv_tc_fits sends only what fits above */
+            const dim3 grid(cu_div_up(ntiles, TC_WPB / ks));
+            constexpr int smem = tcq_cfg<WT>::SMEM;
+            auto k = ks == 8 ? mmv_tcq_kernel<WT, NT, 8>
+                     : ks == 4 ? mmv_tcq_kernel<WT, NT, 4>
+                     : ks == 2 ? mmv_tcq_kernel<WT, NT, 2>
+                               : mmv_tcq_kernel<WT, NT, 1>;
+            static unsigned long long done[4]; /* devices set up, per slice count */
+            cu_smem_setup(L, k, smem, true, &done[ks == 8 ? 3 : ks == 4 ? 2 : ks == 2 ? 1 : 0]);
+            cu_launch_k(L, k, grid, block, smem, *set, row_bytes, q, ds, K);
+        }
     } else {
         const int ks = tc_slices(K, TC_U);
         const dim3 grid(cu_div_up(ntiles, TC_WPB / ks));
@@ -532,11 +587,12 @@ int cu_mmv_tc_fits(const mmv_set *set, hearth_dtype t, int T, int K, size_t row_
     }
     /* T = 2 stays streamed: even in bench_gemv (s10-run2: 5081 us a token's matmuls streamed, 5123 here) */
     if (off || T < 3 || T > 8) return 0;
-    /* Q4_0 from 3 rows, Q8_0 from 5: below 5 the streamed kernel keeps up with Q8_0 (s11-run2: T = 3
-     * 3274 us a token's matmuls here, 3254 streamed; T = 4 3666, 3589) */
+    /* Q4_0 from 3 rows, Q8_0 from 5: below 5 the streamed kernel keeps up with Q8_0 (engine, s11-run7:
+     * 3 streams 746.0 tok/s streamed, 721.2 here; 4 streams 895.8, 900.3) */
     const int quant_min = t == HEARTH_DT_Q8_0 && !all3 ? 5 : 3;
-    const int quant = t == HEARTH_DT_Q4_0 || t == HEARTH_DT_Q8_0;
+    const int quant = t == HEARTH_DT_Q4_0 || t == HEARTH_DT_Q8_0 || t == HEARTH_DT_Q4_K;
     if (!(t == HEARTH_DT_BF16 || t == HEARTH_DT_F16 || (quant && set->split && tc_quant && T >= quant_min))) return 0;
+    if (t == HEARTH_DT_Q4_K && (K % 256 || !tcx_fits(T, K))) return 0; /* Q4_K: the x-resident kernel only */
     if (K % 32 || row_bytes % 16 || (uintptr_t)xp % 16) return 0;
     const int n = set->swiglu ? 2 : set->count;
     for (int m = 0; m < n; m++)
@@ -551,6 +607,7 @@ void cu_mmv_tc(const cu_launch *L, const mmv_set *set, const void *xp, int T, he
     case HEARTH_DT_F16: launch_tc_t<HEARTH_DT_F16>(L, set, xp, T, K, row_bytes); break;
     case HEARTH_DT_Q4_0: launch_tc_t<HEARTH_DT_Q4_0>(L, set, xp, T, K, row_bytes); break;
     case HEARTH_DT_Q8_0: launch_tc_t<HEARTH_DT_Q8_0>(L, set, xp, T, K, row_bytes); break;
+    case HEARTH_DT_Q4_K: launch_tc_t<HEARTH_DT_Q4_K>(L, set, xp, T, K, row_bytes); break;
     default: break;
     }
 }
