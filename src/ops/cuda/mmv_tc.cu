@@ -153,10 +153,10 @@ template <int QT> struct tcq_cfg {
     enum { QB = split_fmt<QT>::QB, U = TCQ_RB / QB }; /* code bytes a block; blocks a round */
     enum { GPB = QT == HEARTH_DT_Q4_K ? 8 : 1 };       /* x's 32-groups a block */
     enum { HB = split_fmt<QT>::HB };                   /* head bytes a block (Q4_0 / Q8_0: the d) */
-    enum { XS = 32 * U + 16 };                         /* shared stride of a row of x (8 rows) */
+    enum { XS = 32 * U * GPB + 16 };                   /* shared stride of a row of x (8 rows) */
     enum { HOFF = 16 * TCQ_WS + 8 * XS };              /* the 16 rows' d's, 16 bytes a row */
     enum { DOFF = HOFF + 16 * 16 };                    /* x's (d, sum) of the round's blocks, float2 [u][t] */
-    enum { STAGE = DOFF + 8 * U * 8 };                 /* one warp's stage */
+    enum { STAGE = DOFF + 8 * U * GPB * 8 };           /* one warp's stage */
     enum { SMEM = TC_WPB * 2 * STAGE };
 };
 
@@ -279,9 +279,9 @@ template <int QT, int NT, int KS>
 __global__ void __launch_bounds__(TC_WPB * 32) mmv_tcq_kernel(mmv_set set, size_t row_bytes,
                                                               const int8_t *__restrict__ xq,
                                                               const float4 *__restrict__ xds, int K) {
-    static_assert(QT == HEARTH_DT_Q4_0 || QT == HEARTH_DT_Q8_0, "Q4_0 or Q8_0");
+    static_assert(QT == HEARTH_DT_Q4_0 || QT == HEARTH_DT_Q8_0 || QT == HEARTH_DT_Q4_K, "Q4_0, Q8_0 or Q4_K");
     using C = tcq_cfg<QT>;
-    constexpr int QB = C::QB, U = C::U;
+    constexpr int QB = C::QB, U = C::U, GPB = C::GPB, HB = C::HB;
     extern __shared__ __align__(16) uint8_t tcq_sm[];
     __shared__ float4 red[KS > 1 ? TC_WPB : 1][32];
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, ks = w % KS;
@@ -290,8 +290,8 @@ __global__ void __launch_bounds__(TC_WPB * 32) mmv_tcq_kernel(mmv_set set, size_
     const int tile = blockIdx.x * (TC_WPB / KS) + w / KS;
     const bool live = tile < ntiles;
     const int r0 = set.swiglu ? 8 * tile + g : 16 * tile + g, r1 = set.swiglu ? r0 : r0 + 8;
-    const int nb = K / 32;
-    /* slice ks: blocks [b0, b0 + mine), b0 a multiple of U (the d's of a round are 16 / 8 aligned bytes) */
+    const int ng = K / 32, nb = ng / GPB; /* x's groups, weight blocks a row */
+    /* slice ks: blocks [b0, b0 + mine), b0 a multiple of U (the heads of a round are 16 / 8 aligned bytes) */
     const int per = ((nb + KS - 1) / KS + U - 1) / U * U, b0 = ks * per;
     const int mine = live && b0 < nb ? min(per, nb - b0) : 0;
     const int rounds = (mine + U - 1) / U;
@@ -319,26 +319,27 @@ __global__ void __launch_bounds__(TC_WPB * 32) mmv_tcq_kernel(mmv_set set, size_
                        ok ? wrow[i] + (size_t)(b0 + rd * U) * QB + 16 * (lane & 7) : wrow[i], ok);
         }
         if (lane < 16) {
-            const int n = 2 * min(U, mine - rd * U);
-            cp_async_n<2 * U>(s + C::HOFF + 16 * lane, hrow + 2 * (size_t)(b0 + rd * U), n);
+            const int n = HB * min(U, mine - rd * U);
+            cp_async_n<HB * U>(s + C::HOFF + 16 * lane, hrow + HB * (size_t)(b0 + rd * U), n);
         }
     };
     auto copy_x = [&](int rd) {
         uint8_t *s = st + (rd & 1) * C::STAGE + 16 * TCQ_WS;
-        constexpr int CPR = 2 * U; /* 16-byte chunks of a row of x a round */
+        constexpr int CPR = 2 * U * GPB; /* 16-byte chunks of a row of x a round */
 #pragma unroll
         for (int i = 0; i < 8 * CPR / 32; i++) {
             const int j = lane + 32 * i, t = j / CPR, ch = j % CPR;
-            const bool ok = t < NT && rd * U + ch / 2 < mine;
-            const int8_t *src = xq + (size_t)t * K + (size_t)(b0 + rd * U) * 32 + 16 * ch;
+            const bool ok = t < NT && rd * U + ch / (2 * GPB) < mine;
+            const int8_t *src = xq + (size_t)t * K + (size_t)(b0 + rd * U) * 32 * GPB + 16 * ch;
             cp_async16(s + t * C::XS + 16 * ch, ok ? (const void *)src : (const void *)xq, ok);
         }
         float2 *sd = (float2 *)(st + (rd & 1) * C::STAGE + C::DOFF);
 #pragma unroll
-        for (int i = 0; i < 8 * U / 32; i++) {
-            const int j = lane + 32 * i, u = j / 8, t = j % 8;
-            const bool ok = t < NT && rd * U + u < mine;
-            cp_async_n<8>(sd + j, ok ? (const void *)(xds + (size_t)t * nb + b0 + rd * U + u) : (const void *)xds,
+        for (int i = 0; i < 8 * U * GPB / 32; i++) {
+            const int j = lane + 32 * i, u = j / 8, t = j % 8; /* group u of the round */
+            const bool ok = t < NT && rd * U + u / GPB < mine;
+            cp_async_n<8>(sd + j,
+                          ok ? (const void *)(xds + (size_t)t * ng + (size_t)(b0 + rd * U) * GPB + u) : (const void *)xds,
                           ok ? 8 : 0);
         }
     };
@@ -539,17 +540,15 @@ void launch_tc(const cu_launch *L, const mmv_set *set, const void *xp, int K, si
             cu_launch_k(L, k, dim3(blocks), dim3(TCX_WPB * 32), tcx_smem(NT, K), *set, row_bytes, q, ds, K);
             return;
         }
-        if constexpr (WT != HEARTH_DT_Q4_K) { /* Q4_K: cu_mmv_tc_fits sends only what fits above */
-            const dim3 grid(cu_div_up(ntiles, TC_WPB / ks));
-            constexpr int smem = tcq_cfg<WT>::SMEM;
-            auto k = ks == 8 ? mmv_tcq_kernel<WT, NT, 8>
-                     : ks == 4 ? mmv_tcq_kernel<WT, NT, 4>
-                     : ks == 2 ? mmv_tcq_kernel<WT, NT, 2>
-                               : mmv_tcq_kernel<WT, NT, 1>;
-            static unsigned long long done[4]; /* devices set up, per slice count */
-            cu_smem_setup(L, k, smem, true, &done[ks == 8 ? 3 : ks == 4 ? 2 : ks == 2 ? 1 : 0]);
-            cu_launch_k(L, k, grid, block, smem, *set, row_bytes, q, ds, K);
-        }
+        const dim3 grid(cu_div_up(ntiles, TC_WPB / ks));
+        constexpr int smem = tcq_cfg<WT>::SMEM;
+        auto k = ks == 8 ? mmv_tcq_kernel<WT, NT, 8>
+                 : ks == 4 ? mmv_tcq_kernel<WT, NT, 4>
+                 : ks == 2 ? mmv_tcq_kernel<WT, NT, 2>
+                           : mmv_tcq_kernel<WT, NT, 1>;
+        static unsigned long long done[4]; /* devices set up, per slice count */
+        cu_smem_setup(L, k, smem, true, &done[ks == 8 ? 3 : ks == 4 ? 2 : ks == 2 ? 1 : 0]);
+        cu_launch_k(L, k, grid, block, smem, *set, row_bytes, q, ds, K);
     } else {
         const int ks = tc_slices(K, TC_U);
         const dim3 grid(cu_div_up(ntiles, TC_WPB / ks));
@@ -592,7 +591,7 @@ int cu_mmv_tc_fits(const mmv_set *set, hearth_dtype t, int T, int K, size_t row_
     const int quant_min = t == HEARTH_DT_Q8_0 && !all3 ? 5 : 3;
     const int quant = t == HEARTH_DT_Q4_0 || t == HEARTH_DT_Q8_0 || t == HEARTH_DT_Q4_K;
     if (!(t == HEARTH_DT_BF16 || t == HEARTH_DT_F16 || (quant && set->split && tc_quant && T >= quant_min))) return 0;
-    if (t == HEARTH_DT_Q4_K && (K % 256 || !tcx_fits(T, K))) return 0; /* Q4_K: the x-resident kernel only */
+    if (t == HEARTH_DT_Q4_K && K % 256) return 0;
     if (K % 32 || row_bytes % 16 || (uintptr_t)xp % 16) return 0;
     const int n = set->swiglu ? 2 : set->count;
     for (int m = 0; m < n; m++)
