@@ -1,5 +1,5 @@
 /* mmv_tc.cu - the GEMV of 3..8 rows of x for bf16 / f16 weights (and for
- * split Q4_0 / Q8_0 rows, below) on tensor cores: y[T][N] =
+ * split Q4_0 / Q8_0 / Q4_K rows, below) on tensor cores: y[T][N] =
  * x[T][K] @ W^T, each weight byte read once.
  *
  * At T = 8 the streamed kernel (mmv.cu) spends 8 FMAs, and the unpacking,
@@ -124,7 +124,7 @@ __global__ void __launch_bounds__(TC_WPB * 32) mmv_tc_kernel(mmv_set set, size_t
     tc_finish<KS>(set, red, acc, w, ks, lane, live, r0, r1, N, NT);
 }
 
-/* ---- Q4_0 / Q8_0 split rows, x in q8 ------------------------------------
+/* ---- Q4_0 / Q8_0 / Q4_K split rows, x in q8 / q8_K -----------------------
  *
  * The same tiles over 32-element blocks, the KS slices contiguous ranges of
  * blocks, one mma.m16n8k32 (s8) a block. Lane (g, c) gives A elements
@@ -134,18 +134,24 @@ __global__ void __launch_bounds__(TC_WPB * 32) mmv_tc_kernel(mmv_set set, size_t
  * ldmatrix gives from 8 rows of 16 bytes. So each warp copies a round of its
  * rows' codes (128 bytes a row: 8 Q4_0 or 4 Q8_0 blocks), their d's and the
  * same blocks of x, with x's (d, sum) of each, into its own shared stage by
- * 16-byte cp.async (double
- * buffered; x only after the PDL wait), and takes the fragments with
- * ldmatrix.x4. The int32 sums are the streamed kernel's integers (Q4_0:
- * less 8 times the block's x sum), scaled by the same fmaf(d_w * d_x, s)
- * a block (Q8_0: a block, where the streamed kernel scales each half).
- * tools/cuda/check_tcq_map.py emulates the copies and fragments on the host.
+ * 16-byte cp.async (double buffered; x only after the PDL wait), and takes
+ * the fragments with ldmatrix.x4. The int32 sums are the streamed kernel's
+ * integers (Q4_0: less 8 times the block's x sum), scaled by the same
+ * fmaf(d_w * d_x, s) a block (Q8_0: a block, where the streamed kernel
+ * scales each half). A Q4_K round is one block of each row (its 128 code
+ * bytes, four units of two sub-blocks, as Q8_0's blocks read with the
+ * nibbles split; its 16-byte head), scaled as q4k_unit scales a unit.
+ * tools/cuda/check_tcq_map.py emulates the copies and fragments of Q4_0 /
+ * Q8_0 on the host; Q4_K is checked on the device only (cuda_matmul).
  *
  * bench_gemv, a token's matmuls of the 8B shape (us; streamed / here):
  * Q4_0 T = 3 2656 / 2439, T = 8 5678 / 3427; Q8_0 T = 3 3254 / 3274, T = 8
  * 6050 / 4089 (s11-run1 / s11-run2). x's (d, sum) came from global memory in
  * the loop before s11-run2, an L2 round trip a block: 3379 and 4031 us for
- * Q4_0. So Q4_0 runs here from T = 3, Q8_0 from T = 5 (cu_mmv_tc_fits). */
+ * Q4_0. So Q4_0 runs here from T = 3, Q8_0 from T = 5 (cu_mmv_tc_fits).
+ * Q4_K (s11-run8 / s11-run10, engine on the Q4_K 8B shape, 1000 / 1000):
+ * 8 streams 801.8 tok/s streamed, 1,222.7 with the x-resident kernel below
+ * for K <= 4096, 1,530.2 with this one for the down projection too. */
 constexpr int TCQ_RB = 128;         /* code bytes of a row a round */
 constexpr int TCQ_WS = TCQ_RB + 16; /* shared stride of a weight row: 8 rows of an ldmatrix in distinct banks */
 
