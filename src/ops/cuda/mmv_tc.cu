@@ -141,8 +141,8 @@ __global__ void __launch_bounds__(TC_WPB * 32) mmv_tc_kernel(mmv_set set, size_t
  * scales each half). A Q4_K round is one block of each row (its 128 code
  * bytes, four units of two sub-blocks, as Q8_0's blocks read with the
  * nibbles split; its 16-byte head), scaled as q4k_unit scales a unit.
- * tools/cuda/check_tcq_map.py emulates the copies and fragments of Q4_0 /
- * Q8_0 on the host; Q4_K is checked on the device only (cuda_matmul).
+ * tools/cuda/check_tcq_map.py emulates this kernel's copies and fragments
+ * on the host (Q4_0, Q8_0, Q4_K).
  *
  * bench_gemv, a token's matmuls of the 8B shape (us; streamed / here):
  * Q4_0 T = 3 2656 / 2439, T = 8 5678 / 3427; Q8_0 T = 3 3254 / 3274, T = 8
