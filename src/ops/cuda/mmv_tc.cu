@@ -185,11 +185,6 @@ template <int N> __device__ __forceinline__ void cp_async_n(void *dst, const voi
  * so one integer add and one float subtract replace the quarter-rate I2F (s11-run5: the kernel issue-bound) */
 __device__ __forceinline__ float int_less(int s, float c) { return __int_as_float(s + 0x4B400000) - c; }
 
-/* One round of a warp's 16-row tile, blocks [0, nblk) of it (FULL: nblk == U, no guards): codes of row m at
- * ws + m * TCQ_WS, the rows' f16 d's at hd + 16 m, this lane's ldmatrix row of x at xl (block b at 32 b;
- * rows past NT zero), x's (d, sum) of block b for rows t at xd[8 b + t]. acc = C[g][2c], C[g][2c + 1],
- * C[g + 8][2c], C[g + 8][2c + 1]: per block, fmaf(d_w * d_x, s, acc) with s the block's integer dot (Q4_0:
- * of the 0..15 codes, less 8 times the x sum), the streamed kernel's arithmetic. */
 /* acc plus one output's share of a Q4_K unit (q4k_unit's arithmetic): s0, s1 the integer dots of its two
  * sub-blocks, sum0, sum1 x's sums of those groups (integers, so mins is exact in f32) */
 __device__ __forceinline__ float q4k_out(const int *sc, const int *m, int s0, int s1, float sum0, float sum1,
@@ -230,6 +225,11 @@ __device__ __forceinline__ void tcq_round_q4k(float *acc, const uint8_t *ws, con
     }
 }
 
+/* One round of a warp's 16-row tile, blocks [0, nblk) of it (FULL: nblk == U, no guards): codes of row m at
+ * ws + m * TCQ_WS, the rows' f16 d's at hd + 16 m, this lane's ldmatrix row of x at xl (block b at 32 b;
+ * rows past NT zero), x's (d, sum) of block b for rows t at xd[8 b + t]. acc = C[g][2c], C[g][2c + 1],
+ * C[g + 8][2c], C[g + 8][2c + 1]: per block, fmaf(d_w * d_x, s, acc) with s the block's integer dot (Q4_0:
+ * of the 0..15 codes, less 8 times the x sum), the streamed kernel's arithmetic. */
 template <int QT, bool FULL>
 __device__ __forceinline__ void tcq_round(float *acc, const uint8_t *ws, const uint8_t *hd, const uint8_t *xl,
                                           const float2 *xd, int nblk, int lane) {
@@ -281,13 +281,48 @@ __device__ __forceinline__ void tcq_round(float *acc, const uint8_t *ws, const u
     }
 }
 
+/* The copy roles of a warp's weight round (both kernels): A row m = lane / 8 + 4i (rows 0..7 the r0
+ * kind, 8..15 the r1 kind), 16-byte chunk lane % 8 of the round's codes into ws + m * TCQ_WS; lanes
+ * 0..15 the heads of row lane (16 bytes) into hd. wrow[i], hrow: the lane's rows (tcq_rows); blk0: the
+ * round's first block in the row; left: blocks of the round that exist (<= 0: none, zeros copied). */
+template <int QT>
+__device__ __forceinline__ void tcq_copy_w(uint8_t *ws, uint8_t *hd, const uint8_t *const *wrow, const uint8_t *hrow,
+                                           int blk0, int left, int lane) {
+    using C = tcq_cfg<QT>;
+    const bool ok = 16 * (lane & 7) / C::QB < left; /* the chunk's block */
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const int m = (lane >> 3) + 4 * i;
+        cp_async16(ws + m * TCQ_WS + 16 * (lane & 7), ok ? wrow[i] + (size_t)blk0 * C::QB + 16 * (lane & 7) : wrow[i],
+                   ok);
+    }
+    if (lane < 16) {
+        const int n = C::HB * max(0, min((int)C::U, left));
+        cp_async_n<C::HB * C::U>(hd + 16 * lane, n ? hrow + C::HB * (size_t)blk0 : hrow, n);
+    }
+}
+
+/* The rows tcq_copy_w reads for tile `tile` (clamped to N - 1 past the end): wrow[i] of A row
+ * lane / 8 + 4i, hrow the heads of row lane % 16 (nb blocks of codes a row before them). */
+__device__ __forceinline__ void tcq_rows(const mmv_set &set, int tile, int N, size_t row_bytes, int nb_qb, int lane,
+                                         const uint8_t **wrow, const uint8_t **hrow) {
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const int m = (lane >> 3) + 4 * i;
+        const int r = set.swiglu ? 8 * tile + (m & 7) : 16 * tile + m;
+        wrow[i] = set_row(set, min(r, N - 1), m >> 3, row_bytes);
+    }
+    *hrow = set_row(set, min(set.swiglu ? 8 * tile + (lane & 7) : 16 * tile + (lane & 15), N - 1), (lane >> 3) & 1,
+                    row_bytes) + (size_t)nb_qb;
+}
+
 template <int QT, int NT, int KS>
 __global__ void __launch_bounds__(TC_WPB * 32) mmv_tcq_kernel(mmv_set set, size_t row_bytes,
                                                               const int8_t *__restrict__ xq,
                                                               const float4 *__restrict__ xds, int K) {
     static_assert(QT == HEARTH_DT_Q4_0 || QT == HEARTH_DT_Q8_0 || QT == HEARTH_DT_Q4_K, "Q4_0, Q8_0 or Q4_K");
     using C = tcq_cfg<QT>;
-    constexpr int QB = C::QB, U = C::U, GPB = C::GPB, HB = C::HB;
+    constexpr int QB = C::QB, U = C::U, GPB = C::GPB;
     extern __shared__ __align__(16) uint8_t tcq_sm[];
     __shared__ float4 red[KS > 1 ? TC_WPB : 1][32];
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, ks = w % KS;
@@ -303,31 +338,11 @@ __global__ void __launch_bounds__(TC_WPB * 32) mmv_tcq_kernel(mmv_set set, size_
     const int rounds = (mine + U - 1) / U;
     uint8_t *st = tcq_sm + (size_t)w * 2 * C::STAGE;
 
-    /* copy roles: weight row m = lane / 8 + 4i (A row m: rows 0..7 are the r0 kind, 8..15 the r1 kind),
-     * 16-byte chunk lane % 8 of its round's codes; lanes 0..15 the d's of row lane */
-    const uint8_t *wrow[4];
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        const int m = (lane >> 3) + 4 * i;
-        const int r = set.swiglu ? 8 * tile + (m & 7) : 16 * tile + m;
-        wrow[i] = set_row(set, min(r, N - 1), m >> 3, row_bytes);
-    }
-    const uint8_t *hrow = set_row(set, min(set.swiglu ? 8 * tile + (lane & 7) : 16 * tile + (lane & 15), N - 1),
-                                  (lane >> 3) & 1, row_bytes) + (size_t)nb * QB;
+    const uint8_t *wrow[4], *hrow;
+    tcq_rows(set, tile, N, row_bytes, nb * QB, lane, wrow, &hrow);
     auto copy_w = [&](int rd) {
         uint8_t *s = st + (rd & 1) * C::STAGE;
-        const int blk = rd * U + 16 * (lane & 7) / QB; /* the chunk's block in the slice */
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const int m = (lane >> 3) + 4 * i;
-            const bool ok = blk < mine;
-            cp_async16(s + m * TCQ_WS + 16 * (lane & 7),
-                       ok ? wrow[i] + (size_t)(b0 + rd * U) * QB + 16 * (lane & 7) : wrow[i], ok);
-        }
-        if (lane < 16) {
-            const int n = HB * min(U, mine - rd * U);
-            cp_async_n<HB * U>(s + C::HOFF + 16 * lane, hrow + HB * (size_t)(b0 + rd * U), n);
-        }
+        tcq_copy_w<QT>(s, s + C::HOFF, wrow, hrow, b0 + rd * U, mine - rd * U, lane);
     };
     auto copy_x = [&](int rd) {
         uint8_t *s = st + (rd & 1) * C::STAGE + 16 * TCQ_WS;
@@ -387,8 +402,8 @@ __global__ void __launch_bounds__(TC_WPB * 32) mmv_tcq_kernel(mmv_set set, size_
  * through TCX_S stages, TCX_S - 1 rounds in flight, across tile boundaries;
  * the first ones are copied before the PDL wait. The round itself is
  * mmv_tcq_kernel's (tcq_round): the same bits. Rows of x at or past NT are
- * read from zero bytes. For K up to 4096 (shared memory); longer rows go to
- * mmv_tcq_kernel.
+ * read from zero bytes. For rows whose x fits beside the stages (tcx_fits:
+ * K = 4096 at T = 8, 8192 at T <= 5); longer rows go to mmv_tcq_kernel.
  *
  * Measured (s11-run6, HEARTH_MMV_TCX 1 / 0 in one binary): bench_gemv, a
  * token's Q4_0 matmuls at T = 8 2830 / 3093 us, T = 3 2559 / 2304; Q8_0
@@ -405,7 +420,7 @@ constexpr int TCX_SMEM_MAX = 227 * 1024 - TCX_WPB * 32 * 16; /* the opt-in limit
 
 static size_t tcx_smem(int NT, int K) { return TCX_XOFF + (size_t)NT * (K + 16) + (size_t)8 * (K / 32) * 8; }
 
-/* the x-resident kernel runs (HEARTH_MMV_TCX=0: never, for benchmarks; Q4_K then stays streamed) */
+/* the x-resident kernel runs (HEARTH_MMV_TCX=0: never, for benchmarks: mmv_tcq_kernel everywhere) */
 static int tcx_fits(int NT, int K) {
     static int on = -1;
     if (on < 0) {
@@ -430,7 +445,7 @@ __global__ void __launch_bounds__(TCX_WPB * 32) mmv_tcqx_kernel(mmv_set set, siz
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, ks = w % KS;
     const int g = lane >> 2;
     const int N = set_rows(set), ntiles = set.swiglu ? (N + 7) / 8 : (N + 15) / 16;
-    constexpr int GPB = C::GPB, HB = C::HB;
+    constexpr int GPB = C::GPB;
     const int ng = K / 32, nb = ng / GPB, XR = K + 16; /* x's groups, weight blocks a row */
     const int per = ((nb + KS - 1) / KS + U - 1) / U * U, b0 = ks * per;
     const int mine = b0 < nb ? min(per, nb - b0) : 0;
@@ -442,28 +457,13 @@ __global__ void __launch_bounds__(TCX_WPB * 32) mmv_tcqx_kernel(mmv_set set, siz
     float2 *xd = (float2 *)(xs + (size_t)NT * XR); /* [b][t], t < 8 */
     const int tile0 = blockIdx.x * TPB + w / KS;
 
-    /* copy roles as mmv_tcq_kernel's copy_w: row m = lane / 8 + 4i, chunk lane % 8; lanes 0..15 the d's.
-     * (ct, crd): the tile and round of the next copy, advanced here */
+    /* (ct, crd): the tile and round of the next copy, advanced here */
     int ct = tile0, crd = 0, cslot = 0;
     auto copy_next = [&]() {
-        const bool live = ct < ntiles;
+        const uint8_t *wrow[4], *hrow;
+        tcq_rows(set, ct, N, row_bytes, nb * QB, lane, wrow, &hrow);
         uint8_t *s = stg + cslot * TCX_WST;
-        const int blk = crd * U + 16 * (lane & 7) / QB;
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const int m = (lane >> 3) + 4 * i;
-            const int r = set.swiglu ? 8 * ct + (m & 7) : 16 * ct + m;
-            const uint8_t *row = set_row(set, min(r, N - 1), m >> 3, row_bytes);
-            const bool ok = live && blk < mine;
-            cp_async16(s + m * TCQ_WS + 16 * (lane & 7), ok ? row + (size_t)(b0 + crd * U) * QB + 16 * (lane & 7) : row,
-                       ok);
-        }
-        if (lane < 16) {
-            const uint8_t *hrow = set_row(set, min(set.swiglu ? 8 * ct + (lane & 7) : 16 * ct + lane, N - 1),
-                                          lane >> 3, row_bytes) + (size_t)nb * QB;
-            const int n = live ? HB * max(0, min(U, mine - crd * U)) : 0;
-            cp_async_n<HB * U>(s + 16 * TCQ_WS + 16 * lane, n ? hrow + HB * (size_t)(b0 + crd * U) : hrow, n);
-        }
+        tcq_copy_w<QT>(s, s + 16 * TCQ_WS, wrow, hrow, b0 + crd * U, ct < ntiles ? mine - crd * U : 0, lane);
         cslot = cslot + 1 == TCX_S ? 0 : cslot + 1;
         if (++crd == rounds) crd = 0, ct += stride;
     };
