@@ -963,6 +963,14 @@ extern "C" void hearth_cuda_ctx_set_mmv_max_tokens(hearth_cuda_ctx *c, int t) {
 
 extern "C" void hearth_cuda_ctx_sync(hearth_cuda_ctx *c) { flush(c, 1); }
 
+extern "C" void hearth_cuda_ctx_submit(hearth_cuda_ctx *c) { flush(c, 0); }
+
+extern "C" void hearth_cuda_ctx_set_gemm_sms(hearth_cuda_ctx *c, int n) {
+    flush(c, 1);
+    drop_graphs(c);
+    if (c->mm.blas) note(c, cublasSetSmCountTarget(c->mm.blas, n) == CUBLAS_STATUS_SUCCESS ? cudaSuccess : cudaErrorInvalidValue, "cuBLAS SM count target");
+}
+
 extern "C" void hearth_cuda_pick_noise(hearth_cuda_ctx *c, float *dst, int n) {
     flush(c, 1);
     cu_pick_noise(&c->L, dst, n < 0 ? 0 : n > (1 << 23) ? (1 << 23) : n);

@@ -70,6 +70,12 @@ size_t hearth_cuda_ctx_profile_text(hearth_cuda_ctx *c, char *buf, size_t size);
 
 /* Issue everything recorded and wait for the device (benchmarks, tests). */
 void hearth_cuda_ctx_sync(hearth_cuda_ctx *c);
+/* Issue everything recorded without waiting, so that another context's
+ * stream can run beside this one's (bench_overlap). */
+void hearth_cuda_ctx_submit(hearth_cuda_ctx *c);
+/* cuBLAS GEMMs of this context on at most n multiprocessors (0: all; a
+ * target, cublasSetSmCountTarget). Drops the captured graphs. */
+void hearth_cuda_ctx_set_gemm_sms(hearth_cuda_ctx *c, int n);
 /* Device-to-device copy bandwidth in GB/s (bytes read + bytes written over
  * the time of one copy), the median of iters copies of `bytes` bytes; the
  * ceiling that decode speed is judged against. 0 on failure. */
