@@ -10,10 +10,17 @@
  * 64-position tile costs a few mma per warp instead of ~1000 FMAs a position
  * (v2 ran out of issue slots and latency before bandwidth: e4m3 at 1.5 TB/s).
  *
- *   K/V: tiles of 64 positions by 16-byte cp.async into two stages (f16:
+ *   K/V: tiles of 64 positions by 16-byte cp.async into stages (f16: two,
  *        [position][HD + 8 halves], the pad making ldmatrix conflict-free;
- *        e4m3: raw [position][HD + 16] bytes); tile i+1 is in flight while
- *        tile i is multiplied; positions past e are zero-filled and masked.
+ *        e4m3: three, raw [position][HD + 16] bytes): tiles i+1 (and i+2)
+ *        are in flight while tile i is multiplied, and the block-table
+ *        entries of the next tile to copy are loaded when the copies before
+ *        it are issued, so no copy waits on its table lookup. The kernel is
+ *        latency-bound with three blocks a multiprocessor (154 registers):
+ *        an e4m3 tile is half an f16 tile's bytes, so e4m3 needs the third
+ *        stage to keep as many bytes in flight (s12-run4: 512 rows at 1500
+ *        positions 3,433 -> 3,619 GB/s); positions past e are zero-filled
+ *        and masked.
  *   e4m3 K is read as stored: the head dimension of S = Q K^T is summed in
  *        a permuted order (the same for Q, staged permuted), so that the two
  *        B registers of a k-step are the two halves of one 32-bit word of a
@@ -38,48 +45,65 @@
  * natural-log units, as the f32 kernels write it. */
 #include "ops/cuda/attention.cuh"
 
+#include <stdlib.h>
+
 namespace {
 
 constexpr int TC_BN = 64;  /* positions per tile */
 constexpr int TC_NT = 128; /* 4 warps, 16 positions each */
 constexpr int TC_MAXG = 8; /* query heads per block: rows 0..7 of the mma tile */
 
-template <int HD, bool FP8> struct tc_cfg {
+template <int HD, bool FP8, int NST = 2> struct tc_cfg {
     static constexpr int LD = HD + 8;       /* halves per f16 shared row */
     static constexpr int TILE = TC_BN * LD; /* halves of one f16 K or V tile */
     static constexpr int RLD = HD + 16;     /* bytes per raw e4m3 shared row (the pad: see tc_pv_raw) */
     static constexpr int RAW = TC_BN * RLD; /* bytes of one raw e4m3 K or V tile */
     static constexpr int SB = FP8 ? 2 * RAW : 2 * TILE * 2; /* bytes of one stage (K and V) */
-    static constexpr int STAGES = 2 * SB; /* two stages of (K, V) tiles */
-    /* Q, 16 f16 rows: after the stages (f16), or in stage 1 (e4m3: Q is read into registers before the
-     * loop's first barrier, after which stage 1 is first written) */
-    static constexpr int QOFF = FP8 ? SB : STAGES;
+    static constexpr int STAGES = NST * SB; /* NST stages of (K, V) tiles, NST - 1 of them in flight */
+    /* Q, 16 f16 rows: after the stages (f16), or in the last stage (e4m3: Q is read into registers before
+     * the loop's first barrier, after which the last stage is first written) */
+    static constexpr int QOFF = FP8 ? (NST - 1) * SB : STAGES;
     static constexpr int SMEM = FP8 ? STAGES : STAGES + 16 * LD * 2;
     static_assert(16 * LD * 2 <= SB, "Q fits in a stage");
     static_assert(4 * TC_MAXG * (HD + 2) * 4 <= STAGES, "the warps' merge fits in the stages");
 };
 
+/* The 16-byte chunks of a tile's K (and V) rows that thread tid copies:
+ * chunk tid % CPR of rows tid / CPR + RSTEP it, it < NIT. */
+template <int HD, bool FP8> struct tc_copy {
+    static constexpr int ES = FP8 ? 1 : 2;   /* bytes an element */
+    static constexpr int CPR = HD * ES / 16; /* 16-byte chunks a row */
+    static constexpr int RSTEP = TC_NT / CPR, NIT = TC_BN * CPR / TC_NT;
+    static_assert((TC_BN * CPR) % TC_NT == 0 && TC_NT % CPR == 0, "tile chunks per thread");
+};
+
+/* The block-table entries of this thread's rows of the tile at kb (rows at
+ * or past e clamped to e - 1's, as tc_load_tile clamps them). */
+template <int HD, bool FP8>
+__device__ __forceinline__ void tc_tile_blocks(int32_t *blk, const int32_t *trow, int bs_shift, int kb, int e,
+                                               int tid) {
+    using P = tc_copy<HD, FP8>;
+#pragma unroll
+    for (int it = 0; it < P::NIT; it++) blk[it] = __ldg(trow + (min(kb + tid / P::CPR + it * P::RSTEP, e - 1) >> bs_shift));
+}
+
 /* Positions kb..kb+63 of K and V into stage st (f16 tiles, or raw e4m3
- * bytes); positions at or past e zero-filled, their address clamped to
- * e - 1's. One commit group. */
+ * bytes), from the blocks tc_tile_blocks looked up; positions at or past e
+ * zero-filled, their address clamped to e - 1's. One commit group. */
 template <int HD, bool FP8>
 __device__ __forceinline__ void tc_load_tile(uint8_t *st, const uint8_t *kbase, const uint8_t *vbase,
-                                             const int32_t *trow, int bs_shift, int kv_dim, int kb, int e, int tid) {
+                                             const int32_t *blk, int bs_shift, int kv_dim, int kb, int e, int tid) {
     using C = tc_cfg<HD, FP8>;
-    constexpr int ES = FP8 ? 1 : 2;               /* bytes an element */
-    constexpr int CPR = HD * ES / 16;             /* 16-byte chunks a row */
+    using P = tc_copy<HD, FP8>;
     constexpr int ROWB = FP8 ? C::RLD : C::LD * 2; /* bytes between shared rows */
     constexpr int TB = FP8 ? C::RAW : C::TILE * 2; /* bytes of one tile */
-    constexpr int N = TC_BN * CPR, RSTEP = TC_NT / CPR;
-    static_assert(N % TC_NT == 0 && TC_NT % CPR == 0, "tile chunks per thread");
-    const int cb = (tid % CPR) * 16, bmask = (1 << bs_shift) - 1;
+    const int cb = (tid % P::CPR) * 16, bmask = (1 << bs_shift) - 1;
 #pragma unroll
-    for (int it = 0; it < N / TC_NT; it++) {
-        const int i = tid / CPR + it * RSTEP, p = kb + i;
+    for (int it = 0; it < P::NIT; it++) {
+        const int i = tid / P::CPR + it * P::RSTEP, p = kb + i;
         const bool ok = p < e;
         const int pc = ok ? p : e - 1;
-        const size_t off = (((size_t)__ldg(trow + (pc >> bs_shift)) << bs_shift) | (size_t)(pc & bmask)) *
-                               (size_t)kv_dim * ES + cb;
+        const size_t off = (((size_t)blk[it] << bs_shift) | (size_t)(pc & bmask)) * (size_t)kv_dim * P::ES + cb;
         cp_async16(st + i * ROWB + cb, kbase + off, ok);
         cp_async16(st + TB + i * ROWB + cb, vbase + off, ok);
     }
@@ -149,12 +173,12 @@ __device__ __forceinline__ void tc_pv_raw(float (*o)[4], const uint32_t *pf, con
     }
 }
 
-template <int HD, bool FP8>
+template <int HD, bool FP8, bool TPF, int NST>
 __global__ void __launch_bounds__(TC_NT)
     attn_rows_tc_kernel(float *__restrict__ out, const float *__restrict__ q, cu_kv kv, const int32_t *__restrict__ seq,
                         const int32_t *__restrict__ pos, int T, int n_heads, int n_kv, float qscale, int window, int S,
                         int minpos, float *__restrict__ part, int skip_bm, int bs_shift) {
-    using C = tc_cfg<HD, FP8>;
+    using C = tc_cfg<HD, FP8, NST>;
     constexpr int LD = C::LD, TILE = C::TILE, SB = C::SB;
     constexpr int NKS = HD / 16; /* k-steps of S over the head dim */
     constexpr int NDT = HD / 8;  /* n-tiles of O over the head dim */
@@ -170,7 +194,20 @@ __global__ void __launch_bounds__(TC_NT)
     const uint8_t *kbase = (const uint8_t *)kv.k + (size_t)d.kvh * HD * es;
     const uint8_t *vbase = (const uint8_t *)kv.v + (size_t)d.kvh * HD * es;
     const int ntile = (e - a + TC_BN - 1) / TC_BN;
-    tc_load_tile<HD, FP8>(tc_sm, kbase, vbase, trow, bs_shift, kv.kv_dim, a, e, tid);
+    /* tiles 0 .. NST - 2 in flight (a commit group each, empty past the last tile). TPF: the block-table
+     * entries of the next tile to copy are asked for when the copies before it are issued, so that no copy
+     * waits for its table lookup */
+    int32_t blk[tc_copy<HD, FP8>::NIT];
+#pragma unroll
+    for (int i = 0; i < NST - 1; i++) {
+        if (i < ntile) {
+            tc_tile_blocks<HD, FP8>(blk, trow, bs_shift, a + i * TC_BN, e, tid);
+            tc_load_tile<HD, FP8>(tc_sm + i * SB, kbase, vbase, blk, bs_shift, kv.kv_dim, a + i * TC_BN, e, tid);
+        } else {
+            cp_async_commit();
+        }
+    }
+    if (TPF && NST - 1 < ntile) tc_tile_blocks<HD, FP8>(blk, trow, bs_shift, a + (NST - 1) * TC_BN, e, tid);
 
     /* Q of the group's heads as rows 0..Gb-1, scaled and rounded to f16; rows Gb..15 zero.
      * e4m3: in the permuted order of S's k-steps: dims 4i..4i+3 (quad member qc = 4i / (HD / 4),
@@ -202,12 +239,19 @@ __global__ void __launch_bounds__(TC_NT)
 
     for (int it = 0; it < ntile; it++) {
         const int kb = a + TC_BN * it;
-        cp_async_wait_all(); /* this thread's copies of tile it have landed */
-        __syncthreads();     /* everyone's; tile it-1's buffers are no longer read */
-        if (it + 1 < ntile)
-            tc_load_tile<HD, FP8>(tc_sm + ((it + 1) & 1) * SB, kbase, vbase, trow, bs_shift, kv.kv_dim, kb + TC_BN, e,
+        if constexpr (NST == 2) cp_async_wait_all(); /* this thread's copies of tile it have landed */
+        else cp_async_wait1();                        /* (all but the newest group: tile it + 1's) */
+        __syncthreads(); /* everyone's; tile it-1's buffers are no longer read */
+        if (it + NST - 1 < ntile) {
+            const int kn = kb + (NST - 1) * TC_BN;
+            if (!TPF) tc_tile_blocks<HD, FP8>(blk, trow, bs_shift, kn, e, tid);
+            tc_load_tile<HD, FP8>(tc_sm + ((it + NST - 1) % NST) * SB, kbase, vbase, blk, bs_shift, kv.kv_dim, kn, e,
                                   tid);
-        const uint8_t *stage = tc_sm + (it & 1) * SB;
+            if (TPF && it + NST < ntile) tc_tile_blocks<HD, FP8>(blk, trow, bs_shift, kn + TC_BN, e, tid);
+        } else if (NST > 2) {
+            cp_async_commit(); /* an empty group: wait1 keeps counting tiles */
+        }
+        const uint8_t *stage = tc_sm + (it % NST) * SB;
         const __half *Ks = (const __half *)stage, *Vs = Ks + TILE;
         const int pw = kb + 16 * w; /* this warp's first position */
         if (pw >= e) continue;      /* no barrier follows in this iteration */
@@ -323,11 +367,22 @@ template <int HD, bool FP8>
 void launch_tc(const cu_launch *L, dim3 grid, float *out, const float *q, const cu_kv *kv, const int32_t *seq,
                const int32_t *pos, int T, int n_heads, int n_kv, float qscale, int window, int S, int minpos,
                float *part, int skip_bm, int bs_shift) {
-    constexpr int smem = tc_cfg<HD, FP8>::SMEM;
-    static unsigned long long done; /* devices set up */
-    cu_smem_setup(L, attn_rows_tc_kernel<HD, FP8>, smem, true, &done);
-    cu_launch_k(L, attn_rows_tc_kernel<HD, FP8>, grid, dim3(TC_NT), smem, out, q, *kv, seq, pos, T, n_heads,
-                n_kv, qscale, window, S, minpos, part, skip_bm, bs_shift);
+    /* HEARTH_ATTN_TC_TPF=0: each tile's table lookup just before its copies; HEARTH_ATTN_TC_ST=2: e4m3 with
+     * two stages (one tile in flight), as f16 keeps (A/B switches, read once) */
+    static int tpf = -1, st3 = -1;
+    if (tpf < 0) {
+        const char *s = getenv("HEARTH_ATTN_TC_TPF"), *n = getenv("HEARTH_ATTN_TC_ST");
+        tpf = !s || atoi(s) != 0;
+        st3 = FP8 && !(n && atoi(n) == 2);
+    }
+    constexpr int N3 = FP8 ? 3 : 2; /* f16 has no three-stage instantiation */
+    const int smem = st3 ? tc_cfg<HD, FP8, N3>::SMEM : tc_cfg<HD, FP8, 2>::SMEM;
+    static unsigned long long done[4]; /* devices set up, per instantiation */
+    auto k = st3 ? (tpf ? attn_rows_tc_kernel<HD, FP8, true, N3> : attn_rows_tc_kernel<HD, FP8, false, N3>)
+                 : (tpf ? attn_rows_tc_kernel<HD, FP8, true, 2> : attn_rows_tc_kernel<HD, FP8, false, 2>);
+    cu_smem_setup(L, k, smem, true, &done[2 * st3 + tpf]);
+    cu_launch_k(L, k, grid, dim3(TC_NT), smem, out, q, *kv, seq, pos, T, n_heads, n_kv, qscale, window, S, minpos,
+                part, skip_bm, bs_shift);
 }
 
 } // namespace
