@@ -1,5 +1,5 @@
 /* mmv_tc.cu - the GEMV of 3..8 rows of x for bf16 / f16 weights (and for
- * split Q4_0 / Q8_0 / Q4_K rows, below) on tensor cores: y[T][N] =
+ * split Q4_0 / Q8_0 / Q4_K / Q6_K rows, below) on tensor cores: y[T][N] =
  * x[T][K] @ W^T, each weight byte read once.
  *
  * At T = 8 the streamed kernel (mmv.cu) spends 8 FMAs, and the unpacking,
@@ -140,9 +140,13 @@ __global__ void __launch_bounds__(TC_WPB * 32) mmv_tc_kernel(mmv_set set, size_t
  * fmaf(d_w * d_x, s) a block (Q8_0: a block, where the streamed kernel
  * scales each half). A Q4_K round is one block of each row (its 128 code
  * bytes, four units of two sub-blocks, as Q8_0's blocks read with the
- * nibbles split; its 16-byte head), scaled as q4k_unit scales a unit.
+ * nibbles split; its 16-byte head), scaled as q4k_unit scales a unit. A
+ * Q6_K round is one block of each row too: its 192 code bytes (so a round's
+ * bytes and the stage's row stride follow the type, tcq_cfg), its 16
+ * scales and the word holding its d; one mma.m16n8k16 (s8) a 16-element
+ * region of one scale, scaled as q6k_unit scales a unit (tcq_round_q6k).
  * tools/cuda/check_tcq_map.py emulates this kernel's copies and fragments
- * on the host (Q4_0, Q8_0, Q4_K).
+ * on the host (Q4_0, Q8_0, Q4_K, Q6_K).
  *
  * bench_gemv, a token's matmuls of the 8B shape (us; streamed / here):
  * Q4_0 T = 3 2656 / 2439, T = 8 5678 / 3427; Q8_0 T = 3 3254 / 3274, T = 8
@@ -151,17 +155,18 @@ __global__ void __launch_bounds__(TC_WPB * 32) mmv_tc_kernel(mmv_set set, size_t
  * Q4_0. So Q4_0 runs here from T = 3, Q8_0 from T = 5 (cu_mmv_tc_fits).
  * Q4_K (s11-run8 / s11-run10, engine on the Q4_K 8B shape, 1000 / 1000):
  * 8 streams 801.8 tok/s streamed, 1,222.7 with the x-resident kernel below
- * for K <= 4096, 1,530.2 with this one for the down projection too. */
-constexpr int TCQ_RB = 128;         /* code bytes of a row a round */
-constexpr int TCQ_WS = TCQ_RB + 16; /* shared stride of a weight row: 8 rows of an ldmatrix in distinct banks */
-
+ * for K <= 4096, 1,530.2 with this one for the down projection too. Q6_K
+ * runs here from T = 3 as Q4_K, not yet measured. */
 template <int QT> struct tcq_cfg {
-    enum { QB = split_fmt<QT>::QB, U = TCQ_RB / QB }; /* code bytes a block; blocks a round */
-    enum { GPB = QT == HEARTH_DT_Q4_K ? 8 : 1 };       /* x's 32-groups a block */
+    enum { RB = QT == HEARTH_DT_Q6_K ? 192 : 128 }; /* code bytes of a row a round */
+    enum { WS = RB + 16 }; /* shared stride of a weight row: 8 rows of an ldmatrix in distinct banks */
+    enum { QB = split_fmt<QT>::QB, U = RB / QB };     /* code bytes a block; blocks a round */
+    enum { GPB = QT == HEARTH_DT_Q4_K || QT == HEARTH_DT_Q6_K ? 8 : 1 }; /* x's 32-groups a block */
     enum { HB = split_fmt<QT>::HB };                   /* head bytes a block (Q4_0 / Q8_0: the d) */
+    enum { HS = QT == HEARTH_DT_Q6_K ? 20 * 16 : 16 * 16 }; /* the rows' heads: 16 bytes a row (Q6_K: then a d word) */
     enum { XS = 32 * U * GPB + 16 };                   /* shared stride of a row of x (8 rows) */
-    enum { HOFF = 16 * TCQ_WS + 8 * XS };              /* the 16 rows' d's, 16 bytes a row */
-    enum { DOFF = HOFF + 16 * 16 };                    /* x's (d, sum) of the round's blocks, float2 [u][t] */
+    enum { HOFF = 16 * WS + 8 * XS };                  /* the 16 rows' heads (Q4_0 / Q8_0: d's) */
+    enum { DOFF = HOFF + HS };                         /* x's (d, sum) of the round's blocks, float2 [u][t] */
     enum { STAGE = DOFF + 8 * U * GPB * 8 };           /* one warp's stage */
     enum { SMEM = TC_WPB * 2 * STAGE };
 };
@@ -174,11 +179,13 @@ __device__ __forceinline__ void mma_s8(int *c, uint32_t a0, uint32_t a1, uint32_
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-/* cp.async of N = 8 or 16 bytes, of which the first n come from src (the rest zero) */
+/* cp.async of N = 4, 8 or 16 bytes, of which the first n come from src (the rest zero) */
 template <int N> __device__ __forceinline__ void cp_async_n(void *dst, const void *src, int n) {
     unsigned s = (unsigned)__cvta_generic_to_shared(dst);
     if constexpr (N == 16) asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(src), "r"(n) : "memory");
-    else asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(s), "l"(src), "r"(n) : "memory");
+    else if constexpr (N == 8)
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(s), "l"(src), "r"(n) : "memory");
+    else asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(s), "l"(src), "r"(n) : "memory");
 }
 
 /* f32 value of an integer |s| < 2^22 less c - 12582912 (exact): s + 0x4B400000 as a float is 12582912 + s,
@@ -209,7 +216,7 @@ __device__ __forceinline__ void tcq_round_q4k(float *acc, const uint8_t *ws, con
     for (int j = 0; j < 4; j++) {
         uint32_t xb[4], q[4]; /* x: b0, b1 of group 2j, then of 2j + 1; codes: rows 0-7 / 8-15, bytes 0..15, 16..31 */
         ldsm_x4(xb, xl + 32 * (2 * j + (lane >> 4)));
-        ldsm_x4(q, ws + wm * TCQ_WS + 32 * j + 16 * (lane >> 4));
+        ldsm_x4(q, ws + wm * tcq_cfg<HEARTH_DT_Q4_K>::WS + 32 * j + 16 * (lane >> 4));
         int s0[4] = {0, 0, 0, 0}, s1[4] = {0, 0, 0, 0};
         mma_s8(s0, q[0] & m4, q[1] & m4, q[2] & m4, q[3] & m4, xb[0], xb[1]);
         mma_s8(s1, (q[0] >> 4) & m4, (q[1] >> 4) & m4, (q[2] >> 4) & m4, (q[3] >> 4) & m4, xb[2], xb[3]);
@@ -225,16 +232,82 @@ __device__ __forceinline__ void tcq_round_q4k(float *acc, const uint8_t *ws, con
     }
 }
 
-/* One round of a warp's 16-row tile, blocks [0, nblk) of it (FULL: nblk == U, no guards): codes of row m at
- * ws + m * TCQ_WS, the rows' f16 d's at hd + 16 m, this lane's ldmatrix row of x at xl (block b at 32 b;
- * rows past NT zero), x's (d, sum) of block b for rows t at xd[8 b + t]. acc = C[g][2c], C[g][2c + 1],
- * C[g + 8][2c], C[g + 8][2c + 1]: per block, fmaf(d_w * d_x, s, acc) with s the block's integer dot (Q4_0:
- * of the 0..15 codes, less 8 times the x sum), the streamed kernel's arithmetic. */
+__device__ __forceinline__ void mma_s8_k16(int *c, uint32_t a0, uint32_t a1, uint32_t b) {
+    asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+        : "r"(a0), "r"(a1), "r"(b));
+}
+
+/* Four Q6_K codes less 32 as s8 (q6k_split_codes' values) from lo's low nibbles and hi's bits 4, 5 of each
+ * byte: v + 96 < 256 carries into no other byte, and flipping its bit 7 leaves v - 32 mod 256 (five
+ * instructions; __vsubss4 is emulated in ten on sm_90) */
+__device__ __forceinline__ uint32_t q6k_s8(uint32_t lo, uint32_t hi) {
+    return (((lo & 0x0F0F0F0Fu) | (hi & 0x30303030u)) + 0x60606060u) ^ 0x80808080u;
+}
+
+/* acc plus one output's share of a Q6_K unit (q6k_unit's arithmetic): s[h][o] the integer dots of its four
+ * 16-element regions, sc the word of their int8 scales */
+__device__ __forceinline__ float q6k_out(const int (*s)[4], int o, uint32_t sc, float d, float dx, float acc) {
+    const int v = (int)(int8_t)sc * s[0][o] + (int)(int8_t)(sc >> 8) * s[1][o] + (int)(int8_t)(sc >> 16) * s[2][o] +
+                  (int)(int8_t)(sc >> 24) * s[3][o];
+    return fmaf(d * dx, (float)v, acc);
+}
+
+/* Q6_K: a round is one block of each row, four units u (cuda_internal.cuh's split layout: 32 ql bytes at
+ * 32u, 16 bytes of top bits at 128 + 16u; x's groups A = 2 (u & ~1) + (u & 1) and A + 2), each four
+ * m16n8k16 products, one a region of one scale: A[0..16), A[16..32), B[0..16), B[16..32). An ldmatrix.x4
+ * of the unit's ql gives rows g, g + 8 at bytes 4c.. and 16 + 4c.. (as Q4_K's), one of two units' top bits
+ * gives word c of rows g, g + 8 of each (byte i: the top bits of A[4c + i], A[16 + 4c + i], B[4c + i],
+ * B[16 + 4c + i]); x's b0, b1 of groups A, B from one ldmatrix.x4 (as Q4_K's two groups). Heads: the
+ * scales at hd + 16 m (unit u's in word u), the 4-byte word holding the block's d at hd + 256 + 4 m, its
+ * half dh (the block's parity in the row). */
+__device__ __forceinline__ void tcq_round_q6k(float *acc, const uint8_t *ws, const uint8_t *hd, const uint8_t *xl,
+                                              const float2 *xd, int dh, int lane) {
+    constexpr int WS = tcq_cfg<HEARTH_DT_Q6_K>::WS;
+    const int g = lane >> 2, c = lane & 3;
+    const int wm = (lane & 7) + 8 * ((lane >> 3) & 1);
+    const float da = h2f(*(const uint16_t *)(hd + 256 + 4 * g + 2 * dh));
+    const float db = h2f(*(const uint16_t *)(hd + 256 + 4 * (g + 8) + 2 * dh));
+    uint32_t p[2][4]; /* top bits: rows g, g + 8 of unit 2i, then of unit 2i + 1 */
+#pragma unroll
+    for (int i = 0; i < 2; i++) ldsm_x4(p[i], ws + wm * WS + 128 + 32 * i + 16 * (lane >> 4));
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+        const int A = 2 * (u & ~1) + (u & 1);
+        uint32_t xb[4], q[4]; /* x: b0, b1 of group A, then of A + 2; ql: rows g, g + 8 at 4c.., then at 16 + 4c.. */
+        ldsm_x4(xb, xl + 32 * (A + 2 * (lane >> 4)));
+        ldsm_x4(q, ws + wm * WS + 32 * u + 16 * (lane >> 4));
+        const uint32_t pa = p[u >> 1][2 * (u & 1)], pb = p[u >> 1][2 * (u & 1) + 1];
+        int s[4][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}};
+        mma_s8_k16(s[0], q6k_s8(q[0], pa << 4), q6k_s8(q[1], pb << 4), xb[0]);
+        mma_s8_k16(s[1], q6k_s8(q[2], pa << 2), q6k_s8(q[3], pb << 2), xb[1]);
+        mma_s8_k16(s[2], q6k_s8(q[0] >> 4, pa), q6k_s8(q[1] >> 4, pb), xb[2]);
+        mma_s8_k16(s[3], q6k_s8(q[2] >> 4, pa >> 2), q6k_s8(q[3] >> 4, pb >> 2), xb[3]);
+        const float4 e = *(const float4 *)(xd + 8 * A + 2 * c); /* x's d of columns 2c, 2c + 1 (group A) */
+        const uint32_t sca = *(const uint32_t *)(hd + 16 * g + 4 * u);
+        const uint32_t scb = *(const uint32_t *)(hd + 16 * (g + 8) + 4 * u);
+        acc[0] = q6k_out(s, 0, sca, da, e.x, acc[0]);
+        acc[1] = q6k_out(s, 1, sca, da, e.z, acc[1]);
+        acc[2] = q6k_out(s, 2, scb, db, e.x, acc[2]);
+        acc[3] = q6k_out(s, 3, scb, db, e.z, acc[3]);
+    }
+}
+
+/* One round of a warp's 16-row tile, blocks [0, nblk) of it (FULL: nblk == U, no guards), blk the row's
+ * block at its start: codes of row m at ws + m * WS, the rows' heads at hd + 16 m (Q4_0 / Q8_0: f16 d's),
+ * this lane's ldmatrix row of x at xl (block b at 32 GPB b; rows past NT zero), x's (d, sum) of group q for
+ * rows t at xd[8 q + t]. acc = C[g][2c], C[g][2c + 1], C[g + 8][2c], C[g + 8][2c + 1]: per block, fmaf(d_w *
+ * d_x, s, acc) with s the block's integer dot (Q4_0: of the 0..15 codes, less 8 times the x sum), the
+ * streamed kernel's arithmetic; per unit for Q4_K and Q6_K. */
 template <int QT, bool FULL>
 __device__ __forceinline__ void tcq_round(float *acc, const uint8_t *ws, const uint8_t *hd, const uint8_t *xl,
-                                          const float2 *xd, int nblk, int lane) {
+                                          const float2 *xd, int nblk, int blk, int lane) {
     if constexpr (QT == HEARTH_DT_Q4_K) { /* one block a round: full, or the empty round of a slice past K */
         if (FULL || nblk > 0) tcq_round_q4k(acc, ws, hd, xl, xd, lane);
+        return;
+    }
+    if constexpr (QT == HEARTH_DT_Q6_K) { /* the same */
+        if (FULL || nblk > 0) tcq_round_q6k(acc, ws, hd, xl, xd, blk & 1, lane);
         return;
     }
     constexpr int U = tcq_cfg<QT>::U;
@@ -250,7 +323,7 @@ __device__ __forceinline__ void tcq_round(float *acc, const uint8_t *ws, const u
         int s[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
         if constexpr (QT == HEARTH_DT_Q4_0) {
             uint32_t q[4]; /* rows 0-7 / 8-15 of block p, then of block p + 1 */
-            ldsm_x4(q, ws + wm * TCQ_WS + 16 * (p + (lane >> 4)));
+            ldsm_x4(q, ws + wm * tcq_cfg<QT>::WS + 16 * (p + (lane >> 4)));
             const uint32_t m4 = 0x0F0F0F0Fu;
 #pragma unroll
             for (int j = 0; j < 2; j++)
@@ -260,7 +333,7 @@ __device__ __forceinline__ void tcq_round(float *acc, const uint8_t *ws, const u
 #pragma unroll
             for (int j = 0; j < 2; j++) {
                 uint32_t q[4]; /* rows 0-7 / 8-15, bytes 0..15 of the block, then 16..31 */
-                ldsm_x4(q, ws + wm * TCQ_WS + 32 * (p + j) + 16 * (lane >> 4));
+                ldsm_x4(q, ws + wm * tcq_cfg<QT>::WS + 32 * (p + j) + 16 * (lane >> 4));
                 mma_s8(s[j], q[0], q[1], q[2], q[3], xb[2 * j], xb[2 * j + 1]);
             }
         }
@@ -282,9 +355,13 @@ __device__ __forceinline__ void tcq_round(float *acc, const uint8_t *ws, const u
 }
 
 /* The copy roles of a warp's weight round (both kernels): A row m = lane / 8 + 4i (rows 0..7 the r0
- * kind, 8..15 the r1 kind), 16-byte chunk lane % 8 of the round's codes into ws + m * TCQ_WS; lanes
- * 0..15 the heads of row lane (16 bytes) into hd. wrow[i], hrow: the lane's rows (tcq_rows); blk0: the
- * round's first block in the row; left: blocks of the round that exist (<= 0: none, zeros copied). */
+ * kind, 8..15 the r1 kind), 16-byte chunk lane % 8 of the round's first 128 code bytes into ws + m * WS;
+ * lanes 0..15 the heads of row lane (16 bytes) into hd. Q6_K (192 code bytes, U = 1): also chunk
+ * 8 + lane % 4 (the top bits) of A rows lane / 8 + 4i, i = 0, 1 (lane % 8 < 4) or 2, 3; lanes 0..15
+ * copy the scales of row lane, lanes 16..31 the 4-byte word holding the d of row lane - 16 into
+ * hd + 256 (aligned and in the row: row_bytes % 16 == 0 makes nb a multiple of 8). wrow[i], hrow: the
+ * lane's rows (tcq_rows); blk0: the round's first block in the row; left: blocks of the round that exist
+ * (<= 0: none, zeros copied). */
 template <int QT>
 __device__ __forceinline__ void tcq_copy_w(uint8_t *ws, uint8_t *hd, const uint8_t *const *wrow, const uint8_t *hrow,
                                            int blk0, int left, int lane) {
@@ -293,19 +370,32 @@ __device__ __forceinline__ void tcq_copy_w(uint8_t *ws, uint8_t *hd, const uint8
 #pragma unroll
     for (int i = 0; i < 4; i++) {
         const int m = (lane >> 3) + 4 * i;
-        cp_async16(ws + m * TCQ_WS + 16 * (lane & 7), ok ? wrow[i] + (size_t)blk0 * C::QB + 16 * (lane & 7) : wrow[i],
+        cp_async16(ws + m * C::WS + 16 * (lane & 7), ok ? wrow[i] + (size_t)blk0 * C::QB + 16 * (lane & 7) : wrow[i],
                    ok);
     }
-    if (lane < 16) {
+    if constexpr (QT == HEARTH_DT_Q6_K) { /* ok: the round's one block exists */
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const int m = (lane >> 3) + 4 * (i + 2 * ((lane >> 2) & 1));
+            const uint8_t *row = lane & 4 ? wrow[2 + i] : wrow[i];
+            cp_async16(ws + m * C::WS + 128 + 16 * (lane & 3),
+                       ok ? row + (size_t)blk0 * C::QB + 128 + 16 * (lane & 3) : row, ok);
+        }
+        /* one address for both kinds of head: two made ptxas (CUDA 13.0) spill in the staged kernel */
+        const uint8_t *h = hrow + (lane < 16 ? 16 * (size_t)blk0 : 4 * (size_t)(blk0 >> 1));
+        if (lane < 16) cp_async16(hd + 16 * lane, ok ? h : hrow, ok);
+        else cp_async_n<4>(hd + 256 + 4 * (lane - 16), ok ? h : hrow, ok ? 4 : 0);
+    } else if (lane < 16) {
         const int n = C::HB * max(0, min((int)C::U, left));
         cp_async_n<C::HB * C::U>(hd + 16 * lane, n ? hrow + C::HB * (size_t)blk0 : hrow, n);
     }
 }
 
 /* The rows tcq_copy_w reads for tile `tile` (clamped to N - 1 past the end): wrow[i] of A row
- * lane / 8 + 4i, hrow the heads of row lane % 16 (nb blocks of codes a row before them). */
-__device__ __forceinline__ void tcq_rows(const mmv_set &set, int tile, int N, size_t row_bytes, int nb_qb, int lane,
-                                         const uint8_t **wrow, const uint8_t **hrow) {
+ * lane / 8 + 4i, hrow the heads of row lane % 16 (nb blocks of codes a row before them, and for lanes
+ * 16..31 hi bytes more: Q6_K's d's, after its nb blocks of 16 scale bytes; 0 for the other types). */
+__device__ __forceinline__ void tcq_rows(const mmv_set &set, int tile, int N, size_t row_bytes, int nb_qb, int hi,
+                                         int lane, const uint8_t **wrow, const uint8_t **hrow) {
 #pragma unroll
     for (int i = 0; i < 4; i++) {
         const int m = (lane >> 3) + 4 * i;
@@ -313,14 +403,15 @@ __device__ __forceinline__ void tcq_rows(const mmv_set &set, int tile, int N, si
         wrow[i] = set_row(set, min(r, N - 1), m >> 3, row_bytes);
     }
     *hrow = set_row(set, min(set.swiglu ? 8 * tile + (lane & 7) : 16 * tile + (lane & 15), N - 1), (lane >> 3) & 1,
-                    row_bytes) + (size_t)nb_qb;
+                    row_bytes) + (size_t)nb_qb + (lane >= 16 ? hi : 0);
 }
 
+/* The body of mmv_tcq_kernel (below, with its launch bounds) */
 template <int QT, int NT, int KS>
-__global__ void __launch_bounds__(TC_WPB * 32) mmv_tcq_kernel(mmv_set set, size_t row_bytes,
-                                                              const int8_t *__restrict__ xq,
-                                                              const float4 *__restrict__ xds, int K) {
-    static_assert(QT == HEARTH_DT_Q4_0 || QT == HEARTH_DT_Q8_0 || QT == HEARTH_DT_Q4_K, "Q4_0, Q8_0 or Q4_K");
+__device__ __forceinline__ void tcq_body(const mmv_set &set, size_t row_bytes, const int8_t *__restrict__ xq,
+                                         const float4 *__restrict__ xds, int K) {
+    static_assert(QT == HEARTH_DT_Q4_0 || QT == HEARTH_DT_Q8_0 || QT == HEARTH_DT_Q4_K || QT == HEARTH_DT_Q6_K,
+                  "Q4_0, Q8_0, Q4_K or Q6_K");
     using C = tcq_cfg<QT>;
     constexpr int QB = C::QB, U = C::U, GPB = C::GPB;
     extern __shared__ __align__(16) uint8_t tcq_sm[];
@@ -339,13 +430,13 @@ __global__ void __launch_bounds__(TC_WPB * 32) mmv_tcq_kernel(mmv_set set, size_
     uint8_t *st = tcq_sm + (size_t)w * 2 * C::STAGE;
 
     const uint8_t *wrow[4], *hrow;
-    tcq_rows(set, tile, N, row_bytes, nb * QB, lane, wrow, &hrow);
+    tcq_rows(set, tile, N, row_bytes, nb * QB, QT == HEARTH_DT_Q6_K ? 16 * nb : 0, lane, wrow, &hrow);
     auto copy_w = [&](int rd) {
         uint8_t *s = st + (rd & 1) * C::STAGE;
         tcq_copy_w<QT>(s, s + C::HOFF, wrow, hrow, b0 + rd * U, mine - rd * U, lane);
     };
     auto copy_x = [&](int rd) {
-        uint8_t *s = st + (rd & 1) * C::STAGE + 16 * TCQ_WS;
+        uint8_t *s = st + (rd & 1) * C::STAGE + 16 * C::WS;
         constexpr int CPR = 2 * U * GPB; /* 16-byte chunks of a row of x a round */
 #pragma unroll
         for (int i = 0; i < 8 * CPR / 32; i++) {
@@ -379,15 +470,36 @@ __global__ void __launch_bounds__(TC_WPB * 32) mmv_tcq_kernel(mmv_set set, size_
         cp_async_wait1(); /* round rd has landed (this lane's copies; the warp's after the sync) */
         __syncwarp();
         const uint8_t *ws = st + (rd & 1) * C::STAGE;
-        const uint8_t *xl = ws + 16 * TCQ_WS + (lane & 7) * C::XS + 16 * ((lane >> 3) & 1);
+        const uint8_t *xl = ws + 16 * C::WS + (lane & 7) * C::XS + 16 * ((lane >> 3) & 1);
         const float2 *xd = (const float2 *)(ws + C::DOFF);
-        if (rd * U + U <= mine) tcq_round<QT, true>(acc, ws, ws + C::HOFF, xl, xd, U, lane);
-        else tcq_round<QT, false>(acc, ws, ws + C::HOFF, xl, xd, mine - rd * U, lane);
+        if (rd * U + U <= mine) tcq_round<QT, true>(acc, ws, ws + C::HOFF, xl, xd, U, b0 + rd * U, lane);
+        else tcq_round<QT, false>(acc, ws, ws + C::HOFF, xl, xd, mine - rd * U, b0 + rd * U, lane);
         __syncwarp(); /* this stage is copied into again two rounds on */
     }
     cp_async_wait_all();
     pdl_launch();
     tc_finish<KS>(set, red, acc, w, ks, lane, live, r0, r1, N, NT);
+}
+
+template <int QT, int NT, int KS>
+__global__ void __launch_bounds__(TC_WPB * 32) mmv_tcq_kernel(mmv_set set, size_t row_bytes,
+                                                              const int8_t *__restrict__ xq,
+                                                              const float4 *__restrict__ xds, int K) {
+    tcq_body<QT, NT, KS>(set, row_bytes, xq, xds, K);
+}
+
+/* Q6_K's: two blocks a multiprocessor (as the shared memory allows) need at most 128 registers, where ptxas
+ * left to itself takes 150..158 (CUDA 13.0); a minimum of one block in the others' bounds changes their code */
+template <int NT, int KS>
+__global__ void __launch_bounds__(TC_WPB * 32, 2) mmv_tcq_q6k_kernel(mmv_set set, size_t row_bytes,
+                                                                     const int8_t *__restrict__ xq,
+                                                                     const float4 *__restrict__ xds, int K) {
+    tcq_body<HEARTH_DT_Q6_K, NT, KS>(set, row_bytes, xq, xds, K);
+}
+
+template <int QT, int NT, int KS> static constexpr auto tcq_kernel() {
+    if constexpr (QT == HEARTH_DT_Q6_K) return mmv_tcq_q6k_kernel<NT, KS>;
+    else return mmv_tcq_kernel<QT, NT, KS>;
 }
 
 /* ---- the same with x resident (v24) ---------------------------------------
@@ -399,11 +511,14 @@ __global__ void __launch_bounds__(TC_WPB * 32) mmv_tcq_kernel(mmv_set set, size_
  * each block's (d, sum)) into shared memory once, then loops over tiles
  * (grid: one block a multiprocessor), TPB = 16 / KS tiles at a time, the
  * slices of a tile in one block as above. A warp's weight rounds run
- * through TCX_S stages, TCX_S - 1 rounds in flight, across tile boundaries;
- * the first ones are copied before the PDL wait. The round itself is
+ * through S stages, S - 1 rounds in flight, across tile boundaries; the
+ * first ones are copied before the PDL wait. S = 4, but 3 for Q6_K, whose
+ * 16 warps' stages (3,648 bytes) would take 228 KiB at 4: two of its rounds
+ * in flight, as many bytes as three of Q4_K's. The round itself is
  * mmv_tcq_kernel's (tcq_round): the same bits. Rows of x at or past NT are
  * read from zero bytes. For rows whose x fits beside the stages (tcx_fits:
- * K = 4096 at T = 8, 8192 at T <= 5); longer rows go to mmv_tcq_kernel.
+ * K = 4096 at T = 8, 8192 at T <= 5; Q6_K 4096 at T = 8, 8192 at T = 3);
+ * longer rows go to mmv_tcq_kernel.
  *
  * Measured (s11-run6, HEARTH_MMV_TCX 1 / 0 in one binary): bench_gemv, a
  * token's Q4_0 matmuls at T = 8 2830 / 3093 us, T = 3 2559 / 2304; Q8_0
@@ -411,23 +526,28 @@ __global__ void __launch_bounds__(TC_WPB * 32) mmv_tcq_kernel(mmv_set set, size_
  * weight rounds copied before the PDL wait overlap the kernel ahead: Q4_0
  * 1,075.7 / 1,011.9 tok/s at 4 streams, 1,613.6 / 1,451.6 at 8. So it runs
  * wherever it fits. */
-constexpr int TCX_WPB = 16;                   /* warps a block */
-constexpr int TCX_S = 4;                      /* a warp's weight stages */
-constexpr int TCX_WST = 16 * TCQ_WS + 16 * 16; /* a stage: 16 rows' codes (a round), then their d's */
-constexpr int TCX_ZERO = 512;                 /* zero bytes: x's rows past NT, a round of blocks and one more */
-constexpr int TCX_XOFF = TCX_WPB * TCX_S * TCX_WST + TCX_ZERO; /* x's rows, after the stages and the zeros */
+constexpr int TCX_WPB = 16;   /* warps a block */
+constexpr int TCX_ZERO = 512; /* zero bytes: x's rows past NT, a round of blocks and one more */
 constexpr int TCX_SMEM_MAX = 227 * 1024 - TCX_WPB * 32 * 16; /* the opt-in limit less the static red[] */
 
-static size_t tcx_smem(int NT, int K) { return TCX_XOFF + (size_t)NT * (K + 16) + (size_t)8 * (K / 32) * 8; }
+template <int QT> struct tcx_cfg {
+    enum { S = QT == HEARTH_DT_Q6_K ? 3 : 4 };                /* a warp's weight stages */
+    enum { WST = 16 * tcq_cfg<QT>::WS + tcq_cfg<QT>::HS };     /* a stage: 16 rows' codes (a round), then heads */
+    enum { XOFF = TCX_WPB * S * WST + TCX_ZERO };             /* x's rows, after the stages and the zeros */
+};
+
+template <int QT> static size_t tcx_smem(int NT, int K) {
+    return tcx_cfg<QT>::XOFF + (size_t)NT * (K + 16) + (size_t)8 * (K / 32) * 8;
+}
 
 /* the x-resident kernel runs (HEARTH_MMV_TCX=0: never, for benchmarks: mmv_tcq_kernel everywhere) */
-static int tcx_fits(int NT, int K) {
+template <int QT> static int tcx_fits(int NT, int K) {
     static int on = -1;
     if (on < 0) {
         const char *s = getenv("HEARTH_MMV_TCX");
         on = !(s && atoi(s) == 0);
     }
-    return on && tcx_smem(NT, K) <= (size_t)TCX_SMEM_MAX;
+    return on && tcx_smem<QT>(NT, K) <= (size_t)TCX_SMEM_MAX;
 }
 
 template <int N> __device__ __forceinline__ void cp_async_wait_n() {
@@ -440,6 +560,7 @@ __global__ void __launch_bounds__(TCX_WPB * 32) mmv_tcqx_kernel(mmv_set set, siz
                                                                const float4 *__restrict__ xds, int K) {
     using C = tcq_cfg<QT>;
     constexpr int QB = C::QB, U = C::U, TPB = TCX_WPB / KS;
+    constexpr int TCX_S = tcx_cfg<QT>::S, TCX_WST = tcx_cfg<QT>::WST, TCX_XOFF = tcx_cfg<QT>::XOFF;
     extern __shared__ __align__(16) uint8_t tcq_sm[];
     __shared__ float4 red[KS > 1 ? TCX_WPB : 1][32];
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, ks = w % KS;
@@ -461,9 +582,9 @@ __global__ void __launch_bounds__(TCX_WPB * 32) mmv_tcqx_kernel(mmv_set set, siz
     int ct = tile0, crd = 0, cslot = 0;
     auto copy_next = [&]() {
         const uint8_t *wrow[4], *hrow;
-        tcq_rows(set, ct, N, row_bytes, nb * QB, lane, wrow, &hrow);
+        tcq_rows(set, ct, N, row_bytes, nb * QB, QT == HEARTH_DT_Q6_K ? 16 * nb : 0, lane, wrow, &hrow);
         uint8_t *s = stg + cslot * TCX_WST;
-        tcq_copy_w<QT>(s, s + 16 * TCQ_WS, wrow, hrow, b0 + crd * U, ct < ntiles ? mine - crd * U : 0, lane);
+        tcq_copy_w<QT>(s, s + 16 * C::WS, wrow, hrow, b0 + crd * U, ct < ntiles ? mine - crd * U : 0, lane);
         cslot = cslot + 1 == TCX_S ? 0 : cslot + 1;
         if (++crd == rounds) crd = 0, ct += stride;
     };
@@ -501,8 +622,8 @@ __global__ void __launch_bounds__(TCX_WPB * 32) mmv_tcqx_kernel(mmv_set set, siz
         const uint8_t *ws = stg + slot * TCX_WST;
         const uint8_t *xl = xl0 + rd * xstep;
         const float2 *xdr = xd + 8 * GPB * (b0 + rd * U);
-        if (rd * U + U <= mine) tcq_round<QT, true>(acc, ws, ws + 16 * TCQ_WS, xl, xdr, U, lane);
-        else tcq_round<QT, false>(acc, ws, ws + 16 * TCQ_WS, xl, xdr, mine - rd * U, lane);
+        if (rd * U + U <= mine) tcq_round<QT, true>(acc, ws, ws + 16 * C::WS, xl, xdr, U, b0 + rd * U, lane);
+        else tcq_round<QT, false>(acc, ws, ws + 16 * C::WS, xl, xdr, mine - rd * U, b0 + rd * U, lane);
         __syncwarp(); /* this stage is copied into again TCX_S - 1 rounds on */
         slot = slot + 1 == TCX_S ? 0 : slot + 1;
         if (++rd == rounds) {
@@ -531,11 +652,11 @@ void launch_tc(const cu_launch *L, const mmv_set *set, const void *xp, int K, si
     const int N = set->swiglu ? set->n[0] : set->n[0] + set->n[1] + set->n[2];
     const int ntiles = set->swiglu ? cu_div_up(N, 8) : cu_div_up(N, 16);
     const dim3 block(TC_WPB * 32);
-    if constexpr (WT == HEARTH_DT_Q4_0 || WT == HEARTH_DT_Q8_0 || WT == HEARTH_DT_Q4_K) {
+    if constexpr (WT == HEARTH_DT_Q4_0 || WT == HEARTH_DT_Q8_0 || WT == HEARTH_DT_Q4_K || WT == HEARTH_DT_Q6_K) {
         const int ks = tc_slices(K, tcq_cfg<WT>::U * tcq_cfg<WT>::GPB);
         const int8_t *q = (const int8_t *)xp;
         const float4 *ds = (const float4 *)(q + (size_t)NT * K); /* xprep.cu's q8 / q8_K layout */
-        if (tcx_fits(NT, K)) {
+        if (tcx_fits<WT>(NT, K)) {
             auto k = ks == 8 ? mmv_tcqx_kernel<WT, NT, 8>
                      : ks == 4 ? mmv_tcqx_kernel<WT, NT, 4>
                      : ks == 2 ? mmv_tcqx_kernel<WT, NT, 2>
@@ -543,15 +664,15 @@ void launch_tc(const cu_launch *L, const mmv_set *set, const void *xp, int K, si
             static unsigned long long done[4];
             cu_smem_setup(L, k, TCX_SMEM_MAX, true, &done[ks == 8 ? 3 : ks == 4 ? 2 : ks == 2 ? 1 : 0]);
             const int blocks = std::min(cu_div_up(ntiles, TCX_WPB / ks), L->n_sm);
-            cu_launch_k(L, k, dim3(blocks), dim3(TCX_WPB * 32), tcx_smem(NT, K), *set, row_bytes, q, ds, K);
+            cu_launch_k(L, k, dim3(blocks), dim3(TCX_WPB * 32), tcx_smem<WT>(NT, K), *set, row_bytes, q, ds, K);
             return;
         }
         const dim3 grid(cu_div_up(ntiles, TC_WPB / ks));
         constexpr int smem = tcq_cfg<WT>::SMEM;
-        auto k = ks == 8 ? mmv_tcq_kernel<WT, NT, 8>
-                 : ks == 4 ? mmv_tcq_kernel<WT, NT, 4>
-                 : ks == 2 ? mmv_tcq_kernel<WT, NT, 2>
-                           : mmv_tcq_kernel<WT, NT, 1>;
+        auto k = ks == 8 ? tcq_kernel<WT, NT, 8>()
+                 : ks == 4 ? tcq_kernel<WT, NT, 4>()
+                 : ks == 2 ? tcq_kernel<WT, NT, 2>()
+                           : tcq_kernel<WT, NT, 1>();
         static unsigned long long done[4]; /* devices set up, per slice count */
         cu_smem_setup(L, k, smem, true, &done[ks == 8 ? 3 : ks == 4 ? 2 : ks == 2 ? 1 : 0]);
         cu_launch_k(L, k, grid, block, smem, *set, row_bytes, q, ds, K);
@@ -592,12 +713,12 @@ int cu_mmv_tc_fits(const mmv_set *set, hearth_dtype t, int T, int K, size_t row_
     }
     /* T = 2 stays streamed: even in bench_gemv (s10-run2: 5081 us a token's matmuls streamed, 5123 here) */
     if (off || T < 3 || T > 8) return 0;
-    /* Q4_0 from 3 rows, Q8_0 from 5: below 5 the streamed kernel keeps up with Q8_0 (engine, s11-run7:
-     * 3 streams 746.0 tok/s streamed, 721.2 here; 4 streams 895.8, 900.3) */
+    /* Q4_0, Q4_K, Q6_K from 3 rows, Q8_0 from 5: below 5 the streamed kernel keeps up with Q8_0 (engine,
+     * s11-run7: 3 streams 746.0 tok/s streamed, 721.2 here; 4 streams 895.8, 900.3) */
     const int quant_min = t == HEARTH_DT_Q8_0 && !all3 ? 5 : 3;
-    const int quant = t == HEARTH_DT_Q4_0 || t == HEARTH_DT_Q8_0 || t == HEARTH_DT_Q4_K;
+    const int quant = t == HEARTH_DT_Q4_0 || t == HEARTH_DT_Q8_0 || t == HEARTH_DT_Q4_K || t == HEARTH_DT_Q6_K;
     if (!(t == HEARTH_DT_BF16 || t == HEARTH_DT_F16 || (quant && set->split && tc_quant && T >= quant_min))) return 0;
-    if (t == HEARTH_DT_Q4_K && K % 256) return 0;
+    if ((t == HEARTH_DT_Q4_K || t == HEARTH_DT_Q6_K) && K % 256) return 0;
     if (K % 32 || row_bytes % 16 || (uintptr_t)xp % 16) return 0;
     const int n = set->swiglu ? 2 : set->count;
     for (int m = 0; m < n; m++)
@@ -613,6 +734,7 @@ void cu_mmv_tc(const cu_launch *L, const mmv_set *set, const void *xp, int T, he
     case HEARTH_DT_Q4_0: launch_tc_t<HEARTH_DT_Q4_0>(L, set, xp, T, K, row_bytes); break;
     case HEARTH_DT_Q8_0: launch_tc_t<HEARTH_DT_Q8_0>(L, set, xp, T, K, row_bytes); break;
     case HEARTH_DT_Q4_K: launch_tc_t<HEARTH_DT_Q4_K>(L, set, xp, T, K, row_bytes); break;
+    case HEARTH_DT_Q6_K: launch_tc_t<HEARTH_DT_Q6_K>(L, set, xp, T, K, row_bytes); break;
     default: break;
     }
 }
