@@ -5,8 +5,12 @@ For benchmarks: the default shape is Llama-3.1-8B's (hidden 4096, 32 layers,
 32 heads, 8 KV heads, FFN 14336, vocab 128256). Run it where the model is
 used (16 GB in bf16: never copy it around):
 
-    python3 tools/bench/make_llama_gguf.py OUT.gguf --type bf16|f16|q8_0|q4_0|q4_K
+    python3 tools/bench/make_llama_gguf.py OUT.gguf --type bf16|f16|q8_0|q4_0|q4_K|q4_K_M
                                           [--output-type q6_K] [--layers 32] ...
+
+q4_K_M mixes types as llama.cpp's Q4_K_M does for llama: Q4_K everywhere but
+attn_v and ffn_down in Q6_K in the layers llama.cpp gives more bits (the
+first and last eighth, and every third between), and a Q6_K output.
 
 Weights are random but valid: float types hold N(0, 0.02) values; quantized
 blocks hold random codes under an f16 scale of the size ggml's quantizer
@@ -118,7 +122,7 @@ class Writer:
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out")
-    ap.add_argument("--type", default="bf16", choices=["f32", "f16", "bf16", "q8_0", "q4_0", "q4_K"])
+    ap.add_argument("--type", default="bf16", choices=["f32", "f16", "bf16", "q8_0", "q4_0", "q4_K", "q4_K_M"])
     ap.add_argument("--output-type", default=None, help="type of output.weight (default: --type)")
     ap.add_argument("--layers", type=int, default=32)
     ap.add_argument("--hidden", type=int, default=4096)
@@ -129,8 +133,13 @@ def main():
     ap.add_argument("--ctx", type=int, default=8192)
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
-    wt = TYPES[a.type]
-    ot = TYPES[a.output_type] if a.output_type else wt
+    mix = a.type == "q4_K_M"
+    wt = T_Q4_K if mix else TYPES[a.type]
+    ot = TYPES[a.output_type] if a.output_type else (T_Q6_K if mix else wt)
+
+    def more_bits(l):  # llama.cpp's use_more_bits(i_layer, n_layers)
+        n = a.layers
+        return l < n // 8 or l >= 7 * n // 8 or (l - n // 8) % 3 == 2
     hd = a.hidden // a.heads
     w = Writer()
     w.add_str("general.architecture", "llama")
@@ -154,12 +163,12 @@ def main():
         w.add_tensor(p + "attn_norm.weight", [H], T_F32)
         w.add_tensor(p + "attn_q.weight", [H, H], wt)
         w.add_tensor(p + "attn_k.weight", [H, KV], wt)
-        w.add_tensor(p + "attn_v.weight", [H, KV], wt)
+        w.add_tensor(p + "attn_v.weight", [H, KV], T_Q6_K if mix and more_bits(l) else wt)
         w.add_tensor(p + "attn_output.weight", [H, H], wt)
         w.add_tensor(p + "ffn_norm.weight", [H], T_F32)
         w.add_tensor(p + "ffn_gate.weight", [H, F], wt)
         w.add_tensor(p + "ffn_up.weight", [H, F], wt)
-        w.add_tensor(p + "ffn_down.weight", [F, H], wt)
+        w.add_tensor(p + "ffn_down.weight", [F, H], T_Q6_K if mix and more_bits(l) else wt)
 
     rng = np.random.default_rng(a.seed)
     tiles = {}
