@@ -102,13 +102,19 @@ clean:
 # CUDA benchmarks (bench/cuda/*.c, one program each); they need CUDA=1 to
 # build and an NVIDIA GPU to run.
 CUDA_TEST_SRC := $(sort $(wildcard tests/cuda/*.c))
-CUDA_BENCH := $(patsubst bench/cuda/%.c,$(BUILD)/bench/cuda/%,$(wildcard bench/cuda/*.c))
+CUDA_BENCH := $(patsubst bench/cuda/%.c,$(BUILD)/bench/cuda/%,$(wildcard bench/cuda/*.c)) \
+              $(patsubst bench/cuda/%.cu,$(BUILD)/bench/cuda/%,$(wildcard bench/cuda/*.cu))
 
 $(BUILD)/test_cuda: $(CUDA_TEST_SRC:%.c=$(BUILD)/%.o) $(BUILD)/tests/unit/runner.o $(BUILD)/libhearth.a
 	$(CC) $(SAN) -o $@ $(filter %.o,$^) $(BUILD)/libhearth.a $(LDLIBS)
 
 $(BUILD)/bench/cuda/%: $(BUILD)/bench/cuda/%.o $(BUILD)/libhearth.a
 	$(CC) -o $@ $< $(BUILD)/libhearth.a $(LDLIBS)
+
+# a benchmark that is one .cu file of its own kernels (no libhearth)
+$(BUILD)/bench/cuda/%: bench/cuda/%.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -o $@ $< -lcudart_static
 
 .PHONY: bench-cuda trace-cuda
 bench-cuda: $(CUDA_BENCH)

@@ -1,0 +1,265 @@
+/* bench_persist.cu - can one persistent kernel keep DRAM streaming through a
+ * batch-1 decode step's phase boundaries? The question behind session 9's
+ * plan for batch 1 (a persistent decode layer, issue 7), asked before that
+ * kernel is written: a Q4_0 Llama-3.1-8B token reads 3.93 GB of layer
+ * weights in four matmul phases a layer (q/k/v 14.2 MB, o 9.4 MB, gate/up
+ * 66.1 MB, down 33.0 MB) with five dependencies a layer between them (the
+ * attention after q/k/v is one more). Here one cooperative kernel of exactly
+ * the resident blocks streams those bytes (16-byte loads, 8 a thread in
+ * flight, folded into a checksum so the loads stay), 32 layers, and meets at
+ * a grid barrier where the real kernel would wait on the phase before:
+ *
+ *   stream     no barriers: the bytes back to back (the ceiling)
+ *   barrier    a grid barrier after each phase, two after q/k/v (the attention's)
+ *   reg        the same, each thread's first 8 loads of the next phase issued
+ *              before it arrives at the barrier (what a GEMV does before its
+ *              PDL wait today)
+ *   smem       the same, each block's first --smem KB of the next phase
+ *              copied into shared memory by cp.async before it arrives,
+ *              read from there after the barrier
+ *   sync       the barriers alone, no bytes (the cost of a barrier)
+ *
+ *   bench_persist [--reps 9] [--smem 96] [--bpsm 1]
+ *
+ * Prints each variant's time for the 32 layers, its bandwidth, and the
+ * batch-1 ceiling it implies (tok/s if a token were these weights plus the
+ * Q6_K head at copy bandwidth), beside a device-to-device copy of 2 GiB.
+ * A measurement, never a test. */
+#include <cooperative_groups.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+
+namespace {
+
+constexpr int NT = 256, U = 8, LAYERS = 32, NPH = 4; /* matmul phases a layer: q/k/v, o, gate/up, down */
+__host__ __device__ constexpr size_t ph_bytes(int k) {
+    return k == 0 ? 6144ull * 4096 / 32 * 18 : k == 1 ? 4096ull * 4096 / 32 * 18 : k == 2 ? 2 * 14336ull * 4096 / 32 * 18
+                                                                                           : 4096ull * 14336 / 32 * 18;
+}
+/* barriers after each phase: q/k/v -> attention -> o (two), o -> norm + gate/up, gate/up -> down, down -> norm */
+__host__ __device__ constexpr int ph_bars(int k) { return k == 0 ? 2 : 1; }
+constexpr int BARS = 5;
+constexpr double HEAD_BYTES = 128256.0 * 4096 / 256 * 210; /* the Q6_K head */
+
+enum { V_STREAM, V_BARRIER, V_REG, V_SMEM, V_SYNC, N_V };
+const char *V_NAME[N_V] = {"stream", "barrier", "reg", "smem", "sync"};
+
+struct bar {
+    unsigned count, gen;
+};
+
+/* Sense by generation: the last block to arrive resets the count and moves
+ * the generation on; the others wait for it. Every block is resident
+ * (cooperative launch), so the wait ends. */
+__device__ __forceinline__ void grid_bar(bar *b, unsigned nblocks) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        volatile unsigned *gen = &b->gen;
+        const unsigned g = *gen;
+        __threadfence();
+        if (atomicAdd(&b->count, 1u) == nblocks - 1) {
+            b->count = 0;
+            __threadfence();
+            atomicExch(&b->gen, g + 1);
+        } else {
+            while (*gen == g) __nanosleep(20);
+        }
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+__device__ __forceinline__ uint4 ld16(const uint8_t *p) {
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+
+__device__ __forceinline__ void fold(uint4 &a, uint4 v) { a.x ^= v.x, a.y += v.y, a.z ^= v.z, a.w += v.w; }
+
+__device__ __forceinline__ void cp16(void *dst, const void *src) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(src));
+}
+
+__device__ __forceinline__ size_t zmin(size_t a, size_t b) { return a < b ? a : b; }
+
+/* This block's share of a phase: [lo, hi) in bytes, a multiple of 16. */
+__device__ __forceinline__ void share(size_t n, size_t &lo, size_t &hi) {
+    const size_t per = ((n + gridDim.x - 1) / gridDim.x + 15) & ~(size_t)15;
+    lo = zmin(n, per * blockIdx.x), hi = zmin(n, lo + per);
+}
+
+/* Stream [lo + skip, hi) of p: each thread U loads in flight a step. */
+__device__ __forceinline__ void stream(const uint8_t *p, size_t lo, size_t hi, size_t skip, uint4 &acc) {
+    for (size_t o = lo + skip + 16 * (size_t)threadIdx.x; o < hi; o += 16 * (size_t)NT * U) {
+        uint4 v[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const size_t q = o + 16 * (size_t)NT * u;
+            v[u] = q < hi ? ld16(p + q) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) fold(acc, v[u]);
+    }
+}
+
+__global__ void __launch_bounds__(NT) persist_kernel(const uint8_t *__restrict__ w, int variant, int smem_bytes,
+                                                     bar *b, uint4 *out) {
+    extern __shared__ __align__(16) uint8_t sm[];
+    uint4 acc = make_uint4(0, 0, 0, 0), pre[U];
+    const unsigned nb = gridDim.x;
+    size_t base = 0, ready = 0; /* ready: bytes of this phase the one before asked for (reg, smem) */
+    for (int l = 0; l < LAYERS; l++) {
+        for (int k = 0; k < NPH; k++) {
+            size_t lo, hi;
+            share(ph_bytes(k), lo, hi);
+            if (variant != V_SYNC) {
+                if (variant == V_REG && ready) {
+#pragma unroll
+                    for (int u = 0; u < U; u++) fold(acc, pre[u]);
+                } else if (variant == V_SMEM && ready) {
+                    asm volatile("cp.async.wait_all;" ::: "memory");
+                    for (size_t o = 16 * (size_t)threadIdx.x; o < ready; o += 16 * NT) fold(acc, *(const uint4 *)(sm + o));
+                    __syncthreads(); /* the buffer is free for the next copies */
+                }
+                stream(w + base, lo, hi, ready, acc);
+            }
+            base += ph_bytes(k);
+            ready = 0;
+            if (variant == V_STREAM) continue;
+            const bool last = l == LAYERS - 1 && k == NPH - 1;
+            if (!last && (variant == V_REG || variant == V_SMEM)) { /* the next phase's first bytes, before the wait */
+                size_t nlo, nhi;
+                share(ph_bytes((k + 1) % NPH), nlo, nhi);
+                const uint8_t *np = w + base;
+                if (variant == V_REG) {
+                    ready = zmin(nhi - nlo, (size_t)16 * NT * U);
+#pragma unroll
+                    for (int u = 0; u < U; u++) {
+                        const size_t q = 16 * (size_t)threadIdx.x + 16 * (size_t)NT * u;
+                        pre[u] = q < ready ? ld16(np + nlo + q) : make_uint4(0, 0, 0, 0);
+                    }
+                } else {
+                    ready = zmin(nhi - nlo, (size_t)smem_bytes);
+                    for (size_t o = 16 * (size_t)threadIdx.x; o < ready; o += 16 * NT) cp16(sm + o, np + nlo + o);
+                    asm volatile("cp.async.commit_group;" ::: "memory");
+                }
+            }
+            for (int i = 0; i < ph_bars(k); i++) grid_bar(b, nb);
+        }
+    }
+    if (acc.x == 0x12345678u) out[blockIdx.x * NT + threadIdx.x] = acc; /* rarely true; keeps the loads */
+}
+
+double copy_gbs(uint8_t *a, uint8_t *bb, size_t n) {
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0), cudaEventCreate(&e1);
+    std::vector<float> t;
+    for (int i = 0; i < 11; i++) {
+        cudaEventRecord(e0);
+        cudaMemcpyAsync(bb, a, n, cudaMemcpyDeviceToDevice);
+        cudaEventRecord(e1);
+        cudaEventSynchronize(e1);
+        float ms;
+        cudaEventElapsedTime(&ms, e0, e1);
+        t.push_back(ms);
+    }
+    std::sort(t.begin(), t.end());
+    return 2.0 * n / (t[5] * 1e-3) / 1e9;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+    int reps = 9, smem_kb = 96, bpsm = 1;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--smem") && i + 1 < argc) smem_kb = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--bpsm") && i + 1 < argc) bpsm = atoi(argv[++i]);
+        else {
+            fprintf(stderr, "usage: bench_persist [--reps 9] [--smem KB] [--bpsm blocks a multiprocessor]\n");
+            return 2;
+        }
+    }
+    if (reps < 1 || smem_kb < 0 || smem_kb > 200 || bpsm < 1 || bpsm > 4) {
+        fprintf(stderr, "bench_persist: need --reps >= 1, 0 <= --smem <= 200, 1 <= --bpsm <= 4\n");
+        return 2;
+    }
+    int dev = 0, nsm = 0, coop = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev);
+    cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev);
+    if (!coop) {
+        fprintf(stderr, "bench_persist: device %d has no cooperative launch\n", dev);
+        return 1;
+    }
+    size_t layer = 0;
+    for (int p = 0; p < NPH; p++) layer += ph_bytes(p);
+    const size_t total = layer * LAYERS, cp = (size_t)1 << 31;
+    uint8_t *w = NULL, *c2 = NULL;
+    bar *b = NULL;
+    uint4 *out = NULL;
+    if (cudaMalloc(&w, total) != cudaSuccess || cudaMalloc(&c2, cp) != cudaSuccess ||
+        cudaMalloc(&b, sizeof(bar)) != cudaSuccess || cudaMalloc(&out, sizeof(uint4) * NT * nsm * 4) != cudaSuccess) {
+        fprintf(stderr, "bench_persist: out of device memory (%.2f GB)\n", total / 1e9);
+        return 1;
+    }
+    cudaMemset(w, 0x5a, total);
+    cudaMemset(b, 0, sizeof(bar));
+    const double bw = copy_gbs(w, c2, cp);
+    const int smem = smem_kb * 1024;
+    cudaFuncSetAttribute(persist_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    int fit = 0;
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, persist_kernel, NT, smem);
+    if (fit < bpsm) {
+        fprintf(stderr, "bench_persist: %d blocks of %d KB shared memory a multiprocessor do not fit (%d do)\n", bpsm,
+                smem_kb, fit);
+        return 1;
+    }
+    const int grid = nsm * bpsm;
+    printf("copy bandwidth %.0f GB/s; %d SMs x %d blocks of %d threads, %d KB shared a block; %d layers of %.1f MB "
+           "(Q4_0 8B), %d barriers a layer where the variant has them; median of %d\n",
+           bw, nsm, bpsm, NT, smem_kb, LAYERS, layer / 1e6, BARS, reps);
+    printf("%-8s %10s %9s %7s %22s\n", "variant", "us", "GB/s", "%copy", "tok/s ceiling (+ head)");
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0), cudaEventCreate(&e1);
+    for (int v = 0; v < N_V; v++) {
+        std::vector<float> t;
+        for (int r = 0; r < reps + 1; r++) {
+            int vv = v, sb = smem;
+            void *args[] = {&w, &vv, &sb, &b, &out};
+            cudaEventRecord(e0);
+            cudaError_t e = cudaLaunchCooperativeKernel((const void *)persist_kernel, dim3(grid), dim3(NT), args,
+                                                        (size_t)smem, 0);
+            cudaEventRecord(e1);
+            if (e == cudaSuccess) e = cudaEventSynchronize(e1);
+            if (e != cudaSuccess) {
+                fprintf(stderr, "bench_persist: %s: %s\n", V_NAME[v], cudaGetErrorString(e));
+                return 1;
+            }
+            float ms;
+            cudaEventElapsedTime(&ms, e0, e1);
+            if (r > 0) t.push_back(ms); /* the first run warms up */
+        }
+        std::sort(t.begin(), t.end());
+        const double us = 1e3 * t[t.size() / 2];
+        if (v == V_SYNC) {
+            printf("%-8s %10.1f   %.2f us a barrier (%d)\n", V_NAME[v], us, us / (LAYERS * BARS), LAYERS * BARS);
+        } else {
+            const double gbs = total / (us * 1e-6) / 1e9;
+            printf("%-8s %10.1f %9.0f %6.1f%% %22.0f\n", V_NAME[v], us, gbs, 100.0 * gbs / bw,
+                   1e6 / (us + HEAD_BYTES / (bw * 1e3)));
+        }
+        fflush(stdout);
+    }
+    return 0;
+}
