@@ -107,7 +107,8 @@ static int side_new(side *s, int rows, int ctx, int fp8) {
     const int kv_dim = NKV * HD, mbps = (ctx + 1 + BS - 1) / BS, nb = rows * mbps, esz = fp8 ? 1 : 2;
     const size_t kv_elems = (size_t)nb * BS * kv_dim;
     uint8_t *hk = malloc(kv_elems * esz);
-    int32_t *table = malloc(sizeof(int32_t) * (size_t)nb), *hseq = malloc(4 * (size_t)rows), *hpos = malloc(4 * (size_t)rows);
+    int32_t *table = malloc(sizeof(int32_t) * (size_t)nb), *hseq = malloc(4 * (size_t)rows),
+            *hpos = malloc(4 * (size_t)rows);
     if (!hk || !table || !hseq || !hpos || !s->x || !s->att || !s->h || !s->qkv || !s->y) return 1;
     for (size_t i = 0; i < kv_elems; i++) {
         if (fp8) hk[i] = hearth_f32_to_e4m3(frand());
@@ -162,7 +163,8 @@ static void record(side *s, int what, int layers) {
             o->matmul(s->c, s->x, s->h, s->rows, &s->w[3]);
         }
         if (what & 2)
-            o->attention(s->c, s->att, s->qkv, s->rows, &s->view, 0, s->seq, s->pos, NH, NKV, HD, 1.0f / sqrtf((float)HD), 0);
+            o->attention(s->c, s->att, s->qkv, s->rows, &s->view, 0, s->seq, s->pos, NH, NKV, HD,
+                         1.0f / sqrtf((float)HD), 0);
     }
 }
 
@@ -205,7 +207,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--ctx") && i + 1 < argc) ctx = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--layers") && i + 1 < argc) layers = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--kv") && i + 1 < argc && (!strcmp(argv[i + 1], "fp8") || !strcmp(argv[i + 1], "f16")))
+        else if (!strcmp(argv[i], "--kv") && i + 1 < argc &&
+                 (!strcmp(argv[i + 1], "fp8") || !strcmp(argv[i + 1], "f16")))
             fp8 = !strcmp(argv[++i], "fp8");
         else if (!strcmp(argv[i], "--sms") && i + 1 < argc) {
             char buf[128];

@@ -39,8 +39,10 @@ namespace {
 
 constexpr int NT = 256, U = 8, LAYERS = 32, NPH = 4; /* matmul phases a layer: q/k/v, o, gate/up, down */
 __host__ __device__ constexpr size_t ph_bytes(int k) {
-    return k == 0 ? 6144ull * 4096 / 32 * 18 : k == 1 ? 4096ull * 4096 / 32 * 18 : k == 2 ? 2 * 14336ull * 4096 / 32 * 18
-                                                                                           : 4096ull * 14336 / 32 * 18;
+    return k == 0   ? 6144ull * 4096 / 32 * 18       /* q/k/v */
+           : k == 1 ? 4096ull * 4096 / 32 * 18       /* o */
+           : k == 2 ? 2 * 14336ull * 4096 / 32 * 18  /* gate/up */
+                    : 4096ull * 14336 / 32 * 18;     /* down */
 }
 /* barriers after each phase: q/k/v -> attention -> o (two), o -> norm + gate/up, gate/up -> down, down -> norm */
 __host__ __device__ constexpr int ph_bars(int k) { return k == 0 ? 2 : 1; }
@@ -128,7 +130,8 @@ __global__ void __launch_bounds__(NT) persist_kernel(const uint8_t *__restrict__
                     for (int u = 0; u < U; u++) fold(acc, pre[u]);
                 } else if (variant == V_SMEM && ready) {
                     asm volatile("cp.async.wait_all;" ::: "memory");
-                    for (size_t o = 16 * (size_t)threadIdx.x; o < ready; o += 16 * NT) fold(acc, *(const uint4 *)(sm + o));
+                    for (size_t o = 16 * (size_t)threadIdx.x; o < ready; o += 16 * NT)
+                        fold(acc, *(const uint4 *)(sm + o));
                     __syncthreads(); /* the buffer is free for the next copies */
                 }
                 stream(w + base, lo, hi, ready, acc);

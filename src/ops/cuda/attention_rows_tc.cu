@@ -84,7 +84,8 @@ __device__ __forceinline__ void tc_tile_blocks(int32_t *blk, const int32_t *trow
                                                int tid) {
     using P = tc_copy<HD, FP8>;
 #pragma unroll
-    for (int it = 0; it < P::NIT; it++) blk[it] = __ldg(trow + (min(kb + tid / P::CPR + it * P::RSTEP, e - 1) >> bs_shift));
+    for (int it = 0; it < P::NIT; it++)
+        blk[it] = __ldg(trow + (min(kb + tid / P::CPR + it * P::RSTEP, e - 1) >> bs_shift));
 }
 
 /* Positions kb..kb+63 of K and V into stage st (f16 tiles, or raw e4m3

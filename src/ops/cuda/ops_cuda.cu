@@ -968,7 +968,8 @@ extern "C" void hearth_cuda_ctx_submit(hearth_cuda_ctx *c) { flush(c, 0); }
 extern "C" void hearth_cuda_ctx_set_gemm_sms(hearth_cuda_ctx *c, int n) {
     flush(c, 1);
     drop_graphs(c);
-    if (c->mm.blas) note(c, cublasSetSmCountTarget(c->mm.blas, n) == CUBLAS_STATUS_SUCCESS ? cudaSuccess : cudaErrorInvalidValue, "cuBLAS SM count target");
+    if (c->mm.blas && cublasSetSmCountTarget(c->mm.blas, n) != CUBLAS_STATUS_SUCCESS)
+        note(c, cudaErrorInvalidValue, "cuBLAS SM count target");
 }
 
 extern "C" void hearth_cuda_pick_noise(hearth_cuda_ctx *c, float *dst, int n) {
