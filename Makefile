@@ -99,7 +99,7 @@ clean:
 	rm -rf build build-asan hearth hearth-asan
 
 # CUDA op and parity tests (tests/cuda/*.c with the unit runner) and the
-# CUDA benchmarks (bench/cuda/*.c, one program each); they need CUDA=1 to
+# CUDA benchmarks (bench/cuda/*.c and *.cu, one program each); they need CUDA=1 to
 # build and an NVIDIA GPU to run.
 CUDA_TEST_SRC := $(sort $(wildcard tests/cuda/*.c))
 CUDA_BENCH := $(patsubst bench/cuda/%.c,$(BUILD)/bench/cuda/%,$(wildcard bench/cuda/*.c)) \
