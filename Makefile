@@ -111,8 +111,8 @@ $(BUILD)/test_cuda: $(CUDA_TEST_SRC:%.c=$(BUILD)/%.o) $(BUILD)/tests/unit/runner
 $(BUILD)/bench/cuda/%: $(BUILD)/bench/cuda/%.o $(BUILD)/libhearth.a
 	$(CC) -o $@ $< $(BUILD)/libhearth.a $(LDLIBS)
 
-# a benchmark that is one .cu file of its own kernels (no libhearth)
-$(BUILD)/bench/cuda/%: bench/cuda/%.cu
+# a benchmark that is one .cu file of its own kernels (no libhearth; cuda_internal.cuh's device helpers)
+$(BUILD)/bench/cuda/%: bench/cuda/%.cu src/ops/cuda/cuda_internal.cuh
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -o $@ $< -lcudart_static
 

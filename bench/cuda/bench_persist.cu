@@ -25,7 +25,8 @@
  * batch-1 ceiling it implies (tok/s if a token were these weights plus the
  * Q6_K head at copy bandwidth), beside a device-to-device copy of 2 GiB.
  * A measurement, never a test. */
-#include <cooperative_groups.h>
+#include "ops/cuda/cuda_internal.cuh"
+
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -87,11 +88,6 @@ __device__ __forceinline__ uint4 ld16(const uint8_t *p) {
 
 __device__ __forceinline__ void fold(uint4 &a, uint4 v) { a.x ^= v.x, a.y += v.y, a.z ^= v.z, a.w += v.w; }
 
-__device__ __forceinline__ void cp16(void *dst, const void *src) {
-    unsigned s = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(src));
-}
-
 __device__ __forceinline__ size_t zmin(size_t a, size_t b) { return a < b ? a : b; }
 
 /* This block's share of a phase: [lo, hi) in bytes, a multiple of 16. */
@@ -129,7 +125,7 @@ __global__ void __launch_bounds__(NT) persist_kernel(const uint8_t *__restrict__
 #pragma unroll
                     for (int u = 0; u < U; u++) fold(acc, pre[u]);
                 } else if (variant == V_SMEM && ready) {
-                    asm volatile("cp.async.wait_all;" ::: "memory");
+                    cp_async_wait_all();
                     for (size_t o = 16 * (size_t)threadIdx.x; o < ready; o += 16 * NT)
                         fold(acc, *(const uint4 *)(sm + o));
                     __syncthreads(); /* the buffer is free for the next copies */
@@ -153,8 +149,8 @@ __global__ void __launch_bounds__(NT) persist_kernel(const uint8_t *__restrict__
                     }
                 } else {
                     ready = zmin(nhi - nlo, (size_t)smem_bytes);
-                    for (size_t o = 16 * (size_t)threadIdx.x; o < ready; o += 16 * NT) cp16(sm + o, np + nlo + o);
-                    asm volatile("cp.async.commit_group;" ::: "memory");
+                    for (size_t o = 16 * (size_t)threadIdx.x; o < ready; o += 16 * NT) cp_async16(sm + o, np + nlo + o);
+                    cp_async_commit();
                 }
             }
             for (int i = 0; i < ph_bars(k); i++) grid_bar(b, nb);
