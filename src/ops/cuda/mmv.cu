@@ -506,10 +506,8 @@ template <int NT, int R> struct qdot<HEARTH_DT_Q6_K, NT, R> {
 #pragma unroll
             for (int i = 0; i < 8; i++) {
                 uint32_t L = ld32u(ql + 4 * i), H = ld32u(qh + 4 * i);
-                va[r][i] =
-                    (int)__vsubss4((L & 0x0F0F0F0Fu) | (((H >> (2 * kk)) & 0x03030303u) << 4), 0x20202020u);
-                vb[r][i] = (int)__vsubss4(((L >> 4) & 0x0F0F0F0Fu) | (((H >> (2 * kk + 4)) & 0x03030303u) << 4),
-                                          0x20202020u);
+                va[r][i] = (int)q6k_s8(L, (H >> (2 * kk)) << 4);
+                vb[r][i] = (int)q6k_s8(L >> 4, H >> (2 * kk));
             }
         }
         q6k_units<NT, R>(va, vb, sc, d, gb * 8 + 4 * n + kk, x, acc);
@@ -690,10 +688,10 @@ template <> struct fmt_split<HEARTH_DT_Q4_K> {
 __device__ __forceinline__ void q6k_split_codes(const uint32_t *L, const uint32_t *P, int *va, int *vb) {
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-        va[i] = (int)__vsubss4((L[i] & 0x0F0F0F0Fu) | ((P[i] << 4) & 0x30303030u), 0x20202020u);
-        va[4 + i] = (int)__vsubss4((L[4 + i] & 0x0F0F0F0Fu) | ((P[i] << 2) & 0x30303030u), 0x20202020u);
-        vb[i] = (int)__vsubss4(((L[i] >> 4) & 0x0F0F0F0Fu) | (P[i] & 0x30303030u), 0x20202020u);
-        vb[4 + i] = (int)__vsubss4(((L[4 + i] >> 4) & 0x0F0F0F0Fu) | ((P[i] >> 2) & 0x30303030u), 0x20202020u);
+        va[i] = (int)q6k_s8(L[i], P[i] << 4);
+        va[4 + i] = (int)q6k_s8(L[4 + i], P[i] << 2);
+        vb[i] = (int)q6k_s8(L[i] >> 4, P[i]);
+        vb[4 + i] = (int)q6k_s8(L[4 + i] >> 4, P[i] >> 2);
     }
 }
 

@@ -21,6 +21,13 @@ __device__ __forceinline__ float warp_sum(float v) {
     return v;
 }
 
+/* Four Q6_K codes less 32 as s8 from lo's low nibbles and hi's bits 4, 5 of each byte: v + 96 < 256
+ * carries into no other byte, and flipping its bit 7 leaves v - 32 mod 256 (five instructions;
+ * __vsubss4 is emulated in about ten on sm_90). */
+__device__ __forceinline__ uint32_t q6k_s8(uint32_t lo, uint32_t hi) {
+    return (((lo & 0x0F0F0F0Fu) | (hi & 0x30303030u)) + 0x60606060u) ^ 0x80808080u;
+}
+
 /* ---- the set of matrices of one launch ------------------------------------ */
 
 __device__ __forceinline__ int set_rows(const mmv_set &s) { return s.swiglu ? s.n[0] : s.n[0] + s.n[1] + s.n[2]; }

@@ -238,13 +238,6 @@ __device__ __forceinline__ void mma_s8_k16(int *c, uint32_t a0, uint32_t a1, uin
         : "r"(a0), "r"(a1), "r"(b));
 }
 
-/* Four Q6_K codes less 32 as s8 (q6k_split_codes' values) from lo's low nibbles and hi's bits 4, 5 of each
- * byte: v + 96 < 256 carries into no other byte, and flipping its bit 7 leaves v - 32 mod 256 (five
- * instructions; __vsubss4 is emulated in ten on sm_90) */
-__device__ __forceinline__ uint32_t q6k_s8(uint32_t lo, uint32_t hi) {
-    return (((lo & 0x0F0F0F0Fu) | (hi & 0x30303030u)) + 0x60606060u) ^ 0x80808080u;
-}
-
 /* acc plus one output's share of a Q6_K unit (q6k_unit's arithmetic): s[h][o] the integer dots of its four
  * 16-element regions, sc the word of their int8 scales */
 __device__ __forceinline__ float q6k_out(const int (*s)[4], int o, uint32_t sc, float d, float dx, float acc) {
