@@ -1358,6 +1358,9 @@ TEST(cuda_profile_names_launch_units) {
     CHECK_CONTAINS(buf, "matmul x3 q8_0 768x512 T=1 +rope+kv_write");
     CHECK_CONTAINS(buf, "add+rmsnorm+prep dim 512 rows 1");
     CHECK_CONTAINS(buf, "total");
+    /* q4_K / q6_K take q8_K activations, made by the norm kernel too (no to_q8k launch after it) */
+    CHECK(layer_profile(HEARTH_DT_Q4_K, 1, HEARTH_DT_F32, buf, sizeof buf) > 0);
+    CHECK_CONTAINS(buf, "add+rmsnorm+prep dim 512 rows 1");
     /* the f16 cache takes the same fusion */
     CHECK(layer_profile(HEARTH_DT_Q8_0, 1, HEARTH_DT_F16, buf, sizeof buf) > 0);
     CHECK_CONTAINS(buf, "matmul x3 q8_0 768x512 T=1 +rope+kv_write");

@@ -1,6 +1,7 @@
 /* add_rmsnorm.cu - the recorder's fusion of a residual add, the rmsnorm that
  * reads its result, and the preparation of the normed row for the matmuls
- * that follow (bf16 / f16 copy, or q8 in 32-blocks, as xprep.cu makes them):
+ * that follow (bf16 / f16 copy, q8 in 32-blocks or q8_K in 256-blocks, as
+ * xprep.cu makes them):
  *   X += D (when D is given); Y = X / rms(X) * w; prep(Y).
  * Y NULL: the recorder found Y dead (only its prepared copy is read), so
  * only the copy is written.
@@ -15,6 +16,32 @@
 
 #define AR_NT 1024
 #define AR_MAXJ 8 /* dim <= AR_NT * AR_MAXJ */
+
+/* The normed row y = v * s * w (element j * AR_NT + tid in v[j]) stored (yr, unless NULL) and made q8_K
+ * into qs / ds from element e0 on, as to_q8k_kernel makes it: the row goes through shared memory so that
+ * a warp holds a 256-block, eight consecutive elements a lane (its pick is then one warp's, not eight
+ * warps' met at a barrier). */
+__device__ __forceinline__ void q8k_row(const float *v, float s, const float *wv, float *yr, int8_t *qs, float4 *ds,
+                                        size_t e0, int dim) {
+    __shared__ __align__(16) float ys[AR_NT * AR_MAXJ];
+    const int tid = threadIdx.x, lane = tid & 31;
+#pragma unroll
+    for (int j = 0; j < AR_MAXJ; j++) {
+        const int k = j * AR_NT + tid;
+        if (k < dim) {
+            const float y = v[j] * s * wv[j];
+            ys[k] = y;
+            if (yr) yr[k] = y;
+        }
+    }
+    __syncthreads();
+    for (int b = tid >> 5; b < dim / 256; b += AR_NT / 32) { /* dim % 256 == 0 */
+        float x[8];
+        const float4 a = *(const float4 *)&ys[256 * b + 8 * lane], c = *(const float4 *)&ys[256 * b + 8 * lane + 4];
+        x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = c.x, x[5] = c.y, x[6] = c.z, x[7] = c.w;
+        warp_q8k_block(x, lane, qs + e0 + 256 * (size_t)b, ds + (e0 + 256 * (size_t)b) / 32);
+    }
+}
 
 __global__ void __launch_bounds__(AR_NT) add_rmsnorm_kernel(float *X, const float *D, float *Y,
                                                           const float *__restrict__ w, int dim, float eps, int kind,
@@ -51,6 +78,10 @@ __global__ void __launch_bounds__(AR_NT) add_rmsnorm_kernel(float *X, const floa
     const float s = block_inv_rms<AR_NT>(ss, red, dim, eps);
     pdl_done(early);
     const size_t n = (size_t)T * dim;
+    if (kind == XPREP_Q8K) { /* dim % 256 == 0 */
+        q8k_row(v, s, wv, yr, (int8_t *)prep, (float4 *)((int8_t *)prep + n), (size_t)row * dim, dim);
+        return;
+    }
 #pragma unroll
     for (int j = 0; j < AR_MAXJ; j++) {
         int k = j * AR_NT + tid;
@@ -133,7 +164,7 @@ __global__ void __launch_bounds__(ARR_NT) add_rmsnorm_rows_kernel(float *X, cons
 }
 
 int cu_add_rmsnorm_fits(int dim, int kind) {
-    return dim <= AR_NT * AR_MAXJ && (kind != XPREP_Q8 || dim % QK == 0) && kind != XPREP_Q8K;
+    return dim <= AR_NT * AR_MAXJ && (kind != XPREP_Q8 || dim % QK == 0) && (kind != XPREP_Q8K || dim % 256 == 0);
 }
 
 void cu_add_rmsnorm(const cu_launch *L, float *X, const float *D, float *Y, const float *w, int rows, int dim,

@@ -334,6 +334,49 @@ __device__ __forceinline__ void deq_row_group32(const uint8_t *row, int nb, int 
  * group's codes, f16(scale*sum), 0), with 32-blocks (Q8) or 256-blocks (Q8K). */
 enum { XPREP_NONE = 0, XPREP_BF16, XPREP_F16, XPREP_Q8, XPREP_Q8K };
 
+__device__ __forceinline__ int8_t q8_sat(float v) {
+    int q = __float2int_rn(v);
+    return (int8_t)(q > 127 ? 127 : q < -128 ? -128 : q);
+}
+
+/* q8_K of one 256-block held by a warp, lane i holding elements 8i .. 8i + 7 in v (xprep.cu's rule): the
+ * block's scale comes from its first element of largest magnitude mx, iscale = -127 / mx, q = rne(iscale
+ * x), d = 1 / iscale; codes to qs[0..256), each 32-group's (d, sum of its codes, 0, 0) to ds[0..8). */
+__device__ __forceinline__ void warp_q8k_block(const float *v, int lane, int8_t *qs, float4 *ds) {
+    float amax = 0.0f, mx = 0.0f;
+    int idx = 1 << 30;
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        if (fabsf(v[i]) > amax) amax = fabsf(v[i]), mx = v[i], idx = 8 * lane + i;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float a2 = __shfl_xor_sync(0xffffffffu, amax, o), m2 = __shfl_xor_sync(0xffffffffu, mx, o);
+        const int i2 = __shfl_xor_sync(0xffffffffu, idx, o);
+        if (a2 > amax || (a2 == amax && i2 < idx)) amax = a2, mx = m2, idx = i2;
+    }
+    int8_t q[8];
+    float d = 0.0f;
+    if (amax > 0.0f) {
+        const float iscale = -127.0f / mx;
+#pragma unroll
+        for (int i = 0; i < 8; i++) q[i] = q8_sat(iscale * v[i]);
+        d = 1.0f / iscale;
+    } else {
+#pragma unroll
+        for (int i = 0; i < 8; i++) q[i] = 0;
+    }
+    int sum = 0;
+#pragma unroll
+    for (int i = 0; i < 8; i++) sum += q[i];
+    *(int2 *)(qs + 8 * lane) =
+        make_int2((q[0] & 0xff) | (q[1] & 0xff) << 8 | (q[2] & 0xff) << 16 | (int)(q[3] & 0xff) << 24,
+                  (q[4] & 0xff) | (q[5] & 0xff) << 8 | (q[6] & 0xff) << 16 | (int)(q[7] & 0xff) << 24);
+    /* four lanes per 32-group */
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    if ((lane & 3) == 0) ds[lane / 4] = make_float4(d, (float)sum, 0.0f, 0.0f);
+}
+
 /* q8 of one 32-group held an element a lane (lane i: element i), as
  * xprep.cu makes it: the lane's code to *q, and from lane 0 the group's
  * (d, sum, s, 0) to *ds. Every lane of the warp calls it. */

@@ -47,11 +47,6 @@ __global__ void to_half_kernel(H *dst, const float *x, size_t n, int early) {
     pdl_done(early);
 }
 
-__device__ __forceinline__ int8_t q8_sat(float v) {
-    int q = __float2int_rn(v);
-    return (int8_t)(q > 127 ? 127 : q < -128 ? -128 : q);
-}
-
 /* One warp per block of 32: lane i holds element i. */
 __global__ void to_q8_kernel(int8_t *qs, float4 *ds, const float *x, size_t n_blocks, int early) {
     pdl_wait_early(early);
@@ -69,49 +64,9 @@ __global__ void to_q8k_kernel(int8_t *qs, float4 *ds, const float *x, size_t n_b
     if (b < n_blocks) {
         const float *xb = x + b * 256 + 8 * lane;
         float v[8];
-        float amax = 0.0f, mx = 0.0f;
-        int idx = 1 << 30;
 #pragma unroll
-        for (int i = 0; i < 8; i++) {
-            v[i] = xb[i];
-            if (fabsf(v[i]) > amax) {
-                amax = fabsf(v[i]);
-                mx = v[i];
-                idx = 8 * lane + i;
-            }
-        }
-        /* the first element of largest magnitude over the warp */
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-            float a2 = __shfl_xor_sync(0xffffffffu, amax, o), m2 = __shfl_xor_sync(0xffffffffu, mx, o);
-            int i2 = __shfl_xor_sync(0xffffffffu, idx, o);
-            if (a2 > amax || (a2 == amax && i2 < idx)) {
-                amax = a2;
-                mx = m2;
-                idx = i2;
-            }
-        }
-        int8_t q[8];
-        float d = 0.0f;
-        if (amax > 0.0f) {
-            float iscale = -127.0f / mx;
-#pragma unroll
-            for (int i = 0; i < 8; i++) q[i] = q8_sat(iscale * v[i]);
-            d = 1.0f / iscale;
-        } else {
-#pragma unroll
-            for (int i = 0; i < 8; i++) q[i] = 0;
-        }
-        int sum = 0;
-#pragma unroll
-        for (int i = 0; i < 8; i++) sum += q[i];
-        *(int2 *)(qs + b * 256 + 8 * lane) =
-            make_int2((q[0] & 0xff) | (q[1] & 0xff) << 8 | (q[2] & 0xff) << 16 | (int)(q[3] & 0xff) << 24,
-                      (q[4] & 0xff) | (q[5] & 0xff) << 8 | (q[6] & 0xff) << 16 | (int)(q[7] & 0xff) << 24);
-        /* four lanes per 32-group */
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-        if ((lane & 3) == 0) ds[b * 8 + lane / 4] = make_float4(d, (float)sum, 0.0f, 0.0f);
+        for (int i = 0; i < 8; i++) v[i] = xb[i];
+        warp_q8k_block(v, lane, qs + b * 256, ds + b * 8);
     }
     pdl_done(early);
 }
