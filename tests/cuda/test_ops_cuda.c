@@ -1123,22 +1123,25 @@ static void layer_run(const hearth_ops *o, void *ctx, const layer_bufs *b, const
  * positions pos0 .. pos0 + T - 1 of one sequence. Fused and unfused CUDA
  * runs must agree bit for bit, caches included. */
 static int g_layer_rot_div = 1, g_layer_neox = 0; /* the layers' rope: rot_dim = head_dim / div */
+static hearth_dtype g_layer_v_type = HEARTH_DT_F32; /* F32: attn_v of the layer's type; else of this one */
+static int g_layer_dim = 512; /* the model dim (2048: Q6_K rows of whole 16-byte chunks, so split) */
 
 static int layer_case_at(hearth_dtype t, int T, hearth_dtype kt, int pos0) {
-    const int dim = 512, nh = 8, nkv = 2, hd = 64, ffn = 1024, qd = nh * hd, kvd = nkv * hd;
+    const int dim = g_layer_dim, nh = 8, nkv = 2, hd = 64, ffn = 1024, qd = nh * hd, kvd = nkv * hd;
     const int ns[7] = {qd, kvd, kvd, dim, ffn, ffn, dim}, ks[7] = {dim, dim, dim, qd, dim, dim, ffn};
     hearth_weight wh[7], wd[7];
     for (int i = 0; i < 7; i++) {
-        size_t rb = hearth_dtype_row_bytes(t, ks[i]);
+        const hearth_dtype ti = i == 2 && g_layer_v_type != HEARTH_DT_F32 ? g_layer_v_type : t;
+        size_t rb = hearth_dtype_row_bytes(ti, ks[i]);
         uint8_t *w = malloc(rb * ns[i]);
         float *row = malloc(sizeof(float) * ks[i]);
         for (int n = 0; n < ns[i]; n++) {
             for (int k = 0; k < ks[i]; k++) row[k] = nrand() * 0.05f;
-            hearth_cpu_quantize_row(t, row, w + (size_t)n * rb, ks[i]);
+            hearth_cpu_quantize_row(ti, row, w + (size_t)n * rb, ks[i]);
         }
         free(row);
-        wh[i] = (hearth_weight){w, t, ns[i], ks[i], rb, HEARTH_LAYOUT_STORED};
-        wd[i] = (hearth_weight){dup_host(w, rb * ns[i]), t, ns[i], ks[i], rb, HEARTH_LAYOUT_STORED};
+        wh[i] = (hearth_weight){w, ti, ns[i], ks[i], rb, HEARTH_LAYOUT_STORED};
+        wd[i] = (hearth_weight){dup_host(w, rb * ns[i]), ti, ns[i], ks[i], rb, HEARTH_LAYOUT_STORED};
         prepare(&wd[i], 0);
     }
     float *n1 = rand_vec(dim), *n2 = rand_vec(dim), *inv = malloc(sizeof(float) * hd / 2);
@@ -1276,6 +1279,23 @@ TEST(cuda_layer_decode_long_context) {
                 if (!layer_case_at(types[i], Ts[j], kts[k], 700 + 37 * (int)j)) return;
 }
 
+/* Q4_K / Q6_K rows read q8_K activations: the few-rows attention writes
+ * the o projection's q8_K copy itself (whole 256-blocks of a kv head's
+ * query heads: 4 x 64 here) through each of its output paths: one split
+ * (41 positions), a cluster's merge (~700), the last block's merge past
+ * the clusters' 1024 positions (~1100). Fused == unfused bit for bit (the
+ * unfused copy is to_q8k_kernel's), both near the CPU. */
+TEST(cuda_layer_attention_q8k_prep) {
+    NEED_GPU();
+    static const hearth_dtype kts[] = {HEARTH_DT_F16, HEARTH_DT_E4M3, HEARTH_DT_F32};
+    static const int Ts[] = {1, 3, 8}, pos0s[] = {40, 700, 1100};
+    for (size_t p = 0; p < sizeof pos0s / sizeof pos0s[0]; p++)
+        for (size_t k = 0; k < sizeof kts / sizeof kts[0]; k++)
+            for (size_t j = 0; j < sizeof Ts / sizeof Ts[0]; j++)
+                if (!layer_case_at(p == 1 ? HEARTH_DT_Q6_K : HEARTH_DT_Q4_K, Ts[j], kts[k], pos0s[p] + 7 * (int)j))
+                    return;
+}
+
 TEST(cuda_layer_fused_matches_unfused_and_cpu) {
     NEED_GPU();
     static const hearth_dtype types[] = {HEARTH_DT_BF16, HEARTH_DT_F16, HEARTH_DT_F32, HEARTH_DT_Q8_0,
@@ -1340,6 +1360,36 @@ TEST(cuda_layer_rope_variants) {
     g_layer_neox = 0;
 }
 
+/* llama.cpp's Q4_K_M keeps attn_v in Q6_K in some layers: q and k share
+ * one GEMV and v takes another (both on q8_K activations), and at one row
+ * both carry the rope + KV epilogue (rope_in_gemv_split). Fused and
+ * unfused runs equal bit for bit, caches included, and near the CPU, with
+ * every cache type and rope variant; at 3 and 8 rows the rope is a kernel. */
+TEST(cuda_layer_split_qkv_rope) {
+    NEED_GPU();
+    static const hearth_dtype pairs[][2] = {{HEARTH_DT_Q4_K, HEARTH_DT_Q6_K}, {HEARTH_DT_Q6_K, HEARTH_DT_Q4_K},
+                                            {HEARTH_DT_Q4_0, HEARTH_DT_Q8_0}};
+    static const hearth_dtype kts[] = {HEARTH_DT_F16, HEARTH_DT_E4M3, HEARTH_DT_F32};
+    static const int Ts[] = {1, 3, 8};
+    static const int rope[3][2] = {{1, 0}, {2, 0}, {1, 1}}; /* rot_dim divisor, neox */
+    int ok = 1;
+    g_layer_dim = 2048;
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0] && ok; i++) {
+        g_layer_v_type = pairs[i][1];
+        for (int v = 0; v < 3 && ok; v++) {
+            g_layer_rot_div = rope[v][0];
+            g_layer_neox = rope[v][1];
+            for (size_t k = 0; k < sizeof kts / sizeof kts[0] && ok; k++)
+                for (size_t j = 0; j < sizeof Ts / sizeof Ts[0] && ok; j++)
+                    ok = layer_case_at(pairs[i][0], Ts[j], kts[k], 300 + 5 * (int)j);
+        }
+    }
+    g_layer_v_type = HEARTH_DT_F32;
+    g_layer_dim = 512;
+    g_layer_rot_div = 1;
+    g_layer_neox = 0;
+}
+
 /* The profile text of one layer_case run; its length (0 past the buffer). */
 static size_t layer_profile(hearth_dtype t, int T, hearth_dtype kt, char *buf, size_t cap) {
     hearth_cuda_ctx_profile(g_cu, 1);
@@ -1361,6 +1411,15 @@ TEST(cuda_profile_names_launch_units) {
     /* q4_K / q6_K take q8_K activations, made by the norm kernel too (no to_q8k launch after it) */
     CHECK(layer_profile(HEARTH_DT_Q4_K, 1, HEARTH_DT_F32, buf, sizeof buf) > 0);
     CHECK_CONTAINS(buf, "add+rmsnorm+prep dim 512 rows 1");
+    CHECK_CONTAINS(buf, "attention T=1+prep");
+    /* a q6_K attn_v beside q4_K q and k: two GEMVs, both with the rope + KV epilogue */
+    g_layer_v_type = HEARTH_DT_Q6_K;
+    g_layer_dim = 2048;
+    size_t nv = layer_profile(HEARTH_DT_Q4_K, 1, HEARTH_DT_F16, buf, sizeof buf);
+    g_layer_v_type = HEARTH_DT_F32;
+    g_layer_dim = 512;
+    CHECK(nv > 0);
+    CHECK_CONTAINS(buf, "matmul x2 q4_K 640x2048 + q6_K 128x2048 T=1 +rope+kv_write");
     /* the f16 cache takes the same fusion */
     CHECK(layer_profile(HEARTH_DT_Q8_0, 1, HEARTH_DT_F16, buf, sizeof buf) > 0);
     CHECK_CONTAINS(buf, "matmul x3 q8_0 768x512 T=1 +rope+kv_write");

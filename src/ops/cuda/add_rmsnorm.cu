@@ -35,12 +35,8 @@ __device__ __forceinline__ void q8k_row(const float *v, float s, const float *wv
         }
     }
     __syncthreads();
-    for (int b = tid >> 5; b < dim / 256; b += AR_NT / 32) { /* dim % 256 == 0 */
-        float x[8];
-        const float4 a = *(const float4 *)&ys[256 * b + 8 * lane], c = *(const float4 *)&ys[256 * b + 8 * lane + 4];
-        x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = c.x, x[5] = c.y, x[6] = c.z, x[7] = c.w;
-        warp_q8k_block(x, lane, qs + e0 + 256 * (size_t)b, ds + (e0 + 256 * (size_t)b) / 32);
-    }
+    for (int b = tid >> 5; b < dim / 256; b += AR_NT / 32) /* dim % 256 == 0 */
+        warp_q8k_block_at(ys + 256 * b, lane, qs + e0 + 256 * (size_t)b, ds + (e0 + 256 * (size_t)b) / 32);
 }
 
 __global__ void __launch_bounds__(AR_NT) add_rmsnorm_kernel(float *X, const float *D, float *Y,

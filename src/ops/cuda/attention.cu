@@ -233,9 +233,8 @@ static int decode(const cu_launch *L, dim3 grid, float *out, const float *q, con
         old_decode = s && atoi(s) == 1;
     }
     if (!old_decode && cu_attention_decode_fits(hd, kv, T, n_heads, n_kv, S, n_cnt)) {
-        cu_attention_decode(L, grid, out, q, kv, seq, pos, T, n_heads, n_kv, hd, scale, window, S, cluster,
-                            part, cnt, skip_bm, prep_kind, prep);
-        *prepped = prep_kind != XPREP_NONE;
+        *prepped = cu_attention_decode(L, grid, out, q, kv, seq, pos, T, n_heads, n_kv, hd, scale, window, S,
+                                       cluster, part, cnt, skip_bm, prep_kind, prep) != XPREP_NONE;
         return 0;
     }
     int hdl = (hd + 31) / 32;

@@ -314,11 +314,14 @@ void cu_attention_rows_tc(const cu_launch *L, dim3 grid, float *out, const float
                           float scale, int window, int S, int minpos, float *part, int skip_bm);
 
 /* Flash-decoding for a few rows, splits merged in the same launch
- * (attention_decode.cu); the grid and partial layout of the per-warp kernel. */
+ * (attention_decode.cu); the grid and partial layout of the per-warp kernel.
+ * Writes the prepared copy of kind prep_kind beside out (XPREP_Q8K only when
+ * a kv head's group of query heads is whole 256-blocks); returns the kind
+ * written (XPREP_NONE: none). */
 int cu_attention_decode_fits(int head_dim, const cu_kv *kv, int T, int n_heads, int n_kv, int S, int n_cnt);
-void cu_attention_decode(const cu_launch *L, dim3 grid, float *out, const float *q, const cu_kv *kv,
-                         const int32_t *seq, const int32_t *pos, int T, int n_heads, int n_kv, int head_dim,
-                         float scale, int window, int S, int cluster, float *part, int *cnt, int skip_bm,
-                         int prep_kind, void *prep);
+int cu_attention_decode(const cu_launch *L, dim3 grid, float *out, const float *q, const cu_kv *kv,
+                        const int32_t *seq, const int32_t *pos, int T, int n_heads, int n_kv, int head_dim,
+                        float scale, int window, int S, int cluster, float *part, int *cnt, int skip_bm,
+                        int prep_kind, void *prep);
 
 #endif

@@ -33,6 +33,17 @@
 #define DD_MAXG 8
 #define DD_MAXS 64 /* splits a row at most */
 
+/* The q8_K copy (XPREP_Q8K) of n outputs staged at ys (n a multiple of
+ * 256: whole heads of a group whose size times HD is), from element e0 of
+ * the prepared copy: warp w makes 256-blocks w, w + 8, ... as
+ * to_q8k_kernel does. */
+__device__ __forceinline__ void q8k_staged(const float *ys, int n, size_t e0, size_t n_out, void *prep) {
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    for (int b = w; b < n / 256; b += DD_THREADS / 32)
+        warp_q8k_block_at(ys + 256 * b, lane, (int8_t *)prep + e0 + 256 * (size_t)b,
+                          (float4 *)((int8_t *)prep + n_out) + (e0 + 256 * (size_t)b) / 32);
+}
+
 /* The splits of a cluster (its CL blocks, ranks = splits) merged: each
  * block's partial (o_s: unnormalised output, m_s / l_s: its softmax max and
  * sum) stays in its shared memory; after the barrier, a warp per head
@@ -43,7 +54,8 @@
 template <int HD, int CL>
 __device__ __forceinline__ void cluster_merge(float *__restrict__ out, const float *acc, float (*o_s)[HD],
                                               float *m_s, float *l_s, float (*w_s)[DD_MAXS], float *c_s, int Gb,
-                                              int Se, size_t th0, size_t n_out, int prep_kind, void *prep) {
+                                              int Se, size_t th0, size_t n_out, int prep_kind, void *prep,
+                                              float *ys) {
     namespace cg = cooperative_groups;
     constexpr int NOUT = DD_MAXG * HD / DD_THREADS;
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
@@ -71,7 +83,9 @@ __device__ __forceinline__ void cluster_merge(float *__restrict__ out, const flo
         if (lane == 0) c_s[w] = L;
     }
     __syncthreads();
-    const int share = ((Gb * HD + CL - 1) / CL + 31) & ~31, r = (int)cl.block_rank();
+    /* q8_K: shares of whole 256-blocks (the first blocks of the cluster merge them all) */
+    const int q8k = prep_kind == XPREP_Q8K, align = q8k ? 256 : 32;
+    const int share = ((Gb * HD + CL - 1) / CL + align - 1) & ~(align - 1), r = (int)cl.block_rank();
     for (int i = tid; i < share; i += DD_THREADS) {
         const int x = r * share + i, g = x / HD, d = x % HD;
         if (g >= Gb) break; /* whole warps: share and Gb * HD are multiples of 32 */
@@ -84,7 +98,13 @@ __device__ __forceinline__ void cluster_merge(float *__restrict__ out, const flo
             if (s < Se) o = fmaf(ov[s], w_s[g][s], o);
         o = c_s[g] > 0.0f ? o / c_s[g] : 0.0f;
         out[(th0 + g) * HD + d] = o;
-        prep_store(prep_kind, prep, n_out, (th0 + g) * HD + d, o, lane);
+        if (q8k) ys[i] = o;
+        else prep_store(prep_kind, prep, n_out, (th0 + g) * HD + d, o, lane);
+    }
+    if (q8k) {
+        __syncthreads();
+        const int n = min(share, Gb * HD - r * share);
+        if (n > 0) q8k_staged(ys, n, th0 * HD + (size_t)r * share, n_out, prep);
     }
     cl.sync();
 }
@@ -97,7 +117,7 @@ template <int HD>
 __device__ __forceinline__ void counter_merge(float *__restrict__ out, const float *acc, float *__restrict__ part,
                                               int *__restrict__ cnt, float *m_s, float *l_s,
                                               float (*w_s)[DD_MAXS], int *s_last, int t, int split, int Gb, int Se,
-                                              int S, size_t th0, size_t n_out, int prep_kind, void *prep) {
+                                              int S, size_t th0, size_t n_out, int prep_kind, void *prep, float *ys) {
     constexpr int NOUT = DD_MAXG * HD / DD_THREADS;
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
 #pragma unroll
@@ -140,10 +160,15 @@ __device__ __forceinline__ void counter_merge(float *__restrict__ out, const flo
             for (int s = 0; s < Se; s++) o = fmaf(__ldcg(pp + s * (HD + 2)), w_s[g][s], o);
             o = l_s[g] > 0.0f ? o / l_s[g] : 0.0f;
             out[(th0 + g) * HD + d] = o;
-            prep_store(prep_kind, prep, n_out, (th0 + g) * HD + d, o, lane);
+            if (prep_kind == XPREP_Q8K) ys[x] = o;
+            else prep_store(prep_kind, prep, n_out, (th0 + g) * HD + d, o, lane);
         }
     }
     if (tid == 0) *ctr = 0; /* ready for the next launch */
+    if (prep_kind == XPREP_Q8K) {
+        __syncthreads();
+        q8k_staged(ys, Gb * HD, th0 * HD, n_out, prep);
+    }
 }
 
 template <int HD, typename E, int CL>
@@ -250,16 +275,21 @@ __global__ void __launch_bounds__(DD_THREADS)
             if (g < Gb) {
                 const float o = l_s[g] > 0.0f ? acc[k] / l_s[g] : 0.0f;
                 out[(th0 + g) * HD + d] = o;
-                prep_store(prep_kind, prep, n_out, (th0 + g) * HD + d, o, lane);
+                if (prep_kind == XPREP_Q8K) q_s[g][d] = o; /* q_s is free: its last reads were before the tile's barriers */
+                else prep_store(prep_kind, prep, n_out, (th0 + g) * HD + d, o, lane);
             }
+        }
+        if (prep_kind == XPREP_Q8K) {
+            __syncthreads();
+            q8k_staged(&q_s[0][0], Gb * HD, th0 * HD, n_out, prep);
         }
         return;
     }
     if constexpr (CL > 1)
-        cluster_merge<HD, CL>(out, acc, o_s, m_s, l_s, w_s, c_s, Gb, Se, th0, n_out, prep_kind, prep);
+        cluster_merge<HD, CL>(out, acc, o_s, m_s, l_s, w_s, c_s, Gb, Se, th0, n_out, prep_kind, prep, &q_s[0][0]);
     else
         counter_merge<HD>(out, acc, part, cnt, m_s, l_s, w_s, &s_last, t, split, Gb, Se, S, th0, n_out, prep_kind,
-                          prep);
+                          prep, &q_s[0][0]);
 }
 
 int cu_attention_decode_fits(int head_dim, const cu_kv *kv, int T, int n_heads, int n_kv, int S, int n_cnt) {
@@ -322,10 +352,13 @@ static void launch_dec(const cu_launch *L, dim3 grid, float *out, const float *q
     }
 }
 
-void cu_attention_decode(const cu_launch *L, dim3 grid, float *out, const float *q, const cu_kv *kv,
-                         const int32_t *seq, const int32_t *pos, int T, int n_heads, int n_kv, int head_dim,
-                         float scale, int window, int S, int cluster, float *part, int *cnt, int skip_bm,
-                         int prep_kind, void *prep) {
+int cu_attention_decode(const cu_launch *L, dim3 grid, float *out, const float *q, const cu_kv *kv,
+                        const int32_t *seq, const int32_t *pos, int T, int n_heads, int n_kv, int head_dim,
+                        float scale, int window, int S, int cluster, float *part, int *cnt, int skip_bm,
+                        int prep_kind, void *prep) {
+    /* q8_K needs every block's group of heads to be whole 256-blocks */
+    const int G = n_heads / n_kv;
+    if (prep_kind == XPREP_Q8K && (G > DD_MAXG || G * head_dim % 256)) prep_kind = XPREP_NONE;
     auto k = head_dim == 64 ? (kv->f16   ? launch_dec<64, __half>
                                : kv->fp8 ? launch_dec<64, __nv_fp8_e4m3>
                                          : launch_dec<64, float>)
@@ -334,4 +367,5 @@ void cu_attention_decode(const cu_launch *L, dim3 grid, float *out, const float 
                                          : launch_dec<128, float>);
     k(L, grid, out, q, kv, seq, pos, T, n_heads, n_kv, scale, window, S, cluster, part, cnt, skip_bm, prep_kind,
       prep);
+    return prep_kind;
 }

@@ -377,6 +377,13 @@ __device__ __forceinline__ void warp_q8k_block(const float *v, int lane, int8_t 
     if ((lane & 3) == 0) ds[lane / 4] = make_float4(d, (float)sum, 0.0f, 0.0f);
 }
 
+/* warp_q8k_block of the 256 floats at p (shared memory, 16-byte aligned), lane i taking p[8i .. 8i + 7]. */
+__device__ __forceinline__ void warp_q8k_block_at(const float *p, int lane, int8_t *qs, float4 *ds) {
+    const float4 a = *(const float4 *)(p + 8 * lane), b = *(const float4 *)(p + 8 * lane + 4);
+    const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+    warp_q8k_block(v, lane, qs, ds);
+}
+
 /* q8 of one 32-group held an element a lane (lane i: element i), as
  * xprep.cu makes it: the lane's code to *q, and from lane 0 the group's
  * (d, sum, s, 0) to *ds. Every lane of the warp calls it. */

@@ -346,29 +346,75 @@ static const char *rows_tag(char *buf, size_t n, const char *key, int T) {
 }
 
 /* The rope + KV epilogue (mmv_set.rope_half) for the q, k, v matmuls at r
- * (their set filled in) when rope(q), rope(k), kv_write(k, v) follow: up to
- * c->rope_gemv_rows rows, not neox, the outputs exactly q, k and v, a kernel
- * that stores row pairs. Fills in the set's rope fields; 0 when it does not
+ * when rope(q), rope(k), kv_write(k, v) follow (at r + 3 .. r + 5): up to
+ * c->rope_gemv_rows rows, not neox, the outputs exactly q, k and v (those
+ * of qkv: y[0..2], n[0..2]). Fills in set's rope fields; 0 when it does not
  * apply. */
-static int rope_in_gemv(hearth_cuda_ctx *c, const rec *r, int left, mmv_set *set) {
+static int rope_match(hearth_cuda_ctx *c, const rec *r, int left, const mmv_set *qkv, mmv_set *set) {
     if (r->i[0] > c->rope_gemv_rows || left < 6) return 0;
     const rec *rq = r + 3, *rk = r + 4, *kw = r + 5;
     if (rq->kind != R_ROPE || rk->kind != R_ROPE || kw->kind != R_KV_WRITE) return 0;
     const int T = r->i[0], hd = rq->i[2];
     if (rq->i[4] || rk->i[4] || rq->i[0] != T || rk->i[0] != T || kw->i[3] != T || rk->i[2] != hd ||
         rq->i[3] != rk->i[3] || rq->p[1] != rk->p[1] || rq->p[2] != rk->p[2] || kw->p[6] != rq->p[1] || hd % 2 ||
-        rq->p[0] != set->y[0] || rk->p[0] != set->y[1] || kw->p[3] != set->y[1] || kw->p[4] != set->y[2] ||
-        set->n[0] != rq->i[1] * hd || set->n[1] != rk->i[1] * hd || set->n[2] != kw->i[2] || kw->i[2] != set->n[1])
+        rq->p[0] != qkv->y[0] || rk->p[0] != qkv->y[1] || kw->p[3] != qkv->y[1] || kw->p[4] != qkv->y[2] ||
+        qkv->n[0] != rq->i[1] * hd || qkv->n[1] != rk->i[1] * hd || qkv->n[2] != kw->i[2] || kw->i[2] != qkv->n[1])
         return 0;
-    int kind = cu_mm_prep_kind(&c->mm, T, (hearth_dtype)r->i[1]);
-    const void *xp = kind == XPREP_NONE ? r->p[1] : c->mm.xprep; /* the prepared copy's buffers are aligned */
-    if (!cu_mmv_pairs(set, (hearth_dtype)r->i[1], T, r->i[3], r->z[0], xp)) return 0;
     set->rope_half = rq->i[3] / 2;
     set->hd = hd;
     set->pos = (const int32_t *)rq->p[1];
     set->seq = (const int32_t *)kw->p[5];
     set->inv_freq = (const float *)rq->p[2];
     set->kv = get_kv(kw);
+    return 1;
+}
+
+/* 1 when the GEMV of set for matmul record m stores row pairs (the epilogue's need). */
+static int mm_pairs(hearth_cuda_ctx *c, const rec *m, const mmv_set *set) {
+    int kind = cu_mm_prep_kind(&c->mm, m->i[0], (hearth_dtype)m->i[1]);
+    const void *xp = kind == XPREP_NONE ? m->p[1] : c->mm.xprep; /* the prepared copy's buffers are aligned */
+    return cu_mmv_pairs(set, (hearth_dtype)m->i[1], m->i[0], m->i[3], m->z[0], xp);
+}
+
+/* The q, k, v matmuls at r as one set (count 3) with the rope + KV epilogue. */
+static int rope_in_gemv(hearth_cuda_ctx *c, const rec *r, int left, mmv_set *set) {
+    mmv_set probe = *set;
+    if (!rope_match(c, r, left, set, &probe) || !mm_pairs(c, r, &probe)) return 0;
+    *set = probe;
+    return 1;
+}
+
+/* The same when v's weights are of another type than q and k's (llama.cpp's
+ * Q4_K_M: Q6_K attn_v in some layers), x prepared alike for both: two GEMVs
+ * with the epilogue, v's first (it stores v and its cache rows), then q and
+ * k (qk: count 2, rotated, k's cache rows). 1 when it applies, with both
+ * sets filled in. */
+static int rope_in_gemv_split(hearth_cuda_ctx *c, const rec *r, int left, mmv_set *qk, mmv_set *v) {
+    const rec *vr = r + 2;
+    if (left < 6 || qk->count != 2 || !mm_gemv(c, vr) || vr->p[1] != r->p[1] || vr->i[0] != r->i[0] ||
+        vr->i[3] != r->i[3] || vr->i[1] == r->i[1] ||
+        cu_mm_prep_kind(&c->mm, r->i[0], (hearth_dtype)vr->i[1]) !=
+            cu_mm_prep_kind(&c->mm, r->i[0], (hearth_dtype)r->i[1]) ||
+        overlap(vr->p[0], mm_ybytes(vr), r->p[1], mm_xbytes(r)) ||
+        overlap(vr->p[0], mm_ybytes(vr), r->p[0], mm_ybytes(r)) ||
+        overlap(vr->p[0], mm_ybytes(vr), r[1].p[0], mm_ybytes(r + 1)))
+        return 0;
+    mmv_set qkv = *qk, a = *qk, b = {};
+    qkv.y[2] = (float *)vr->p[0];
+    qkv.n[2] = vr->i[2];
+    if (!rope_match(c, r, left, &qkv, &a)) return 0;
+    b = a; /* the rope fields */
+    b.w[0] = b.w[1] = NULL;
+    b.y[0] = b.y[1] = NULL;
+    b.n[0] = b.n[1] = 0; /* its rows are the set's third matrix: rope_kv_store stores them as v */
+    b.w[2] = (const uint8_t *)vr->p[2];
+    b.y[2] = (float *)vr->p[0];
+    b.n[2] = vr->i[2];
+    b.count = 3;
+    b.split = vr->i[4];
+    if (!mm_pairs(c, r, &a) || !mm_pairs(c, vr, &b)) return 0;
+    *qk = a;
+    *v = b;
     return 1;
 }
 
@@ -433,6 +479,17 @@ static int run_unit(hearth_cuda_ctx *c, const rec *recs, int i, int n, char *lab
                 set.split = r->i[4];
                 /* q, k, v -> rope(q), rope(k), kv_write(k, v): the rope and the KV stores in the GEMV's epilogue */
                 int rk = m == 3 && rope_in_gemv(c, r, left, &set);
+                mmv_set vset;
+                if (m == 2 && rope_in_gemv_split(c, r, left, &set, &vset)) {
+                    const rec *vr = r + 2;
+                    cu_matmul_set(L, &c->mm, &vset, (const float *)vr->p[1], vr->i[0], (hearth_dtype)vr->i[1],
+                                  vr->i[3], vr->z[0]);
+                    cu_matmul_set(L, &c->mm, &set, (const float *)r->p[1], r->i[0], (hearth_dtype)r->i[1], r->i[3],
+                                  r->z[0]);
+                    snprintf(label, lsz, "matmul x2 %s %dx%d + %s %dx%d %s +rope+kv_write", type_name(r->i[1]), rows,
+                             r->i[3], type_name(vr->i[1]), vr->i[2], vr->i[3], rows_tag(tb, sizeof tb, "T=", r->i[0]));
+                    return 6;
+                }
                 cu_matmul_set(L, &c->mm, &set, (const float *)r->p[1], r->i[0], (hearth_dtype)r->i[1], r->i[3],
                               r->z[0]);
                 snprintf(label, lsz, "matmul x%d %s %dx%d %s%s", m, type_name(r->i[1]), rows, r->i[3],
@@ -496,7 +553,7 @@ static int run_unit(hearth_cuda_ctx *c, const rec *recs, int i, int n, char *lab
         if (attn_prep && left >= 2 && r->kind == R_ATTN && r[1].kind == R_MATMUL && r[1].p[1] == r->p[3] &&
             r[1].i[0] == r->i[3] && r[1].i[3] == r->i[4] * r->i[6]) {
             int kind = cu_mm_prep_kind(&c->mm, r->i[3], (hearth_dtype)r[1].i[1]);
-            if (kind == XPREP_BF16 || kind == XPREP_F16 || kind == XPREP_Q8) {
+            if (kind == XPREP_BF16 || kind == XPREP_F16 || kind == XPREP_Q8 || kind == XPREP_Q8K) {
                 cu_mm_invalidate(&c->mm);
                 int prepped = run_attn(c, r, kind, c->mm.xprep);
                 if (prepped) cu_mm_set_cache(&c->mm, (const float *)r->p[3], r->i[3], r[1].i[3], kind, c->mm.xprep);
