@@ -190,6 +190,12 @@ int main(int argc, char **argv) {
         next = pk.id;
     }
     double dec = (now_s() - ta) / (n_gen - warm);
+#ifdef HEARTH_ATTN_STAMPS
+    { /* a measurement build: the decode attention's steps (attention_decode.cu) */
+        extern void cu_attn_stamps_print(void);
+        cu_attn_stamps_print();
+    }
+#endif
     hearth_err e2 = {0};
     if (hearth_cuda_ctx_error(c, &e2) != HEARTH_OK) {
         fprintf(stderr, "bench_model: %s\n", e2.msg);

@@ -17,12 +17,12 @@
 #define AR_NT 1024
 #define AR_MAXJ 8 /* dim <= AR_NT * AR_MAXJ */
 
-/* The normed row y = v * s * w (element j * AR_NT + tid in v[j]) stored (yr, unless NULL) and made q8_K
- * into qs / ds from element e0 on, as to_q8k_kernel makes it: the row goes through shared memory so that
- * a warp holds a 256-block, eight consecutive elements a lane (its pick is then one warp's, not eight
- * warps' met at a barrier). */
-__device__ __forceinline__ void q8k_row(const float *v, float s, const float *wv, float *yr, int8_t *qs, float4 *ds,
-                                        size_t e0, int dim) {
+/* The normed row y = v * s * w (element j * AR_NT + tid in v[j]) stored (yr, unless NULL) and made q8
+ * (kind XPREP_Q8) or q8_K (XPREP_Q8K) into qs / ds from element e0 on, the bits of xprep.cu's kernels:
+ * the row goes through shared memory so that a warp holds 256 of it, eight consecutive elements a lane
+ * (a q8_K pick is then one warp's, and a q8 group's max and sum four lanes', not a whole warp's). */
+__device__ __forceinline__ void q8_row(int kind, const float *v, float s, const float *wv, float *yr, int8_t *qs,
+                                       float4 *ds, size_t e0, int dim) {
     __shared__ __align__(16) float ys[AR_NT * AR_MAXJ];
     const int tid = threadIdx.x, lane = tid & 31;
 #pragma unroll
@@ -36,7 +36,7 @@ __device__ __forceinline__ void q8k_row(const float *v, float s, const float *wv
     }
     __syncthreads();
     for (int b = tid >> 5; b < dim / 256; b += AR_NT / 32) /* dim % 256 == 0 */
-        warp_q8k_block_at(ys + 256 * b, lane, qs + e0 + 256 * (size_t)b, ds + (e0 + 256 * (size_t)b) / 32);
+        warp_q8_block_at(kind, ys + 256 * b, lane, qs + e0 + 256 * (size_t)b, ds + (e0 + 256 * (size_t)b) / 32);
 }
 
 __global__ void __launch_bounds__(AR_NT) add_rmsnorm_kernel(float *X, const float *D, float *Y,
@@ -74,8 +74,8 @@ __global__ void __launch_bounds__(AR_NT) add_rmsnorm_kernel(float *X, const floa
     const float s = block_inv_rms<AR_NT>(ss, red, dim, eps);
     pdl_done(early);
     const size_t n = (size_t)T * dim;
-    if (kind == XPREP_Q8K) { /* dim % 256 == 0 */
-        q8k_row(v, s, wv, yr, (int8_t *)prep, (float4 *)((int8_t *)prep + n), (size_t)row * dim, dim);
+    if ((kind == XPREP_Q8K || kind == XPREP_Q8) && dim % 256 == 0) { /* q8_K: always */
+        q8_row(kind, v, s, wv, yr, (int8_t *)prep, (float4 *)((int8_t *)prep + n), (size_t)row * dim, dim);
         return;
     }
 #pragma unroll

@@ -33,6 +33,45 @@
 #define DD_MAXG 8
 #define DD_MAXS 64 /* splits a row at most */
 
+/* HEARTH_ATTN_STAMPS (a measurement build only): thread 0 of the first
+ * split of (kv head 0, row 0), and of its last split with positions,
+ * records %globaltimer at the kernel's steps for the last 64 launches;
+ * cu_attn_stamps_print sums them up (bench_model prints them). */
+#ifdef HEARTH_ATTN_STAMPS
+#define ST_N 8
+__device__ unsigned long long g_dec_st[2][64][ST_N];
+__device__ unsigned g_dec_calls[2];
+__device__ __forceinline__ unsigned long long gtime() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+#define ST_INIT                                                                                              \
+    const unsigned long long st_t0 = gtime();                                                                \
+    int st_b = -1;                                                                                           \
+    unsigned st_slot = 0;
+/* after the slice is known: the first split and the last one with positions */
+#define ST_PICK(Se)                                                                                          \
+    do {                                                                                                     \
+        if (threadIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0)                                          \
+            st_b = blockIdx.x == 0 ? 0 : (int)blockIdx.x == (Se) - 1 ? 1 : -1;                               \
+        if (st_b >= 0) {                                                                                     \
+            st_slot = atomicAdd(&g_dec_calls[st_b], 1u) % 64;                                                \
+            g_dec_st[st_b][st_slot][0] = st_t0;                                                              \
+        }                                                                                                    \
+    } while (0)
+#define ST(i)                                                                                                \
+    do {                                                                                                     \
+        if (st_b >= 0) g_dec_st[st_b][st_slot][i] = gtime();                                                 \
+    } while (0)
+#else
+#define ST_INIT                                                                                              \
+    const int st_b = -1;                                                                                     \
+    const unsigned st_slot = 0;
+#define ST_PICK(Se) ((void)0)
+#define ST(i) ((void)0)
+#endif
+
 /* The q8_K copy (XPREP_Q8K) of n outputs staged at ys (n a multiple of
  * 256: whole heads of a group whose size times HD is), from element e0 of
  * the prepared copy: warp w makes 256-blocks w, w + 8, ... as
@@ -40,8 +79,8 @@
 __device__ __forceinline__ void q8k_staged(const float *ys, int n, size_t e0, size_t n_out, void *prep) {
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     for (int b = w; b < n / 256; b += DD_THREADS / 32)
-        warp_q8k_block_at(ys + 256 * b, lane, (int8_t *)prep + e0 + 256 * (size_t)b,
-                          (float4 *)((int8_t *)prep + n_out) + (e0 + 256 * (size_t)b) / 32);
+        warp_q8_block_at(XPREP_Q8K, ys + 256 * b, lane, (int8_t *)prep + e0 + 256 * (size_t)b,
+                         (float4 *)((int8_t *)prep + n_out) + (e0 + 256 * (size_t)b) / 32);
 }
 
 /* The splits of a cluster (its CL blocks, ranks = splits) merged: each
@@ -55,7 +94,7 @@ template <int HD, int CL>
 __device__ __forceinline__ void cluster_merge(float *__restrict__ out, const float *acc, float (*o_s)[HD],
                                               float *m_s, float *l_s, float (*w_s)[DD_MAXS], float *c_s, int Gb,
                                               int Se, size_t th0, size_t n_out, int prep_kind, void *prep,
-                                              float *ys) {
+                                              float *ys, int st_b, unsigned st_slot) {
     namespace cg = cooperative_groups;
     constexpr int NOUT = DD_MAXG * HD / DD_THREADS;
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
@@ -66,6 +105,7 @@ __device__ __forceinline__ void cluster_merge(float *__restrict__ out, const flo
         if (x / HD < Gb) o_s[x / HD][x % HD] = acc[k];
     }
     cl.sync();
+    ST(5);
     if (w < Gb) {
         float m = -INFINITY, l = 0.0f;
         if (lane < Se) {
@@ -106,7 +146,9 @@ __device__ __forceinline__ void cluster_merge(float *__restrict__ out, const flo
         const int n = min(share, Gb * HD - r * share);
         if (n > 0) q8k_staged(ys, n, th0 * HD + (size_t)r * share, n_out, prep);
     }
+    ST(6);
     cl.sync();
+    ST(7);
 }
 
 /* The splits merged through global memory: each block writes its partial
@@ -191,12 +233,14 @@ __global__ void __launch_bounds__(DD_THREADS)
     __shared__ int s_last;
 
     const int split = blockIdx.x, tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+    ST_INIT
     dec_slice d = {};
     if (!dec_slice_of(d, seq, pos, T, n_heads, n_kv, DD_MAXG, S, DD_TP, window, skip_bm)) {
         /* CL: a split past Se still takes part in the cluster's barriers (skip_bm is 0 there: T <= 8) */
         if (!CL || split < d.Se) return;
         d.a = d.e = 0;
     }
+    ST_PICK(d.Se);
     const int t = d.t, kvh = d.kvh, h0 = d.h0, Gb = d.Gb, Se = d.Se, a = d.a, e = d.e;
     const int32_t *trow = kv.table + (size_t)seq[t] * kv.max_blocks;
     const E *kb = (const E *)kv.k + (size_t)kvh * HD, *vb = (const E *)kv.v + (size_t)kvh * HD;
@@ -219,6 +263,7 @@ __global__ void __launch_bounds__(DD_THREADS)
     const bool early = kv.early && min(a + DD_TP, e) <= pos[t] - (T - 1);
     if (early) load_tile(a);
     pdl_wait_early(pdl_early);
+    ST(1);
 
     for (int x = tid; x < Gb * HD; x += DD_THREADS)
         q_s[x / HD][x % HD] = q[((size_t)t * n_heads + h0 + x / HD) * HD + x % HD] * scale;
@@ -227,6 +272,7 @@ __global__ void __launch_bounds__(DD_THREADS)
 #pragma unroll
     for (int k = 0; k < NOUT; k++) acc[k] = 0.0f;
 
+    ST(2);
     if (!early) load_tile(a);
     for (int p0 = a; p0 < e; p0 += DD_TP) {
         const int n = min(DD_TP, e - p0);
@@ -251,6 +297,7 @@ __global__ void __launch_bounds__(DD_THREADS)
             }
         }
         __syncthreads();
+        if (p0 == a) ST(3);
         if (w < Gb) warp_tile_softmax(p_s[w], n, &m_s[w], &l_s[w], &c_s[w], lane); /* the tile's update for head w */
         __syncthreads();
 #pragma unroll
@@ -265,6 +312,7 @@ __global__ void __launch_bounds__(DD_THREADS)
         }
     }
     pdl_done(pdl_early);
+    ST(4);
     const size_t th0 = (size_t)t * n_heads + h0, n_out = (size_t)T * n_heads * HD;
     /* output (g, d) = tid + 256 k: a warp holds 32 consecutive d of one head, one q8 group of the prepared copy */
     if (Se == 1) {
@@ -286,7 +334,8 @@ __global__ void __launch_bounds__(DD_THREADS)
         return;
     }
     if constexpr (CL > 1)
-        cluster_merge<HD, CL>(out, acc, o_s, m_s, l_s, w_s, c_s, Gb, Se, th0, n_out, prep_kind, prep, &q_s[0][0]);
+        cluster_merge<HD, CL>(out, acc, o_s, m_s, l_s, w_s, c_s, Gb, Se, th0, n_out, prep_kind, prep, &q_s[0][0],
+                              st_b, st_slot);
     else
         counter_merge<HD>(out, acc, part, cnt, m_s, l_s, w_s, &s_last, t, split, Gb, Se, S, th0, n_out, prep_kind,
                           prep, &q_s[0][0]);
@@ -369,3 +418,26 @@ int cu_attention_decode(const cu_launch *L, dim3 grid, float *out, const float *
       prep);
     return prep_kind;
 }
+
+#ifdef HEARTH_ATTN_STAMPS
+#include <stdio.h>
+/* The mean time from the kernel's entry to each step, over the recorded launches, for the first and the
+ * last split (us). */
+extern "C" void cu_attn_stamps_print(void) {
+    static unsigned long long h[2][64][ST_N];
+    unsigned calls[2];
+    cudaMemcpyFromSymbol(h, g_dec_st, sizeof h);
+    cudaMemcpyFromSymbol(calls, g_dec_calls, sizeof calls);
+    static const char *names[ST_N] = {"entry", "wait", "q", "tile 0 scores", "loop end", "merge sync", "merged", "exit"};
+    for (int b = 0; b < 2; b++) {
+        int n = calls[b] < 64 ? (int)calls[b] : 64;
+        printf("attn stamps, %s split, %d launches:", b ? "last busy" : "first", n);
+        for (int i = 1; i < ST_N; i++) {
+            double sum = 0;
+            for (int k = 0; k < n; k++) sum += (double)(h[b][k][i] - h[b][k][0]);
+            printf("  %s %.2f", names[i], n ? sum / n / 1e3 : 0.0);
+        }
+        printf("\n");
+    }
+}
+#endif

@@ -377,12 +377,6 @@ __device__ __forceinline__ void warp_q8k_block(const float *v, int lane, int8_t 
     if ((lane & 3) == 0) ds[lane / 4] = make_float4(d, (float)sum, 0.0f, 0.0f);
 }
 
-/* warp_q8k_block of the 256 floats at p (shared memory, 16-byte aligned), lane i taking p[8i .. 8i + 7]. */
-__device__ __forceinline__ void warp_q8k_block_at(const float *p, int lane, int8_t *qs, float4 *ds) {
-    const float4 a = *(const float4 *)(p + 8 * lane), b = *(const float4 *)(p + 8 * lane + 4);
-    const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-    warp_q8k_block(v, lane, qs, ds);
-}
 
 /* q8 of one 32-group held an element a lane (lane i: element i), as
  * xprep.cu makes it: the lane's code to *q, and from lane 0 the group's
@@ -401,6 +395,43 @@ __device__ __forceinline__ void warp_q8_group(float v, int lane, int8_t *q, floa
     if (lane == 0)
         *ds = make_float4(__half2float(__float2half_rn(d)), (float)sum, __half2float(__float2half_rn(d * (float)sum)),
                           0.0f);
+}
+
+/* q8 of the eight 32-groups of 256 values held by a warp, lane i holding
+ * elements 8i .. 8i + 7 in v (a group is four lanes), the bits of
+ * warp_q8_group for each (the same max, in another order: fmaxf is
+ * exact): codes to qs[0..256), the groups' (d, sum, s, 0) to ds[0..8). */
+__device__ __forceinline__ void warp_q8_groups8(const float *v, int lane, int8_t *qs, float4 *ds) {
+    float amax = fabsf(v[0]);
+#pragma unroll
+    for (int i = 1; i < 8; i++) amax = fmaxf(amax, fabsf(v[i]));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+    const float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    int q[8], sum = 0;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const int c = __float2int_rn(v[i] * id);
+        q[i] = c > 127 ? 127 : c < -128 ? -128 : c;
+        sum += q[i];
+    }
+    *(int2 *)(qs + 8 * lane) =
+        make_int2((q[0] & 0xff) | (q[1] & 0xff) << 8 | (q[2] & 0xff) << 16 | (int)(q[3] & 0xff) << 24,
+                  (q[4] & 0xff) | (q[5] & 0xff) << 8 | (q[6] & 0xff) << 16 | (int)(q[7] & 0xff) << 24);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    if ((lane & 3) == 0)
+        ds[lane / 4] = make_float4(__half2float(__float2half_rn(d)), (float)sum,
+                                   __half2float(__float2half_rn(d * (float)sum)), 0.0f);
+}
+
+/* The q8 (XPREP_Q8) or q8_K (XPREP_Q8K) copy of the 256 floats at p (shared memory, 16-byte aligned) by a
+ * warp, lane i taking p[8i .. 8i + 7]: codes to qs[0..256), ds[0..8). */
+__device__ __forceinline__ void warp_q8_block_at(int kind, const float *p, int lane, int8_t *qs, float4 *ds) {
+    const float4 a = *(const float4 *)(p + 8 * lane), b = *(const float4 *)(p + 8 * lane + 4);
+    const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+    if (kind == XPREP_Q8K) warp_q8k_block(v, lane, qs, ds);
+    else warp_q8_groups8(v, lane, qs, ds);
 }
 
 /* Element e (of n) of a prepared copy of kind XPREP_BF16, XPREP_F16 or
