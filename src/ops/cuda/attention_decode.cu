@@ -38,7 +38,7 @@
  * records %globaltimer at the kernel's steps for the last 64 launches;
  * cu_attn_stamps_print sums them up (bench_model prints them). */
 #ifdef HEARTH_ATTN_STAMPS
-#define ST_N 8
+#define ST_N 10
 __device__ unsigned long long g_dec_st[2][64][ST_N];
 __device__ unsigned g_dec_calls[2];
 __device__ __forceinline__ unsigned long long gtime() {
@@ -105,7 +105,7 @@ __device__ __forceinline__ void cluster_merge(float *__restrict__ out, const flo
         if (x / HD < Gb) o_s[x / HD][x % HD] = acc[k];
     }
     cl.sync();
-    ST(5);
+    ST(7);
     if (w < Gb) {
         float m = -INFINITY, l = 0.0f;
         if (lane < Se) {
@@ -146,9 +146,9 @@ __device__ __forceinline__ void cluster_merge(float *__restrict__ out, const flo
         const int n = min(share, Gb * HD - r * share);
         if (n > 0) q8k_staged(ys, n, th0 * HD + (size_t)r * share, n_out, prep);
     }
-    ST(6);
+    ST(8);
     cl.sync();
-    ST(7);
+    ST(9);
 }
 
 /* The splits merged through global memory: each block writes its partial
@@ -226,7 +226,7 @@ __global__ void __launch_bounds__(DD_THREADS)
     static_assert(NC % 4 == 0 && NOUT >= 1, "head_dim");
     __shared__ __align__(16) float q_s[DD_MAXG][HD];
     __shared__ __align__(16) E v_s[DD_TP][HD];
-    __shared__ float p_s[DD_MAXG][DD_TP];
+    __shared__ __align__(16) float p_s[DD_MAXG][DD_TP];
     __shared__ float m_s[DD_MAXG], l_s[DD_MAXG], c_s[DD_MAXG];
     __shared__ float w_s[DD_MAXG][DD_MAXS];
     __shared__ __align__(16) float o_s[CL ? DD_MAXG : 1][HD]; /* CL: this block's partial */
@@ -281,6 +281,7 @@ __global__ void __launch_bounds__(DD_THREADS)
 #pragma unroll
             for (int i = 0; i < NV; i++) *(uint4 *)&v_s[j][(quarter + 4 * i) * EP] = vr[i];
         }
+        if (p0 == a) ST(3);
         float sc[DD_MAXG];
 #pragma unroll
         for (int g = 0; g < DD_MAXG; g++) sc[g] = 0.0f;
@@ -297,22 +298,43 @@ __global__ void __launch_bounds__(DD_THREADS)
             }
         }
         __syncthreads();
-        if (p0 == a) ST(3);
+        if (p0 == a) ST(4);
         if (w < Gb) warp_tile_softmax(p_s[w], n, &m_s[w], &l_s[w], &c_s[w], lane); /* the tile's update for head w */
         __syncthreads();
+        if (p0 == a) ST(5);
+        /* P x V: output (g, d) = tid + 256 k, so every output of a thread has d = tid % HD and one V read
+         * serves them all; p four positions a load. Each output's sum in position order, as one at a time. */
+        {
+            constexpr int GS = DD_THREADS / HD; /* g's step from one k to the next */
+            const int d = tid % HD, g0 = tid / HD;
+            float o[NOUT];
 #pragma unroll
-        for (int k = 0; k < NOUT; k++) { /* output (g, d) = tid + 256 k */
-            const int x = tid + DD_THREADS * k, g = x / HD, d = x % HD;
-            if (g < Gb) {
-                float o = acc[k] * c_s[g];
-#pragma unroll 8
-                for (int jj = 0; jj < n; jj++) o = fmaf(p_s[g][jj], (float)v_s[jj][d], o);
-                acc[k] = o;
+            for (int k = 0; k < NOUT; k++) o[k] = g0 + GS * k < Gb ? acc[k] * c_s[g0 + GS * k] : 0.0f;
+            int jj = 0;
+            for (; jj + 4 <= n; jj += 4) {
+                const float v0 = (float)v_s[jj][d], v1 = (float)v_s[jj + 1][d], v2 = (float)v_s[jj + 2][d],
+                            v3 = (float)v_s[jj + 3][d];
+#pragma unroll
+                for (int k = 0; k < NOUT; k++) {
+                    if (g0 + GS * k < Gb) {
+                        const float4 pk = *(const float4 *)&p_s[g0 + GS * k][jj];
+                        o[k] = fmaf(pk.w, v3, fmaf(pk.z, v2, fmaf(pk.y, v1, fmaf(pk.x, v0, o[k]))));
+                    }
+                }
             }
+            for (; jj < n; jj++) {
+                const float v = (float)v_s[jj][d];
+#pragma unroll
+                for (int k = 0; k < NOUT; k++)
+                    if (g0 + GS * k < Gb) o[k] = fmaf(p_s[g0 + GS * k][jj], v, o[k]);
+            }
+#pragma unroll
+            for (int k = 0; k < NOUT; k++)
+                if (g0 + GS * k < Gb) acc[k] = o[k];
         }
     }
     pdl_done(pdl_early);
-    ST(4);
+    ST(6);
     const size_t th0 = (size_t)t * n_heads + h0, n_out = (size_t)T * n_heads * HD;
     /* output (g, d) = tid + 256 k: a warp holds 32 consecutive d of one head, one q8 group of the prepared copy */
     if (Se == 1) {
@@ -428,7 +450,8 @@ extern "C" void cu_attn_stamps_print(void) {
     unsigned calls[2];
     cudaMemcpyFromSymbol(h, g_dec_st, sizeof h);
     cudaMemcpyFromSymbol(calls, g_dec_calls, sizeof calls);
-    static const char *names[ST_N] = {"entry", "wait", "q", "tile 0 scores", "loop end", "merge sync", "merged", "exit"};
+    static const char *names[ST_N] = {"entry",   "wait",     "q",          "tile 0 in", "tile 0 scores",
+                                      "softmax", "loop end", "merge sync", "merged",    "exit"};
     for (int b = 0; b < 2; b++) {
         int n = calls[b] < 64 ? (int)calls[b] : 64;
         printf("attn stamps, %s split, %d launches:", b ? "last busy" : "first", n);
