@@ -33,10 +33,10 @@
 #define DD_MAXG 8
 #define DD_MAXS 64 /* splits a row at most */
 
-/* HEARTH_ATTN_STAMPS (a measurement build only): thread 0 of the first
- * split of (kv head 0, row 0), and of its last split with positions,
- * records %globaltimer at the kernel's steps for the last 64 launches;
- * cu_attn_stamps_print sums them up (bench_model prints them). */
+/* HEARTH_ATTN_STAMPS (a measurement build only, `make bench-stamps`):
+ * thread 0 of the first split of (kv head 0, row 0), and of its last split
+ * with positions, records %globaltimer at the kernel's steps for the last
+ * 64 launches; cu_attn_stamps_print sums them up (bench_model prints them). */
 #ifdef HEARTH_ATTN_STAMPS
 #define ST_N 10
 __device__ unsigned long long g_dec_st[2][64][ST_N];
