@@ -339,6 +339,16 @@ __device__ __forceinline__ int8_t q8_sat(float v) {
     return (int8_t)(q > 127 ? 127 : q < -128 ? -128 : q);
 }
 
+/* Eight codes q[0..8) stored as bytes at p (8-byte aligned). */
+__device__ __forceinline__ void st_q8x8(int8_t *p, const int *q) {
+    uint32_t w[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+        w[h] = (uint32_t)(q[4 * h] & 0xff) | (uint32_t)(q[4 * h + 1] & 0xff) << 8 |
+               (uint32_t)(q[4 * h + 2] & 0xff) << 16 | (uint32_t)(q[4 * h + 3] & 0xff) << 24;
+    *(uint2 *)p = make_uint2(w[0], w[1]);
+}
+
 /* q8_K of one 256-block held by a warp, lane i holding elements 8i .. 8i + 7 in v (xprep.cu's rule): the
  * block's scale comes from its first element of largest magnitude mx, iscale = -127 / mx, q = rne(iscale
  * x), d = 1 / iscale; codes to qs[0..256), each 32-group's (d, sum of its codes, 0, 0) to ds[0..8). */
@@ -354,7 +364,7 @@ __device__ __forceinline__ void warp_q8k_block(const float *v, int lane, int8_t 
         const int i2 = __shfl_xor_sync(0xffffffffu, idx, o);
         if (a2 > amax || (a2 == amax && i2 < idx)) amax = a2, mx = m2, idx = i2;
     }
-    int8_t q[8];
+    int q[8];
     float d = 0.0f;
     if (amax > 0.0f) {
         const float iscale = -127.0f / mx;
@@ -368,15 +378,12 @@ __device__ __forceinline__ void warp_q8k_block(const float *v, int lane, int8_t 
     int sum = 0;
 #pragma unroll
     for (int i = 0; i < 8; i++) sum += q[i];
-    *(int2 *)(qs + 8 * lane) =
-        make_int2((q[0] & 0xff) | (q[1] & 0xff) << 8 | (q[2] & 0xff) << 16 | (int)(q[3] & 0xff) << 24,
-                  (q[4] & 0xff) | (q[5] & 0xff) << 8 | (q[6] & 0xff) << 16 | (int)(q[7] & 0xff) << 24);
+    st_q8x8(qs + 8 * lane, q);
     /* four lanes per 32-group */
     sum += __shfl_xor_sync(0xffffffffu, sum, 1);
     sum += __shfl_xor_sync(0xffffffffu, sum, 2);
     if ((lane & 3) == 0) ds[lane / 4] = make_float4(d, (float)sum, 0.0f, 0.0f);
 }
-
 
 /* q8 of one 32-group held an element a lane (lane i: element i), as
  * xprep.cu makes it: the lane's code to *q, and from lane 0 the group's
@@ -411,13 +418,10 @@ __device__ __forceinline__ void warp_q8_groups8(const float *v, int lane, int8_t
     int q[8], sum = 0;
 #pragma unroll
     for (int i = 0; i < 8; i++) {
-        const int c = __float2int_rn(v[i] * id);
-        q[i] = c > 127 ? 127 : c < -128 ? -128 : c;
+        q[i] = q8_sat(v[i] * id);
         sum += q[i];
     }
-    *(int2 *)(qs + 8 * lane) =
-        make_int2((q[0] & 0xff) | (q[1] & 0xff) << 8 | (q[2] & 0xff) << 16 | (int)(q[3] & 0xff) << 24,
-                  (q[4] & 0xff) | (q[5] & 0xff) << 8 | (q[6] & 0xff) << 16 | (int)(q[7] & 0xff) << 24);
+    st_q8x8(qs + 8 * lane, q);
     sum += __shfl_xor_sync(0xffffffffu, sum, 1);
     sum += __shfl_xor_sync(0xffffffffu, sum, 2);
     if ((lane & 3) == 0)

@@ -399,11 +399,11 @@ static int rope_in_gemv_split(hearth_cuda_ctx *c, const rec *r, int left, mmv_se
         overlap(vr->p[0], mm_ybytes(vr), r->p[0], mm_ybytes(r)) ||
         overlap(vr->p[0], mm_ybytes(vr), r[1].p[0], mm_ybytes(r + 1)))
         return 0;
-    mmv_set qkv = *qk, a = *qk, b = {};
+    mmv_set qkv = *qk, a = *qk;
     qkv.y[2] = (float *)vr->p[0];
     qkv.n[2] = vr->i[2];
     if (!rope_match(c, r, left, &qkv, &a)) return 0;
-    b = a; /* the rope fields */
+    mmv_set b = a; /* the rope fields */
     b.w[0] = b.w[1] = NULL;
     b.y[0] = b.y[1] = NULL;
     b.n[0] = b.n[1] = 0; /* its rows are the set's third matrix: rope_kv_store stores them as v */
