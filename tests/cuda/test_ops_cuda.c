@@ -1360,6 +1360,26 @@ TEST(cuda_layer_rope_variants) {
     g_layer_neox = 0;
 }
 
+/* Prompt rows: the rope + KV store is the per-token kernel (16-byte units,
+ * the token's sines made once) with all or part of each head rotated and
+ * neox pairs, every cache type: fused and unfused runs equal bit for bit,
+ * caches included, and near the CPU. */
+TEST(cuda_layer_rope_rows) {
+    NEED_GPU();
+    static const hearth_dtype types[] = {HEARTH_DT_BF16, HEARTH_DT_F32, HEARTH_DT_Q8_0};
+    static const hearth_dtype kts[] = {HEARTH_DT_F16, HEARTH_DT_E4M3, HEARTH_DT_F32};
+    static const int rope[3][2] = {{1, 0}, {2, 0}, {1, 1}}; /* rot_dim divisor, neox */
+    int ok = 1;
+    for (int v = 0; v < 3 && ok; v++) {
+        g_layer_rot_div = rope[v][0];
+        g_layer_neox = rope[v][1];
+        for (size_t i = 0; i < sizeof types / sizeof types[0] && ok; i++)
+            for (size_t k = 0; k < sizeof kts / sizeof kts[0] && ok; k++) ok = layer_case_at(types[i], 40, kts[k], 300);
+    }
+    g_layer_rot_div = 1;
+    g_layer_neox = 0;
+}
+
 /* llama.cpp's Q4_K_M keeps attn_v in Q6_K in some layers: q and k share
  * one GEMV and v takes another (both on q8_K activations), and at one row
  * both carry the rope + KV epilogue (rope_in_gemv_split). Fused and

@@ -452,13 +452,16 @@ size_t cu_xprep_bytes(int kind, int T, int K);
 /* One rope pair (x0, x1) turned by pos * inv_freq: rope.cu, the fused
  * rope_kv.cu and the q/k/v GEMV's epilogue all rotate through it, so they
  * store the same bits. sincosf is the accurate one (positions reach tens of
- * thousands). */
-__device__ __forceinline__ void rope_rotate(float &x0, float &x1, int pos, float inv_freq) {
-    float sn, cs;
-    sincosf((float)pos * inv_freq, &sn, &cs);
+ * thousands). rope_rotate_sc: the same from a sine and cosine computed so. */
+__device__ __forceinline__ void rope_rotate_sc(float &x0, float &x1, float sn, float cs) {
     const float y0 = x0 * cs - x1 * sn, y1 = x0 * sn + x1 * cs;
     x0 = y0;
     x1 = y1;
+}
+__device__ __forceinline__ void rope_rotate(float &x0, float &x1, int pos, float inv_freq) {
+    float sn, cs;
+    sincosf((float)pos * inv_freq, &sn, &cs);
+    rope_rotate_sc(x0, x1, sn, cs);
 }
 
 /* Paged KV as the kernels see one layer of it: k and v hold f16 elements

@@ -6,6 +6,8 @@
  * exactly the values the unfused ops would store. */
 #include "ops/cuda/cuda_internal.cuh"
 
+#include <stdlib.h>
+
 template <typename E>
 __global__ void rope_kv_kernel(float *q, float *k, const float *__restrict__ v, int n_q, int n_k, int head_dim,
                                const int32_t *__restrict__ pos, const float *__restrict__ inv_freq, int half,
@@ -57,9 +59,130 @@ __global__ void rope_kv_kernel(float *q, float *k, const float *__restrict__ v, 
     pdl_done(early);
 }
 
+/* Many tokens (prefill): a block of RKR_NT threads per token, in 16-byte
+ * units (4 elements of a head row; with neox pairs, 4 elements and the 4
+ * their partners, half further). The token's sines and cosines are made
+ * once, before the wait, into shared memory (the kernel above makes one a
+ * pair: 40 a position for Llama's 32 + 8 heads), and each thread's units
+ * are all loaded before any is rotated and stored. The same bits as the
+ * kernel above (rope_rotate_sc, kv stores rounding as kv_st). */
+#define RKR_NT 256
+#define RKR_RB 8    /* units a thread in flight */
+#define RKR_MAXH 256 /* rot_dim / 2 */
+
+__device__ __forceinline__ void kv_st4(float *p, size_t off, float4 y) { *(float4 *)(p + off) = y; }
+__device__ __forceinline__ void kv_st4(__half *p, size_t off, float4 y) {
+    const __half2 a = __floats2half2_rn(y.x, y.y), b = __floats2half2_rn(y.z, y.w);
+    *(uint2 *)(p + off) = make_uint2(*(const uint32_t *)&a, *(const uint32_t *)&b);
+}
+__device__ __forceinline__ void kv_st4(__nv_fp8_e4m3 *p, size_t off, float4 y) {
+    const float f[4] = {y.x, y.y, y.z, y.w};
+    uint32_t w = 0;
+#pragma unroll
+    for (int i = 0; i < 4; i++) w |= (uint32_t)__nv_cvt_float_to_fp8(f[i], __NV_SATFINITE, __NV_E4M3) << (8 * i);
+    *(uint32_t *)(p + off) = w;
+}
+
+template <typename E>
+__global__ void __launch_bounds__(RKR_NT)
+    rope_kv_rows_kernel(float *q, float *k, const float *__restrict__ v, int n_q, int n_k, int head_dim,
+                        const int32_t *__restrict__ pos, const float *__restrict__ inv_freq, int half, int neox,
+                        cu_kv kv, const int32_t *__restrict__ seq, int early) {
+    __shared__ float sn[RKR_MAXH], cs[RKR_MAXH];
+    const int t = blockIdx.x, p = pos[t], tid = threadIdx.x;
+    const int blk = kv.table[(size_t)seq[t] * kv.max_blocks + p / kv.block_size];
+    const size_t off = ((size_t)blk * kv.block_size + (size_t)(p % kv.block_size)) * kv.kv_dim;
+    for (int i = tid; i < half; i += RKR_NT) sincosf((float)p * inv_freq[i], &sn[i], &cs[i]);
+    __syncthreads();
+    pdl_wait_early(early);
+    float *qt = q + (size_t)t * n_q * head_dim, *kt = k + (size_t)t * kv.kv_dim;
+    const float *vt = v + (size_t)t * kv.kv_dim;
+    E *kd = (E *)kv.k, *vd = (E *)kv.v;
+    /* a head row's units: neox, nr = half / 4 rotated pairs of float4 (e, e + half), then the unrotated
+     * float4s from 2 * half on; otherwise its head_dim / 4 float4s, rotated below 2 * half */
+    const int hd4 = head_dim / 4, nr = neox ? half / 4 : 0, per_head = hd4 - nr;
+    const int nqk = (n_q + n_k) * per_head, nunits = nqk + kv.kv_dim / 4;
+    for (int ub = tid; ub < nunits; ub += RKR_RB * RKR_NT) {
+        float4 a[RKR_RB], b[RKR_RB];
+        float *x[RKR_RB];
+        int e[RKR_RB];
+#pragma unroll
+        for (int r = 0; r < RKR_RB; r++) { /* every load of the round before the first store */
+            const int u = ub + r * RKR_NT;
+            if (u >= nunits) break;
+            if (u >= nqk) {
+                e[r] = 4 * (u - nqk);
+                a[r] = *(const float4 *)(vt + e[r]);
+                continue;
+            }
+            const int h = u / per_head, w = u - h * per_head;
+            x[r] = h < n_q ? qt + (size_t)h * head_dim : kt + (size_t)(h - n_q) * head_dim;
+            e[r] = w < nr ? 4 * w : neox ? 2 * half + 4 * (w - nr) : 4 * w;
+            a[r] = *(const float4 *)(x[r] + e[r]);
+            if (w < nr) b[r] = *(const float4 *)(x[r] + e[r] + half);
+        }
+#pragma unroll
+        for (int r = 0; r < RKR_RB; r++) {
+            const int u = ub + r * RKR_NT;
+            if (u >= nunits) break;
+            if (u >= nqk) {
+                kv_st4(vd, off + e[r], a[r]);
+                continue;
+            }
+            const int h = u / per_head, w = u - h * per_head;
+            const size_t ko = off + (size_t)(h - n_q) * head_dim + e[r];
+            if (w < nr) { /* neox: element e + i pairs with e + i + half, angle e + i */
+                rope_rotate_sc(a[r].x, b[r].x, sn[e[r]], cs[e[r]]);
+                rope_rotate_sc(a[r].y, b[r].y, sn[e[r] + 1], cs[e[r] + 1]);
+                rope_rotate_sc(a[r].z, b[r].z, sn[e[r] + 2], cs[e[r] + 2]);
+                rope_rotate_sc(a[r].w, b[r].w, sn[e[r] + 3], cs[e[r] + 3]);
+                *(float4 *)(x[r] + e[r]) = a[r];
+                *(float4 *)(x[r] + e[r] + half) = b[r];
+                if (h >= n_q) {
+                    kv_st4(kd, ko, a[r]);
+                    kv_st4(kd, ko + half, b[r]);
+                }
+                continue;
+            }
+            if (!neox && e[r] < 2 * half) { /* pairs (e, e + 1), (e + 2, e + 3): angles e / 2, e / 2 + 1 */
+                rope_rotate_sc(a[r].x, a[r].y, sn[e[r] / 2], cs[e[r] / 2]);
+                rope_rotate_sc(a[r].z, a[r].w, sn[e[r] / 2 + 1], cs[e[r] / 2 + 1]);
+                *(float4 *)(x[r] + e[r]) = a[r];
+            }
+            if (h >= n_q) kv_st4(kd, ko, a[r]);
+        }
+    }
+    pdl_done(early);
+}
+
+/* The rows kernel's conditions: whole 16-byte units, rotated parts included. */
+static int rope_kv_rows_fits(const float *q, const float *k, const float *v, int head_dim, int rot_dim, int neox,
+                             const cu_kv *kv) {
+    static int off = -1; /* HEARTH_ROPE_ROWS=0: the kernel above at every T (benchmarks) */
+    if (off < 0) {
+        const char *s = getenv("HEARTH_ROPE_ROWS");
+        off = s && atoi(s) == 0;
+    }
+    const int half = rot_dim / 2;
+    return !off && head_dim % 4 == 0 && (neox ? half % 4 == 0 : rot_dim % 4 == 0) && half <= RKR_MAXH &&
+           kv->kv_dim % 4 == 0 && ((uintptr_t)q | (uintptr_t)k | (uintptr_t)v) % 16 == 0;
+}
+
 void cu_rope_kv(const cu_launch *L, float *q, float *k, const float *v, int T, int n_q, int n_k, int head_dim,
                 const int32_t *pos, const float *inv_freq, int rot_dim, int neox, const cu_kv *kv,
                 const int32_t *seq) {
+    if (T > 8 && rope_kv_rows_fits(q, k, v, head_dim, rot_dim, neox, kv)) {
+        if (kv->f16)
+            cu_launch_k(L, rope_kv_rows_kernel<__half>, dim3(T), dim3(RKR_NT), 0, q, k, v, n_q, n_k, head_dim, pos,
+                        inv_freq, rot_dim / 2, neox, *kv, seq, L->pdl_early);
+        else if (kv->fp8)
+            cu_launch_k(L, rope_kv_rows_kernel<__nv_fp8_e4m3>, dim3(T), dim3(RKR_NT), 0, q, k, v, n_q, n_k, head_dim,
+                        pos, inv_freq, rot_dim / 2, neox, *kv, seq, L->pdl_early);
+        else
+            cu_launch_k(L, rope_kv_rows_kernel<float>, dim3(T), dim3(RKR_NT), 0, q, k, v, n_q, n_k, head_dim, pos,
+                        inv_freq, rot_dim / 2, neox, *kv, seq, L->pdl_early);
+        return;
+    }
     /* blocks per token: enough to fill the chip for a few tokens (decode);
      * one for long prompts, so the pos -> block-table -> cache chain at a
      * block's start is paid once per token, not once per 128 pairs */
