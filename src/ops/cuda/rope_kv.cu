@@ -67,7 +67,9 @@ __global__ void rope_kv_kernel(float *q, float *k, const float *__restrict__ v, 
  * are all loaded before any is rotated and stored. The same bits as the
  * kernel above (rope_rotate_sc, kv stores rounding as kv_st). */
 #define RKR_NT 256
-#define RKR_RB 8    /* units a thread in flight */
+/* units a thread in flight: 8 took 128 registers (two blocks a multiprocessor, 37.2 us a Llama-8B layer at
+ * 2048 rows), 4 fit four blocks (30.1 us; the per-pair kernel 40.1; s14-run4, s14-run5) */
+#define RKR_RB 4
 #define RKR_MAXH 256 /* rot_dim / 2 */
 
 __device__ __forceinline__ void kv_st4(float *p, size_t off, float4 y) { *(float4 *)(p + off) = y; }
@@ -84,7 +86,7 @@ __device__ __forceinline__ void kv_st4(__nv_fp8_e4m3 *p, size_t off, float4 y) {
 }
 
 template <typename E>
-__global__ void __launch_bounds__(RKR_NT)
+__global__ void __launch_bounds__(RKR_NT, 4)
     rope_kv_rows_kernel(float *q, float *k, const float *__restrict__ v, int n_q, int n_k, int head_dim,
                         const int32_t *__restrict__ pos, const float *__restrict__ inv_freq, int half, int neox,
                         cu_kv kv, const int32_t *__restrict__ seq, int early) {
