@@ -319,7 +319,7 @@ TEST(cuda_matmul_many_rows) {
  * K = 8192 split K across 2 or 4 warps a row pair (stream_ks in mmv.cu);
  * Q4_0 and Q4_K rows (too few chunks to split), and Q6_K rows at K = 6144,
  * stream several rounds a warp. A partial last group of chunks, an odd row
- * count. */
+ * count; at 3001 rows a block takes several groups of row pairs. */
 TEST(cuda_matmul_split_k) {
     NEED_GPU();
     static const hearth_dtype ts[] = {HEARTH_DT_BF16, HEARTH_DT_F16,  HEARTH_DT_F32, HEARTH_DT_Q4_0,
@@ -333,6 +333,12 @@ TEST(cuda_matmul_split_k) {
             if (!matmul_case(ts[i], quant ? 8192 : 8200, 29, Ts[j], 0)) return;
             if (!matmul_case(ts[i], ts[i] == HEARTH_DT_Q6_K ? 6144 : quant ? 4352 : 4104, 301, Ts[j], 0)) return;
         }
+    /* split K over more row pairs than one wave of blocks takes: blocks take two groups of pairs, the last
+     * group partly past the rows */
+    for (int i = 0; i < 7; i++)
+        if (!matmul_case(ts[i], ts[i] == HEARTH_DT_BF16 || ts[i] == HEARTH_DT_F16 || ts[i] == HEARTH_DT_F32 ? 8200 : 8192,
+                         3001, 1, 0))
+            return;
 }
 
 /* ---- embed ------------------------------------------------------------------- */

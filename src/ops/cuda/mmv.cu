@@ -138,8 +138,11 @@ template <int WT> struct fmt_float {
  * with KS = 1 the grid is one wave of resident blocks and a warp takes row
  * pairs gw, gw + nw, ..., its next item's loads in flight while it computes
  * the current one, across row pairs too (no tail of short-lived blocks);
- * with KS > 1 a warp has one row pair (the block's warps meet at the
- * slices' sum). */
+ * with KS > 1 a block takes groups of WPB / KS row pairs, blockIdx.x,
+ * blockIdx.x + gridDim.x, ... (the same count for all its warps, which meet
+ * at each group's sum), the grid again one wave (HEARTH_MMV_KSWAVE=0: a
+ * block a group, as before session 14), so that a warp's next group is in
+ * flight while it finishes one, where a second wave of blocks started cold. */
 template <typename F, int NT, int KS>
 __global__ void __launch_bounds__(256) mmv_stream_kernel(mmv_set set, size_t row_bytes, const void *__restrict__ xp,
                                                          int K) {
@@ -147,18 +150,27 @@ __global__ void __launch_bounds__(256) mmv_stream_kernel(mmv_set set, size_t row
     constexpr int WPB = 256 / 32; /* warps a block */
     static_assert(WPB % KS == 0, "KS divides the warps of a block");
     typedef typename F::W W;
-    __shared__ float red[KS > 1 ? WPB : 1][R][NT];
+    __shared__ float red[2][KS > 1 ? WPB : 1][R][NT]; /* two groups' sums: one barrier a group */
     const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5, ks = wib % KS;
     const int N = set_rows(set), npairs = set.swiglu ? N : (N + 1) / 2;
     const int gw = blockIdx.x * (WPB / KS) + wib / KS, nw = gridDim.x * (WPB / KS);
     const int nch = K / F::E;
     constexpr int STEP = 32 * KS; /* chunks between a warp's consecutive loads of a row */
     const int rounds = (nch + STEP * U - 1) / (STEP * U);
-    const int mine = gw < npairs ? (KS > 1 ? 1 : (npairs - 1 - gw) / nw + 1) : 0;
+    const int ngroups = (npairs + WPB / KS - 1) / (WPB / KS); /* KS > 1: groups of a block's row pairs */
+    const int mine = KS > 1 ? ((int)blockIdx.x < ngroups ? (ngroups - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0)
+                            : gw < npairs ? (npairs - 1 - gw) / nw + 1 : 0;
     const int nitems = mine * rounds;
     const typename F::X x = F::x_of(xp, K, NT);
 
-    auto row0_of = [&](int item) { int rp = gw + item / rounds * nw; return set.swiglu ? rp : rp * R; };
+    auto rp_of = [&](int item) { /* KS > 1: past npairs in the last group (its warps take the barriers) */
+        return KS > 1 ? ((int)blockIdx.x + item / rounds * (int)gridDim.x) * (WPB / KS) + wib / KS
+                      : gw + item / rounds * nw;
+    };
+    auto row0_of = [&](int item) {
+        const int rp = KS > 1 ? min(rp_of(item), npairs - 1) : rp_of(item);
+        return set.swiglu ? rp : rp * R;
+    };
     auto c0_of = [&](int item) { return lane + 32 * ks + item % rounds * (STEP * U); };
     W w[U][R];
     auto load = [&](int item) {
@@ -184,7 +196,7 @@ __global__ void __launch_bounds__(256) mmv_stream_kernel(mmv_set set, size_t row
 #pragma unroll
         for (int t = 0; t < NT; t++) acc[r][t] = 0.0f;
     /* the sums of row pair row0, stored (KS > 1: added over the block's slices first) */
-    auto finish = [&](int row0, bool live) {
+    auto finish = [&](int row0, bool live, int par) {
         float v[R][NT];
 #pragma unroll
         for (int t = 0; t < NT; t++)
@@ -198,16 +210,16 @@ __global__ void __launch_bounds__(256) mmv_stream_kernel(mmv_set set, size_t row
 #pragma unroll
                 for (int t = 0; t < NT; t++)
 #pragma unroll
-                    for (int r = 0; r < R; r++) red[wib][r][t] = v[r][t];
+                    for (int r = 0; r < R; r++) red[par][wib][r][t] = v[r][t];
             __syncthreads();
             if (ks != 0 || !live) return;
 #pragma unroll
             for (int t = 0; t < NT; t++)
 #pragma unroll
                 for (int r = 0; r < R; r++) {
-                    float s = red[wib][r][t];
+                    float s = red[par][wib][r][t];
 #pragma unroll
-                    for (int k = 1; k < KS; k++) s += red[wib + k][r][t];
+                    for (int k = 1; k < KS; k++) s += red[par][wib + k][r][t];
                     v[r][t] = s;
                 }
         }
@@ -234,10 +246,9 @@ __global__ void __launch_bounds__(256) mmv_stream_kernel(mmv_set set, size_t row
             int c = c0 + STEP * u;
             if (c < nch) F::template dot<NT, R>(cur[u], c, x, acc);
         }
-        if (KS == 1 && it % rounds == rounds - 1) finish(row0_of(it), true);
+        if (it % rounds == rounds - 1) finish(row0_of(it), KS == 1 || rp_of(it) < npairs, it / rounds & 1);
     }
     pdl_launch();
-    if constexpr (KS > 1) finish(gw * (set.swiglu ? 1 : R), nitems > 0);
 }
 
 /* Any K and alignment: warp per row, one element per lane step. */
@@ -917,22 +928,24 @@ static int stream_ks(const cu_launch *L, int pairs, int nch) {
 template <typename F, int NT>
 static void launch_stream(const cu_launch *L, const mmv_set *set, const void *xp, int K, size_t row_bytes, int ks,
                           int pairs) {
-    static int wave = -1, per_sm = 0; /* per_sm: of this instantiation */
+    static int wave = -1, kswave = 1, per_sm[3]; /* per_sm: of this instantiation, by ks */
     if (wave < 0) {
         const char *s = getenv("HEARTH_MMV_WAVE");
         wave = F::WAVE && !(s && atoi(s) == 0);
+        s = getenv("HEARTH_MMV_KSWAVE");
+        kswave = !(s && atoi(s) == 0);
     }
     auto k = ks == 4   ? mmv_stream_kernel<F, NT, 4>
              : ks == 2 ? mmv_stream_kernel<F, NT, 2>
                        : mmv_stream_kernel<F, NT, 1>;
     int blocks = cu_div_up(pairs, 8 / ks);
-    if (ks == 1 && wave) {
-        if (!per_sm &&
-            (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, 256, 0) != cudaSuccess || per_sm < 1)) {
+    if (ks == 1 ? wave : kswave) {
+        int *n = &per_sm[ks == 4 ? 2 : ks - 1];
+        if (!*n && (cudaOccupancyMaxActiveBlocksPerMultiprocessor(n, k, 256, 0) != cudaSuccess || *n < 1)) {
             cudaGetLastError();
-            per_sm = 2;
+            *n = 2;
         }
-        if (blocks > L->n_sm * per_sm) blocks = L->n_sm * per_sm;
+        if (blocks > L->n_sm * *n) blocks = L->n_sm * *n;
     }
     cu_launch_k(L, k, dim3(blocks), dim3(256), 0, *set, row_bytes, xp, K);
 }
