@@ -1160,6 +1160,7 @@ static int layer_case_at(hearth_dtype t, int T, hearth_dtype kt, int pos0) {
     int32_t seq[64] = {0}, pos[64];
     for (int i = 0; i < T; i++) pos[i] = pos0 + i;
     kp.dview.ctx_len = pos0 + T; /* as the model sets it: the clustered decode kernel */
+    kp.dview.one_seq = 1;        /* as the model sets it: the prompt-rows kernel takes every row */
     int32_t *sd = dup_host(seq, sizeof seq), *pd = dup_host(pos, sizeof pos);
     size_t sz[8] = {(size_t)T * dim, (size_t)T * (qd > dim ? qd : dim), (size_t)T * qd, (size_t)T * kvd,
                     (size_t)T * kvd, (size_t)T * qd, (size_t)T * ffn, (size_t)T * ffn};
@@ -1459,7 +1460,8 @@ TEST(cuda_profile_names_launch_units) {
     /* above 8 rows, labels name a power-of-two range of rows */
     CHECK(layer_profile(HEARTH_DT_Q8_0, 40, HEARTH_DT_F16, buf, sizeof buf) > 0);
     CHECK_CONTAINS(buf, "rope+rope+kv_write T=33-64");
-    CHECK_CONTAINS(buf, "attention T=33-64 (tensor cores)");
+    /* the flash kernel writes the o projection's bf16 copy (no to_half launch after it) */
+    CHECK_CONTAINS(buf, "attention T=33-64+prep");
 }
 
 /* ---- pick ---------------------------------------------------------------------------

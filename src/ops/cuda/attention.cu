@@ -268,9 +268,12 @@ int cu_attention(const cu_launch *L, float *out, const float *q, int T, const cu
      * about 16 blocks per SM are in flight (a batch of decode rows over
      * long contexts is latency-bound with one block per row and head). */
     const int skip_bm = T > 8 && (head_dim == 64 || head_dim == 128) && aligned ? 64 : 0;
-    if (skip_bm) cu_attention_prefill(L, out, q, T, kv, seq, pos, n_heads, n_kv_heads, head_dim, scale, window);
-    /* rows of one sequence: every tile is uniform, the prefill kernel took them all */
-    if (skip_bm && one_seq) return 0;
+    /* rows of one sequence: every tile is uniform, the prefill kernel takes them all (and may write the copy) */
+    if (skip_bm) {
+        const int pp = cu_attention_prefill(L, out, q, T, kv, seq, pos, n_heads, n_kv_heads, head_dim, scale,
+                                            window, one_seq ? prep_kind : XPREP_NONE, prep);
+        if (one_seq) return pp;
+    }
     long per_split = (long)T * n_kv_heads * ngrp;
     long want = (16L * L->n_sm + per_split - 1) / per_split;
     int S = (int)(want < 1 ? 1 : want > 64 ? 64 : want);

@@ -285,17 +285,22 @@ __device__ __forceinline__ void e4m3_tile_to_half(__half *vd, const uint8_t *raw
 }
 
 /* The tensor-core kernel for head_dim 64 or 128: one block per (64-row tile,
- * query head); tiles whose rows span several sequences are left untouched. */
-void cu_attention_prefill(const cu_launch *L, float *out, const float *q, int T, const cu_kv *kv, const int32_t *seq,
-                          const int32_t *pos, int n_heads, int n_kv_heads, int head_dim, float scale, int window);
+ * query head); tiles whose rows span several sequences are left untouched.
+ * prep_kind XPREP_BF16 / XPREP_F16: the kernel may also write that copy of
+ * out into prep (the o projection's input); returns 1 when it did. */
+int cu_attention_prefill(const cu_launch *L, float *out, const float *q, int T, const cu_kv *kv, const int32_t *seq,
+                         const int32_t *pos, int n_heads, int n_kv_heads, int head_dim, float scale, int window,
+                         int prep_kind, void *prep);
 
 /* attention_flash.cu: the flash-attention 2 kernel for f16 and e4m3 caches,
  * head_dim 64 or 128 and a power-of-two block size (cu_attention_flash_fits),
  * the same tiles (64 rows of one sequence) as the kernels of
- * attention_prefill.cu; qscale = scale * log2(e). */
+ * attention_prefill.cu; qscale = scale * log2(e). With prep_kind bf16 / f16
+ * it writes that copy of out too and returns 1. */
 int cu_attention_flash_fits(const cu_kv *kv, int head_dim);
-void cu_attention_flash(const cu_launch *L, float *out, const float *q, int T, const cu_kv *kv, const int32_t *seq,
-                        const int32_t *pos, int n_heads, int n_kv_heads, int head_dim, float qscale, int window);
+int cu_attention_flash(const cu_launch *L, float *out, const float *q, int T, const cu_kv *kv, const int32_t *seq,
+                       const int32_t *pos, int n_heads, int n_kv_heads, int head_dim, float qscale, int window,
+                       int prep_kind, void *prep);
 
 /* Flash-decoding over tiles of positions for batches of rows (attention_rows.cu):
  * the same grid, split rule (at least minpos positions a split), partial

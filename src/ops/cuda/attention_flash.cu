@@ -118,11 +118,19 @@ template <int KS> __device__ __forceinline__ void flash_ld_words(uint32_t *w, co
     }
 }
 
+/* Two output elements e, e + 1 of a row, and their bf16 / f16 copy for the
+ * o projection (prep_kind; as xprep.cu rounds them) when asked. */
+__device__ __forceinline__ void flash_store(float *out, int prep_kind, void *prep, size_t e, float2 v) {
+    *(float2 *)(out + e) = v;
+    if (prep_kind == XPREP_BF16) *(__nv_bfloat162 *)((__nv_bfloat16 *)prep + e) = __floats2bfloat162_rn(v.x, v.y);
+    else if (prep_kind == XPREP_F16) *(__half2 *)((__half *)prep + e) = __floats2half2_rn(v.x, v.y);
+}
+
 template <int HD, int MT, int MB, bool FP8>
 __global__ void __launch_bounds__(FL_NT, MB)
     attn_flash_kernel(float *__restrict__ out, const float *__restrict__ q, cu_kv kv, const int32_t *__restrict__ seq,
                       const int32_t *__restrict__ pos, int T, int n_heads, int n_kv, float qscale, int window,
-                      int bs_shift) {
+                      int bs_shift, int prep_kind, void *__restrict__ prep) {
     using C = flash_cfg<HD, MT, FP8>;
     constexpr int LD = C::LD, TILE = C::TILE, SB = C::SB;
     constexpr int NKS = HD / 16;   /* k-steps of S over the head dim */
@@ -360,39 +368,44 @@ __global__ void __launch_bounds__(FL_NT, MB)
             lB += __shfl_xor_sync(0xffffffffu, lB, o2);
         }
         const float iA = lA > 0.0f ? 1.0f / lA : 0.0f, iB = lB > 0.0f ? 1.0f / lB : 0.0f;
-        float *oa = out + ((size_t)(r0 + ra) * n_heads + h0 + mt) * HD + cq;
-        float *ob = out + ((size_t)(r0 + rb) * n_heads + h0 + mt) * HD + cq;
+        const size_t ea = ((size_t)(r0 + ra) * n_heads + h0 + mt) * HD + cq;
+        const size_t eb = ((size_t)(r0 + rb) * n_heads + h0 + mt) * HD + cq;
 #pragma unroll
         for (int jd = 0; jd < NDT; jd++) {
-            if (rw.vA) *(float2 *)(oa + 8 * jd) = make_float2(o[mt][jd][0] * iA, o[mt][jd][1] * iA);
-            if (rw.vB) *(float2 *)(ob + 8 * jd) = make_float2(o[mt][jd][2] * iB, o[mt][jd][3] * iB);
+            const float2 va = make_float2(o[mt][jd][0] * iA, o[mt][jd][1] * iA);
+            const float2 vb = make_float2(o[mt][jd][2] * iB, o[mt][jd][3] * iB);
+            if (rw.vA) flash_store(out, prep_kind, prep, ea + 8 * jd, va);
+            if (rw.vB) flash_store(out, prep_kind, prep, eb + 8 * jd, vb);
         }
     }
 }
 
 template <int HD, int MT, int MB, bool FP8>
 void launch_flash(const cu_launch *L, float *out, const float *q, int T, const cu_kv *kv, const int32_t *seq,
-                  const int32_t *pos, int n_heads, int n_kv, float qscale, int window, int bs_shift) {
+                  const int32_t *pos, int n_heads, int n_kv, float qscale, int window, int bs_shift, int prep_kind,
+                  void *prep) {
     constexpr int smem = flash_cfg<HD, MT, FP8>::SMEM;
     /* the largest carveout, so that MINB blocks fit */
     static unsigned long long done; /* devices set up */
     cu_smem_setup(L, attn_flash_kernel<HD, MT, MB, FP8>, smem, true, &done);
     dim3 grid(n_heads / MT, (T + 63) / 64);
     cu_launch_k(L, attn_flash_kernel<HD, MT, MB, FP8>, grid, dim3(FL_NT), smem, out, q, *kv, seq, pos, T, n_heads,
-                n_kv, qscale, window, bs_shift);
+                n_kv, qscale, window, bs_shift, prep_kind, prep);
 }
 
 /* The instantiation for flash_shape's (mt, mb). */
 template <int HD, bool FP8>
 void launch_flash_shape(int mt, int mb, const cu_launch *L, float *out, const float *q, int T, const cu_kv *kv,
                         const int32_t *seq, const int32_t *pos, int n_heads, int n_kv, float qscale, int window,
-                        int bs_shift) {
+                        int bs_shift, int prep_kind, void *prep) {
+#define FL_LARGS L, out, q, T, kv, seq, pos, n_heads, n_kv, qscale, window, bs_shift, prep_kind, prep
     if (mt == 2)
-        launch_flash<HD, 2, 2, FP8>(L, out, q, T, kv, seq, pos, n_heads, n_kv, qscale, window, bs_shift);
+        launch_flash<HD, 2, 2, FP8>(FL_LARGS);
     else if (mb == 2)
-        launch_flash<HD, 1, 2, FP8>(L, out, q, T, kv, seq, pos, n_heads, n_kv, qscale, window, bs_shift);
+        launch_flash<HD, 1, 2, FP8>(FL_LARGS);
     else
-        launch_flash<HD, 1, 3, FP8>(L, out, q, T, kv, seq, pos, n_heads, n_kv, qscale, window, bs_shift);
+        launch_flash<HD, 1, 3, FP8>(FL_LARGS);
+#undef FL_LARGS
 }
 
 /* Heads a block computes (mt) and blocks an SM holds (mb: 3 caps registers
@@ -418,17 +431,20 @@ void flash_shape(const cu_launch *L, int T, int n_heads, int n_kv_heads, int *mt
 
 } // namespace
 
-void cu_attention_flash(const cu_launch *L, float *out, const float *q, int T, const cu_kv *kv, const int32_t *seq,
-                        const int32_t *pos, int n_heads, int n_kv_heads, int head_dim, float qscale, int window) {
+int cu_attention_flash(const cu_launch *L, float *out, const float *q, int T, const cu_kv *kv, const int32_t *seq,
+                       const int32_t *pos, int n_heads, int n_kv_heads, int head_dim, float qscale, int window,
+                       int prep_kind, void *prep) {
+    if (prep_kind != XPREP_BF16 && prep_kind != XPREP_F16) prep_kind = XPREP_NONE;
     int mt, mb, bs_shift = 0;
     flash_shape(L, T, n_heads, n_kv_heads, &mt, &mb);
     while ((1 << bs_shift) < kv->block_size) bs_shift++;
-#define FL_ARGS mt, mb, L, out, q, T, kv, seq, pos, n_heads, n_kv_heads, qscale, window, bs_shift
+#define FL_ARGS mt, mb, L, out, q, T, kv, seq, pos, n_heads, n_kv_heads, qscale, window, bs_shift, prep_kind, prep
     if (head_dim == 128)
         kv->fp8 ? launch_flash_shape<128, true>(FL_ARGS) : launch_flash_shape<128, false>(FL_ARGS);
     else
         kv->fp8 ? launch_flash_shape<64, true>(FL_ARGS) : launch_flash_shape<64, false>(FL_ARGS);
 #undef FL_ARGS
+    return prep_kind != XPREP_NONE;
 }
 
 int cu_attention_flash_fits(const cu_kv *kv, int head_dim) {

@@ -454,8 +454,9 @@ template <int HD> static auto v4_kernel(const cu_kv *kv) {
                    : kv->fp8 ? attn_prefill_kernel<HD, __nv_fp8_e4m3> : attn_prefill_kernel<HD, float>;
 }
 
-void cu_attention_prefill(const cu_launch *L, float *out, const float *q, int T, const cu_kv *kv, const int32_t *seq,
-                          const int32_t *pos, int n_heads, int n_kv_heads, int head_dim, float scale, int window) {
+int cu_attention_prefill(const cu_launch *L, float *out, const float *q, int T, const cu_kv *kv, const int32_t *seq,
+                         const int32_t *pos, int n_heads, int n_kv_heads, int head_dim, float scale, int window,
+                         int prep_kind, void *prep) {
     const float qscale = scale * 1.4426950408889634f; /* log2(e): the softmax runs in exp2 */
     /* benchmarks: HEARTH_ATTN_PREFILL=1 selects the first kernel (below) for
      * every cache, =7 the GQA kernel (below) for f16 caches, anything else
@@ -471,10 +472,9 @@ void cu_attention_prefill(const cu_launch *L, float *out, const float *q, int T,
         old_kernel = s && atoi(s) == 1;
         gqa_kernel = s && atoi(s) == 7;
     }
-    if (!old_kernel && !gqa_kernel && cu_attention_flash_fits(kv, head_dim)) {
-        cu_attention_flash(L, out, q, T, kv, seq, pos, n_heads, n_kv_heads, head_dim, qscale, window);
-        return;
-    }
+    if (!old_kernel && !gqa_kernel && cu_attention_flash_fits(kv, head_dim))
+        return cu_attention_flash(L, out, q, T, kv, seq, pos, n_heads, n_kv_heads, head_dim, qscale, window,
+                                  prep_kind, prep);
     if (kv->f16 && !old_kernel && (head_dim == 128 || head_dim == 64)) {
         const int G = n_heads / n_kv_heads;
         int hp = want_hp == 1 || want_hp == 2 ? want_hp : GQA_HP_DEFAULT;
@@ -486,9 +486,10 @@ void cu_attention_prefill(const cu_launch *L, float *out, const float *q, int T,
             launch_gqa_hp<128>(L, hp, out, q, T, kv, seq, pos, n_heads, n_kv_heads, qscale, window);
         else
             launch_gqa_hp<64>(L, hp, out, q, T, kv, seq, pos, n_heads, n_kv_heads, qscale, window);
-        return;
+        return 0;
     }
     auto k = head_dim == 128 ? v4_kernel<128>(kv) : v4_kernel<64>(kv);
     cu_launch_k(L, k, dim3((T + 63) / 64, n_heads), dim3(128), 0, out, q, *kv, seq, pos, T, n_heads, n_kv_heads,
                 qscale, window);
+    return 0;
 }
