@@ -554,6 +554,18 @@ __device__ __forceinline__ void kv_st(__half *p, size_t i, float x) { p[i] = __f
 __device__ __forceinline__ void kv_st(__nv_fp8_e4m3 *p, size_t i, float x) {
     p[i].__x = __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3);
 }
+/* Four consecutive elements at off (a multiple of 4), each rounded as kv_st
+ * rounds it, in one store. */
+template <typename E> __device__ __forceinline__ void kv_st4(E *p, size_t off, float4 y) {
+    __align__(16) E b[4];
+    kv_st(b, 0, y.x);
+    kv_st(b, 1, y.y);
+    kv_st(b, 2, y.z);
+    kv_st(b, 3, y.w);
+    if constexpr (sizeof(E) == 4) *(uint4 *)(p + off) = *(const uint4 *)b;
+    else if constexpr (sizeof(E) == 2) *(uint2 *)(p + off) = *(const uint2 *)b;
+    else *(uint32_t *)(p + off) = *(const uint32_t *)b;
+}
 /* Two e4m3 codes (the one at the lower address in the low byte) widened
  * exactly by one cvt.rn.f16x2.e4m3x2: as half2 and as float2. */
 __device__ __forceinline__ __half2 e4m3x2_to_half2(uint16_t v) {

@@ -72,19 +72,6 @@ __global__ void rope_kv_kernel(float *q, float *k, const float *__restrict__ v, 
 #define RKR_RB 4
 #define RKR_MAXH 256 /* rot_dim / 2 */
 
-__device__ __forceinline__ void kv_st4(float *p, size_t off, float4 y) { *(float4 *)(p + off) = y; }
-__device__ __forceinline__ void kv_st4(__half *p, size_t off, float4 y) {
-    const __half2 a = __floats2half2_rn(y.x, y.y), b = __floats2half2_rn(y.z, y.w);
-    *(uint2 *)(p + off) = make_uint2(*(const uint32_t *)&a, *(const uint32_t *)&b);
-}
-__device__ __forceinline__ void kv_st4(__nv_fp8_e4m3 *p, size_t off, float4 y) {
-    const float f[4] = {y.x, y.y, y.z, y.w};
-    uint32_t w = 0;
-#pragma unroll
-    for (int i = 0; i < 4; i++) w |= (uint32_t)__nv_cvt_float_to_fp8(f[i], __NV_SATFINITE, __NV_E4M3) << (8 * i);
-    *(uint32_t *)(p + off) = w;
-}
-
 template <typename E>
 __global__ void __launch_bounds__(RKR_NT, 4)
     rope_kv_rows_kernel(float *q, float *k, const float *__restrict__ v, int n_q, int n_k, int head_dim,
