@@ -108,6 +108,9 @@ CUDA_BENCH := $(patsubst bench/cuda/%.c,$(BUILD)/bench/cuda/%,$(wildcard bench/c
 $(BUILD)/test_cuda: $(CUDA_TEST_SRC:%.c=$(BUILD)/%.o) $(BUILD)/tests/unit/runner.o $(BUILD)/libhearth.a
 	$(CC) $(SAN) -o $@ $(filter %.o,$^) $(BUILD)/libhearth.a $(LDLIBS)
 
+# bench_gemm calls cuBLAS / cuBLASLt itself
+$(BUILD)/bench/cuda/bench_gemm.o: CFLAGS += -I$(CUDA_HOME)/include
+
 $(BUILD)/bench/cuda/%: $(BUILD)/bench/cuda/%.o $(BUILD)/libhearth.a
 	$(CC) -o $@ $< $(BUILD)/libhearth.a $(LDLIBS)
 
