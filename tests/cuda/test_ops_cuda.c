@@ -341,6 +341,104 @@ TEST(cuda_matmul_split_k) {
             return;
 }
 
+/* Two matmuls of one x and one shape (k and v; gate and up) above 8 rows go
+ * as one strided-batched cuBLAS GEMM (matmul.cu cu_matmul_pair) when their
+ * float weights and outputs lie in the same order in memory (quantized
+ * weights: always); otherwise as two.
+ * Either way near the CPU, and near the unfused matmuls: not always the same
+ * bits, since cuBLAS picks its kernel (and so the order of the f32 sums) per
+ * problem, and the batched problem is not the single one (bf16, K = 512,
+ * N = 67, T = 100 differed in the last bits on the H200; N = 128, T = 40 did
+ * not, nor did cuda_layer_*'s shapes, which compare fused and unfused runs bit
+ * for bit). */
+static int pair_case(hearth_dtype t, int K, int N, int T, int w_desc, int y_desc) {
+    size_t rb = hearth_dtype_row_bytes(t, K), yn = (size_t)T * N;
+    uint8_t *w = malloc(rb * 2 * (size_t)N);
+    float *row = malloc(sizeof(float) * (size_t)K);
+    for (int n = 0; n < 2 * N; n++) {
+        for (int k = 0; k < K; k++) row[k] = nrand() * 0.05f;
+        hearth_cpu_quantize_row(t, row, w + (size_t)n * rb, K);
+    }
+    free(row);
+    int quant = t != HEARTH_DT_F32 && t != HEARTH_DT_F16 && t != HEARTH_DT_BF16;
+    float *x = rand_vec((size_t)T * K), *want[2], *got[2][2] = {{NULL, NULL}, {NULL, NULL}};
+    hearth_weight wh[2];
+    for (int m = 0; m < 2; m++) { /* member m's rows are the block's second half when w_desc */
+        wh[m] = (hearth_weight){w + (size_t)(w_desc ? 1 - m : m) * N * rb, t, N, K, rb, HEARTH_LAYOUT_STORED};
+        want[m] = malloc(sizeof(float) * yn);
+        if (quant) hearth_cpu_matmul_ref(want[m], x, T, wh[m].data, t, K, N);
+        else CPU->matmul(g_cpu, want[m], x, T, &wh[m]);
+    }
+    /* one block for both weights, one for both outputs (a gap between them); member 0 is first or second */
+    uint8_t *wd = dnew(rb * 2 * (size_t)N);
+    float *xd = dup_host(x, sizeof(float) * (size_t)T * K), *yd = dnew(sizeof(float) * (2 * yn + 64));
+    int ok = wd && xd && yd;
+    char buf[4096] = "";
+    if (!ok) test_fail(__FILE__, __LINE__, "device alloc");
+    for (int f = 0; ok && f < 2; f++) {
+        CU->upload(g_cu, wd, w, rb * 2 * (size_t)N);
+        poison(yd, sizeof(float) * (2 * yn + 64));
+        hearth_cuda_ctx_set_fusion(g_cu, f == 0);
+        hearth_weight wdv[2];
+        for (int m = 0; m < 2; m++) {
+            int wi = w_desc ? 1 - m : m;
+            wdv[m] = (hearth_weight){wd + (size_t)wi * N * rb, t, N, K, rb, HEARTH_LAYOUT_STORED};
+            prepare(&wdv[m], 0);
+        }
+        if (f == 0) hearth_cuda_ctx_profile(g_cu, 1);
+        for (int m = 0; m < 2; m++) CU->matmul(g_cu, yd + (size_t)(y_desc ? 1 - m : m) * (yn + 64), xd, T, &wdv[m]);
+        for (int m = 0; m < 2; m++) {
+            int yi = y_desc ? 1 - m : m;
+            got[f][m] = malloc(sizeof(float) * yn);
+            down(got[f][m], yd + (size_t)yi * (yn + 64), sizeof(float) * yn);
+        }
+        if (f == 0) {
+            hearth_cuda_ctx_profile_text(g_cu, buf, sizeof buf);
+            hearth_cuda_ctx_profile(g_cu, 0);
+        }
+        ok = check_cuda_ok();
+    }
+    hearth_cuda_ctx_set_fusion(g_cu, 1);
+    const char *name = hearth_dtype_get(t)->name;
+    /* quantized weights are dequantized into one scratch in the members' order: their own order is free */
+    int batched = strstr(buf, "(cublas batched)") != NULL, want_batched = quant || w_desc == y_desc;
+    if (ok && batched != want_batched) {
+        test_fail(__FILE__, __LINE__, "pair %s K=%d N=%d T=%d order w %d y %d: batched %d, want %d", name, K, N, T,
+                  w_desc, y_desc, batched, want_batched);
+        ok = 0;
+    }
+    for (int m = 0; ok && m < 2; m++) {
+        size_t at;
+        double e = rel_err(got[0][m], want[m], yn, &at), tol = quant ? 1e-2 : 1e-4;
+        if (!(e <= tol)) {
+            test_fail(__FILE__, __LINE__, "pair %s K=%d N=%d T=%d member %d: rel err %.3g > %.3g", name, K, N, T, m,
+                      e, tol);
+            ok = 0;
+        } else if (!((e = rel_err(got[0][m], got[1][m], yn, &at)) <= 1e-5)) {
+            test_fail(__FILE__, __LINE__, "pair %s K=%d N=%d T=%d member %d: rel err %.3g against two GEMMs > 1e-5",
+                      name, K, N, T, m, e);
+            ok = 0;
+        }
+    }
+    for (int f = 0; f < 2; f++)
+        for (int m = 0; m < 2; m++) free(got[f][m]);
+    for (int m = 0; m < 2; m++) free(want[m]);
+    dfree(wd);
+    dfree(xd);
+    dfree(yd);
+    free(w);
+    free(x);
+    return ok;
+}
+
+TEST(cuda_matmul_pair) {
+    NEED_GPU();
+    static const hearth_dtype ts[] = {HEARTH_DT_BF16, HEARTH_DT_F16, HEARTH_DT_Q8_0, HEARTH_DT_Q4_0, HEARTH_DT_Q4_K};
+    for (int i = 0; i < 5; i++)
+        for (int o = 0; o < 4; o++)
+            if (!pair_case(ts[i], 512, o & 1 ? 67 : 128, o < 2 ? 40 : 100, o & 1, o >> 1)) return;
+}
+
 /* ---- embed ------------------------------------------------------------------- */
 
 TEST(cuda_embed_every_type) {
@@ -1460,6 +1558,10 @@ TEST(cuda_profile_names_launch_units) {
     /* above 8 rows, labels name a power-of-two range of rows */
     CHECK(layer_profile(HEARTH_DT_Q8_0, 40, HEARTH_DT_F16, buf, sizeof buf) > 0);
     CHECK_CONTAINS(buf, "rope+rope+kv_write T=33-64");
+    /* k and v, gate and up: one batched cuBLAS GEMM each (the layer's weights and outputs, like the model's, are
+     * allocated in that order) */
+    CHECK_CONTAINS(buf, "matmul x2 q8_0 128x512 T=33-64 (cublas batched)");
+    CHECK_CONTAINS(buf, "matmul x2 q8_0 1024x512 T=33-64 (cublas batched)");
     /* the flash kernel writes the o projection's bf16 copy (no to_half launch after it) */
     CHECK_CONTAINS(buf, "attention T=33-64+prep");
 }

@@ -20,6 +20,17 @@ static void prep(const cu_launch *L, cu_mm_state *s, int kind, const float *x, i
     cu_mm_set_cache(s, x, T, K, kind, s->xprep);
 }
 
+/* Two products of one x as one strided-batched GEMM: member 1's A and C are
+ * stride_a / stride_c elements past member 0's. */
+static void gemm_pair(const cu_launch *L, cu_mm_state *s, cudaDataType_t ab, const void *A, int lda, long long stride_a,
+                      const void *B, float *C, long long stride_c, int m, int n, int k, int ldc) {
+    const float one = 1.0f, zero = 0.0f;
+    cublasStatus_t st = cublasGemmStridedBatchedEx(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, A, ab, lda, stride_a,
+                                                   B, ab, k, 0, &zero, C, CUDA_R_32F, ldc, stride_c, 2,
+                                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (st != CUBLAS_STATUS_SUCCESS) cu_note(L, cudaErrorUnknown);
+}
+
 static void gemm(const cu_launch *L, cu_mm_state *s, cudaDataType_t ab, const void *A, int lda, const void *B,
                  float *C, int m, int n, int k, int ldc) {
     const float one = 1.0f, zero = 0.0f;
@@ -105,4 +116,47 @@ void cu_matmul(const cu_launch *L, cu_mm_state *s, float *y, const float *x, int
     }
     /* the output may have overwritten the cached input */
     out_written(s, y, sizeof(float) * (size_t)T * N);
+}
+
+/* Where two products of one x go as one batched GEMM (bench_gemm on the
+ * H200, bf16: k + v at 128..2048 rows took 41-92% of the two GEMMs' time;
+ * gate + up 98% at 128 rows, 83% at 512, 88% at 640, but 106% at 768 and
+ * 104% at 1024): up to this many output elements a member (T x N; gate + up
+ * up to 697 rows); HEARTH_MM_PAIR overrides, 0 = never. */
+static long pair_max_elems(void) {
+    static long v = -1;
+    if (v < 0) {
+        const char *e = getenv("HEARTH_MM_PAIR");
+        v = e && *e ? atol(e) : 10000000L;
+    }
+    return v;
+}
+
+int cu_matmul_pair(const cu_launch *L, cu_mm_state *s, float *y1, float *y2, const float *x, int T, const void *w1,
+                   const void *w2, hearth_dtype t, int N, int K, size_t row_bytes, int layout) {
+    if (cu_mm_gemv(s, T, t) || t == HEARTH_DT_F32 || (long)T * N > pair_max_elems()) return 0;
+    long long stride_c = y2 - y1; /* the members' order is y's: the strides' signs must agree */
+    if (stride_c < 0) {
+        float *ty = y1;
+        const void *tw = w1;
+        y1 = y2, y2 = ty, w1 = w2, w2 = tw, stride_c = -stride_c;
+    }
+    if (stride_c < (long long)T * N) return 0;
+    if (t == HEARTH_DT_F16 || t == HEARTH_DT_BF16) {
+        long long diff = (const char *)w2 - (const char *)w1;
+        if (diff <= 0 || diff % 2 || row_bytes != (size_t)K * 2) return 0;
+        prep(L, s, t == HEARTH_DT_F16 ? XPREP_F16 : XPREP_BF16, x, T, K);
+        gemm_pair(L, s, t == HEARTH_DT_F16 ? CUDA_R_16F : CUDA_R_16BF, w1, K, diff / 2, s->c_buf, y1, stride_c, N, T,
+                  K, N);
+    } else {
+        size_t one = (size_t)N * K;
+        if (2 * one * 2 > s->deq_bytes) return 0;
+        prep(L, s, XPREP_BF16, x, T, K);
+        cu_dequant_bf16(L, s->deq, w1, t, K, row_bytes, layout == HEARTH_LAYOUT_SPLIT, 0, N);
+        cu_dequant_bf16(L, s->deq + one, w2, t, K, row_bytes, layout == HEARTH_LAYOUT_SPLIT, 0, N);
+        gemm_pair(L, s, CUDA_R_16BF, s->deq, K, (long long)one, s->c_buf, y1, stride_c, N, T, K, N);
+    }
+    out_written(s, y1, sizeof(float) * (size_t)T * N);
+    out_written(s, y2, sizeof(float) * (size_t)T * N);
+    return 1;
 }

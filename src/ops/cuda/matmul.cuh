@@ -31,5 +31,10 @@ void cu_matmul_set(const cu_launch *L, cu_mm_state *s, const mmv_set *set, const
  * (HEARTH_LAYOUT_*). */
 void cu_matmul(const cu_launch *L, cu_mm_state *s, float *y, const float *x, int T, const void *w, hearth_dtype t,
                int N, int K, size_t row_bytes, int layout);
+/* y1 = x W1^T and y2 = x W2^T (two weights of one type and shape) as one
+ * batched cuBLAS GEMM, where the rows are few enough that this is faster than
+ * two; 0 (nothing done) otherwise. */
+int cu_matmul_pair(const cu_launch *L, cu_mm_state *s, float *y1, float *y2, const float *x, int T, const void *w1,
+                   const void *w2, hearth_dtype t, int N, int K, size_t row_bytes, int layout);
 
 #endif

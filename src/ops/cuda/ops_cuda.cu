@@ -497,6 +497,18 @@ static int run_unit(hearth_cuda_ctx *c, const rec *recs, int i, int n, char *lab
                 return m + (rk ? 3 : 0);
             }
         }
+        /* two matmuls of one x and one shape on the cuBLAS path (k and v; gate and up): one batched GEMM
+         * where that is faster (cu_matmul_pair decides) */
+        if (left >= 2 && r->kind == R_MATMUL && r[1].kind == R_MATMUL && !mm_gemv(c, r) && mm_same_input(r, r + 1) &&
+            r->i[2] == r[1].i[2] && !overlap(r->p[0], mm_ybytes(r), r[1].p[0], mm_ybytes(r)) &&
+            !overlap(r->p[0], mm_ybytes(r), r->p[1], mm_xbytes(r)) &&
+            !overlap(r[1].p[0], mm_ybytes(r), r->p[1], mm_xbytes(r)) &&
+            cu_matmul_pair(L, &c->mm, (float *)r->p[0], (float *)r[1].p[0], (const float *)r->p[1], r->i[0], r->p[2],
+                           r[1].p[2], (hearth_dtype)r->i[1], r->i[2], r->i[3], r->z[0], r->i[4])) {
+            snprintf(label, lsz, "matmul x2 %s %dx%d %s (cublas batched)", type_name(r->i[1]), r->i[2], r->i[3],
+                     rows_tag(tb, sizeof tb, "T=", r->i[0]));
+            return 2;
+        }
         /* [add(X, D)] rmsnorm(Y, X) [-> matmul(x = Y) needing prep] */
         {
             const rec *a = r->kind == R_ADD ? r : NULL, *nr = a ? r + 1 : r;
@@ -859,7 +871,7 @@ extern "C" hearth_status hearth_cuda_ctx_new(hearth_cuda_ctx **out, int device, 
     size_t xprep2_bytes = cu_xprep_bytes(XPREP_BF16, 8, max_cols + 256);
     if ((e = cudaMalloc(&c->mm.xprep2, xprep2_bytes)) != cudaSuccess)
         return dev_fail(c, err, "matmul input scratch", xprep2_bytes, e);
-    c->mm.deq_bytes = 128u << 20;
+    c->mm.deq_bytes = 256u << 20; /* two bf16 matrices of 14336 x 4096 (a gate + up pair, matmul.cu) */
     if ((e = cudaMalloc((void **)&c->mm.deq, c->mm.deq_bytes)) != cudaSuccess)
         return dev_fail(c, err, "dequantized weight scratch", c->mm.deq_bytes, e);
     long part_rows = 4L * c->L.n_sm + 64;
