@@ -135,15 +135,17 @@ static long pair_max_elems(void) {
 int cu_matmul_pair(const cu_launch *L, cu_mm_state *s, float *y1, float *y2, const float *x, int T, const void *w1,
                    const void *w2, hearth_dtype t, int N, int K, size_t row_bytes, int layout) {
     if (cu_mm_gemv(s, T, t) || t == HEARTH_DT_F32 || (long)T * N > pair_max_elems()) return 0;
-    long long stride_c = y2 - y1; /* the members' order is y's: the strides' signs must agree */
-    if (stride_c < 0) {
+    /* the members' order is y's (the strides' signs must agree); the buffers are separate allocations, so
+     * their distances are taken as addresses */
+    if ((uintptr_t)y2 < (uintptr_t)y1) {
         float *ty = y1;
         const void *tw = w1;
-        y1 = y2, y2 = ty, w1 = w2, w2 = tw, stride_c = -stride_c;
+        y1 = y2, y2 = ty, w1 = w2, w2 = tw;
     }
+    long long stride_c = (long long)((uintptr_t)y2 - (uintptr_t)y1) / (long long)sizeof(float);
     if (stride_c < (long long)T * N) return 0;
     if (t == HEARTH_DT_F16 || t == HEARTH_DT_BF16) {
-        long long diff = (const char *)w2 - (const char *)w1;
+        long long diff = (long long)((intptr_t)w2 - (intptr_t)w1);
         if (diff <= 0 || diff % 2 || row_bytes != (size_t)K * 2) return 0;
         prep(L, s, t == HEARTH_DT_F16 ? XPREP_F16 : XPREP_BF16, x, T, K);
         gemm_pair(L, s, t == HEARTH_DT_F16 ? CUDA_R_16F : CUDA_R_16BF, w1, K, diff / 2, s->c_buf, y1, stride_c, N, T,
