@@ -174,6 +174,61 @@ __device__ __forceinline__ void tc_pv_raw(float (*o)[4], const uint32_t *pf, con
     }
 }
 
+/* The four warps' states of the group's Gb heads (mw [4][8] and lw [4][8]:
+ * max in log2 units and sum; ow [4][8][HD]: unnormalised O), in shared
+ * memory, merged into the output rows (one split) or the split's partial. */
+template <int HD>
+__device__ __forceinline__ void tc_merge_out(float *out, float *part, const float *mw, const float *lw,
+                                             const float *ow, const dec_slice &d, int n_heads, int S, int split,
+                                             int tid) {
+    for (int x = tid; x < d.Gb * HD; x += TC_NT) {
+        const int gg = x / HD, dd = x % HD;
+        float M = -INFINITY;
+#pragma unroll
+        for (int ww = 0; ww < 4; ww++) M = fmaxf(M, mw[ww * TC_MAXG + gg]);
+        float Lsum = 0.0f, O = 0.0f;
+#pragma unroll
+        for (int ww = 0; ww < 4; ww++) {
+            const float m = mw[ww * TC_MAXG + gg];
+            if (m != -INFINITY) {
+                const float c = f_ex2(m - M);
+                Lsum = fmaf(lw[ww * TC_MAXG + gg], c, Lsum);
+                O = fmaf(ow[(size_t)(ww * TC_MAXG + gg) * HD + dd], c, O);
+            }
+        }
+        const size_t th = (size_t)d.t * n_heads + d.h0 + gg;
+        if (d.Se == 1) {
+            out[th * HD + dd] = Lsum > 0.0f ? O / Lsum : 0.0f;
+        } else {
+            part_store(part, th, S, split, HD, dd, O, M * 0.69314718055994531f /* log2 units -> natural */, Lsum);
+        }
+    }
+}
+
+/* Q of the group's heads as rows 0..Gb-1 of Qs (16 rows, LD halves apart),
+ * scaled and rounded to f16; rows Gb..15 zero. e4m3: in the permuted order
+ * of S's k-steps: dims 4i..4i+3 (quad member qc = 4i / (HD / 4), k-step
+ * kk = i % (HD / 16)) are logical columns 16kk + 2qc + {0, 1} and
+ * 16kk + 2qc + 8 + {0, 1}. */
+template <int HD, bool FP8>
+__device__ __forceinline__ void tc_stage_q(__half *Qs, const float *q, const dec_slice &d, int n_heads, float qscale,
+                                           int tid) {
+    constexpr int LD = HD + 8;
+    for (int f = tid; f < 16 * (HD / 4); f += TC_NT) {
+        const int r = f / (HD / 4), c = (f % (HD / 4)) * 4;
+        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (r < d.Gb) v = __ldg((const float4 *)(q + ((size_t)d.t * n_heads + d.h0 + r) * HD + c));
+        const uint32_t lo = pack_h2(v.x * qscale, v.y * qscale), hi = pack_h2(v.z * qscale, v.w * qscale);
+        if constexpr (FP8) {
+            const int qc = c / (HD / 4), kk = (c % (HD / 4)) / 4;
+            *(uint32_t *)&Qs[r * LD + 16 * kk + 2 * qc] = lo;
+            *(uint32_t *)&Qs[r * LD + 16 * kk + 2 * qc + 8] = hi;
+        } else {
+            *(uint2 *)&Qs[r * LD + c] = make_uint2(lo, hi);
+        }
+    }
+}
+
 template <int HD, bool FP8, bool TPF, int NST>
 __global__ void __launch_bounds__(TC_NT)
     attn_rows_tc_kernel(float *__restrict__ out, const float *__restrict__ q, cu_kv kv, const int32_t *__restrict__ seq,
@@ -189,7 +244,7 @@ __global__ void __launch_bounds__(TC_NT)
     const int split = blockIdx.x, tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
     dec_slice d;
     if (!dec_slice_of(d, seq, pos, T, n_heads, n_kv, TC_MAXG, S, minpos, window, skip_bm)) return;
-    const int t = d.t, h0 = d.h0, Gb = d.Gb, Se = d.Se, a = d.a, e = d.e;
+    const int t = d.t, Gb = d.Gb, a = d.a, e = d.e;
     const int32_t *trow = kv.table + (size_t)seq[t] * kv.max_blocks;
     const int es = FP8 ? 1 : 2;
     const uint8_t *kbase = (const uint8_t *)kv.k + (size_t)d.kvh * HD * es;
@@ -210,23 +265,8 @@ __global__ void __launch_bounds__(TC_NT)
     }
     if (TPF && NST - 1 < ntile) tc_tile_blocks<HD, FP8>(blk, trow, bs_shift, a + (NST - 1) * TC_BN, e, tid);
 
-    /* Q of the group's heads as rows 0..Gb-1, scaled and rounded to f16; rows Gb..15 zero.
-     * e4m3: in the permuted order of S's k-steps: dims 4i..4i+3 (quad member qc = 4i / (HD / 4),
-     * k-step kk = i % (HD / 16)) are logical columns 16kk + 2qc + {0, 1} and 16kk + 2qc + 8 + {0, 1} */
     __half *Qs = (__half *)(tc_sm + C::QOFF);
-    for (int f = tid; f < 16 * (HD / 4); f += TC_NT) {
-        const int r = f / (HD / 4), c = (f % (HD / 4)) * 4;
-        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (r < Gb) v = __ldg((const float4 *)(q + ((size_t)t * n_heads + h0 + r) * HD + c));
-        const uint32_t lo = pack_h2(v.x * qscale, v.y * qscale), hi = pack_h2(v.z * qscale, v.w * qscale);
-        if constexpr (FP8) {
-            const int qc = c / (HD / 4), kk = (c % (HD / 4)) / 4;
-            *(uint32_t *)&Qs[r * LD + 16 * kk + 2 * qc] = lo;
-            *(uint32_t *)&Qs[r * LD + 16 * kk + 2 * qc + 8] = hi;
-        } else {
-            *(uint2 *)&Qs[r * LD + c] = make_uint2(lo, hi);
-        }
-    }
+    tc_stage_q<HD, FP8>(Qs, q, d, n_heads, qscale, tid);
     __syncthreads();
     uint32_t qf[NKS][4];
 #pragma unroll
@@ -340,28 +380,201 @@ __global__ void __launch_bounds__(TC_NT)
         }
     }
     __syncthreads();
-    for (int x = tid; x < Gb * HD; x += TC_NT) {
-        const int gg = x / HD, dd = x % HD;
-        float M = -INFINITY;
+    tc_merge_out<HD>(out, part, mw, lw, ow, d, n_heads, S, split, tid);
+}
+
+/* ---- e4m3, transposed products (v39) --------------------------------------
+ * The same blocks, tiles, stages and numerics as attn_rows_tc_kernel<FP8>,
+ * with the mma's operands swapped so that its 16 rows are positions (S) and
+ * head dimensions (O) and its 8 columns the group's query heads:
+ *   S^T = K Q^T: A = 16 positions x 16 dims of K (from the raw tile, each
+ *        32-bit word of a row widened by two cvt, the head dimension summed
+ *        in the permuted order tc_stage_q stages Q in), B = Q^T from Qs by
+ *        ldmatrix. 8 mma per 16 positions where attn_rows_tc_kernel's S
+ *        takes 16 (its rows 8..15 are never a head).
+ *   softmax per column (head) over the 16 positions: lane (g, c) holds
+ *        heads 2c, 2c + 1 of positions g and g + 8; max over g by three
+ *        shuffles; each lane keeps a partial sum, added over g at the end.
+ *   P^T as P V's B operand: the two 8 x 8 halves of the lane's P (rounded to
+ *        f16) transposed by movmatrix give B[k = position][n = head].
+ *   O^T += V^T P^T: A = 16 dims x 16 positions of V from the raw tile (the
+ *        lane's four positions' bytes paired by __byte_perm, as tc_pv_raw),
+ *        8 mma per 16 positions where tc_pv_raw takes 16; O^T is 32 floats a
+ *        lane instead of 64.
+ * Lane (g, c) ends with O[head 2c + x][dim ND g + j] (ND = HD / 8, j < ND):
+ * m-tile mt's rows g and g + 8 are dims ND g + 2 mt and + 1. */
+
+/* S^T += K Q^T over the warp's 16 positions (kt: its first row of the raw tile) */
+template <int HD>
+__device__ __forceinline__ void tct_scores(float *s, const uint32_t (*qf)[2], const uint8_t *kt, int lane) {
+    using C = tc_cfg<HD, true>;
+    constexpr int NKS = HD / 16;
+    const int g = lane >> 2, c = lane & 3;
+    const uint8_t *ka = kt + g * C::RLD + c * (HD / 4), *kb = ka + 8 * C::RLD; /* positions g, g + 8 */
+    uint32_t wa[NKS], wb[NKS];
 #pragma unroll
-        for (int ww = 0; ww < 4; ww++) M = fmaxf(M, mw[ww * TC_MAXG + gg]);
-        float Lsum = 0.0f, O = 0.0f;
+    for (int i = 0; i < NKS / 4; i++) {
+        const uint4 ua = *(const uint4 *)(ka + 16 * i), ub = *(const uint4 *)(kb + 16 * i);
+        wa[4 * i] = ua.x, wa[4 * i + 1] = ua.y, wa[4 * i + 2] = ua.z, wa[4 * i + 3] = ua.w;
+        wb[4 * i] = ub.x, wb[4 * i + 1] = ub.y, wb[4 * i + 2] = ub.z, wb[4 * i + 3] = ub.w;
+    }
 #pragma unroll
-        for (int ww = 0; ww < 4; ww++) {
-            const float m = mw[ww * TC_MAXG + gg];
-            if (m != -INFINITY) {
-                const float c = f_ex2(m - M);
-                Lsum = fmaf(lw[ww * TC_MAXG + gg], c, Lsum);
-                O = fmaf(ow[(size_t)(ww * TC_MAXG + gg) * HD + dd], c, O);
-            }
-        }
-        const size_t th = (size_t)t * n_heads + h0 + gg;
-        if (Se == 1) {
-            out[th * HD + dd] = Lsum > 0.0f ? O / Lsum : 0.0f;
+    for (int kk = 0; kk < NKS; kk++) {
+        const __half2 h[4] = {e4m3x2_to_half2((uint16_t)wa[kk]), e4m3x2_to_half2((uint16_t)wb[kk]),
+                              e4m3x2_to_half2((uint16_t)(wa[kk] >> 16)), e4m3x2_to_half2((uint16_t)(wb[kk] >> 16))};
+        mma_f16(s, (const uint32_t *)h, qf[kk][0], qf[kk][1]);
+    }
+}
+
+/* O^T += V^T P^T over the warp's 16 positions (vt: its first row of the raw
+ * V tile; b0, b1: P^T's B fragment). Lane (g, c) reads of positions 2c,
+ * 2c + 1, 2c + 8, 2c + 9 the ND bytes [ND g, ND g + ND): tc_pv_raw's reads,
+ * conflict-free by its account. */
+template <int HD>
+__device__ __forceinline__ void tct_pv(float (*o)[4], uint32_t b0, uint32_t b1, const uint8_t *vt, int lane) {
+    using C = tc_cfg<HD, true>;
+    constexpr int ND = HD / 8, NW = ND / 4;
+    const int g = lane >> 2, c = lane & 3;
+    const uint8_t *vr = vt + 2 * c * C::RLD + ND * g;
+    uint32_t v[4][NW];
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        const uint8_t *p = vr + ((r & 1) + 8 * (r >> 1)) * C::RLD;
+        if constexpr (NW == 4) {
+            const uint4 u = *(const uint4 *)p;
+            v[r][0] = u.x, v[r][1] = u.y, v[r][2] = u.z, v[r][3] = u.w;
         } else {
-            part_store(part, th, S, split, HD, dd, O, M * 0.69314718055994531f /* log2 units -> natural */, Lsum);
+            const uint2 u = *(const uint2 *)p;
+            v[r][0] = u.x, v[r][1] = u.y;
         }
     }
+#pragma unroll
+    for (int m = 0; m < NW; m++) {
+#pragma unroll
+        for (int h = 0; h < 2; h++) { /* m-tile 2m + h: dims ND g + 4m + 2h (row g) and + 1 (row g + 8) */
+            const uint32_t sel = h ? 0x7362 : 0x5140;
+            const uint32_t lo = __byte_perm(v[0][m], v[1][m], sel), hi = __byte_perm(v[2][m], v[3][m], sel);
+            const __half2 a[4] = {e4m3x2_to_half2((uint16_t)lo), e4m3x2_to_half2((uint16_t)(lo >> 16)),
+                                  e4m3x2_to_half2((uint16_t)hi), e4m3x2_to_half2((uint16_t)(hi >> 16))};
+            mma_f16(o[2 * m + h], (const uint32_t *)a, b0, b1);
+        }
+    }
+}
+
+template <int HD, int NST>
+__global__ void __launch_bounds__(TC_NT)
+    attn_rows_tct_kernel(float *__restrict__ out, const float *__restrict__ q, cu_kv kv, const int32_t *__restrict__ seq,
+                         const int32_t *__restrict__ pos, int T, int n_heads, int n_kv, float qscale, int window, int S,
+                         int minpos, float *__restrict__ part, int skip_bm, int bs_shift) {
+    using C = tc_cfg<HD, true, NST>;
+    constexpr int NKS = HD / 16, NMT = HD / 16, ND = HD / 8, SB = C::SB;
+    extern __shared__ __align__(16) uint8_t tc_sm[];
+
+    pdl_wait();
+    const int split = blockIdx.x, tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+    dec_slice d;
+    if (!dec_slice_of(d, seq, pos, T, n_heads, n_kv, TC_MAXG, S, minpos, window, skip_bm)) return;
+    const int a = d.a, e = d.e;
+    const int32_t *trow = kv.table + (size_t)seq[d.t] * kv.max_blocks;
+    const uint8_t *kbase = (const uint8_t *)kv.k + (size_t)d.kvh * HD;
+    const uint8_t *vbase = (const uint8_t *)kv.v + (size_t)d.kvh * HD;
+    const int ntile = (e - a + TC_BN - 1) / TC_BN;
+    int32_t blk[tc_copy<HD, true>::NIT];
+#pragma unroll
+    for (int i = 0; i < NST - 1; i++) {
+        if (i < ntile) {
+            tc_tile_blocks<HD, true>(blk, trow, bs_shift, a + i * TC_BN, e, tid);
+            tc_load_tile<HD, true>(tc_sm + i * SB, kbase, vbase, blk, bs_shift, kv.kv_dim, a + i * TC_BN, e, tid);
+        } else {
+            cp_async_commit();
+        }
+    }
+    if (NST - 1 < ntile) tc_tile_blocks<HD, true>(blk, trow, bs_shift, a + (NST - 1) * TC_BN, e, tid);
+
+    __half *Qs = (__half *)(tc_sm + C::QOFF);
+    tc_stage_q<HD, true>(Qs, q, d, n_heads, qscale, tid);
+    __syncthreads();
+    uint32_t qf[NKS][2]; /* B = Q^T: heads 0..7 as Qs's rows (ldmatrix of row-major [head][dim] is the col layout) */
+#pragma unroll
+    for (int k2 = 0; k2 < NKS / 2; k2++) {
+        uint32_t b[4];
+        ldsm_x4(b, Qs + (lane & 7) * C::LD + 32 * k2 + 8 * (lane >> 3));
+        qf[2 * k2][0] = b[0], qf[2 * k2][1] = b[1], qf[2 * k2 + 1][0] = b[2], qf[2 * k2 + 1][1] = b[3];
+    }
+
+    const int g = lane >> 2, c = lane & 3;
+    float o[NMT][4];
+#pragma unroll
+    for (int j = 0; j < NMT; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f; /* heads 2c, 2c + 1 */
+
+    for (int it = 0; it < ntile; it++) {
+        const int kb = a + TC_BN * it;
+        if constexpr (NST == 2) cp_async_wait_all();
+        else cp_async_wait1();
+        __syncthreads();
+        if (it + NST - 1 < ntile) {
+            const int kn = kb + (NST - 1) * TC_BN;
+            tc_load_tile<HD, true>(tc_sm + ((it + NST - 1) % NST) * SB, kbase, vbase, blk, bs_shift, kv.kv_dim, kn, e,
+                                   tid);
+            if (it + NST < ntile) tc_tile_blocks<HD, true>(blk, trow, bs_shift, kn + TC_BN, e, tid);
+        } else if (NST > 2) {
+            cp_async_commit();
+        }
+        const uint8_t *stage = tc_sm + (it % NST) * SB;
+        const int pw = kb + 16 * w;
+        if (pw >= e) continue;
+
+        float s[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* S^T[g][2c], [g][2c + 1], [g + 8][2c], [g + 8][2c + 1] */
+        tct_scores<HD>(s, qf, stage + 16 * w * C::RLD, lane);
+        if (pw + 16 > e) {
+            if (pw + g >= e) s[0] = s[1] = -INFINITY;
+            if (pw + g + 8 >= e) s[2] = s[3] = -INFINITY;
+        }
+        float mx0 = fmaxf(s[0], s[2]), mx1 = fmaxf(s[1], s[3]);
+#pragma unroll
+        for (int o2 = 4; o2 <= 16; o2 <<= 1) {
+            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, o2));
+            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, o2));
+        }
+        const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+        /* a head with nothing seen yet keeps m = -inf: subtract 0, not -inf */
+        const float u0 = mn0 == -INFINITY ? 0.0f : mn0, u1 = mn1 == -INFINITY ? 0.0f : mn1;
+        const float c0 = f_ex2(m0 - u0), c1 = f_ex2(m1 - u1);
+        m0 = mn0, m1 = mn1;
+        const float p00 = f_ex2(s[0] - u0), p01 = f_ex2(s[1] - u1), p10 = f_ex2(s[2] - u0), p11 = f_ex2(s[3] - u1);
+        l0 = l0 * c0 + (p00 + p10);
+        l1 = l1 * c1 + (p01 + p11);
+#pragma unroll
+        for (int j = 0; j < NMT; j++) o[j][0] *= c0, o[j][1] *= c1, o[j][2] *= c0, o[j][3] *= c1;
+        tct_pv<HD>(o, movm_trans(pack_h2(p00, p01)), movm_trans(pack_h2(p10, p11)),
+                   stage + C::RAW + 16 * w * C::RLD, lane);
+    }
+    pdl_launch();
+
+    cp_async_wait_all();
+    __syncthreads();
+    float *mw = (float *)tc_sm, *lw = mw + 4 * TC_MAXG, *ow = lw + 4 * TC_MAXG; /* [4][8], [4][8], [4][8][HD] */
+#pragma unroll
+    for (int o2 = 4; o2 <= 16; o2 <<= 1) {
+        l0 += __shfl_xor_sync(0xffffffffu, l0, o2);
+        l1 += __shfl_xor_sync(0xffffffffu, l1, o2);
+    }
+#pragma unroll
+    for (int x = 0; x < 2; x++) {
+        const int hh = 2 * c + x;
+        if (hh >= d.Gb) continue;
+        if (g == 0) {
+            mw[w * TC_MAXG + hh] = x ? m1 : m0;
+            lw[w * TC_MAXG + hh] = x ? l1 : l0;
+        }
+        float *orow = ow + (size_t)(w * TC_MAXG + hh) * HD + ND * g;
+#pragma unroll
+        for (int j = 0; j < ND / 4; j++) /* dims ND g + 4j .. + 3: m-tiles 2j, 2j + 1, rows g and g + 8 */
+            *(float4 *)(orow + 4 * j) = make_float4(o[2 * j][x], o[2 * j][x + 2], o[2 * j + 1][x], o[2 * j + 1][x + 2]);
+    }
+    __syncthreads();
+    tc_merge_out<HD>(out, part, mw, lw, ow, d, n_heads, S, split, tid);
 }
 
 template <int HD, bool FP8>
@@ -375,6 +588,20 @@ void launch_tc(const cu_launch *L, dim3 grid, float *out, const float *q, const 
         const char *s = getenv("HEARTH_ATTN_TC_TPF"), *n = getenv("HEARTH_ATTN_TC_ST");
         tpf = !s || atoi(s) != 0;
         st3 = FP8 && !(n && atoi(n) == 2);
+    }
+    static int tct = -1;
+    if (tct < 0) {
+        const char *s = getenv("HEARTH_ATTN_TC_T");
+        tct = !s || atoi(s) != 0;
+    }
+    if (FP8 && tct) { /* v39 (HEARTH_ATTN_TC_T=0: the kernel before it) */
+        static unsigned long long tdone[2];
+        auto k = st3 ? attn_rows_tct_kernel<HD, 3> : attn_rows_tct_kernel<HD, 2>;
+        const int smem = st3 ? tc_cfg<HD, true, 3>::SMEM : tc_cfg<HD, true, 2>::SMEM;
+        cu_smem_setup(L, k, smem, true, &tdone[st3]);
+        cu_launch_k(L, k, grid, dim3(TC_NT), smem, out, q, *kv, seq, pos, T, n_heads, n_kv, qscale, window, S, minpos,
+                    part, skip_bm, bs_shift);
+        return;
     }
     constexpr int N3 = FP8 ? 3 : 2; /* f16 has no three-stage instantiation */
     const int smem = st3 ? tc_cfg<HD, FP8, N3>::SMEM : tc_cfg<HD, FP8, 2>::SMEM;

@@ -168,6 +168,15 @@ __device__ __forceinline__ void ldsm_x4(uint32_t *r, const void *p) {
                  : "r"(s));
 }
 
+/* The 8 x 8 matrix of 16-bit elements whose row l / 4, columns 2 (l % 4) and
+ * + 1 lane l holds in a, transposed: lane l gets row l / 4, columns 2 (l % 4)
+ * and + 1 of the transpose (elements [2 (l % 4)][l / 4], [2 (l % 4) + 1][l / 4]). */
+__device__ __forceinline__ uint32_t movm_trans(uint32_t a) {
+    uint32_t d;
+    asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(d) : "r"(a));
+    return d;
+}
+
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 __device__ __forceinline__ void cp_async_wait1() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
