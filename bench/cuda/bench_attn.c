@@ -26,8 +26,6 @@
  *   rows-v2        batches of decode rows: the CUDA-core kernel with K read coalesced
  *                  (the default for 9+ rows is the tensor-core kernel, attention_rows_tc.cu)
  *   dec            batches of decode rows: the few-rows latency kernel (attention_decode.cu)
- *   rows-tch       batches of decode rows, e4m3 cache: the tensor-core kernel with the group's
- *                  heads as the mma's rows (before v39's transposed products)
  * The op's time includes the flash-decoding launch that the prefill rows
  * skip (its blocks return at once), as the model pays it.
  * FLOPs: 4 * head_dim * heads * (positions each row attends), summed over
@@ -62,7 +60,6 @@ static const variant VARIANTS[] = {
     {"rows-v1", {{"HEARTH_ATTN_ROWS", "1"}}},
     {"rows-v2", {{"HEARTH_ATTN_ROWS", "2"}}},
     {"dec", {{"HEARTH_ATTN_ROWS_MIN", "1000000"}}},
-    {"rows-tch", {{"HEARTH_ATTN_TC_T", "0"}}},
 };
 enum { N_VARIANTS = sizeof VARIANTS / sizeof VARIANTS[0], MAX_CASES = 16, BS = 16, BURST = 8 };
 

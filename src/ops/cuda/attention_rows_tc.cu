@@ -4,39 +4,41 @@
  * The blocks are attention_rows.cu's: one per (split, kv head x query-head
  * group, row), positions [a, e) of the row (dec_slice_of), the same partial
  * layout, so attention.cu's combine kernel merges the splits. Inside, the
- * flash-attention 2 layout of attention_flash.cu with the group's query
- * heads (at most 8) as rows 0..Gb-1 of one 16-row mma tile (rows Gb..15 are
- * zero and never stored): the arithmetic is nearly free, the point is that a
- * 64-position tile costs a few mma per warp instead of ~1000 FMAs a position
- * (v2 ran out of issue slots and latency before bandwidth: e4m3 at 1.5 TB/s).
+ * flash-attention 2 loop of attention_flash.cu with the roles of the mma's
+ * operands chosen for a group of at most 8 query heads: the mma's 16 rows
+ * are 16 positions (S) or 16 head dimensions (O) and its 8 columns the
+ * group's heads, so that no row of the tensor cores' work is padding (v39;
+ * the heads as the rows, 8 of 16 never used, took twice the mma and 156
+ * registers: e4m3 at 64 rows x 2000 positions 2.4 -> 2.77 TB/s).
  *
  *   K/V: tiles of 64 positions by 16-byte cp.async into stages (f16: two,
  *        [position][HD + 8 halves], the pad making ldmatrix conflict-free;
  *        e4m3: three, raw [position][HD + 16] bytes): tiles i+1 (and i+2)
  *        are in flight while tile i is multiplied, and the block-table
  *        entries of the next tile to copy are loaded when the copies before
- *        it are issued, so no copy waits on its table lookup. The kernel is
- *        latency-bound with three blocks a multiprocessor (154 registers):
- *        an e4m3 tile is half an f16 tile's bytes, so e4m3 needs the third
- *        stage to keep as many bytes in flight (s12-run4: 512 rows at 1500
- *        positions 3,433 -> 3,619 GB/s); positions past e are zero-filled
- *        and masked.
- *   e4m3 K is read as stored: the head dimension of S = Q K^T is summed in
- *        a permuted order (the same for Q, staged permuted), so that the two
- *        B registers of a k-step are the two halves of one 32-bit word of a
- *        K row, each widened by one cvt.rn.f16x2.e4m3x2. e4m3 V: the P V
- *        operand needs two positions of one dimension a register, so its
- *        B fragments are built in registers from the raw tile (no f16 tile,
- *        no widening pass, no barrier): a lane reads HD / 8 bytes of each
- *        of its four positions' rows, pairs the positions' bytes with
- *        __byte_perm and widens each pair with one cvt. The
- *        n-tiles of O then hold the head dimension interleaved (column n of
- *        n-tile j is dimension HD / 8 * n + j, see tc_pv_raw), mapped back
- *        when the warps' states are merged. (The earlier widening of V into
- *        an f16 tile gave the same bits, 3% slower: notes/cuda-kernels.md.)
- *   Warp w takes positions 16w..16w+15 of each tile: S = Q K^T (two n-tiles
- *        of 8 positions), its own online softmax (exp2; Q is pre-scaled by
- *        scale * log2 e), O += P V with P in registers (one k-step).
+ *        it are issued, so no copy waits on its table lookup. An e4m3 tile
+ *        is half an f16 tile's bytes, so e4m3 takes the third stage to keep
+ *        as many bytes in flight (s12-run4); positions past e are
+ *        zero-filled and masked.
+ *   Warp w takes positions 16w..16w+15 of each tile:
+ *   S^T = K Q^T: A = 16 positions x 16 dims of K, B = Q^T (Qs by
+ *        ldmatrix). e4m3 K is read as stored: the head dimension is summed
+ *        in a permuted order (Q staged the same way, tc_stage_q), so that a
+ *        32-bit word of a K row is a lane's two A registers of a k-step,
+ *        each widened by one cvt.rn.f16x2.e4m3x2.
+ *   softmax per column (head) over the 16 positions (exp2; Q is pre-scaled
+ *        by scale * log2 e): lane (g, c) = (lane / 4, lane % 4) holds heads
+ *        2c, 2c + 1 of positions g and g + 8; the max over g by three
+ *        shuffles; each lane keeps a partial sum, added over g at the end.
+ *   P^T, rounded to f16: the two 8 x 8 halves of the lane's P transposed by
+ *        movmatrix are P V's B operand, B[k = position][n = head].
+ *   O^T += V^T P^T: A = 16 dims x 16 positions of V. f16: ldmatrix.trans.
+ *        e4m3: built in registers from the raw tile (no f16 tile, no
+ *        widening pass): a lane reads HD / 8 bytes of each of its four
+ *        positions' rows, pairs two positions' bytes of one dimension with
+ *        __byte_perm and widens each pair with one cvt; its m-tiles then
+ *        hold the head dimension interleaved (tct_pv), mapped back when the
+ *        warps' states are merged.
  *   The four warps' (m, l, O) are merged through shared memory at the end.
  *
  * Numerics: the prefill kernels' f16 contract (q rounded to f16 after
@@ -56,7 +58,7 @@ constexpr int TC_MAXG = 8; /* query heads per block: rows 0..7 of the mma tile *
 template <int HD, bool FP8, int NST = 2> struct tc_cfg {
     static constexpr int LD = HD + 8;       /* halves per f16 shared row */
     static constexpr int TILE = TC_BN * LD; /* halves of one f16 K or V tile */
-    static constexpr int RLD = HD + 16;     /* bytes per raw e4m3 shared row (the pad: see tc_pv_raw) */
+    static constexpr int RLD = HD + 16;     /* bytes per raw e4m3 shared row (the pad: see tct_pv) */
     static constexpr int RAW = TC_BN * RLD; /* bytes of one raw e4m3 K or V tile */
     static constexpr int SB = FP8 ? 2 * RAW : 2 * TILE * 2; /* bytes of one stage (K and V) */
     static constexpr int STAGES = NST * SB; /* NST stages of (K, V) tiles, NST - 1 of them in flight */
@@ -111,69 +113,6 @@ __device__ __forceinline__ void tc_load_tile(uint8_t *st, const uint8_t *kbase, 
     cp_async_commit();
 }
 
-/* O += P V over a warp's 16 positions of a raw e4m3 V tile (vt: the tile's
- * first row of them), the B fragments built in registers.
- *
- * Mapping: lane (g, c) = (lane / 4, lane % 4) supplies B[k][n = g] of every
- * n-tile j for k = 2c, 2c + 1, 2c + 8, 2c + 9 (the m16n8k16 B layout);
- * column n of n-tile j is head dimension NDT n + j (NDT = HD / 8 n-tiles).
- * So the lane needs, of each of its four positions, the NDT bytes
- * [NDT g, NDT g + NDT) of the row: one 16-byte load (hd 128) or 8-byte load
- * (hd 64) a position. __byte_perm pairs the words of positions p and p + 1
- * (0x5140: bytes 0 and 1 of each, 0x7362: bytes 2 and 3) into the pairs
- * (V[p][d], V[p + 1][d]) of four consecutive dimensions d, i.e. of four
- * consecutive n-tiles, each widened by one cvt. The accumulator o[j] then
- * holds O[g][NDT 2c + j] (o[j][0]) and O[g][NDT (2c + 1) + j] (o[j][1]): the
- * lane's row-g outputs are the 2 NDT consecutive dimensions from NDT 2c.
- *
- * Bank conflicts, rows R = RLD / 4 = HD / 4 + 4 words apart (36 at hd 128,
- * 20 at hd 64; 2R = 8 mod 32 and 8R = 0 mod 32 at both): position 2c + r
- * (r = 0, 1, 8, 9; r' = r mod 2) of lane (g, c) starts at bank
- * 8c + r' R + NDT g / 4 (mod 32).
- *   hd 128, 16-byte loads, served 8 lanes at a time (g in {2i, 2i + 1},
- *     c = 0..3): banks 8c + 4(g mod 2) + 8i + 4r' + {0..3}; 8c + 4(g mod 2)
- *     takes the 8 multiples of 4: 32 distinct banks, conflict-free.
- *   hd 64, 8-byte loads, served 16 lanes at a time (g in 4i..4i + 3):
- *     banks 8c + 2(g mod 4) + 8i + 20r' + {0, 1}: 32 distinct, conflict-free.
- * The pad stays: it also keeps S's K reads (16 bytes at (8j + g) RLD +
- * c HD / 4) conflict-free at hd 128. At hd 64 those are 2-way conflicted
- * (lanes g, g + 1 are 20 words apart), and no pad serves both there: the K
- * reads want R = 16 mod 32, these V reads R = 4 mod 16. */
-template <int HD>
-__device__ __forceinline__ void tc_pv_raw(float (*o)[4], const uint32_t *pf, const uint8_t *vt, int lane) {
-    using C = tc_cfg<HD, true>;
-    constexpr int NDT = HD / 8, NW = NDT / 4; /* n-tiles; 32-bit words a lane reads of a row */
-    static_assert(NW == 2 || NW == 4, "hd 64 or 128");
-    const int g = lane >> 2, c = lane & 3;
-    const uint8_t *vr = vt + 2 * c * C::RLD + NDT * g;
-    uint32_t v[4][NW]; /* positions 2c, 2c + 1, 2c + 8, 2c + 9 */
-#pragma unroll
-    for (int r = 0; r < 4; r++) {
-        const uint8_t *p = vr + ((r & 1) + 8 * (r >> 1)) * C::RLD;
-        if constexpr (NW == 4) {
-            const uint4 u = *(const uint4 *)p;
-            v[r][0] = u.x, v[r][1] = u.y, v[r][2] = u.z, v[r][3] = u.w;
-        } else {
-            const uint2 u = *(const uint2 *)p;
-            v[r][0] = u.x, v[r][1] = u.y;
-        }
-    }
-#pragma unroll
-    for (int m = 0; m < NW; m++) {
-        /* dimensions NDT g + 4m + {0, 1} and + {2, 3}: n-tiles 4m .. 4m + 3 */
-        const uint32_t lo01 = __byte_perm(v[0][m], v[1][m], 0x5140), lo23 = __byte_perm(v[0][m], v[1][m], 0x7362);
-        const uint32_t hi01 = __byte_perm(v[2][m], v[3][m], 0x5140), hi23 = __byte_perm(v[2][m], v[3][m], 0x7362);
-        const uint32_t lo[2] = {lo01, lo23}, hi[2] = {hi01, hi23};
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const int sh = 16 * (i & 1);
-            const __half2 b0 = e4m3x2_to_half2((uint16_t)(lo[i >> 1] >> sh));
-            const __half2 b1 = e4m3x2_to_half2((uint16_t)(hi[i >> 1] >> sh));
-            mma_f16(o[4 * m + i], pf, *(const uint32_t *)&b0, *(const uint32_t *)&b1);
-        }
-    }
-}
-
 /* The four warps' states of the group's Gb heads (mw [4][8] and lw [4][8]:
  * max in log2 units and sum; ow [4][8][HD]: unnormalised O), in shared
  * memory, merged into the output rows (one split) or the split's partial. */
@@ -205,8 +144,8 @@ __device__ __forceinline__ void tc_merge_out(float *out, float *part, const floa
     }
 }
 
-/* Q of the group's heads as rows 0..Gb-1 of Qs (16 rows, LD halves apart),
- * scaled and rounded to f16; rows Gb..15 zero. e4m3: in the permuted order
+/* Q of the group's heads as rows 0..Gb-1 of Qs (8 rows, LD halves apart),
+ * scaled and rounded to f16; rows Gb..7 zero. e4m3: in the permuted order
  * of S's k-steps: dims 4i..4i+3 (quad member qc = 4i / (HD / 4), k-step
  * kk = i % (HD / 16)) are logical columns 16kk + 2qc + {0, 1} and
  * 16kk + 2qc + 8 + {0, 1}. */
@@ -214,7 +153,7 @@ template <int HD, bool FP8>
 __device__ __forceinline__ void tc_stage_q(__half *Qs, const float *q, const dec_slice &d, int n_heads, float qscale,
                                            int tid) {
     constexpr int LD = HD + 8;
-    for (int f = tid; f < 16 * (HD / 4); f += TC_NT) {
+    for (int f = tid; f < TC_MAXG * (HD / 4); f += TC_NT) {
         const int r = f / (HD / 4), c = (f % (HD / 4)) * 4;
         float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (r < d.Gb) v = __ldg((const float4 *)(q + ((size_t)d.t * n_heads + d.h0 + r) * HD + c));
@@ -228,181 +167,6 @@ __device__ __forceinline__ void tc_stage_q(__half *Qs, const float *q, const dec
         }
     }
 }
-
-template <int HD, bool FP8, bool TPF, int NST>
-__global__ void __launch_bounds__(TC_NT)
-    attn_rows_tc_kernel(float *__restrict__ out, const float *__restrict__ q, cu_kv kv, const int32_t *__restrict__ seq,
-                        const int32_t *__restrict__ pos, int T, int n_heads, int n_kv, float qscale, int window, int S,
-                        int minpos, float *__restrict__ part, int skip_bm, int bs_shift) {
-    using C = tc_cfg<HD, FP8, NST>;
-    constexpr int LD = C::LD, TILE = C::TILE, SB = C::SB;
-    constexpr int NKS = HD / 16; /* k-steps of S over the head dim */
-    constexpr int NDT = HD / 8;  /* n-tiles of O over the head dim */
-    extern __shared__ __align__(16) uint8_t tc_sm[];
-
-    pdl_wait();
-    const int split = blockIdx.x, tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
-    dec_slice d;
-    if (!dec_slice_of(d, seq, pos, T, n_heads, n_kv, TC_MAXG, S, minpos, window, skip_bm)) return;
-    const int t = d.t, Gb = d.Gb, a = d.a, e = d.e;
-    const int32_t *trow = kv.table + (size_t)seq[t] * kv.max_blocks;
-    const int es = FP8 ? 1 : 2;
-    const uint8_t *kbase = (const uint8_t *)kv.k + (size_t)d.kvh * HD * es;
-    const uint8_t *vbase = (const uint8_t *)kv.v + (size_t)d.kvh * HD * es;
-    const int ntile = (e - a + TC_BN - 1) / TC_BN;
-    /* tiles 0 .. NST - 2 in flight (a commit group each, empty past the last tile). TPF: the block-table
-     * entries of the next tile to copy are asked for when the copies before it are issued, so that no copy
-     * waits for its table lookup */
-    int32_t blk[tc_copy<HD, FP8>::NIT];
-#pragma unroll
-    for (int i = 0; i < NST - 1; i++) {
-        if (i < ntile) {
-            tc_tile_blocks<HD, FP8>(blk, trow, bs_shift, a + i * TC_BN, e, tid);
-            tc_load_tile<HD, FP8>(tc_sm + i * SB, kbase, vbase, blk, bs_shift, kv.kv_dim, a + i * TC_BN, e, tid);
-        } else {
-            cp_async_commit();
-        }
-    }
-    if (TPF && NST - 1 < ntile) tc_tile_blocks<HD, FP8>(blk, trow, bs_shift, a + (NST - 1) * TC_BN, e, tid);
-
-    __half *Qs = (__half *)(tc_sm + C::QOFF);
-    tc_stage_q<HD, FP8>(Qs, q, d, n_heads, qscale, tid);
-    __syncthreads();
-    uint32_t qf[NKS][4];
-#pragma unroll
-    for (int kk = 0; kk < NKS; kk++) ldsm_x4(qf[kk], Qs + (lane & 15) * LD + 8 * (lane >> 4) + 16 * kk);
-
-    const int g = lane >> 2, cq = 2 * (lane & 3);
-    float o[NDT][4];
-#pragma unroll
-    for (int j = 0; j < NDT; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
-    float mA = -INFINITY, mB = -INFINITY, lA = 0.0f, lB = 0.0f;
-
-    for (int it = 0; it < ntile; it++) {
-        const int kb = a + TC_BN * it;
-        if constexpr (NST == 2) cp_async_wait_all(); /* this thread's copies of tile it have landed */
-        else cp_async_wait1();                        /* (all but the newest group: tile it + 1's) */
-        __syncthreads(); /* everyone's; tile it-1's buffers are no longer read */
-        if (it + NST - 1 < ntile) {
-            const int kn = kb + (NST - 1) * TC_BN;
-            if (!TPF) tc_tile_blocks<HD, FP8>(blk, trow, bs_shift, kn, e, tid);
-            tc_load_tile<HD, FP8>(tc_sm + ((it + NST - 1) % NST) * SB, kbase, vbase, blk, bs_shift, kv.kv_dim, kn, e,
-                                  tid);
-            if (TPF && it + NST < ntile) tc_tile_blocks<HD, FP8>(blk, trow, bs_shift, kn + TC_BN, e, tid);
-        } else if (NST > 2) {
-            cp_async_commit(); /* an empty group: wait1 keeps counting tiles */
-        }
-        const uint8_t *stage = tc_sm + (it % NST) * SB;
-        const __half *Ks = (const __half *)stage, *Vs = Ks + TILE;
-        const int pw = kb + 16 * w; /* this warp's first position */
-        if (pw >= e) continue;      /* no barrier follows in this iteration */
-
-        /* S = Q K^T over the warp's 16 positions */
-        float s[2][4];
-#pragma unroll
-        for (int j = 0; j < 2; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-        if constexpr (FP8) { /* position 8j + g of the warp's 16, bytes [qc HD/4, (qc + 1) HD/4) of its row */
-#pragma unroll
-            for (int j = 0; j < 2; j++) {
-                const uint8_t *kr = stage + (16 * w + 8 * j + g) * C::RLD + (lane & 3) * (HD / 4);
-                uint32_t kw[NKS];
-#pragma unroll
-                for (int i = 0; i < NKS / 4; i++) {
-                    const uint4 u = *(const uint4 *)(kr + 16 * i);
-                    kw[4 * i] = u.x, kw[4 * i + 1] = u.y, kw[4 * i + 2] = u.z, kw[4 * i + 3] = u.w;
-                }
-#pragma unroll
-                for (int kk = 0; kk < NKS; kk++) {
-                    const __half2 b0 = e4m3x2_to_half2((uint16_t)kw[kk]), b1 = e4m3x2_to_half2((uint16_t)(kw[kk] >> 16));
-                    mma_f16(s[j], qf[kk], *(const uint32_t *)&b0, *(const uint32_t *)&b1);
-                }
-            }
-        } else {
-#pragma unroll
-            for (int k2 = 0; k2 < NKS / 2; k2++) {
-#pragma unroll
-                for (int j = 0; j < 2; j++) {
-                    uint32_t b[4];
-                    ldsm_x4(b, &Ks[(16 * w + 8 * j + (lane & 7)) * LD + 32 * k2 + 8 * (lane >> 3)]);
-                    mma_f16(s[j], qf[2 * k2], b[0], b[1]);
-                    mma_f16(s[j], qf[2 * k2 + 1], b[2], b[3]);
-                }
-            }
-        }
-        if (pw + 16 > e) {
-#pragma unroll
-            for (int j = 0; j < 2; j++)
-#pragma unroll
-                for (int x = 0; x < 2; x++)
-                    if (pw + 8 * j + cq + x >= e) s[j][x] = s[j][2 + x] = -INFINITY;
-        }
-        /* online softmax of rows A (g) and B (g + 8); P as one k-step of f16 A fragments */
-        uint32_t pf[1][4];
-        mma_rows_softmax<2, NDT>(s, pf, o, mA, mB, lA, lB);
-        if constexpr (FP8) {
-            tc_pv_raw<HD>(o, pf[0], stage + C::RAW + 16 * w * C::RLD, lane);
-        } else {
-            /* O += P V: ldmatrix.trans of 16 positions x 16 dims gives the B
-             * fragments of two n-tiles */
-#pragma unroll
-            for (int jd = 0; jd < NDT; jd += 2) {
-                uint32_t b[4];
-                ldsm_x4_trans(b, &Vs[(16 * w + (lane & 15)) * LD + 8 * jd + 8 * (lane >> 4)]);
-                mma_f16(o[jd], pf[0], b[0], b[1]);
-                mma_f16(o[jd + 1], pf[0], b[2], b[3]);
-            }
-        }
-    }
-    pdl_launch();
-
-    /* merge the four warps' states (rows 0..Gb-1 only), through the stages */
-    cp_async_wait_all();
-    __syncthreads();
-    float *mw = (float *)tc_sm, *lw = mw + 4 * TC_MAXG, *ow = lw + 4 * TC_MAXG; /* [4][8], [4][8], [4][8][HD] */
-#pragma unroll
-    for (int o2 = 1; o2 <= 2; o2 <<= 1) lA += __shfl_xor_sync(0xffffffffu, lA, o2);
-    if (g < Gb) {
-        if ((lane & 3) == 0) {
-            mw[w * TC_MAXG + g] = mA;
-            lw[w * TC_MAXG + g] = lA;
-        }
-        float *orow = ow + (size_t)(w * TC_MAXG + g) * HD;
-        if constexpr (FP8) { /* o[j][x]: dimension NDT (cq + x) + j (tc_pv_raw) */
-#pragma unroll
-            for (int x = 0; x < 2; x++)
-#pragma unroll
-                for (int j = 0; j < NDT; j += 4)
-                    *(float4 *)(orow + NDT * (cq + x) + j) =
-                        make_float4(o[j][x], o[j + 1][x], o[j + 2][x], o[j + 3][x]);
-        } else { /* o[jd][x]: dimension 8 jd + cq + x */
-#pragma unroll
-            for (int jd = 0; jd < NDT; jd++) *(float2 *)(orow + 8 * jd + cq) = make_float2(o[jd][0], o[jd][1]);
-        }
-    }
-    __syncthreads();
-    tc_merge_out<HD>(out, part, mw, lw, ow, d, n_heads, S, split, tid);
-}
-
-/* ---- e4m3, transposed products (v39) --------------------------------------
- * The same blocks, tiles, stages and numerics as attn_rows_tc_kernel<FP8>,
- * with the mma's operands swapped so that its 16 rows are positions (S) and
- * head dimensions (O) and its 8 columns the group's query heads:
- *   S^T = K Q^T: A = 16 positions x 16 dims of K (from the raw tile, each
- *        32-bit word of a row widened by two cvt, the head dimension summed
- *        in the permuted order tc_stage_q stages Q in), B = Q^T from Qs by
- *        ldmatrix. 8 mma per 16 positions where attn_rows_tc_kernel's S
- *        takes 16 (its rows 8..15 are never a head).
- *   softmax per column (head) over the 16 positions: lane (g, c) holds
- *        heads 2c, 2c + 1 of positions g and g + 8; max over g by three
- *        shuffles; each lane keeps a partial sum, added over g at the end.
- *   P^T as P V's B operand: the two 8 x 8 halves of the lane's P (rounded to
- *        f16) transposed by movmatrix give B[k = position][n = head].
- *   O^T += V^T P^T: A = 16 dims x 16 positions of V from the raw tile (the
- *        lane's four positions' bytes paired by __byte_perm, as tc_pv_raw),
- *        8 mma per 16 positions where tc_pv_raw takes 16; O^T is 32 floats a
- *        lane instead of 64.
- * Lane (g, c) ends with O[head 2c + x][dim ND g + j] (ND = HD / 8, j < ND):
- * m-tile mt's rows g and g + 8 are dims ND g + 2 mt and + 1. */
 
 /* S^T += K Q^T over the warp's 16 positions (kt: its first row of the raw tile) */
 template <int HD>
@@ -427,9 +191,25 @@ __device__ __forceinline__ void tct_scores(float *s, const uint32_t (*qf)[2], co
 }
 
 /* O^T += V^T P^T over the warp's 16 positions (vt: its first row of the raw
- * V tile; b0, b1: P^T's B fragment). Lane (g, c) reads of positions 2c,
- * 2c + 1, 2c + 8, 2c + 9 the ND bytes [ND g, ND g + ND): tc_pv_raw's reads,
- * conflict-free by its account. */
+ * V tile; b0, b1: P^T's B fragment). Lane (g, c) supplies A[row][k] for
+ * k = positions 2c, 2c + 1, 2c + 8, 2c + 9, so it reads of those four rows
+ * the ND = HD / 8 bytes [ND g, ND g + ND) (one 16- or 8-byte load each);
+ * __byte_perm pairs the words of positions p and p + 1 (0x5140: bytes 0 and
+ * 1 of each, 0x7362: bytes 2 and 3) into (V[p][d], V[p + 1][d]) of two
+ * dimensions, each widened by one cvt: m-tile 2m + h takes dims
+ * ND g + 4m + 2h (row g) and + 1 (row g + 8).
+ *
+ * Bank conflicts, rows R = RLD / 4 = HD / 4 + 4 words apart (36 at hd 128,
+ * 20 at hd 64; 2R = 8 mod 32 and 8R = 0 mod 32 at both): position 2c + r
+ * (r = 0, 1, 8, 9; r' = r mod 2) of lane (g, c) starts at bank
+ * 8c + r' R + ND g / 4 (mod 32).
+ *   hd 128, 16-byte loads, served 8 lanes at a time (g in {2i, 2i + 1},
+ *     c = 0..3): banks 8c + 4(g mod 2) + 8i + 4r' + {0..3}: 32 distinct.
+ *   hd 64, 8-byte loads, served 16 lanes at a time (g in 4i..4i + 3):
+ *     banks 8c + 2(g mod 4) + 8i + 20r' + {0, 1}: 32 distinct.
+ * The pad also keeps tct_scores' K reads (16 bytes at g RLD + c HD / 4)
+ * conflict-free at hd 128; at hd 64 those are 2-way conflicted, and no pad
+ * serves both there. */
 template <int HD>
 __device__ __forceinline__ void tct_pv(float (*o)[4], uint32_t b0, uint32_t b1, const uint8_t *vt, int lane) {
     using C = tc_cfg<HD, true>;
@@ -461,13 +241,40 @@ __device__ __forceinline__ void tct_pv(float (*o)[4], uint32_t b0, uint32_t b1, 
     }
 }
 
-template <int HD, int NST>
+/* The same two products on an f16 tile (kt, vt: the warp's first rows):
+ * A = K (16 positions x 16 dims) by ldmatrix, A = V^T (16 dims x 16
+ * positions) by ldmatrix.trans; O^T's m-tile mt holds dims 16 mt + g and
+ * 16 mt + g + 8, in order (no permutation). */
+template <int HD>
+__device__ __forceinline__ void tct_scores_f16(float *s, const uint32_t (*qf)[2], const __half *kt, int lane) {
+    constexpr int LD = HD + 8;
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk++) {
+        uint32_t a[4];
+        ldsm_x4(a, kt + (lane & 15) * LD + 16 * kk + 8 * (lane >> 4));
+        mma_f16(s, a, qf[kk][0], qf[kk][1]);
+    }
+}
+template <int HD>
+__device__ __forceinline__ void tct_pv_f16(float (*o)[4], uint32_t b0, uint32_t b1, const __half *vt, int lane) {
+    constexpr int LD = HD + 8;
+    /* matrix i = lane / 8: positions 8 (i / 2) .. + 7, dims 8 (i % 2) .. + 7 of the m-tile */
+    const __half *vr = vt + ((lane & 7) + 8 * (lane >> 4)) * LD + 8 * ((lane >> 3) & 1);
+#pragma unroll
+    for (int mt = 0; mt < HD / 16; mt++) {
+        uint32_t a[4];
+        ldsm_x4_trans(a, vr + 16 * mt);
+        mma_f16(o[mt], a, b0, b1);
+    }
+}
+
+template <int HD, bool FP8, int NST>
 __global__ void __launch_bounds__(TC_NT)
-    attn_rows_tct_kernel(float *__restrict__ out, const float *__restrict__ q, cu_kv kv, const int32_t *__restrict__ seq,
+    attn_rows_tc_kernel(float *__restrict__ out, const float *__restrict__ q, cu_kv kv, const int32_t *__restrict__ seq,
                          const int32_t *__restrict__ pos, int T, int n_heads, int n_kv, float qscale, int window, int S,
                          int minpos, float *__restrict__ part, int skip_bm, int bs_shift) {
-    using C = tc_cfg<HD, true, NST>;
-    constexpr int NKS = HD / 16, NMT = HD / 16, ND = HD / 8, SB = C::SB;
+    using C = tc_cfg<HD, FP8, NST>;
+    constexpr int NKS = HD / 16, NMT = HD / 16, ND = HD / 8, SB = C::SB, ES = FP8 ? 1 : 2;
     extern __shared__ __align__(16) uint8_t tc_sm[];
 
     pdl_wait();
@@ -476,23 +283,23 @@ __global__ void __launch_bounds__(TC_NT)
     if (!dec_slice_of(d, seq, pos, T, n_heads, n_kv, TC_MAXG, S, minpos, window, skip_bm)) return;
     const int a = d.a, e = d.e;
     const int32_t *trow = kv.table + (size_t)seq[d.t] * kv.max_blocks;
-    const uint8_t *kbase = (const uint8_t *)kv.k + (size_t)d.kvh * HD;
-    const uint8_t *vbase = (const uint8_t *)kv.v + (size_t)d.kvh * HD;
+    const uint8_t *kbase = (const uint8_t *)kv.k + (size_t)d.kvh * HD * ES;
+    const uint8_t *vbase = (const uint8_t *)kv.v + (size_t)d.kvh * HD * ES;
     const int ntile = (e - a + TC_BN - 1) / TC_BN;
-    int32_t blk[tc_copy<HD, true>::NIT];
+    int32_t blk[tc_copy<HD, FP8>::NIT];
 #pragma unroll
     for (int i = 0; i < NST - 1; i++) {
         if (i < ntile) {
-            tc_tile_blocks<HD, true>(blk, trow, bs_shift, a + i * TC_BN, e, tid);
-            tc_load_tile<HD, true>(tc_sm + i * SB, kbase, vbase, blk, bs_shift, kv.kv_dim, a + i * TC_BN, e, tid);
+            tc_tile_blocks<HD, FP8>(blk, trow, bs_shift, a + i * TC_BN, e, tid);
+            tc_load_tile<HD, FP8>(tc_sm + i * SB, kbase, vbase, blk, bs_shift, kv.kv_dim, a + i * TC_BN, e, tid);
         } else {
             cp_async_commit();
         }
     }
-    if (NST - 1 < ntile) tc_tile_blocks<HD, true>(blk, trow, bs_shift, a + (NST - 1) * TC_BN, e, tid);
+    if (NST - 1 < ntile) tc_tile_blocks<HD, FP8>(blk, trow, bs_shift, a + (NST - 1) * TC_BN, e, tid);
 
     __half *Qs = (__half *)(tc_sm + C::QOFF);
-    tc_stage_q<HD, true>(Qs, q, d, n_heads, qscale, tid);
+    tc_stage_q<HD, FP8>(Qs, q, d, n_heads, qscale, tid);
     __syncthreads();
     uint32_t qf[NKS][2]; /* B = Q^T: heads 0..7 as Qs's rows (ldmatrix of row-major [head][dim] is the col layout) */
 #pragma unroll
@@ -515,9 +322,9 @@ __global__ void __launch_bounds__(TC_NT)
         __syncthreads();
         if (it + NST - 1 < ntile) {
             const int kn = kb + (NST - 1) * TC_BN;
-            tc_load_tile<HD, true>(tc_sm + ((it + NST - 1) % NST) * SB, kbase, vbase, blk, bs_shift, kv.kv_dim, kn, e,
+            tc_load_tile<HD, FP8>(tc_sm + ((it + NST - 1) % NST) * SB, kbase, vbase, blk, bs_shift, kv.kv_dim, kn, e,
                                    tid);
-            if (it + NST < ntile) tc_tile_blocks<HD, true>(blk, trow, bs_shift, kn + TC_BN, e, tid);
+            if (it + NST < ntile) tc_tile_blocks<HD, FP8>(blk, trow, bs_shift, kn + TC_BN, e, tid);
         } else if (NST > 2) {
             cp_async_commit();
         }
@@ -526,7 +333,8 @@ __global__ void __launch_bounds__(TC_NT)
         if (pw >= e) continue;
 
         float s[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* S^T[g][2c], [g][2c + 1], [g + 8][2c], [g + 8][2c + 1] */
-        tct_scores<HD>(s, qf, stage + 16 * w * C::RLD, lane);
+        if constexpr (FP8) tct_scores<HD>(s, qf, stage + 16 * w * C::RLD, lane);
+        else tct_scores_f16<HD>(s, qf, (const __half *)stage + 16 * w * C::LD, lane);
         if (pw + 16 > e) {
             if (pw + g >= e) s[0] = s[1] = -INFINITY;
             if (pw + g + 8 >= e) s[2] = s[3] = -INFINITY;
@@ -547,8 +355,9 @@ __global__ void __launch_bounds__(TC_NT)
         l1 = l1 * c1 + (p01 + p11);
 #pragma unroll
         for (int j = 0; j < NMT; j++) o[j][0] *= c0, o[j][1] *= c1, o[j][2] *= c0, o[j][3] *= c1;
-        tct_pv<HD>(o, movm_trans(pack_h2(p00, p01)), movm_trans(pack_h2(p10, p11)),
-                   stage + C::RAW + 16 * w * C::RLD, lane);
+        const uint32_t b0 = movm_trans(pack_h2(p00, p01)), b1 = movm_trans(pack_h2(p10, p11));
+        if constexpr (FP8) tct_pv<HD>(o, b0, b1, stage + C::RAW + 16 * w * C::RLD, lane);
+        else tct_pv_f16<HD>(o, b0, b1, (const __half *)stage + C::TILE + 16 * w * C::LD, lane);
     }
     pdl_launch();
 
@@ -568,10 +377,16 @@ __global__ void __launch_bounds__(TC_NT)
             mw[w * TC_MAXG + hh] = x ? m1 : m0;
             lw[w * TC_MAXG + hh] = x ? l1 : l0;
         }
-        float *orow = ow + (size_t)(w * TC_MAXG + hh) * HD + ND * g;
+        float *orow = ow + (size_t)(w * TC_MAXG + hh) * HD;
+        if constexpr (FP8) {
 #pragma unroll
-        for (int j = 0; j < ND / 4; j++) /* dims ND g + 4j .. + 3: m-tiles 2j, 2j + 1, rows g and g + 8 */
-            *(float4 *)(orow + 4 * j) = make_float4(o[2 * j][x], o[2 * j][x + 2], o[2 * j + 1][x], o[2 * j + 1][x + 2]);
+            for (int j = 0; j < ND / 4; j++) /* dims ND g + 4j .. + 3: m-tiles 2j, 2j + 1, rows g and g + 8 */
+                *(float4 *)(orow + ND * g + 4 * j) =
+                    make_float4(o[2 * j][x], o[2 * j][x + 2], o[2 * j + 1][x], o[2 * j + 1][x + 2]);
+        } else {
+#pragma unroll
+            for (int mt = 0; mt < NMT; mt++) orow[16 * mt + g] = o[mt][x], orow[16 * mt + g + 8] = o[mt][x + 2];
+        }
     }
     __syncthreads();
     tc_merge_out<HD>(out, part, mw, lw, ow, d, n_heads, S, split, tid);
@@ -581,34 +396,17 @@ template <int HD, bool FP8>
 void launch_tc(const cu_launch *L, dim3 grid, float *out, const float *q, const cu_kv *kv, const int32_t *seq,
                const int32_t *pos, int T, int n_heads, int n_kv, float qscale, int window, int S, int minpos,
                float *part, int skip_bm, int bs_shift) {
-    /* HEARTH_ATTN_TC_TPF=0: each tile's table lookup just before its copies; HEARTH_ATTN_TC_ST=2: e4m3 with
-     * two stages (one tile in flight), as f16 keeps (A/B switches, read once) */
-    static int tpf = -1, st3 = -1;
-    if (tpf < 0) {
-        const char *s = getenv("HEARTH_ATTN_TC_TPF"), *n = getenv("HEARTH_ATTN_TC_ST");
-        tpf = !s || atoi(s) != 0;
+    /* HEARTH_ATTN_TC_ST=2: e4m3 with two stages (one tile in flight), as f16 keeps (an A/B switch, read once) */
+    static int st3 = -1;
+    if (st3 < 0) {
+        const char *n = getenv("HEARTH_ATTN_TC_ST");
         st3 = FP8 && !(n && atoi(n) == 2);
     }
-    static int tct = -1;
-    if (tct < 0) {
-        const char *s = getenv("HEARTH_ATTN_TC_T");
-        tct = !s || atoi(s) != 0;
-    }
-    if (FP8 && tct) { /* v39 (HEARTH_ATTN_TC_T=0: the kernel before it) */
-        static unsigned long long tdone[2];
-        auto k = st3 ? attn_rows_tct_kernel<HD, 3> : attn_rows_tct_kernel<HD, 2>;
-        const int smem = st3 ? tc_cfg<HD, true, 3>::SMEM : tc_cfg<HD, true, 2>::SMEM;
-        cu_smem_setup(L, k, smem, true, &tdone[st3]);
-        cu_launch_k(L, k, grid, dim3(TC_NT), smem, out, q, *kv, seq, pos, T, n_heads, n_kv, qscale, window, S, minpos,
-                    part, skip_bm, bs_shift);
-        return;
-    }
     constexpr int N3 = FP8 ? 3 : 2; /* f16 has no three-stage instantiation */
+    static unsigned long long done[2]; /* devices set up, per instantiation */
+    auto k = st3 ? attn_rows_tc_kernel<HD, FP8, N3> : attn_rows_tc_kernel<HD, FP8, 2>;
     const int smem = st3 ? tc_cfg<HD, FP8, N3>::SMEM : tc_cfg<HD, FP8, 2>::SMEM;
-    static unsigned long long done[4]; /* devices set up, per instantiation */
-    auto k = st3 ? (tpf ? attn_rows_tc_kernel<HD, FP8, true, N3> : attn_rows_tc_kernel<HD, FP8, false, N3>)
-                 : (tpf ? attn_rows_tc_kernel<HD, FP8, true, 2> : attn_rows_tc_kernel<HD, FP8, false, 2>);
-    cu_smem_setup(L, k, smem, true, &done[2 * st3 + tpf]);
+    cu_smem_setup(L, k, smem, true, &done[st3]);
     cu_launch_k(L, k, grid, dim3(TC_NT), smem, out, q, *kv, seq, pos, T, n_heads, n_kv, qscale, window, S, minpos,
                 part, skip_bm, bs_shift);
 }
