@@ -145,7 +145,11 @@ int main(int argc, char **argv) {
                 int layout = HEARTH_LAYOUT_STORED; /* as the model loader leaves it (HEARTH_SPLIT_ROWS=0: stored) */
                 for (int k = 0; k < copies && ok && o->prepare_weight; k++) {
                     hearth_weight wt = {w[k], t, sh->N, sh->K, rb, HEARTH_LAYOUT_STORED};
-                    o->prepare_weight(c, &wt);
+                    hearth_err perr = {0};
+                    if (o->prepare_weight(c, &wt, &perr) != HEARTH_OK) {
+                        fprintf(stderr, "bench_gemv: %s\n", perr.msg);
+                        ok = 0;
+                    }
                     layout = wt.layout;
                 }
                 float *xh = malloc(sizeof(float) * (size_t)T * sh->K);

@@ -96,7 +96,10 @@ static int side_new(side *s, int rows, int ctx, int fp8) {
         void *d = upload_rand_bf16(s, (size_t)W_N[i] * W_K[i]);
         if (!d) return 1;
         s->w[i] = (hearth_weight){d, HEARTH_DT_BF16, W_N[i], W_K[i], 2 * (size_t)W_K[i], HEARTH_LAYOUT_STORED};
-        if (o->prepare_weight) o->prepare_weight(s->c, &s->w[i]);
+        if (o->prepare_weight && o->prepare_weight(s->c, &s->w[i], &err) != HEARTH_OK) {
+            fprintf(stderr, "bench_overlap: %s\n", err.msg);
+            return 1;
+        }
     }
     s->x = upload_rand_f32(s, (size_t)rows * DIM, 1.0f);
     s->att = upload_rand_f32(s, (size_t)rows * NH * HD, 1.0f);

@@ -171,7 +171,8 @@ static hearth_status load_matrix(hearth_model *m, int role, int layer, int64_t r
         if (!d) return oom(m, t.name, t.nbytes, err);
         upload(m, d, t.data, t.nbytes);
         w->data = d;
-        if (m->ops->prepare_weight) m->ops->prepare_weight(m->ops_ctx, w);
+        hearth_status st = m->ops->prepare_weight ? m->ops->prepare_weight(m->ops_ctx, w, err) : HEARTH_OK;
+        if (st != HEARTH_OK) return hearth_err_wrap(err, st, "%s: tensor %s", m->path, t.name);
     }
     return HEARTH_OK;
 }

@@ -142,9 +142,11 @@ typedef struct hearth_ops {
     void (*pick)(void *ctx, hearth_pick *out, const float *logits, int n_rows, int vocab,
                  const hearth_pick_params *params);
     /* Optional (NULL: weights stay as uploaded). Called once after a weight
-     * is uploaded: the backend may re-lay its rows in place for its kernels,
-     * setting w->layout. */
-    void (*prepare_weight)(void *ctx, hearth_weight *w);
+     * is uploaded, before an op reads it: the backend may re-lay its rows in
+     * place for its kernels (setting w->layout), and reserve the scratch that
+     * multiplying by it takes, since a step never allocates. HEARTH_ENOMEM
+     * (err names the scratch) when that does not fit. */
+    hearth_status (*prepare_weight)(void *ctx, hearth_weight *w, hearth_err *err);
 } hearth_ops;
 
 #endif

@@ -129,23 +129,30 @@ static int check_cuda_ok(void) {
 /* ---- matmul ------------------------------------------------------------------ */
 
 /* A weight uploaded as the model loader leaves it: prepare_weight after the
- * upload, which splits Q4_0 / Q8_0 / Q4_K / Q6_K rows that are 16-byte
- * aligned (HEARTH_LAYOUT_SPLIT; a test fails if it did not). Q6_K rows are
- * aligned from 8 blocks (K = 2048). */
-static void prepare(hearth_weight *w, int offset) {
-    CU->prepare_weight(g_cu, w);
-    int splits = (w->type == HEARTH_DT_Q4_0 || w->type == HEARTH_DT_Q8_0 || w->type == HEARTH_DT_Q4_K ||
+ * upload, which reserves what its matmuls need and, with split, splits
+ * Q4_0 / Q8_0 / Q4_K / Q6_K rows that are 16-byte aligned
+ * (HEARTH_LAYOUT_SPLIT; a test fails if it did not). Q6_K rows are aligned
+ * from 8 blocks (K = 2048). */
+static void prepare_as(hearth_weight *w, int offset, int split) {
+    hearth_err err = {0};
+    hearth_cuda_ctx_set_split_rows(g_cu, split);
+    hearth_status st = CU->prepare_weight(g_cu, w, &err);
+    hearth_cuda_ctx_set_split_rows(g_cu, 1);
+    if (st != HEARTH_OK) test_fail(__FILE__, __LINE__, "prepare_weight: %s", err.msg);
+    int splits = split &&
+                 (w->type == HEARTH_DT_Q4_0 || w->type == HEARTH_DT_Q8_0 || w->type == HEARTH_DT_Q4_K ||
                   w->type == HEARTH_DT_Q6_K) &&
                  offset == 0 && w->row_bytes % 16 == 0;
     if (w->layout != (splits ? HEARTH_LAYOUT_SPLIT : HEARTH_LAYOUT_STORED))
         test_fail(__FILE__, __LINE__, "prepare_weight %s offset %d: layout %d", hearth_dtype_get(w->type)->name,
                   offset, w->layout);
 }
+static void prepare(hearth_weight *w, int offset) { prepare_as(w, offset, 1); }
 
 /* One (type, K, N, T) case; offset shifts the device weights by that many
- * bytes (2: the unaligned GEMV path); prep: the device weights go through
- * prepare_weight (else they stay as stored: the staged GEMV path for aligned
- * Q4_0 / Q8_0 / Q4_K / Q6_K). Returns 0 on a failure (reported). */
+ * bytes (2: the unaligned GEMV path); prep: prepare_weight may split their
+ * rows (else they stay as stored: the staged GEMV path for aligned Q4_0 /
+ * Q8_0 / Q4_K / Q6_K). Returns 0 on a failure (reported). */
 static int matmul_case_prep(hearth_dtype t, int K, int N, int T, int offset, int prep) {
     size_t rb = hearth_dtype_row_bytes(t, K);
     uint8_t *w = malloc(rb * (size_t)N);
@@ -179,7 +186,7 @@ static int matmul_case_prep(hearth_dtype t, int K, int N, int T, int offset, int
         CU->upload(g_cu, wd + offset, w, rb * (size_t)N);
         poison(yd, sizeof(float) * (size_t)T * N);
         hearth_weight wdv = {wd + offset, t, N, K, rb, HEARTH_LAYOUT_STORED};
-        if (prep) prepare(&wdv, offset);
+        prepare_as(&wdv, offset, prep);
         CU->matmul(g_cu, yd, xd, T, &wdv);
         down(got, yd, sizeof(float) * (size_t)T * N);
         ok = check_cuda_ok();
@@ -277,6 +284,7 @@ TEST(cuda_matmul_split_equals_stored) {
         void *wd[2] = {dup_host(w, rb * N), dup_host(w, rb * N)};
         float *xd = dup_host(x, sizeof(float) * 8 * K), *yd = dnew(sizeof(float) * 8 * N);
         hearth_weight wdv[2] = {{wd[0], t, N, K, rb, HEARTH_LAYOUT_STORED}, {wd[1], t, N, K, rb, HEARTH_LAYOUT_STORED}};
+        prepare_as(&wdv[0], 0, 0);
         prepare(&wdv[1], 0);
         int bad_T = 0;
         for (int j = 0; j < 2 && !bad_T; j++) {

@@ -14,6 +14,8 @@
 
 void cu_mm_invalidate(cu_mm_state *s) { s->c_x = NULL; }
 
+static int is_float(hearth_dtype t) { return t == HEARTH_DT_F32 || t == HEARTH_DT_F16 || t == HEARTH_DT_BF16; }
+
 static void prep(const cu_launch *L, cu_mm_state *s, int kind, const float *x, int T, int K) {
     if (s->c_x == x && s->c_T == T && s->c_K == K && s->c_kind == kind) return;
     cu_xprep(L, kind, s->xprep, x, T, K);
@@ -106,6 +108,10 @@ void cu_matmul(const cu_launch *L, cu_mm_state *s, float *y, const float *x, int
     } else {
         prep(L, s, XPREP_BF16, x, T, K);
         int chunk = (int)(s->deq_bytes / ((size_t)K * 2));
+        if (chunk < 1) { /* not a row of scratch: op_matmul asserts that prepare_weight reserved it */
+            cu_note(L, cudaErrorInvalidValue);
+            return;
+        }
         if (chunk > N) chunk = N;
         if (chunk > 64) chunk -= chunk % 64;
         for (int n0 = 0; n0 < N; n0 += chunk) {
@@ -116,6 +122,18 @@ void cu_matmul(const cu_launch *L, cu_mm_state *s, float *y, const float *x, int
     }
     /* the output may have overwritten the cached input */
     out_written(s, y, sizeof(float) * (size_t)T * N);
+}
+
+/* A quantized matrix on the cuBLAS path is dequantized into the scratch
+ * whole (twice: a pair dequantizes both members at once, cu_matmul_pair),
+ * up to the 256 MiB of a Llama-8B gate + up pair (2 x 14336 x 4096 bf16);
+ * larger matrices (a vocabulary head) go in chunks of rows. */
+#define DEQ_MAX_BYTES ((size_t)256 << 20)
+
+size_t cu_mm_deq_need(hearth_dtype t, int rows, int cols) {
+    if (is_float(t)) return 0;
+    size_t need = 2 * (size_t)rows * (size_t)cols * sizeof(__nv_bfloat16);
+    return need < DEQ_MAX_BYTES ? need : DEQ_MAX_BYTES;
 }
 
 /* Where two products of one x go as one batched GEMM (bench_gemm on the

@@ -9,7 +9,8 @@ struct cu_mm_state {
     cublasHandle_t blas;
     void *xprep, *xprep2; /* prepared x: max_tokens x (max_cols + 256), bf16-sized, twice: a GEMV that
                              reads one may write the next matmul's input into the other */
-    __nv_bfloat16 *deq;   /* dequantized weight rows for the cuBLAS path */
+    __nv_bfloat16 *deq;   /* dequantized weight rows for the cuBLAS path: reserved at load (prepare_weight,
+                             cu_mm_deq_need); NULL for a model of float weights */
     size_t deq_bytes;
     int mmv_max_t;        /* GEMV up to this T (<= 8) */
     const float *c_x;     /* cache key: x, T, K, kind; c_x NULL = empty */
@@ -27,6 +28,9 @@ int cu_mm_prep_kind(const cu_mm_state *s, int T, hearth_dtype t);
 /* One GEMV launch over a set of matrices sharing x (cu_mm_gemv must hold). */
 void cu_matmul_set(const cu_launch *L, cu_mm_state *s, const mmv_set *set, const float *x, int T, hearth_dtype t,
                    int K, size_t row_bytes);
+/* Bytes of dequantization scratch that a matrix of type t on the cuBLAS path
+ * wants (0 for f32, f16 and bf16). */
+size_t cu_mm_deq_need(hearth_dtype t, int rows, int cols);
 /* W: N rows of K elements of type t, row_bytes apart, laid out as layout
  * (HEARTH_LAYOUT_*). */
 void cu_matmul(const cu_launch *L, cu_mm_state *s, float *y, const float *x, int T, const void *w, hearth_dtype t,

@@ -16,7 +16,8 @@
  * Invariants: records are zeroed before they are filled (memcmp identity);
  * the matmul x cache is reset at the start of each run of records, so eager
  * runs and captures make the same decisions; the ctx never allocates device
- * memory after ctx_new but for alloc() and graph instantiation. */
+ * memory after ctx_new but for alloc(), graph instantiation and the scratch
+ * that the weights need, reserved at load (prepare_weight). */
 #include "ops/cuda/matmul.cuh"
 
 #include <stdio.h>
@@ -130,6 +131,7 @@ struct hearth_cuda_ctx {
     int fuse;
     int attn_cluster_cap; /* cu_attention_cluster's cap */
     int rope_gemv_rows;   /* up to which T the q/k/v GEMV takes the rope + KV epilogue */
+    int split_rows;       /* prepare_weight re-lays Q4_0 / Q8_0 / Q4_K / Q6_K rows (split_rows.cu) */
     int profile, pdl_saved;
     cudaEvent_t prof_ev[PROF_EVENTS];
     struct {
@@ -801,7 +803,8 @@ static rec *push(hearth_cuda_ctx *c, int kind) {
 
 /* ---- context -------------------------------------------------------------- */
 
-static hearth_status dev_fail(hearth_cuda_ctx *c, hearth_err *err, const char *what, size_t bytes, cudaError_t e) {
+/* A failed CUDA call as a status and a message naming the device and what (of how many bytes) failed. */
+static hearth_status dev_err(hearth_cuda_ctx *c, hearth_err *err, const char *what, size_t bytes, cudaError_t e) {
     hearth_status st = e == cudaErrorMemoryAllocation ? HEARTH_ENOMEM : HEARTH_EIO;
     if (bytes)
         hearth_err_set(err, st, "cuda:%d (%s): %s (%.1f MiB): %s", c->device, c->dev_name, what,
@@ -809,8 +812,33 @@ static hearth_status dev_fail(hearth_cuda_ctx *c, hearth_err *err, const char *w
     else
         hearth_err_set(err, st, "cuda:%d (%s): %s: %s", c->device, c->dev_name, what, cudaGetErrorString(e));
     cudaGetLastError();
+    return st;
+}
+
+static hearth_status dev_fail(hearth_cuda_ctx *c, hearth_err *err, const char *what, size_t bytes, cudaError_t e) {
+    hearth_status st = dev_err(c, err, what, bytes, e);
     hearth_cuda_ctx_free(c);
     return st;
+}
+
+/* Grows the scratch buffer *p (of *have bytes) to at least bytes, at load:
+ * graphs captured before may name the old buffer, so they go. On failure
+ * the buffer is gone (*have 0) and err says what was short. */
+static hearth_status reserve(hearth_cuda_ctx *c, void **p, size_t *have, size_t bytes, const char *what,
+                             hearth_err *err) {
+    if (bytes <= *have) return HEARTH_OK;
+    flush(c, 1);
+    drop_graphs(c);
+    cudaFree(*p);
+    *p = NULL;
+    *have = 0;
+    cudaError_t e = cudaMalloc(p, bytes);
+    if (e != cudaSuccess) {
+        *p = NULL;
+        return dev_err(c, err, what, bytes, e);
+    }
+    *have = bytes;
+    return HEARTH_OK;
 }
 
 extern "C" hearth_status hearth_cuda_ctx_new(hearth_cuda_ctx **out, int device, int max_tokens, int max_cols,
@@ -840,6 +868,8 @@ extern "C" hearth_status hearth_cuda_ctx_new(hearth_cuda_ctx **out, int device, 
         c->attn_cluster_cap = s ? atoi(s) : 16;
         s = getenv("HEARTH_ROPE_GEMV");
         c->rope_gemv_rows = s ? atoi(s) : 1;
+        s = getenv("HEARTH_SPLIT_ROWS"); /* 0: weights keep the file's layout (benchmarks) */
+        c->split_rows = !(s && atoi(s) == 0);
     }
     c->L.pdl = 1;
     {
@@ -871,9 +901,6 @@ extern "C" hearth_status hearth_cuda_ctx_new(hearth_cuda_ctx **out, int device, 
     size_t xprep2_bytes = cu_xprep_bytes(XPREP_BF16, 8, max_cols + 256);
     if ((e = cudaMalloc(&c->mm.xprep2, xprep2_bytes)) != cudaSuccess)
         return dev_fail(c, err, "matmul input scratch", xprep2_bytes, e);
-    c->mm.deq_bytes = 256u << 20; /* two bf16 matrices of 14336 x 4096 (a gate + up pair, matmul.cu) */
-    if ((e = cudaMalloc((void **)&c->mm.deq, c->mm.deq_bytes)) != cudaSuccess)
-        return dev_fail(c, err, "dequantized weight scratch", c->mm.deq_bytes, e);
     long part_rows = 4L * c->L.n_sm + 64;
     if (part_rows < max_tokens) part_rows = max_tokens;
     c->part_floats = (size_t)part_rows * (size_t)(max_cols + max_cols / 8 + 64);
@@ -965,6 +992,8 @@ extern "C" void hearth_cuda_ctx_set_rope_gemv(hearth_cuda_ctx *c, int max_rows) 
     drop_graphs(c);
     c->rope_gemv_rows = max_rows;
 }
+
+extern "C" void hearth_cuda_ctx_set_split_rows(hearth_cuda_ctx *c, int on) { c->split_rows = on != 0; }
 
 extern "C" void hearth_cuda_ctx_profile(hearth_cuda_ctx *c, int on) {
     flush(c, 1);
@@ -1129,18 +1158,18 @@ static void op_upload(void *ctx, void *dst, const void *src, size_t bytes) {
     c->stage_off = 0;
 }
 
-/* Q4_0 / Q8_0 / Q4_K / Q6_K rows split for the streamed GEMV (split_rows.cu);
- * HEARTH_SPLIT_ROWS=0 keeps them as stored (benchmarks). */
-static void op_prepare_weight(void *ctx, hearth_weight *w) {
+/* The dequantization scratch of a quantized weight's cuBLAS path
+ * (cu_mm_deq_need: none for float weights), then Q4_0 / Q8_0 / Q4_K / Q6_K
+ * rows split for the streamed GEMV (split_rows.cu) unless c->split_rows is
+ * off. */
+static hearth_status op_prepare_weight(void *ctx, hearth_weight *w, hearth_err *err) {
     hearth_cuda_ctx *c = (hearth_cuda_ctx *)ctx;
-    static int off = -1;
-    if (off < 0) {
-        const char *s = getenv("HEARTH_SPLIT_ROWS");
-        off = s && atoi(s) == 0;
-    }
-    if (off || w->layout != HEARTH_LAYOUT_STORED) return;
+    hearth_status st = reserve(c, (void **)&c->mm.deq, &c->mm.deq_bytes, cu_mm_deq_need(w->type, w->rows, w->cols),
+                               "dequantized weight scratch", err);
+    if (st != HEARTH_OK || !c->split_rows || w->layout != HEARTH_LAYOUT_STORED) return st;
     flush(c, 0);
     if (cu_split_rows(&c->L, (void *)w->data, w->type, w->rows, w->cols, w->row_bytes)) w->layout = HEARTH_LAYOUT_SPLIT;
+    return HEARTH_OK;
 }
 
 static void op_download(void *ctx, void *dst, const void *src, size_t bytes) {
@@ -1170,6 +1199,8 @@ static void op_matmul(void *ctx, float *y, const float *x, int T, const hearth_w
     hearth_cuda_ctx *c = (hearth_cuda_ctx *)ctx;
     HEARTH_ASSERT(T >= 1 && T <= c->max_tokens && w->cols <= c->max_cols + 256);
     HEARTH_ASSERT(cu_mmv_supported(w->type));
+    /* a quantized weight's cuBLAS path needs the scratch that prepare_weight reserves */
+    HEARTH_ASSERT(cu_mm_gemv(&c->mm, T, w->type) || cu_mm_deq_need(w->type, 1, w->cols) <= c->mm.deq_bytes);
     rec *r = push(c, R_MATMUL);
     r->p[0] = y;
     r->p[1] = x;

@@ -61,6 +61,10 @@ void hearth_cuda_ctx_set_attn_cluster(hearth_cuda_ctx *c, int cap);
  * (the fusion of rope + rope + kv_write into its epilogue; default 1, where
  * it was measured faster, or HEARTH_ROPE_GEMV at creation; 0 = never). */
 void hearth_cuda_ctx_set_rope_gemv(hearth_cuda_ctx *c, int max_rows);
+/* Whether prepare_weight re-lays Q4_0 / Q8_0 / Q4_K / Q6_K rows for the
+ * GEMV kernels (default 1, or HEARTH_SPLIT_ROWS at creation; 0 keeps the
+ * file's layout). Weights prepared before keep theirs. */
+void hearth_cuda_ctx_set_split_rows(hearth_cuda_ctx *c, int on);
 /* Profile: while on, flushes run eagerly (no graphs, no PDL) with device
  * events around each launch unit, summed per unit label. Turning it on clears the
  * sums. profile_text writes a table (largest first) into buf, returns the
