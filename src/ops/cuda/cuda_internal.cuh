@@ -615,10 +615,19 @@ void cu_kv_write(const cu_launch *L, const cu_kv *kv, const float *k, const floa
 int cu_add_rmsnorm_fits(int dim, int kind);
 void cu_add_rmsnorm(const cu_launch *L, float *X, const float *D, float *Y, const float *w, int rows, int dim,
                     float eps, int kind, void *prep);
-/* rope on q [T][n_q heads] and k [T][n_k heads], then k and v into the cache
- * (kv->kv_dim == n_k * head_dim). */
-void cu_rope_kv(const cu_launch *L, float *q, float *k, const float *v, int T, int n_q, int n_k, int head_dim,
-                const int32_t *pos, const float *inv_freq, int rot_dim, int neox, const cu_kv *kv,
+/* Where cu_rope_kv reads token t's q, k and v: at q + t * ld_q, k + t * ld_kv
+ * and v + t * ld_kv (their own buffers, ld their widths; or rows of one
+ * [T][n_q * head_dim + 2 * kv_dim] product, ld that width). */
+struct cu_qkv_rows {
+    const float *q, *k, *v;
+    int ld_q, ld_kv;
+};
+/* rope on in's q (n_q heads) and k (n_k heads) of each token into q
+ * [T][n_q * head_dim] and k [T][kv_dim] (in's own buffers: in place; k NULL:
+ * not stored), then k and v into the cache (kv->kv_dim == n_k * head_dim);
+ * in's v copied into v [T][kv_dim] unless NULL. */
+void cu_rope_kv(const cu_launch *L, const cu_qkv_rows *in, float *q, float *k, float *v, int T, int n_q, int n_k,
+                int head_dim, const int32_t *pos, const float *inv_freq, int rot_dim, int neox, const cu_kv *kv,
                 const int32_t *seq);
 
 /* one_seq: the caller knows all T rows belong to one sequence; cluster: what

@@ -420,6 +420,21 @@ static int rope_in_gemv_split(hearth_cuda_ctx *c, const rec *r, int left, mmv_se
     return 1;
 }
 
+/* rope(q), rope(k), kv_write(k, v) at r (of left records) that cu_rope_kv
+ * runs as one: one T, positions, frequencies, rotated dims and pairing,
+ * kv_write storing rope(k)'s rows at rope's positions, q, k and v apart. */
+static int rope_kv_fits(const rec *r, int left) {
+    if (left < 3 || r->kind != R_ROPE || r[1].kind != R_ROPE || r[2].kind != R_KV_WRITE) return 0;
+    if (r->i[0] != r[1].i[0] || r->i[2] != r[1].i[2] || r->p[1] != r[1].p[1] || r->p[2] != r[1].p[2] ||
+        r->i[3] != r[1].i[3] || r->i[4] != r[1].i[4] || r[2].p[3] != r[1].p[0] || r[2].p[6] != r->p[1] ||
+        r[2].i[3] != r->i[0] || r[2].i[2] != r[1].i[1] * r[1].i[2])
+        return 0;
+    const int T = r->i[0], hd = r->i[2];
+    const size_t qb = sizeof(float) * (size_t)T * r->i[1] * hd, kb = sizeof(float) * (size_t)T * r[2].i[2];
+    return !overlap(r->p[0], qb, r[1].p[0], kb) && !overlap(r->p[0], qb, r[2].p[4], kb) &&
+           !overlap(r[1].p[0], kb, r[2].p[4], kb);
+}
+
 /* Runs the unit starting at recs[i]; returns how many records it took and
  * names it in label (for the profile). */
 static int run_unit(hearth_cuda_ctx *c, const rec *recs, int i, int n, char *label, size_t lsz) {
@@ -576,23 +591,18 @@ static int run_unit(hearth_cuda_ctx *c, const rec *recs, int i, int n, char *lab
                 return 1;
             }
         }
-        /* rope(q), rope(k), kv_write(k, v) */
-        if (left >= 3 && r->kind == R_ROPE && r[1].kind == R_ROPE && r[2].kind == R_KV_WRITE &&
-            r->i[0] == r[1].i[0] && r->i[2] == r[1].i[2] && r->p[1] == r[1].p[1] && r->p[2] == r[1].p[2] &&
-            r->i[3] == r[1].i[3] && r->i[4] == r[1].i[4] && r[2].p[3] == r[1].p[0] && r[2].p[6] == r->p[1] &&
-            r[2].i[3] == r->i[0] && r[2].i[2] == r[1].i[1] * r[1].i[2]) {
+        /* rope(q), rope(k), kv_write(k, v), in place */
+        if (rope_kv_fits(r, left)) {
             int T = r->i[0], hd = r->i[2];
-            size_t qb = sizeof(float) * (size_t)T * r->i[1] * hd, kb = sizeof(float) * (size_t)T * r[2].i[2];
-            if (!overlap(r->p[0], qb, r[1].p[0], kb) && !overlap(r->p[0], qb, r[2].p[4], kb) &&
-                !overlap(r[1].p[0], kb, r[2].p[4], kb)) {
-                cu_mm_invalidate(&c->mm);
-                cu_kv kv = get_kv(&r[2]);
-                cu_rope_kv(L, (float *)r->p[0], (float *)r[1].p[0], (const float *)r[2].p[4], T, r->i[1], r[1].i[1],
-                           hd, (const int32_t *)r->p[1], (const float *)r->p[2], r->i[3], r->i[4], &kv,
-                           (const int32_t *)r[2].p[5]);
-                snprintf(label, lsz, "rope+rope+kv_write %s", rows_tag(tb, sizeof tb, "T=", T));
-                return 3;
-            }
+            cu_mm_invalidate(&c->mm);
+            cu_kv kv = get_kv(&r[2]);
+            cu_qkv_rows in = {(const float *)r->p[0], (const float *)r[1].p[0], (const float *)r[2].p[4], r->i[1] * hd,
+                              r[2].i[2]};
+            cu_rope_kv(L, &in, (float *)r->p[0], (float *)r[1].p[0], NULL, T, r->i[1], r[1].i[1], hd,
+                       (const int32_t *)r->p[1], (const float *)r->p[2], r->i[3], r->i[4], &kv,
+                       (const int32_t *)r[2].p[5]);
+            snprintf(label, lsz, "rope+rope+kv_write %s", rows_tag(tb, sizeof tb, "T=", T));
+            return 3;
         }
     }
     run_one(c, r);
