@@ -140,40 +140,86 @@ static size_t tensor_bytes(const hearth_model *m) {
     return n;
 }
 
+/* Looks up a matrix weight of shape [rows, cols] (required unless optional)
+ * and fills in w but its data; t->data NULL when an optional one is absent. */
+static hearth_status find_matrix(hearth_model *m, int role, int layer, int64_t rows, int64_t cols, int optional,
+                                 hearth_weight *w, src_tensor *t, hearth_err *err) {
+    memset(w, 0, sizeof *w);
+    t->data = NULL;
+    if (!src_find(m, role, layer, t)) {
+        if (optional) return HEARTH_OK;
+        snprintf(t->name, sizeof t->name, NAMES[role][m->gguf ? 0 : 1], layer);
+        return hearth_err_set(err, HEARTH_ENOENT, "%s: missing tensor %s", m->path, t->name);
+    }
+    if (t->rows != rows || t->cols != cols) return shape_error(m, t, rows, cols, err);
+    const hearth_dtype_info *di = hearth_dtype_get(t->type);
+    if (!di || t->type == HEARTH_DT_Q8_1 || t->type == HEARTH_DT_Q8_K)
+        return hearth_err_set(err, HEARTH_ENOTSUP, "%s: tensor %s: weight type %u not supported", m->path, t->name,
+                              t->type);
+    w->type = (hearth_dtype)t->type;
+    w->rows = (int)rows;
+    w->cols = (int)cols;
+    w->row_bytes = hearth_dtype_row_bytes(t->type, cols);
+    if (w->row_bytes * (size_t)rows != t->nbytes)
+        return hearth_err_set(err, HEARTH_EFORMAT, "%s: tensor %s: %zu bytes, expected %zu", m->path, t->name,
+                              t->nbytes, w->row_bytes * (size_t)rows);
+    m->weight_bytes += t->nbytes;
+    fingerprint_tensor(m, t);
+    return HEARTH_OK;
+}
+
+/* Points w at the tensor in the mmap (host backends), or uploads it to dst
+ * (NULL: an allocation of its own) and has the backend prepare it. */
+static hearth_status place_matrix(hearth_model *m, const src_tensor *t, hearth_weight *w, void *dst,
+                                  hearth_err *err) {
+    if (m->ops->host_memory) {
+        w->data = t->data;
+        return HEARTH_OK;
+    }
+    if (!dst && !(dst = owned_alloc(m, t->nbytes))) return oom(m, t->name, t->nbytes, err);
+    upload(m, dst, t->data, t->nbytes);
+    w->data = dst;
+    hearth_status st = m->ops->prepare_weight ? m->ops->prepare_weight(m->ops_ctx, w, err) : HEARTH_OK;
+    if (st != HEARTH_OK) return hearth_err_wrap(err, st, "%s: tensor %s", m->path, t->name);
+    return HEARTH_OK;
+}
+
 /* A matrix weight of shape [rows, cols]; required unless optional. */
 static hearth_status load_matrix(hearth_model *m, int role, int layer, int64_t rows, int64_t cols, int optional,
                                  hearth_weight *w, hearth_err *err) {
     src_tensor t;
-    memset(w, 0, sizeof *w);
-    if (!src_find(m, role, layer, &t)) {
-        if (optional) return HEARTH_OK;
-        snprintf(t.name, sizeof t.name, NAMES[role][m->gguf ? 0 : 1], layer);
-        return hearth_err_set(err, HEARTH_ENOENT, "%s: missing tensor %s", m->path, t.name);
+    hearth_status st = find_matrix(m, role, layer, rows, cols, optional, w, &t, err);
+    if (st != HEARTH_OK || !t.data) return st;
+    return place_matrix(m, &t, w, NULL, err);
+}
+
+/* A layer's q, k and v. On a device backend, where the three share a type,
+ * one allocation holds their rows back to back (each from a 256-byte
+ * boundary, which real shapes fill exactly), so that the backend may
+ * multiply x by all three in one product (ops->prepare_set). */
+static hearth_status load_qkv(hearth_model *m, int layer, int64_t qd, int64_t kvd, int64_t dim,
+                              hearth_layer_weights *L, hearth_err *err) {
+    hearth_weight *w[3] = {&L->wq, &L->wk, &L->wv};
+    static const int roles[3] = {T_Q, T_K, T_V};
+    const int64_t rows[3] = {qd, kvd, kvd};
+    src_tensor t[3];
+    size_t at[3], total = 0;
+    hearth_status st;
+    for (int i = 0; i < 3; i++) {
+        if ((st = find_matrix(m, roles[i], layer, rows[i], dim, 0, w[i], &t[i], err))) return st;
+        at[i] = total;
+        total += (t[i].nbytes + 255) & ~(size_t)255;
     }
-    if (t.rows != rows || t.cols != cols) return shape_error(m, &t, rows, cols, err);
-    const hearth_dtype_info *di = hearth_dtype_get(t.type);
-    if (!di || t.type == HEARTH_DT_Q8_1 || t.type == HEARTH_DT_Q8_K)
-        return hearth_err_set(err, HEARTH_ENOTSUP, "%s: tensor %s: weight type %u not supported", m->path, t.name,
-                              t.type);
-    w->type = (hearth_dtype)t.type;
-    w->rows = (int)rows;
-    w->cols = (int)cols;
-    w->row_bytes = hearth_dtype_row_bytes(t.type, cols);
-    if (w->row_bytes * (size_t)rows != t.nbytes)
-        return hearth_err_set(err, HEARTH_EFORMAT, "%s: tensor %s: %zu bytes, expected %zu", m->path, t.name,
-                              t.nbytes, w->row_bytes * (size_t)rows);
-    m->weight_bytes += t.nbytes;
-    fingerprint_tensor(m, &t);
-    if (m->ops->host_memory) {
-        w->data = t.data;
-    } else {
-        void *d = owned_alloc(m, t.nbytes);
-        if (!d) return oom(m, t.name, t.nbytes, err);
-        upload(m, d, t.data, t.nbytes);
-        w->data = d;
-        hearth_status st = m->ops->prepare_weight ? m->ops->prepare_weight(m->ops_ctx, w, err) : HEARTH_OK;
-        if (st != HEARTH_OK) return hearth_err_wrap(err, st, "%s: tensor %s", m->path, t.name);
-    }
+    const int device = !m->ops->host_memory;
+    uint8_t *block = NULL;
+    if (device && w[0]->type == w[1]->type && w[1]->type == w[2]->type && !(block = owned_alloc(m, total)))
+        return oom(m, t[0].name, total, err);
+    for (int i = 0; i < 3; i++)
+        if ((st = place_matrix(m, &t[i], w[i], block ? block + at[i] : NULL, err))) return st;
+    if (!device || !m->ops->prepare_set) return HEARTH_OK;
+    const hearth_weight set[3] = {L->wq, L->wk, L->wv};
+    if ((st = m->ops->prepare_set(m->ops_ctx, set, 3, err)))
+        return hearth_err_wrap(err, st, "%s: layer %d: q, k and v", m->path, layer);
     return HEARTH_OK;
 }
 
@@ -343,9 +389,7 @@ hearth_status hearth_model_load(hearth_model **out, const char *path, const hear
     for (int l = 0; l < c->n_layers; l++) {
         hearth_layer_weights *L = &m->layers[l];
         if ((st = load_vector(m, T_ATTN_NORM, l, dim, 0, &L->attn_norm, err))) goto fail;
-        if ((st = load_matrix(m, T_Q, l, qd, dim, 0, &L->wq, err))) goto fail;
-        if ((st = load_matrix(m, T_K, l, kvd, dim, 0, &L->wk, err))) goto fail;
-        if ((st = load_matrix(m, T_V, l, kvd, dim, 0, &L->wv, err))) goto fail;
+        if ((st = load_qkv(m, l, qd, kvd, dim, L, err))) goto fail;
         if ((st = load_matrix(m, T_O, l, dim, qd, 0, &L->wo, err))) goto fail;
         int bias = c->attention_bias;
         if ((st = load_vector(m, T_BQ, l, qd, !bias, &L->bq, err))) goto fail;

@@ -147,6 +147,13 @@ typedef struct hearth_ops {
      * multiplying by it takes, since a step never allocates. HEARTH_ENOMEM
      * (err names the scratch) when that does not fit. */
     hearth_status (*prepare_weight)(void *ctx, hearth_weight *w, hearth_err *err);
+    /* Optional (NULL: nothing to do). Called once for each set of n matrices
+     * that the model multiplies by one x, one after the other (a layer's q,
+     * k and v, in that order), after prepare_weight saw each: the backend
+     * may reserve what one product over the whole set takes. The loader puts
+     * the set's rows back to back in one allocation where they share a type.
+     * HEARTH_ENOMEM (err names the scratch) when that does not fit. */
+    hearth_status (*prepare_set)(void *ctx, const hearth_weight *ws, int n, hearth_err *err);
 } hearth_ops;
 
 #endif

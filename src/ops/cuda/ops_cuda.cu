@@ -1355,4 +1355,5 @@ extern "C" const hearth_ops hearth_cuda_ops = {
     /* .attention = */ op_attention,
     /* .pick = */ op_pick,
     /* .prepare_weight = */ op_prepare_weight,
+    /* .prepare_set = */ NULL,
 };
