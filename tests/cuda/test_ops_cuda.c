@@ -1282,6 +1282,9 @@ static int layer_case_at(hearth_dtype t, int T, hearth_dtype kt, int pos0) {
     uint8_t *k_init = malloc(kvb), *v_init = malloc(kvb);
     down(k_init, kp.dk, kvb);
     down(v_init, kp.dv, kvb);
+    /* q, k and v as one GEMM may sum in another order than three products do (cuda_qkv_* hold it to its own
+     * tolerances): off here, where fused and unfused runs must agree bit for bit */
+    hearth_cuda_ctx_set_mm_qkv(g_cu, 0);
     for (int f = 0; f < 2; f++) {
         hearth_cuda_ctx_set_fusion(g_cu, f == 0);
         CU->upload(g_cu, kp.dk, k_init, kvb);
@@ -1304,6 +1307,7 @@ static int layer_case_at(hearth_dtype t, int T, hearth_dtype kt, int pos0) {
         down(vc[f], kp.dv, kvb);
     }
     hearth_cuda_ctx_set_fusion(g_cu, 1);
+    hearth_cuda_ctx_set_mm_qkv(g_cu, 1);
     static const char *names[8] = {"x", "xb", "q", "k", "v", "att", "hb", "hb2"};
     int ok = check_cuda_ok();
     int quant = t != HEARTH_DT_F32 && t != HEARTH_DT_F16 && t != HEARTH_DT_BF16;

@@ -136,6 +136,49 @@ size_t cu_mm_deq_need(hearth_dtype t, int rows, int cols) {
     return need < DEQ_MAX_BYTES ? need : DEQ_MAX_BYTES;
 }
 
+long long cu_mm_stack_deq(const cu_mm_mat *m, int n, int K) {
+    long long rows = 0;
+    for (int j = 0; j < n; j++) {
+        if (is_float(m[j].t) != is_float(m[0].t)) return -1;
+        /* one GEMM reads float rows where they are: one type, one row stride, each matrix right after the last */
+        if (is_float(m[0].t) && j > 0 &&
+            (m[j].t != m[0].t || m[j].row_bytes != m[0].row_bytes ||
+             (const char *)m[j].w != (const char *)m[j - 1].w + (size_t)m[j - 1].N * m[j - 1].row_bytes))
+            return -1;
+        rows += m[j].N;
+    }
+    if (is_float(m[0].t)) return m[0].row_bytes % hearth_dtype_get(m[0].t)->block_bytes ? -1 : 0;
+    long long deq = rows * K * (long long)sizeof(__nv_bfloat16);
+    return deq <= (long long)DEQ_MAX_BYTES ? deq : -1;
+}
+
+int cu_matmul_stack(const cu_launch *L, cu_mm_state *s, float *y, const float *x, int T, int K, const cu_mm_mat *m,
+                    int n) {
+    long long deq = cu_mm_stack_deq(m, n, K);
+    if (deq < 0 || (size_t)deq > s->deq_bytes) return 0;
+    int N = 0;
+    for (int j = 0; j < n; j++) N += m[j].N;
+    const hearth_dtype t = m[0].t;
+    if (t == HEARTH_DT_F32) {
+        gemm(L, s, CUDA_R_32F, m[0].w, (int)(m[0].row_bytes / 4), x, y, N, T, K, N);
+    } else if (t == HEARTH_DT_F16 || t == HEARTH_DT_BF16) {
+        prep(L, s, t == HEARTH_DT_F16 ? XPREP_F16 : XPREP_BF16, x, T, K);
+        gemm(L, s, t == HEARTH_DT_F16 ? CUDA_R_16F : CUDA_R_16BF, m[0].w, (int)(m[0].row_bytes / 2), s->c_buf, y, N,
+             T, K, N);
+    } else {
+        prep(L, s, XPREP_BF16, x, T, K);
+        size_t at = 0;
+        for (int j = 0; j < n; j++) {
+            cu_dequant_bf16(L, s->deq + at, m[j].w, m[j].t, K, m[j].row_bytes, m[j].layout == HEARTH_LAYOUT_SPLIT, 0,
+                            m[j].N);
+            at += (size_t)m[j].N * K;
+        }
+        gemm(L, s, CUDA_R_16BF, s->deq, K, s->c_buf, y, N, T, K, N);
+    }
+    out_written(s, y, sizeof(float) * (size_t)T * N);
+    return 1;
+}
+
 /* Where two products of one x go as one batched GEMM (bench_gemm on the
  * H200, bf16: k + v at 128..2048 rows took 41-92% of the two GEMMs' time;
  * gate + up 98% at 128 rows, 83% at 512, 88% at 640, but 106% at 768 and

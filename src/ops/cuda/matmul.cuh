@@ -35,6 +35,26 @@ size_t cu_mm_deq_need(hearth_dtype t, int rows, int cols);
  * (HEARTH_LAYOUT_*). */
 void cu_matmul(const cu_launch *L, cu_mm_state *s, float *y, const float *x, int T, const void *w, hearth_dtype t,
                int N, int K, size_t row_bytes, int layout);
+/* One matrix of a stacked product: N rows of K elements of type t,
+ * row_bytes apart, laid out as layout (HEARTH_LAYOUT_*). */
+struct cu_mm_mat {
+    const void *w;
+    hearth_dtype t;
+    int N;
+    size_t row_bytes;
+    int layout;
+};
+/* Whether cu_matmul_stack can take the n matrices (of K columns) as one:
+ * the dequantization scratch it needs in bytes (0 for f32, f16 and bf16
+ * matrices of one type whose rows follow each other in memory; quantized
+ * ones, of any quantized types, are dequantized one after the other, up to
+ * the largest scratch cu_mm_deq_need asks), or -1 when it cannot. */
+long long cu_mm_stack_deq(const cu_mm_mat *m, int n, int K);
+/* y[T][N0 + N1 + ...] = x @ [W0; W1; ...]^T as one cuBLAS GEMM (the cuBLAS
+ * path: cu_mm_gemv must not hold); 0 (nothing done) where cu_mm_stack_deq
+ * says no or the dequantization scratch is smaller. */
+int cu_matmul_stack(const cu_launch *L, cu_mm_state *s, float *y, const float *x, int T, int K, const cu_mm_mat *m,
+                    int n);
 /* y1 = x W1^T and y2 = x W2^T (two weights of one type and shape) as one
  * batched cuBLAS GEMM, where the rows are few enough that this is faster than
  * two; 0 (nothing done) otherwise. */

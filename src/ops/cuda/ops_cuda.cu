@@ -132,6 +132,9 @@ struct hearth_cuda_ctx {
     int attn_cluster_cap; /* cu_attention_cluster's cap */
     int rope_gemv_rows;   /* up to which T the q/k/v GEMV takes the rope + KV epilogue */
     int split_rows;       /* prepare_weight re-lays Q4_0 / Q8_0 / Q4_K / Q6_K rows (split_rows.cu) */
+    int mm_qkv;           /* q, k and v as one GEMM on the cuBLAS path (qkv_stack_unit) */
+    float *stack;         /* that GEMM's output, [T][Nq + Nk + Nv]: reserved at load (prepare_set) */
+    size_t stack_bytes;
     int profile, pdl_saved;
     cudaEvent_t prof_ev[PROF_EVENTS];
     struct {
@@ -435,6 +438,57 @@ static int rope_kv_fits(const rec *r, int left) {
            !overlap(r[1].p[0], kb, r[2].p[4], kb);
 }
 
+/* The q, k and v matmuls of one x on the cuBLAS path, then rope(q),
+ * rope(k), kv_write(k, v) of their outputs: one GEMM of the three stacked
+ * (cu_matmul_stack) into c->stack [T][Nq + Nk + Nv], then one cu_rope_kv
+ * reading its rows, which writes rotated q into q's buffer (the attention
+ * reads it), k and v into theirs only where a later record reads them
+ * before one overwrites them (the last layer's; dead_after), and the cache
+ * as the three ops would. bench_gemm on the H200 (Llama-8B shapes, bf16):
+ * one GEMM 19.4 us against 28.1 for q and the k + v pair at 128 rows, 37.2
+ * against 43.4 at 512, 128.6 against 136.1 at 2048. cuBLAS may sum in
+ * another order for the stacked shape than for the three (the last bits of
+ * q, k, v). Returns the records taken (6), 0 when it does not apply. */
+static int qkv_stack_unit(hearth_cuda_ctx *c, const rec *recs, int i, int n, char *label, size_t lsz) {
+    const rec *r = &recs[i], *rq = r + 3, *rk = r + 4, *kw = r + 5;
+    if (!c->mm_qkv || n - i < 6 || !rope_kv_fits(rq, 3)) return 0;
+    const int T = r->i[0], K = r->i[3], hd = rq->i[2];
+    for (int j = 0; j < 3; j++) {
+        const rec *m = r + j;
+        if (m->kind != R_MATMUL || mm_gemv(c, m) || m->p[1] != r->p[1] || m->i[0] != T || m->i[3] != K ||
+            overlap(m->p[0], mm_ybytes(m), r->p[1], mm_xbytes(r)))
+            return 0;
+    }
+    /* the outputs are exactly rope(q)'s, rope(k)'s (kv_write's k) and kv_write's v (apart: rope_kv_fits) */
+    if (rq->p[0] != r->p[0] || rk->p[0] != r[1].p[0] || kw->p[4] != r[2].p[0] || rq->i[0] != T ||
+        r->i[2] != rq->i[1] * hd || r[1].i[2] != kw->i[2] || r[2].i[2] != kw->i[2])
+        return 0;
+    const int nq = r->i[2], nk = r[1].i[2], N = nq + 2 * nk;
+    if (sizeof(float) * (size_t)T * N > c->stack_bytes) return 0;
+    cu_mm_mat m[3];
+    for (int j = 0; j < 3; j++)
+        m[j] = cu_mm_mat{r[j].p[2], (hearth_dtype)r[j].i[1], r[j].i[2], r[j].z[0], r[j].i[4]};
+    if (!cu_matmul_stack(&c->L, &c->mm, c->stack, (const float *)r->p[1], T, K, m, 3)) return 0;
+    const size_t kb = mm_ybytes(r + 1);
+    const int keep_k = !dead_after(recs, i + 5, n, i + 6, r[1].p[0], kb),
+              keep_v = !dead_after(recs, i + 5, n, i + 6, r[2].p[0], kb);
+    cu_mm_invalidate(&c->mm);
+    cu_kv kv = get_kv(kw);
+    cu_qkv_rows in = {c->stack, c->stack + nq, c->stack + nq + nk, N, N};
+    cu_rope_kv(&c->L, &in, (float *)r->p[0], keep_k ? (float *)r[1].p[0] : NULL, keep_v ? (float *)r[2].p[0] : NULL,
+               T, rq->i[1], rk->i[1], hd, (const int32_t *)rq->p[1], (const float *)rq->p[2], rq->i[3], rq->i[4], &kv,
+               (const int32_t *)kw->p[5]);
+    char types[32], tb[24];
+    if (r->i[1] == r[1].i[1] && r->i[1] == r[2].i[1])
+        snprintf(types, sizeof types, "%s", type_name(r->i[1]));
+    else
+        snprintf(types, sizeof types, "%s+%s+%s", type_name(r->i[1]), type_name(r[1].i[1]), type_name(r[2].i[1]));
+    snprintf(label, lsz, "matmul x3 %s %dx%d %s (cublas one) +rope+kv_write%s", types, N, K,
+             rows_tag(tb, sizeof tb, "T=", T),
+             !keep_k && !keep_v ? " (no k, v)" : !keep_k ? " (no k)" : !keep_v ? " (no v)" : "");
+    return 6;
+}
+
 /* Runs the unit starting at recs[i]; returns how many records it took and
  * names it in label (for the profile). */
 static int run_unit(hearth_cuda_ctx *c, const rec *recs, int i, int n, char *label, size_t lsz) {
@@ -514,6 +568,8 @@ static int run_unit(hearth_cuda_ctx *c, const rec *recs, int i, int n, char *lab
                 return m + (rk ? 3 : 0);
             }
         }
+        /* q, k, v on the cuBLAS path, then their rope + KV store: one GEMM for the three (HEARTH_MM_QKV=0: not) */
+        if (int took = qkv_stack_unit(c, recs, i, n, label, lsz)) return took;
         /* two matmuls of one x and one shape on the cuBLAS path (k and v; gate and up): one batched GEMM
          * where that is faster (cu_matmul_pair decides) */
         if (left >= 2 && r->kind == R_MATMUL && r[1].kind == R_MATMUL && !mm_gemv(c, r) && mm_same_input(r, r + 1) &&
@@ -880,6 +936,8 @@ extern "C" hearth_status hearth_cuda_ctx_new(hearth_cuda_ctx **out, int device, 
         c->rope_gemv_rows = s ? atoi(s) : 1;
         s = getenv("HEARTH_SPLIT_ROWS"); /* 0: weights keep the file's layout (benchmarks) */
         c->split_rows = !(s && atoi(s) == 0);
+        s = getenv("HEARTH_MM_QKV"); /* 0: q alone and k + v as a pair on the cuBLAS path (A/B benchmarks) */
+        c->mm_qkv = !(s && atoi(s) == 0);
     }
     c->L.pdl = 1;
     {
@@ -954,6 +1012,7 @@ extern "C" void hearth_cuda_ctx_free(hearth_cuda_ctx *c) {
     cudaFree(c->mm.xprep);
     cudaFree(c->mm.xprep2);
     cudaFree(c->mm.deq);
+    cudaFree(c->stack);
     cudaFree(c->part);
     cudaFree(c->att_cnt);
     if (c->stage) cudaFreeHost(c->stage);
@@ -1004,6 +1063,12 @@ extern "C" void hearth_cuda_ctx_set_rope_gemv(hearth_cuda_ctx *c, int max_rows) 
 }
 
 extern "C" void hearth_cuda_ctx_set_split_rows(hearth_cuda_ctx *c, int on) { c->split_rows = on != 0; }
+
+extern "C" void hearth_cuda_ctx_set_mm_qkv(hearth_cuda_ctx *c, int on) {
+    flush(c, 1);
+    drop_graphs(c);
+    c->mm_qkv = on != 0;
+}
 
 extern "C" void hearth_cuda_ctx_profile(hearth_cuda_ctx *c, int on) {
     flush(c, 1);
@@ -1182,6 +1247,29 @@ static hearth_status op_prepare_weight(void *ctx, hearth_weight *w, hearth_err *
     return HEARTH_OK;
 }
 
+/* What qkv_stack_unit takes for a set of q, k and v (in that order) that
+ * can go as one GEMM (cu_mm_stack_deq): its output for max_tokens rows and,
+ * for quantized weights, the three dequantized. Other sets reserve nothing
+ * (their matmuls go as before). */
+static hearth_status op_prepare_set(void *ctx, const hearth_weight *ws, int n, hearth_err *err) {
+    hearth_cuda_ctx *c = (hearth_cuda_ctx *)ctx;
+    cu_mm_mat m[3];
+    int N = 0;
+    if (n != 3) return HEARTH_OK;
+    for (int j = 0; j < n; j++) {
+        if (ws[j].cols != ws[0].cols) return HEARTH_OK;
+        m[j] = cu_mm_mat{ws[j].data, ws[j].type, ws[j].rows, ws[j].row_bytes, ws[j].layout};
+        N += ws[j].rows;
+    }
+    long long deq = cu_mm_stack_deq(m, n, ws[0].cols);
+    if (deq < 0) return HEARTH_OK;
+    hearth_status st =
+        reserve(c, (void **)&c->mm.deq, &c->mm.deq_bytes, (size_t)deq, "dequantized weight scratch", err);
+    if (st != HEARTH_OK) return st;
+    return reserve(c, (void **)&c->stack, &c->stack_bytes, sizeof(float) * (size_t)c->max_tokens * N,
+                   "q|k|v product scratch", err);
+}
+
 static void op_download(void *ctx, void *dst, const void *src, size_t bytes) {
     hearth_cuda_ctx *c = (hearth_cuda_ctx *)ctx;
     flush(c, 0);
@@ -1355,5 +1443,5 @@ extern "C" const hearth_ops hearth_cuda_ops = {
     /* .attention = */ op_attention,
     /* .pick = */ op_pick,
     /* .prepare_weight = */ op_prepare_weight,
-    /* .prepare_set = */ NULL,
+    /* .prepare_set = */ op_prepare_set,
 };

@@ -51,8 +51,8 @@ void hearth_cuda_ctx_set_pdl(hearth_cuda_ctx *c, int on);
 void hearth_cuda_ctx_set_mmv_max_tokens(hearth_cuda_ctx *c, int t);
 /* fusion: run recognised op patterns as one kernel (default 1): matmuls
  * sharing x (q, k, v), gate + up + swiglu, add + rmsnorm (+ the next
- * matmul's input preparation), rope + rope + kv_write (alone, or in the
- * q/k/v GEMV's epilogue). */
+ * matmul's input preparation), rope + rope + kv_write (alone, in the q/k/v
+ * GEMV's epilogue, or reading the q|k|v GEMM's rows). */
 void hearth_cuda_ctx_set_fusion(hearth_cuda_ctx *c, int on);
 /* The largest thread-block cluster the few-rows decode attention may use
  * (16, 8 or 0 = none; default 16, or HEARTH_ATTN_CLUSTER at creation). */
@@ -65,6 +65,12 @@ void hearth_cuda_ctx_set_rope_gemv(hearth_cuda_ctx *c, int max_rows);
  * GEMV kernels (default 1, or HEARTH_SPLIT_ROWS at creation; 0 keeps the
  * file's layout). Weights prepared before keep theirs. */
 void hearth_cuda_ctx_set_split_rows(hearth_cuda_ctx *c, int on);
+/* Above the GEMV rows, a layer's q, k and v matmuls as one cuBLAS GEMM over
+ * the three stacked, whose rows the rope + KV store reads (default 1, or
+ * HEARTH_MM_QKV at creation; 0: q alone, k and v as a batched pair). Takes
+ * weights prepared as a set (ops->prepare_set); float ones in one
+ * allocation, back to back, as the model loader places them. */
+void hearth_cuda_ctx_set_mm_qkv(hearth_cuda_ctx *c, int on);
 /* Profile: while on, flushes run eagerly (no graphs, no PDL) with device
  * events around each launch unit, summed per unit label. Turning it on clears the
  * sums. profile_text writes a table (largest first) into buf, returns the
