@@ -1207,6 +1207,31 @@ typedef struct {
     float *x, *xb, *q, *k, *v, *att, *hb, *hb2;
 } layer_bufs;
 
+/* The first n buffers of b (device), of sz[i] floats each, poisoned. */
+static void bufs_new(layer_bufs *b, const size_t *sz, int n) {
+    float **fd = (float **)b;
+    for (int i = 0; i < n; i++) {
+        fd[i] = dnew(4 * sz[i]);
+        poison(fd[i], 4 * sz[i]);
+    }
+}
+
+/* Host copies of what a run left: the first n buffers of b into got (the
+ * device ones freed), the pair's caches into *kc and *vc (malloc'd). */
+static void bufs_take(float **got, layer_bufs *b, const size_t *sz, int n, const kvpair *kp, uint8_t **kc,
+                      uint8_t **vc) {
+    float **fd = (float **)b;
+    for (int i = 0; i < n; i++) {
+        got[i] = malloc(4 * sz[i]);
+        down(got[i], fd[i], 4 * sz[i]);
+        dfree(fd[i]);
+    }
+    *kc = malloc(kp->bytes);
+    *vc = malloc(kp->bytes);
+    down(*kc, kp->dk, kp->bytes);
+    down(*vc, kp->dv, kp->bytes);
+}
+
 /* The op sequence of forward.c for one layer, T rows of sequence 0 at
  * positions pos0.. (kv already holds the earlier positions). */
 static void layer_run(const hearth_ops *o, void *ctx, const layer_bufs *b, const hearth_weight *w,
@@ -1289,22 +1314,10 @@ static int layer_case_at(hearth_dtype t, int T, hearth_dtype kt, int pos0) {
         hearth_cuda_ctx_set_fusion(g_cu, f == 0);
         CU->upload(g_cu, kp.dk, k_init, kvb);
         CU->upload(g_cu, kp.dv, v_init, kvb);
-        float **fd = (float **)&bd[f];
-        for (int i = 0; i < 8; i++) {
-            fd[i] = dnew(4 * sz[i]);
-            poison(fd[i], 4 * sz[i]);
-        }
+        bufs_new(&bd[f], sz, 8);
         CU->upload(g_cu, bd[f].x, x0, 4 * sz[0]);
         layer_run(CU, g_cu, &bd[f], wd, n1d, n2d, &rd, &kp.dview, sd, pd, T, dim, nh, nkv, hd, ffn);
-        for (int i = 0; i < 8; i++) {
-            got[f][i] = malloc(4 * sz[i]);
-            down(got[f][i], fd[i], 4 * sz[i]);
-            dfree(fd[i]);
-        }
-        kc[f] = malloc(kvb);
-        vc[f] = malloc(kvb);
-        down(kc[f], kp.dk, kvb);
-        down(vc[f], kp.dv, kvb);
+        bufs_take(got[f], &bd[f], sz, 8, &kp, &kc[f], &vc[f]);
     }
     hearth_cuda_ctx_set_fusion(g_cu, 1);
     hearth_cuda_ctx_set_mm_qkv(g_cu, 1);
@@ -1527,6 +1540,382 @@ TEST(cuda_layer_split_qkv_rope) {
     g_layer_neox = 0;
 }
 
+/* ---- q, k and v as one cuBLAS GEMM (ops_cuda.cu qkv_stack_unit) -------------------------
+ * Above the GEMV rows the recorder runs a layer's q, k and v matmuls as one
+ * GEMM over the three weights stacked, and the rope + KV store reads its
+ * rows. Against the three products (the unit off, HEARTH_MM_QKV=0's path):
+ * with small integer x and weights every product is exact in f32, whatever
+ * order cuBLAS sums in, so both runs must store the same bits everywhere;
+ * with random data cuBLAS may sum the stacked shape in another order than
+ * the single ones (as cuda_matmul_pair found for its batched shape), so q,
+ * k, v and the cache rows agree within 1e-5 relative. Both runs near the
+ * CPU. */
+
+/* N rows of K of type t whose products with small integer x are exact in
+ * f32: integers in [-4, 4] (float types), or blocks of scale 1 with codes in
+ * [-4, 4] (q8_0) or any nibble (q4_0: -8 .. 7). */
+static void exact_rows(hearth_dtype t, uint8_t *w, int N, int K) {
+    size_t rb = hearth_dtype_row_bytes(t, K);
+    float *row = malloc(sizeof(float) * (size_t)K);
+    for (int n = 0; n < N; n++) {
+        uint8_t *dst = w + (size_t)n * rb;
+        if (t == HEARTH_DT_Q8_0 || t == HEARTH_DT_Q4_0) {
+            for (int b = 0; b < K / HEARTH_QK; b++) {
+                if (t == HEARTH_DT_Q8_0) {
+                    hearth_block_q8_0 *q = (hearth_block_q8_0 *)dst + b;
+                    q->d = hearth_f32_to_f16(1.0f);
+                    for (int i = 0; i < HEARTH_QK; i++) q->qs[i] = (int8_t)(irand(9) - 4);
+                } else {
+                    hearth_block_q4_0 *q = (hearth_block_q4_0 *)dst + b;
+                    q->d = hearth_f32_to_f16(1.0f);
+                    for (int i = 0; i < HEARTH_QK / 2; i++) q->qs[i] = (uint8_t)irand(256);
+                }
+            }
+            continue;
+        }
+        for (int k = 0; k < K; k++) row[k] = (float)(irand(9) - 4);
+        hearth_cpu_quantize_row(t, row, dst, K);
+    }
+    free(row);
+}
+
+/* The records of a layer's attention half as the model issues them, without
+ * the o projection: [rmsnorm(xb <- x)], q, k, v of x (xb with the norm),
+ * rope(q), rope(k), kv_write(k, v), attention; with tail, two matmuls then
+ * overwrite k and v (as the next layer's do), so the unit need not store them. */
+static void qkv_run(const hearth_ops *o, void *ctx, const layer_bufs *b, const hearth_weight *w, const float *norm,
+                    const hearth_rope *rope, const hearth_kv_view *kv, const int32_t *seq, const int32_t *pos, int T,
+                    int dim, int nh, int nkv, int hd, int tail) {
+    const float *x = b->x;
+    if (norm) {
+        o->rmsnorm(ctx, b->xb, b->x, norm, T, dim, 1e-5f);
+        x = b->xb;
+    }
+    o->matmul(ctx, b->q, x, T, &w[0]);
+    o->matmul(ctx, b->k, x, T, &w[1]);
+    o->matmul(ctx, b->v, x, T, &w[2]);
+    o->rope(ctx, b->q, T, nh, hd, pos, rope);
+    o->rope(ctx, b->k, T, nkv, hd, pos, rope);
+    o->kv_write(ctx, kv, 0, b->k, b->v, T, seq, pos);
+    o->attention(ctx, b->att, b->q, T, kv, 0, seq, pos, nh, nkv, hd, 1.0f / sqrtf((float)hd), 0);
+    if (tail) { /* att is [T][dim] here (q_dim == dim) */
+        o->matmul(ctx, b->k, b->att, T, &w[1]);
+        o->matmul(ctx, b->v, b->att, T, &w[2]);
+    }
+}
+
+/* Element i of a cache of kp's type as a float. */
+static float kv_get(const kvpair *p, const void *base, size_t i) {
+    if (p->type == HEARTH_DT_F16) return hearth_f16_to_f32(((const uint16_t *)base)[i]);
+    if (p->type == HEARTH_DT_E4M3) return hearth_e4m3_to_f32(((const uint8_t *)base)[i]);
+    return ((const float *)base)[i];
+}
+
+/* Positions pos0 .. pos0 + T - 1 of sequence 0 of a cache as floats [T][kv_dim]. */
+static float *kv_rows(const kvpair *p, const void *base, int pos0, int T) {
+    float *out = malloc(sizeof(float) * (size_t)T * p->kv_dim);
+    for (int t = 0; t < T; t++) {
+        int q = pos0 + t;
+        size_t off = ((size_t)p->table[q / p->bs] * p->bs + q % p->bs) * p->kv_dim;
+        for (int j = 0; j < p->kv_dim; j++) out[(size_t)t * p->kv_dim + j] = kv_get(p, base, off + j);
+    }
+    return out;
+}
+
+typedef struct {
+    hearth_dtype t, vt; /* q and k's type; v's (F32: t) */
+    int T;
+    hearth_dtype kt; /* the cache's */
+    int exact;       /* exact_rows data and small integer x, no norm; else random data through rmsnorm */
+    int tail;        /* k and v overwritten after the attention (qkv_run) */
+    int gap;         /* 256 bytes between the weights (else back to back, as the model loader places them) */
+    int rot_div, neox;
+} qkv_opts;
+
+/* 1 when the unit must take these weights: quantized ones always, float ones back to back. */
+static int qkv_unit_applies(const qkv_opts *c) {
+    int quant = c->t != HEARTH_DT_F32 && c->t != HEARTH_DT_F16 && c->t != HEARTH_DT_BF16;
+    return quant || (!c->gap && (c->vt == HEARTH_DT_F32 || c->vt == c->t));
+}
+
+/* One case: the unit on, then off, T rows of sequence 0 from position 40,
+ * both against the CPU; asserts from the profile that the on run took the
+ * unit (or not, per qkv_unit_applies; with tail, without storing k and v)
+ * and the off run did not. prof: the on run's profile text, when not NULL.
+ * Returns 0 on a failure (reported). */
+static int qkv_case(const qkv_opts *c, char *prof, size_t cap) {
+    const int dim = 512, nh = 8, nkv = 2, hd = 64, qd = nh * hd, kvd = nkv * hd, T = c->T, pos0 = 40;
+    const int ns[3] = {qd, kvd, kvd};
+    const char *name = hearth_dtype_get(c->t)->name;
+    hearth_weight wh[3], wd[3];
+    size_t at[3], total = 0;
+    for (int i = 0; i < 3; i++) {
+        hearth_dtype ti = i == 2 && c->vt != HEARTH_DT_F32 ? c->vt : c->t;
+        size_t rb = hearth_dtype_row_bytes(ti, dim);
+        uint8_t *w = malloc(rb * ns[i]);
+        if (c->exact) {
+            exact_rows(ti, w, ns[i], dim);
+        } else {
+            float *row = malloc(sizeof(float) * dim);
+            for (int n = 0; n < ns[i]; n++) {
+                for (int k = 0; k < dim; k++) row[k] = nrand() * 0.05f;
+                hearth_cpu_quantize_row(ti, row, w + (size_t)n * rb, dim);
+            }
+            free(row);
+        }
+        wh[i] = (hearth_weight){w, ti, ns[i], dim, rb, HEARTH_LAYOUT_STORED};
+        at[i] = total;
+        total += rb * ns[i] + (c->gap ? 256 : 0); /* rb * ns[i]: whole 256-byte multiples for these shapes */
+    }
+    uint8_t *block = dnew(total);
+    hearth_err err = {0};
+    for (int i = 0; i < 3; i++) {
+        CU->upload(g_cu, block + at[i], wh[i].data, wh[i].row_bytes * ns[i]);
+        wd[i] = (hearth_weight){block + at[i], wh[i].type, ns[i], dim, wh[i].row_bytes, HEARTH_LAYOUT_STORED};
+        prepare(&wd[i], 0);
+    }
+    if (CU->prepare_set(g_cu, wd, 3, &err) != HEARTH_OK) test_fail(__FILE__, __LINE__, "prepare_set: %s", err.msg);
+
+    size_t xn = (size_t)T * dim;
+    float *x0 = malloc(sizeof(float) * xn), *norm = c->exact ? NULL : rand_vec(dim), *inv = malloc(2 * hd);
+    for (size_t i = 0; i < xn; i++) x0[i] = c->exact ? (float)(irand(9) - 4) : nrand();
+    for (int i = 0; i < hd / 2; i++) inv[i] = 1.0f / powf(10000.0f, (float)(2 * i) / (float)hd);
+    float *normd = norm ? dup_host(norm, 4 * dim) : NULL, *invd = dup_host(inv, 2 * hd);
+    hearth_rope rh = {inv, hd / c->rot_div, c->neox}, rd = {invd, hd / c->rot_div, c->neox};
+    int len[1] = {pos0 + T};
+    kvpair kp;
+    kv_make(&kp, c->kt, kvd, 16, 1, len);
+    int32_t seq[MAX_TOKENS] = {0}, pos[MAX_TOKENS];
+    for (int i = 0; i < T; i++) pos[i] = pos0 + i;
+    kp.dview.ctx_len = pos0 + T;
+    kp.dview.one_seq = 1;
+    int32_t *sd = dup_host(seq, 4 * (size_t)T), *pd = dup_host(pos, 4 * (size_t)T);
+    size_t kvb = kp.bytes;
+    uint8_t *k_init = malloc(kvb), *v_init = malloc(kvb);
+    memcpy(k_init, kp.hk, kvb);
+    memcpy(v_init, kp.hv, kvb);
+
+    /* the GPU: the unit on (f = 0), then off */
+    size_t sz[6] = {xn, xn, (size_t)T * qd, (size_t)T * kvd, (size_t)T * kvd, (size_t)T * qd};
+    float *got[2][6];
+    uint8_t *kc[2], *vc[2];
+    int took[2], no_kv[2];
+    for (int f = 0; f < 2; f++) {
+        hearth_cuda_ctx_set_mm_qkv(g_cu, f == 0);
+        CU->upload(g_cu, kp.dk, k_init, kvb);
+        CU->upload(g_cu, kp.dv, v_init, kvb);
+        layer_bufs b = {0};
+        bufs_new(&b, sz, 6);
+        CU->upload(g_cu, b.x, x0, 4 * xn);
+        char buf[4096];
+        hearth_cuda_ctx_profile(g_cu, 1);
+        qkv_run(CU, g_cu, &b, wd, normd, &rd, &kp.dview, sd, pd, T, dim, nh, nkv, hd, c->tail);
+        hearth_cuda_ctx_profile_text(g_cu, buf, sizeof buf);
+        hearth_cuda_ctx_profile(g_cu, 0);
+        took[f] = strstr(buf, "(cublas one) +rope+kv_write") != NULL;
+        no_kv[f] = strstr(buf, "+rope+kv_write (no k, v)") != NULL;
+        if (f == 0 && prof) snprintf(prof, cap, "%s", buf);
+        bufs_take(got[f], &b, sz, 6, &kp, &kc[f], &vc[f]);
+    }
+    hearth_cuda_ctx_set_mm_qkv(g_cu, 1);
+
+    char what[160];
+    snprintf(what, sizeof what, "qkv %s%s%s T=%d %s kv%s%s%s rot_dim %d%s", name, c->vt != HEARTH_DT_F32 ? " v " : "",
+             c->vt != HEARTH_DT_F32 ? hearth_dtype_get(c->vt)->name : "", T, kv_name(c->kt),
+             c->exact ? " exact" : "", c->tail ? " tail" : "", c->gap ? " gap" : "", hd / c->rot_div,
+             c->neox ? " neox" : "");
+    int ok = check_cuda_ok(), want = qkv_unit_applies(c);
+    if (ok && (took[0] != want || took[1] || no_kv[0] != (want && c->tail))) {
+        test_fail(__FILE__, __LINE__, "%s: the unit took on %d (want %d), off %d; k, v not stored %d (want %d)", what,
+                  took[0], want, took[1], no_kv[0], want && c->tail);
+        ok = 0;
+    }
+    /* the CPU from the same matmul input: the norm kernel's y where there is one (its y and the CPU's may
+     * straddle a bf16 rounding step, which the GEMMs would carry); for quantized weights the reference matmul
+     * of unquantized x (as cuda_matmul_* on the cuBLAS path) */
+    float *hq = malloc(4 * (size_t)T * qd), *hk = malloc(4 * (size_t)T * kvd), *hv = malloc(4 * (size_t)T * kvd),
+          *hy[3] = {hq, hk, hv}, *hxb = NULL;
+    const float *hx = norm ? got[0][1] : x0;
+    for (int i = 0; i < 3; i++) {
+        hearth_dtype ti = wh[i].type;
+        if (ti == HEARTH_DT_F32 || ti == HEARTH_DT_F16 || ti == HEARTH_DT_BF16) CPU->matmul(g_cpu, hy[i], hx, T, &wh[i]);
+        else hearth_cpu_matmul_ref(hy[i], hx, T, wh[i].data, ti, dim, ns[i]);
+    }
+    CPU->rope(g_cpu, hq, T, nh, hd, pos, &rh);
+    CPU->rope(g_cpu, hk, T, nkv, hd, pos, &rh);
+    CPU->kv_write(g_cpu, &kp.hview, 0, hk, hv, T, seq, pos);
+    if (norm) { /* and the norm itself as cuda_rmsnorm holds it */
+        size_t a;
+        hxb = malloc(4 * xn);
+        CPU->rmsnorm(g_cpu, hxb, x0, norm, T, dim, 1e-5f);
+        double e = rel_err(got[0][1], hxb, xn, &a);
+        if (!(e <= 1e-5)) {
+            test_fail(__FILE__, __LINE__, "%s: rmsnorm rel err %.3g > 1e-5", what, e);
+            ok = 0;
+        }
+    }
+    float *rows[2][2], *hrows[2];
+    for (int f = 0; f < 2; f++) {
+        rows[f][0] = kv_rows(&kp, kc[f], pos0, T);
+        rows[f][1] = kv_rows(&kp, vc[f], pos0, T);
+    }
+    hrows[0] = kv_rows(&kp, kp.hk, pos0, T);
+    hrows[1] = kv_rows(&kp, kp.hv, pos0, T);
+    /* against the CPU: q, k, v as cuda_matmul_* hold them on the cuBLAS path (exact products: as cuda_rope holds
+     * the rotation), the cache rows also a rounding step of its type apart (the two sides' k or v may straddle a
+     * midpoint) */
+    int quant = c->t != HEARTH_DT_F32 && c->t != HEARTH_DT_F16 && c->t != HEARTH_DT_BF16;
+    double tol = c->exact ? 1e-5 : quant ? 1e-2 : 1e-4;
+    double step = c->kt == HEARTH_DT_F16 ? 1.0 / 1024 : c->kt == HEARTH_DT_E4M3 ? 1.0 / 8 : 0.0;
+    const float *cmp_got[5] = {got[0][2], got[0][3], got[0][4], rows[0][0], rows[0][1]};
+    const float *cmp_cpu[5] = {hq, hk, hv, hrows[0], hrows[1]};
+    static const char *cmp_name[5] = {"q", "k", "v", "k cache", "v cache"};
+    const size_t cmp_n[5] = {sz[2], sz[3], sz[4], sz[3], sz[4]};
+    for (int i = 0; i < 5 && ok; i++) {
+        if (c->tail && (i == 1 || i == 2)) continue; /* k and v are the tail's */
+        size_t a;
+        double e = rel_err(cmp_got[i], cmp_cpu[i], cmp_n[i], &a), ti = tol + (i >= 3 ? step : 0.0);
+        if (!(e <= ti)) {
+            test_fail(__FILE__, __LINE__, "%s: %s rel err %.3g against the CPU > %.3g at %zu (cuda %.7g cpu %.7g)",
+                      what, cmp_name[i], e, ti, a, cmp_got[i][a], cmp_cpu[i][a]);
+            ok = 0;
+        }
+    }
+    /* on against off */
+    static const char *names[6] = {"x", "xb", "q", "k", "v", "att"};
+    if (c->exact || !took[0]) { /* the same bits: everything stored, whole caches included */
+        for (int i = 0; i < 6 && ok; i++)
+            if (memcmp(got[0][i], got[1][i], 4 * sz[i])) {
+                test_fail(__FILE__, __LINE__, "%s: %s differs between the unit and three products", what, names[i]);
+                ok = 0;
+            }
+        if (ok && (memcmp(kc[0], kc[1], kvb) || memcmp(vc[0], vc[1], kvb))) {
+            test_fail(__FILE__, __LINE__, "%s: the KV cache differs between the unit and three products", what);
+            ok = 0;
+        }
+    } else {
+        const float *on[5] = {got[0][2], got[0][3], got[0][4], rows[0][0], rows[0][1]};
+        const float *off[5] = {got[1][2], got[1][3], got[1][4], rows[1][0], rows[1][1]};
+        for (int i = 0; i < 5 && ok; i++) {
+            if (c->tail && (i == 1 || i == 2)) continue;
+            size_t a;
+            double e = rel_err(on[i], off[i], cmp_n[i], &a), ti = 1e-5 + (i >= 3 ? step : 0.0);
+            if (!(e <= ti)) {
+                test_fail(__FILE__, __LINE__, "%s: %s rel err %.3g against three products > %.3g at %zu (%.9g vs %.9g)",
+                          what, cmp_name[i], e, ti, a, on[i][a], off[i][a]);
+                ok = 0;
+            }
+        }
+    }
+    for (int f = 0; f < 2; f++) {
+        for (int i = 0; i < 6; i++) free(got[f][i]);
+        free(kc[f]);
+        free(vc[f]);
+        free(rows[f][0]);
+        free(rows[f][1]);
+    }
+    free(hrows[0]);
+    free(hrows[1]);
+    for (int i = 0; i < 3; i++) free((void *)wh[i].data);
+    dfree(block);
+    free(hq);
+    free(hk);
+    free(hv);
+    free(hxb);
+    free(x0);
+    free(norm);
+    free(inv);
+    free(k_init);
+    free(v_init);
+    dfree(normd);
+    dfree(invd);
+    dfree(sd);
+    dfree(pd);
+    kv_drop(&kp);
+    return ok;
+}
+
+static qkv_opts qkv_default(hearth_dtype t, int T, hearth_dtype kt) {
+    return (qkv_opts){t, HEARTH_DT_F32, T, kt, 1, 0, 0, 1, 0};
+}
+
+/* Exact products: every weight type the unit takes (q4_0 q and k beside a
+ * q8_0 v: quantized types may differ), at 40 and 100 rows, every cache type,
+ * k and v stored or not; the rope's variants (half of each head rotated:
+ * the rest copied; neox pairs); and at 5 rows on cuBLAS (the per-pair rope
+ * kernel). The unit's outputs equal the three products' bit for bit. */
+TEST(cuda_qkv_one_gemm_exact) {
+    NEED_GPU();
+    static const hearth_dtype types[][2] = {{HEARTH_DT_BF16, HEARTH_DT_F32}, {HEARTH_DT_F16, HEARTH_DT_F32},
+                                            {HEARTH_DT_F32, HEARTH_DT_F32},  {HEARTH_DT_Q8_0, HEARTH_DT_F32},
+                                            {HEARTH_DT_Q4_0, HEARTH_DT_F32}, {HEARTH_DT_Q4_0, HEARTH_DT_Q8_0}};
+    static const hearth_dtype kts[] = {HEARTH_DT_F32, HEARTH_DT_F16, HEARTH_DT_E4M3};
+    static const int Ts[] = {40, 100};
+    static const int rope[3][2] = {{1, 0}, {2, 0}, {1, 1}}; /* rot_dim divisor, neox */
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        for (size_t k = 0; k < sizeof kts / sizeof kts[0]; k++)
+            for (int j = 0; j < 2; j++)
+                for (int tail = 0; tail < 2; tail++) {
+                    qkv_opts o = qkv_default(types[i][0], Ts[j], kts[k]);
+                    o.vt = types[i][1];
+                    o.tail = tail;
+                    if (!qkv_case(&o, NULL, 0)) return;
+                }
+    int ok = 1;
+    for (int v = 1; v < 3 && ok; v++)
+        for (int i = 0; i < 5 && ok; i += 4) /* bf16, q4_0 */
+            for (int tail = 0; tail < 2 && ok; tail++) {
+                qkv_opts o = qkv_default(types[i][0], 40, HEARTH_DT_F16);
+                o.rot_div = rope[v][0];
+                o.neox = rope[v][1];
+                o.tail = tail;
+                ok = qkv_case(&o, NULL, 0);
+            }
+    hearth_cuda_ctx_set_mmv_max_tokens(g_cu, 0);
+    for (int v = 0; v < 3 && ok; v++)
+        for (int i = 0; i < 4 && ok; i += 3) /* bf16, q8_0 */
+            for (size_t k = 0; k < 2 && ok; k++) {
+                qkv_opts o = qkv_default(types[i][0], 5, kts[k]);
+                o.rot_div = rope[v][0];
+                o.neox = rope[v][1];
+                ok = qkv_case(&o, NULL, 0);
+            }
+    hearth_cuda_ctx_set_mmv_max_tokens(g_cu, 8);
+}
+
+/* Random data through rmsnorm (whose kernel prepares the GEMM's bf16 / f16
+ * x): q, k, v and the cache within 1e-5 relative of the three products, and
+ * near the CPU; a q6_K v beside q4_K q and k (llama.cpp's Q4_K_M). */
+TEST(cuda_qkv_one_gemm_matches_unfused_and_cpu) {
+    NEED_GPU();
+    static const hearth_dtype types[][2] = {{HEARTH_DT_BF16, HEARTH_DT_F32}, {HEARTH_DT_F16, HEARTH_DT_F32},
+                                            {HEARTH_DT_Q8_0, HEARTH_DT_F32}, {HEARTH_DT_Q4_0, HEARTH_DT_F32},
+                                            {HEARTH_DT_Q4_K, HEARTH_DT_Q6_K}};
+    static const int Ts[] = {40, 100};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        for (int j = 0; j < 2; j++)
+            for (int tail = 0; tail < 2; tail++) {
+                qkv_opts o = qkv_default(types[i][0], Ts[j], HEARTH_DT_F32);
+                o.vt = types[i][1];
+                o.exact = 0;
+                o.tail = tail;
+                if (!qkv_case(&o, NULL, 0)) return;
+            }
+}
+
+/* Float weights that do not follow each other in memory go as three
+ * products (the same bits as with the unit off); quantized ones are
+ * dequantized one after the other wherever they lie. */
+TEST(cuda_qkv_one_gemm_needs_adjacent_float_rows) {
+    NEED_GPU();
+    static const hearth_dtype types[] = {HEARTH_DT_BF16, HEARTH_DT_F16, HEARTH_DT_F32, HEARTH_DT_Q8_0};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        qkv_opts o = qkv_default(types[i], 40, HEARTH_DT_F16);
+        o.gap = 1;
+        if (!qkv_case(&o, NULL, 0)) return;
+    }
+}
+
 /* The profile text of one layer_case run; its length (0 past the buffer). */
 static size_t layer_profile(hearth_dtype t, int T, hearth_dtype kt, char *buf, size_t cap) {
     hearth_cuda_ctx_profile(g_cu, 1);
@@ -1576,6 +1965,15 @@ TEST(cuda_profile_names_launch_units) {
     CHECK_CONTAINS(buf, "matmul x2 q8_0 1024x512 T=33-64 (cublas batched)");
     /* the flash kernel writes the o projection's bf16 copy (no to_half launch after it) */
     CHECK_CONTAINS(buf, "attention T=33-64+prep");
+    /* q, k and v above 8 rows, their weights back to back as the model loader places them: one GEMM, whose rows
+     * the rope + KV store reads (k and v stored: the records end there) */
+    qkv_opts o = qkv_default(HEARTH_DT_BF16, 40, HEARTH_DT_F16);
+    o.exact = 0;
+    CHECK(qkv_case(&o, buf, sizeof buf));
+    CHECK_CONTAINS(buf, "matmul x3 bf16 768x512 T=33-64 (cublas one) +rope+kv_write\n");
+    o.tail = 1;
+    CHECK(qkv_case(&o, buf, sizeof buf));
+    CHECK_CONTAINS(buf, "matmul x3 bf16 768x512 T=33-64 (cublas one) +rope+kv_write (no k, v)");
 }
 
 /* ---- pick ---------------------------------------------------------------------------
