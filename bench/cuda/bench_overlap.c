@@ -7,7 +7,7 @@
  * --ctx positions), each in its own context, so on its own CUDA stream.
  *
  *   bench_overlap [--rows 256] [--ctx 1500] [--kv fp8|f16] [--layers 8]
- *                 [--sms 0,112,96] [--reps 7]
+ *                 [--sms 0,112,96] [--green 96,104,112] [--reps 7]
  *
  * For R = --rows (one half of a step of 2R rows) it times, as wall time of
  * --layers layers issued back to back and waited for (median of --reps, after
@@ -15,7 +15,10 @@
  *   G(2R), A(2R)     the whole step's GEMMs, then its attention: today's step;
  *   G(R), A(R)       one half's GEMMs, one half's attention, each alone;
  *   G(R) | A(R)      both halves at once on two streams, the GEMMs' cuBLAS
- *                    held to each SM target of --sms (0: no target).
+ *                    held to each SM target of --sms (0: no target);
+ *   green N          the same with the chip split (green contexts): the GEMMs'
+ *                    stream on N multiprocessors, the attention's on the rest,
+ *                    for each N of --green (each side also timed alone there).
  * A step split in two halves that alternate (one half's attention beside
  * the other's GEMMs, NanoFlow's schedule) takes about 2 x (G(R) | A(R)),
  * against G(2R) + A(2R) serialised. A measurement, never a test. */
@@ -203,8 +206,18 @@ static int check(side *s, const char *what) {
     return 1;
 }
 
+/* A comma-separated list of at most MAX_SMS numbers into v; how many. */
+static int int_list(const char *arg, int *v) {
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", arg);
+    int n = 0;
+    for (char *t = strtok(buf, ","); t && n < MAX_SMS; t = strtok(NULL, ",")) v[n++] = atoi(t);
+    return n;
+}
+
 int main(int argc, char **argv) {
     int rows = 256, ctx = 1500, fp8 = 1, layers = 8, reps = 7, sms[MAX_SMS] = {0, 112, 96}, n_sms = 3;
+    int green[MAX_SMS], n_green = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--rows") && i + 1 < argc) rows = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--ctx") && i + 1 < argc) ctx = atoi(argv[++i]);
@@ -213,14 +226,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--kv") && i + 1 < argc &&
                  (!strcmp(argv[i + 1], "fp8") || !strcmp(argv[i + 1], "f16")))
             fp8 = !strcmp(argv[++i], "fp8");
-        else if (!strcmp(argv[i], "--sms") && i + 1 < argc) {
-            char buf[128];
-            snprintf(buf, sizeof buf, "%s", argv[++i]);
-            n_sms = 0;
-            for (char *t = strtok(buf, ","); t && n_sms < MAX_SMS; t = strtok(NULL, ",")) sms[n_sms++] = atoi(t);
-        } else {
+        else if (!strcmp(argv[i], "--sms") && i + 1 < argc) n_sms = int_list(argv[++i], sms);
+        else if (!strcmp(argv[i], "--green") && i + 1 < argc) n_green = int_list(argv[++i], green);
+        else {
             fprintf(stderr, "usage: bench_overlap [--rows R] [--ctx P] [--kv fp8|f16] [--layers L] [--sms 0,112,96] "
-                            "[--reps N]\n");
+                            "[--green 96,104] [--reps N]\n");
             return 2;
         }
     }
@@ -246,6 +256,18 @@ int main(int argc, char **argv) {
         printf("GEMM SM target %3d: G alone %.3f, G | A %.3f -> two halves alternating 2 x %.3f = %.3f (%.2fx the "
                "serialised step)\n",
                sms[i], g, both, both, 2 * both, (g2 + a2) / (2 * both));
+        fflush(stdout);
+    }
+    hearth_cuda_ctx_set_gemm_sms(ga.c, 0);
+    for (int i = 0; i < n_green; i++) {
+        const int gs = hearth_cuda_ctx_set_sm_share(ga.c, green[i], 0), as = hearth_cuda_ctx_set_sm_share(at.c, green[i], 1);
+        if (gs < 0 || as < 0) return 1;
+        const double g = timed(&ga, 1, NULL, 0, layers, reps), a = timed(&at, 2, NULL, 0, layers, reps);
+        const double both = timed(&ga, 1, &at, 2, layers, reps);
+        if (check(&ga, "gemm") || check(&at, "attention")) return 1;
+        printf("green %3d / %3d SMs: G alone %.3f, A alone %.3f, G | A %.3f -> two halves alternating 2 x %.3f = "
+               "%.3f (%.2fx the serialised step)\n",
+               gs, as, g, a, both, both, 2 * both, (g2 + a2) / (2 * both));
         fflush(stdout);
     }
     side_free(&at), side_free(&ga), side_free(&full);

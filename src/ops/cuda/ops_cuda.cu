@@ -19,6 +19,7 @@
  * memory after ctx_new but for alloc(), graph instantiation and the scratch
  * that the weights need, reserved at load (prepare_weight). */
 #include "ops/cuda/matmul.cuh"
+#include "ops/cuda/sm_share.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,6 +103,7 @@ struct hearth_cuda_ctx {
     char dev_name[160];
     int max_tokens, max_cols, max_ctx;
     cudaStream_t stream;
+    cu_sm_share share; /* the stream's green context (hearth_cuda_ctx_set_sm_share), if any */
     cu_launch L;
     cudaError_t err;
     const char *err_where;
@@ -1018,6 +1020,7 @@ extern "C" void hearth_cuda_ctx_free(hearth_cuda_ctx *c) {
     if (c->stage) cudaFreeHost(c->stage);
     if (c->dl_stage) cudaFreeHost(c->dl_stage);
     if (c->stream) cudaStreamDestroy(c->stream);
+    cu_sm_share_free(&c->share);
     cudaGetLastError();
     free(c->recs);
     free(c);
@@ -1143,6 +1146,28 @@ extern "C" void hearth_cuda_ctx_set_gemm_sms(hearth_cuda_ctx *c, int n) {
     drop_graphs(c);
     if (c->mm.blas && cublasSetSmCountTarget(c->mm.blas, n) != CUBLAS_STATUS_SUCCESS)
         note(c, cudaErrorInvalidValue, "cuBLAS SM count target");
+}
+
+extern "C" int hearth_cuda_ctx_set_sm_share(hearth_cuda_ctx *c, int n, int rest) {
+    flush(c, 1);
+    drop_graphs(c);
+    cudaSetDevice(c->device);
+    cudaStreamSynchronize(c->stream);
+    cu_sm_share s = {};
+    char why[200];
+    if (cu_sm_share_stream(c->device, n, rest, &s, why, sizeof why)) {
+        hearth_log_error("cuda:%d: %s", c->device, why);
+        return -1;
+    }
+    cudaStreamDestroy(c->stream);
+    cu_sm_share_free(&c->share);
+    c->share = s;
+    c->stream = c->L.stream = s.stream;
+    c->L.n_sm = s.sms; /* kernels that size their grids by the multiprocessors see their share */
+    if (cublasSetStream(c->mm.blas, c->stream) != CUBLAS_STATUS_SUCCESS ||
+        cublasSetSmCountTarget(c->mm.blas, s.sms) != CUBLAS_STATUS_SUCCESS)
+        note(c, cudaErrorInvalidValue, "cuBLAS on the green context's stream");
+    return s.sms;
 }
 
 extern "C" void hearth_cuda_pick_noise(hearth_cuda_ctx *c, float *dst, int n) {

@@ -86,6 +86,12 @@ void hearth_cuda_ctx_submit(hearth_cuda_ctx *c);
 /* cuBLAS GEMMs of this context on at most n multiprocessors (0: all; a
  * target, cublasSetSmCountTarget). Drops the captured graphs. */
 void hearth_cuda_ctx_set_gemm_sms(hearth_cuda_ctx *c, int n);
+/* This context's kernels on n multiprocessors of the device (rest 0; the
+ * driver rounds n up to its partition size) or on the others (rest 1): a
+ * stream of a green context, cuBLAS held to the same count. For
+ * measurements (bench_overlap); drops the captured graphs. The count
+ * taken, or -1 (logged) when the driver cannot. */
+int hearth_cuda_ctx_set_sm_share(hearth_cuda_ctx *c, int n, int rest);
 /* Device-to-device copy bandwidth in GB/s (bytes read + bytes written over
  * the time of one copy), the median of iters copies of `bytes` bytes; the
  * ceiling that decode speed is judged against. 0 on failure. */
