@@ -41,6 +41,27 @@ static void gemm(const cu_launch *L, cu_mm_state *s, cudaDataType_t ab, const vo
     if (st != CUBLAS_STATUS_SUCCESS) cu_note(L, cudaErrorUnknown);
 }
 
+/* x as a GEMM over float weights of type t reads it (f32: x itself; f16 /
+ * bf16: the prepared copy), and the weights' cuBLAS type in *ab. */
+static const void *float_input(const cu_launch *L, cu_mm_state *s, hearth_dtype t, const float *x, int T, int K,
+                               cudaDataType_t *ab) {
+    if (t == HEARTH_DT_F32) {
+        *ab = CUDA_R_32F;
+        return x;
+    }
+    *ab = t == HEARTH_DT_F16 ? CUDA_R_16F : CUDA_R_16BF;
+    prep(L, s, t == HEARTH_DT_F16 ? XPREP_F16 : XPREP_BF16, x, T, K);
+    return s->c_buf;
+}
+
+/* y[T][N] = x W^T for N rows of float weights (f32, f16, bf16) row_bytes apart. */
+static void float_gemm(const cu_launch *L, cu_mm_state *s, hearth_dtype t, const void *w, size_t row_bytes,
+                       const float *x, float *y, int N, int T, int K) {
+    cudaDataType_t ab;
+    const void *xb = float_input(L, s, t, x, T, K, &ab);
+    gemm(L, s, ab, w, (int)(row_bytes / (t == HEARTH_DT_F32 ? 4 : 2)), xb, y, N, T, K, N);
+}
+
 void cu_mm_set_cache(cu_mm_state *s, const float *x, int T, int K, int kind, void *buf) {
     s->c_x = x;
     s->c_T = T;
@@ -97,14 +118,8 @@ void cu_matmul(const cu_launch *L, cu_mm_state *s, float *y, const float *x, int
         set.count = 1;
         cu_matmul_set(L, s, &set, x, T, t, K, row_bytes);
         return;
-    } else if (t == HEARTH_DT_F32) {
-        gemm(L, s, CUDA_R_32F, w, (int)(row_bytes / 4), x, y, N, T, K, N);
-    } else if (t == HEARTH_DT_F16) {
-        prep(L, s, XPREP_F16, x, T, K);
-        gemm(L, s, CUDA_R_16F, w, (int)(row_bytes / 2), s->c_buf, y, N, T, K, N);
-    } else if (t == HEARTH_DT_BF16) {
-        prep(L, s, XPREP_BF16, x, T, K);
-        gemm(L, s, CUDA_R_16BF, w, (int)(row_bytes / 2), s->c_buf, y, N, T, K, N);
+    } else if (is_float(t)) {
+        float_gemm(L, s, t, w, row_bytes, x, y, N, T, K);
     } else {
         prep(L, s, XPREP_BF16, x, T, K);
         int chunk = (int)(s->deq_bytes / ((size_t)K * 2));
@@ -158,13 +173,8 @@ int cu_matmul_stack(const cu_launch *L, cu_mm_state *s, float *y, const float *x
     if (deq < 0 || (size_t)deq > s->deq_bytes) return 0;
     int N = 0;
     for (int j = 0; j < n; j++) N += m[j].N;
-    const hearth_dtype t = m[0].t;
-    if (t == HEARTH_DT_F32) {
-        gemm(L, s, CUDA_R_32F, m[0].w, (int)(m[0].row_bytes / 4), x, y, N, T, K, N);
-    } else if (t == HEARTH_DT_F16 || t == HEARTH_DT_BF16) {
-        prep(L, s, t == HEARTH_DT_F16 ? XPREP_F16 : XPREP_BF16, x, T, K);
-        gemm(L, s, t == HEARTH_DT_F16 ? CUDA_R_16F : CUDA_R_16BF, m[0].w, (int)(m[0].row_bytes / 2), s->c_buf, y, N,
-             T, K, N);
+    if (is_float(m[0].t)) {
+        float_gemm(L, s, m[0].t, m[0].w, m[0].row_bytes, x, y, N, T, K);
     } else {
         prep(L, s, XPREP_BF16, x, T, K);
         size_t at = 0;
@@ -208,9 +218,9 @@ int cu_matmul_pair(const cu_launch *L, cu_mm_state *s, float *y1, float *y2, con
     if (t == HEARTH_DT_F16 || t == HEARTH_DT_BF16) {
         long long diff = (long long)((intptr_t)w2 - (intptr_t)w1);
         if (diff <= 0 || diff % 2 || row_bytes != (size_t)K * 2) return 0;
-        prep(L, s, t == HEARTH_DT_F16 ? XPREP_F16 : XPREP_BF16, x, T, K);
-        gemm_pair(L, s, t == HEARTH_DT_F16 ? CUDA_R_16F : CUDA_R_16BF, w1, K, diff / 2, s->c_buf, y1, stride_c, N, T,
-                  K, N);
+        cudaDataType_t ab;
+        const void *xb = float_input(L, s, t, x, T, K, &ab);
+        gemm_pair(L, s, ab, w1, K, diff / 2, xb, y1, stride_c, N, T, K, N);
     } else {
         size_t one = (size_t)N * K;
         if (2 * one * 2 > s->deq_bytes) return 0;
