@@ -60,9 +60,16 @@ int cu_sm_share_stream(int device, int n, int rest, cu_sm_share *out, char *why,
     CUdevResourceDesc desc;
     CUgreenCtx g;
     CUstream s;
-    if ((r = gen_desc(&desc, mine, 1)) != CUDA_SUCCESS || (r = green_new(&g, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM)) ||
-        (r = green_stream(&s, g, CU_STREAM_NON_BLOCKING, 0)) != CUDA_SUCCESS) {
+    if ((r = gen_desc(&desc, mine, 1)) != CUDA_SUCCESS ||
+        (r = green_new(&g, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM)) != CUDA_SUCCESS) {
         snprintf(why, whylen, "green context of %u multiprocessors: driver error %d", mine->sm.smCount, (int)r);
+        return -1;
+    }
+    if ((r = green_stream(&s, g, CU_STREAM_NON_BLOCKING, 0)) != CUDA_SUCCESS) {
+        snprintf(why, whylen, "a stream on the green context of %u multiprocessors: driver error %d",
+                 mine->sm.smCount, (int)r);
+        cu_sm_share green = {g, NULL, 0};
+        cu_sm_share_free(&green); /* not leaked with the failure */
         return -1;
     }
     out->green = g;
