@@ -282,11 +282,10 @@ __global__ void __launch_bounds__(FL_NT, MB)
                     flash_ld_words<KS>(kw, krow + 8 * j * C::RLD + 4 * kc);
 #pragma unroll
                     for (int x = 0; x < KS; x++) {
-                        const __half2 b0 = e4m3x2_to_half2((uint16_t)kw[x]);
-                        const __half2 b1 = e4m3x2_to_half2((uint16_t)(kw[x] >> 16));
+                        uint32_t b0, b1;
+                        e4m3x4_to_half2x2(kw[x], b0, b1);
 #pragma unroll
-                        for (int mt = 0; mt < MT; mt++)
-                            mma_f16(s[mt][j], qa[mt][x], *(const uint32_t *)&b0, *(const uint32_t *)&b1);
+                        for (int mt = 0; mt < MT; mt++) mma_f16(s[mt][j], qa[mt][x], b0, b1);
                     }
                 }
             }

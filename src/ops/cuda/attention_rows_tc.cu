@@ -25,7 +25,8 @@
  *        ldmatrix). e4m3 K is read as stored: the head dimension is summed
  *        in a permuted order (Q staged the same way, tc_stage_q), so that a
  *        32-bit word of a K row is a lane's two A registers of a k-step,
- *        each widened by one cvt.rn.f16x2.e4m3x2.
+ *        each widened by one cvt.rn.f16x2.e4m3x2 (the word's upper half
+ *        read in place: e4m3x4_to_half2x2).
  *   softmax per column (head) over the 16 positions (exp2; Q is pre-scaled
  *        by scale * log2 e): lane (g, c) = (lane / 4, lane % 4) holds heads
  *        2c, 2c + 1 of positions g and g + 8; the max over g by three
@@ -184,9 +185,10 @@ __device__ __forceinline__ void tct_scores(float *s, const uint32_t (*qf)[2], co
     }
 #pragma unroll
     for (int kk = 0; kk < NKS; kk++) {
-        const __half2 h[4] = {e4m3x2_to_half2((uint16_t)wa[kk]), e4m3x2_to_half2((uint16_t)wb[kk]),
-                              e4m3x2_to_half2((uint16_t)(wa[kk] >> 16)), e4m3x2_to_half2((uint16_t)(wb[kk] >> 16))};
-        mma_f16(s, (const uint32_t *)h, qf[kk][0], qf[kk][1]);
+        uint32_t h[4];
+        e4m3x4_to_half2x2(wa[kk], h[0], h[2]);
+        e4m3x4_to_half2x2(wb[kk], h[1], h[3]);
+        mma_f16(s, h, qf[kk][0], qf[kk][1]);
     }
 }
 
@@ -234,9 +236,10 @@ __device__ __forceinline__ void tct_pv(float (*o)[4], uint32_t b0, uint32_t b1, 
         for (int h = 0; h < 2; h++) { /* m-tile 2m + h: dims ND g + 4m + 2h (row g) and + 1 (row g + 8) */
             const uint32_t sel = h ? 0x7362 : 0x5140;
             const uint32_t lo = __byte_perm(v[0][m], v[1][m], sel), hi = __byte_perm(v[2][m], v[3][m], sel);
-            const __half2 a[4] = {e4m3x2_to_half2((uint16_t)lo), e4m3x2_to_half2((uint16_t)(lo >> 16)),
-                                  e4m3x2_to_half2((uint16_t)hi), e4m3x2_to_half2((uint16_t)(hi >> 16))};
-            mma_f16(o[2 * m + h], (const uint32_t *)a, b0, b1);
+            uint32_t a[4];
+            e4m3x4_to_half2x2(lo, a[0], a[1]);
+            e4m3x4_to_half2x2(hi, a[2], a[3]);
+            mma_f16(o[2 * m + h], a, b0, b1);
         }
     }
 }
@@ -353,8 +356,12 @@ __global__ void __launch_bounds__(TC_NT)
         const float p00 = f_ex2(s[0] - u0), p01 = f_ex2(s[1] - u1), p10 = f_ex2(s[2] - u0), p11 = f_ex2(s[3] - u1);
         l0 = l0 * c0 + (p00 + p10);
         l1 = l1 * c1 + (p01 + p11);
+        /* once the warp's maxima stop moving (most tiles of a long context) every c is 1: skip the
+         * multiplies (bit-identical: x * 1.0f == x) */
+        if (__any_sync(0xffffffffu, c0 != 1.0f || c1 != 1.0f)) {
 #pragma unroll
-        for (int j = 0; j < NMT; j++) o[j][0] *= c0, o[j][1] *= c1, o[j][2] *= c0, o[j][3] *= c1;
+            for (int j = 0; j < NMT; j++) o[j][0] *= c0, o[j][1] *= c1, o[j][2] *= c0, o[j][3] *= c1;
+        }
         const uint32_t b0 = movm_trans(pack_h2(p00, p01)), b1 = movm_trans(pack_h2(p10, p11));
         if constexpr (FP8) tct_pv<HD>(o, b0, b1, stage + C::RAW + 16 * w * C::RLD, lane);
         else tct_pv_f16<HD>(o, b0, b1, (const __half *)stage + C::TILE + 16 * w * C::LD, lane);

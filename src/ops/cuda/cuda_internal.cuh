@@ -581,13 +581,21 @@ __device__ __forceinline__ __half2 e4m3x2_to_half2(uint16_t v) {
     return __half2(__nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)v, __NV_E4M3));
 }
 __device__ __forceinline__ float2 e4m3x2_to_float2(uint16_t v) { return __half22float2(e4m3x2_to_half2(v)); }
+/* Four e4m3 codes (a 32-bit word, the lowest address in the low byte) as
+ * two half2 words, exactly: bytes 0, 1 into lo, bytes 2, 3 into hi. Two
+ * cvt.rn.f16x2.e4m3x2, the second reading the word's upper half directly
+ * (F2FP's .H1 source): e4m3x2_to_half2(w >> 16) costs a shift more. */
+__device__ __forceinline__ void e4m3x4_to_half2x2(uint32_t w, uint32_t &lo, uint32_t &hi) {
+    asm("{\n\t.reg .b16 l, h;\n\tmov.b32 {l, h}, %2;\n\tcvt.rn.f16x2.e4m3x2 %0, l;\n\tcvt.rn.f16x2.e4m3x2 %1, h;\n\t}"
+        : "=r"(lo), "=r"(hi)
+        : "r"(w));
+}
 /* 8 e4m3 codes (one 8-byte load, the lowest address in the low byte of x)
  * as 8 halves (16 bytes), exactly. */
 __device__ __forceinline__ uint4 e4m3x8_to_half8(uint2 u) {
-    __half2 h[4] = {e4m3x2_to_half2((uint16_t)u.x), e4m3x2_to_half2((uint16_t)(u.x >> 16)),
-                    e4m3x2_to_half2((uint16_t)u.y), e4m3x2_to_half2((uint16_t)(u.y >> 16))};
     uint4 r;
-    memcpy(&r, h, sizeof r);
+    e4m3x4_to_half2x2(u.x, r.x, r.y);
+    e4m3x4_to_half2x2(u.y, r.z, r.w);
     return r;
 }
 /* N (2, 4 or 8) consecutive e4m3 codes from one N-byte load (p N-byte aligned) as f32. */
