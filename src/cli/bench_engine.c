@@ -87,6 +87,11 @@ int cli_bench_engine(hearth_session *s, int n_par, int n_prompt, int n_gen, hear
                "pick op %ld, by the host sampler %ld\n",
                es.steps, es.steps ? (double)es.step_rows / es.steps : 0.0, es.steps ? 1e3 * es.step_s / es.steps : 0.0,
                es.rows_by_pick_op, es.rows_by_host_sampler);
+        if (es.steps)
+            printf("engine | the engine thread, ms a step besides forward + choice: %.3f planning, %.3f handing out "
+                   "tokens, %.3f in all\n",
+                   1e3 * es.plan_s / es.steps, 1e3 * es.deliver_s / es.steps,
+                   1e3 * (es.turn_s - es.step_s) / es.steps);
     }
     free(st);
     free(th);

@@ -42,6 +42,7 @@ struct hearth_seq {
     int32_t *tokens; /* [n_prompt + max_new] */
     int n_tokens, n_computed, n_gen, slot;
     int plan; /* rows planned for the current step */
+    int pend; /* 1 while a chosen token waits in the engine's hand-out list */
     hearth_sampler sampler;
     double t_submit, t_admit, t_first;
     hearth_seq *next; /* mailbox / waiting list link */
@@ -71,6 +72,14 @@ struct hearth_engine {
     int32_t *row_id;                             /* [max_tokens] chosen token */
     hearth_logprobs *row_lps;                    /* [max_tokens] */
     hearth_chooser chooser;
+    /* The tokens the last step chose, not yet handed out (hand_out): on a
+     * device backend (overlap) they go out once the next step's forward is
+     * started, so that this host work overlaps the device's; pend_fin is the
+     * sequence's end that its token brings (HEARTH_FINISH_NONE: none). */
+    int overlap, n_pend;
+    hearth_seq **pend_seq;          /* [max_tokens] */
+    hearth_token_event *pend_ev;    /* [max_tokens] */
+    hearth_finish *pend_fin;        /* [max_tokens] */
 };
 
 static void seq_unref(hearth_seq *s) {
@@ -131,7 +140,7 @@ void hearth_seq_release(hearth_seq *s) {
 
 static int queue_full(hearth_seq *s) {
     pthread_mutex_lock(&s->mu);
-    int full = s->q_count == s->q_cap;
+    int full = s->q_count + s->pend >= s->q_cap; /* a token waiting to be handed out takes its place */
     pthread_mutex_unlock(&s->mu);
     return full;
 }
@@ -145,7 +154,10 @@ static void push_event(hearth_seq *s, const hearth_token_event *ev) {
     pthread_mutex_unlock(&s->mu);
 }
 
+static void hand_out(hearth_engine *e);
+
 static void finish(hearth_engine *e, hearth_seq *s, hearth_finish why, const char *msg) {
+    if (s->pend) hand_out(e); /* its chosen tokens go out before its end */
     double now = hearth_time_now();
     if (s->slot >= 0) {
         hearth_kv_release_slot(e->kv, s->slot);
@@ -173,6 +185,23 @@ static void finish(hearth_engine *e, hearth_seq *s, hearth_finish why, const cha
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
     seq_unref(s);
+}
+
+/* Hand the chosen tokens waiting in the list to their consumers, in the
+ * order chosen, each sequence's end (if its token brought one) after its
+ * token. */
+static void hand_out(hearth_engine *e) {
+    if (e->n_pend == 0) return;
+    const double t0 = hearth_time_now();
+    for (int i = 0; i < e->n_pend; i++) e->pend_seq[i]->pend = 0;
+    for (int i = 0; i < e->n_pend; i++) {
+        push_event(e->pend_seq[i], &e->pend_ev[i]);
+        if (e->pend_fin[i] != HEARTH_FINISH_NONE) finish(e, e->pend_seq[i], e->pend_fin[i], NULL);
+    }
+    e->n_pend = 0;
+    pthread_mutex_lock(&e->mu);
+    e->stats.deliver_s += hearth_time_now() - t0;
+    pthread_mutex_unlock(&e->mu);
 }
 
 static void wait_push_front(hearth_engine *e, hearth_seq *s) {
@@ -314,7 +343,11 @@ static int plan(hearth_engine *e) {
 
 /* Build one batch, run it, sample. Returns 1 if any work was done. */
 static int step(hearth_engine *e) {
-    if (plan(e) == 0) return 0;
+    const double t_plan = hearth_time_now();
+    if (plan(e) == 0) {
+        hand_out(e);
+        return 0;
+    }
     int n = 0, n_rows = 0;
     for (int i = 0; i < e->o.n_slots; i++) {
         hearth_seq *s = e->running[i];
@@ -333,8 +366,14 @@ static int step(hearth_engine *e) {
     }
     hearth_err err = {0};
     double t0 = hearth_time_now();
+    const double plan_s = t0 - t_plan;
     hearth_status st = hearth_model_forward(e->m, e->kv, e->b_tokens, e->b_seq, e->b_pos, n, e->b_rows, n_rows,
                                             NULL, &err);
+    /* the last step's tokens go out while the device runs this one (its time is deliver_s, not step_s) */
+    const double t_out = hearth_time_now();
+    if (e->overlap) hearth_model_submit(e->m);
+    hand_out(e);
+    const double out_s = hearth_time_now() - t_out;
     for (int r = 0; r < n_rows; r++) {
         e->row_smp[r] = &e->row_seq[r]->sampler;
         e->row_lp[r] = (uint8_t)e->row_seq[r]->req.want_logprobs;
@@ -344,7 +383,9 @@ static int step(hearth_engine *e) {
     pthread_mutex_lock(&e->mu);
     e->stats.steps++;
     e->stats.step_rows += n;
-    e->stats.step_s += hearth_time_now() - t0;
+    const double t_deliver = hearth_time_now();
+    e->stats.step_s += t_deliver - t0 - out_s;
+    e->stats.plan_s += plan_s;
     e->stats.rows_by_pick_op = e->chooser.rows_pick;
     e->stats.rows_by_host_sampler = e->chooser.rows_host;
     pthread_mutex_unlock(&e->mu);
@@ -361,20 +402,30 @@ static int step(hearth_engine *e) {
             finish(e, s, HEARTH_FINISH_ERROR, err.msg);
             continue;
         }
-        hearth_token_event ev = {0};
-        ev.has_logprobs = s->req.want_logprobs;
-        ev.id = e->row_id[r];
-        if (ev.has_logprobs) ev.lp = e->row_lps[r];
-        hearth_sampler_accept(&s->sampler, ev.id);
+        hearth_token_event *ev = &e->pend_ev[e->n_pend];
+        *ev = (hearth_token_event){0};
+        ev->has_logprobs = s->req.want_logprobs;
+        ev->id = e->row_id[r];
+        if (ev->has_logprobs) ev->lp = e->row_lps[r];
+        hearth_sampler_accept(&s->sampler, ev->id);
         if (s->t_first == 0) s->t_first = now;
-        s->tokens[s->n_tokens++] = ev.id;
+        s->tokens[s->n_tokens++] = ev->id;
         s->n_gen++;
-        push_event(s, &ev);
         int is_stop = 0;
-        for (int k = 0; k < s->req.n_stop; k++) is_stop |= s->req.stop_ids[k] == ev.id;
-        if (is_stop) finish(e, s, HEARTH_FINISH_STOP, NULL);
-        else if (s->n_gen >= s->req.max_new || s->n_tokens >= e->ctx) finish(e, s, HEARTH_FINISH_LENGTH, NULL);
+        for (int k = 0; k < s->req.n_stop; k++) is_stop |= s->req.stop_ids[k] == ev->id;
+        hearth_finish fin = HEARTH_FINISH_NONE;
+        if (is_stop) fin = HEARTH_FINISH_STOP;
+        else if (s->n_gen >= s->req.max_new || s->n_tokens >= e->ctx) fin = HEARTH_FINISH_LENGTH;
+        if (fin != HEARTH_FINISH_NONE) { /* its blocks go back now; its consumer hears of the end with the token */
+            hearth_kv_release_slot(e->kv, s->slot);
+            e->running[s->slot] = NULL;
+            s->slot = -1;
+        }
+        e->pend_seq[e->n_pend] = s;
+        e->pend_fin[e->n_pend++] = fin;
+        s->pend = 1;
     }
+    if (!e->overlap) hand_out(e);
     return 1;
 }
 
@@ -393,7 +444,7 @@ static void *engine_main(void *arg) {
     hearth_engine *e = arg;
     for (;;) {
         pthread_mutex_lock(&e->mu);
-        int any = e->n_waiting > 0 || e->mail_head != NULL;
+        int any = e->n_waiting > 0 || e->mail_head != NULL || e->n_pend > 0; /* step() hands the last out */
         for (int i = 0; i < e->o.n_slots && !any; i++) any = e->running[i] != NULL;
         while (!any && !e->stop) {
             pthread_cond_wait(&e->cv, &e->mu);
@@ -401,8 +452,10 @@ static void *engine_main(void *arg) {
         }
         int stop = e->stop;
         pthread_mutex_unlock(&e->mu);
+        const double t_turn = hearth_time_now();
         drain_mailbox(e);
         if (stop) {
+            hand_out(e);
             for (int i = 0; i < e->o.n_slots; i++)
                 if (e->running[i]) finish(e, e->running[i], HEARTH_FINISH_CANCELED, "engine stopped");
             hearth_seq *s;
@@ -414,6 +467,11 @@ static void *engine_main(void *arg) {
         int running = update_gauges(e);
         int worked = step(e);
         update_gauges(e);
+        if (worked) {
+            pthread_mutex_lock(&e->mu);
+            e->stats.turn_s += hearth_time_now() - t_turn;
+            pthread_mutex_unlock(&e->mu);
+        }
         if (!worked) {
             /* Everyone running is paused by backpressure: nap briefly. */
             struct timespec ts = {0, 200000};
@@ -504,8 +562,11 @@ hearth_status hearth_engine_new(hearth_engine **out, hearth_model *m, hearth_kv 
     e->row_lp = malloc(T);
     e->row_id = malloc(T * sizeof *e->row_id);
     e->row_lps = malloc(T * sizeof *e->row_lps);
+    e->pend_seq = malloc(T * sizeof *e->pend_seq);
+    e->pend_ev = malloc(T * sizeof *e->pend_ev);
+    e->pend_fin = malloc(T * sizeof *e->pend_fin);
     if (!e->running || !e->b_tokens || !e->b_seq || !e->b_pos || !e->b_rows || !e->row_seq || !e->row_smp ||
-        !e->row_lp || !e->row_id || !e->row_lps) {
+        !e->row_lp || !e->row_id || !e->row_lps || !e->pend_seq || !e->pend_ev || !e->pend_fin) {
         hearth_engine_free(e);
         return hearth_err_set(err, HEARTH_ENOMEM, "engine: out of memory for step buffers");
     }
@@ -515,6 +576,9 @@ hearth_status hearth_engine_new(hearth_engine **out, hearth_model *m, hearth_kv 
         return cst;
     }
     if (e->o.warmup && hearth_model_on_device(m)) warm_up(e);
+    /* unset: on device backends; 0: never (an A/B switch); else always (tests run it on the CPU) */
+    const char *ov = getenv("HEARTH_ENGINE_OVERLAP");
+    e->overlap = ov ? atoi(ov) != 0 : hearth_model_on_device(m);
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
     if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
@@ -552,6 +616,9 @@ void hearth_engine_free(hearth_engine *e) {
     free(e->row_lp);
     free(e->row_id);
     free(e->row_lps);
+    free(e->pend_seq);
+    free(e->pend_ev);
+    free(e->pend_fin);
     hearth_chooser_deinit(&e->chooser);
     free(e);
 }

@@ -431,4 +431,7 @@ size_t hearth_model_weight_bytes(const hearth_model *m) { return m->weight_bytes
 int hearth_model_kv_dim(const hearth_model *m) { return m->cfg.n_kv_heads * m->cfg.head_dim; }
 int hearth_model_max_tokens(const hearth_model *m) { return m->max_tokens; }
 int hearth_model_on_device(const hearth_model *m) { return !m->ops->host_memory; }
+void hearth_model_submit(hearth_model *m) {
+    if (m->ops->submit) m->ops->submit(m->ops_ctx);
+}
 const uint8_t *hearth_model_fingerprint(const hearth_model *m) { return m->fingerprint; }

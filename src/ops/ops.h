@@ -154,6 +154,11 @@ typedef struct hearth_ops {
      * the set's rows back to back in one allocation where they share a type.
      * HEARTH_ENOMEM (err names the scratch) when that does not fit. */
     hearth_status (*prepare_set)(void *ctx, const hearth_weight *ws, int n, hearth_err *err);
+    /* Optional (NULL: ops run as they are issued). Start the ops issued so
+     * far on the device and return without waiting for them
+     * (hearth_model_submit: the engine hands out the last step's tokens
+     * while the device runs the next). */
+    void (*submit)(void *ctx);
 } hearth_ops;
 
 #endif

@@ -57,7 +57,7 @@ TEST(engine_batching_f16_kv) { batching_case(HEARTH_DT_F16); }
 /* And with an FP8 (e4m3) cache. */
 TEST(engine_batching_e4m3_kv) { batching_case(HEARTH_DT_E4M3); }
 
-TEST(engine_preemption_keeps_output) {
+static void preemption_case(void) {
     rig r;
     /* 8 blocks of 16 positions for 8 slots: sequences of up to 63 positions
      * need 4 blocks, so the pool runs dry and the newest are preempted. */
@@ -72,7 +72,9 @@ TEST(engine_preemption_keeps_output) {
     rig_close(&r);
 }
 
-TEST(engine_rejects_and_cancels) {
+TEST(engine_preemption_keeps_output) { preemption_case(); }
+
+static void rejects_and_cancels_case(void) {
     rig r;
     int ok = rig_open(&r, 32, 2, 32);
     CHECK_MSG(ok, "cannot open the tiny model");
@@ -109,6 +111,20 @@ TEST(engine_rejects_and_cancels) {
     hearth_engine_free(e);
     CHECK_EQ(hearth_kv_n_available_blocks(r.kv), 32);
     rig_close(&r);
+}
+
+TEST(engine_rejects_and_cancels) { rejects_and_cancels_case(); }
+
+/* A device engine hands a step's tokens out after starting the next step's
+ * forward (engine.c hand_out); HEARTH_ENGINE_OVERLAP=1 makes the CPU engine
+ * do the same, so the deferred hand-out, its backpressure (queue_cap 2) and
+ * ends, preemption and cancellation are checked here too. */
+TEST(engine_hand_out_after_next_forward) {
+    setenv("HEARTH_ENGINE_OVERLAP", "1", 1);
+    batching_case(HEARTH_DT_F32);
+    preemption_case();
+    rejects_and_cancels_case();
+    unsetenv("HEARTH_ENGINE_OVERLAP");
 }
 
 /* Run one request through the engine; returns the summary, output in out. */

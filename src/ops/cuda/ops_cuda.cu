@@ -81,7 +81,7 @@ typedef struct kv_writer {
 static const kv_writer kvw_unknown = {1, NULL, NULL, 0};
 
 #define MAX_RECS 16384
-#define N_GRAPHS 32 /* the engine warm-up captures ~23 step shapes */
+#define N_GRAPHS 48 /* the engine warm-up captures ~23 step shapes, a forward and its pick apart */
 #define N_SEEN 16
 #define STAGE_BYTES (8u << 20)
 #define STAGE_MAX_UPLOAD (1u << 20)
@@ -1295,6 +1295,8 @@ static hearth_status op_prepare_set(void *ctx, const hearth_weight *ws, int n, h
                    "q|k|v product scratch", err);
 }
 
+static void op_submit(void *ctx) { flush((hearth_cuda_ctx *)ctx, 0); }
+
 static void op_download(void *ctx, void *dst, const void *src, size_t bytes) {
     hearth_cuda_ctx *c = (hearth_cuda_ctx *)ctx;
     flush(c, 0);
@@ -1469,4 +1471,5 @@ extern "C" const hearth_ops hearth_cuda_ops = {
     /* .pick = */ op_pick,
     /* .prepare_weight = */ op_prepare_weight,
     /* .prepare_set = */ op_prepare_set,
+    /* .submit = */ op_submit,
 };
