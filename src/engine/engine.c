@@ -370,8 +370,8 @@ static int step(hearth_engine *e) {
     hearth_status st = hearth_model_forward(e->m, e->kv, e->b_tokens, e->b_seq, e->b_pos, n, e->b_rows, n_rows,
                                             NULL, &err);
     /* the last step's tokens go out while the device runs this one (its time is deliver_s, not step_s) */
-    const double t_out = hearth_time_now();
     if (e->overlap) hearth_model_submit(e->m);
+    const double t_out = hearth_time_now();
     hand_out(e);
     const double out_s = hearth_time_now() - t_out;
     for (int r = 0; r < n_rows; r++) {
