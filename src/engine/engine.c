@@ -383,8 +383,7 @@ static int step(hearth_engine *e) {
     pthread_mutex_lock(&e->mu);
     e->stats.steps++;
     e->stats.step_rows += n;
-    const double t_deliver = hearth_time_now();
-    e->stats.step_s += t_deliver - t0 - out_s;
+    e->stats.step_s += hearth_time_now() - t0 - out_s;
     e->stats.plan_s += plan_s;
     e->stats.rows_by_pick_op = e->chooser.rows_pick;
     e->stats.rows_by_host_sampler = e->chooser.rows_host;

@@ -65,8 +65,8 @@ typedef struct {
     long step_rows;       /* token rows run, over all steps */
     double step_s;        /* wall time in forward + token choice */
     /* the engine thread's wall time in the other work of the loop turns that ran a step: planning the
-     * batch (plan_s), handing the chosen tokens out and committing full blocks (deliver_s), and the
-     * whole turn (turn_s = plan_s + step_s + deliver_s + admission, cancellation, gauges) */
+     * batch (plan_s), handing the chosen tokens and ends out (deliver_s), and the whole turn (turn_s =
+     * plan_s + step_s + deliver_s + admission, cancellation, committing full blocks, gauges) */
     double plan_s, deliver_s, turn_s;
     long rows_by_pick_op, rows_by_host_sampler;
 } hearth_engine_stats;

@@ -60,14 +60,14 @@ int hearth_model_on_device(const hearth_model *m);
 hearth_status hearth_model_forward(hearth_model *m, hearth_kv *kv, const int32_t *tokens, const int32_t *seq,
                                    const int32_t *pos, int T, const int32_t *logit_rows, int n_logit_rows,
                                    float *logits, hearth_err *err);
-/* The pick op (ops/ops.h) over the first n_rows logit rows of the last
- * forward: params and out are host arrays [n_rows]; a few bytes per row
- * cross to the host. */
 /* Start what the last forward issued on the device and return while it
  * runs (nothing on a host backend): the next pick or download waits for it.
  * The engine calls it to hand tokens out meanwhile. Engine thread. */
 void hearth_model_submit(hearth_model *m);
 
+/* The pick op (ops/ops.h) over the first n_rows logit rows of the last
+ * forward: params and out are host arrays [n_rows]; a few bytes per row
+ * cross to the host. */
 hearth_status hearth_model_pick(hearth_model *m, int n_rows, const hearth_pick_params *params, hearth_pick *out,
                                 hearth_err *err);
 /* Logit row `row` of the last forward into out[vocab] (host). */
