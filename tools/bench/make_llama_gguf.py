@@ -30,7 +30,7 @@ GGUF_MAGIC = 0x46554747
 T_F32, T_F16, T_Q4_0, T_Q8_0, T_Q4_K, T_Q6_K, T_BF16 = 0, 1, 2, 8, 12, 14, 30
 TYPES = {"f32": T_F32, "f16": T_F16, "bf16": T_BF16, "q4_0": T_Q4_0, "q8_0": T_Q8_0, "q4_K": T_Q4_K, "q6_K": T_Q6_K}
 BLOCK = {T_F32: (1, 4), T_F16: (1, 2), T_BF16: (1, 2), T_Q4_0: (32, 18), T_Q8_0: (32, 34), T_Q4_K: (256, 144), T_Q6_K: (256, 210)}
-V_U32, V_F32, V_STR = 4, 6, 8
+V_I32, V_U32, V_F32, V_STR, V_ARR = 5, 4, 6, 8, 9
 ALIGN = 32
 TILE = 64 << 20
 
@@ -95,6 +95,14 @@ class Writer:
         b = s.encode()
         self.kv.append((k, V_STR, struct.pack("<Q", len(b)) + b))
 
+    def add_arr(self, k, vt, items):
+        """An array of u32 / i32 / f32 (items: numbers) or strings."""
+        if vt == V_STR:
+            body = b"".join(struct.pack("<Q", len(b)) + b for b in (x.encode() for x in items))
+        else:
+            body = np.asarray(items, dtype={V_U32: "<u4", V_I32: "<i4", V_F32: "<f4"}[vt]).tobytes()
+        self.kv.append((k, V_ARR, struct.pack("<IQ", vt, len(items)) + body))
+
     def add_tensor(self, name, dims, t):
         self.tensors.append((name, dims, t))
 
@@ -117,6 +125,21 @@ class Writer:
             for (name, dims, t), n in zip(self.tensors, sizes):
                 fill(f, name, dims, t, n)
                 f.write(b"\0" * ((-n) % ALIGN))
+
+
+def add_vocab(w, n):
+    """A placeholder SentencePiece vocabulary of n pieces (see the docstring)."""
+    assert n >= 259, "the vocabulary needs room for <unk>, <s>, </s> and 256 byte pieces"
+    toks = ["<unk>", "<s>", "</s>"] + ["<0x%02X>" % b for b in range(256)]
+    toks += ["\u2581t%d" % i for i in range(len(toks), n)]
+    types = [2, 3, 3] + [6] * 256 + [1] * (n - 259)  # unknown, control, byte, normal
+    w.add_str("tokenizer.ggml.model", "llama")
+    w.add_arr("tokenizer.ggml.tokens", V_STR, toks)
+    w.add_arr("tokenizer.ggml.scores", V_F32, [0.0] * 259 + [-float(i) for i in range(n - 259)])
+    w.add_arr("tokenizer.ggml.token_type", V_I32, types)
+    w.add_u32("tokenizer.ggml.bos_token_id", 1)
+    w.add_u32("tokenizer.ggml.eos_token_id", 2)
+    w.add_u32("tokenizer.ggml.unknown_token_id", 0)
 
 
 def main():
@@ -154,6 +177,7 @@ def main():
     w.add_f32("llama.attention.layer_norm_rms_epsilon", 1e-5)
     w.add_f32("llama.rope.freq_base", 500000.0)
     w.add_u32("llama.vocab_size", a.vocab)
+    add_vocab(w, a.vocab)
     H, F, KV = a.hidden, a.ffn, a.kv_heads * hd
     w.add_tensor("token_embd.weight", [H, a.vocab], wt)
     w.add_tensor("output_norm.weight", [H], T_F32)
