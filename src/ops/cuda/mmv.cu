@@ -905,15 +905,18 @@ static int quant_staged(const mmv_set *s, size_t row_bytes) { return set_aligned
  * keeps at least one and a half rounds of U loads (a Q4_0 down projection,
  * 448 chunks a row, splits in two: 12.75 -> 12.00 us in bench_gemv,
  * s8-run2; a Q8_0 4096-row q, one round, stays whole: 7.14 us, 7.68 split).
- * Float rows of a full round a slice at four (512 chunks: K >= 4096 in
- * bf16 / f16) split in four whatever their count: a BF16 8B-shaped token
- * 4.455 -> 4.224 ms with every matrix at four (s18-run4), where this rule
- * kept gate/up whole and the others in two (HEARTH_MMV_KS_FLOAT=0: it does
- * again). HEARTH_MMV_KS=1|2|4 fixes the split, HEARTH_MMV_KS_HALF the half
+ * Rows of a full round a slice at four (512 chunks of U = 4 loads a lane:
+ * K >= 4096 in bf16 / f16, >= 8192 in Q8_0, >= 16384 in Q4_0) split in four
+ * whatever their count (`four`: the float and Q4_0 / Q8_0 formats): a BF16
+ * 8B-shaped token 4.477 -> 4.220 ms, this rule having kept gate/up whole
+ * and the others in two (s18-run5); the Q8_0 down projection, the only such
+ * quantized rows of that shape, 2.850 -> 2.816 ms a token (s18-run6).
+ * HEARTH_MMV_KS_FLOAT=0 / HEARTH_MMV_KS_QUANT=0 keep the rule above for
+ * either; HEARTH_MMV_KS=1|2|4 fixes the split, HEARTH_MMV_KS_HALF the half
  * rounds (benchmarks; 4 until session 8). */
 #define WAVE_WARPS 48
-static int stream_ks(const cu_launch *L, int pairs, int nch, bool float_rows) {
-    static int fixed = -1, half = 3, float_four = 1;
+static int stream_ks(const cu_launch *L, int pairs, int nch, bool float_rows, bool four) {
+    static int fixed = -1, half = 3, float_four = 1, quant_four = 1;
     if (fixed < 0) {
         const char *s = getenv("HEARTH_MMV_KS");
         fixed = s && (atoi(s) == 1 || atoi(s) == 2 || atoi(s) == 4) ? atoi(s) : 0;
@@ -921,9 +924,11 @@ static int stream_ks(const cu_launch *L, int pairs, int nch, bool float_rows) {
         if (s && atoi(s) >= 1) half = atoi(s);
         s = getenv("HEARTH_MMV_KS_FLOAT");
         float_four = !(s && atoi(s) == 0);
+        s = getenv("HEARTH_MMV_KS_QUANT");
+        quant_four = !(s && atoi(s) == 0);
     }
     if (fixed) return fixed;
-    if (float_rows && float_four && nch >= 32 * 4 * 4) return 4; /* fmt_float's U = 4 loads a lane a round */
+    if (four && (float_rows ? float_four : quant_four) && nch >= 32 * 4 * 4) return 4;
     int ks = 1;
     while (ks < 4 && (long)pairs * ks * 2 <= (long)L->n_sm * WAVE_WARPS && nch >= 64 * ks * 2 * half) ks *= 2;
     return ks;
@@ -963,7 +968,7 @@ static void launch_float(const cu_launch *L, const mmv_set *set, const void *xp,
     int N = set_rows_host(set);
     if (float_streams(set, (hearth_dtype)WT, K, row_bytes, xp)) {
         int pairs = set->swiglu ? N : cu_div_up(N, 2);
-        int ks = stream_ks(L, pairs, K / E, true);
+        int ks = stream_ks(L, pairs, K / E, true, true);
         launch_stream<fmt_float<WT>, NT>(L, set, xp, K, row_bytes, ks, pairs);
     } else {
         cu_launch_k(L, mmv_float_generic<WT, NT>, dim3(cu_div_up(N, 8)), dim3(256), 0, *set, row_bytes, xp, K);
@@ -979,7 +984,8 @@ static void launch_quant(const cu_launch *L, const mmv_set *set, const void *xp,
         if (set->split) { /* cu_split_rows made the rows aligned and their codes whole 16-byte chunks */
             int pairs = set->swiglu ? N : cu_div_up(N, 2);
             const int n16 = K / qtraits<QT>::ELEMS * split_fmt<QT>::QB / 16; /* stream_ks counts 16-byte chunks */
-            launch_stream<fmt_split<QT>, NT>(L, set, xp, K, row_bytes, stream_ks(L, pairs, n16, false), pairs);
+            const int ks = stream_ks(L, pairs, n16, false, fmt_split<QT>::U == 4);
+            launch_stream<fmt_split<QT>, NT>(L, set, xp, K, row_bytes, ks, pairs);
             return;
         }
     }
