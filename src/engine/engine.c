@@ -156,14 +156,17 @@ static void push_event(hearth_seq *s, const hearth_token_event *ev) {
 
 static void hand_out(hearth_engine *e);
 
+/* A running sequence gives its slot and KV blocks back. */
+static void leave_slot(hearth_engine *e, hearth_seq *s) {
+    hearth_kv_release_slot(e->kv, s->slot);
+    e->running[s->slot] = NULL;
+    s->slot = -1;
+}
+
 static void finish(hearth_engine *e, hearth_seq *s, hearth_finish why, const char *msg) {
     if (s->pend) hand_out(e); /* its chosen tokens go out before its end */
     double now = hearth_time_now();
-    if (s->slot >= 0) {
-        hearth_kv_release_slot(e->kv, s->slot);
-        e->running[s->slot] = NULL;
-        s->slot = -1;
-    }
+    if (s->slot >= 0) leave_slot(e, s);
     /* Stats first: a consumer that sees the end also sees it counted. */
     pthread_mutex_lock(&e->mu);
     if (why == HEARTH_FINISH_CANCELED) e->stats.requests_canceled++;
@@ -223,9 +226,7 @@ static hearth_seq *wait_pop(hearth_engine *e) {
 
 /* Free a running sequence's blocks; it resumes later from its tokens. */
 static void preempt(hearth_engine *e, hearth_seq *s) {
-    hearth_kv_release_slot(e->kv, s->slot);
-    e->running[s->slot] = NULL;
-    s->slot = -1;
+    leave_slot(e, s);
     s->n_computed = 0;
     s->summary.n_preempted++;
     wait_push_front(e, s);
@@ -415,11 +416,7 @@ static int step(hearth_engine *e) {
         hearth_finish fin = HEARTH_FINISH_NONE;
         if (is_stop) fin = HEARTH_FINISH_STOP;
         else if (s->n_gen >= s->req.max_new || s->n_tokens >= e->ctx) fin = HEARTH_FINISH_LENGTH;
-        if (fin != HEARTH_FINISH_NONE) { /* its blocks go back now; its consumer hears of the end with the token */
-            hearth_kv_release_slot(e->kv, s->slot);
-            e->running[s->slot] = NULL;
-            s->slot = -1;
-        }
+        if (fin != HEARTH_FINISH_NONE) leave_slot(e, s); /* its blocks go back now; the end goes out with the token */
         e->pend_seq[e->n_pend] = s;
         e->pend_fin[e->n_pend++] = fin;
         s->pend = 1;
