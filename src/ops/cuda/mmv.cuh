@@ -80,3 +80,11 @@ __device__ __forceinline__ void q4k_unit_scales(uint32_t a, uint32_t b, uint32_t
     m[0] = (M >> sh) & 0xFF;
     m[1] = (M >> (sh + 8)) & 0xFF;
 }
+
+/* Sets a (rows of type ta, rba bytes apart) and b (tb, rbb) of one x (xp,
+ * prepared for both) as one launch at T = 1, where both are split rows of a
+ * mix that mmv.cu instantiates (Q6_K beside Q4_K, Q8_0 beside Q4_0) and
+ * neither would split K: 1 when launched, 0 when the caller must run them
+ * apart (cu_mmv each). HEARTH_MMV_TWO=0: always 0 (benchmarks). */
+int cu_mmv2(const cu_launch *L, const mmv_set *a, hearth_dtype ta, size_t rba, const mmv_set *b, hearth_dtype tb,
+            size_t rbb, const void *xp, int T, int K);

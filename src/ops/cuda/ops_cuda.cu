@@ -392,10 +392,11 @@ static int rope_in_gemv(hearth_cuda_ctx *c, const rec *r, int left, mmv_set *set
 }
 
 /* The same when v's weights are of another type than q and k's (llama.cpp's
- * Q4_K_M: Q6_K attn_v in some layers), x prepared alike for both: two GEMVs
- * with the epilogue, v's first (it stores v and its cache rows), then q and
- * k (qk: count 2, rotated, k's cache rows). 1 when it applies, with both
- * sets filled in. */
+ * Q4_K_M: Q6_K attn_v in some layers), x prepared alike for both: two sets
+ * with the epilogue, v's (it stores v and its cache rows) and q and k's (qk:
+ * count 2, rotated, k's cache rows), one launch where cu_matmul_set2 takes
+ * them, else two GEMVs, v's first. 1 when it applies, with both sets filled
+ * in. */
 static int rope_in_gemv_split(hearth_cuda_ctx *c, const rec *r, int left, mmv_set *qk, mmv_set *v) {
     const rec *vr = r + 2;
     if (left < 6 || qk->count != 2 || !mm_gemv(c, vr) || vr->p[1] != r->p[1] || vr->i[0] != r->i[0] ||
@@ -555,12 +556,18 @@ static int run_unit(hearth_cuda_ctx *c, const rec *recs, int i, int n, char *lab
                 mmv_set vset;
                 if (m == 2 && rope_in_gemv_split(c, r, left, &set, &vset)) {
                     const rec *vr = r + 2;
-                    cu_matmul_set(L, &c->mm, &vset, (const float *)vr->p[1], vr->i[0], (hearth_dtype)vr->i[1],
-                                  vr->i[3], vr->z[0]);
-                    cu_matmul_set(L, &c->mm, &set, (const float *)r->p[1], r->i[0], (hearth_dtype)r->i[1], r->i[3],
-                                  r->z[0]);
-                    snprintf(label, lsz, "matmul x2 %s %dx%d + %s %dx%d %s +rope+kv_write", type_name(r->i[1]), rows,
-                             r->i[3], type_name(vr->i[1]), vr->i[2], vr->i[3], rows_tag(tb, sizeof tb, "T=", r->i[0]));
+                    const int one = cu_matmul_set2(L, &c->mm, &vset, (hearth_dtype)vr->i[1], vr->z[0], &set,
+                                                   (hearth_dtype)r->i[1], r->z[0], (const float *)r->p[1], r->i[0],
+                                                   r->i[3]);
+                    if (!one) {
+                        cu_matmul_set(L, &c->mm, &vset, (const float *)vr->p[1], vr->i[0], (hearth_dtype)vr->i[1],
+                                      vr->i[3], vr->z[0]);
+                        cu_matmul_set(L, &c->mm, &set, (const float *)r->p[1], r->i[0], (hearth_dtype)r->i[1],
+                                      r->i[3], r->z[0]);
+                    }
+                    snprintf(label, lsz, "matmul x2 %s %dx%d + %s %dx%d %s +rope+kv_write%s", type_name(r->i[1]),
+                             rows, r->i[3], type_name(vr->i[1]), vr->i[2], vr->i[3],
+                             rows_tag(tb, sizeof tb, "T=", r->i[0]), one ? " (one launch)" : "");
                     return 6;
                 }
                 cu_matmul_set(L, &c->mm, &set, (const float *)r->p[1], r->i[0], (hearth_dtype)r->i[1], r->i[3],
