@@ -252,9 +252,12 @@ __device__ __forceinline__ void stream_body(const mmv_set &set, size_t row_bytes
     pdl_launch();
 }
 
+/* Two blocks a multiprocessor up to two rows of x (128 registers): at two
+ * rows the Q4_0 and Q4_K bodies took 156-164, one block, half the loads in
+ * flight. */
 template <typename F, int NT, int KS>
-__global__ void __launch_bounds__(256) mmv_stream_kernel(mmv_set set, size_t row_bytes, const void *__restrict__ xp,
-                                                         int K) {
+__global__ void __launch_bounds__(256, NT <= 2 ? 2 : 1)
+    mmv_stream_kernel(mmv_set set, size_t row_bytes, const void *__restrict__ xp, int K) {
     stream_body<F, NT, KS>(set, row_bytes, xp, K, blockIdx.x, gridDim.x);
 }
 
