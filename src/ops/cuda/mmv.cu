@@ -140,13 +140,12 @@ template <int WT> struct fmt_float {
  * the current one, across row pairs too (no tail of short-lived blocks);
  * with KS > 1 a block takes groups of WPB / KS row pairs, bid, bid + nblk,
  * ... (bid: the block's place in a grid of nblk; the same count for all its
- * warps, which meet
- * at each group's sum), the grid again one wave (HEARTH_MMV_KSWAVE=0: a
+ * warps, which meet at each group's sum), the grid again one wave (HEARTH_MMV_KSWAVE=0: a
  * block a group, as before session 14), so that a warp's next group is in
  * flight while it finishes one, where a second wave of blocks started cold. */
 template <typename F, int NT, int KS>
 __device__ __forceinline__ void stream_body(const mmv_set &set, size_t row_bytes, const void *__restrict__ xp, int K,
-                                            int bid, int nblk) { /* bid, nblk: the block's place among nblk */
+                                            int bid, int nblk) {
     constexpr int U = F::U, R = 2;
     constexpr int WPB = 256 / 32; /* warps a block */
     static_assert(WPB % KS == 0, "KS divides the warps of a block");
