@@ -253,9 +253,14 @@ __device__ __forceinline__ void stream_body(const mmv_set &set, size_t row_bytes
 
 /* Two blocks a multiprocessor up to two rows of x (128 registers): at two
  * rows the Q4_0 and Q4_K bodies took 156-164, one block, half the loads in
- * flight. */
+ * flight. Q8_0 rows also at three and four rows of x (tensor cores take
+ * them from five), whose bodies took 142-152: held to 128, the engine's 3
+ * and 4 Q8_0 streams gained 10.7% and 13.3% (s20-run1). */
+template <int QT> struct fmt_split;
+template <typename F, int NT> struct stream_blocks { enum { value = NT <= 2 ? 2 : 1 }; };
+template <int NT> struct stream_blocks<fmt_split<HEARTH_DT_Q8_0>, NT> { enum { value = NT <= 4 ? 2 : 1 }; };
 template <typename F, int NT, int KS>
-__global__ void __launch_bounds__(256, NT <= 2 ? 2 : 1)
+__global__ void __launch_bounds__(256, stream_blocks<F, NT>::value)
     mmv_stream_kernel(mmv_set set, size_t row_bytes, const void *__restrict__ xp, int K) {
     stream_body<F, NT, KS>(set, row_bytes, xp, K, blockIdx.x, gridDim.x);
 }
