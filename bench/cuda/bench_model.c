@@ -179,8 +179,12 @@ int main(int argc, char **argv) {
     /* each token as the server picks it: greedy by the pick op on the device, 4 bytes down */
     hearth_pick_params pp = {0};
     hearth_pick pk;
+    hearth_cuda_stats st0 = {0};
     for (int i = 0; i < n_gen; i++) {
-        if (i == warm) ta = now_s();
+        if (i == warm) {
+            ta = now_s();
+            hearth_cuda_ctx_stats(c, &st0);
+        }
         int32_t p = n_prompt + i;
         if (hearth_model_forward(m, kv, &next, seq, &p, 1, &row0, 1, NULL, &err) ||
             hearth_model_pick(m, 1, &pp, &pk, &err)) {
@@ -212,6 +216,12 @@ int main(int argc, char **argv) {
            roof_w, 100.0 / dec / roof_w, roof_wkv, 100.0 / dec / roof_wkv);
     printf("recorder: %ld flushes, %ld graph captures, %ld graph replays, %ld ops recorded\n", st.flushes,
            st.graph_captures, st.graph_replays, st.ops_recorded);
+    /* the host's time a token besides waiting for the device: finding the step's graph and launching it
+     * (issuing), and the rest (recording the ops, the loop); at batch 1 the device idles through it */
+    const double per = 1e6 / (n_gen - warm), issue = (st.issue_s - st0.issue_s) * per,
+                 wait = (st.wait_s - st0.wait_s) * per;
+    printf("host a token: %.1f us issuing (%.1f in the launch calls), %.1f us waiting, %.1f us else\n", issue,
+           (st.launch_s - st0.launch_s) * per, wait, dec * 1e6 - issue - wait);
     if (profile) {
         static char text[16384];
         /* 16 more decode steps (positions after the timed ones) */

@@ -7,6 +7,7 @@
 #include "model/model_internal.h"
 
 #include <math.h>
+#include <string.h>
 
 hearth_status hearth_model_forward(hearth_model *m, hearth_kv *kv, const int32_t *tokens, const int32_t *seq,
                                    const int32_t *pos, int T, const int32_t *logit_rows, int n_logit_rows,
@@ -36,14 +37,16 @@ hearth_status hearth_model_forward(hearth_model *m, hearth_kv *kv, const int32_t
     }
     const hearth_kv_view *view = &vw;
 
-    /* The embedding lookup reads ids on the host side of the CPU backend;
-     * device backends read the uploaded copy. */
-    o->upload(ctx, m->d_tokens, tokens, sizeof(int32_t) * (size_t)T);
-    o->upload(ctx, m->d_seq, seq, sizeof(int32_t) * (size_t)T);
-    o->upload(ctx, m->d_pos, pos, sizeof(int32_t) * (size_t)T);
+    /* The rows' ids, sequences and positions in one upload (on a device,
+     * each upload is a copy the step waits on). */
+    int32_t *d_tokens = m->d_rows, *d_seq = m->d_rows + T, *d_pos = m->d_rows + 2 * (size_t)T;
+    memcpy(m->h_rows, tokens, sizeof(int32_t) * (size_t)T);
+    memcpy(m->h_rows + T, seq, sizeof(int32_t) * (size_t)T);
+    memcpy(m->h_rows + 2 * (size_t)T, pos, sizeof(int32_t) * (size_t)T);
+    o->upload(ctx, m->d_rows, m->h_rows, 3 * sizeof(int32_t) * (size_t)T);
 
     /* ARCH SWITCH: gemma scales the embedding by sqrt(dim). */
-    o->embed(ctx, m->x, &m->tok_embd, m->d_tokens, T);
+    o->embed(ctx, m->x, &m->tok_embd, d_tokens, T);
     for (int l = 0; l < c->n_layers; l++) {
         const hearth_layer_weights *L = &m->layers[l];
         o->rmsnorm(ctx, m->xb, m->x, L->attn_norm, T, dim, c->rms_norm_eps);
@@ -59,10 +62,10 @@ hearth_status hearth_model_forward(hearth_model *m, hearth_kv *kv, const int32_t
             o->rmsnorm(ctx, m->q, m->q, L->q_norm, T * nh, hd, c->rms_norm_eps);
             o->rmsnorm(ctx, m->k, m->k, L->k_norm, T * nkv, hd, c->rms_norm_eps);
         }
-        o->rope(ctx, m->q, T, nh, hd, m->d_pos, &m->rope);
-        o->rope(ctx, m->k, T, nkv, hd, m->d_pos, &m->rope);
-        o->kv_write(ctx, view, l, m->k, m->v, T, m->d_seq, m->d_pos);
-        o->attention(ctx, m->att, m->q, T, view, l, m->d_seq, m->d_pos, nh, nkv, hd, scale, c->sliding_window);
+        o->rope(ctx, m->q, T, nh, hd, d_pos, &m->rope);
+        o->rope(ctx, m->k, T, nkv, hd, d_pos, &m->rope);
+        o->kv_write(ctx, view, l, m->k, m->v, T, d_seq, d_pos);
+        o->attention(ctx, m->att, m->q, T, view, l, d_seq, d_pos, nh, nkv, hd, scale, c->sliding_window);
         o->matmul(ctx, m->xb, m->att, T, &L->wo);
         o->add(ctx, m->x, m->xb, (size_t)T * dim);
         o->rmsnorm(ctx, m->xb, m->x, L->ffn_norm, T, dim, c->rms_norm_eps);
@@ -79,11 +82,18 @@ hearth_status hearth_model_forward(hearth_model *m, hearth_kv *kv, const int32_t
     for (int i = 0; i < n_logit_rows; i++)
         if (logit_rows[i] < 0 || logit_rows[i] >= T)
             return hearth_err_set(err, HEARTH_EINVAL, "forward: logit row %d of %d", logit_rows[i], T);
-    for (int i = 0, n; i < n_logit_rows; i += n) { /* one copy per run of consecutive rows */
-        for (n = 1; i + n < n_logit_rows && logit_rows[i + n] == logit_rows[i] + n;) n++;
-        o->copy(ctx, m->xb + (size_t)i * dim, m->x + (size_t)logit_rows[i] * dim, sizeof(float) * (size_t)dim * n);
+    int run = 1; /* the rows are one run of consecutive rows: the norm reads them in place */
+    while (run < n_logit_rows && logit_rows[run] == logit_rows[0] + run) run++;
+    if (run == n_logit_rows) {
+        o->rmsnorm(ctx, m->xb, m->x + (size_t)logit_rows[0] * dim, m->out_norm, n_logit_rows, dim, c->rms_norm_eps);
+    } else {
+        for (int i = 0, n; i < n_logit_rows; i += n) { /* one copy per run of consecutive rows */
+            for (n = 1; i + n < n_logit_rows && logit_rows[i + n] == logit_rows[i] + n;) n++;
+            o->copy(ctx, m->xb + (size_t)i * dim, m->x + (size_t)logit_rows[i] * dim,
+                    sizeof(float) * (size_t)dim * n);
+        }
+        o->rmsnorm(ctx, m->xb, m->xb, m->out_norm, n_logit_rows, dim, c->rms_norm_eps);
     }
-    o->rmsnorm(ctx, m->xb, m->xb, m->out_norm, n_logit_rows, dim, c->rms_norm_eps);
     o->matmul(ctx, m->logits, m->xb, n_logit_rows, &m->output);
     m->n_logit_rows = n_logit_rows;
     if (logits) o->download(ctx, logits, m->logits, sizeof(float) * (size_t)n_logit_rows * c->vocab_size);

@@ -313,8 +313,7 @@ static hearth_status alloc_activations(hearth_model *m, hearth_err *err) {
         {(void **)&m->hb, T * (size_t)c->intermediate_size * 4},
         {(void **)&m->hb2, T * (size_t)c->intermediate_size * 4},
         {(void **)&m->logits, T * (size_t)c->vocab_size * 4},
-        {(void **)&m->d_tokens, T * 4},       {(void **)&m->d_seq, T * 4},
-        {(void **)&m->d_pos, T * 4},
+        {(void **)&m->d_rows, 3 * T * 4},
         {(void **)&m->d_pick_params, T * sizeof(hearth_pick_params)},
         {(void **)&m->d_picks, T * sizeof(hearth_pick)},
     };
@@ -322,6 +321,8 @@ static hearth_status alloc_activations(hearth_model *m, hearth_err *err) {
         *bufs[i].p = owned_alloc(m, bufs[i].bytes);
         if (!*bufs[i].p) return oom(m, "activations", bufs[i].bytes, err);
     }
+    m->h_rows = malloc(3 * T * sizeof *m->h_rows);
+    if (!m->h_rows) return hearth_err_set(err, HEARTH_ENOMEM, "%s: out of host memory for the row inputs", m->path);
     return HEARTH_OK;
 }
 
@@ -417,6 +418,7 @@ void hearth_model_free(hearth_model *m) {
     if (!m) return;
     for (int i = 0; i < m->n_owned; i++) m->ops->free(m->ops_ctx, m->owned[i]);
     free(m->owned);
+    free(m->h_rows);
     free(m->layers);
     if (m->gguf) hearth_gguf_close(m->gguf);
     if (m->st) hearth_st_close(m->st);

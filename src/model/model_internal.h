@@ -41,7 +41,8 @@ struct hearth_model {
     float *att;    /* [T][q_dim] */
     float *hb, *hb2; /* [T][ffn] */
     float *logits; /* [T][vocab] */
-    int32_t *d_tokens, *d_seq, *d_pos; /* [T] */
+    int32_t *d_rows; /* [3][T]: a forward's token ids, sequences, positions (one upload) */
+    int32_t *h_rows; /* [3][T], host: where they are packed for it */
     hearth_pick_params *d_pick_params; /* [T] */
     hearth_pick *d_picks;              /* [T] */
     int n_logit_rows;                  /* rows of logits the last forward left */

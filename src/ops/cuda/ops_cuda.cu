@@ -26,6 +26,7 @@
 #include <string.h>
 
 extern "C" {
+#include "core/clock.h"
 #include "core/log.h"
 }
 
@@ -42,6 +43,7 @@ enum {
     R_KV_WRITE,
     R_ATTN,
     R_PICK,
+    R_DOWNLOAD, /* into the pinned download stage, with the ops before it (one graph) */
 };
 
 struct rec {
@@ -91,7 +93,6 @@ static const kv_writer kvw_unknown = {1, NULL, NULL, 0};
 #define MAX_PROF 64
 
 struct graph_entry {
-    uint64_t hash;
     int n;
     rec *recs;
     cudaGraphExec_t exec;
@@ -232,6 +233,9 @@ static void run_one(hearth_cuda_ctx *c, const rec *r) {
         cu_pick(L, (hearth_pick *)r->p[0], (const float *)r->p[1], r->i[0], r->i[1],
                 (const hearth_pick_params *)r->p[2]);
         break;
+    case R_DOWNLOAD:
+        cu_note(L, cudaMemcpyAsync((void *)r->p[0], r->p[1], r->z[0], cudaMemcpyDeviceToHost, c->stream));
+        break;
     }
 }
 
@@ -267,7 +271,7 @@ static int rec_reads(const rec *r, const void *p, size_t n) {
     const size_t f = sizeof(float);
     switch (r->kind) {
     case R_UPLOAD: return 0;
-    case R_COPY: return overlap(r->p[1], r->z[0], p, n);
+    case R_COPY: case R_DOWNLOAD: return overlap(r->p[1], r->z[0], p, n);
     case R_MATMUL:
         return overlap(r->p[1], f * r->i[0] * r->i[3], p, n) || overlap(r->p[2], r->z[0] * r->i[2], p, n);
     case R_EMBED: return overlap(r->p[1], r->z[0] * r->i[1], p, n) || overlap(r->p[2], 4 * (size_t)r->i[3], p, n);
@@ -683,7 +687,7 @@ static int run_unit(hearth_cuda_ctx *c, const rec *recs, int i, int n, char *lab
         break;
     default: {
         static const char *names[] = {"?", "upload", "copy", "matmul", "embed", "rmsnorm", "rope", "add_bias",
-                                      "add", "swiglu", "kv_write", "attention", "pick"};
+                                      "add", "swiglu", "kv_write", "attention", "pick", "download"};
         snprintf(label, lsz, "%s", names[r->kind]);
     }
     }
@@ -816,7 +820,7 @@ static int capture_and_launch(hearth_cuda_ctx *c, uint64_t h) {
         return 1;
     }
     memcpy(copy, c->recs, sizeof(rec) * (size_t)c->n_recs);
-    *slot = (graph_entry){h, c->n_recs, copy, exec, ++c->tick};
+    *slot = (graph_entry){c->n_recs, copy, exec, ++c->tick};
     c->stats.graph_captures++;
     return 1;
 }
@@ -825,16 +829,23 @@ static int capture_and_launch(hearth_cuda_ctx *c, uint64_t h) {
  * staging buffer. */
 static void flush(hearth_cuda_ctx *c, int sync) {
     cudaSetDevice(c->device);
+    double t0 = hearth_time_now();
     if (c->n_recs > 0) {
         c->stats.flushes++;
         int done = 0;
         if (c->graphs_on && !c->profile) {
-            uint64_t h = hash_recs(c->recs, c->n_recs);
+            /* A replay is found by comparing the records' bytes alone: two
+             * sequences of one length differ within their first records
+             * (the uploads' sizes, the step's shapes), so a miss costs
+             * little, while hashing every word first cost ~17 us of host
+             * time a step in which the device waited (s20). The hash is
+             * taken only on a miss, for the seen / no-capture lists. */
             for (int i = 0; i < N_GRAPHS && !done; i++) {
                 graph_entry *g = &c->graphs[i];
-                if (g->exec && g->hash == h && g->n == c->n_recs &&
-                    !memcmp(g->recs, c->recs, sizeof(rec) * (size_t)c->n_recs)) {
+                if (g->exec && g->n == c->n_recs && !memcmp(g->recs, c->recs, sizeof(rec) * (size_t)c->n_recs)) {
+                    const double tl = hearth_time_now();
                     note(c, cudaGraphLaunch(g->exec, c->stream), "graph launch");
+                    c->stats.launch_s += hearth_time_now() - tl;
                     c->kvw_last = kvw_unknown; /* the graph's units were not run here */
                     g->last_use = ++c->tick;
                     c->stats.graph_replays++;
@@ -842,6 +853,7 @@ static void flush(hearth_cuda_ctx *c, int sync) {
                 }
             }
             if (!done) {
+                const uint64_t h = hash_recs(c->recs, c->n_recs);
                 int seen = 0, nocap = 0;
                 for (int i = 0; i < N_SEEN; i++) {
                     if (c->seen_n[i] == c->n_recs && c->seen_hash[i] == h) seen = 1;
@@ -856,14 +868,19 @@ static void flush(hearth_cuda_ctx *c, int sync) {
             }
         }
         if (!done) {
+            const double tl = hearth_time_now();
             run_recs(c, c->recs, c->n_recs);
             check_launch(c, "launch");
+            c->stats.launch_s += hearth_time_now() - tl;
         }
         c->n_recs = 0;
     }
+    double t1 = hearth_time_now();
+    c->stats.issue_s += t1 - t0;
     if (sync) {
         note(c, cudaStreamSynchronize(c->stream), "stream sync (a kernel failed)");
         c->stage_off = 0;
+        c->stats.wait_s += hearth_time_now() - t1;
     }
 }
 
@@ -1306,15 +1323,22 @@ static void op_submit(void *ctx) { flush((hearth_cuda_ctx *)ctx, 0); }
 
 static void op_download(void *ctx, void *dst, const void *src, size_t bytes) {
     hearth_cuda_ctx *c = (hearth_cuda_ctx *)ctx;
-    flush(c, 0);
     if (bytes <= DL_STAGE_BYTES) {
-        note(c, cudaMemcpyAsync(c->dl_stage, src, bytes, cudaMemcpyDeviceToHost, c->stream), "download");
-        note(c, cudaStreamSynchronize(c->stream), "download (a kernel failed)");
+        /* recorded: a replayed step's copy is a node of its graph, which
+         * starts sooner than a copy queued behind the graph (s20) */
+        rec *r = push(c, R_DOWNLOAD);
+        r->p[0] = c->dl_stage;
+        r->p[1] = src;
+        r->z[0] = bytes;
+        flush(c, 1);
         memcpy(dst, c->dl_stage, bytes);
-    } else {
-        note(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream), "download");
-        note(c, cudaStreamSynchronize(c->stream), "download (a kernel failed)");
+        return;
     }
+    flush(c, 0);
+    note(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream), "download");
+    const double t0 = hearth_time_now();
+    note(c, cudaStreamSynchronize(c->stream), "download (a kernel failed)");
+    c->stats.wait_s += hearth_time_now() - t0;
     c->stage_off = 0;
 }
 

@@ -41,6 +41,11 @@ typedef struct {
     long graph_captures; /* sequences captured as graphs */
     long graph_replays;  /* flushes served by a captured graph */
     long ops_recorded;
+    /* host seconds in flush: issuing the work (finding a replay's graph
+     * and launching it, or the eager launches), of which in the launch
+     * calls (cudaGraphLaunch, or the eager run), and waiting for the stream
+     * at a sync; at batch 1 the device idles through the issue */
+    double issue_s, launch_s, wait_s;
 } hearth_cuda_stats;
 void hearth_cuda_ctx_stats(const hearth_cuda_ctx *c, hearth_cuda_stats *s);
 /* graphs: replay repeated sequences as CUDA graphs (default 1).
