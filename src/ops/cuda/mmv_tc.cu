@@ -683,6 +683,7 @@ void launch_tc(const cu_launch *L, const mmv_set *set, const void *xp, int K, si
 template <int WT>
 void launch_tc_t(const cu_launch *L, const mmv_set *set, const void *xp, int T, int K, size_t row_bytes) {
     switch (T) {
+    case 2: launch_tc<WT, 2>(L, set, xp, K, row_bytes); break;
     case 3: launch_tc<WT, 3>(L, set, xp, K, row_bytes); break;
     case 4: launch_tc<WT, 4>(L, set, xp, K, row_bytes); break;
     case 5: launch_tc<WT, 5>(L, set, xp, K, row_bytes); break;
@@ -697,19 +698,27 @@ void launch_tc_t(const cu_launch *L, const mmv_set *set, const void *xp, int T, 
 int cu_mmv_tc_fits(const mmv_set *set, hearth_dtype t, int T, int K, size_t row_bytes, const void *xp) {
     /* HEARTH_MMV_TC (benchmarks): 0 the streamed kernel at every T; 1 tensor cores for float rows only;
      * 3 for quantized rows too from T = 3 */
-    static int off = -1, tc_quant = 1, all3 = 0;
+    static int off = -1, tc_quant = 1, all3 = 0, two = 1;
     if (off < 0) {
         const char *s = getenv("HEARTH_MMV_TC");
         off = s && atoi(s) == 0;
         tc_quant = !(s && atoi(s) == 1);
         all3 = s && atoi(s) == 3;
+        s = getenv("HEARTH_MMV_TC2"); /* which split rows come here from 2 rows (A/B): 1 Q4_K, 2 Q6_K, 4 Q4_0 */
+        if (s) two = atoi(s);
     }
-    /* T = 2 stays streamed: even in bench_gemv (s10-run2: 5081 us a token's matmuls streamed, 5123 here) */
-    if (off || T < 3 || T > 8) return 0;
-    /* Q4_0, Q4_K, Q6_K from 3 rows, Q8_0 from 5: below 5 the streamed kernel keeps up with Q8_0 (engine,
-     * s11-run7: 3 streams 746.0 tok/s streamed, 721.2 here; 4 streams 895.8, 900.3) */
-    const int quant_min = t == HEARTH_DT_Q8_0 && !all3 ? 5 : 3;
+    if (off || T < 2 || T > 8) return 0;
+    /* Float rows from 3: at 2 the streamed kernel is as fast (bf16, bench_gemv s10-run2: 5081 us a token's
+     * matmuls streamed, 5123 here). Split Q4_K rows from 2, where the streamed kernel's integer work bounds
+     * it (a Q4_K_M model at 2 streams, s20-run4: 308 tok/s a stream streamed, 343 with its Q4_K rows here,
+     * 297 with its Q6_K rows here, 331 with both); Q4_0 and Q6_K from 3 (Q4_0 at 2: 429 -> 357, s20-run3);
+     * Q8_0 from 5: below 5 the streamed kernel keeps up with Q8_0 (engine, s11-run7: 3 streams 746.0 tok/s
+     * streamed, 721.2 here; 4 streams 895.8, 900.3; two blocks a multiprocessor there made the streamed
+     * kernel faster still, s20-run1) */
+    const int bit = t == HEARTH_DT_Q4_K ? 1 : t == HEARTH_DT_Q6_K ? 2 : t == HEARTH_DT_Q4_0 ? 4 : 0;
+    const int quant_min = t == HEARTH_DT_Q8_0 && !all3 ? 5 : (two & bit) ? 2 : 3;
     const int quant = t == HEARTH_DT_Q4_0 || t == HEARTH_DT_Q8_0 || t == HEARTH_DT_Q4_K || t == HEARTH_DT_Q6_K;
+    if (T < 3 && !quant) return 0;
     if (!(t == HEARTH_DT_BF16 || t == HEARTH_DT_F16 || (quant && set->split && tc_quant && T >= quant_min))) return 0;
     if ((t == HEARTH_DT_Q4_K || t == HEARTH_DT_Q6_K) && K % 256) return 0;
     if (K % 32 || row_bytes % 16 || (uintptr_t)xp % 16) return 0;
