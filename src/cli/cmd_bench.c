@@ -34,7 +34,7 @@ static void usage(FILE *f) {
 
 static void print_profile(hearth_session *s, int profile) {
 #ifdef HEARTH_CUDA
-    static char buf[16384];
+    static char buf[32768];
     if (profile && s->ops == &hearth_cuda_ops && hearth_cuda_ctx_profile_text(s->ops_ctx, buf, sizeof buf) > 0)
         printf("%s", buf);
 #else

@@ -90,7 +90,7 @@ static const kv_writer kvw_unknown = {1, NULL, NULL, 0};
 #define ATT_CNT 4096 /* (row, kv head group) counters: 8 rows x 512 */
 #define DL_STAGE_BYTES (16u << 20)
 #define PROF_EVENTS 256
-#define MAX_PROF 64
+#define MAX_PROF 256 /* launch units a profile tells apart: a run of several streams makes one per row count */
 
 struct graph_entry {
     int n;
