@@ -523,7 +523,7 @@ void cu_mmv(const cu_launch *L, const mmv_set *set, const void *xp, int T, heart
  * 16-byte aligned, and not the tensor-core kernel. */
 int cu_mmv_pairs(const mmv_set *set, hearth_dtype t, int T, int K, size_t row_bytes, const void *xp);
 /* The tensor-core GEMV (mmv_tc.cu) for 3..8 rows of x and bf16 / f16
- * weights, or split Q4_0 / Q4_K / Q6_K rows (Q8_0 from 5 rows), which cu_mmv
+ * weights, or split Q4_0 / Q6_K rows (Q4_K from 2 rows, Q8_0 from 5), which cu_mmv
  * runs where cu_mmv_tc_fits (K % 32 == 0, rows and x 16-byte aligned; never
  * with the rope epilogue, see cu_mmv_pairs). */
 int cu_mmv_tc_fits(const mmv_set *set, hearth_dtype t, int T, int K, size_t row_bytes, const void *xp);

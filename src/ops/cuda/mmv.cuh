@@ -1,5 +1,5 @@
 /* mmv.cuh - what the GEMV kernels share (mmv.cu: the streamed and staged
- * kernels; mmv_tc.cu: tensor cores for 3..8 rows): the streaming load, the
+ * kernels; mmv_tc.cu: tensor cores for 2..8 rows): the streaming load, the
  * logical rows of a set of matrices (mmv_set) with their stores, and the
  * Q4_K scale unpacking. */
 #pragma once

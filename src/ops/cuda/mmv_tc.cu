@@ -1,5 +1,6 @@
 /* mmv_tc.cu - the GEMV of 3..8 rows of x for bf16 / f16 weights (and for
- * split Q4_0 / Q8_0 / Q4_K / Q6_K rows, below) on tensor cores: y[T][N] =
+ * split Q4_0 / Q8_0 / Q4_K / Q6_K rows, Q4_K from 2 rows: cu_mmv_tc_fits)
+ * on tensor cores: y[T][N] =
  * x[T][K] @ W^T, each weight byte read once.
  *
  * At T = 8 the streamed kernel (mmv.cu) spends 8 FMAs, and the unpacking,
