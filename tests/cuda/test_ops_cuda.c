@@ -36,6 +36,9 @@
 enum { MAX_TOKENS = 128, MAX_COLS = 8192, MAX_CTX = 4096 };
 
 static hearth_cuda_ctx *g_cu;
+/* From how many rows decode attention takes the tensor-core rows kernel
+ * (hearth_cuda_ctx_set_attn_rows_min; 9 unless a test sets it). */
+static int g_rows_min = 9;
 static hearth_cpu_ctx *g_cpu;
 static uint64_t g_rng;
 static const hearth_ops *CU = &hearth_cuda_ops, *CPU = &hearth_cpu_ops;
@@ -67,6 +70,7 @@ static int setup(void) {
         g_cu = NULL;
         return 0;
     }
+    hearth_cuda_ctx_set_attn_rows_min(g_cu, g_rows_min); /* whatever HEARTH_ATTN_ROWS_MIN says */
     if (hearth_cpu_ctx_new(&g_cpu, 0, MAX_TOKENS, MAX_COLS, MAX_CTX, &err) != HEARTH_OK) {
         test_fail(__FILE__, __LINE__, "cpu context: %s", err.msg);
         return 0;
@@ -695,8 +699,13 @@ static void kv_drop(kvpair *p) {
 
 /* Attention of T rows (seq[t], pos[t]) against the pair, CUDA vs CPU, both
  * reading a cache of element type kt (the same stored values). */
+/* The tolerance follows the kernel: rows that the tensor-core rows kernel
+ * takes (f16 / e4m3 cache, head_dim 64 / 128, g_rows_min rows or more) are
+ * held to its f16 operands' 4e-3 (attention_rows_tc.cu), whatever the case
+ * asks of the f32-math kernels. */
 static int attn_case(hearth_dtype kt, const char *what, int nh, int nkv, int hd, int window, int n_seq,
                      const int *len, int T, const int32_t *seq, const int32_t *pos, double tol) {
+    if (kt != HEARTH_DT_F32 && (hd == 64 || hd == 128) && T >= g_rows_min && tol < 4e-3) tol = 4e-3;
     kvpair p;
     int ok = kv_make(&p, kt, nkv * hd, 16, n_seq, len);
     size_t qn = (size_t)T * nh * hd;
@@ -734,10 +743,10 @@ static int attn_case(hearth_dtype kt, const char *what, int nh, int nkv, int hd,
     return ok;
 }
 
-/* Decode rows. Up to 8 rows: the flash-decoding kernels, f32 math on every
- * cache type (3e-5). From 9 rows on, head_dim 64 / 128: the batched kernel,
- * f32 math on an f32 cache (3e-5) and tensor cores on f16 / e4m3 ones
- * (attention_rows_tc.cu: f16 operands, the prefill kernels' 4e-3). */
+/* Decode rows. Below g_rows_min rows: the flash-decoding kernels, f32 math
+ * on every cache type (3e-5). From g_rows_min on, head_dim 64 / 128: the
+ * batched kernel, f32 math on an f32 cache (3e-5) and tensor cores on f16 /
+ * e4m3 ones (attention_rows_tc.cu: f16 operands, the prefill kernels' 4e-3). */
 static int attention_decode_rows_once(hearth_dtype kt) {
     static const int hds[] = {16, 64, 96, 128};
     for (size_t hi = 0; hi < sizeof hds / sizeof hds[0]; hi++) {
@@ -795,7 +804,8 @@ static int attention_decode_rows_once(hearth_dtype kt) {
 /* The few-rows kernel merges its splits in a cluster (up to 1024 positions:
  * 2..16 blocks by the context; the context's setting caps the size) or
  * through global memory and a counter (0, and longer contexts): the same
- * cases with clusters up to 16, up to 8, and none. */
+ * cases with clusters up to 16, up to 8, and none. Then the rows kernel from
+ * 2 rows and from 5 (the candidate thresholds for a few streams). */
 static void attention_decode_rows(hearth_dtype kt) {
     static const int cl[] = {16, 8, 0};
     for (size_t i = 0; i < sizeof cl / sizeof cl[0]; i++) {
@@ -806,6 +816,16 @@ static void attention_decode_rows(hearth_dtype kt) {
         }
     }
     hearth_cuda_ctx_set_attn_cluster(g_cu, 16);
+    static const int rm[] = {2, 5};
+    for (size_t i = 0; i < sizeof rm / sizeof rm[0]; i++) {
+        hearth_cuda_ctx_set_attn_rows_min(g_cu, g_rows_min = rm[i]);
+        int ok = attention_decode_rows_once(kt);
+        hearth_cuda_ctx_set_attn_rows_min(g_cu, g_rows_min = 9);
+        if (!ok) {
+            test_fail(__FILE__, __LINE__, "(the failure above: the rows kernel from %d rows)", rm[i]);
+            break;
+        }
+    }
 }
 
 TEST(cuda_attention_decode_rows) {

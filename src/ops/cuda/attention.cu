@@ -212,15 +212,10 @@ static void launch_decode(const cu_launch *L, dim3 grid, float *out, const float
 /* Returns 1 when the splits still need the combine kernel. */
 static int decode(const cu_launch *L, dim3 grid, float *out, const float *q, const cu_kv *kv, const int32_t *seq,
                   const int32_t *pos, int T, int n_heads, int n_kv, int hd, float scale, int window, int S,
-                  int minpos, int cluster, float *part, int *cnt, int n_cnt, int skip_bm, int prep_kind,
-                  void *prep, int *prepped) {
-    /* batches of rows: the tiled kernel (one softmax update per 64 positions);
-     * HEARTH_ATTN_ROWS_MIN (benchmarks) moves the threshold from 9 rows */
-    static int rows_min = -1;
-    if (rows_min < 0) {
-        const char *s = getenv("HEARTH_ATTN_ROWS_MIN");
-        rows_min = s && atoi(s) > 0 ? atoi(s) : 9;
-    }
+                  int minpos, int cluster, int rows_min, float *part, int *cnt, int n_cnt, int skip_bm,
+                  int prep_kind, void *prep, int *prepped) {
+    /* batches of rows: the tiled kernel (one softmax update per 64 positions),
+     * from the context's rows_min (hearth_cuda_ctx_set_attn_rows_min) */
     if (T >= rows_min && cu_attention_rows_fits(hd, kv)) {
         cu_attention_rows(L, grid, out, q, kv, seq, pos, T, n_heads, n_kv, hd, scale, window, S, minpos, part,
                           skip_bm);
@@ -256,8 +251,8 @@ int cu_attention_cluster(int ctx_len, int cap) {
 
 int cu_attention(const cu_launch *L, float *out, const float *q, int T, const cu_kv *kv, const int32_t *seq,
                  const int32_t *pos, int n_heads, int n_kv_heads, int head_dim, float scale, int window,
-                 int one_seq, int cluster, float *part, size_t part_floats, int *cnt, int n_cnt, int prep_kind,
-                 void *prep) {
+                 int one_seq, int cluster, int rows_min, float *part, size_t part_floats, int *cnt, int n_cnt,
+                 int prep_kind, void *prep) {
     const int G = n_heads / n_kv_heads, ngrp = (G + AD_MAXG - 1) / AD_MAXG;
     /* the tensor-core kernel reads K/V rows in 16-byte pieces */
     const int aligned = kv->kv_dim % 8 == 0 && ((uintptr_t)kv->k | (uintptr_t)kv->v) % 16 == 0;
@@ -285,7 +280,7 @@ int cu_attention(const cu_launch *L, float *out, const float *q, int T, const cu
     }
     int prepped = 0;
     int combine = decode(L, dim3(S, n_kv_heads * ngrp, T), out, q, kv, seq, pos, T, n_heads, n_kv_heads, head_dim,
-                         scale, window, S, minpos, cluster, part, cnt, n_cnt, skip_bm,
+                         scale, window, S, minpos, cluster, rows_min, part, cnt, n_cnt, skip_bm,
                          skip_bm ? XPREP_NONE : prep_kind, prep, &prepped);
     if (combine && S > 1)
         cu_launch_k(L, attn_combine_kernel, dim3(n_heads, T), dim3(AD_THREADS), 0, out, (const float *)part, seq, pos,

@@ -639,7 +639,8 @@ void cu_rope_kv(const cu_launch *L, const cu_qkv_rows *in, float *q, float *k, f
                 const int32_t *seq);
 
 /* one_seq: the caller knows all T rows belong to one sequence; cluster: what
- * cu_attention_cluster said for the rows' context length. part: scratch
+ * cu_attention_cluster said for the rows' context length; rows_min: from how
+ * many rows the tensor-core rows kernel takes decode rows. part: scratch
  * of part_floats floats for split partial results; cnt: n_cnt zeroed ints
  * that the decode kernel's blocks count themselves on (each count is back to
  * 0 when the kernel ends). */
@@ -648,8 +649,8 @@ void cu_rope_kv(const cu_launch *L, const cu_qkv_rows *in, float *q, float *k, f
  * wrote it (the few-rows decode kernel does), 0 when the caller must. */
 int cu_attention(const cu_launch *L, float *out, const float *q, int T, const cu_kv *kv, const int32_t *seq,
                  const int32_t *pos, int n_heads, int n_kv_heads, int head_dim, float scale, int window,
-                 int one_seq, int cluster, float *part, size_t part_floats, int *cnt, int n_cnt, int prep_kind,
-                 void *prep);
+                 int one_seq, int cluster, int rows_min, float *part, size_t part_floats, int *cnt, int n_cnt,
+                 int prep_kind, void *prep);
 /* The cluster size (splits) of the few-rows decode kernel for rows of up to
  * ctx_len positions (hearth_kv_view.ctx_len; 0 = unknown): one 64-position
  * tile a split, 2..16 splits, so up to 1024 positions; 0 (the counter

@@ -133,6 +133,7 @@ struct hearth_cuda_ctx {
     hearth_cuda_stats stats;
     int fuse;
     int attn_cluster_cap; /* cu_attention_cluster's cap */
+    int attn_rows_min;    /* from how many rows decode attention runs the tensor-core rows kernel */
     int rope_gemv_rows;   /* up to which T the q/k/v GEMV takes the rope + KV epilogue */
     int split_rows;       /* prepare_weight re-lays Q4_0 / Q8_0 / Q4_K / Q6_K rows (split_rows.cu) */
     int mm_qkv;           /* q, k and v as one GEMM on the cuBLAS path (qkv_stack_unit) */
@@ -189,7 +190,7 @@ static int run_attn(hearth_cuda_ctx *c, const rec *r, int prep_kind, void *prep)
     kv.early = !early_off && (!w->valid || (w->seq && w->seq == r->p[5] && w->pos == r->p[6] && w->T == r->i[3]));
     return cu_attention(&c->L, (float *)r->p[3], (const float *)r->p[4], r->i[3], &kv, (const int32_t *)r->p[5],
                         (const int32_t *)r->p[6], r->i[4], r->i[5], r->i[6], r->f[0], r->i[7], r->i[8], r->i[9],
-                        c->part, c->part_floats, c->att_cnt, ATT_CNT, prep_kind, prep);
+                        c->attn_rows_min, c->part, c->part_floats, c->att_cnt, ATT_CNT, prep_kind, prep);
 }
 
 static void run_one(hearth_cuda_ctx *c, const rec *r) {
@@ -958,6 +959,8 @@ extern "C" hearth_status hearth_cuda_ctx_new(hearth_cuda_ctx **out, int device, 
     {
         const char *s = getenv("HEARTH_ATTN_CLUSTER");
         c->attn_cluster_cap = s ? atoi(s) : 16;
+        s = getenv("HEARTH_ATTN_ROWS_MIN");
+        c->attn_rows_min = s && atoi(s) > 0 ? atoi(s) : 9;
         s = getenv("HEARTH_ROPE_GEMV");
         c->rope_gemv_rows = s ? atoi(s) : 1;
         s = getenv("HEARTH_SPLIT_ROWS"); /* 0: weights keep the file's layout (benchmarks) */
@@ -1081,6 +1084,12 @@ extern "C" void hearth_cuda_ctx_set_attn_cluster(hearth_cuda_ctx *c, int cap) {
     flush(c, 1);
     drop_graphs(c);
     c->attn_cluster_cap = cap;
+}
+
+extern "C" void hearth_cuda_ctx_set_attn_rows_min(hearth_cuda_ctx *c, int rows) {
+    flush(c, 1);
+    drop_graphs(c);
+    c->attn_rows_min = rows > 0 ? rows : 9;
 }
 
 extern "C" void hearth_cuda_ctx_set_rope_gemv(hearth_cuda_ctx *c, int max_rows) {

@@ -62,6 +62,11 @@ void hearth_cuda_ctx_set_fusion(hearth_cuda_ctx *c, int on);
 /* The largest thread-block cluster the few-rows decode attention may use
  * (16, 8 or 0 = none; default 16, or HEARTH_ATTN_CLUSTER at creation). */
 void hearth_cuda_ctx_set_attn_cluster(hearth_cuda_ctx *c, int cap);
+/* From how many rows the decode attention over an f16 / e4m3 cache (head_dim
+ * 64 or 128) runs the tensor-core rows kernel, f16 operands, instead of the
+ * few-rows flash-decoding kernel, f32 math (default 9, or
+ * HEARTH_ATTN_ROWS_MIN at creation; 0 = the default). */
+void hearth_cuda_ctx_set_attn_rows_min(hearth_cuda_ctx *c, int rows);
 /* Up to how many rows the q/k/v GEMV rotates q, k and stores the KV itself
  * (the fusion of rope + rope + kv_write into its epilogue; default 1, where
  * it was measured faster, or HEARTH_ROPE_GEMV at creation; 0 = never). */
