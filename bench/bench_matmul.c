@@ -7,13 +7,17 @@
  * the best of many short batches (a call's time when nothing else runs), not
  * the mean.
  *
- *   build/bench_matmul [-t threads] [-i scalar|avx2|avx512] [-s seconds] [type...]
+ *   build/bench_matmul [-t threads] [-i scalar|avx2|avx512] [-l stored|auto] [-s seconds] [type...]
+ *
+ * q4_0 / q4_1 / q8_0 weights are panel-laid where the model would lay them
+ * so at load (ops/cpu/panel.h; a '*' after the type), unless -l stored.
  *
  * Prints and measures; passes or fails nothing. */
 #include "core/clock.h"
 #include "core/pool.h"
 #include "ops/cpu/matmul.h"
 #include "ops/cpu/matmul_impl.h"
+#include "ops/cpu/panel.h"
 #include "ops/cpu/quant.h"
 
 #if defined(__x86_64__)
@@ -108,6 +112,7 @@ typedef struct {
     int T, K, N;
     const unsigned char *w;
     hearth_dtype t;
+    int layout;
     void *scratch;
     size_t wbytes;
     int copies, next; /* cold: rotate over copies of the weights (more than the caches hold) */
@@ -116,7 +121,7 @@ static void mm_run(void *ctx) {
     mm_call *m = ctx;
     const unsigned char *w = m->w + m->wbytes * (size_t)m->next;
     m->next = (m->next + 1) % m->copies;
-    hearth_cpu_matmul(m->pool, m->y, m->x, m->T, w, m->t, m->K, m->N, m->scratch);
+    hearth_cpu_matmul(m->pool, m->y, m->x, m->T, w, m->t, m->layout, m->K, m->N, m->scratch);
 }
 
 typedef struct { int T, K, N; const char *what; } shape;
@@ -124,7 +129,7 @@ typedef struct { int T, K, N; const char *what; } shape;
 static const size_t COLD_BYTES = (size_t)1 << 30; /* beyond any cache here */
 
 int main(int argc, char **argv) {
-    int threads = 0;
+    int threads = 0, stored = 0;
     double secs = 0.3;
     const char *types[16];
     int n_types = 0;
@@ -142,10 +147,12 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "isa %s not available on this CPU\n", name);
                 return 1;
             }
+        } else if (!strcmp(argv[i], "-l") && i + 1 < argc) {
+            stored = !strcmp(argv[++i], "stored");
         } else if (n_types < 16 && argv[i][0] != '-') {
             types[n_types++] = argv[i];
         } else {
-            fprintf(stderr, "usage: %s [-t threads] [-i scalar|avx2|avx512] [-s seconds] [type...]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-t threads] [-i scalar|avx2|avx512] [-l stored|auto] [-s seconds] [type...]\n", argv[0]);
             return 1;
         }
     }
@@ -182,14 +189,22 @@ int main(int argc, char **argv) {
                 for (int k = 0; k < s.K; k++) row[k] = frand() * 0.1f;
                 hearth_cpu_quantize_row(t, row, w + rb * (size_t)n, s.K);
             }
+            int layout = HEARTH_LAYOUT_STORED;
+            if (!stored && hearth_cpu_panel_wanted(t, s.N)) { /* as the model lays them at load */
+                unsigned char *p = xalloc(wbytes);
+                hearth_cpu_panel_pack(p, w, t, s.K, s.N);
+                memcpy(w, p, wbytes);
+                free(p);
+                layout = HEARTH_LAYOUT_PANEL8;
+            }
             for (int c = 1; c < copies; c++) memcpy(w + wbytes * (size_t)c, w, wbytes);
             float *x = xalloc((size_t)s.T * s.K * 4), *y = xalloc((size_t)s.T * s.N * 4);
             for (size_t i = 0; i < (size_t)s.T * s.K; i++) x[i] = frand();
             void *scratch = xalloc(hearth_cpu_matmul_scratch_bytes(t, s.T, s.K) + 64);
-            mm_call m = {pool, y, x, s.T, s.K, s.N, w, t, scratch, wbytes, copies, 0};
+            mm_call m = {pool, y, x, s.T, s.K, s.N, w, t, layout, scratch, wbytes, copies, 0};
             double per = best_time(mm_run, &m, secs);
             double gbs = (double)wbytes / per / 1e9, gflops = 2.0 * s.T * s.K * s.N / per / 1e9;
-            printf("%-5s %-7s %4d %5d %5d %10.1f %8.1f %9.1f", name, s.what, s.T, s.K, s.N, per * 1e6, gbs, gflops);
+            printf("%-5s%c %-7s %4d %5d %5d %10.1f %8.1f %9.1f", name, layout ? '*' : ' ', s.what, s.T, s.K, s.N, per * 1e6, gbs, gflops);
             if (s.T == 1) { /* decode: against reading the same bytes */
                 bw_call b = {pool, w, wbytes, copies, 0};
                 double rd = (double)wbytes / best_time(bw_run, &b, secs) / 1e9;

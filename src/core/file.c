@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +47,14 @@ void hearth_mmap_close(hearth_mmap *m) {
     if (m->data) munmap(m->data, m->size);
     m->data = NULL;
     m->size = 0;
+}
+
+void hearth_mmap_drop(const void *p, size_t n) {
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0 || !p) return;
+    uintptr_t a = ((uintptr_t)p + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
+    uintptr_t b = ((uintptr_t)p + n) & ~((uintptr_t)page - 1);
+    if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
 }
 
 hearth_status hearth_file_read(const char *path, char **out, size_t *len, hearth_err *err) {

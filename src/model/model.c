@@ -89,17 +89,26 @@ static void fingerprint_tensor(hearth_model *m, const src_tensor *t) {
     hearth_sha256_update(&m->fp, d + t->nbytes - n, n);
 }
 
-static void *owned_alloc(hearth_model *m, size_t bytes) {
+/* Backend memory p becomes the model's (freed with the model); 0 when the
+ * list cannot grow (p is then freed at once). */
+static int own(hearth_model *m, void *p) {
     if (m->n_owned == m->cap_owned) {
         int cap = m->cap_owned ? m->cap_owned * 2 : 64;
         void **n = realloc(m->owned, sizeof *n * (size_t)cap);
-        if (!n) return NULL;
+        if (!n) {
+            m->ops->free(m->ops_ctx, p);
+            return 0;
+        }
         m->owned = n;
         m->cap_owned = cap;
     }
+    m->owned[m->n_owned++] = p;
+    return 1;
+}
+
+static void *owned_alloc(hearth_model *m, size_t bytes) {
     void *p = m->ops->alloc(m->ops_ctx, bytes ? bytes : 1);
-    if (p) m->owned[m->n_owned++] = p;
-    return p;
+    return p && own(m, p) ? p : NULL;
 }
 
 static hearth_status shape_error(const hearth_model *m, const src_tensor *t, int64_t rows, int64_t cols,
@@ -168,12 +177,19 @@ static hearth_status find_matrix(hearth_model *m, int role, int layer, int64_t r
     return HEARTH_OK;
 }
 
-/* Points w at the tensor in the mmap (host backends), or uploads it to dst
- * (NULL: an allocation of its own) and has the backend prepare it. */
+/* Points w at the tensor in the mmap (host backends; the backend may then
+ * point it at a re-laid copy of its own, which the model owns), or uploads it
+ * to dst (NULL: an allocation of its own) and has the backend prepare it. */
 static hearth_status place_matrix(hearth_model *m, const src_tensor *t, hearth_weight *w, void *dst,
                                   hearth_err *err) {
     if (m->ops->host_memory) {
         w->data = t->data;
+        hearth_status st = m->ops->prepare_weight ? m->ops->prepare_weight(m->ops_ctx, w, err) : HEARTH_OK;
+        if (st != HEARTH_OK) return hearth_err_wrap(err, st, "%s: tensor %s", m->path, t->name);
+        if (w->data != t->data) {
+            if (!own(m, (void *)w->data)) return oom(m, t->name, t->nbytes, err);
+            if (m->gguf) hearth_mmap_drop(t->data, t->nbytes); /* its mapped file pages are not read again */
+        }
         return HEARTH_OK;
     }
     if (!dst && !(dst = owned_alloc(m, t->nbytes))) return oom(m, t->name, t->nbytes, err);

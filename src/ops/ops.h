@@ -21,6 +21,7 @@
 enum {
     HEARTH_LAYOUT_STORED = 0, /* as in the file (ggml blocks for quantized types) */
     HEARTH_LAYOUT_SPLIT = 1,  /* Q4_0 / Q8_0 / Q4_K / Q6_K on CUDA: a row's block codes, then its block heads */
+    HEARTH_LAYOUT_PANEL8 = 2, /* Q4_0 / Q4_1 / Q8_0 on the CPU: 8 rows' blocks interleaved (ops/cpu/panel.h) */
 };
 
 /* A weight matrix: rows of `cols` elements of `type` (ggml layout for
@@ -144,8 +145,11 @@ typedef struct hearth_ops {
     /* Optional (NULL: weights stay as uploaded). Called once after a weight
      * is uploaded, before an op reads it: the backend may re-lay its rows in
      * place for its kernels (setting w->layout), and reserve the scratch that
-     * multiplying by it takes, since a step never allocates. HEARTH_ENOMEM
-     * (err names the scratch) when that does not fit. */
+     * multiplying by it takes, since a step never allocates. A host backend
+     * (host_memory), whose weights lie in the read-only file mapping, may
+     * instead point w->data at a re-laid copy from its alloc, which the model
+     * then owns (and frees with free). HEARTH_ENOMEM (err names the scratch
+     * or the copy) when that does not fit. */
     hearth_status (*prepare_weight)(void *ctx, hearth_weight *w, hearth_err *err);
     /* Optional (NULL: nothing to do). Called once for each set of n matrices
      * that the model multiplies by one x, one after the other (a layer's q,

@@ -6,6 +6,7 @@
 #include "core/pool.h"
 #include "ops/cpu/matmul.h"
 #include "ops/cpu/matmul_impl.h"
+#include "ops/cpu/panel.h"
 #include "ops/cpu/quant.h"
 
 #include <stdint.h>
@@ -369,6 +370,40 @@ static void poison(void *p, size_t n, unsigned char v) { memset(p, v, n); }
 typedef struct { int T, K, N; } shape;
 typedef struct { int isa; hearth_pool *pool; int threads; } run_cfg;
 
+static int check_panel(hearth_dtype t, shape s, const void *w, const float *x, const float *base,
+                       const run_cfg *runs, int n_runs, void *scratch, size_t sb) {
+    int T = s.T, K = s.K, N = s.N, ok = 1;
+    size_t rb = hearth_dtype_row_bytes(t, K), bb = hearth_dtype_row_bytes(t, 32), ny = (size_t)T * N;
+    uint8_t *pw = xalloc(rb * (size_t)N + 64), blk[64];
+    float *y = xalloc(ny * 4);
+    const char *tn = hearth_dtype_get(t)->name;
+    hearth_cpu_panel_pack(pw, w, t, K, N);
+    for (int n = 0; n < N && ok; n++)
+        for (int b = 0; b < K / 32 && ok; b++) {
+            hearth_cpu_panel_block(pw, t, K, N, n, b, blk);
+            if (memcmp(blk, (const uint8_t *)w + (size_t)n * rb + (size_t)b * bb, bb) != 0) {
+                printf("  %s K=%d N=%d: panel block %d of row %d differs from the stored one\n", tn, K, N, b, n);
+                ok = 0;
+            }
+        }
+    for (int r = 0; r < n_runs && ok; r++) {
+        hearth_cpu_isa_force(runs[r].isa);
+        poison(scratch, sb + 64, (unsigned char)(0x5A + r));
+        poison(y, ny * 4, 0xFF);
+        hearth_cpu_matmul(runs[r].pool, y, x, T, pw, t, HEARTH_LAYOUT_PANEL8, K, N, scratch);
+        for (size_t i = 0; i < ny; i++)
+            if (memcmp(&y[i], &base[i], 4) != 0) {
+                printf("  %s T=%d K=%d N=%d: panel-laid, %s/%d threads differs from stored at t=%zu n=%zu: %.9g vs %.9g\n",
+                       tn, T, K, N, hearth_cpu_isa_name(runs[r].isa), runs[r].threads, i / N, i % N, y[i], base[i]);
+                ok = 0;
+                break;
+            }
+    }
+    hearth_cpu_isa_force(HEARTH_CPU_ISA_AUTO);
+    free(pw), free(y);
+    return ok;
+}
+
 /* Run one shape for one type: reference, then every ISA (pool NULL), then the
  * best ISA and scalar with 2 and 3 threads; all fast results bit-identical,
  * all within the bound of the reference; rows independent of T. */
@@ -401,7 +436,7 @@ static int check_shape(hearth_dtype t, shape s, hearth_pool *p2, hearth_pool *p3
         float *out = r == 0 ? base : y;
         poison(scratch, sb + 64, (unsigned char)(0xA5 + r));
         poison(out, ny * 4, 0xFF); /* NaN: an unwritten output cannot pass */
-        hearth_cpu_matmul(runs[r].pool, out, x, T, w, t, K, N, scratch);
+        hearth_cpu_matmul(runs[r].pool, out, x, T, w, t, HEARTH_LAYOUT_STORED, K, N, scratch);
         if (r == 0) continue;
         for (size_t i = 0; i < ny; i++)
             if (memcmp(&out[i], &base[i], 4) != 0) {
@@ -411,6 +446,10 @@ static int check_shape(hearth_dtype t, shape s, hearth_pool *p2, hearth_pool *p3
                 break;
             }
     }
+    /* q4_0 / q4_1 / q8_0 panel-laid (panel.h): every block reads back as
+     * stored, and every ISA and thread count gives the stored layout's result */
+    if (ok && (t == HEARTH_DT_Q4_0 || t == HEARTH_DT_Q4_1 || t == HEARTH_DT_Q8_0))
+        ok = check_panel(t, s, w, x, base, runs, n_runs, scratch, sb);
     /* scalar result vs the reference */
     for (int n = 0; n < N && ok; n++) {
         hearth_cpu_dequantize_row(t, (const uint8_t *)w + hearth_dtype_row_bytes(t, K) * (size_t)n, deq, K);
@@ -430,7 +469,7 @@ static int check_shape(hearth_dtype t, shape s, hearth_pool *p2, hearth_pool *p3
     if (ok && T > 1) {
         int tt = T / 2;
         hearth_cpu_isa_force(HEARTH_CPU_ISA_AUTO);
-        hearth_cpu_matmul(p2, y, x + (size_t)tt * K, 1, w, t, K, N, scratch);
+        hearth_cpu_matmul(p2, y, x + (size_t)tt * K, 1, w, t, HEARTH_LAYOUT_STORED, K, N, scratch);
         if (memcmp(y, base + (size_t)tt * N, (size_t)N * 4) != 0) {
             printf("  %s T=%d K=%d N=%d: token %d alone differs from the batch\n", tn, T, K, N, tt);
             ok = 0;
@@ -463,6 +502,26 @@ static void check_type(hearth_dtype t) {
     hearth_pool_free(p2);
     hearth_pool_free(p3);
     CHECK_MSG(!failed, "%s: see above", hearth_dtype_get(t)->name);
+}
+
+/* Panel-laid weights at row counts that fill 1..6 groups of 8 (odd and even
+ * counts of groups, so one- and two-tile passes) with and without a stored
+ * tail, at decode and prefill token counts. */
+TEST(matmul_panel_group_counts) {
+    static const hearth_dtype ts[] = {HEARTH_DT_Q4_0, HEARTH_DT_Q4_1, HEARTH_DT_Q8_0};
+    static const int Ns[] = {8, 16, 24, 41, 48, 7};
+    static const int Ts[] = {1, 2, 4, 5, 9};
+    hearth_pool *p2, *p3;
+    hearth_err err = {0};
+    CHECK(hearth_pool_new(&p2, 2, &err) == HEARTH_OK && hearth_pool_new(&p3, 3, &err) == HEARTH_OK);
+    int failed = 0;
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+        for (size_t ni = 0; ni < sizeof Ns / sizeof Ns[0]; ni++)
+            for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++)
+                if (!check_shape(ts[i], (shape){Ts[ti], 576, Ns[ni]}, p2, p3)) failed = 1;
+    hearth_pool_free(p2);
+    hearth_pool_free(p3);
+    CHECK_MSG(!failed, "see above");
 }
 
 TEST(matmul_f32) { check_type(HEARTH_DT_F32); }
@@ -505,8 +564,8 @@ TEST(matmul_activations_identical_across_isas) {
 TEST(matmul_empty_shapes_touch_nothing) {
     float y[4] = {1, 2, 3, 4}, x[32] = {0};
     unsigned char w[34] = {0};
-    hearth_cpu_matmul(NULL, y, x, 0, w, HEARTH_DT_Q8_0, 32, 1, NULL);
-    hearth_cpu_matmul(NULL, y, x, 1, w, HEARTH_DT_Q8_0, 32, 0, NULL);
+    hearth_cpu_matmul(NULL, y, x, 0, w, HEARTH_DT_Q8_0, HEARTH_LAYOUT_STORED, 32, 1, NULL);
+    hearth_cpu_matmul(NULL, y, x, 1, w, HEARTH_DT_Q8_0, HEARTH_LAYOUT_STORED, 32, 0, NULL);
     CHECK(y[0] == 1 && y[3] == 4);
     CHECK_EQ(hearth_cpu_matmul_scratch_bytes(HEARTH_DT_F32, 64, 4096), 0);
     CHECK(hearth_cpu_matmul_scratch_bytes(HEARTH_DT_Q4_K, 64, 4096) >= 64 * 4096);

@@ -199,8 +199,18 @@ static void rows_task(void *ctx, int task, int n_tasks) {
     if (n0 < n1) c->rows(&c->job, n0, n1);
 }
 
+/* The row kernel for weights of index wi laid out as layout, on isa. */
+static mm_rows_fn rows_fn(const mm_isa *isa, int wi, int layout) {
+    if (layout == HEARTH_LAYOUT_STORED) return isa->rows[wi] ? isa->rows[wi] : hearth_cpu_mm_scalar.rows[wi];
+    HEARTH_ASSERT(layout == HEARTH_LAYOUT_PANEL8 && hearth_cpu_mm_scalar.panel[wi]);
+    if (isa->panel[wi]) return isa->panel[wi];
+    if (hearth_cpu_isa_available(HEARTH_CPU_ISA_AVX2) && hearth_cpu_mm_avx2.panel[wi])
+        return hearth_cpu_mm_avx2.panel[wi];
+    return hearth_cpu_mm_scalar.panel[wi];
+}
+
 void hearth_cpu_matmul(hearth_pool *pool, float *y, const float *x, int T, const void *w,
-                       hearth_dtype wt, int K, int N, void *scratch) {
+                       hearth_dtype wt, int layout, int K, int N, void *scratch) {
     int wi = hearth_cpu_mm_index(wt);
     HEARTH_ASSERT(wi >= 0);
     const hearth_dtype_info *info = hearth_dtype_get(wt);
@@ -215,7 +225,7 @@ void hearth_cpu_matmul(hearth_pool *pool, float *y, const float *x, int T, const
     c.isa = isa_table(hearth_cpu_isa_current());
     c.job = (mm_job){.y = y, .x = x, .a = &act, .w = w, .row_bytes = hearth_dtype_row_bytes(wt, K),
                      .T = T, .K = K, .N = N};
-    c.rows = c.isa->rows[wi] ? c.isa->rows[wi] : hearth_cpu_mm_scalar.rows[wi];
+    c.rows = rows_fn(c.isa, wi, layout);
     c.act = c.isa->act[act.kind] ? c.isa->act[act.kind] : hearth_cpu_mm_scalar.act[act.kind];
     c.n_tiles = (N + ROW_TILE - 1) / ROW_TILE;
 

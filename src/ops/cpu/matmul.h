@@ -26,6 +26,7 @@
 
 #include "core/dtype.h"
 #include "core/pool.h"
+#include "ops/ops.h"
 
 #include <stddef.h>
 
@@ -37,16 +38,19 @@ int hearth_cpu_matmul_supports(hearth_dtype wt);
  * Size it once for the largest T and K at load. */
 size_t hearth_cpu_matmul_scratch_bytes(hearth_dtype wt, int T, int K);
 
-/* y = x W^T (see above). scratch: at least hearth_cpu_matmul_scratch_bytes(wt,
- * T, K) bytes, 64-byte aligned, owned by the caller and clobbered. pool may be
- * NULL (the calling thread does all the work). Allocates nothing.
- * Thread-safety: one call at a time per pool (and per scratch). */
+/* y = x W^T (see above). layout: HEARTH_LAYOUT_STORED, or
+ * HEARTH_LAYOUT_PANEL8 for q4_0 / q4_1 / q8_0 weights re-laid by
+ * hearth_cpu_panel_pack (same results, bit for bit). scratch: at least
+ * hearth_cpu_matmul_scratch_bytes(wt, T, K) bytes, 64-byte aligned, owned by
+ * the caller and clobbered. pool may be NULL (the calling thread does all the
+ * work). Allocates nothing. Thread-safety: one call at a time per pool (and
+ * per scratch). */
 void hearth_cpu_matmul(hearth_pool *pool, float *y, const float *x, int T, const void *w,
-                       hearth_dtype wt, int K, int N, void *scratch);
+                       hearth_dtype wt, int layout, int K, int N, void *scratch);
 
-/* The plain C reference for the same contract: each weight row dequantized to
- * f32 and dotted with the unquantized x in f32, in simple loops. Slow; for
- * tests. */
+/* The plain C reference for the same contract (stored layout): each weight
+ * row dequantized to f32 and dotted with the unquantized x in f32, in simple
+ * loops. Slow; for tests. */
 void hearth_cpu_matmul_ref(float *y, const float *x, int T, const void *w, hearth_dtype wt,
                            int K, int N);
 

@@ -288,15 +288,43 @@ INLINE void gemm_q_tile(const mm_job *j, const qpanel *P, const rows8 *g, int n,
     UNROLL for (int c = 0; c < C; c++) store_rows(j, g, n, t0 + c, acc[c]);
 }
 
-INLINE void gemm_q(const mm_job *j, int n0, int n1, const int kind) {
+/* pack_q's panel from the tiles of one 8-row group of panel-laid weights
+ * (panel.h): plain loads where pack_q gathers. */
+INLINE void pack_q_tiles(qpanel *P, const uint8_t *tiles, int b0, int nbk, const int kind) {
+    const size_t bb = kind == Q_Q8_0 ? sizeof(hearth_block_q8_0)
+                      : kind == Q_Q4_0 ? sizeof(hearth_block_q4_0) : sizeof(hearth_block_q4_1);
+    const size_t head = kind == Q_Q4_1 ? 32 : 16;
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    for (int bi = 0; bi < nbk; bi++) {
+        const uint8_t *t = tiles + (size_t)(b0 + bi) * 8 * bb;
+        if (kind == Q_Q8_0) {
+            UNROLL for (int gi = 0; gi < 8; gi++)
+                _mm256_store_si256((__m256i *)(void *)P->q[bi][gi],
+                                   _mm256_loadu_si256((const __m256i *)(const void *)(t + head + 32 * gi)));
+        } else {
+            UNROLL for (int gi = 0; gi < 4; gi++) {
+                __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(t + head + 32 * gi));
+                _mm256_store_si256((__m256i *)(void *)P->q[bi][gi], _mm256_and_si256(v, low4));
+                _mm256_store_si256((__m256i *)(void *)P->q[bi][gi + 4], _mm256_and_si256(_mm256_srli_epi16(v, 4), low4));
+            }
+        }
+        _mm256_store_ps(P->d[bi], _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)t)));
+        if (kind == Q_Q4_1)
+            _mm256_store_ps(P->m[bi], _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(t + 16))));
+    }
+}
+
+/* panel: the weights are panel-laid, so the rows below N - N % 8 come from tiles. */
+INLINE void gemm_q(const mm_job *j, int n0, int n1, const int kind, const int panel) {
     qpanel P __attribute__((aligned(32)));
-    int nb = j->a->nb;
+    const int nb = j->a->nb, np = panel ? j->N / 8 * 8 : 0;
     for (int n = n0; n < n1; n += 8) {
         rows8 g;
         rows8_init(&g, j, n, n1 - n < 8 ? n1 - n : 8);
         for (int b0 = 0; b0 < nb; b0 += KC_BLOCKS) {
             int nbk = nb - b0 < KC_BLOCKS ? nb - b0 : KC_BLOCKS;
-            pack_q(&P, &g, b0, nbk, kind);
+            if (n + 8 <= np) pack_q_tiles(&P, j->w + (size_t)n * j->row_bytes, b0, nbk, kind);
+            else pack_q(&P, &g, b0, nbk, kind);
             int first = b0 == 0, t0 = 0;
             for (; t0 + 4 <= j->T; t0 += 4) gemm_q_tile(j, &P, &g, n, b0, nbk, t0, 4, first, kind);
             if (j->T - t0 >= 2) gemm_q_tile(j, &P, &g, n, b0, nbk, t0, 2, first, kind), t0 += 2;
@@ -307,7 +335,7 @@ INLINE void gemm_q(const mm_job *j, int n0, int n1, const int kind) {
 
 INLINE void rows_q(const mm_job *j, int n0, int n1, const int kind) {
     if (j->T >= GEMM_MIN_T) {
-        gemm_q(j, n0, n1, kind);
+        gemm_q(j, n0, n1, kind, 0);
         return;
     }
     for (int n = n0; n < n1; n += 8) {
@@ -326,6 +354,94 @@ INLINE void rows_q(const mm_job *j, int n0, int n1, const int kind) {
 static void rows_q8_0(const mm_job *j, int n0, int n1) { rows_q(j, n0, n1, Q_Q8_0); }
 static void rows_q4_0(const mm_job *j, int n0, int n1) { rows_q(j, n0, n1, Q_Q4_0); }
 static void rows_q4_1(const mm_job *j, int n0, int n1) { rows_q(j, n0, n1, Q_Q4_1); }
+
+/* ---- q8_0 / q4_0 / q4_1 panel-laid (panel.h), decode ---------------------------
+ *
+ * A tile holds one block of 8 rows: one load gives their scales, one 32-byte
+ * load four codes of each, and a broadcast of the token's four matching codes
+ * makes PMADDUBSW's pairs row dots at once (no transpose). q4 sums a block's
+ * eight groups in int16 (<= 8 * 2 * 15 * 127 < 2^15) before one PMADDWD; q8_0
+ * widens each group (|w| * sign(x, w), as gemv8). Two tiles (16 rows) share
+ * the broadcasts. Same integers and f32 steps as gemv8. */
+
+/* xb[i]: the token's codes 4i..4i+3 of block b in every dword. */
+INLINE void tile_x(__m256i *xb, const int8_t *xq) {
+    UNROLL for (int i = 0; i < 8; i++) {
+        int32_t x4;
+        memcpy(&x4, xq + 4 * i, 4);
+        xb[i] = _mm256_set1_epi32(x4);
+    }
+}
+
+/* The 8 rows' exact integer dots of a tile with the broadcast codes xb. */
+INLINE __m256i tile_dot(const uint8_t *t, const __m256i *xb, const int kind) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    const uint8_t *q = t + (kind == Q_Q4_1 ? 32 : 16);
+    if (kind == Q_Q8_0) {
+        __m256i s = _mm256_setzero_si256();
+        UNROLL for (int i = 0; i < 8; i++) {
+            __m256i w = _mm256_loadu_si256((const __m256i *)(const void *)(q + 32 * i));
+            s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(w, w),
+                                                                           _mm256_sign_epi8(xb[i], w)), ones));
+        }
+        return s;
+    }
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    __m256i s16 = _mm256_setzero_si256();
+    UNROLL for (int i = 0; i < 4; i++) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(q + 32 * i));
+        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(_mm256_and_si256(v, low4), xb[i]));
+        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), low4), xb[i + 4]));
+    }
+    return _mm256_madd_epi16(s16, ones);
+}
+
+INLINE __m256 tile_step(const uint8_t *t, const __m256i *xb, const mm_act *a, size_t xo, __m256 acc, const int kind) {
+    __m256i isum = tile_dot(t, xb, kind);
+    if (kind == Q_Q4_0) isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(8 * a->isum[xo]));
+    __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)t));
+    acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(a->d[xo])), _mm256_cvtepi32_ps(isum), acc);
+    if (kind == Q_Q4_1)
+        acc = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(t + 16))),
+                              _mm256_set1_ps(a->s[xo]), acc);
+    return acc;
+}
+
+/* Rows n .. n + 8 * G of the panels, every token. */
+INLINE void panel_gemv(const mm_job *j, int n, const int G, const int kind) {
+    const mm_act *a = j->a;
+    const size_t tile = (kind == Q_Q8_0 ? sizeof(hearth_block_q8_0)
+                         : kind == Q_Q4_0 ? sizeof(hearth_block_q4_0) : sizeof(hearth_block_q4_1)) * 8;
+    const uint8_t *t0 = j->w + (size_t)n * j->row_bytes, *t1 = t0 + 8 * j->row_bytes;
+    for (int t = 0; t < j->T; t++) {
+        __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+        for (int b = 0; b < a->nb; b++) {
+            __m256i xb[8];
+            tile_x(xb, a->qs + (size_t)t * a->qs_stride + 32 * (size_t)b);
+            size_t xo = (size_t)t * a->nb_stride + (size_t)b;
+            acc0 = tile_step(t0 + (size_t)b * tile, xb, a, xo, acc0, kind);
+            if (G == 2) acc1 = tile_step(t1 + (size_t)b * tile, xb, a, xo, acc1, kind);
+        }
+        _mm256_storeu_ps(j->y + (size_t)t * j->N + n, acc0);
+        if (G == 2) _mm256_storeu_ps(j->y + (size_t)t * j->N + n + 8, acc1);
+    }
+}
+
+INLINE void panel_q(const mm_job *j, int n0, int n1, const int kind) {
+    if (j->T >= GEMM_MIN_T) {
+        gemm_q(j, n0, n1, kind, 1);
+        return;
+    }
+    const int np = j->N / 8 * 8; /* rows in panels; the rest are stored */
+    int n = n0;
+    for (; n + 16 <= n1 && n + 16 <= np; n += 16) panel_gemv(j, n, 2, kind);
+    for (; n + 8 <= n1 && n + 8 <= np; n += 8) panel_gemv(j, n, 1, kind);
+    if (n < n1) rows_q(j, n, n1, kind);
+}
+
+static void panel_q8_0(const mm_job *j, int n0, int n1) { panel_q(j, n0, n1, Q_Q8_0); }
+static void panel_q4_0(const mm_job *j, int n0, int n1) { panel_q(j, n0, n1, Q_Q4_0); }
+static void panel_q4_1(const mm_job *j, int n0, int n1) { panel_q(j, n0, n1, Q_Q4_1); }
 
 /* ---- q4_K / q6_K: 8-row panels --------------------------------------------------- */
 
@@ -565,6 +681,7 @@ const mm_isa hearth_cpu_mm_avx2 = {
     .name = "avx2",
     .rows = {[MM_F32] = rows_f32, [MM_F16] = rows_f16, [MM_BF16] = rows_bf16, [MM_Q4_0] = rows_q4_0,
              [MM_Q4_1] = rows_q4_1, [MM_Q8_0] = rows_q8_0, [MM_Q4_K] = rows_q4_K, [MM_Q6_K] = rows_q6_K},
+    .panel = {[MM_Q4_0] = panel_q4_0, [MM_Q4_1] = panel_q4_1, [MM_Q8_0] = panel_q8_0},
     .act = {[ACT_F16] = act_f16, [ACT_BF16] = act_bf16, [ACT_Q8_0] = act_q8_01, [ACT_Q8_1] = act_q8_01},
 };
 

@@ -57,6 +57,7 @@ typedef void (*mm_act_fn)(const float *x, const mm_act *a, int t0, int t1);
 typedef struct {
     const char *name;
     mm_rows_fn rows[MM_NWT];   /* NULL: use the scalar kernel */
+    mm_rows_fn panel[MM_NWT];  /* panel-laid weights (panel.h); NULL: AVX2's, else the scalar one */
     mm_act_fn act[ACT_NKIND];  /* NULL: use the scalar routine */
 } mm_isa;
 

@@ -25,6 +25,7 @@
  * These loops are also the portable fallback when no SIMD ISA is present. */
 #include "core/half.h"
 #include "ops/cpu/matmul_impl.h"
+#include "ops/cpu/panel.h"
 #include "ops/cpu/quant.h"
 
 #include <math.h>
@@ -118,47 +119,61 @@ static void act_q8_K(const float *x, const mm_act *a, int t0, int t1) {
 
 /* ---- dots ------------------------------------------------------------------ */
 
-static float dot_q4_0(const uint8_t *row, const mm_act *a, int t) {
-    const hearth_block_q4_0 *w = (const void *)row;
-    const int8_t *q = a->qs + (size_t)t * a->qs_stride;
-    const float *dx = a->d + (size_t)t * a->nb_stride;
-    const int32_t *xs = a->isum + (size_t)t * a->nb_stride;
-    float acc = 0.f;
-    for (int b = 0; b < a->nb; b++, q += 32) {
-        int s = 0;
-        for (int j = 0; j < 16; j++) s += (w[b].qs[j] & 0x0F) * q[j] + (w[b].qs[j] >> 4) * q[j + 16];
-        s -= 8 * xs[b];
-        acc = fmaf(hearth_f16_to_f32(w[b].d) * dx[b], (float)s, acc);
-    }
-    return acc;
+/* One block's step of the q4_0 / q4_1 / q8_0 dots: block b of a row against
+ * token t's activations. */
+static float step_q4_0(const hearth_block_q4_0 *w, const mm_act *a, int t, int b, float acc) {
+    const int8_t *q = a->qs + (size_t)t * a->qs_stride + 32 * (size_t)b;
+    const size_t o = (size_t)t * a->nb_stride + (size_t)b;
+    int s = 0;
+    for (int j = 0; j < 16; j++) s += (w->qs[j] & 0x0F) * q[j] + (w->qs[j] >> 4) * q[j + 16];
+    s -= 8 * a->isum[o];
+    return fmaf(hearth_f16_to_f32(w->d) * a->d[o], (float)s, acc);
 }
 
-static float dot_q4_1(const uint8_t *row, const mm_act *a, int t) {
-    const hearth_block_q4_1 *w = (const void *)row;
-    const int8_t *q = a->qs + (size_t)t * a->qs_stride;
-    const float *dx = a->d + (size_t)t * a->nb_stride, *sx = a->s + (size_t)t * a->nb_stride;
-    float acc = 0.f;
-    for (int b = 0; b < a->nb; b++, q += 32) {
-        int s = 0;
-        for (int j = 0; j < 16; j++) s += (w[b].qs[j] & 0x0F) * q[j] + (w[b].qs[j] >> 4) * q[j + 16];
-        acc = fmaf(hearth_f16_to_f32(w[b].d) * dx[b], (float)s, acc);
-        acc = fmaf(hearth_f16_to_f32(w[b].m), sx[b], acc);
-    }
-    return acc;
+static float step_q4_1(const hearth_block_q4_1 *w, const mm_act *a, int t, int b, float acc) {
+    const int8_t *q = a->qs + (size_t)t * a->qs_stride + 32 * (size_t)b;
+    const size_t o = (size_t)t * a->nb_stride + (size_t)b;
+    int s = 0;
+    for (int j = 0; j < 16; j++) s += (w->qs[j] & 0x0F) * q[j] + (w->qs[j] >> 4) * q[j + 16];
+    acc = fmaf(hearth_f16_to_f32(w->d) * a->d[o], (float)s, acc);
+    return fmaf(hearth_f16_to_f32(w->m), a->s[o], acc);
 }
 
-static float dot_q8_0(const uint8_t *row, const mm_act *a, int t) {
-    const hearth_block_q8_0 *w = (const void *)row;
-    const int8_t *q = a->qs + (size_t)t * a->qs_stride;
-    const float *dx = a->d + (size_t)t * a->nb_stride;
-    float acc = 0.f;
-    for (int b = 0; b < a->nb; b++, q += 32) {
-        int s = 0;
-        for (int j = 0; j < 32; j++) s += w[b].qs[j] * q[j];
-        acc = fmaf(hearth_f16_to_f32(w[b].d) * dx[b], (float)s, acc);
-    }
-    return acc;
+static float step_q8_0(const hearth_block_q8_0 *w, const mm_act *a, int t, int b, float acc) {
+    const int8_t *q = a->qs + (size_t)t * a->qs_stride + 32 * (size_t)b;
+    int s = 0;
+    for (int j = 0; j < 32; j++) s += w->qs[j] * q[j];
+    return fmaf(hearth_f16_to_f32(w->d) * a->d[(size_t)t * a->nb_stride + (size_t)b], (float)s, acc);
 }
+
+#define DOT_STORED(name, blk_t, step)                                              \
+    static float name(const uint8_t *row, const mm_act *a, int t) {                \
+        const blk_t *w = (const void *)row;                                        \
+        float acc = 0.f;                                                           \
+        for (int b = 0; b < a->nb; b++) acc = step(&w[b], a, t, b, acc);           \
+        return acc;                                                                \
+    }
+DOT_STORED(dot_q4_0, hearth_block_q4_0, step_q4_0)
+DOT_STORED(dot_q4_1, hearth_block_q4_1, step_q4_1)
+DOT_STORED(dot_q8_0, hearth_block_q8_0, step_q8_0)
+
+/* The same dots over panel-laid weights (panel.h), a block taken out at a time. */
+#define ROWS_PANEL(name, blk_t, wt, step)                                          \
+    static void name(const mm_job *j, int n0, int n1) {                            \
+        for (int n = n0; n < n1; n++)                                              \
+            for (int t = 0; t < j->T; t++) {                                       \
+                float acc = 0.f;                                                   \
+                for (int b = 0; b < j->a->nb; b++) {                               \
+                    blk_t w;                                                       \
+                    hearth_cpu_panel_block(j->w, wt, j->K, j->N, n, b, &w);        \
+                    acc = step(&w, j->a, t, b, acc);                               \
+                }                                                                  \
+                j->y[(size_t)t * j->N + n] = acc;                                  \
+            }                                                                      \
+    }
+ROWS_PANEL(panel_q4_0, hearth_block_q4_0, HEARTH_DT_Q4_0, step_q4_0)
+ROWS_PANEL(panel_q4_1, hearth_block_q4_1, HEARTH_DT_Q4_1, step_q4_1)
+ROWS_PANEL(panel_q8_0, hearth_block_q8_0, HEARTH_DT_Q8_0, step_q8_0)
 
 static float dot_q4_K(const uint8_t *row, const mm_act *a, int t) {
     const hearth_block_q4_K *w = (const void *)row;
@@ -268,6 +283,7 @@ const mm_isa hearth_cpu_mm_scalar = {
     .name = "scalar",
     .rows = {[MM_F32] = rows_f32, [MM_F16] = rows_f16, [MM_BF16] = rows_bf16, [MM_Q4_0] = rows_q4_0,
              [MM_Q4_1] = rows_q4_1, [MM_Q8_0] = rows_q8_0, [MM_Q4_K] = rows_q4_K, [MM_Q6_K] = rows_q6_K},
+    .panel = {[MM_Q4_0] = panel_q4_0, [MM_Q4_1] = panel_q4_1, [MM_Q8_0] = panel_q8_0},
     .act = {[ACT_NONE] = act_none, [ACT_F16] = act_f16, [ACT_BF16] = act_bf16, [ACT_Q8_0] = act_q8_01,
             [ACT_Q8_1] = act_q8_01, [ACT_Q8_K] = act_q8_K},
 };

@@ -7,6 +7,7 @@
 #include "core/fp8.h"
 #include "core/half.h"
 #include "ops/cpu/matmul.h"
+#include "ops/cpu/panel.h"
 #include "ops/cpu/pick.h"
 #include "ops/cpu/quant.h"
 #include "ops/cpu/vec.h"
@@ -87,13 +88,37 @@ static void cpu_copy(void *ctx, void *dst, const void *src, size_t bytes) { memc
 static void cpu_matmul(void *ctx, float *y, const float *x, int T, const hearth_weight *w) {
     hearth_cpu_ctx *c = ctx;
     HEARTH_ASSERT(T <= c->max_tokens && w->cols <= c->max_cols + 255);
-    hearth_cpu_matmul(c->pool, y, x, T, w->data, w->type, w->cols, w->rows, c->mm_scratch);
+    hearth_cpu_matmul(c->pool, y, x, T, w->data, w->type, w->layout, w->cols, w->rows, c->mm_scratch);
+}
+
+/* q4_0 / q4_1 / q8_0 for the AVX2 kernels: a panel-laid copy (panel.h),
+ * which the model owns. */
+static hearth_status cpu_prepare_weight(void *ctx, hearth_weight *w, hearth_err *err) {
+    if (w->layout != HEARTH_LAYOUT_STORED || !hearth_cpu_panel_wanted(w->type, w->rows)) return HEARTH_OK;
+    size_t bytes = w->row_bytes * (size_t)w->rows;
+    void *p = cpu_alloc(ctx, bytes);
+    if (!p)
+        return hearth_err_set(err, HEARTH_ENOMEM, "cpu backend: out of memory for a re-laid copy (%.1f MiB)",
+                              bytes / 1048576.0);
+    hearth_cpu_panel_pack(p, w->data, w->type, w->cols, w->rows);
+    w->data = p;
+    w->layout = HEARTH_LAYOUT_PANEL8;
+    return HEARTH_OK;
 }
 
 static void cpu_embed(void *ctx, float *out, const hearth_weight *table, const int32_t *ids, int T) {
     for (int t = 0; t < T; t++) {
+        float *o = out + (size_t)t * table->cols;
+        if (table->layout == HEARTH_LAYOUT_PANEL8) { /* a block at a time, as stored */
+            uint8_t blk[64];
+            for (int b = 0; b < table->cols / 32; b++) {
+                hearth_cpu_panel_block(table->data, table->type, table->cols, table->rows, ids[t], b, blk);
+                hearth_cpu_dequantize_row(table->type, blk, o + 32 * b, 32);
+            }
+            continue;
+        }
         const uint8_t *row = (const uint8_t *)table->data + (size_t)ids[t] * table->row_bytes;
-        hearth_cpu_dequantize_row(table->type, row, out + (size_t)t * table->cols, table->cols);
+        hearth_cpu_dequantize_row(table->type, row, o, table->cols);
     }
 }
 
@@ -294,4 +319,5 @@ const hearth_ops hearth_cpu_ops = {
     .kv_write = cpu_kv_write,
     .attention = cpu_attention,
     .pick = cpu_pick,
+    .prepare_weight = cpu_prepare_weight,
 };

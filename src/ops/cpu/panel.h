@@ -1,0 +1,42 @@
+/* panel.h - the CPU's interleaved layout of q4_0 / q4_1 / q8_0 weights
+ * (HEARTH_LAYOUT_PANEL8), which the AVX2 kernels read without gathers.
+ *
+ * Rows go in groups of 8; the first N - N % 8 rows are re-laid, the last N % 8
+ * stay as stored, where they were (so the matrix keeps its size, and row n of
+ * the tail is at n * row_bytes as before). Group g's block b is one tile of
+ * 8 * sizeof(block) bytes at (g * nb + b) * 8 * sizeof(block):
+ *
+ *   d[8]    the 8 rows' f16 scales                        16 bytes
+ *   m[8]    (q4_1) the 8 rows' f16 minimums               16 bytes
+ *   codes   q4: 4 vectors of 32 bytes, vector i holding bytes 4i..4i+3 of
+ *           each row's 16 nibble bytes (row r at 4r): the low nibbles are
+ *           codes 4i..4i+3, the high ones 16+4i..16+4i+3;
+ *           q8_0: 8 vectors of 32 bytes, vector i holding codes 4i..4i+3 of
+ *           each row (row r at 4r).
+ *
+ * So one 16-byte load gives 8 rows' scales, and one 32-byte load four codes
+ * of 8 rows, which a broadcast of four activation codes dots per row
+ * (PMADDUBSW) with no transpose. llama.cpp's CPU "repack" buffers (q4_0 8x8)
+ * are the same idea. */
+#ifndef HEARTH_OPS_CPU_PANEL_H
+#define HEARTH_OPS_CPU_PANEL_H
+
+#include "core/dtype.h"
+
+#include <stddef.h>
+
+enum { PANEL_ROWS = 8 };
+
+/* 1 when weights of type wt are re-laid at load: wt is q4_0, q4_1 or q8_0,
+ * there are at least 8 rows, and the kernels that read the layout (AVX2)
+ * are the ISA in use (the AVX-512 kernels read the stored layout). */
+int hearth_cpu_panel_wanted(hearth_dtype wt, int N);
+
+/* dst (row_bytes * N bytes, not overlapping src) = src re-laid. */
+void hearth_cpu_panel_pack(void *dst, const void *src, hearth_dtype wt, int K, int N);
+
+/* Block b of row n of panel-laid weights w, in its stored form, into blk
+ * (one block: 18, 20 or 34 bytes). */
+void hearth_cpu_panel_block(const void *w, hearth_dtype wt, int K, int N, int n, int b, void *blk);
+
+#endif
