@@ -9,6 +9,7 @@
 
 #include "engine/generate.h"
 #include "model/model.h"
+#include "ops/cpu/matmul_impl.h"
 #include "ops/cpu/ops_cpu.h"
 
 #include <dirent.h>
@@ -43,19 +44,24 @@ static void engine_close(engine *e) {
     hearth_cpu_ctx_free(e->cpu);
 }
 
-/* Logits at every position of ids[n] -> out[n][vocab]. */
-static int forward_all(engine *e, const int32_t *ids, int n, float *out, hearth_err *err) {
+/* Logits at every position of ids[n] -> out[n][vocab], in forwards of up to
+ * chunk positions. */
+static int forward_chunks(engine *e, const int32_t *ids, int n, int chunk, float *out, hearth_err *err) {
     int32_t seq[64], pos[64], rows[64];
     if (hearth_kv_reserve(e->kv, 0, n)) return 0;
     int vocab = hearth_model_config_get(e->m)->vocab_size;
-    for (int p0 = 0; p0 < n; p0 += 64) {
-        int k = n - p0 < 64 ? n - p0 : 64;
+    for (int p0 = 0, k; p0 < n; p0 += k) {
+        k = n - p0 < chunk ? n - p0 : chunk;
         for (int i = 0; i < k; i++) seq[i] = 0, pos[i] = p0 + i, rows[i] = i;
         if (hearth_model_forward(e->m, e->kv, ids + p0, seq, pos, k, rows, k, out + (size_t)p0 * vocab, err))
             return 0;
     }
     hearth_kv_release_slot(e->kv, 0);
     return 1;
+}
+
+static int forward_all(engine *e, const int32_t *ids, int n, float *out, hearth_err *err) {
+    return forward_chunks(e, ids, n, 64, out, err);
 }
 
 typedef struct {
@@ -201,6 +207,53 @@ TEST(parity_tiny_gguf_vs_llamacpp) {
     }
     closedir(d);
     CHECK_MSG(n >= 4, "expected GGUF conversions in F32/F16/Q8_0/Q4_0, found %d", n);
+}
+
+/* Logits of a model loaded with its q4_0 / q8_0 weights panel-laid (the AVX2
+ * kernels at load) equal, bit for bit, those of the same model loaded in the
+ * stored layout (scalar at load), both run on AVX2: every prompt position. */
+static int panel_equals_stored(const char *path) {
+    static const int32_t ids[24] = {1, 5, 17, 99, 3, 250, 7, 64, 12, 8, 200, 31, 2, 77, 150, 9, 4, 66, 128, 45, 6, 11, 90, 13};
+    hearth_err err = {0};
+    engine e;
+    float *a = NULL, *b = NULL;
+    int ok = 1, vocab = 0;
+    for (int pass = 0; pass < 2 && ok; pass++) {
+        hearth_cpu_isa_force(pass == 0 ? HEARTH_CPU_ISA_AVX2 : HEARTH_CPU_ISA_SCALAR);
+        ok = engine_open(&e, path, 64, &err);
+        hearth_cpu_isa_force(HEARTH_CPU_ISA_AVX2);
+        if (ok) {
+            vocab = hearth_model_config_get(e.m)->vocab_size;
+            float *out = malloc(sizeof(float) * 48 * (size_t)vocab);
+            /* all at once (prefill kernels), then one position a forward (decode kernels) */
+            ok = out && forward_chunks(&e, ids, 24, 64, out, &err) &&
+                 forward_chunks(&e, ids, 24, 1, out + 24 * (size_t)vocab, &err);
+            *(pass == 0 ? &a : &b) = out;
+        }
+        engine_close(&e);
+    }
+    hearth_cpu_isa_force(HEARTH_CPU_ISA_AUTO);
+    if (!ok) test_fail(__FILE__, __LINE__, "%s: %s", path, err.msg);
+    else if (memcmp(a, b, sizeof(float) * 48 * (size_t)vocab) != 0) {
+        test_fail(__FILE__, __LINE__, "%s: panel-laid logits differ from the stored layout's", path);
+        ok = 0;
+    }
+    free(a);
+    free(b);
+    return ok;
+}
+
+TEST(parity_panel_layout_equals_stored) {
+    if (!hearth_cpu_isa_available(HEARTH_CPU_ISA_AVX2)) {
+        printf("  skipped: this CPU has no AVX2, the only kernels that read the layout\n");
+        return;
+    }
+    static const char *files[] = {"llama3-q4_0", "llama3-q8_0", "qwen2-q4_0", "mistral-q8_0"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char path[1100];
+        snprintf(path, sizeof path, "%s/%s.gguf", test_path("tests/fixtures/tiny-gguf"), files[i]);
+        if (!panel_equals_stored(path)) return;
+    }
 }
 
 #include "tok/tok.h"
