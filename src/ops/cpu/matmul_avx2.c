@@ -20,6 +20,7 @@
 #if defined(__x86_64__)
 
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #pragma GCC target("avx2,fma,f16c,bmi,bmi2")
@@ -595,8 +596,95 @@ INLINE void gemm_k(const mm_job *j, int n0, int n1, const int kind) {
     }
 }
 
-static void rows_q4_K(const mm_job *j, int n0, int n1) { gemm_k(j, n0, n1, K_Q4_K); }
-static void rows_q6_K(const mm_job *j, int n0, int n1) { gemm_k(j, n0, n1, K_Q6_K); }
+/* ---- q4_K / q6_K decode (T < 5): a row at a time ---------------------------------
+ *
+ * Packing 8-row panels costs more than one token's dot, so a few tokens take
+ * each row as stored, as llama.cpp's vec_dot does: a block's 32-byte code
+ * vectors against the token's codes (PMADDUBSW), each sub-block's scale
+ * applied by PMADDWD, the 8 lanes summed once a block. The integers are
+ * exact, so the block's isum (and q4_K's imin) and then its f32 steps are
+ * the scalar kernel's. q6_K dots the unsigned codes (0..63) and takes 32 *
+ * sum_g sc_g * bsums_g off, which is the dot of (q - 32). */
+INLINE int q4_K_isum(const hearth_block_q4_K *w, const int8_t *x, const int16_t *bs, int *mins) {
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    __m256i acc = _mm256_setzero_si256();
+    int m = 0;
+    UNROLL for (int p = 0; p < 4; p++) { /* sub-blocks 2p (low nibbles) and 2p + 1 (high) */
+        int sc0, m0, sc1, m1;
+        hearth_q4_K_scale_min(w->scales, 2 * p, &sc0, &m0);
+        hearth_q4_K_scale_min(w->scales, 2 * p + 1, &sc1, &m1);
+        __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(w->qs + 32 * p));
+        __m256i x0 = _mm256_loadu_si256((const __m256i *)(const void *)(x + 64 * p));
+        __m256i x1 = _mm256_loadu_si256((const __m256i *)(const void *)(x + 64 * p + 32));
+        __m256i p0 = _mm256_maddubs_epi16(_mm256_and_si256(q, low4), x0);
+        __m256i p1 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4), x1);
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p0, _mm256_set1_epi16((int16_t)sc0)));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p1, _mm256_set1_epi16((int16_t)sc1)));
+        m += m0 * (bs[4 * p] + bs[4 * p + 1]) + m1 * (bs[4 * p + 2] + bs[4 * p + 3]);
+    }
+    *mins = m;
+    return hsum_i32(acc);
+}
+
+INLINE int q6_K_isum(const hearth_block_q6_K *w, const int8_t *x, const int16_t *bs) {
+    const __m256i low4 = _mm256_set1_epi8(0x0f), low2 = _mm256_set1_epi8(0x03);
+    __m256i acc = _mm256_setzero_si256();
+    int off = 0;
+    UNROLL for (int h = 0; h < 2; h++) {
+        __m256i A = _mm256_loadu_si256((const __m256i *)(const void *)(w->ql + 64 * h));
+        __m256i B = _mm256_loadu_si256((const __m256i *)(const void *)(w->ql + 64 * h + 32));
+        __m256i H = _mm256_loadu_si256((const __m256i *)(const void *)(w->qh + 32 * h));
+        __m256i q[4];
+        q[0] = _mm256_or_si256(_mm256_and_si256(A, low4), _mm256_slli_epi16(_mm256_and_si256(H, low2), 4));
+        q[1] = _mm256_or_si256(_mm256_and_si256(B, low4),
+                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(H, 2), low2), 4));
+        q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(A, 4), low4),
+                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(H, 4), low2), 4));
+        q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(B, 4), low4),
+                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(H, 6), low2), 4));
+        UNROLL for (int c = 0; c < 4; c++) { /* elements 128h + 32c .. + 31: groups g, g + 1 */
+            int g = 8 * h + 2 * c;
+            __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(x + 128 * h + 32 * c));
+            __m256i sc = _mm256_set_m128i(_mm_set1_epi16(w->scales[g + 1]), _mm_set1_epi16(w->scales[g]));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(q[c], xv), sc));
+            off += w->scales[g] * bs[g] + w->scales[g + 1] * bs[g + 1];
+        }
+    }
+    return hsum_i32(acc) - 32 * off;
+}
+
+INLINE void rows_k(const mm_job *j, int n0, int n1, const int kind) {
+    if (j->T >= GEMM_MIN_T) {
+        gemm_k(j, n0, n1, kind);
+        return;
+    }
+    const mm_act *a = j->a;
+    for (int n = n0; n < n1; n++) {
+        const uint8_t *row = j->w + (size_t)n * j->row_bytes;
+        for (int t = 0; t < j->T; t++) {
+            const int8_t *x = a->qs + (size_t)t * a->qs_stride;
+            const float *dx = a->d + (size_t)t * a->nb_stride;
+            const int16_t *bs = a->bsums + (size_t)t * a->nb_stride * 16;
+            float acc = 0.f;
+            for (int b = 0; b < a->nb; b++) {
+                if (kind == K_Q4_K) {
+                    const hearth_block_q4_K *w = (const hearth_block_q4_K *)(const void *)row + b;
+                    int mins, s = q4_K_isum(w, x + 256 * (size_t)b, bs + 16 * (size_t)b, &mins);
+                    acc = fmaf(_cvtsh_ss(w->d) * dx[b], (float)s, acc);
+                    acc = fmaf(-(_cvtsh_ss(w->dmin) * dx[b]), (float)mins, acc);
+                } else {
+                    const hearth_block_q6_K *w = (const hearth_block_q6_K *)(const void *)row + b;
+                    int s = q6_K_isum(w, x + 256 * (size_t)b, bs + 16 * (size_t)b);
+                    acc = fmaf(_cvtsh_ss(w->d) * dx[b], (float)s, acc);
+                }
+            }
+            j->y[(size_t)t * j->N + n] = acc;
+        }
+    }
+}
+
+static void rows_q4_K(const mm_job *j, int n0, int n1) { rows_k(j, n0, n1, K_Q4_K); }
+static void rows_q6_K(const mm_job *j, int n0, int n1) { rows_k(j, n0, n1, K_Q6_K); }
 
 /* ---- float weights ------------------------------------------------------------------ */
 
