@@ -606,30 +606,54 @@ INLINE void gemm_k(const mm_job *j, int n0, int n1, const int kind) {
  * the scalar kernel's. q6_K dots the unsigned codes (0..63) and takes 32 *
  * sum_g sc_g * bsums_g off, which is the dot of (q - 32). */
 INLINE int q4_K_isum(const hearth_block_q4_K *w, const int8_t *x, const int16_t *bs, int *mins) {
+    /* the 6-bit scales and mins of sub-blocks 0..3 and 4..7, a byte each
+     * (hearth_q4_K_scale_min, four at a time) */
+    uint32_t a0, a1, a2;
+    memcpy(&a0, w->scales, 4);
+    memcpy(&a1, w->scales + 4, 4);
+    memcpy(&a2, w->scales + 8, 4);
+    const uint32_t sc[2] = {a0 & 0x3f3f3f3fu, (a2 & 0x0f0f0f0fu) | ((a0 >> 6) & 0x03030303u) << 4};
+    const uint32_t m03 = a1 & 0x3f3f3f3fu, m47 = ((a2 >> 4) & 0x0f0f0f0fu) | ((a1 >> 6) & 0x03030303u) << 4;
+    /* imin = sum_j m_j * (bsums_2j + bsums_2j+1) */
+    __m256i b = _mm256_loadu_si256((const __m256i *)(const void *)bs);
+    __m128i bp = _mm_hadd_epi16(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
+    __m128i mp = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)m47, (int)m03)), bp);
+    mp = _mm_add_epi32(mp, _mm_unpackhi_epi64(mp, mp));
+    mp = _mm_add_epi32(mp, _mm_shuffle_epi32(mp, _MM_SHUFFLE(2, 3, 0, 1)));
+    *mins = _mm_cvtsi128_si32(mp);
     const __m256i low4 = _mm256_set1_epi8(0x0f);
     __m256i acc = _mm256_setzero_si256();
-    int m = 0;
     UNROLL for (int p = 0; p < 4; p++) { /* sub-blocks 2p (low nibbles) and 2p + 1 (high) */
-        int sc0, m0, sc1, m1;
-        hearth_q4_K_scale_min(w->scales, 2 * p, &sc0, &m0);
-        hearth_q4_K_scale_min(w->scales, 2 * p + 1, &sc1, &m1);
+        int j0 = 2 * p, j1 = 2 * p + 1;
+        int16_t sc0 = (int16_t)((sc[j0 / 4] >> (8 * (j0 % 4))) & 0xff), sc1 = (int16_t)((sc[j1 / 4] >> (8 * (j1 % 4))) & 0xff);
         __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(w->qs + 32 * p));
         __m256i x0 = _mm256_loadu_si256((const __m256i *)(const void *)(x + 64 * p));
         __m256i x1 = _mm256_loadu_si256((const __m256i *)(const void *)(x + 64 * p + 32));
         __m256i p0 = _mm256_maddubs_epi16(_mm256_and_si256(q, low4), x0);
         __m256i p1 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4), x1);
-        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p0, _mm256_set1_epi16((int16_t)sc0)));
-        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p1, _mm256_set1_epi16((int16_t)sc1)));
-        m += m0 * (bs[4 * p] + bs[4 * p + 1]) + m1 * (bs[4 * p + 2] + bs[4 * p + 3]);
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p0, _mm256_set1_epi16(sc0)));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p1, _mm256_set1_epi16(sc1)));
     }
-    *mins = m;
     return hsum_i32(acc);
+}
+
+/* Lane pair c of sub-block scales: int16 lane 2c of each 128-bit half into
+ * the low half's 8 lanes, lane 2c + 1 into the high half's (PSHUFB masks). */
+INLINE __m256i pick_scale_pair(__m256i s16, int c) {
+    const __m256i m = _mm256_setr_epi8(4 * c, 4 * c + 1, 4 * c, 4 * c + 1, 4 * c, 4 * c + 1, 4 * c, 4 * c + 1, 4 * c,
+                                       4 * c + 1, 4 * c, 4 * c + 1, 4 * c, 4 * c + 1, 4 * c, 4 * c + 1, 4 * c + 2,
+                                       4 * c + 3, 4 * c + 2, 4 * c + 3, 4 * c + 2, 4 * c + 3, 4 * c + 2, 4 * c + 3,
+                                       4 * c + 2, 4 * c + 3, 4 * c + 2, 4 * c + 3, 4 * c + 2, 4 * c + 3, 4 * c + 2,
+                                       4 * c + 3);
+    return _mm256_shuffle_epi8(s16, m);
 }
 
 INLINE int q6_K_isum(const hearth_block_q6_K *w, const int8_t *x, const int16_t *bs) {
     const __m256i low4 = _mm256_set1_epi8(0x0f), low2 = _mm256_set1_epi8(0x03);
+    /* the 16 group scales as int16; off = sum_g sc_g * bsums_g */
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)w->scales));
     __m256i acc = _mm256_setzero_si256();
-    int off = 0;
+    const __m256i off = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)(const void *)bs));
     UNROLL for (int h = 0; h < 2; h++) {
         __m256i A = _mm256_loadu_si256((const __m256i *)(const void *)(w->ql + 64 * h));
         __m256i B = _mm256_loadu_si256((const __m256i *)(const void *)(w->ql + 64 * h + 32));
@@ -642,15 +666,14 @@ INLINE int q6_K_isum(const hearth_block_q6_K *w, const int8_t *x, const int16_t 
                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(H, 4), low2), 4));
         q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(B, 4), low4),
                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(H, 6), low2), 4));
-        UNROLL for (int c = 0; c < 4; c++) { /* elements 128h + 32c .. + 31: groups g, g + 1 */
-            int g = 8 * h + 2 * c;
+        /* groups 8h .. 8h + 7 in both halves */
+        const __m256i sh = _mm256_permute2x128_si256(sc16, sc16, h ? 0x11 : 0x00);
+        UNROLL for (int c = 0; c < 4; c++) { /* elements 128h + 32c .. + 31: groups 8h + 2c, + 1 */
             __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(x + 128 * h + 32 * c));
-            __m256i sc = _mm256_set_m128i(_mm_set1_epi16(w->scales[g + 1]), _mm_set1_epi16(w->scales[g]));
-            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(q[c], xv), sc));
-            off += w->scales[g] * bs[g] + w->scales[g + 1] * bs[g + 1];
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(q[c], xv), pick_scale_pair(sh, c)));
         }
     }
-    return hsum_i32(acc) - 32 * off;
+    return hsum_i32(acc) - 32 * hsum_i32(off);
 }
 
 INLINE void rows_k(const mm_job *j, int n0, int n1, const int kind) {
