@@ -667,7 +667,7 @@ INLINE int q6_K_isum(const hearth_block_q6_K *w, const int8_t *x, const int16_t 
         q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(B, 4), low4),
                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(H, 6), low2), 4));
         /* groups 8h .. 8h + 7 in both halves */
-        const __m256i sh = _mm256_permute2x128_si256(sc16, sc16, h ? 0x11 : 0x00);
+        const __m256i sh = h ? _mm256_permute2x128_si256(sc16, sc16, 0x11) : _mm256_permute2x128_si256(sc16, sc16, 0x00);
         UNROLL for (int c = 0; c < 4; c++) { /* elements 128h + 32c .. + 31: groups 8h + 2c, + 1 */
             __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(x + 128 * h + 32 * c));
             acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(q[c], xv), pick_scale_pair(sh, c)));
