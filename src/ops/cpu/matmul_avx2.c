@@ -481,21 +481,28 @@ INLINE void pack_q4_K(kpanel *P, const rows8 *g, int b) {
     }
 }
 
+/* The 6-bit codes of 32 bytes of ql (low nibbles, then high) at ql0 and ql1
+ * and of qh: v[c] = quarter c (0: ql0 low | qh bits 0-1, 1: ql1 low | bits
+ * 2-3, 2: ql0 high | bits 4-5, 3: ql1 high | bits 6-7), a byte each. */
+INLINE void q6_codes(__m256i ql0, __m256i ql1, __m256i qh, __m256i *v) {
+    const __m256i low4 = _mm256_set1_epi8(0x0f), low2 = _mm256_set1_epi8(3);
+    v[0] = _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_slli_epi16(_mm256_and_si256(qh, low2), 4));
+    v[1] = _mm256_or_si256(_mm256_and_si256(ql1, low4),
+                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), low2), 4));
+    v[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
+                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), low2), 4));
+    v[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
+                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), low2), 4));
+}
+
 INLINE void pack_q6_K(kpanel *P, const rows8 *g, int b) {
     const uint8_t *base = g->p[0] + (size_t)b * sizeof(hearth_block_q6_K);
-    const __m256i low4 = _mm256_set1_epi8(0x0f), low2 = _mm256_set1_epi8(3);
     UNROLL for (int h = 0; h < 2; h++) {
         UNROLL for (int l0 = 0; l0 < 32; l0 += 4) {
             __m256i ql0 = gather(g, base + 64 * h + l0), ql1 = gather(g, base + 64 * h + 32 + l0);
             __m256i qh = gather(g, base + 128 + 32 * h + l0);
             __m256i v[4];
-            v[0] = _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_slli_epi16(_mm256_and_si256(qh, low2), 4));
-            v[1] = _mm256_or_si256(_mm256_and_si256(ql1, low4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), low2), 4));
-            v[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), low2), 4));
-            v[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), low2), 4));
+            q6_codes(ql0, ql1, qh, v);
             UNROLL for (int c = 0; c < 4; c++)
                 _mm256_store_si256((__m256i *)(void *)P->q[(128 * h + 32 * c + l0) / 4], v[c]);
         }
@@ -649,7 +656,6 @@ INLINE __m256i pick_scale_pair(__m256i s16, int c) {
 }
 
 INLINE int q6_K_isum(const hearth_block_q6_K *w, const int8_t *x, const int16_t *bs) {
-    const __m256i low4 = _mm256_set1_epi8(0x0f), low2 = _mm256_set1_epi8(0x03);
     /* the 16 group scales as int16; off = sum_g sc_g * bsums_g */
     const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)w->scales));
     __m256i acc = _mm256_setzero_si256();
@@ -659,13 +665,7 @@ INLINE int q6_K_isum(const hearth_block_q6_K *w, const int8_t *x, const int16_t 
         __m256i B = _mm256_loadu_si256((const __m256i *)(const void *)(w->ql + 64 * h + 32));
         __m256i H = _mm256_loadu_si256((const __m256i *)(const void *)(w->qh + 32 * h));
         __m256i q[4];
-        q[0] = _mm256_or_si256(_mm256_and_si256(A, low4), _mm256_slli_epi16(_mm256_and_si256(H, low2), 4));
-        q[1] = _mm256_or_si256(_mm256_and_si256(B, low4),
-                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(H, 2), low2), 4));
-        q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(A, 4), low4),
-                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(H, 4), low2), 4));
-        q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(B, 4), low4),
-                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(H, 6), low2), 4));
+        q6_codes(A, B, H, q);
         /* groups 8h .. 8h + 7 in both halves */
         const __m256i sh = h ? _mm256_permute2x128_si256(sc16, sc16, 0x11) : _mm256_permute2x128_si256(sc16, sc16, 0x00);
         UNROLL for (int c = 0; c < 4; c++) { /* elements 128h + 32c .. + 31: groups 8h + 2c, + 1 */
