@@ -413,7 +413,7 @@ INLINE void panel_gemv(const mm_job *j, int n, const int G, const int kind) {
     const mm_act *a = j->a;
     const size_t tile = (kind == Q_Q8_0 ? sizeof(hearth_block_q8_0)
                          : kind == Q_Q4_0 ? sizeof(hearth_block_q4_0) : sizeof(hearth_block_q4_1)) * 8;
-    const uint8_t *t0 = j->w + (size_t)n * j->row_bytes, *t1 = t0 + 8 * j->row_bytes;
+    const uint8_t *t0 = j->w + (size_t)n * j->row_bytes, *t1 = G == 2 ? t0 + 8 * j->row_bytes : t0;
     for (int t = 0; t < j->T; t++) {
         __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
         for (int b = 0; b < a->nb; b++) {
