@@ -9,10 +9,11 @@
  *    tensor-core prefill kernels, flash-attention style (attention_flash.cu
  *    for f16 and e4m3 caches, attention_prefill.cu for f32 ones);
  *  - every other row (batched decode rows, short chunks), flash-decoding:
- *      9+ rows: attention_rows_tc.cu on tensor cores (f16 and e4m3 caches),
- *               attention_rows.cu on CUDA cores (f32 caches);
- *      up to 8 rows: attention_decode.cu, built for latency (splits merged
- *               in the same launch);
+ *      from the context's rows_min rows (6 by default): attention_rows_tc.cu
+ *               on tensor cores (f16 and e4m3 caches), attention_rows.cu on
+ *               CUDA cores (f32 caches);
+ *      fewer rows (up to 8): attention_decode.cu, built for latency (splits
+ *               merged in the same launch);
  *      other head sizes: the per-warp kernel here. One block per (split, kv
  *               head x query-head group, row) runs the query heads of its
  *               kv head (up to 8) over a slice of the row's positions (at

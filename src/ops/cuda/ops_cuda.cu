@@ -48,7 +48,7 @@ enum {
 
 struct rec {
     int kind;
-    int i[11];
+    int i[12];
     float f[2];
     const void *p[8];
     size_t z[2];
@@ -133,7 +133,8 @@ struct hearth_cuda_ctx {
     hearth_cuda_stats stats;
     int fuse;
     int attn_cluster_cap; /* cu_attention_cluster's cap */
-    int attn_rows_min;    /* from how many rows decode attention runs the tensor-core rows kernel */
+    int attn_rows_min;    /* from how many rows decode attention runs the tensor-core rows kernel, */
+    int attn_rows_ctx;    /* ... over contexts of this many positions (below them, from 9 rows) */
     int rope_gemv_rows;   /* up to which T the q/k/v GEMV takes the rope + KV epilogue */
     int split_rows;       /* prepare_weight re-lays Q4_0 / Q8_0 / Q4_K / Q6_K rows (split_rows.cu) */
     int mm_qkv;           /* q, k and v as one GEMM on the cuBLAS path (qkv_stack_unit) */
@@ -190,7 +191,8 @@ static int run_attn(hearth_cuda_ctx *c, const rec *r, int prep_kind, void *prep)
     kv.early = !early_off && (!w->valid || (w->seq && w->seq == r->p[5] && w->pos == r->p[6] && w->T == r->i[3]));
     return cu_attention(&c->L, (float *)r->p[3], (const float *)r->p[4], r->i[3], &kv, (const int32_t *)r->p[5],
                         (const int32_t *)r->p[6], r->i[4], r->i[5], r->i[6], r->f[0], r->i[7], r->i[8], r->i[9],
-                        c->attn_rows_min, c->part, c->part_floats, c->att_cnt, ATT_CNT, prep_kind, prep);
+                        r->i[11] ? c->attn_rows_min : c->attn_rows_min > 9 ? c->attn_rows_min : 9, c->part,
+                        c->part_floats, c->att_cnt, ATT_CNT, prep_kind, prep);
 }
 
 static void run_one(hearth_cuda_ctx *c, const rec *r) {
@@ -960,7 +962,9 @@ extern "C" hearth_status hearth_cuda_ctx_new(hearth_cuda_ctx **out, int device, 
         const char *s = getenv("HEARTH_ATTN_CLUSTER");
         c->attn_cluster_cap = s ? atoi(s) : 16;
         s = getenv("HEARTH_ATTN_ROWS_MIN");
-        c->attn_rows_min = s && atoi(s) > 0 ? atoi(s) : 9;
+        c->attn_rows_min = s && atoi(s) > 0 ? atoi(s) : HEARTH_CUDA_ATTN_ROWS_MIN;
+        s = getenv("HEARTH_ATTN_ROWS_CTX");
+        c->attn_rows_ctx = s && atoi(s) >= 0 ? atoi(s) : HEARTH_CUDA_ATTN_ROWS_CTX;
         s = getenv("HEARTH_ROPE_GEMV");
         c->rope_gemv_rows = s ? atoi(s) : 1;
         s = getenv("HEARTH_SPLIT_ROWS"); /* 0: weights keep the file's layout (benchmarks) */
@@ -1086,10 +1090,11 @@ extern "C" void hearth_cuda_ctx_set_attn_cluster(hearth_cuda_ctx *c, int cap) {
     c->attn_cluster_cap = cap;
 }
 
-extern "C" void hearth_cuda_ctx_set_attn_rows_min(hearth_cuda_ctx *c, int rows) {
+extern "C" void hearth_cuda_ctx_set_attn_rows_min(hearth_cuda_ctx *c, int rows, int ctx) {
     flush(c, 1);
     drop_graphs(c);
-    c->attn_rows_min = rows > 0 ? rows : 9;
+    c->attn_rows_min = rows > 0 ? rows : HEARTH_CUDA_ATTN_ROWS_MIN;
+    c->attn_rows_ctx = ctx >= 0 ? ctx : HEARTH_CUDA_ATTN_ROWS_CTX;
 }
 
 extern "C" void hearth_cuda_ctx_set_rope_gemv(hearth_cuda_ctx *c, int max_rows) {
@@ -1473,7 +1478,8 @@ static void op_attention(void *ctx, float *out, const float *q, int T, const hea
     r->i[6] = head_dim;
     r->i[7] = window;
     r->i[8] = kv->one_seq;
-    r->i[9] = cu_attention_cluster(kv->ctx_len, ((hearth_cuda_ctx *)ctx)->attn_cluster_cap);
+    r->i[9] = cu_attention_cluster(kv->ctx_len, c->attn_cluster_cap);
+    r->i[11] = kv->ctx_len >= c->attn_rows_ctx; /* a flag, not the length: a replayed step's records match */
     r->f[0] = scale;
 }
 

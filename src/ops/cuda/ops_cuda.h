@@ -64,9 +64,14 @@ void hearth_cuda_ctx_set_fusion(hearth_cuda_ctx *c, int on);
 void hearth_cuda_ctx_set_attn_cluster(hearth_cuda_ctx *c, int cap);
 /* From how many rows the decode attention over an f16 / e4m3 cache (head_dim
  * 64 or 128) runs the tensor-core rows kernel, f16 operands, instead of the
- * few-rows flash-decoding kernel, f32 math (default 9, or
- * HEARTH_ATTN_ROWS_MIN at creation; 0 = the default). */
-void hearth_cuda_ctx_set_attn_rows_min(hearth_cuda_ctx *c, int rows);
+ * few-rows flash-decoding kernel, f32 math: from `rows` rows when the step's
+ * longest context has `ctx` positions or more, from 9 below that (0 / -1 =
+ * the defaults, or HEARTH_ATTN_ROWS_MIN / HEARTH_ATTN_ROWS_CTX at creation).
+ * 6 and 512: from 6 rows the rows kernel is faster over ~1000 positions, at
+ * 5 it is not, and over 128-256 positions it loses at 7-8 rows
+ * (notes/cuda-kernels.md, s22-run1 / s22-run2). */
+enum { HEARTH_CUDA_ATTN_ROWS_MIN = 6, HEARTH_CUDA_ATTN_ROWS_CTX = 512 };
+void hearth_cuda_ctx_set_attn_rows_min(hearth_cuda_ctx *c, int rows, int ctx);
 /* Up to how many rows the q/k/v GEMV rotates q, k and stores the KV itself
  * (the fusion of rope + rope + kv_write into its epilogue; default 1, where
  * it was measured faster, or HEARTH_ROPE_GEMV at creation; 0 = never). */
