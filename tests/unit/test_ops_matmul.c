@@ -373,13 +373,14 @@ typedef struct { int isa; hearth_pool *pool; int threads; } run_cfg;
 static int check_panel(hearth_dtype t, shape s, const void *w, const float *x, const float *base,
                        const run_cfg *runs, int n_runs, void *scratch, size_t sb) {
     int T = s.T, K = s.K, N = s.N, ok = 1;
-    size_t rb = hearth_dtype_row_bytes(t, K), bb = hearth_dtype_row_bytes(t, 32), ny = (size_t)T * N;
-    uint8_t *pw = xalloc(rb * (size_t)N + 64), blk[64];
+    const int bk = hearth_dtype_get(t)->block;
+    size_t rb = hearth_dtype_row_bytes(t, K), bb = hearth_dtype_row_bytes(t, bk), ny = (size_t)T * N;
+    uint8_t *pw = xalloc(rb * (size_t)N + 64), blk[256];
     float *y = xalloc(ny * 4);
     const char *tn = hearth_dtype_get(t)->name;
     hearth_cpu_panel_pack(pw, w, t, K, N);
     for (int n = 0; n < N && ok; n++)
-        for (int b = 0; b < K / 32 && ok; b++) {
+        for (int b = 0; b < K / bk && ok; b++) {
             hearth_cpu_panel_block(pw, t, K, N, n, b, blk);
             if (memcmp(blk, (const uint8_t *)w + (size_t)n * rb + (size_t)b * bb, bb) != 0) {
                 printf("  %s K=%d N=%d: panel block %d of row %d differs from the stored one\n", tn, K, N, b, n);
@@ -446,9 +447,10 @@ static int check_shape(hearth_dtype t, shape s, hearth_pool *p2, hearth_pool *p3
                 break;
             }
     }
-    /* q4_0 / q4_1 / q8_0 panel-laid (panel.h): every block reads back as
-     * stored, and every ISA and thread count gives the stored layout's result */
-    if (ok && (t == HEARTH_DT_Q4_0 || t == HEARTH_DT_Q4_1 || t == HEARTH_DT_Q8_0))
+    /* q4_0 / q4_1 / q8_0 / q4_K panel-laid (panel.h): every block reads back
+     * as stored, and every ISA and thread count gives the stored layout's
+     * result */
+    if (ok && (t == HEARTH_DT_Q4_0 || t == HEARTH_DT_Q4_1 || t == HEARTH_DT_Q8_0 || t == HEARTH_DT_Q4_K))
         ok = check_panel(t, s, w, x, base, runs, n_runs, scratch, sb);
     /* scalar result vs the reference */
     for (int n = 0; n < N && ok; n++) {
@@ -508,7 +510,7 @@ static void check_type(hearth_dtype t) {
  * counts of groups, so one- and two-tile passes) with and without a stored
  * tail, at decode and prefill token counts. */
 TEST(matmul_panel_group_counts) {
-    static const hearth_dtype ts[] = {HEARTH_DT_Q4_0, HEARTH_DT_Q4_1, HEARTH_DT_Q8_0};
+    static const hearth_dtype ts[] = {HEARTH_DT_Q4_0, HEARTH_DT_Q4_1, HEARTH_DT_Q8_0, HEARTH_DT_Q4_K};
     static const int Ns[] = {8, 16, 24, 41, 48, 7};
     static const int Ts[] = {1, 2, 4, 5, 9};
     hearth_pool *p2, *p3;
@@ -518,7 +520,9 @@ TEST(matmul_panel_group_counts) {
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
         for (size_t ni = 0; ni < sizeof Ns / sizeof Ns[0]; ni++)
             for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++)
-                if (!check_shape(ts[i], (shape){Ts[ti], 576, Ns[ni]}, p2, p3)) failed = 1;
+                if (!check_shape(ts[i], (shape){Ts[ti], hearth_dtype_get(ts[i])->block == 256 ? 512 : 576, Ns[ni]},
+                                 p2, p3))
+                    failed = 1;
     hearth_pool_free(p2);
     hearth_pool_free(p3);
     CHECK_MSG(!failed, "see above");

@@ -209,7 +209,7 @@ TEST(parity_tiny_gguf_vs_llamacpp) {
     CHECK_MSG(n >= 4, "expected GGUF conversions in F32/F16/Q8_0/Q4_0, found %d", n);
 }
 
-/* Logits of a model loaded with its q4_0 / q8_0 weights panel-laid (the AVX2
+/* Logits of a model loaded with its q4_0 / q8_0 / q4_K weights panel-laid (the AVX2
  * kernels at load) equal, bit for bit, those of the same model loaded in the
  * stored layout (scalar at load), both run on AVX2: every prompt position. */
 static int panel_equals_stored(const char *path) {
@@ -248,10 +248,12 @@ TEST(parity_panel_layout_equals_stored) {
         printf("  skipped: this CPU has no AVX2, the only kernels that read the layout\n");
         return;
     }
-    static const char *files[] = {"llama3-q4_0", "llama3-q8_0", "qwen2-q4_0", "mistral-q8_0"};
+    /* kquant/random-q4_K_M: q4_K layers and embedding (tools/oracle/make_kquant_gguf.sh) */
+    static const char *files[] = {"tiny-gguf/llama3-q4_0", "tiny-gguf/llama3-q8_0", "tiny-gguf/qwen2-q4_0",
+                                  "tiny-gguf/mistral-q8_0", "kquant/random-q4_K_M"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         char path[1100];
-        snprintf(path, sizeof path, "%s/%s.gguf", test_path("tests/fixtures/tiny-gguf"), files[i]);
+        snprintf(path, sizeof path, "%s/%s.gguf", test_path("tests/fixtures"), files[i]);
         if (!panel_equals_stored(path)) return;
     }
 }

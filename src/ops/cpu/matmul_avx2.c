@@ -453,21 +453,36 @@ typedef struct {
     float d[8], dmin[8];
 } kpanel;
 
-INLINE void pack_q4_K(kpanel *P, const rows8 *g, int b) {
+/* Bytes off .. off + 3 of 8 rows' q4_K block: gathered from the stored rows,
+ * or (tile: the block's panel tile, panel.h) loaded from its vector. */
+INLINE __m256i kdw(const rows8 *g, const uint8_t *base, const uint8_t *tile, size_t off) {
+    if (tile) return _mm256_loadu_si256((const __m256i *)(const void *)(tile + 32 + 8 * (off - 4)));
+    return gather(g, base + off);
+}
+
+INLINE __m256 load_f16x8_at(const uint8_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p)); }
+
+/* tile: NULL, or block b's tile of panel-laid rows (which g then only sizes) */
+INLINE void pack_q4_K(kpanel *P, const rows8 *g, const uint8_t *tile, int b) {
     const uint8_t *base = g->p[0] + (size_t)b * sizeof(hearth_block_q4_K);
     const __m256i low4 = _mm256_set1_epi8(0x0f), m6 = _mm256_set1_epi32(63);
     UNROLL for (int c = 0; c < 4; c++) {
         UNROLL for (int gi = 0; gi < 8; gi++) {
-            __m256i v = gather(g, base + 16 + 32 * c + 4 * gi);
+            __m256i v = kdw(g, base, tile, 16 + 32 * c + 4 * gi);
             _mm256_store_si256((__m256i *)(void *)P->q[(2 * c) * 8 + gi], _mm256_and_si256(v, low4));
             _mm256_store_si256((__m256i *)(void *)P->q[(2 * c + 1) * 8 + gi],
                                _mm256_and_si256(_mm256_srli_epi16(v, 4), low4));
         }
     }
-    __m256i dd = gather(g, base);
-    _mm256_store_ps(P->d, cvt_lo16(dd));
-    _mm256_store_ps(P->dmin, cvt_lo16(_mm256_srli_epi32(dd, 16)));
-    __m256i s0 = gather(g, base + 4), s1 = gather(g, base + 8), s2 = gather(g, base + 12);
+    if (tile) {
+        _mm256_store_ps(P->d, load_f16x8_at(tile));
+        _mm256_store_ps(P->dmin, load_f16x8_at(tile + 16));
+    } else {
+        __m256i dd = gather(g, base);
+        _mm256_store_ps(P->d, cvt_lo16(dd));
+        _mm256_store_ps(P->dmin, cvt_lo16(_mm256_srli_epi32(dd, 16)));
+    }
+    __m256i s0 = kdw(g, base, tile, 4), s1 = kdw(g, base, tile, 8), s2 = kdw(g, base, tile, 12);
     UNROLL for (int jj = 0; jj < 4; jj++) {
         __m256i a0 = _mm256_srli_epi32(s0, 8 * jj), a1 = _mm256_srli_epi32(s1, 8 * jj), a2 = _mm256_srli_epi32(s2, 8 * jj);
         _mm256_store_si256((__m256i *)(void *)P->sc[jj], _mm256_and_si256(a0, m6));
@@ -583,13 +598,17 @@ INLINE void gemm_k_tile(const mm_job *j, const kpanel *P, const rows8 *g, int n,
     }
 }
 
-INLINE void gemm_k(const mm_job *j, int n0, int n1, const int kind) {
+/* panel: the (q4_K) weights are panel-laid, so the rows below N - N % 8 come from tiles. */
+INLINE void gemm_k(const mm_job *j, int n0, int n1, const int kind, const int panel) {
     kpanel P __attribute__((aligned(32)));
+    const int np = panel ? j->N / 8 * 8 : 0;
+    const size_t tb = 8 * sizeof(hearth_block_q4_K);
     for (int n = n0; n < n1; n += 8) {
         rows8 g;
         rows8_init(&g, j, n, n1 - n < 8 ? n1 - n : 8);
         for (int b = 0; b < j->a->nb; b++) {
-            if (kind == K_Q4_K) pack_q4_K(&P, &g, b);
+            const uint8_t *tile = n + 8 <= np ? j->w + (size_t)n * j->row_bytes + (size_t)b * tb : NULL;
+            if (kind == K_Q4_K) pack_q4_K(&P, &g, tile, b);
             else pack_q6_K(&P, &g, b);
             for (int t0 = 0; t0 < j->T; t0 += PANEL_C) {
                 switch (j->T - t0 < PANEL_C ? j->T - t0 : PANEL_C) {
@@ -678,7 +697,7 @@ INLINE int q6_K_isum(const hearth_block_q6_K *w, const int8_t *x, const int16_t 
 
 INLINE void rows_k(const mm_job *j, int n0, int n1, const int kind) {
     if (j->T >= GEMM_MIN_T) {
-        gemm_k(j, n0, n1, kind);
+        gemm_k(j, n0, n1, kind, 0);
         return;
     }
     const mm_act *a = j->a;
@@ -708,6 +727,132 @@ INLINE void rows_k(const mm_job *j, int n0, int n1, const int kind) {
 
 static void rows_q4_K(const mm_job *j, int n0, int n1) { rows_k(j, n0, n1, K_Q4_K); }
 static void rows_q6_K(const mm_job *j, int n0, int n1) { rows_k(j, n0, n1, K_Q6_K); }
+
+/* ---- q4_K panel-laid (panel.h), decode (T < 5) -----------------------------------
+ *
+ * A tile of 8 rows a block: each 32-byte vector holds a dword of every row,
+ * so a broadcast of four activation codes dots four codes of 8 rows at once
+ * (PMADDUBSW), a sub-block's pair sums add up in int16, and one PMADDWD by
+ * the sub-block's scales (each row's in its lanes) leaves each row's exact
+ * integer in its lane. The scales are unpacked for 8 rows with the 32-bit
+ * masks of q4_K_isum; the mins are one PMADDWD of the widened bytes against
+ * the token's bsum pairs. The integers are the scalar kernel's, and so are
+ * the f32 steps, lane by lane. (q6_K keeps its stored layout: its 6-bit
+ * code assembly costs the same a weight either way, and a panel-laid q6_K
+ * kernel measured no faster than the row kernel, s22.) */
+
+/* int16 pairs (b, b) of byte k of each dword of v, zero-extended: lanes
+ * 2r, 2r + 1 hold row r's */
+INLINE __m256i dword_byte_pairs_u(__m256i v, int k) {
+    const __m256i m = _mm256_setr_epi8(k, -1, k, -1, 4 + k, -1, 4 + k, -1, 8 + k, -1, 8 + k, -1, 12 + k, -1, 12 + k, -1,
+                                       k, -1, k, -1, 4 + k, -1, 4 + k, -1, 8 + k, -1, 8 + k, -1, 12 + k, -1, 12 + k, -1);
+    return _mm256_shuffle_epi8(v, m);
+}
+
+/* lo, hi: two int32 lanes a row for rows 0..3 and 4..7 (PMADDWD of a dword
+ * vector's halves, widened); their sums, row r in lane r. */
+INLINE __m256i rows_of_pairs(__m256i lo, __m256i hi) {
+    __m256i h = _mm256_hadd_epi32(lo, hi); /* rows 0 1 4 5 | 2 3 6 7 */
+    return _mm256_permutevar8x32_epi32(h, _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7));
+}
+
+INLINE __m256i ld256(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)(const void *)p); }
+INLINE __m256i bcast4(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+/* Tile t (block b) of q4_K against tokens t0 .. t0 + C - 1 (C <= 2). The
+ * sub-blocks' scale vectors go through a small stack array, so that the
+ * loop over sub-block pairs keeps only the sums in registers. */
+INLINE void kp_step_q4_K(const uint8_t *t, const mm_act *a, int t0, int b, const int C, __m256 *acc) {
+    const __m256i low4 = _mm256_set1_epi8(0x0f), m6 = _mm256_set1_epi8(0x3f), lo2 = _mm256_set1_epi8(0x03);
+    const __m256i a0 = ld256(t + 32), a1 = ld256(t + 64), a2 = ld256(t + 96);
+    const __m256i sc03 = _mm256_and_si256(a0, m6), m03 = _mm256_and_si256(a1, m6);
+    const __m256i sc47 = _mm256_or_si256(_mm256_and_si256(a2, low4),
+                                         _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(a0, 6), lo2), 4));
+    const __m256i m47 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(a2, 4), low4),
+                                        _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(a1, 6), lo2), 4));
+    __m256i scv[8] __attribute__((aligned(32)));
+    UNROLL for (int k = 0; k < 4; k++) {
+        scv[k] = dword_byte_pairs_u(sc03, k);
+        scv[4 + k] = dword_byte_pairs_u(sc47, k);
+    }
+    const int8_t *xq[2];
+    __m256i isum[2];
+    UNROLL for (int c = 0; c < C; c++) {
+        xq[c] = a->qs + (size_t)(t0 + c) * a->qs_stride + 256 * (size_t)b;
+        isum[c] = _mm256_setzero_si256();
+    }
+    const uint8_t *q = t + 128;
+#pragma GCC unroll 1
+    for (int p = 0; p < 4; p++) { /* sub-blocks 2p (low nibbles), 2p + 1 (high) */
+        __m256i slo[2], shi[2];
+        UNROLL for (int c = 0; c < C; c++) slo[c] = shi[c] = _mm256_setzero_si256();
+        UNROLL for (int k = 0; k < 8; k++) {
+            __m256i v = ld256(q + 32 * (8 * p + k));
+            __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+            UNROLL for (int c = 0; c < C; c++) {
+                slo[c] = _mm256_add_epi16(slo[c], _mm256_maddubs_epi16(lo, bcast4(xq[c] + 64 * p + 4 * k)));
+                shi[c] = _mm256_add_epi16(shi[c], _mm256_maddubs_epi16(hi, bcast4(xq[c] + 64 * p + 32 + 4 * k)));
+            }
+        }
+        UNROLL for (int c = 0; c < C; c++)
+            isum[c] = _mm256_add_epi32(isum[c], _mm256_add_epi32(_mm256_madd_epi16(slo[c], scv[2 * p]),
+                                                                 _mm256_madd_epi16(shi[c], scv[2 * p + 1])));
+    }
+    const __m256i mlo03 = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(m03)),
+                  mhi03 = _mm256_cvtepu8_epi16(_mm256_extracti128_si256(m03, 1)),
+                  mlo47 = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(m47)),
+                  mhi47 = _mm256_cvtepu8_epi16(_mm256_extracti128_si256(m47, 1));
+    const __m256 dw = load_f16x8_at(t), dm = load_f16x8_at(t + 16);
+    UNROLL for (int c = 0; c < C; c++) {
+        size_t o = (size_t)(t0 + c) * a->nb_stride + (size_t)b;
+        __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)(a->bsums + 16 * o));
+        __m256i h = _mm256_hadd_epi16(bs, bs); /* bsum pairs 0..3 twice | 4..7 twice */
+        __m256i b03 = _mm256_permute2x128_si256(h, h, 0x00), b47 = _mm256_permute2x128_si256(h, h, 0x11);
+        __m256i imin = rows_of_pairs(_mm256_add_epi32(_mm256_madd_epi16(mlo03, b03), _mm256_madd_epi16(mlo47, b47)),
+                                     _mm256_add_epi32(_mm256_madd_epi16(mhi03, b03), _mm256_madd_epi16(mhi47, b47)));
+        __m256 dx = _mm256_set1_ps(a->d[o]);
+        acc[c] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(isum[c]), acc[c]);
+        acc[c] = _mm256_fnmadd_ps(_mm256_mul_ps(dm, dx), _mm256_cvtepi32_ps(imin), acc[c]);
+    }
+}
+
+/* Rows n .. n + 7 (one tile a block), tokens t0 .. t0 + C - 1. The tiles of a
+ * group are consumed in order, but the hardware prefetchers do not keep up
+ * with a tile's 18 lines a block: the tile four blocks ahead is asked for
+ * (KP_AHEAD; bench_matmul q4_K at 4096 x 4096, s22: 8-13 -> 12-19 GB/s in
+ * cache). The address is formed as an integer: past the last tile it is
+ * never dereferenced. */
+enum { KP_AHEAD = 4 };
+INLINE void kp_gemv(const mm_job *j, int n, int t0, const int C) {
+    const size_t tb = 8 * sizeof(hearth_block_q4_K);
+    const uint8_t *tiles = j->w + (size_t)n * j->row_bytes;
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int b = 0; b < j->a->nb; b++) {
+        uintptr_t ahead = (uintptr_t)tiles + (size_t)(b + KP_AHEAD) * tb;
+        UNROLL for (size_t o = 0; o < tb; o += 64) _mm_prefetch((const char *)(ahead + o), _MM_HINT_T0);
+        kp_step_q4_K(tiles + (size_t)b * tb, j->a, t0, b, C, acc);
+    }
+    UNROLL for (int c = 0; c < C; c++) _mm256_storeu_ps(j->y + (size_t)(t0 + c) * j->N + n, acc[c]);
+}
+
+static void panel_q4_K(const mm_job *j, int n0, int n1) {
+    if (j->T >= GEMM_MIN_T) {
+        gemm_k(j, n0, n1, K_Q4_K, 1);
+        return;
+    }
+    const int np = j->N / 8 * 8; /* rows in panels; the rest are stored */
+    int n = n0;
+    for (; n + 8 <= n1 && n + 8 <= np; n += 8) {
+        int t0 = 0;
+        for (; t0 + 2 <= j->T; t0 += 2) kp_gemv(j, n, t0, 2);
+        if (t0 < j->T) kp_gemv(j, n, t0, 1);
+    }
+    if (n < n1) rows_k(j, n, n1, K_Q4_K);
+}
 
 /* ---- float weights ------------------------------------------------------------------ */
 
@@ -792,7 +937,7 @@ const mm_isa hearth_cpu_mm_avx2 = {
     .name = "avx2",
     .rows = {[MM_F32] = rows_f32, [MM_F16] = rows_f16, [MM_BF16] = rows_bf16, [MM_Q4_0] = rows_q4_0,
              [MM_Q4_1] = rows_q4_1, [MM_Q8_0] = rows_q8_0, [MM_Q4_K] = rows_q4_K, [MM_Q6_K] = rows_q6_K},
-    .panel = {[MM_Q4_0] = panel_q4_0, [MM_Q4_1] = panel_q4_1, [MM_Q8_0] = panel_q8_0},
+    .panel = {[MM_Q4_0] = panel_q4_0, [MM_Q4_1] = panel_q4_1, [MM_Q8_0] = panel_q8_0, [MM_Q4_K] = panel_q4_K},
     .act = {[ACT_F16] = act_f16, [ACT_BF16] = act_bf16, [ACT_Q8_0] = act_q8_01, [ACT_Q8_1] = act_q8_01},
 };
 

@@ -175,51 +175,45 @@ ROWS_PANEL(panel_q4_0, hearth_block_q4_0, HEARTH_DT_Q4_0, step_q4_0)
 ROWS_PANEL(panel_q4_1, hearth_block_q4_1, HEARTH_DT_Q4_1, step_q4_1)
 ROWS_PANEL(panel_q8_0, hearth_block_q8_0, HEARTH_DT_Q8_0, step_q8_0)
 
-static float dot_q4_K(const uint8_t *row, const mm_act *a, int t) {
-    const hearth_block_q4_K *w = (const void *)row;
-    const int8_t *q = a->qs + (size_t)t * a->qs_stride;
-    const float *dx = a->d + (size_t)t * a->nb_stride;
-    const int16_t *bs = a->bsums + (size_t)t * a->nb_stride * 16;
-    float acc = 0.f;
-    for (int b = 0; b < a->nb; b++, q += 256, bs += 16) {
-        int s = 0, mins = 0;
-        for (int j = 0; j < 8; j++) {
-            int sc, m;
-            hearth_q4_K_scale_min(w[b].scales, j, &sc, &m);
-            const uint8_t *qs = w[b].qs + 32 * (j / 2);
-            int shift = 4 * (j & 1), sub = 0;
-            for (int l = 0; l < 32; l++) sub += ((qs[l] >> shift) & 0x0F) * q[32 * j + l];
-            s += sc * sub;
-            mins += m * (bs[2 * j] + bs[2 * j + 1]);
-        }
-        acc = fmaf(hearth_f16_to_f32(w[b].d) * dx[b], (float)s, acc);
-        acc = fmaf(-(hearth_f16_to_f32(w[b].dmin) * dx[b]), (float)mins, acc);
+/* One block's step of the q4_K / q6_K dots. */
+static float step_q4_K(const hearth_block_q4_K *w, const mm_act *a, int t, int b, float acc) {
+    const int8_t *q = a->qs + (size_t)t * a->qs_stride + 256 * (size_t)b;
+    const int16_t *bs = a->bsums + ((size_t)t * a->nb_stride + (size_t)b) * 16;
+    const float dx = a->d[(size_t)t * a->nb_stride + (size_t)b];
+    int s = 0, mins = 0;
+    for (int j = 0; j < 8; j++) {
+        int sc, m;
+        hearth_q4_K_scale_min(w->scales, j, &sc, &m);
+        const uint8_t *qs = w->qs + 32 * (j / 2);
+        int shift = 4 * (j & 1), sub = 0;
+        for (int l = 0; l < 32; l++) sub += ((qs[l] >> shift) & 0x0F) * q[32 * j + l];
+        s += sc * sub;
+        mins += m * (bs[2 * j] + bs[2 * j + 1]);
     }
-    return acc;
+    acc = fmaf(hearth_f16_to_f32(w->d) * dx, (float)s, acc);
+    return fmaf(-(hearth_f16_to_f32(w->dmin) * dx), (float)mins, acc);
 }
 
-static float dot_q6_K(const uint8_t *row, const mm_act *a, int t) {
-    const hearth_block_q6_K *w = (const void *)row;
-    const int8_t *q = a->qs + (size_t)t * a->qs_stride;
-    const float *dx = a->d + (size_t)t * a->nb_stride;
-    float acc = 0.f;
-    for (int b = 0; b < a->nb; b++, q += 256) {
-        int s = 0;
-        for (int g = 0; g < 16; g++) {
-            /* element e = 16g + i lies in half h, quarter c (which nibble / bit pair), column l */
-            int sub = 0;
-            for (int i = 0; i < 16; i++) {
-                int e = 16 * g + i, h = e / 128, c = (e % 128) / 32, l = e % 32;
-                uint8_t lo = w[b].ql[64 * h + l + 32 * (c & 1)];
-                int v = ((c < 2 ? lo & 0x0F : lo >> 4) | ((w[b].qh[32 * h + l] >> (2 * c)) & 3) << 4) - 32;
-                sub += v * q[e];
-            }
-            s += w[b].scales[g] * sub;
+static float step_q6_K(const hearth_block_q6_K *w, const mm_act *a, int t, int b, float acc) {
+    const int8_t *q = a->qs + (size_t)t * a->qs_stride + 256 * (size_t)b;
+    int s = 0;
+    for (int g = 0; g < 16; g++) {
+        /* element e = 16g + i lies in half h, quarter c (which nibble / bit pair), column l */
+        int sub = 0;
+        for (int i = 0; i < 16; i++) {
+            int e = 16 * g + i, h = e / 128, c = (e % 128) / 32, l = e % 32;
+            uint8_t lo = w->ql[64 * h + l + 32 * (c & 1)];
+            int v = ((c < 2 ? lo & 0x0F : lo >> 4) | ((w->qh[32 * h + l] >> (2 * c)) & 3) << 4) - 32;
+            sub += v * q[e];
         }
-        acc = fmaf(hearth_f16_to_f32(w[b].d) * dx[b], (float)s, acc);
+        s += w->scales[g] * sub;
     }
-    return acc;
+    return fmaf(hearth_f16_to_f32(w->d) * a->d[(size_t)t * a->nb_stride + (size_t)b], (float)s, acc);
 }
+
+DOT_STORED(dot_q4_K, hearth_block_q4_K, step_q4_K)
+DOT_STORED(dot_q6_K, hearth_block_q6_K, step_q6_K)
+ROWS_PANEL(panel_q4_K, hearth_block_q4_K, HEARTH_DT_Q4_K, step_q4_K)
 
 static float tree16(const float *a) {
     float b[8], c[4];
@@ -283,7 +277,7 @@ const mm_isa hearth_cpu_mm_scalar = {
     .name = "scalar",
     .rows = {[MM_F32] = rows_f32, [MM_F16] = rows_f16, [MM_BF16] = rows_bf16, [MM_Q4_0] = rows_q4_0,
              [MM_Q4_1] = rows_q4_1, [MM_Q8_0] = rows_q8_0, [MM_Q4_K] = rows_q4_K, [MM_Q6_K] = rows_q6_K},
-    .panel = {[MM_Q4_0] = panel_q4_0, [MM_Q4_1] = panel_q4_1, [MM_Q8_0] = panel_q8_0},
+    .panel = {[MM_Q4_0] = panel_q4_0, [MM_Q4_1] = panel_q4_1, [MM_Q8_0] = panel_q8_0, [MM_Q4_K] = panel_q4_K},
     .act = {[ACT_NONE] = act_none, [ACT_F16] = act_f16, [ACT_BF16] = act_bf16, [ACT_Q8_0] = act_q8_01,
             [ACT_Q8_1] = act_q8_01, [ACT_Q8_K] = act_q8_K},
 };

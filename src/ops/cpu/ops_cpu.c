@@ -92,7 +92,7 @@ static void cpu_matmul(void *ctx, float *y, const float *x, int T, const hearth_
     hearth_cpu_matmul(c->pool, y, x, T, w->data, w->type, w->layout, w->cols, w->rows, c->mm_scratch);
 }
 
-/* q4_0 / q4_1 / q8_0 for the AVX2 kernels: a panel-laid copy (panel.h),
+/* q4_0 / q4_1 / q8_0 / q4_K / q6_K for the AVX2 kernels: a panel-laid copy (panel.h),
  * which the model owns. Without the memory for it the weight stays in the
  * mapped file, as stored (slower kernels, same results). */
 static hearth_status cpu_prepare_weight(void *ctx, hearth_weight *w, hearth_err *err) {
@@ -114,10 +114,12 @@ static void cpu_embed(void *ctx, float *out, const hearth_weight *table, const i
     for (int t = 0; t < T; t++) {
         float *o = out + (size_t)t * table->cols;
         if (table->layout == HEARTH_LAYOUT_PANEL8) { /* a block at a time, as stored */
-            uint8_t blk[64];
-            for (int b = 0; b < table->cols / 32; b++) {
+            uint8_t blk[256];
+            const int bk = hearth_dtype_get(table->type)->block;
+            HEARTH_ASSERT(hearth_dtype_get(table->type)->block_bytes <= (int)sizeof blk);
+            for (int b = 0; b < table->cols / bk; b++) {
                 hearth_cpu_panel_block(table->data, table->type, table->cols, table->rows, ids[t], b, blk);
-                hearth_cpu_dequantize_row(table->type, blk, o + 32 * b, 32);
+                hearth_cpu_dequantize_row(table->type, blk, o + (size_t)bk * b, bk);
             }
             continue;
         }

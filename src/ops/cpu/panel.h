@@ -1,4 +1,4 @@
-/* panel.h - the CPU's interleaved layout of q4_0 / q4_1 / q8_0 weights
+/* panel.h - the CPU's interleaved layout of q4_0 / q4_1 / q8_0 / q4_K weights
  * (HEARTH_LAYOUT_PANEL8), which the AVX2 kernels read without gathers.
  *
  * Rows go in groups of 8; the first N - N % 8 rows are re-laid, the last N % 8
@@ -14,6 +14,13 @@
  *           q8_0: 8 vectors of 32 bytes, vector i holding codes 4i..4i+3 of
  *           each row (row r at 4r).
  *
+ *   q4_K: d[8], dmin[8], then the block's other bytes as they are,
+ *         interleaved a dword at a time in the same way (vector i: dword i
+ *         of each row, row r at 4r): 3 vectors of the packed 6-bit scales
+ *         and mins (scales bytes 4i..4i+3), 32 of the nibbles (qs bytes
+ *         4i..4i+3). So one 32-byte load gives a dword of the scales of 8
+ *         rows, which 32-bit masks unpack for all 8 at once.
+ *
  * So one 16-byte load gives 8 rows' scales, and one 32-byte load four codes
  * of 8 rows, which a broadcast of four activation codes dots per row
  * (PMADDUBSW) with no transpose. llama.cpp's CPU "repack" buffers (q4_0 8x8)
@@ -27,7 +34,7 @@
 
 enum { PANEL_ROWS = 8 };
 
-/* 1 when weights of type wt are re-laid at load: wt is q4_0, q4_1 or q8_0,
+/* 1 when weights of type wt are re-laid at load: wt is one of the five above,
  * there are at least 8 rows, and the kernels that read the layout (AVX2)
  * are the ISA in use (the AVX-512 kernels read the stored layout). */
 int hearth_cpu_panel_wanted(hearth_dtype wt, int N);
@@ -36,7 +43,7 @@ int hearth_cpu_panel_wanted(hearth_dtype wt, int N);
 void hearth_cpu_panel_pack(void *dst, const void *src, hearth_dtype wt, int K, int N);
 
 /* Block b of row n of panel-laid weights w, in its stored form, into blk
- * (one block: 18, 20 or 34 bytes). */
+ * (one block: 18 to 144 bytes). */
 void hearth_cpu_panel_block(const void *w, hearth_dtype wt, int K, int N, int n, int b, void *blk);
 
 #endif
