@@ -34,19 +34,12 @@ static void gemm_pair(const cu_launch *L, cu_mm_state *s, cudaDataType_t ab, con
     if (st != CUBLAS_STATUS_SUCCESS) cu_note(L, cudaErrorUnknown);
 }
 
-/* C = A^T B, or C += A^T B when acc (beta 1: the f32 product added to C in
- * the GEMM's epilogue, one rounding, as a separate add of the f32 product). */
-static void gemm_acc(const cu_launch *L, cu_mm_state *s, cudaDataType_t ab, const void *A, int lda, const void *B,
-                     float *C, int m, int n, int k, int ldc, int acc) {
-    const float one = 1.0f, zero = 0.0f;
-    cublasStatus_t st = cublasGemmEx(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, A, ab, lda, B, ab, k,
-                                     acc ? &one : &zero, C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-    if (st != CUBLAS_STATUS_SUCCESS) cu_note(L, cudaErrorUnknown);
-}
-
 static void gemm(const cu_launch *L, cu_mm_state *s, cudaDataType_t ab, const void *A, int lda, const void *B,
                  float *C, int m, int n, int k, int ldc) {
-    gemm_acc(L, s, ab, A, lda, B, C, m, n, k, ldc, 0);
+    const float one = 1.0f, zero = 0.0f;
+    cublasStatus_t st = cublasGemmEx(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, A, ab, lda, B, ab, k, &zero,
+                                     C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (st != CUBLAS_STATUS_SUCCESS) cu_note(L, cudaErrorUnknown);
 }
 
 /* x as a GEMM over float weights of type t reads it (f32: x itself; f16 /
@@ -62,13 +55,12 @@ static const void *float_input(const cu_launch *L, cu_mm_state *s, hearth_dtype 
     return s->c_buf;
 }
 
-/* y[T][N] = x W^T (y += x W^T when acc) for N rows of float weights (f32,
- * f16, bf16) row_bytes apart. */
+/* y[T][N] = x W^T for N rows of float weights (f32, f16, bf16) row_bytes apart. */
 static void float_gemm(const cu_launch *L, cu_mm_state *s, hearth_dtype t, const void *w, size_t row_bytes,
-                       const float *x, float *y, int N, int T, int K, int acc = 0) {
+                       const float *x, float *y, int N, int T, int K) {
     cudaDataType_t ab;
     const void *xb = float_input(L, s, t, x, T, K, &ab);
-    gemm_acc(L, s, ab, w, (int)(row_bytes / (t == HEARTH_DT_F32 ? 4 : 2)), xb, y, N, T, K, N, acc);
+    gemm(L, s, ab, w, (int)(row_bytes / (t == HEARTH_DT_F32 ? 4 : 2)), xb, y, N, T, K, N);
 }
 
 void cu_mm_set_cache(cu_mm_state *s, const float *x, int T, int K, int kind, void *buf) {
@@ -127,11 +119,19 @@ int cu_matmul_set2(const cu_launch *L, cu_mm_state *s, const mmv_set *a, hearth_
     return 1;
 }
 
-/* The cuBLAS path of cu_matmul: y = x W^T, or y += x W^T when acc. */
-static void blas_matmul(const cu_launch *L, cu_mm_state *s, float *y, const float *x, int T, const void *w,
-                        hearth_dtype t, int N, int K, size_t row_bytes, int layout, int acc) {
-    if (is_float(t)) {
-        float_gemm(L, s, t, w, row_bytes, x, y, N, T, K, acc);
+void cu_matmul(const cu_launch *L, cu_mm_state *s, float *y, const float *x, int T, const void *w, hearth_dtype t,
+               int N, int K, size_t row_bytes, int layout) {
+    if (cu_mm_gemv(s, T, t)) {
+        mmv_set set = {};
+        set.split = layout == HEARTH_LAYOUT_SPLIT;
+        set.w[0] = (const uint8_t *)w;
+        set.y[0] = y;
+        set.n[0] = N;
+        set.count = 1;
+        cu_matmul_set(L, s, &set, x, T, t, K, row_bytes);
+        return;
+    } else if (is_float(t)) {
+        float_gemm(L, s, t, w, row_bytes, x, y, N, T, K);
     } else {
         prep(L, s, XPREP_BF16, x, T, K);
         int chunk = (int)(s->deq_bytes / ((size_t)K * 2));
@@ -144,33 +144,11 @@ static void blas_matmul(const cu_launch *L, cu_mm_state *s, float *y, const floa
         for (int n0 = 0; n0 < N; n0 += chunk) {
             int nr = N - n0 < chunk ? N - n0 : chunk;
             cu_dequant_bf16(L, s->deq, w, t, K, row_bytes, layout == HEARTH_LAYOUT_SPLIT, n0, nr);
-            gemm_acc(L, s, CUDA_R_16BF, s->deq, K, s->c_buf, y + n0, nr, T, K, N, acc);
+            gemm(L, s, CUDA_R_16BF, s->deq, K, s->c_buf, y + n0, nr, T, K, N);
         }
     }
     /* the output may have overwritten the cached input */
     out_written(s, y, sizeof(float) * (size_t)T * N);
-}
-
-void cu_matmul(const cu_launch *L, cu_mm_state *s, float *y, const float *x, int T, const void *w, hearth_dtype t,
-               int N, int K, size_t row_bytes, int layout) {
-    if (cu_mm_gemv(s, T, t)) {
-        mmv_set set = {};
-        set.split = layout == HEARTH_LAYOUT_SPLIT;
-        set.w[0] = (const uint8_t *)w;
-        set.y[0] = y;
-        set.n[0] = N;
-        set.count = 1;
-        cu_matmul_set(L, s, &set, x, T, t, K, row_bytes);
-        return;
-    }
-    blas_matmul(L, s, y, x, T, w, t, N, K, row_bytes, layout, 0);
-}
-
-int cu_matmul_acc(const cu_launch *L, cu_mm_state *s, float *y, const float *x, int T, const void *w, hearth_dtype t,
-                  int N, int K, size_t row_bytes, int layout) {
-    if (cu_mm_gemv(s, T, t)) return 0;
-    blas_matmul(L, s, y, x, T, w, t, N, K, row_bytes, layout, 1);
-    return 1;
 }
 
 /* A quantized matrix on the cuBLAS path is dequantized into the scratch

@@ -40,11 +40,6 @@ size_t cu_mm_deq_need(hearth_dtype t, int rows, int cols);
  * (HEARTH_LAYOUT_*). */
 void cu_matmul(const cu_launch *L, cu_mm_state *s, float *y, const float *x, int T, const void *w, hearth_dtype t,
                int N, int K, size_t row_bytes, int layout);
-/* y[T][N] += x @ W^T on the cuBLAS path: one GEMM whose epilogue adds the
- * f32 product to y (beta 1), so that a residual add needs no pass of its
- * own. 0 (nothing done) where the GEMV kernels take T rows of t. */
-int cu_matmul_acc(const cu_launch *L, cu_mm_state *s, float *y, const float *x, int T, const void *w, hearth_dtype t,
-                  int N, int K, size_t row_bytes, int layout);
 /* One matrix of a stacked product: N rows of K elements of type t,
  * row_bytes apart, laid out as layout (HEARTH_LAYOUT_*). */
 struct cu_mm_mat {

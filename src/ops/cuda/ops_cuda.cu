@@ -138,7 +138,6 @@ struct hearth_cuda_ctx {
     int rope_gemv_rows;   /* up to which T the q/k/v GEMV takes the rope + KV epilogue */
     int split_rows;       /* prepare_weight re-lays Q4_0 / Q8_0 / Q4_K / Q6_K rows (split_rows.cu) */
     int mm_qkv;           /* q, k and v as one GEMM on the cuBLAS path (qkv_stack_unit) */
-    int mm_acc;           /* a cuBLAS-path matmul whose output is added to X: the GEMM adds it (beta 1) */
     float *stack;         /* that GEMM's output, [T][Nq + Nk + Nv]: reserved at load (prepare_set) */
     size_t stack_bytes;
     int profile, pdl_saved;
@@ -599,20 +598,6 @@ static int run_unit(hearth_cuda_ctx *c, const rec *recs, int i, int n, char *lab
                      rows_tag(tb, sizeof tb, "T=", r->i[0]));
             return 2;
         }
-        /* matmul(D = x W^T) on the cuBLAS path, then add(X, D) with D read by nothing after: one GEMM that adds
-         * its product to X in its epilogue (the o and down projections into the residual at prefill and in
-         * large steps), so the norm that follows reads X alone (HEARTH_MM_ACC=0: not) */
-        if (c->mm_acc && left >= 2 && r->kind == R_MATMUL && !mm_gemv(c, r) && r[1].kind == R_ADD &&
-            r[1].p[1] == r->p[0] && r[1].z[0] == (size_t)r->i[0] * r->i[2] &&
-            !overlap(r[1].p[0], mm_ybytes(r), r->p[0], mm_ybytes(r)) &&
-            !overlap(r[1].p[0], mm_ybytes(r), r->p[1], mm_xbytes(r)) &&
-            dead_after(recs, i + 1, n, i + 2, r->p[0], mm_ybytes(r)) &&
-            cu_matmul_acc(L, &c->mm, (float *)r[1].p[0], (const float *)r->p[1], r->i[0], r->p[2],
-                          (hearth_dtype)r->i[1], r->i[2], r->i[3], r->z[0], r->i[4])) {
-            snprintf(label, lsz, "matmul %s %dx%d %s (cublas) +add", type_name(r->i[1]), r->i[2], r->i[3],
-                     rows_tag(tb, sizeof tb, "T=", r->i[0]));
-            return 2;
-        }
         /* [add(X, D)] rmsnorm(Y, X) [-> matmul(x = Y) needing prep] */
         {
             const rec *a = r->kind == R_ADD ? r : NULL, *nr = a ? r + 1 : r;
@@ -986,8 +971,6 @@ extern "C" hearth_status hearth_cuda_ctx_new(hearth_cuda_ctx **out, int device, 
         c->split_rows = !(s && atoi(s) == 0);
         s = getenv("HEARTH_MM_QKV"); /* 0: q alone and k + v as a pair on the cuBLAS path (A/B benchmarks) */
         c->mm_qkv = !(s && atoi(s) == 0);
-        s = getenv("HEARTH_MM_ACC"); /* 0: the residual add after a cuBLAS-path matmul as its own pass (A/B) */
-        c->mm_acc = !(s && atoi(s) == 0);
     }
     c->L.pdl = 1;
     {
@@ -1126,12 +1109,6 @@ extern "C" void hearth_cuda_ctx_set_mm_qkv(hearth_cuda_ctx *c, int on) {
     flush(c, 1);
     drop_graphs(c);
     c->mm_qkv = on != 0;
-}
-
-extern "C" void hearth_cuda_ctx_set_mm_acc(hearth_cuda_ctx *c, int on) {
-    flush(c, 1);
-    drop_graphs(c);
-    c->mm_acc = on != 0;
 }
 
 extern "C" void hearth_cuda_ctx_profile(hearth_cuda_ctx *c, int on) {

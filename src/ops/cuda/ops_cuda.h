@@ -86,11 +86,6 @@ void hearth_cuda_ctx_set_split_rows(hearth_cuda_ctx *c, int on);
  * weights prepared as a set (ops->prepare_set); float ones in one
  * allocation, back to back, as the model loader places them. */
 void hearth_cuda_ctx_set_mm_qkv(hearth_cuda_ctx *c, int on);
-/* Whether a cuBLAS-path matmul whose output a residual add then reads adds
- * its product to the residual in the GEMM's epilogue (default on;
- * HEARTH_MM_ACC at creation, 0: the add as its own pass). Takes effect at
- * the next flush; drops the captured graphs. */
-void hearth_cuda_ctx_set_mm_acc(hearth_cuda_ctx *c, int on);
 /* Profile: while on, flushes run eagerly (no graphs, no PDL) with device
  * events around each launch unit, summed per unit label. Turning it on clears the
  * sums. profile_text writes a table (largest first) into buf, returns the
