@@ -33,8 +33,8 @@ TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
 ifeq ($(CUDA),1)
 CFLAGS  += -DHEARTH_CUDA=1
-NVFLAGS := -O2 -std=c++17 -Iinclude -Isrc -DHEARTH_CUDA=1 \
-           -gencode arch=compute_90,code=[sm_90,compute_90] \
+NVARCH  := -gencode arch=compute_90,code=[sm_90,compute_90]
+NVFLAGS  = -O2 -std=c++17 -Iinclude -Isrc -DHEARTH_CUDA=1 $(NVARCH) \
            -Xcompiler -Wall,-Wextra,-Werror,-Wno-unused-parameter,-Wno-format-truncation,-fPIC --Werror all-warnings
 CU_OBJ  := $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
 LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,'$$ORIGIN/lib:$(CUDA_HOME)/lib64' \
@@ -63,6 +63,11 @@ $(BUILD)/%.o: %.c
 $(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -MMD -MP -c -o $@ $<
+
+# wgmma and setmaxnreg exist only for the arch-specific Hopper target: this
+# file's kernels are built for sm_90a alone (on other devices they have no
+# image, and the op takes the sm_90 flash kernel: cu_attention_flash_wg_fits)
+$(BUILD)/src/ops/cuda/attention_flash_wg.cu.o: NVARCH := -gencode arch=compute_90a,code=sm_90a
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 

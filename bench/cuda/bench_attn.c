@@ -16,8 +16,10 @@
  * its own child process, because the kernel switches (HEARTH_ATTN_PREFILL,
  * HEARTH_ATTN_FLASH_MT / _MINB, HEARTH_ATTN_PREFILL_HP, HEARTH_ATTN_ROWS_*)
  * are read once per process:
- *   flash          the default (attention_flash.cu, heads a block by size)
- *   flash-mt1      flash, one head a block, 2 blocks an SM
+ *   flash          the default (f16 caches at head_dim 128 on an H100 / H200:
+ *                  attention_flash_wg.cu; else attention_flash.cu)
+ *   flash-fa2      attention_flash.cu, heads a block by size (HEARTH_ATTN_WG=0)
+ *   flash-mt1      flash-fa2, one head a block, 2 blocks an SM
  *   flash-mt1-mb3  flash, one head a block, 3 blocks an SM (168 registers)
  *   flash-mt2      flash, two heads a block
  *   v7 / v7-hp1    the GQA kernel of attention_prefill.cu (2 / 1 heads a block)
@@ -51,9 +53,10 @@ typedef struct {
 
 static const variant VARIANTS[] = {
     {"flash", {{NULL, NULL}}},
-    {"flash-mt1", {{"HEARTH_ATTN_FLASH_MT", "1"}}},
-    {"flash-mt1-mb3", {{"HEARTH_ATTN_FLASH_MT", "1"}, {"HEARTH_ATTN_FLASH_MINB", "3"}}},
-    {"flash-mt2", {{"HEARTH_ATTN_FLASH_MT", "2"}}},
+    {"flash-fa2", {{"HEARTH_ATTN_WG", "0"}}},
+    {"flash-mt1", {{"HEARTH_ATTN_WG", "0"}, {"HEARTH_ATTN_FLASH_MT", "1"}}},
+    {"flash-mt1-mb3", {{"HEARTH_ATTN_WG", "0"}, {"HEARTH_ATTN_FLASH_MT", "1"}, {"HEARTH_ATTN_FLASH_MINB", "3"}}},
+    {"flash-mt2", {{"HEARTH_ATTN_WG", "0"}, {"HEARTH_ATTN_FLASH_MT", "2"}}},
     {"v7", {{"HEARTH_ATTN_PREFILL", "7"}}},
     {"v7-hp1", {{"HEARTH_ATTN_PREFILL", "7"}, {"HEARTH_ATTN_PREFILL_HP", "1"}}},
     {"v4", {{"HEARTH_ATTN_PREFILL", "1"}}},

@@ -24,6 +24,7 @@
 #include "ops/cpu/matmul.h"
 #include "ops/cpu/ops_cpu.h"
 #include "ops/cpu/quant.h"
+#include "ops/cuda/cuda_info.h"
 #include "ops/cuda/ops_cuda.h"
 
 #include <float.h>
@@ -960,6 +961,8 @@ static void attention_flash(hearth_dtype kt) {
         for (int t = 0; t < 200; t++) seq[t] = 0, pos[t] = 37 + t;
         ok = ok && attn_case(kt, "flash: 200 rows after 37", 8, 2, hd, 0, 1, len2, 200, seq, pos, 4e-3);
         ok = ok && attn_case(kt, "flash: 200 rows after 37, MHA", 4, 4, hd, 0, 1, len2, 200, seq, pos, 4e-3);
+        ok = ok && attn_case(kt, "flash: 200 rows after 37, 2 heads a kv head", 8, 4, hd, 0, 1, len2, 200, seq, pos,
+                             4e-3);
         /* rows 0-149: seq 0 at 300..449; 150-277: seq 1 at 0..127; 278-339:
          * seq 2 at 1000..1061 (tiles 0, 1, 3, 5 uniform; 2 and 4 mixed) */
         int len3[3] = {450, 128, 1062};
@@ -980,9 +983,24 @@ static void attention_flash(hearth_dtype kt) {
     hearth_cuda_ctx_free(big);
 }
 
+/* f16 caches at head_dim 128 take the Hopper kernel (attention_flash_wg.cu)
+ * where it fits (an even query group, no window): every case runs with it
+ * and with the flash-attention 2 kernel, both against the CPU. On an sm_90
+ * device this build must be able to run it. */
 TEST(cuda_attention_flash_f16_cache) {
     NEED_GPU();
+    hearth_cuda_device_info info;
+    const int hopper = hearth_cuda_device_query(0, &info) == 0 && info.cc_major == 9 && info.cc_minor == 0;
+    const int wg = hearth_cuda_attn_wg_set(1);
+    if (hopper) CHECK(wg);
+    printf("  the Hopper kernel %s\n", wg ? "on" : "not available on this device");
     attention_flash(HEARTH_DT_F16);
+    if (wg) {
+        hearth_cuda_attn_wg_set(0);
+        printf("  the flash-attention 2 kernel\n");
+        attention_flash(HEARTH_DT_F16);
+        hearth_cuda_attn_wg_set(1);
+    }
 }
 
 TEST(cuda_attention_flash_e4m3_cache) {

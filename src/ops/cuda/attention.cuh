@@ -30,6 +30,14 @@ __device__ __forceinline__ float f_ex2(float x) {
 }
 
 
+/* Two output elements e, e + 1 of a row, and their bf16 / f16 copy for the
+ * o projection (prep_kind; as xprep.cu rounds them) when asked. */
+__device__ __forceinline__ void flash_store(float *out, int prep_kind, void *prep, size_t e, float2 v) {
+    *(float2 *)(out + e) = v;
+    if (prep_kind == XPREP_BF16) *(__nv_bfloat162 *)((__nv_bfloat16 *)prep + e) = __floats2bfloat162_rn(v.x, v.y);
+    else if (prep_kind == XPREP_F16) *(__half2 *)((__half *)prep + e) = __floats2half2_rn(v.x, v.y);
+}
+
 /* Rows [tile*bm, min(T, tile*bm + bm)) all belong to one sequence. Every
  * thread of the block must call it (it ends in a barrier): each thread loads
  * a few seq entries at once, so a block that only decides to skip costs one
@@ -301,6 +309,19 @@ int cu_attention_flash_fits(const cu_kv *kv, int head_dim);
 int cu_attention_flash(const cu_launch *L, float *out, const float *q, int T, const cu_kv *kv, const int32_t *seq,
                        const int32_t *pos, int n_heads, int n_kv_heads, int head_dim, float qscale, int window,
                        int prep_kind, void *prep);
+
+/* attention_flash_wg.cu: the Hopper (sm_90a, wgmma + tensor copies) kernel for
+ * f16 caches of 16-position blocks, head_dim 128, no window and an even
+ * number of query heads per kv head, on a device this process has its code
+ * for (cu_attention_flash_wg_fits; HEARTH_ATTN_WG=0: never). The same tiles
+ * and contract as cu_attention_flash. Returns 0 when it could not run (no
+ * tensor map for the cache: the caller runs cu_attention_flash); *prepped:
+ * whether it wrote the bf16 / f16 copy. */
+int cu_attention_flash_wg_fits(const cu_launch *L, const cu_kv *kv, int head_dim, int n_heads, int n_kv_heads,
+                               int window);
+int cu_attention_flash_wg(const cu_launch *L, float *out, const float *q, int T, const cu_kv *kv, const int32_t *seq,
+                          const int32_t *pos, int n_heads, int n_kv_heads, float qscale, int prep_kind, void *prep,
+                          int *prepped);
 
 /* Flash-decoding over tiles of positions for batches of rows (attention_rows.cu):
  * the same grid, split rule (at least minpos positions a split), partial

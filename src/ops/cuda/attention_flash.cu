@@ -118,14 +118,6 @@ template <int KS> __device__ __forceinline__ void flash_ld_words(uint32_t *w, co
     }
 }
 
-/* Two output elements e, e + 1 of a row, and their bf16 / f16 copy for the
- * o projection (prep_kind; as xprep.cu rounds them) when asked. */
-__device__ __forceinline__ void flash_store(float *out, int prep_kind, void *prep, size_t e, float2 v) {
-    *(float2 *)(out + e) = v;
-    if (prep_kind == XPREP_BF16) *(__nv_bfloat162 *)((__nv_bfloat16 *)prep + e) = __floats2bfloat162_rn(v.x, v.y);
-    else if (prep_kind == XPREP_F16) *(__half2 *)((__half *)prep + e) = __floats2half2_rn(v.x, v.y);
-}
-
 template <int HD, int MT, int MB, bool FP8>
 __global__ void __launch_bounds__(FL_NT, MB)
     attn_flash_kernel(float *__restrict__ out, const float *__restrict__ q, cu_kv kv, const int32_t *__restrict__ seq,

@@ -472,6 +472,11 @@ int cu_attention_prefill(const cu_launch *L, float *out, const float *q, int T, 
         old_kernel = s && atoi(s) == 1;
         gqa_kernel = s && atoi(s) == 7;
     }
+    if (!old_kernel && !gqa_kernel && cu_attention_flash_wg_fits(L, kv, head_dim, n_heads, n_kv_heads, window)) {
+        int prepped = 0;
+        if (cu_attention_flash_wg(L, out, q, T, kv, seq, pos, n_heads, n_kv_heads, qscale, prep_kind, prep, &prepped))
+            return prepped;
+    }
     if (!old_kernel && !gqa_kernel && cu_attention_flash_fits(kv, head_dim))
         return cu_attention_flash(L, out, q, T, kv, seq, pos, n_heads, n_kv_heads, head_dim, qscale, window,
                                   prep_kind, prep);

@@ -486,6 +486,7 @@ struct cu_kv {
      * that of the attention's own rows (their positions, from pos[t] - (T-1)
      * on for row t): earlier positions may be read before pdl_wait */
     int early;
+    int n_blocks; /* blocks in each pool (k and v: [n_blocks][block_size][kv_dim]) */
 };
 
 /* The matrices of one GEMV launch, all of one type and K, sharing x: up to 3
@@ -637,6 +638,10 @@ struct cu_qkv_rows {
 void cu_rope_kv(const cu_launch *L, const cu_qkv_rows *in, float *q, float *k, float *v, int T, int n_q, int n_k,
                 int head_dim, const int32_t *pos, const float *inv_freq, int rot_dim, int neox, const cu_kv *kv,
                 const int32_t *seq);
+
+/* Process-wide on / off of the Hopper prefill kernel (attention_flash_wg.cu,
+ * as HEARTH_ATTN_WG); returns whether it can run on the current device. */
+int cu_attention_flash_wg_set(int on);
 
 /* one_seq: the caller knows all T rows belong to one sequence; cluster: what
  * cu_attention_cluster said for the rows' context length; rows_min: from how

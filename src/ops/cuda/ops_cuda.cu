@@ -48,15 +48,15 @@ enum {
 
 struct rec {
     int kind;
-    int i[12];
+    int i[13];
     float f[2];
     const void *p[8];
     size_t z[2];
 };
 
 /* A KV view in a record: p[0..2] = k, v, block table; i[0..2] = block size,
- * blocks per sequence, kv_dim; i[10] = element type: 0 f32, 1 f16, 2 e4m3
- * (R_KV_WRITE and R_ATTN). */
+ * blocks per sequence, kv_dim; i[10] = element type: 0 f32, 1 f16, 2 e4m3;
+ * i[12] = blocks in each pool (R_KV_WRITE and R_ATTN). */
 static void put_kv(rec *r, const hearth_kv_view *kv, int layer) {
     r->p[0] = kv->k[layer];
     r->p[1] = kv->v[layer];
@@ -65,11 +65,12 @@ static void put_kv(rec *r, const hearth_kv_view *kv, int layer) {
     r->i[1] = kv->max_blocks_per_seq;
     r->i[2] = kv->kv_dim;
     r->i[10] = kv->type == HEARTH_DT_F16 ? 1 : kv->type == HEARTH_DT_E4M3 ? 2 : 0;
+    r->i[12] = kv->n_blocks;
 }
 
 static cu_kv get_kv(const rec *r) {
     return cu_kv{(void *)r->p[0], (void *)r->p[1], (const int32_t *)r->p[2], r->i[0], r->i[1], r->i[2], r->i[10] == 1,
-                 r->i[10] == 2, 0};
+                 r->i[10] == 2, 0, r->i[12]};
 }
 
 /* Whether a launch unit wrote KV, and at which rows (seq, pos, T): the
@@ -1110,6 +1111,8 @@ extern "C" void hearth_cuda_ctx_set_mm_qkv(hearth_cuda_ctx *c, int on) {
     drop_graphs(c);
     c->mm_qkv = on != 0;
 }
+
+extern "C" int hearth_cuda_attn_wg_set(int on) { return cu_attention_flash_wg_set(on); }
 
 extern "C" void hearth_cuda_ctx_profile(hearth_cuda_ctx *c, int on) {
     flush(c, 1);

@@ -86,6 +86,13 @@ void hearth_cuda_ctx_set_split_rows(hearth_cuda_ctx *c, int on);
  * weights prepared as a set (ops->prepare_set); float ones in one
  * allocation, back to back, as the model loader places them. */
 void hearth_cuda_ctx_set_mm_qkv(hearth_cuda_ctx *c, int on);
+/* Process-wide: whether f16-cache prefill attention at head_dim 128 takes
+ * the Hopper kernel (attention_flash_wg.cu; default on, HEARTH_ATTN_WG=0 at
+ * first use turns it off) or the flash-attention 2 kernel. Affects launches
+ * recorded after the call (captured graphs keep theirs). Returns whether the
+ * Hopper kernel can run on the current device (an sm_90 GPU and this
+ * build's sm_90a code). Any thread. */
+int hearth_cuda_attn_wg_set(int on);
 /* Profile: while on, flushes run eagerly (no graphs, no PDL) with device
  * events around each launch unit, summed per unit label. Turning it on clears the
  * sums. profile_text writes a table (largest first) into buf, returns the

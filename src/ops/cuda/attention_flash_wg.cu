@@ -1,0 +1,563 @@
+/* attention_flash_wg.cu - causal prefill attention over an f16 paged KV
+ * cache on Hopper's own path (sm_90a): warpgroup MMA (wgmma) fed by the
+ * bulk tensor copy engine (TMA), flash-attention 3 style, head_dim 128. The
+ * default prefill kernel where it fits (cu_attention_flash_wg_fits); the
+ * flash-attention 2 kernel of attention_flash.cu takes every other case
+ * (e4m3 caches, head_dim 64, a sliding window, odd query groups, devices
+ * without sm_90a) and is kept for A/B runs (HEARTH_ATTN_WG=0).
+ *
+ * Work comes in items: a 64-row tile of one sequence (the tiles the other
+ * prefill kernels take: tile_uniform with bm 64; rows of mixed tiles are the
+ * decode kernel's) for 2 query heads of one kv head, or, when a kv head has
+ * a multiple of 4 query heads (PACK), 32 rows for 4 heads, so that each
+ * K/V tile serves 4 heads. Items are numbered heaviest (latest rows) first;
+ * a persistent grid of one block an SM takes them in snake order (block b:
+ * items b, 2G - 1 - b, 2G + b, ...), which balances the decreasing costs.
+ *
+ * A block is 3 warpgroups:
+ *   warpgroup 0, the producer (setmaxnreg 24): one warp walks each item's
+ *     tiles of 128 positions from the diagonal down to position 0; per tile
+ *     16 lanes each issue one 2D tensor copy of K and one of V, a cache
+ *     block's 16 rows x 64 dims (2 KB, 128-byte swizzle; the block table
+ *     gives the block), into a 3-deep ring of stages that runs on across the
+ *     block's items, completing on the stage's K and V mbarriers; a stage is
+ *     reused after its "empty" mbarrier (all consumer threads) completes.
+ *   warpgroups 1 and 2, the consumers (setmaxnreg 240): 64 tile rows each
+ *     (one head, or 32 rows of each of two heads with PACK). Q is scaled,
+ *     rounded to f16 and stored in the canonical 128-byte-swizzled K-major
+ *     layout once an item. Per tile: S = Q K^T by 8 wgmma m64n128k16 (both
+ *     operands in shared memory), positions past a row's own masked on tiles
+ *     that cross one, the online softmax in registers (the accumulator layout
+ *     is mma.sync's C layout, so P packs into A register fragments), then
+ *     O += P V by 8 wgmma with P from registers and V as the MN-major
+ *     ("transposed") B operand of the same swizzled tiles. O is rescaled only
+ *     when a row's maximum moved (a factor of exactly 1 otherwise).
+ * The diagonal tile's copies read whole cache blocks: positions past the
+ * item's last one are whatever the cache holds there (NaN in the tests), so
+ * their V rows are zeroed in shared memory before P V (their P is 0, and
+ * 0 x NaN would not be); their scores are masked.
+ *
+ * Numerics: attention_flash.cu's contract (q scaled by scale * log2 e and
+ * rounded to f16, K/V as stored, f32 accumulation, P rounded to f16 for
+ * P V while the row sums add the f32 values, f32 output; the sums run in
+ * another order). Measured in notes/flash-wg.md and notes/cuda-kernels.md
+ * (session 23). */
+#include "ops/cuda/attention.cuh"
+
+#include <cuda.h>
+
+#include <mutex>
+#include <stdlib.h>
+
+namespace {
+
+constexpr int HD = 128;             /* head dim */
+constexpr int BM = 64;              /* rows per consumer warpgroup */
+constexpr int BN = 128;             /* positions per K/V tile */
+constexpr int NCW = 2;              /* consumer warpgroups */
+constexpr int NTH = 128 * (NCW + 1);
+constexpr int ST = 3;               /* stages of the K/V ring */
+constexpr int QB = BM * HD * 2;     /* bytes of one warpgroup's staged Q: two 64-dim halves of BM x 128 bytes */
+constexpr int QSUB = BM * 128;      /* bytes of one 64-dim half of Q */
+constexpr int SUB = BN * 128;       /* bytes of one 64-dim half of a K or V tile */
+constexpr int KVB = 2 * SUB;        /* bytes of one K or V tile */
+constexpr int CB = 16;              /* cache block size (positions) the copies are shaped for */
+constexpr int BOX = CB * 128;       /* bytes of one tensor copy: 16 rows x 64 dims */
+constexpr int L_K = NCW * QB, L_V = L_K + ST * KVB, L_BAR = L_V + ST * KVB;
+constexpr int SMEM = L_BAR + 3 * ST * 8 + 1024; /* + slack to align the base to 1024 */
+
+/* byte offset of (row r, dim d < 64) in a 128-byte-swizzled [rows][64] f16 tile (1024-byte aligned) */
+__host__ __device__ __forceinline__ int sw128(int r, int d) {
+    return r * 128 + ((((d >> 3) ^ r) & 7) << 4) + (d & 7) * 2;
+}
+
+#if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
+__device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+    uint32_t done;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+/* 2D tensor copy (c0: element column, c1: row) into shared memory, completing on bar */
+__device__ __forceinline__ void tma_load2(uint32_t dst, const CUtensorMap *map, uint32_t bar, int c0, int c1) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+                 ::"r"(dst), "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(bar)
+                 : "memory");
+}
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+/* keep the compiler from moving uses of these registers across the async wgmma window */
+__device__ __forceinline__ void fence_f(float *r, int n) {
+#pragma unroll
+    for (int i = 0; i < n; i++) asm volatile("" : "+f"(r[i])::"memory");
+}
+__device__ __forceinline__ void fence_u(uint32_t *r, int n) {
+#pragma unroll
+    for (int i = 0; i < n; i++) asm volatile("" : "+r"(r[i])::"memory");
+}
+/* shared-memory matrix descriptor, 128-byte swizzle; lbo / sbo in 16-byte units */
+__device__ __forceinline__ uint64_t gdesc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+    return (uint64_t)((addr >> 4) & 0x3FFF) | ((uint64_t)lbo << 16) | ((uint64_t)sbo << 32) | (1ull << 62);
+}
+__device__ __forceinline__ uint32_t pack_f16x2(float a, float b) {
+    __half2 h = __floats2half2_rn(a, b);
+    return *(uint32_t *)&h;
+}
+__device__ __forceinline__ float ex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+/* d[64] (+)= A (descriptor: 64 x 16, K-major) B (descriptor: 16 x 128, K-major); scale_d 0: d ignored */
+__device__ __forceinline__ void wgmma_ss(float *d, uint64_t da, uint64_t db, int scale_d) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "l"(da), "l"(db), "r"(scale_d));
+}
+/* d[64] (+)= A (registers a[4]: the m16n8k16 A fragment of the warp's 16 rows) B (descriptor: 16 x 128, MN-major) */
+__device__ __forceinline__ void wgmma_rs_t(float *d, const uint32_t *a, uint64_t db, int scale_d) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
+}
+
+/* S = Q K^T for one 64-row warpgroup: 8 k-steps over the head dim; Q at qa
+ * ([64][64] swizzled halves, two), K at ka ([BN][64] swizzled halves, two).
+ * Issued and committed as one group; the caller waits. */
+__device__ __forceinline__ void wg_qk(float *s, uint32_t qa, uint32_t ka) {
+    fence_f(s, 64);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk++) {
+        const uint32_t qo = (kk >> 2) * QSUB + (kk & 3) * 32, ko = (kk >> 2) * SUB + (kk & 3) * 32;
+        wgmma_ss(s, gdesc(qa + qo, 1, 64), gdesc(ka + ko, 1, 64), kk > 0);
+    }
+    wgmma_commit();
+}
+
+/* O += P V: 8 k-steps over the tile's positions; P in registers (p[4 kp ..]:
+ * the A fragment of positions 16 kp .. 16 kp + 15), V at va ([BN][64]
+ * swizzled halves, two: the MN-major B operand; LBO = the distance between
+ * the two 64-dim halves, SBO = 8 rows). One commit group. */
+__device__ __forceinline__ void wg_pv(float *o, uint32_t *p, uint32_t va) {
+    wgmma_fence(); /* the caller fences o and p (before any wgmma of this stage is issued) */
+#pragma unroll
+    for (int kp = 0; kp < BN / 16; kp++) wgmma_rs_t(o, p + 4 * kp, gdesc(va + kp * 16 * 128, SUB >> 4, 64), 1);
+    wgmma_commit();
+}
+
+/* positions past a row's last one are -inf (kc: the position of this
+ * thread's first column, kb + 2 (lane & 3)) */
+__device__ __forceinline__ void wg_mask(float *s, int kc, int hiA, int hiB) {
+#pragma unroll
+    for (int j = 0; j < BN / 8; j++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int p = kc + 8 * j + e;
+            if (p > hiA) s[4 * j + e] = -INFINITY;
+            if (p > hiB) s[4 * j + 2 + e] = -INFINITY;
+        }
+}
+
+/* online softmax of the thread's two rows (A: row g, B: row g + 8 of the
+ * warp's 16) over one tile: P as f16 A fragments, m and the thread's share
+ * of l updated, cA / cB the factors that rescale O (rows with nothing seen
+ * yet keep m = -inf and subtract 0) */
+__device__ __forceinline__ void wg_softmax(const float *s, uint32_t *p, float &mA, float &mB, float &lA, float &lB,
+                                           float &cA, float &cB) {
+    float xA = mA, xB = mB;
+#pragma unroll
+    for (int j = 0; j < BN / 8; j++) {
+        xA = fmaxf(xA, fmaxf(s[4 * j], s[4 * j + 1]));
+        xB = fmaxf(xB, fmaxf(s[4 * j + 2], s[4 * j + 3]));
+    }
+#pragma unroll
+    for (int o2 = 1; o2 <= 2; o2 <<= 1) {
+        xA = fmaxf(xA, __shfl_xor_sync(0xffffffffu, xA, o2));
+        xB = fmaxf(xB, __shfl_xor_sync(0xffffffffu, xB, o2));
+    }
+    const float uA = xA == -INFINITY ? 0.0f : xA, uB = xB == -INFINITY ? 0.0f : xB;
+    cA = ex2(mA - uA);
+    cB = ex2(mB - uB);
+    mA = xA;
+    mB = xB;
+    float sA = 0.0f, sB = 0.0f;
+#pragma unroll
+    for (int j = 0; j < BN / 8; j++) {
+        const float p0 = ex2(s[4 * j] - uA), p1 = ex2(s[4 * j + 1] - uA);
+        const float p2 = ex2(s[4 * j + 2] - uB), p3 = ex2(s[4 * j + 3] - uB);
+        sA += p0 + p1;
+        sB += p2 + p3;
+        p[(j >> 1) * 4 + (j & 1) * 2 + 0] = pack_f16x2(p0, p1);
+        p[(j >> 1) * 4 + (j & 1) * 2 + 1] = pack_f16x2(p2, p3);
+    }
+    lA = lA * cA + sA;
+    lB = lB * cB + sB;
+}
+
+__device__ __forceinline__ void wg_rescale(float *o, float cA, float cB) {
+#pragma unroll
+    for (int j = 0; j < HD / 8; j++) {
+        o[4 * j] *= cA;
+        o[4 * j + 1] *= cA;
+        o[4 * j + 2] *= cB;
+        o[4 * j + 3] *= cB;
+    }
+}
+#endif /* sm_90a device code */
+
+/* One item (see the file's head). */
+struct witem {
+    int r0, nrows, h0, kvh, hmin, hmax, nkv;
+    bool skip;             /* its 64-row tile spans several sequences: the decode kernel's rows */
+    const int32_t *trow;   /* the sequence's block table row */
+};
+template <bool PACK> struct pk {
+    static constexpr int RH = PACK ? 32 : BM; /* rows of the sequence an item */
+    static constexpr int HPW = BM / RH;       /* heads a warpgroup */
+    static constexpr int HI = NCW * HPW;      /* heads an item */
+};
+/* Item k G + b of block b's round k (odd rounds reversed); false past the
+ * last. Every warp computes it itself (loads of the rows' positions and
+ * sequences, shuffles). */
+template <bool PACK>
+__device__ __forceinline__ bool witem_get(int k, int G, int n_items, int T, int n_heads, int n_kv,
+                                          const int32_t *__restrict__ table, int max_blocks,
+                                          const int32_t *__restrict__ seq, const int32_t *__restrict__ pos,
+                                          witem &w) {
+    using P = pk<PACK>;
+    const int b = (int)blockIdx.x, idx = k * G + ((k & 1) ? G - 1 - b : b);
+    if (idx >= n_items) return false;
+    const int HP = n_heads / P::HI, ntiles = (T + P::RH - 1) / P::RH;
+    w.r0 = (ntiles - 1 - idx / HP) * P::RH;
+    w.nrows = min(P::RH, T - w.r0);
+    w.h0 = (idx % HP) * P::HI;
+    w.kvh = w.h0 / (n_heads / n_kv);
+    const int lane = threadIdx.x & 31, t0 = w.r0 & ~63, t1 = min(T, t0 + 64), s0 = seq[t0];
+    bool same = true;
+    for (int r = t0 + 1 + lane; r < t1; r += 32) same = same && seq[r] == s0;
+    w.skip = !__all_sync(0xffffffffu, same);
+    w.trow = table + (size_t)s0 * max_blocks;
+    int lo = INT_MAX, hi = -1;
+    for (int r = lane; r < w.nrows; r += 32) {
+        const int p = pos[w.r0 + r];
+        lo = min(lo, p);
+        hi = max(hi, p);
+    }
+#pragma unroll
+    for (int o2 = 16; o2 > 0; o2 >>= 1) {
+        lo = min(lo, __shfl_xor_sync(0xffffffffu, lo, o2));
+        hi = max(hi, __shfl_xor_sync(0xffffffffu, hi, o2));
+    }
+    w.hmin = lo;
+    w.hmax = hi;
+    w.nkv = hi / BN + 1;
+    return true;
+}
+
+template <bool PACK>
+__global__ void __launch_bounds__(NTH, 1)
+    attn_flash_wg_kernel(const __grid_constant__ CUtensorMap tmK, const __grid_constant__ CUtensorMap tmV,
+                         float *__restrict__ out, const float *__restrict__ q, const int32_t *__restrict__ table,
+                         int max_blocks, const int32_t *__restrict__ seq, const int32_t *__restrict__ pos, int T,
+                         int n_heads, int n_kv, float qscale, int n_items, int prep_kind, void *__restrict__ prep) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    extern __shared__ uint8_t smraw[];
+    const uint32_t raw = smem_u32(smraw), sbase = (raw + 1023) & ~1023u;
+    uint8_t *const sm = smraw + (sbase - raw);
+    const int tid = threadIdx.x, wg = tid >> 7, lt = tid & 127, G = (int)gridDim.x;
+    const uint32_t barK = sbase + L_BAR, barV = barK + ST * 8, barE = barV + ST * 8;
+    if (tid == 0) {
+        for (int i = 0; i < ST; i++) {
+            mbar_init(barK + 8 * i, 1);
+            mbar_init(barV + 8 * i, 1);
+            mbar_init(barE + 8 * i, NCW * 128);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    pdl_wait(); /* q and the rows' K / V come from the kernels before */
+
+    if (wg == 0) {
+        /* the producer: one warp */
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
+        if (lt >= 32) return;
+        const int lane = lt, b = lane >> 1, hf = lane & 1;
+        const uint32_t off = hf * SUB + b * BOX;
+        uint32_t gt = 0; /* tiles through the ring so far */
+        witem w;
+        for (int k = 0; witem_get<PACK>(k, G, n_items, T, n_heads, n_kv, table, max_blocks, seq, pos, w); k++) {
+            if (w.skip) continue;
+            const int hblk = w.hmax / CB, c0 = w.kvh * HD + hf * 64;
+            for (int it = 0; it < w.nkv; it++, gt++) {
+                const int n = w.nkv - 1 - it, st = (int)(gt % ST);
+                const uint32_t ph = (gt / ST) & 1;
+                int blk = 0;
+                /* blocks past the item's last position repeat its block (their rows are masked / zeroed) */
+                if (lane < 2 * (BN / CB)) blk = __ldg(w.trow + min(n * (BN / CB) + b, hblk));
+                mbar_wait(barE + 8 * st, ph ^ 1);
+                if (lane == 0) {
+                    mbar_expect_tx(barK + 8 * st, KVB);
+                    mbar_expect_tx(barV + 8 * st, KVB);
+                }
+                __syncwarp();
+                if (lane < 2 * (BN / CB)) {
+                    tma_load2(sbase + L_K + st * KVB + off, &tmK, barK + 8 * st, c0, blk * CB);
+                    tma_load2(sbase + L_V + st * KVB + off, &tmV, barV + 8 * st, c0, blk * CB);
+                }
+            }
+        }
+        return;
+    }
+
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
+    const int cw = wg - 1, w4 = lt >> 5, lane = lt & 31, g = lane >> 2, c2 = 2 * (lane & 3);
+    using P = pk<PACK>;
+    /* this thread's tile rows A = rA and B = rA + 8: item rows iA / iB of
+     * head (the warpgroup's first) + hq */
+    const int rA = 16 * w4 + g, iA = rA % P::RH, iB = iA + 8, hq = rA / P::RH;
+    uint8_t *const Qs = sm + cw * QB;
+    const uint32_t qa = sbase + cw * QB;
+    uint32_t gt = 0;
+    bool staged = false; /* Q of an earlier item is in Qs (its S products may still read it) */
+    float o[64], s[64];
+    witem w;
+    for (int k = 0; witem_get<PACK>(k, G, n_items, T, n_heads, n_kv, table, max_blocks, seq, pos, w); k++) {
+        if (w.skip) continue;
+        const int hw = w.h0 + cw * P::HPW, nkv = w.nkv; /* the warpgroup's first head */
+        /* Q: scaled, f16, swizzled; all of a thread's loads in flight at once */
+        {
+            constexpr int NQ = BM * (HD / 4) / 128;
+            float4 v[NQ];
+#pragma unroll
+            for (int i = 0; i < NQ; i++) {
+                const int f = lt + 128 * i, r = f / (HD / 4), d = (f % (HD / 4)) * 4, ri = r % P::RH;
+                v[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                if (ri < w.nrows)
+                    v[i] = __ldg((const float4 *)(q + ((size_t)(w.r0 + ri) * n_heads + hw + r / P::RH) * HD + d));
+            }
+            if (staged) asm volatile("bar.sync %0, 128;" ::"r"(1 + cw) : "memory");
+#pragma unroll
+            for (int i = 0; i < NQ; i++) {
+                const int f = lt + 128 * i, r = f / (HD / 4), d = (f % (HD / 4)) * 4;
+                uint2 hv;
+                hv.x = pack_f16x2(v[i].x * qscale, v[i].y * qscale);
+                hv.y = pack_f16x2(v[i].z * qscale, v[i].w * qscale);
+                *(uint2 *)(Qs + (d >> 6) * QSUB + sw128(r, d & 63)) = hv;
+            }
+            fence_proxy_async();
+            asm volatile("bar.sync %0, 128;" ::"r"(1 + cw) : "memory");
+            staged = true;
+        }
+        const int hiA = iA < w.nrows ? pos[w.r0 + iA] : -1, hiB = iB < w.nrows ? pos[w.r0 + iB] : -1;
+#pragma unroll
+        for (int i = 0; i < 64; i++) o[i] = 0.0f;
+        float mA = -INFINITY, mB = -INFINITY, lA = 0.0f, lB = 0.0f;
+        for (int it = 0; it < nkv; it++, gt++) {
+            const int kb = (nkv - 1 - it) * BN, st = (int)(gt % ST);
+            const uint32_t ph = (gt / ST) & 1, vs = sbase + L_V + st * KVB;
+            mbar_wait(barK + 8 * st, ph);
+            wg_qk(s, qa, sbase + L_K + st * KVB);
+            wgmma_wait<0>();
+            fence_f(s, 64);
+            if (kb + BN - 1 > w.hmin) wg_mask(s, kb + c2, hiA, hiB);
+            uint32_t p[32];
+            float cA, cB;
+            wg_softmax(s, p, mA, mB, lA, lB, cA, cB);
+            if (__any_sync(0xffffffffu, cA != 1.0f || cB != 1.0f)) wg_rescale(o, cA, cB);
+            mbar_wait(barV + 8 * st, ph);
+            if (it == 0 && w.hmax < kb + BN - 1) {
+                /* V rows past the item's last position: zero (both warpgroups write the same zeros) */
+                const int z0 = w.hmax - kb + 1, nz = (BN - z0) * 16;
+                for (int c = lt; c < nz; c += 128) {
+                    const int r = z0 + c / 16, hf = (c / 8) & 1, ch = c & 7;
+                    *(uint4 *)(sm + (vs - sbase) + hf * SUB + r * 128 + ch * 16) = make_uint4(0, 0, 0, 0);
+                }
+                fence_proxy_async();
+                asm volatile("bar.sync %0, 128;" ::"r"(1 + cw) : "memory");
+            }
+            fence_f(o, 64);
+            fence_u(p, 32);
+            wg_pv(o, p, vs);
+            wgmma_wait<0>();
+            fence_f(o, 64);
+            fence_u(p, 32);
+            mbar_arrive(barE + 8 * st);
+        }
+        /* row sums over the quad, normalise, store (and the o projection's copy) */
+#pragma unroll
+        for (int o2 = 1; o2 <= 2; o2 <<= 1) {
+            lA += __shfl_xor_sync(0xffffffffu, lA, o2);
+            lB += __shfl_xor_sync(0xffffffffu, lB, o2);
+        }
+        const float nA = lA > 0.0f ? 1.0f / lA : 0.0f, nB = lB > 0.0f ? 1.0f / lB : 0.0f;
+        const size_t ea = ((size_t)(w.r0 + iA) * n_heads + hw + hq) * HD + c2;
+        const size_t eb = ((size_t)(w.r0 + iB) * n_heads + hw + hq) * HD + c2;
+#pragma unroll
+        for (int j = 0; j < HD / 8; j++) {
+            if (iA < w.nrows) flash_store(out, prep_kind, prep, ea + 8 * j, make_float2(o[4 * j] * nA, o[4 * j + 1] * nA));
+            if (iB < w.nrows)
+                flash_store(out, prep_kind, prep, eb + 8 * j, make_float2(o[4 * j + 2] * nB, o[4 * j + 3] * nB));
+        }
+    }
+    pdl_launch();
+#endif
+}
+
+/* ---- host: tensor maps over the cache pools, the launch ------------------ */
+
+typedef CUresult (*encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                              const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
+                              CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+/* A pool [n_blocks * 16 rows][kv_dim] f16 as a 2D tensor, copied in boxes of
+ * 16 rows x 64 dims with the 128-byte swizzle. The maps of every layer's
+ * pools are made once and kept (a pool's address does not move while its
+ * cache lives; a new cache at an old address with another shape gets a
+ * map of its own). */
+struct map_entry {
+    const void *pool;
+    int n_blocks, kv_dim;
+    CUtensorMap map;
+};
+constexpr int N_MAPS = 512;
+map_entry g_maps[N_MAPS];
+int g_n_maps, g_next_map;
+std::mutex g_maps_mu;
+
+encode_fn get_encode() {
+    static encode_fn fn = NULL;
+    static bool tried = false;
+    if (!tried) {
+        tried = true;
+        void *p = NULL;
+        cudaDriverEntryPointQueryResult qr;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &qr) ==
+                cudaSuccess &&
+            qr == cudaDriverEntryPointSuccess)
+            fn = (encode_fn)p;
+    }
+    return fn;
+}
+
+bool pool_map(const void *pool, int n_blocks, int kv_dim, CUtensorMap *out) {
+    std::lock_guard<std::mutex> lock(g_maps_mu);
+    for (int i = 0; i < g_n_maps; i++)
+        if (g_maps[i].pool == pool && g_maps[i].n_blocks == n_blocks && g_maps[i].kv_dim == kv_dim) {
+            *out = g_maps[i].map;
+            return true;
+        }
+    encode_fn enc = get_encode();
+    if (!enc) return false;
+    map_entry e = {pool, n_blocks, kv_dim, {}};
+    const cuuint64_t gdim[2] = {(cuuint64_t)kv_dim, (cuuint64_t)n_blocks * CB};
+    const cuuint64_t gstr[1] = {(cuuint64_t)kv_dim * 2};
+    const cuuint32_t box[2] = {64, (cuuint32_t)CB}, es[2] = {1, 1};
+    if (enc(&e.map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, (void *)pool, gdim, gstr, box, es,
+            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+        return false;
+    const int slot = g_n_maps < N_MAPS ? g_n_maps++ : (g_next_map++ % N_MAPS);
+    g_maps[slot] = e;
+    *out = e.map;
+    return true;
+}
+
+/* The switch: HEARTH_ATTN_WG=0 turns the kernel off (A/B runs), read at
+ * first use; cu_attention_flash_wg_set overrides it. */
+int g_wg_on = -1;
+
+int wg_switch() {
+    int on = __atomic_load_n(&g_wg_on, __ATOMIC_ACQUIRE);
+    if (on < 0) {
+        const char *s = getenv("HEARTH_ATTN_WG");
+        on = !(s && atoi(s) == 0);
+        int unset = -1;
+        __atomic_compare_exchange_n(&g_wg_on, &unset, on, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+        on = __atomic_load_n(&g_wg_on, __ATOMIC_ACQUIRE);
+    }
+    return on;
+}
+
+/* Whether this process has the kernels' sm_90a code for the current device. */
+bool wg_code() {
+    static unsigned long long ok_mask, known_mask;
+    int dev = -1;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return false;
+    const unsigned long long bit = 1ull << dev;
+    if (!(__atomic_load_n(&known_mask, __ATOMIC_ACQUIRE) & bit)) {
+        cudaFuncAttributes fa;
+        int major = 0, minor = 0;
+        bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+                  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess &&
+                  major == 9 && minor == 0 && get_encode() != NULL &&
+                  cudaFuncGetAttributes(&fa, attn_flash_wg_kernel<true>) == cudaSuccess &&
+                  cudaFuncGetAttributes(&fa, attn_flash_wg_kernel<false>) == cudaSuccess;
+        if (!ok) (void)cudaGetLastError(); /* a missing image is an answer, not an error */
+        if (ok) __atomic_fetch_or(&ok_mask, bit, __ATOMIC_RELEASE);
+        __atomic_fetch_or(&known_mask, bit, __ATOMIC_RELEASE);
+    }
+    return (__atomic_load_n(&ok_mask, __ATOMIC_ACQUIRE) & bit) != 0;
+}
+
+template <bool PACK>
+void launch_wg(const cu_launch *L, const CUtensorMap &mk, const CUtensorMap &mv, float *out, const float *q, int T,
+               const cu_kv *kv, const int32_t *seq, const int32_t *pos, int n_heads, int n_kv, float qscale,
+               int prep_kind, void *prep) {
+    using P = pk<PACK>;
+    static unsigned long long done;
+    cu_smem_setup(L, attn_flash_wg_kernel<PACK>, SMEM, true, &done);
+    const int n_items = (n_heads / P::HI) * ((T + P::RH - 1) / P::RH);
+    const int grid = n_items < L->n_sm ? n_items : L->n_sm;
+    cu_launch_k(L, attn_flash_wg_kernel<PACK>, dim3(grid), dim3(NTH), SMEM, mk, mv, out, q, kv->table, kv->max_blocks,
+                seq, pos, T, n_heads, n_kv, qscale, n_items, prep_kind, prep);
+}
+
+} // namespace
+
+int cu_attention_flash_wg_set(int on) {
+    __atomic_store_n(&g_wg_on, on ? 1 : 0, __ATOMIC_RELEASE);
+    return wg_code();
+}
+
+int cu_attention_flash_wg_fits(const cu_launch *L, const cu_kv *kv, int head_dim, int n_heads, int n_kv_heads,
+                               int window) {
+    return wg_switch() && kv->f16 && head_dim == HD && kv->block_size == CB && window <= 0 && n_kv_heads > 0 &&
+           n_heads % n_kv_heads == 0 && (n_heads / n_kv_heads) % 2 == 0 && kv->kv_dim % 64 == 0 &&
+           kv->n_blocks > 0 && ((uintptr_t)kv->k | (uintptr_t)kv->v) % 16 == 0 && wg_code();
+}
+
+int cu_attention_flash_wg(const cu_launch *L, float *out, const float *q, int T, const cu_kv *kv, const int32_t *seq,
+                          const int32_t *pos, int n_heads, int n_kv_heads, float qscale, int prep_kind, void *prep,
+                          int *prepped) {
+    CUtensorMap mk, mv;
+    if (!pool_map(kv->k, kv->n_blocks, kv->kv_dim, &mk) || !pool_map(kv->v, kv->n_blocks, kv->kv_dim, &mv)) return 0;
+    if (prep_kind != XPREP_BF16 && prep_kind != XPREP_F16) prep_kind = XPREP_NONE;
+    if ((n_heads / n_kv_heads) % 4 == 0)
+        launch_wg<true>(L, mk, mv, out, q, T, kv, seq, pos, n_heads, n_kv_heads, qscale, prep_kind, prep);
+    else
+        launch_wg<false>(L, mk, mv, out, q, T, kv, seq, pos, n_heads, n_kv_heads, qscale, prep_kind, prep);
+    *prepped = prep_kind != XPREP_NONE;
+    return 1;
+}
