@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# pack_device.sh - the CUDA binaries and the shared libraries the GPU machine
+# lacks (it has jansson, pcre2, cuBLAS and the driver, not libmicrohttpd or
+# libutf8proc), as one xz archive small enough to travel with the working
+# tree: ~12 MB for all four (xz with a 256 MiB dictionary finds the code they
+# share).
+#
+#   make -j2 all build/test_cuda build/bench/cuda/bench_model build/bench/cuda/bench_attn
+#   tools/bench/pack_device.sh [OUT.tar.xz]        # default .dev/bin.tar.xz
+#
+# There: mkdir -p /tmp/b && tar -C /tmp/b -xJf .dev/bin.tar.xz, then run
+# /tmp/b/hearth, /tmp/b/test_cuda (HEARTH_ROOT=$PWD), /tmp/b/bench_model,
+# /tmp/b/bench_attn; their rpath finds the libraries in /tmp/b/lib. Keep
+# the archive's folder out of git (.git/info/exclude) and name it in carry.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+out=${1:-.dev/bin.tar.xz}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$tmp/lib" "$(dirname "$out")"
+for f in hearth build/test_cuda build/bench/cuda/bench_model build/bench/cuda/bench_attn; do
+  [ -x "$f" ] || { echo "pack_device: $f is not built" >&2; exit 1; }
+  cp "$f" "$tmp/"
+done
+for lib in libmicrohttpd.so.12 libutf8proc.so.2; do
+  path=$(ldd hearth | awk -v l="$lib" '$1 == l { print $3 }')
+  [ -n "$path" ] || { echo "pack_device: hearth does not link $lib" >&2; exit 1; }
+  cp "$path" "$tmp/lib/"
+done
+tar -C "$tmp" -cf - . | xz -T2 --lzma2=preset=6,dict=256MiB > "$out"
+ls -la "$out"
