@@ -20,8 +20,8 @@
  *                  attention_flash_wg.cu; else attention_flash.cu)
  *   flash-fa2      attention_flash.cu, heads a block by size (HEARTH_ATTN_WG=0)
  *   flash-mt1      flash-fa2, one head a block, 2 blocks an SM
- *   flash-mt1-mb3  flash, one head a block, 3 blocks an SM (168 registers)
- *   flash-mt2      flash, two heads a block
+ *   flash-mt1-mb3  flash-fa2, one head a block, 3 blocks an SM (168 registers)
+ *   flash-mt2      flash-fa2, two heads a block
  *   v7 / v7-hp1    the GQA kernel of attention_prefill.cu (2 / 1 heads a block)
  *   v4             the first tensor-core kernel
  *   rows-v1        batches of decode rows: the first tiled kernel (a thread per K row)

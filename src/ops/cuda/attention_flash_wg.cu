@@ -116,15 +116,6 @@ __device__ __forceinline__ void fence_u(uint32_t *r, int n) {
 __device__ __forceinline__ uint64_t gdesc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
     return (uint64_t)((addr >> 4) & 0x3FFF) | ((uint64_t)lbo << 16) | ((uint64_t)sbo << 32) | (1ull << 62);
 }
-__device__ __forceinline__ uint32_t pack_f16x2(float a, float b) {
-    __half2 h = __floats2half2_rn(a, b);
-    return *(uint32_t *)&h;
-}
-__device__ __forceinline__ float ex2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
 /* d[64] (+)= A (descriptor: 64 x 16, K-major) B (descriptor: 16 x 128, K-major); scale_d 0: d ignored */
 __device__ __forceinline__ void wgmma_ss(float *d, uint64_t da, uint64_t db, int scale_d) {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
@@ -198,19 +189,19 @@ __device__ __forceinline__ void wg_softmax(const float *s, uint32_t *p, float &m
         xB = fmaxf(xB, __shfl_xor_sync(0xffffffffu, xB, o2));
     }
     const float uA = xA == -INFINITY ? 0.0f : xA, uB = xB == -INFINITY ? 0.0f : xB;
-    cA = ex2(mA - uA);
-    cB = ex2(mB - uB);
+    cA = f_ex2(mA - uA);
+    cB = f_ex2(mB - uB);
     mA = xA;
     mB = xB;
     float sA = 0.0f, sB = 0.0f;
 #pragma unroll
     for (int j = 0; j < BN / 8; j++) {
-        const float p0 = ex2(s[4 * j] - uA), p1 = ex2(s[4 * j + 1] - uA);
-        const float p2 = ex2(s[4 * j + 2] - uB), p3 = ex2(s[4 * j + 3] - uB);
+        const float p0 = f_ex2(s[4 * j] - uA), p1 = f_ex2(s[4 * j + 1] - uA);
+        const float p2 = f_ex2(s[4 * j + 2] - uB), p3 = f_ex2(s[4 * j + 3] - uB);
         sA += p0 + p1;
         sB += p2 + p3;
-        p[(j >> 1) * 4 + (j & 1) * 2 + 0] = pack_f16x2(p0, p1);
-        p[(j >> 1) * 4 + (j & 1) * 2 + 1] = pack_f16x2(p2, p3);
+        p[(j >> 1) * 4 + (j & 1) * 2 + 0] = pack_h2(p0, p1);
+        p[(j >> 1) * 4 + (j & 1) * 2 + 1] = pack_h2(p2, p3);
     }
     lA = lA * cA + sA;
     lB = lB * cB + sB;
@@ -362,8 +353,8 @@ __global__ void __launch_bounds__(NTH, 1)
             for (int i = 0; i < NQ; i++) {
                 const int f = lt + 128 * i, r = f / (HD / 4), d = (f % (HD / 4)) * 4;
                 uint2 hv;
-                hv.x = pack_f16x2(v[i].x * qscale, v[i].y * qscale);
-                hv.y = pack_f16x2(v[i].z * qscale, v[i].w * qscale);
+                hv.x = pack_h2(v[i].x * qscale, v[i].y * qscale);
+                hv.y = pack_h2(v[i].z * qscale, v[i].w * qscale);
                 *(uint2 *)(Qs + (d >> 6) * QSUB + sw128(r, d & 63)) = hv;
             }
             fence_proxy_async();
