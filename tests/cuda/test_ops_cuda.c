@@ -708,6 +708,11 @@ static void kv_drop(kvpair *p) {
 /* The tolerance follows the kernel: rows that the tensor-core rows kernel
  * takes (rows_kernel) are held to its f16 operands' 4e-3
  * (attention_rows_tc.cu), whatever the case asks of the f32-math kernels. */
+/* Set by the flash tests while the Hopper kernel is on: a case that it fits
+ * (head_dim 128, no window, an even query group) must launch it, and no
+ * other case may. */
+static int g_expect_wg;
+
 static int attn_case(hearth_dtype kt, const char *what, int nh, int nkv, int hd, int window, int n_seq,
                      const int *len, int T, const int32_t *seq, const int32_t *pos, double tol) {
     kvpair p;
@@ -726,11 +731,21 @@ static int attn_case(hearth_dtype kt, const char *what, int nh, int nkv, int hd,
         if (pos[t] + 1 > p.dview.ctx_len) p.dview.ctx_len = pos[t] + 1;
     }
     if (rows_kernel(kt, hd, T, p.dview.ctx_len) && tol < 4e-3) tol = 4e-3;
+    const unsigned long long wg0 = hearth_cuda_attn_wg_launches();
     CU->attention(g_cu, od, qd, T, &p.dview, 0, sd, pd, nh, nkv, hd, scale, window);
     down(got, od, 4 * qn);
     size_t at;
     double e = rel_err(got, want, qn, &at);
     ok = ok && check_cuda_ok();
+    if (ok && g_expect_wg) {
+        const int want_wg = hd == 128 && window <= 0 && (nh / nkv) % 2 == 0;
+        const int took = hearth_cuda_attn_wg_launches() > wg0;
+        if (took != want_wg) {
+            test_fail(__FILE__, __LINE__, "attention %s, %s cache (heads %d/%d, hd %d, window %d): the Hopper kernel %s",
+                      what, kv_name(kt), nh, nkv, hd, window, took ? "ran where it does not fit" : "was not taken");
+            ok = 0;
+        }
+    }
     if (ok && !(e <= tol)) {
         test_fail(__FILE__, __LINE__,
                   "attention %s, %s cache (heads %d/%d, hd %d, window %d, T %d): rel err %.3g > %.3g at %zu", what,
@@ -983,34 +998,38 @@ static void attention_flash(hearth_dtype kt) {
     hearth_cuda_ctx_free(big);
 }
 
-/* f16 caches at head_dim 128 take the Hopper kernel (attention_flash_wg.cu)
- * where it fits (an even query group, no window): every case runs with it
- * and with the flash-attention 2 kernel, both against the CPU. On an sm_90
+/* f16 and e4m3 caches at head_dim 128 take the Hopper kernel
+ * (attention_flash_wg.cu) where it fits (an even query group, no window):
+ * every case runs with it, checked to be taken there and only there, and
+ * with the flash-attention 2 kernel, both against the CPU. On an sm_90
  * device this build must be able to run it. */
-TEST(cuda_attention_flash_f16_cache) {
-    NEED_GPU();
+static void attention_flash_both(hearth_dtype kt) {
     hearth_cuda_device_info info;
     const int hopper = hearth_cuda_device_query(0, &info) == 0 && info.cc_major == 9 && info.cc_minor == 0;
     const int wg = hearth_cuda_attn_wg_set(1);
     if (hopper) CHECK(wg);
     printf("  the Hopper kernel %s\n", wg ? "on" : "not available on this device");
-    attention_flash(HEARTH_DT_F16);
+    g_expect_wg = wg;
+    attention_flash(kt);
+    if (kt == HEARTH_DT_E4M3) attention_prefill_long(kt);
+    g_expect_wg = 0;
     if (wg) {
         hearth_cuda_attn_wg_set(0);
         printf("  the flash-attention 2 kernel\n");
-        attention_flash(HEARTH_DT_F16);
+        attention_flash(kt);
+        if (kt == HEARTH_DT_E4M3) attention_prefill_long(kt);
         hearth_cuda_attn_wg_set(1);
     }
 }
 
-TEST(cuda_attention_flash_e4m3_cache) {
+TEST(cuda_attention_flash_f16_cache) {
     NEED_GPU();
-    attention_flash(HEARTH_DT_E4M3);
+    attention_flash_both(HEARTH_DT_F16);
 }
 
-TEST(cuda_attention_prefill_long_e4m3_cache) {
+TEST(cuda_attention_flash_e4m3_cache) {
     NEED_GPU();
-    attention_prefill_long(HEARTH_DT_E4M3);
+    attention_flash_both(HEARTH_DT_E4M3);
 }
 
 /* kv_write into both cache types: the device cache equals the CPU's byte for

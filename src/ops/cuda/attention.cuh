@@ -311,7 +311,7 @@ int cu_attention_flash(const cu_launch *L, float *out, const float *q, int T, co
                        int prep_kind, void *prep);
 
 /* attention_flash_wg.cu: the Hopper (sm_90a, wgmma + tensor copies) kernel for
- * f16 caches of 16-position blocks, head_dim 128, no window and an even
+ * f16 and e4m3 caches of 16-position blocks, head_dim 128, no window and an even
  * number of query heads per kv head, on a device this process has its code
  * for (cu_attention_flash_wg_fits; HEARTH_ATTN_WG=0: never). The same tiles
  * and contract as cu_attention_flash. Returns 0 when it could not run (no

@@ -1,10 +1,10 @@
-/* attention_flash_wg.cu - causal prefill attention over an f16 paged KV
- * cache on Hopper's own path (sm_90a): warpgroup MMA (wgmma) fed by the
- * bulk tensor copy engine (TMA), flash-attention 3 style, head_dim 128. The
- * default prefill kernel where it fits (cu_attention_flash_wg_fits); the
+/* attention_flash_wg.cu - causal prefill attention over an f16 or e4m3
+ * paged KV cache on Hopper's own path (sm_90a): warpgroup MMA (wgmma) fed by
+ * the bulk tensor copy engine (TMA), flash-attention 3 style, head_dim 128.
+ * The default prefill kernel where it fits (cu_attention_flash_wg_fits); the
  * flash-attention 2 kernel of attention_flash.cu takes every other case
- * (e4m3 caches, head_dim 64, a sliding window, odd query groups, devices
- * without sm_90a) and is kept for A/B runs (HEARTH_ATTN_WG=0).
+ * (head_dim 64, a sliding window, odd query groups, devices without sm_90a)
+ * and is kept for A/B runs (HEARTH_ATTN_WG=0).
  *
  * Work comes in items: a 64-row tile of one sequence (the tiles the other
  * prefill kernels take: tile_uniform with bm 64; rows of mixed tiles are the
@@ -22,6 +22,16 @@
  *     gives the block), into a 3-deep ring of stages that runs on across the
  *     block's items, completing on the stage's K and V mbarriers; a stage is
  *     reused after its "empty" mbarrier (all consumer threads) completes.
+ *     e4m3 caches (E8): lanes 0-7 copy each cache block's 16 rows x 128
+ *     codes as stored (2 KB) into a 2-deep ring of raw tiles, and warps 1-3
+ *     (setmaxnreg 48) widen each raw K, then V, tile exactly to f16 into the
+ *     swizzled layout of the f16 ring (2 stages here, for room), zeros for
+ *     positions past the item's last, then fence the async proxy and arrive
+ *     on the stage's K / V mbarriers; the consumers are the f16 kernel's
+ *     (setmaxnreg 224 here: a block's warps can only take registers its
+ *     producer gave back, 120 x 128 >= 56 x 256; 48 / 232 would hang).
+ *     The widening costs ~25% (bench_attn, 2048 rows: 112 us, 85 us with
+ *     it skipped; the f16 kernel 94 us); notes/cuda-kernels.md, session 24.
  *   warpgroups 1 and 2, the consumers (setmaxnreg 240): 64 tile rows each
  *     (one head, or 32 rows of each of two heads with PACK). Q is scaled,
  *     rounded to f16 and stored in the canonical 128-byte-swizzled K-major
@@ -56,15 +66,23 @@ constexpr int BM = 64;              /* rows per consumer warpgroup */
 constexpr int BN = 128;             /* positions per K/V tile */
 constexpr int NCW = 2;              /* consumer warpgroups */
 constexpr int NTH = 128 * (NCW + 1);
-constexpr int ST = 3;               /* stages of the K/V ring */
 constexpr int QB = BM * HD * 2;     /* bytes of one warpgroup's staged Q: two 64-dim halves of BM x 128 bytes */
 constexpr int QSUB = BM * 128;      /* bytes of one 64-dim half of Q */
 constexpr int SUB = BN * 128;       /* bytes of one 64-dim half of a K or V tile */
 constexpr int KVB = 2 * SUB;        /* bytes of one K or V tile */
 constexpr int CB = 16;              /* cache block size (positions) the copies are shaped for */
-constexpr int BOX = CB * 128;       /* bytes of one tensor copy: 16 rows x 64 dims */
-constexpr int L_K = NCW * QB, L_V = L_K + ST * KVB, L_BAR = L_V + ST * KVB;
-constexpr int SMEM = L_BAR + 3 * ST * 8 + 1024; /* + slack to align the base to 1024 */
+constexpr int BOX = CB * 128;       /* bytes of one tensor copy: 16 rows x 64 f16 dims, or 16 rows x 128 e4m3 */
+constexpr int RAWT = BN * HD;       /* bytes of one raw e4m3 K or V tile */
+constexpr int NCV = 96;             /* e4m3: the producer warpgroup's converting threads (warps 1-3) */
+/* Shared memory: the consumers' Q, the f16 K / V ring (ST stages), for e4m3
+ * a ring of raw tiles (RS stages) before it, then the mbarriers. e4m3 keeps
+ * two f16 stages so that two raw ones fit (227 KB in all). */
+template <bool E8> struct lay {
+    static constexpr int ST = E8 ? 2 : 3, RS = E8 ? 2 : 0;
+    static constexpr int L_K = NCW * QB, L_V = L_K + ST * KVB, L_RAW = L_V + ST * KVB;
+    static constexpr int L_BAR = L_RAW + RS * 2 * RAWT;
+    static constexpr int SMEM = L_BAR + (3 * ST + 3 * RS) * 8 + 1024; /* + slack to align the base to 1024 */
+};
 
 /* byte offset of (row r, dim d < 64) in a 128-byte-swizzled [rows][64] f16 tile (1024-byte aligned) */
 __host__ __device__ __forceinline__ int sw128(int r, int d) {
@@ -267,23 +285,60 @@ __device__ __forceinline__ bool witem_get(int k, int G, int n_items, int T, int 
     return true;
 }
 
-template <bool PACK>
+/* e4m3: a raw tile (RAWT bytes, [BN][HD] as copied) widened exactly into an
+ * f16 tile of the ring (two 128-byte-swizzled 64-dim halves, what the f16
+ * copies write); positions past hmax are written as zeros (0 x NaN would
+ * poison P V). A warp takes 4 rows a step, 16 codes a lane (one 16-byte
+ * load, two 16-byte stores); the converting warps take the 32 row groups in
+ * turn. Lanes 0-3 of a row store their even 8-dim chunk first and lanes 4-7
+ * (the other 64-dim half) their odd one, so that each quarter-warp's stores
+ * fall in 8 distinct 16-byte bank groups. cw: the converting warp (0-2). */
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+__device__ __forceinline__ void wg_widen(uint8_t *dst, const uint8_t *src, int cw, int lane, int kb, int hmax) {
+    const int k16 = lane & 7, hf = k16 >> 2, c0 = (k16 & 3) * 2 + hf, c1 = c0 ^ 1;
+    constexpr int NG = BN / 4, NW = NCV / 32;
+#pragma unroll 4
+    for (int i = 0; i < (NG + NW - 1) / NW; i++) {
+        const int g = cw + NW * i;
+        if (g < NG) {
+            const int r = 4 * g + (lane >> 3), x = r & 7;
+            uint4 u = *(const uint4 *)(src + r * HD + k16 * 16);
+            if (kb + r > hmax) u = make_uint4(0, 0, 0, 0); /* e4m3 0 is f16 0 */
+            const uint4 lo = e4m3x8_to_half8(make_uint2(u.x, u.y)), hi = e4m3x8_to_half8(make_uint2(u.z, u.w));
+            uint8_t *row = dst + hf * SUB + r * 128;
+            *(uint4 *)(row + ((c0 ^ x) << 4)) = hf ? hi : lo;
+            *(uint4 *)(row + ((c1 ^ x) << 4)) = hf ? lo : hi;
+        }
+    }
+}
+#endif
+
+template <bool PACK, bool E8>
 __global__ void __launch_bounds__(NTH, 1)
     attn_flash_wg_kernel(const __grid_constant__ CUtensorMap tmK, const __grid_constant__ CUtensorMap tmV,
                          float *__restrict__ out, const float *__restrict__ q, const int32_t *__restrict__ table,
                          int max_blocks, const int32_t *__restrict__ seq, const int32_t *__restrict__ pos, int T,
                          int n_heads, int n_kv, float qscale, int n_items, int prep_kind, void *__restrict__ prep) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    using Y = lay<E8>;
+    constexpr int ST = Y::ST, RS = Y::RS;
     extern __shared__ uint8_t smraw[];
     const uint32_t raw = smem_u32(smraw), sbase = (raw + 1023) & ~1023u;
     uint8_t *const sm = smraw + (sbase - raw);
     const int tid = threadIdx.x, wg = tid >> 7, lt = tid & 127, G = (int)gridDim.x;
-    const uint32_t barK = sbase + L_BAR, barV = barK + ST * 8, barE = barV + ST * 8;
+    /* the f16 ring's full (K, V) and empty barriers; e4m3: the raw ring's too */
+    const uint32_t barK = sbase + Y::L_BAR, barV = barK + ST * 8, barE = barV + ST * 8;
+    const uint32_t rawK = barE + ST * 8, rawV = rawK + RS * 8, rawE = rawV + RS * 8;
     if (tid == 0) {
         for (int i = 0; i < ST; i++) {
-            mbar_init(barK + 8 * i, 1);
-            mbar_init(barV + 8 * i, 1);
+            mbar_init(barK + 8 * i, E8 ? NCV : 1);
+            mbar_init(barV + 8 * i, E8 ? NCV : 1);
             mbar_init(barE + 8 * i, NCW * 128);
+        }
+        for (int i = 0; i < RS; i++) {
+            mbar_init(rawK + 8 * i, 1);
+            mbar_init(rawV + 8 * i, 1);
+            mbar_init(rawE + 8 * i, NCV);
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
@@ -291,38 +346,75 @@ __global__ void __launch_bounds__(NTH, 1)
     pdl_wait(); /* q and the rows' K / V come from the kernels before */
 
     if (wg == 0) {
-        /* the producer: one warp */
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
-        if (lt >= 32) return;
-        const int lane = lt, b = lane >> 1, hf = lane & 1;
-        const uint32_t off = hf * SUB + b * BOX;
+        /* the producer: warp 0 issues the copies; e4m3: warps 1-3 widen */
+        if constexpr (E8) asm volatile("setmaxnreg.dec.sync.aligned.u32 48;\n" ::: "memory");
+        else asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
+        if (!E8 && lt >= 32) return;
+        const int lane = lt & 31;
         uint32_t gt = 0; /* tiles through the ring so far */
         witem w;
         for (int k = 0; witem_get<PACK>(k, G, n_items, T, n_heads, n_kv, table, max_blocks, seq, pos, w); k++) {
             if (w.skip) continue;
-            const int hblk = w.hmax / CB, c0 = w.kvh * HD + hf * 64;
+            const int hblk = w.hmax / CB;
             for (int it = 0; it < w.nkv; it++, gt++) {
-                const int n = w.nkv - 1 - it, st = (int)(gt % ST);
-                const uint32_t ph = (gt / ST) & 1;
-                int blk = 0;
-                /* blocks past the item's last position repeat its block (their rows are masked / zeroed) */
-                if (lane < 2 * (BN / CB)) blk = __ldg(w.trow + min(n * (BN / CB) + b, hblk));
-                mbar_wait(barE + 8 * st, ph ^ 1);
-                if (lane == 0) {
-                    mbar_expect_tx(barK + 8 * st, KVB);
-                    mbar_expect_tx(barV + 8 * st, KVB);
-                }
-                __syncwarp();
-                if (lane < 2 * (BN / CB)) {
-                    tma_load2(sbase + L_K + st * KVB + off, &tmK, barK + 8 * st, c0, blk * CB);
-                    tma_load2(sbase + L_V + st * KVB + off, &tmV, barV + 8 * st, c0, blk * CB);
+                const int n = w.nkv - 1 - it;
+                if constexpr (!E8) {
+                    /* 16 lanes: cache block b = lane / 2's half hf = lane % 2 of K and of V */
+                    const int b = lane >> 1, hf = lane & 1, st = (int)(gt % ST);
+                    const uint32_t ph = (gt / ST) & 1, off = hf * SUB + b * BOX;
+                    int blk = 0;
+                    /* blocks past the item's last position repeat its block (their rows are masked / zeroed) */
+                    if (lane < 2 * (BN / CB)) blk = __ldg(w.trow + min(n * (BN / CB) + b, hblk));
+                    mbar_wait(barE + 8 * st, ph ^ 1);
+                    if (lane == 0) {
+                        mbar_expect_tx(barK + 8 * st, KVB);
+                        mbar_expect_tx(barV + 8 * st, KVB);
+                    }
+                    __syncwarp();
+                    if (lane < 2 * (BN / CB)) {
+                        const int c0 = w.kvh * HD + hf * 64;
+                        tma_load2(sbase + Y::L_K + st * KVB + off, &tmK, barK + 8 * st, c0, blk * CB);
+                        tma_load2(sbase + Y::L_V + st * KVB + off, &tmV, barV + 8 * st, c0, blk * CB);
+                    }
+                } else if (lt < 32) {
+                    /* 8 lanes: cache block lane's K and V rows, whole, into the raw ring */
+                    const int rs = (int)(gt % RS);
+                    const uint32_t ph = (gt / RS) & 1, dst = sbase + Y::L_RAW + rs * 2 * RAWT + lane * BOX;
+                    int blk = 0;
+                    if (lane < BN / CB) blk = __ldg(w.trow + min(n * (BN / CB) + lane, hblk));
+                    mbar_wait(rawE + 8 * rs, ph ^ 1);
+                    if (lane == 0) {
+                        mbar_expect_tx(rawK + 8 * rs, RAWT);
+                        mbar_expect_tx(rawV + 8 * rs, RAWT);
+                    }
+                    __syncwarp();
+                    if (lane < BN / CB) {
+                        tma_load2(dst, &tmK, rawK + 8 * rs, w.kvh * HD, blk * CB);
+                        tma_load2(dst + RAWT, &tmV, rawV + 8 * rs, w.kvh * HD, blk * CB);
+                    }
+                } else {
+                    /* warps 1-3: raw stage -> f16 stage, K then V */
+                    const int rs = (int)(gt % RS), st = (int)(gt % ST), cw = (lt >> 5) - 1, kb = n * BN;
+                    const uint32_t rph = (gt / RS) & 1, ph = (gt / ST) & 1;
+                    const uint8_t *src = sm + Y::L_RAW + rs * 2 * RAWT;
+                    mbar_wait(barE + 8 * st, ph ^ 1);
+                    mbar_wait(rawK + 8 * rs, rph);
+                    wg_widen(sm + Y::L_K + st * KVB, src, cw, lane, kb, w.hmax);
+                    fence_proxy_async();
+                    mbar_arrive(barK + 8 * st);
+                    mbar_wait(rawV + 8 * rs, rph);
+                    wg_widen(sm + Y::L_V + st * KVB, src + RAWT, cw, lane, kb, w.hmax);
+                    fence_proxy_async();
+                    mbar_arrive(barV + 8 * st);
+                    mbar_arrive(rawE + 8 * rs);
                 }
             }
         }
         return;
     }
 
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
+    if constexpr (E8) asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n" ::: "memory");
+    else asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
     const int cw = wg - 1, w4 = lt >> 5, lane = lt & 31, g = lane >> 2, c2 = 2 * (lane & 3);
     using P = pk<PACK>;
     /* this thread's tile rows A = rA and B = rA + 8: item rows iA / iB of
@@ -367,9 +459,9 @@ __global__ void __launch_bounds__(NTH, 1)
         float mA = -INFINITY, mB = -INFINITY, lA = 0.0f, lB = 0.0f;
         for (int it = 0; it < nkv; it++, gt++) {
             const int kb = (nkv - 1 - it) * BN, st = (int)(gt % ST);
-            const uint32_t ph = (gt / ST) & 1, vs = sbase + L_V + st * KVB;
+            const uint32_t ph = (gt / ST) & 1, vs = sbase + Y::L_V + st * KVB;
             mbar_wait(barK + 8 * st, ph);
-            wg_qk(s, qa, sbase + L_K + st * KVB);
+            wg_qk(s, qa, sbase + Y::L_K + st * KVB);
             wgmma_wait<0>();
             fence_f(s, 64);
             if (kb + BN - 1 > w.hmin) wg_mask(s, kb + c2, hiA, hiB);
@@ -378,8 +470,9 @@ __global__ void __launch_bounds__(NTH, 1)
             wg_softmax(s, p, mA, mB, lA, lB, cA, cB);
             if (__any_sync(0xffffffffu, cA != 1.0f || cB != 1.0f)) wg_rescale(o, cA, cB);
             mbar_wait(barV + 8 * st, ph);
-            if (it == 0 && w.hmax < kb + BN - 1) {
-                /* V rows past the item's last position: zero (both warpgroups write the same zeros) */
+            if (!E8 && it == 0 && w.hmax < kb + BN - 1) {
+                /* V rows past the item's last position: zero (both warpgroups write the same zeros; e4m3:
+                 * the widening wrote zeros there) */
                 const int z0 = w.hmax - kb + 1, nz = (BN - z0) * 16;
                 for (int c = lt; c < nz; c += 128) {
                     const int r = z0 + c / 16, hf = (c / 8) & 1, ch = c & 7;
@@ -422,14 +515,15 @@ typedef CUresult (*encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, vo
                               const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
                               CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 
-/* A pool [n_blocks * 16 rows][kv_dim] f16 as a 2D tensor, copied in boxes of
- * 16 rows x 64 dims with the 128-byte swizzle. The maps of every layer's
+/* A pool [n_blocks * 16 rows][kv_dim] as a 2D tensor: f16, copied in boxes
+ * of 16 rows x 64 dims with the 128-byte swizzle; e4m3 (bytes), in boxes of
+ * 16 rows x 128 dims as stored (the widening swizzles). The maps of every layer's
  * pools are made once and kept (a pool's address does not move while its
  * cache lives; a new cache at an old address with another shape gets a
  * map of its own). */
 struct map_entry {
     const void *pool;
-    int n_blocks, kv_dim;
+    int n_blocks, kv_dim, e8;
     CUtensorMap map;
 };
 constexpr int N_MAPS = 512;
@@ -452,22 +546,23 @@ encode_fn get_encode() {
     return fn;
 }
 
-bool pool_map(const void *pool, int n_blocks, int kv_dim, CUtensorMap *out) {
+bool pool_map(const void *pool, int n_blocks, int kv_dim, int e8, CUtensorMap *out) {
     std::lock_guard<std::mutex> lock(g_maps_mu);
     for (int i = 0; i < g_n_maps; i++)
-        if (g_maps[i].pool == pool && g_maps[i].n_blocks == n_blocks && g_maps[i].kv_dim == kv_dim) {
+        if (g_maps[i].pool == pool && g_maps[i].n_blocks == n_blocks && g_maps[i].kv_dim == kv_dim &&
+            g_maps[i].e8 == e8) {
             *out = g_maps[i].map;
             return true;
         }
     encode_fn enc = get_encode();
     if (!enc) return false;
-    map_entry e = {pool, n_blocks, kv_dim, {}};
+    map_entry e = {pool, n_blocks, kv_dim, e8, {}};
     const cuuint64_t gdim[2] = {(cuuint64_t)kv_dim, (cuuint64_t)n_blocks * CB};
-    const cuuint64_t gstr[1] = {(cuuint64_t)kv_dim * 2};
-    const cuuint32_t box[2] = {64, (cuuint32_t)CB}, es[2] = {1, 1};
-    if (enc(&e.map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, (void *)pool, gdim, gstr, box, es,
-            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+    const cuuint64_t gstr[1] = {(cuuint64_t)kv_dim * (e8 ? 1 : 2)};
+    const cuuint32_t box[2] = {e8 ? (cuuint32_t)HD : 64u, (cuuint32_t)CB}, es[2] = {1, 1};
+    if (enc(&e.map, e8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, (void *)pool, gdim, gstr,
+            box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, e8 ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B,
+            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
         return false;
     const int slot = g_n_maps < N_MAPS ? g_n_maps++ : (g_next_map++ % N_MAPS);
     g_maps[slot] = e;
@@ -503,8 +598,10 @@ bool wg_code() {
         bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
                   cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess &&
                   major == 9 && minor == 0 && get_encode() != NULL &&
-                  cudaFuncGetAttributes(&fa, attn_flash_wg_kernel<true>) == cudaSuccess &&
-                  cudaFuncGetAttributes(&fa, attn_flash_wg_kernel<false>) == cudaSuccess;
+                  cudaFuncGetAttributes(&fa, attn_flash_wg_kernel<true, false>) == cudaSuccess &&
+                  cudaFuncGetAttributes(&fa, attn_flash_wg_kernel<false, false>) == cudaSuccess &&
+                  cudaFuncGetAttributes(&fa, attn_flash_wg_kernel<true, true>) == cudaSuccess &&
+                  cudaFuncGetAttributes(&fa, attn_flash_wg_kernel<false, true>) == cudaSuccess;
         if (!ok) (void)cudaGetLastError(); /* a missing image is an answer, not an error */
         if (ok) __atomic_fetch_or(&ok_mask, bit, __ATOMIC_RELEASE);
         __atomic_fetch_or(&known_mask, bit, __ATOMIC_RELEASE);
@@ -512,17 +609,22 @@ bool wg_code() {
     return (__atomic_load_n(&ok_mask, __ATOMIC_ACQUIRE) & bit) != 0;
 }
 
-template <bool PACK>
+/* launches so far (the tests check that the cases this kernel fits take it) */
+unsigned long long g_launches;
+
+template <bool PACK, bool E8>
 void launch_wg(const cu_launch *L, const CUtensorMap &mk, const CUtensorMap &mv, float *out, const float *q, int T,
                const cu_kv *kv, const int32_t *seq, const int32_t *pos, int n_heads, int n_kv, float qscale,
                int prep_kind, void *prep) {
     using P = pk<PACK>;
+    constexpr int SMEM = lay<E8>::SMEM;
     static unsigned long long done;
-    cu_smem_setup(L, attn_flash_wg_kernel<PACK>, SMEM, true, &done);
+    cu_smem_setup(L, attn_flash_wg_kernel<PACK, E8>, SMEM, true, &done);
     const int n_items = (n_heads / P::HI) * ((T + P::RH - 1) / P::RH);
     const int grid = n_items < L->n_sm ? n_items : L->n_sm;
-    cu_launch_k(L, attn_flash_wg_kernel<PACK>, dim3(grid), dim3(NTH), SMEM, mk, mv, out, q, kv->table, kv->max_blocks,
-                seq, pos, T, n_heads, n_kv, qscale, n_items, prep_kind, prep);
+    cu_launch_k(L, attn_flash_wg_kernel<PACK, E8>, dim3(grid), dim3(NTH), SMEM, mk, mv, out, q, kv->table,
+                kv->max_blocks, seq, pos, T, n_heads, n_kv, qscale, n_items, prep_kind, prep);
+    __atomic_fetch_add(&g_launches, 1ull, __ATOMIC_RELAXED);
 }
 
 } // namespace
@@ -532,10 +634,12 @@ int cu_attention_flash_wg_set(int on) {
     return wg_code();
 }
 
+unsigned long long cu_attention_flash_wg_launches(void) { return __atomic_load_n(&g_launches, __ATOMIC_RELAXED); }
+
 int cu_attention_flash_wg_fits(const cu_launch *L, const cu_kv *kv, int head_dim, int n_heads, int n_kv_heads,
                                int window) {
-    return wg_switch() && kv->f16 && head_dim == HD && kv->block_size == CB && window <= 0 && n_kv_heads > 0 &&
-           n_heads % n_kv_heads == 0 && (n_heads / n_kv_heads) % 2 == 0 && kv->kv_dim % 64 == 0 &&
+    return wg_switch() && (kv->f16 || kv->fp8) && head_dim == HD && kv->block_size == CB && window <= 0 &&
+           n_kv_heads > 0 && n_heads % n_kv_heads == 0 && (n_heads / n_kv_heads) % 2 == 0 && kv->kv_dim % 64 == 0 &&
            kv->n_blocks > 0 && ((uintptr_t)kv->k | (uintptr_t)kv->v) % 16 == 0 && wg_code();
 }
 
@@ -543,12 +647,15 @@ int cu_attention_flash_wg(const cu_launch *L, float *out, const float *q, int T,
                           const int32_t *pos, int n_heads, int n_kv_heads, float qscale, int prep_kind, void *prep,
                           int *prepped) {
     CUtensorMap mk, mv;
-    if (!pool_map(kv->k, kv->n_blocks, kv->kv_dim, &mk) || !pool_map(kv->v, kv->n_blocks, kv->kv_dim, &mv)) return 0;
+    const int e8 = !kv->f16;
+    if (!pool_map(kv->k, kv->n_blocks, kv->kv_dim, e8, &mk) || !pool_map(kv->v, kv->n_blocks, kv->kv_dim, e8, &mv))
+        return 0;
     if (prep_kind != XPREP_BF16 && prep_kind != XPREP_F16) prep_kind = XPREP_NONE;
-    if ((n_heads / n_kv_heads) % 4 == 0)
-        launch_wg<true>(L, mk, mv, out, q, T, kv, seq, pos, n_heads, n_kv_heads, qscale, prep_kind, prep);
-    else
-        launch_wg<false>(L, mk, mv, out, q, T, kv, seq, pos, n_heads, n_kv_heads, qscale, prep_kind, prep);
+    const bool pack = (n_heads / n_kv_heads) % 4 == 0;
+    if (pack && e8) launch_wg<true, true>(L, mk, mv, out, q, T, kv, seq, pos, n_heads, n_kv_heads, qscale, prep_kind, prep);
+    else if (pack) launch_wg<true, false>(L, mk, mv, out, q, T, kv, seq, pos, n_heads, n_kv_heads, qscale, prep_kind, prep);
+    else if (e8) launch_wg<false, true>(L, mk, mv, out, q, T, kv, seq, pos, n_heads, n_kv_heads, qscale, prep_kind, prep);
+    else launch_wg<false, false>(L, mk, mv, out, q, T, kv, seq, pos, n_heads, n_kv_heads, qscale, prep_kind, prep);
     *prepped = prep_kind != XPREP_NONE;
     return 1;
 }

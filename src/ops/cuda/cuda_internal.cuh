@@ -642,6 +642,8 @@ void cu_rope_kv(const cu_launch *L, const cu_qkv_rows *in, float *q, float *k, f
 /* Process-wide on / off of the Hopper prefill kernel (attention_flash_wg.cu,
  * as HEARTH_ATTN_WG); returns whether it can run on the current device. */
 int cu_attention_flash_wg_set(int on);
+/* Its launches in this process so far. */
+unsigned long long cu_attention_flash_wg_launches(void);
 
 /* one_seq: the caller knows all T rows belong to one sequence; cluster: what
  * cu_attention_cluster said for the rows' context length; rows_min: from how

@@ -1114,6 +1114,8 @@ extern "C" void hearth_cuda_ctx_set_mm_qkv(hearth_cuda_ctx *c, int on) {
 
 extern "C" int hearth_cuda_attn_wg_set(int on) { return cu_attention_flash_wg_set(on); }
 
+extern "C" unsigned long long hearth_cuda_attn_wg_launches(void) { return cu_attention_flash_wg_launches(); }
+
 extern "C" void hearth_cuda_ctx_profile(hearth_cuda_ctx *c, int on) {
     flush(c, 1);
     if (on && !c->prof_ev[0]) {
