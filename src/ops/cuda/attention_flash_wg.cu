@@ -75,8 +75,9 @@ constexpr int BOX = CB * 128;       /* bytes of one tensor copy: 16 rows x 64 f1
 constexpr int RAWT = BN * HD;       /* bytes of one raw e4m3 K or V tile */
 constexpr int NCV = 96;             /* e4m3: the producer warpgroup's converting threads (warps 1-3) */
 /* Shared memory: the consumers' Q, the f16 K / V ring (ST stages), for e4m3
- * a ring of raw tiles (RS stages) before it, then the mbarriers. e4m3 keeps
- * two f16 stages so that two raw ones fit (227 KB in all). */
+ * a ring of raw tiles (RS stages) after it, then the mbarriers. e4m3 keeps
+ * two f16 stages so that two raw ones fit (225 of the 227 KiB a block may
+ * have). */
 template <bool E8> struct lay {
     static constexpr int ST = E8 ? 2 : 3, RS = E8 ? 2 : 0;
     static constexpr int L_K = NCW * QB, L_V = L_K + ST * KVB, L_RAW = L_V + ST * KVB;
@@ -647,7 +648,7 @@ int cu_attention_flash_wg(const cu_launch *L, float *out, const float *q, int T,
                           const int32_t *pos, int n_heads, int n_kv_heads, float qscale, int prep_kind, void *prep,
                           int *prepped) {
     CUtensorMap mk, mv;
-    const int e8 = !kv->f16;
+    const int e8 = kv->fp8; /* else f16 (cu_attention_flash_wg_fits) */
     if (!pool_map(kv->k, kv->n_blocks, kv->kv_dim, e8, &mk) || !pool_map(kv->v, kv->n_blocks, kv->kv_dim, e8, &mv))
         return 0;
     if (prep_kind != XPREP_BF16 && prep_kind != XPREP_F16) prep_kind = XPREP_NONE;
