@@ -33,6 +33,7 @@ typedef struct {
     const char *device;        /* NULL = cpu */
     const char *template_file; /* a chat template to use instead of the model's, or NULL */
     int threads, ctx, n_slots, max_queue; /* 0 = defaults */
+    int max_tokens;            /* rows a forward step holds, 0 = the device's default */
     const char *kv_type;       /* NULL = the device's default */
     double kv_budget_mib;      /* 0 = default */
     const struct hearth_cpl_params *flags; /* the verb's sampling defaults, or NULL */

@@ -104,6 +104,7 @@ hearth_status cli_stack_open(cli_stack **out, const cli_stack_opts *o, hearth_er
                            .threads = o->threads,
                            .ctx = o->ctx,
                            .n_slots = o->n_slots, /* 0: the session's default for the device */
+                           .max_tokens = o->max_tokens, /* 0: likewise */
                            .kv_type = o->kv_type,
                            .kv_budget_mib = o->kv_budget_mib,
                            .need_tokenizer = 1};
@@ -156,8 +157,8 @@ hearth_cpl_ctx *cli_stack_cpl(cli_stack *k) { return k->cpl; }
 
 const char *cli_stack_describe(cli_stack *k) {
     static _Thread_local char buf[128];
-    snprintf(buf, sizeof buf, "%s, context %d, KV %s x %d blocks", k->s.ops->name, k->s.ctx,
-             hearth_dtype_get(k->s.kv_type)->name, k->s.kv_blocks);
+    snprintf(buf, sizeof buf, "%s, context %d, KV %s x %d blocks, %d tokens a step", k->s.ops->name, k->s.ctx,
+             hearth_dtype_get(k->s.kv_type)->name, k->s.kv_blocks, k->s.max_tokens);
     return buf;
 }
 
@@ -176,6 +177,8 @@ static void usage(FILE *f) {
             "  --max-queue N          requests waiting for a slot before 429 (default 256)\n"
             "  --max-batch N          sequences generated at once (alias --parallel; default 4 on the CPU,\n"
             "                         256 on a GPU)\n"
+            "  --batch N              tokens a forward step holds: prompt chunks beside the decode rows\n"
+            "                         (default 512 on the CPU, 8192 on a GPU of 70+ GiB, else 2048)\n"
             "  --kv-budget MIB        KV cache size (default: every sequence at full context, capped to a\n"
             "                         quarter of free RAM on the CPU, free GPU memory less 2 GiB on a GPU)\n"
             "  --kv-type T            KV cache element type, f32, f16 or fp8 (e4m3: half the bytes of f16)\n"
@@ -237,6 +240,7 @@ int cmd_serve(int argc, char **argv) {
         INT_FLAG("--max-queue", max_queue, 1)
         INT_FLAG("--parallel", so.n_slots, 1)
         INT_FLAG("--max-batch", so.n_slots, 1)
+        INT_FLAG("--batch", so.max_tokens, 1)
         INT_FLAG("--threads", so.threads, 0)
         INT_FLAG("--max-body", max_body, 1)
         INT_FLAG("--idle-timeout", idle_s, 1)

@@ -12,7 +12,8 @@ typedef struct {
     const char *device;  /* "cpu", "cuda", "cuda:N"; NULL = cuda when present, else cpu */
     int threads;         /* CPU threads, 0 = one per core */
     int ctx;             /* context length, 0 = min(model's, 4096) */
-    int max_tokens;      /* rows per forward (prefill chunk / batch), 0 = 512 on the CPU, 2048 on a GPU */
+    int max_tokens;      /* rows per forward (prefill chunk / batch), 0 = 512 on the CPU, 8192 on a GPU of
+                          * 70+ GiB, 2048 on a smaller one */
     int n_slots;         /* sequence slots, 0 = the device's default (4 on the CPU, 256 on a GPU) */
     int need_tokenizer;  /* fail if the model has none */
     double kv_budget_mib; /* KV pool size; 0 = room for n_slots full contexts + cache headroom */

@@ -95,6 +95,28 @@ def test_multi_turn_reuses_the_cached_prefix(server):
     assert r3.choices[0].message.content == r2.choices[0].message.content
 
 
+def test_step_budget_chunks_prompts_without_changing_answers(server):
+    """--batch N: a forward step holds at most N tokens, so prompts longer
+    than N are prefilled in chunks over several steps beside the other
+    streams' decode rows; the greedy answers are the default budget's."""
+    prompts = [f"{p} Answer in the voice of a ship's captain who has sailed every sea." for p in PROMPTS[:4]]
+    c = server.client()
+    want = [chat(c, p, max_tokens=10, temperature=0).choices[0].message.content for p in prompts]
+    s = Server("--batch", 16, "--parallel", 4, "--ctx", 1024)
+    try:
+        c2 = s.client()
+        with cf.ThreadPoolExecutor(len(prompts)) as ex:
+            got = list(ex.map(lambda p: chat(c2, p, max_tokens=10, temperature=0), prompts))
+        assert [r.choices[0].message.content for r in got] == want
+        assert all(r.usage.prompt_tokens > 16 for r in got)  # every prompt took more than one step
+        st = s.stats()
+        assert 0 < find(st, "rows_a_step") <= 16
+        assert kv_idle(st)
+    finally:
+        assert s.stop() == 0, s.output()
+    assert "16 tokens a step" in s.output()  # the start-up line
+
+
 @pytest.mark.parametrize("kv_type,elem_bytes,name", [("f16", 2, "f16"), ("fp8", 1, "e4m3")])
 def test_kv_flags_size_the_pool_and_cache_serves(kv_type, elem_bytes, name):
     """--kv-type f16|fp8 / --kv-budget / --max-batch: the pool holds what the
