@@ -36,6 +36,11 @@ hearth_status hearth_model_forward(hearth_model *m, hearth_kv *kv, const int32_t
         if (pos[t] + 1 > vw.ctx_len) vw.ctx_len = pos[t] + 1;
     }
     const hearth_kv_view *view = &vw;
+    /* A window wider than every position of the step drops nothing (a query
+     * at p sees p - window + 1 .. p): pass none, so the kernels that take no
+     * window (the Hopper prefill attention) serve Mistral-style models until
+     * the context outgrows it. */
+    const int window = c->sliding_window > 0 && vw.ctx_len > c->sliding_window ? c->sliding_window : 0;
 
     /* The rows' ids, sequences and positions in one upload (on a device,
      * each upload is a copy the step waits on). */
@@ -65,7 +70,7 @@ hearth_status hearth_model_forward(hearth_model *m, hearth_kv *kv, const int32_t
         o->rope(ctx, m->q, T, nh, hd, d_pos, &m->rope);
         o->rope(ctx, m->k, T, nkv, hd, d_pos, &m->rope);
         o->kv_write(ctx, view, l, m->k, m->v, T, d_seq, d_pos);
-        o->attention(ctx, m->att, m->q, T, view, l, d_seq, d_pos, nh, nkv, hd, scale, c->sliding_window);
+        o->attention(ctx, m->att, m->q, T, view, l, d_seq, d_pos, nh, nkv, hd, scale, window);
         o->matmul(ctx, m->xb, m->att, T, &L->wo);
         o->add(ctx, m->x, m->xb, (size_t)T * dim);
         o->rmsnorm(ctx, m->xb, m->x, L->ffn_norm, T, dim, c->rms_norm_eps);
