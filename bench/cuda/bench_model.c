@@ -99,7 +99,7 @@ int main(int argc, char **argv) {
 
     double t0 = now_s();
     hearth_model *m;
-    if (hearth_model_load(&m, path, o, c, max_prefill, &err)) {
+    if (hearth_model_load(&m, path, o, c, max_prefill, 1, &err)) {
         fprintf(stderr, "bench_model: %s\n", err.msg);
         return 1;
     }

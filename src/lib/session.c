@@ -194,12 +194,13 @@ hearth_status hearth_session_open(hearth_session *s, const hearth_session_opts *
         goto fail;
     }
     if ((st = check_device_room(s, o->model_path, HEARTH_OK, err))) goto fail;
-    if ((st = hearth_model_load(&s->model, o->model_path, s->ops, s->ops_ctx, s->max_tokens, err))) {
+    /* a step asks for the logits of one row a sequence, and the KV holds n_slots of them */
+    int n_slots = o->n_slots > 0 ? o->n_slots : s->ops->host_memory ? 4 : 256, block = 16;
+    if ((st = hearth_model_load(&s->model, o->model_path, s->ops, s->ops_ctx, s->max_tokens, n_slots, err))) {
         st = check_device_room(s, o->model_path, st, err);
         goto fail;
     }
     const hearth_model_config *c = hearth_model_config_get(s->model);
-    int n_slots = o->n_slots > 0 ? o->n_slots : s->ops->host_memory ? 4 : 256, block = 16;
     s->n_slots = n_slots;
     int n_blocks = 0;
     if ((st = kv_blocks(s, o, c, n_slots, block, &n_blocks, err))) goto fail;

@@ -15,9 +15,9 @@ hearth_status hearth_model_forward(hearth_model *m, hearth_kv *kv, const int32_t
     const hearth_model_config *c = &m->cfg;
     const hearth_ops *o = m->ops;
     void *ctx = m->ops_ctx;
-    if (T <= 0 || T > m->max_tokens || n_logit_rows < 0 || n_logit_rows > T)
-        return hearth_err_set(err, HEARTH_EINVAL, "forward: %d tokens (max %d), %d logit rows", T, m->max_tokens,
-                              n_logit_rows);
+    if (T <= 0 || T > m->max_tokens || n_logit_rows < 0 || n_logit_rows > T || n_logit_rows > m->max_logit_rows)
+        return hearth_err_set(err, HEARTH_EINVAL, "forward: %d tokens (max %d), %d logit rows (max %d)", T,
+                              m->max_tokens, n_logit_rows, m->max_logit_rows);
     for (int t = 0; t < T; t++) {
         if (tokens[t] < 0 || tokens[t] >= c->vocab_size)
             return hearth_err_set(err, HEARTH_ERANGE, "token id %d out of range [0, %d)", tokens[t], c->vocab_size);

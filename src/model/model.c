@@ -319,7 +319,7 @@ static hearth_status load_rope(hearth_model *m, hearth_err *err) {
 
 static hearth_status alloc_activations(hearth_model *m, hearth_err *err) {
     const hearth_model_config *c = &m->cfg;
-    size_t T = (size_t)m->max_tokens, qd = (size_t)c->n_heads * c->head_dim,
+    size_t T = (size_t)m->max_tokens, L = (size_t)m->max_logit_rows, qd = (size_t)c->n_heads * c->head_dim,
            kvd = (size_t)c->n_kv_heads * c->head_dim, dim = (size_t)c->hidden_size;
     size_t wide = dim > qd ? dim : qd;
     struct { void **p; size_t bytes; } bufs[] = {
@@ -328,10 +328,10 @@ static hearth_status alloc_activations(hearth_model *m, hearth_err *err) {
         {(void **)&m->v, T * kvd * 4},        {(void **)&m->att, T * qd * 4},
         {(void **)&m->hb, T * (size_t)c->intermediate_size * 4},
         {(void **)&m->hb2, T * (size_t)c->intermediate_size * 4},
-        {(void **)&m->logits, T * (size_t)c->vocab_size * 4},
+        {(void **)&m->logits, L * (size_t)c->vocab_size * 4},
         {(void **)&m->d_rows, 3 * T * 4},
-        {(void **)&m->d_pick_params, T * sizeof(hearth_pick_params)},
-        {(void **)&m->d_picks, T * sizeof(hearth_pick)},
+        {(void **)&m->d_pick_params, L * sizeof(hearth_pick_params)},
+        {(void **)&m->d_picks, L * sizeof(hearth_pick)},
     };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         *bufs[i].p = owned_alloc(m, bufs[i].bytes);
@@ -369,7 +369,7 @@ hearth_status hearth_model_peek_config(const char *path, hearth_model_config *cf
 }
 
 hearth_status hearth_model_load(hearth_model **out, const char *path, const hearth_ops *ops, void *ops_ctx,
-                                int max_tokens, hearth_err *err) {
+                                int max_tokens, int max_logit_rows, hearth_err *err) {
     *out = NULL;
     hearth_model *m = calloc(1, sizeof *m);
     if (!m || !(m->path = strdup(path))) {
@@ -379,6 +379,7 @@ hearth_status hearth_model_load(hearth_model **out, const char *path, const hear
     m->ops = ops;
     m->ops_ctx = ops_ctx;
     m->max_tokens = max_tokens;
+    m->max_logit_rows = max_logit_rows > 0 && max_logit_rows < max_tokens ? max_logit_rows : max_tokens;
     hearth_status st;
     if (hearth_path_is_dir(path)) {
         if ((st = hearth_hf_config_load(&m->cfg, path, err)) != HEARTH_OK) goto fail;

@@ -30,10 +30,13 @@ typedef struct hearth_model hearth_model;
 hearth_status hearth_model_peek_config(const char *path, hearth_model_config *cfg, hearth_err *err);
 
 /* Load a model from a GGUF file or an HF model directory onto a backend.
- * max_tokens bounds the rows of one forward call (the prefill chunk / batch).
+ * max_tokens bounds the rows of one forward call (the prefill chunk / batch),
+ * max_logit_rows the rows of it that ask for logits (0 = max_tokens; an
+ * engine asks for one a sequence, so its slot count is enough: the logits
+ * take rows x vocab x 4 bytes, 4.2 GB for 8192 rows of a 128k vocabulary).
  * Errors name the file and the tensor at fault. */
 hearth_status hearth_model_load(hearth_model **out, const char *path, const hearth_ops *ops, void *ops_ctx,
-                                int max_tokens, hearth_err *err);
+                                int max_tokens, int max_logit_rows, hearth_err *err);
 void hearth_model_free(hearth_model *m);
 
 const hearth_model_config *hearth_model_config_get(const hearth_model *m);

@@ -33,7 +33,7 @@ struct hearth_model {
     int n_owned, cap_owned;
 
     /* Activations, backend memory, sized for max_tokens rows. */
-    int max_tokens;
+    int max_tokens, max_logit_rows;
     float *x;      /* [T][dim] residual stream */
     float *xb;     /* [T][max(dim, q_dim)] */
     float *q;      /* [T][q_dim] */

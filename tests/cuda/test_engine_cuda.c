@@ -71,9 +71,10 @@ TEST(cuda_engine_preemption_keeps_output) {
 TEST(cuda_model_pick_matches_host_rule) {
     rig r;
     hearth_cuda_ctx *c;
-    CHECK_MSG(cuda_rig(&r, &c, "llama3-bf16", HEARTH_DT_F16, 64, 1), "cannot open the model on CUDA");
-    int vocab = hearth_model_config_get(r.m)->vocab_size;
     enum { T = 40 };
+    /* T slots: the model keeps logits for a row a slot */
+    CHECK_MSG(cuda_rig(&r, &c, "llama3-bf16", HEARTH_DT_F16, 64, T), "cannot open the model on CUDA");
+    int vocab = hearth_model_config_get(r.m)->vocab_size;
     int32_t ids[T], seq[T], pos[T], rows[T];
     for (int i = 0; i < T; i++) ids[i] = (i * 37 + 3) % vocab, seq[i] = 0, pos[i] = i, rows[i] = i;
     CHECK_EQ(hearth_kv_reserve(r.kv, 0, T), HEARTH_OK);

@@ -2298,7 +2298,7 @@ static int engine_open(engine *e, const char *path, int cuda, int max_ctx, heart
         if (hearth_cpu_ctx_new(&c, 0, 64, cols, max_ctx, err)) return 0;
         e->ops = &hearth_cpu_ops, e->ctx = c;
     }
-    if (hearth_model_load(&e->m, path, e->ops, e->ctx, 64, err)) return 0;
+    if (hearth_model_load(&e->m, path, e->ops, e->ctx, 64, 0, err)) return 0;
     const hearth_model_config *c = hearth_model_config_get(e->m);
     if (hearth_kv_new(&e->kv, e->ops, e->ctx, c->n_layers, hearth_model_kv_dim(e->m), kvt, 16, (max_ctx + 15) / 16, 1,
                       max_ctx, err))

@@ -28,7 +28,7 @@ static int rig_open_on(rig *r, const hearth_ops *ops, void *ctx, const char *pat
     hearth_err err = {0};
     memset(r, 0, sizeof *r);
     r->ops = ops, r->ctx = ctx;
-    if (hearth_model_load(&r->m, path, ops, ctx, max_tokens, &err)) {
+    if (hearth_model_load(&r->m, path, ops, ctx, max_tokens, n_slots, &err)) { /* logits for a row a sequence, as the session */
         printf("  %s\n", err.msg);
         return 0;
     }

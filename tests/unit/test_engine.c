@@ -57,6 +57,24 @@ TEST(engine_batching_f16_kv) { batching_case(HEARTH_DT_F16); }
 /* And with an FP8 (e4m3) cache. */
 TEST(engine_batching_e4m3_kv) { batching_case(HEARTH_DT_E4M3); }
 
+/* The model keeps logits for one row a slot (hearth_model_load's
+ * max_logit_rows, what the session passes): a step asking for more is
+ * refused by name, one within it is served. */
+TEST(engine_model_logit_rows_bounded_by_slots) {
+    rig r;
+    int ok = rig_open(&r, 8, 2, 32);
+    CHECK_MSG(ok, "cannot open the tiny model");
+    int32_t ids[4] = {1, 2, 3, 4}, seq[4] = {0, 0, 1, 1}, pos[4] = {0, 1, 0, 1}, rows[3] = {1, 2, 3};
+    CHECK_EQ(hearth_kv_reserve(r.kv, 0, 2), HEARTH_OK);
+    CHECK_EQ(hearth_kv_reserve(r.kv, 1, 2), HEARTH_OK);
+    hearth_err err = {0};
+    CHECK_EQ(hearth_model_forward(r.m, r.kv, ids, seq, pos, 4, rows, 3, NULL, &err), HEARTH_EINVAL);
+    CHECK_MSG(strstr(err.msg, "3 logit rows (max 2)") != NULL, "%s", err.msg);
+    CHECK_EQ(hearth_model_forward(r.m, r.kv, ids, seq, pos, 4, rows + 1, 2, NULL, &err), HEARTH_OK);
+    for (int k = 0; k < 2; k++) hearth_kv_release_slot(r.kv, k);
+    rig_close(&r);
+}
+
 static void preemption_case(void) {
     rig r;
     /* 8 blocks of 16 positions for 8 slots: sequences of up to 63 positions
