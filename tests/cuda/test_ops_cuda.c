@@ -709,8 +709,8 @@ static void kv_drop(kvpair *p) {
  * takes (rows_kernel) are held to its f16 operands' 4e-3
  * (attention_rows_tc.cu), whatever the case asks of the f32-math kernels. */
 /* Set by the flash tests while the Hopper kernel is on: a case that it fits
- * (head_dim 128, no window, an even query group) must launch it, and no
- * other case may. */
+ * (head_dim 128, no window, an f16 cache or an even query group) must launch
+ * it, and no other case may. */
 static int g_expect_wg;
 
 static int attn_case(hearth_dtype kt, const char *what, int nh, int nkv, int hd, int window, int n_seq,
@@ -738,7 +738,7 @@ static int attn_case(hearth_dtype kt, const char *what, int nh, int nkv, int hd,
     double e = rel_err(got, want, qn, &at);
     ok = ok && check_cuda_ok();
     if (ok && g_expect_wg) {
-        const int want_wg = hd == 128 && window <= 0 && (nh / nkv) % 2 == 0;
+        const int want_wg = hd == 128 && window <= 0 && (kt == HEARTH_DT_F16 || (nh / nkv) % 2 == 0);
         const int took = hearth_cuda_attn_wg_launches() > wg0;
         if (took != want_wg) {
             test_fail(__FILE__, __LINE__, "attention %s, %s cache (heads %d/%d, hd %d, window %d): the Hopper kernel %s",
@@ -972,6 +972,8 @@ static void attention_flash(hearth_dtype kt) {
         int len1[1] = {64};
         for (int t = 0; t < 64; t++) seq[t] = 0, pos[t] = t;
         ok = ok && attn_case(kt, "flash: 64 rows from 0", 8, 2, hd, 0, 1, len1, 64, seq, pos, 4e-3);
+        /* one tile: the Hopper kernel's second warpgroup has none of an odd group's item */
+        ok = ok && attn_case(kt, "flash: 64 rows from 0, MHA", 4, 4, hd, 0, 1, len1, 64, seq, pos, 4e-3);
         int len2[1] = {237};
         for (int t = 0; t < 200; t++) seq[t] = 0, pos[t] = 37 + t;
         ok = ok && attn_case(kt, "flash: 200 rows after 37", 8, 2, hd, 0, 1, len2, 200, seq, pos, 4e-3);
@@ -986,11 +988,15 @@ static void attention_flash(hearth_dtype kt) {
             pos[t] = t < 150 ? 300 + t : t < 278 ? t - 150 : 1000 + t - 278;
         }
         ok = ok && attn_case(kt, "flash: 3 sequences", 8, 2, hd, 0, 3, len3, 340, seq, pos, 4e-3);
+        ok = ok && attn_case(kt, "flash: 3 sequences, 3 heads a kv head", 6, 2, hd, 0, 3, len3, 340, seq, pos, 4e-3);
         ok = ok && attn_case(kt, "flash: 3 sequences, window 700", 8, 2, hd, 700, 3, len3, 340, seq, pos, 4e-3);
     }
     int len4[1] = {1400};
     for (int t = 0; t < 1100; t++) seq[t] = 0, pos[t] = 300 + t;
     ok = ok && attn_case(kt, "flash: 1100 rows after 300", 32, 8, 128, 0, 1, len4, 1100, seq, pos, 4e-3);
+    /* Qwen2.5-7B's 28 / 4 heads: 7 a kv head, the tiles of an item split between the warpgroups */
+    ok = ok && attn_case(kt, "flash: 1100 rows after 300, 7 heads a kv head", 28, 4, 128, 0, 1, len4, 1100, seq, pos,
+                         4e-3);
     ok = ok && attn_case(kt, "flash: 1100 rows after 300, window 700", 32, 8, 128, 700, 1, len4, 1100, seq, pos,
                          4e-3);
     ok = ok && attn_case(kt, "flash: 1100 rows after 300", 32, 8, 64, 0, 1, len4, 1100, seq, pos, 4e-3);
@@ -999,7 +1005,8 @@ static void attention_flash(hearth_dtype kt) {
 }
 
 /* f16 and e4m3 caches at head_dim 128 take the Hopper kernel
- * (attention_flash_wg.cu) where it fits (an even query group, no window):
+ * (attention_flash_wg.cu) where it fits (no window; e4m3: an even query
+ * group):
  * every case runs with it, checked to be taken there and only there, and
  * with the flash-attention 2 kernel, both against the CPU. On an sm_90
  * device this build must be able to run it. */

@@ -3,14 +3,21 @@
  * the bulk tensor copy engine (TMA), flash-attention 3 style, head_dim 128.
  * The default prefill kernel where it fits (cu_attention_flash_wg_fits); the
  * flash-attention 2 kernel of attention_flash.cu takes every other case
- * (head_dim 64, a sliding window, odd query groups, devices without sm_90a)
- * and is kept for A/B runs (HEARTH_ATTN_WG=0).
+ * (head_dim 64, a sliding window, an odd query group over an e4m3 cache,
+ * devices without sm_90a) and is kept for A/B runs (HEARTH_ATTN_WG=0).
  *
  * Work comes in items: a 64-row tile of one sequence (the tiles the other
  * prefill kernels take: tile_uniform with bm 64; rows of mixed tiles are the
  * decode kernel's) for 2 query heads of one kv head, or, when a kv head has
  * a multiple of 4 query heads (PACK), 32 rows for 4 heads, so that each
- * K/V tile serves 4 heads. Items are numbered heaviest (latest rows) first;
+ * K/V tile serves 4 heads; when it has an odd number (SPLIT: MHA, or 7 as
+ * Qwen2.5-7B's 28 / 4) and the cache is f16, 64 rows of one head, whose
+ * tiles the two consumer warpgroups take in turn, merging their (m, l, O)
+ * at the item's end through shared memory (the Q regions and 768 bytes
+ * after the barriers): 1.2-1.4x the FA2 kernel (notes/cuda-kernels.md,
+ * session 25). Over an e4m3 cache an odd group stays with FA2: each tile
+ * widened for one head only made the widening the bound (0.9-1.0x).
+ * Items are numbered heaviest (latest rows) first;
  * a persistent grid of one block an SM takes them in snake order (block b:
  * items b, 2G - 1 - b, 2G + b, ...), which balances the decreasing costs.
  *
@@ -82,7 +89,10 @@ template <bool E8> struct lay {
     static constexpr int ST = E8 ? 2 : 3, RS = E8 ? 2 : 0;
     static constexpr int L_K = NCW * QB, L_V = L_K + ST * KVB, L_RAW = L_V + ST * KVB;
     static constexpr int L_BAR = L_RAW + RS * 2 * RAWT;
-    static constexpr int SMEM = L_BAR + (3 * ST + 3 * RS) * 8 + 1024; /* + slack to align the base to 1024 */
+    /* SPLIT items: each consumer warpgroup's row maxima, the second's row sums (64 floats each) */
+    static constexpr int L_ML = (L_BAR + (3 * ST + 3 * RS) * 8 + 15) & ~15;
+    static constexpr int SMEM = L_ML + 3 * BM * 4 + 1024; /* + slack to align the base to 1024 */
+    static_assert(SMEM <= 227 * 1024, "a block's shared memory");
 };
 
 /* byte offset of (row r, dim d < 64) in a 128-byte-swizzled [rows][64] f16 tile (1024-byte aligned) */
@@ -243,20 +253,21 @@ struct witem {
     bool skip;             /* its 64-row tile spans several sequences: the decode kernel's rows */
     const int32_t *trow;   /* the sequence's block table row */
 };
-template <bool PACK> struct pk {
-    static constexpr int RH = PACK ? 32 : BM; /* rows of the sequence an item */
-    static constexpr int HPW = BM / RH;       /* heads a warpgroup */
-    static constexpr int HI = NCW * HPW;      /* heads an item */
+template <bool PACK, bool SPLIT> struct pk {
+    static_assert(!(PACK && SPLIT), "one item form");
+    static constexpr int RH = PACK ? 32 : BM;          /* rows of the sequence an item */
+    static constexpr int HPW = BM / RH;                /* heads a warpgroup */
+    static constexpr int HI = SPLIT ? 1 : NCW * HPW;   /* heads an item */
 };
 /* Item k G + b of block b's round k (odd rounds reversed); false past the
  * last. Every warp computes it itself (loads of the rows' positions and
  * sequences, shuffles). */
-template <bool PACK>
+template <bool PACK, bool SPLIT>
 __device__ __forceinline__ bool witem_get(int k, int G, int n_items, int T, int n_heads, int n_kv,
                                           const int32_t *__restrict__ table, int max_blocks,
                                           const int32_t *__restrict__ seq, const int32_t *__restrict__ pos,
                                           witem &w) {
-    using P = pk<PACK>;
+    using P = pk<PACK, SPLIT>;
     const int b = (int)blockIdx.x, idx = k * G + ((k & 1) ? G - 1 - b : b);
     if (idx >= n_items) return false;
     const int HP = n_heads / P::HI, ntiles = (T + P::RH - 1) / P::RH;
@@ -314,7 +325,7 @@ __device__ __forceinline__ void wg_widen(uint8_t *dst, const uint8_t *src, int c
 }
 #endif
 
-template <bool PACK, bool E8>
+template <bool PACK, bool SPLIT, bool E8>
 __global__ void __launch_bounds__(NTH, 1)
     attn_flash_wg_kernel(const __grid_constant__ CUtensorMap tmK, const __grid_constant__ CUtensorMap tmV,
                          float *__restrict__ out, const float *__restrict__ q, const int32_t *__restrict__ table,
@@ -334,7 +345,7 @@ __global__ void __launch_bounds__(NTH, 1)
         for (int i = 0; i < ST; i++) {
             mbar_init(barK + 8 * i, E8 ? NCV : 1);
             mbar_init(barV + 8 * i, E8 ? NCV : 1);
-            mbar_init(barE + 8 * i, NCW * 128);
+            mbar_init(barE + 8 * i, SPLIT ? 128 : NCW * 128); /* SPLIT: one warpgroup consumes a tile */
         }
         for (int i = 0; i < RS; i++) {
             mbar_init(rawK + 8 * i, 1);
@@ -354,7 +365,7 @@ __global__ void __launch_bounds__(NTH, 1)
         const int lane = lt & 31;
         uint32_t gt = 0; /* tiles through the ring so far */
         witem w;
-        for (int k = 0; witem_get<PACK>(k, G, n_items, T, n_heads, n_kv, table, max_blocks, seq, pos, w); k++) {
+        for (int k = 0; witem_get<PACK, SPLIT>(k, G, n_items, T, n_heads, n_kv, table, max_blocks, seq, pos, w); k++) {
             if (w.skip) continue;
             const int hblk = w.hmax / CB;
             for (int it = 0; it < w.nkv; it++, gt++) {
@@ -417,7 +428,7 @@ __global__ void __launch_bounds__(NTH, 1)
     if constexpr (E8) asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n" ::: "memory");
     else asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
     const int cw = wg - 1, w4 = lt >> 5, lane = lt & 31, g = lane >> 2, c2 = 2 * (lane & 3);
-    using P = pk<PACK>;
+    using P = pk<PACK, SPLIT>;
     /* this thread's tile rows A = rA and B = rA + 8: item rows iA / iB of
      * head (the warpgroup's first) + hq */
     const int rA = 16 * w4 + g, iA = rA % P::RH, iB = iA + 8, hq = rA / P::RH;
@@ -427,9 +438,9 @@ __global__ void __launch_bounds__(NTH, 1)
     bool staged = false; /* Q of an earlier item is in Qs (its S products may still read it) */
     float o[64], s[64];
     witem w;
-    for (int k = 0; witem_get<PACK>(k, G, n_items, T, n_heads, n_kv, table, max_blocks, seq, pos, w); k++) {
+    for (int k = 0; witem_get<PACK, SPLIT>(k, G, n_items, T, n_heads, n_kv, table, max_blocks, seq, pos, w); k++) {
         if (w.skip) continue;
-        const int hw = w.h0 + cw * P::HPW, nkv = w.nkv; /* the warpgroup's first head */
+        const int hw = w.h0 + (SPLIT ? 0 : cw * P::HPW), nkv = w.nkv; /* the warpgroup's first head */
         /* Q: scaled, f16, swizzled; all of a thread's loads in flight at once */
         {
             constexpr int NQ = BM * (HD / 4) / 128;
@@ -459,6 +470,7 @@ __global__ void __launch_bounds__(NTH, 1)
         for (int i = 0; i < 64; i++) o[i] = 0.0f;
         float mA = -INFINITY, mB = -INFINITY, lA = 0.0f, lB = 0.0f;
         for (int it = 0; it < nkv; it++, gt++) {
+            if (SPLIT && (it & 1) != cw) continue; /* the other warpgroup's tile */
             const int kb = (nkv - 1 - it) * BN, st = (int)(gt % ST);
             const uint32_t ph = (gt / ST) & 1, vs = sbase + Y::L_V + st * KVB;
             mbar_wait(barK + 8 * st, ph);
@@ -490,12 +502,40 @@ __global__ void __launch_bounds__(NTH, 1)
             fence_u(p, 32);
             mbar_arrive(barE + 8 * st);
         }
-        /* row sums over the quad, normalise, store (and the o projection's copy) */
+        /* row sums over the quad (a row's maximum is the same in its quad's lanes) */
 #pragma unroll
         for (int o2 = 1; o2 <= 2; o2 <<= 1) {
             lA += __shfl_xor_sync(0xffffffffu, lA, o2);
             lB += __shfl_xor_sync(0xffffffffu, lB, o2);
         }
+        if constexpr (SPLIT) {
+            /* the two warpgroups' states of the same 64 rows (the same accumulator layout) merged into the
+             * first: both leave their maxima and rescale to the joint one, the second leaves O (in the two
+             * Q regions, [j][thread]: both warpgroups' S products are done) and its row sums */
+            float *ml = (float *)(sm + Y::L_ML), *ox = (float *)sm;
+            if ((lane & 3) == 0) ml[cw * BM + rA] = mA, ml[cw * BM + rA + 8] = mB;
+            asm volatile("bar.sync 3, 256;" ::: "memory");
+            const float xA = fmaxf(ml[rA], ml[BM + rA]), xB = fmaxf(ml[rA + 8], ml[BM + rA + 8]);
+            const float fA = f_ex2(mA - (xA == -INFINITY ? 0.0f : xA)), fB = f_ex2(mB - (xB == -INFINITY ? 0.0f : xB));
+            wg_rescale(o, fA, fB);
+            lA *= fA;
+            lB *= fB;
+            if (cw == 1) {
+#pragma unroll
+                for (int j = 0; j < 64; j++) ox[j * 128 + lt] = o[j];
+                if ((lane & 3) == 0) ml[2 * BM + rA] = lA, ml[2 * BM + rA + 8] = lB;
+            }
+            asm volatile("bar.sync 3, 256;" ::: "memory");
+            if (cw == 0) {
+#pragma unroll
+                for (int j = 0; j < 64; j++) o[j] += ox[j * 128 + lt];
+                lA += ml[2 * BM + rA];
+                lB += ml[2 * BM + rA + 8];
+            }
+            asm volatile("bar.sync 3, 256;" ::: "memory"); /* read before the next item's Q and maxima */
+            if (cw == 1) continue;
+        }
+        /* normalise, store (and the o projection's copy) */
         const float nA = lA > 0.0f ? 1.0f / lA : 0.0f, nB = lB > 0.0f ? 1.0f / lB : 0.0f;
         const size_t ea = ((size_t)(w.r0 + iA) * n_heads + hw + hq) * HD + c2;
         const size_t eb = ((size_t)(w.r0 + iB) * n_heads + hw + hq) * HD + c2;
@@ -599,10 +639,11 @@ bool wg_code() {
         bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
                   cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess &&
                   major == 9 && minor == 0 && get_encode() != NULL &&
-                  cudaFuncGetAttributes(&fa, attn_flash_wg_kernel<true, false>) == cudaSuccess &&
-                  cudaFuncGetAttributes(&fa, attn_flash_wg_kernel<false, false>) == cudaSuccess &&
-                  cudaFuncGetAttributes(&fa, attn_flash_wg_kernel<true, true>) == cudaSuccess &&
-                  cudaFuncGetAttributes(&fa, attn_flash_wg_kernel<false, true>) == cudaSuccess;
+                  cudaFuncGetAttributes(&fa, attn_flash_wg_kernel<true, false, false>) == cudaSuccess &&
+                  cudaFuncGetAttributes(&fa, attn_flash_wg_kernel<false, false, false>) == cudaSuccess &&
+                  cudaFuncGetAttributes(&fa, attn_flash_wg_kernel<false, true, false>) == cudaSuccess &&
+                  cudaFuncGetAttributes(&fa, attn_flash_wg_kernel<true, false, true>) == cudaSuccess &&
+                  cudaFuncGetAttributes(&fa, attn_flash_wg_kernel<false, false, true>) == cudaSuccess;
         if (!ok) (void)cudaGetLastError(); /* a missing image is an answer, not an error */
         if (ok) __atomic_fetch_or(&ok_mask, bit, __ATOMIC_RELEASE);
         __atomic_fetch_or(&known_mask, bit, __ATOMIC_RELEASE);
@@ -613,17 +654,17 @@ bool wg_code() {
 /* launches so far (the tests check that the cases this kernel fits take it) */
 unsigned long long g_launches;
 
-template <bool PACK, bool E8>
+template <bool PACK, bool SPLIT, bool E8>
 void launch_wg(const cu_launch *L, const CUtensorMap &mk, const CUtensorMap &mv, float *out, const float *q, int T,
                const cu_kv *kv, const int32_t *seq, const int32_t *pos, int n_heads, int n_kv, float qscale,
                int prep_kind, void *prep) {
-    using P = pk<PACK>;
+    using P = pk<PACK, SPLIT>;
     constexpr int SMEM = lay<E8>::SMEM;
     static unsigned long long done;
-    cu_smem_setup(L, attn_flash_wg_kernel<PACK, E8>, SMEM, true, &done);
+    cu_smem_setup(L, attn_flash_wg_kernel<PACK, SPLIT, E8>, SMEM, true, &done);
     const int n_items = (n_heads / P::HI) * ((T + P::RH - 1) / P::RH);
     const int grid = n_items < L->n_sm ? n_items : L->n_sm;
-    cu_launch_k(L, attn_flash_wg_kernel<PACK, E8>, dim3(grid), dim3(NTH), SMEM, mk, mv, out, q, kv->table,
+    cu_launch_k(L, attn_flash_wg_kernel<PACK, SPLIT, E8>, dim3(grid), dim3(NTH), SMEM, mk, mv, out, q, kv->table,
                 kv->max_blocks, seq, pos, T, n_heads, n_kv, qscale, n_items, prep_kind, prep);
     __atomic_fetch_add(&g_launches, 1ull, __ATOMIC_RELAXED);
 }
@@ -640,7 +681,8 @@ unsigned long long cu_attention_flash_wg_launches(void) { return __atomic_load_n
 int cu_attention_flash_wg_fits(const cu_launch *L, const cu_kv *kv, int head_dim, int n_heads, int n_kv_heads,
                                int window) {
     return wg_switch() && (kv->f16 || kv->fp8) && head_dim == HD && kv->block_size == CB && window <= 0 &&
-           n_kv_heads > 0 && n_heads % n_kv_heads == 0 && (n_heads / n_kv_heads) % 2 == 0 && kv->kv_dim % 64 == 0 &&
+           n_kv_heads > 0 && n_heads % n_kv_heads == 0 && (kv->f16 || (n_heads / n_kv_heads) % 2 == 0) &&
+           kv->kv_dim % 64 == 0 &&
            kv->n_blocks > 0 && ((uintptr_t)kv->k | (uintptr_t)kv->v) % 16 == 0 && wg_code();
 }
 
@@ -652,11 +694,13 @@ int cu_attention_flash_wg(const cu_launch *L, float *out, const float *q, int T,
     if (!pool_map(kv->k, kv->n_blocks, kv->kv_dim, e8, &mk) || !pool_map(kv->v, kv->n_blocks, kv->kv_dim, e8, &mv))
         return 0;
     if (prep_kind != XPREP_BF16 && prep_kind != XPREP_F16) prep_kind = XPREP_NONE;
-    const bool pack = (n_heads / n_kv_heads) % 4 == 0;
-    if (pack && e8) launch_wg<true, true>(L, mk, mv, out, q, T, kv, seq, pos, n_heads, n_kv_heads, qscale, prep_kind, prep);
-    else if (pack) launch_wg<true, false>(L, mk, mv, out, q, T, kv, seq, pos, n_heads, n_kv_heads, qscale, prep_kind, prep);
-    else if (e8) launch_wg<false, true>(L, mk, mv, out, q, T, kv, seq, pos, n_heads, n_kv_heads, qscale, prep_kind, prep);
-    else launch_wg<false, false>(L, mk, mv, out, q, T, kv, seq, pos, n_heads, n_kv_heads, qscale, prep_kind, prep);
+    const int G = n_heads / n_kv_heads;
+#define WG_LAUNCH(PACK, SPLIT, E8) \
+    launch_wg<PACK, SPLIT, E8>(L, mk, mv, out, q, T, kv, seq, pos, n_heads, n_kv_heads, qscale, prep_kind, prep)
+    if (G % 4 == 0) e8 ? WG_LAUNCH(true, false, true) : WG_LAUNCH(true, false, false);
+    else if (G % 2 == 0) e8 ? WG_LAUNCH(false, false, true) : WG_LAUNCH(false, false, false);
+    else WG_LAUNCH(false, true, false); /* f16 only (cu_attention_flash_wg_fits) */
+#undef WG_LAUNCH
     *prepped = prep_kind != XPREP_NONE;
     return 1;
 }
