@@ -709,8 +709,8 @@ static void kv_drop(kvpair *p) {
  * takes (rows_kernel) are held to its f16 operands' 4e-3
  * (attention_rows_tc.cu), whatever the case asks of the f32-math kernels. */
 /* Set by the flash tests while the Hopper kernel is on: a case that it fits
- * (head_dim 128, no window, an f16 cache or an even query group) must launch
- * it, and no other case may. */
+ * (no window; an f16 cache at head_dim 64 or 128, or an e4m3 one at 128 with
+ * an even query group) must launch it, and no other case may. */
 static int g_expect_wg;
 
 static int attn_case(hearth_dtype kt, const char *what, int nh, int nkv, int hd, int window, int n_seq,
@@ -738,7 +738,8 @@ static int attn_case(hearth_dtype kt, const char *what, int nh, int nkv, int hd,
     double e = rel_err(got, want, qn, &at);
     ok = ok && check_cuda_ok();
     if (ok && g_expect_wg) {
-        const int want_wg = hd == 128 && window <= 0 && (kt == HEARTH_DT_F16 || (nh / nkv) % 2 == 0);
+        const int want_wg = window <= 0 && (kt == HEARTH_DT_F16 ? hd == 64 || hd == 128
+                                                               : hd == 128 && (nh / nkv) % 2 == 0);
         const int took = hearth_cuda_attn_wg_launches() > wg0;
         if (took != want_wg) {
             test_fail(__FILE__, __LINE__, "attention %s, %s cache (heads %d/%d, hd %d, window %d): the Hopper kernel %s",
@@ -994,6 +995,8 @@ static void attention_flash(hearth_dtype kt) {
     int len4[1] = {1400};
     for (int t = 0; t < 1100; t++) seq[t] = 0, pos[t] = 300 + t;
     ok = ok && attn_case(kt, "flash: 1100 rows after 300", 32, 8, 128, 0, 1, len4, 1100, seq, pos, 4e-3);
+    /* Llama-3.2-1B's 32 / 8 heads at head_dim 64 */
+    ok = ok && attn_case(kt, "flash: 1100 rows after 300, head_dim 64", 32, 8, 64, 0, 1, len4, 1100, seq, pos, 4e-3);
     /* Qwen2.5-7B's 28 / 4 heads: 7 a kv head, the tiles of an item split between the warpgroups */
     ok = ok && attn_case(kt, "flash: 1100 rows after 300, 7 heads a kv head", 28, 4, 128, 0, 1, len4, 1100, seq, pos,
                          4e-3);
@@ -1004,9 +1007,9 @@ static void attention_flash(hearth_dtype kt) {
     hearth_cuda_ctx_free(big);
 }
 
-/* f16 and e4m3 caches at head_dim 128 take the Hopper kernel
- * (attention_flash_wg.cu) where it fits (no window; e4m3: an even query
- * group):
+/* f16 caches at head_dim 64 / 128 and e4m3 ones at 128 take the Hopper
+ * kernel (attention_flash_wg.cu) where it fits (no window; e4m3: an even
+ * query group):
  * every case runs with it, checked to be taken there and only there, and
  * with the flash-attention 2 kernel, both against the CPU. On an sm_90
  * device this build must be able to run it. */

@@ -311,17 +311,18 @@ int cu_attention_flash(const cu_launch *L, float *out, const float *q, int T, co
                        int prep_kind, void *prep);
 
 /* attention_flash_wg.cu: the Hopper (sm_90a, wgmma + tensor copies) kernel for
- * f16 and e4m3 caches of 16-position blocks, head_dim 128, no window and an even
- * number of query heads per kv head, on a device this process has its code
- * for (cu_attention_flash_wg_fits; HEARTH_ATTN_WG=0: never). The same tiles
+ * caches of 16-position blocks without a window: f16 at head_dim 64 or 128,
+ * e4m3 at head_dim 128 with an even number of query heads per kv head, on a
+ * device this process has its code for (cu_attention_flash_wg_fits;
+ * HEARTH_ATTN_WG=0: never). The same tiles
  * and contract as cu_attention_flash. Returns 0 when it could not run (no
  * tensor map for the cache: the caller runs cu_attention_flash); *prepped:
  * whether it wrote the bf16 / f16 copy. */
 int cu_attention_flash_wg_fits(const cu_launch *L, const cu_kv *kv, int head_dim, int n_heads, int n_kv_heads,
                                int window);
 int cu_attention_flash_wg(const cu_launch *L, float *out, const float *q, int T, const cu_kv *kv, const int32_t *seq,
-                          const int32_t *pos, int n_heads, int n_kv_heads, float qscale, int prep_kind, void *prep,
-                          int *prepped);
+                          const int32_t *pos, int n_heads, int n_kv_heads, int head_dim, float qscale, int prep_kind,
+                          void *prep, int *prepped);
 
 /* Flash-decoding over tiles of positions for batches of rows (attention_rows.cu):
  * the same grid, split rule (at least minpos positions a split), partial

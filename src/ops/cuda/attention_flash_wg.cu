@@ -1,10 +1,12 @@
 /* attention_flash_wg.cu - causal prefill attention over an f16 or e4m3
  * paged KV cache on Hopper's own path (sm_90a): warpgroup MMA (wgmma) fed by
- * the bulk tensor copy engine (TMA), flash-attention 3 style, head_dim 128.
- * The default prefill kernel where it fits (cu_attention_flash_wg_fits); the
- * flash-attention 2 kernel of attention_flash.cu takes every other case
- * (head_dim 64, a sliding window, an odd query group over an e4m3 cache,
- * devices without sm_90a) and is kept for A/B runs (HEARTH_ATTN_WG=0).
+ * the bulk tensor copy engine (TMA), flash-attention 3 style, head_dim 128
+ * (f16 and e4m3 caches) or 64 (f16: the template's D, one 64-dim half where
+ * 128 has two, four stages; v50). The default prefill kernel where it fits
+ * (cu_attention_flash_wg_fits); the flash-attention 2 kernel of
+ * attention_flash.cu takes every other case (other head dims, a sliding
+ * window, e4m3 at head_dim 64 or with an odd query group, devices without
+ * sm_90a) and is kept for A/B runs (HEARTH_ATTN_WG=0).
  *
  * Work comes in items: a 64-row tile of one sequence (the tiles the other
  * prefill kernels take: tile_uniform with bm 64; rows of mixed tiles are the
@@ -68,15 +70,18 @@
 
 namespace {
 
-constexpr int HD = 128;             /* head dim */
+constexpr int HD = 128;             /* head dim of e4m3 caches (f16: 128 or 64, the template's D) */
 constexpr int BM = 64;              /* rows per consumer warpgroup */
 constexpr int BN = 128;             /* positions per K/V tile */
 constexpr int NCW = 2;              /* consumer warpgroups */
 constexpr int NTH = 128 * (NCW + 1);
-constexpr int QB = BM * HD * 2;     /* bytes of one warpgroup's staged Q: two 64-dim halves of BM x 128 bytes */
 constexpr int QSUB = BM * 128;      /* bytes of one 64-dim half of Q */
 constexpr int SUB = BN * 128;       /* bytes of one 64-dim half of a K or V tile */
-constexpr int KVB = 2 * SUB;        /* bytes of one K or V tile */
+/* head dim D: its 64-dim halves, the bytes of a warpgroup's staged Q and of a K or V tile */
+template <int D> struct dim_of {
+    static_assert(D == 64 || D == 128, "head dims 64 and 128");
+    static constexpr int NH = D / 64, QB = NH * QSUB, KVB = NH * SUB;
+};
 constexpr int CB = 16;              /* cache block size (positions) the copies are shaped for */
 constexpr int BOX = CB * 128;       /* bytes of one tensor copy: 16 rows x 64 f16 dims, or 16 rows x 128 e4m3 */
 constexpr int RAWT = BN * HD;       /* bytes of one raw e4m3 K or V tile */
@@ -84,10 +89,12 @@ constexpr int NCV = 96;             /* e4m3: the producer warpgroup's converting
 /* Shared memory: the consumers' Q, the f16 K / V ring (ST stages), for e4m3
  * a ring of raw tiles (RS stages) after it, then the mbarriers. e4m3 keeps
  * two f16 stages so that two raw ones fit (225 of the 227 KiB a block may
- * have). */
-template <bool E8> struct lay {
-    static constexpr int ST = E8 ? 2 : 3, RS = E8 ? 2 : 0;
-    static constexpr int L_K = NCW * QB, L_V = L_K + ST * KVB, L_RAW = L_V + ST * KVB;
+ * have); head_dim 64 takes four (its tiles are half the bytes). */
+template <bool E8, int D> struct lay {
+    static_assert(!E8 || D == HD, "e4m3 caches at head_dim 128");
+    static constexpr int ST = E8 ? 2 : D == 64 ? 4 : 3, RS = E8 ? 2 : 0;
+    static constexpr int KVB = dim_of<D>::KVB;
+    static constexpr int L_K = NCW * dim_of<D>::QB, L_V = L_K + ST * KVB, L_RAW = L_V + ST * KVB;
     static constexpr int L_BAR = L_RAW + RS * 2 * RAWT;
     /* SPLIT items: each consumer warpgroup's row maxima, the second's row sums (64 floats each) */
     static constexpr int L_ML = (L_BAR + (3 * ST + 3 * RS) * 8 + 15) & ~15;
@@ -162,14 +169,23 @@ __device__ __forceinline__ void wgmma_rs_t(float *d, const uint32_t *a, uint64_t
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
 }
 
-/* S = Q K^T for one 64-row warpgroup: 8 k-steps over the head dim; Q at qa
- * ([64][64] swizzled halves, two), K at ka ([BN][64] swizzled halves, two).
- * Issued and committed as one group; the caller waits. */
-__device__ __forceinline__ void wg_qk(float *s, uint32_t qa, uint32_t ka) {
+/* the same for head_dim 64: d[32] (+)= A (registers) B (descriptor: 16 x 64, MN-major) */
+__device__ __forceinline__ void wgmma_rs_t64(float *d, const uint32_t *a, uint64_t db, int scale_d) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
+}
+
+/* S = Q K^T for one 64-row warpgroup: D / 16 k-steps over the head dim; Q
+ * at qa ([64][64] swizzled halves, D / 64), K at ka ([BN][64] swizzled
+ * halves, D / 64). Issued and committed as one group; the caller waits. */
+template <int D> __device__ __forceinline__ void wg_qk(float *s, uint32_t qa, uint32_t ka) {
     fence_f(s, 64);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < HD / 16; kk++) {
+    for (int kk = 0; kk < D / 16; kk++) {
         const uint32_t qo = (kk >> 2) * QSUB + (kk & 3) * 32, ko = (kk >> 2) * SUB + (kk & 3) * 32;
         wgmma_ss(s, gdesc(qa + qo, 1, 64), gdesc(ka + ko, 1, 64), kk > 0);
     }
@@ -178,12 +194,15 @@ __device__ __forceinline__ void wg_qk(float *s, uint32_t qa, uint32_t ka) {
 
 /* O += P V: 8 k-steps over the tile's positions; P in registers (p[4 kp ..]:
  * the A fragment of positions 16 kp .. 16 kp + 15), V at va ([BN][64]
- * swizzled halves, two: the MN-major B operand; LBO = the distance between
- * the two 64-dim halves, SBO = 8 rows). One commit group. */
-__device__ __forceinline__ void wg_pv(float *o, uint32_t *p, uint32_t va) {
+ * swizzled halves, D / 64: the MN-major B operand; LBO = the distance
+ * between the two 64-dim halves, SBO = 8 rows). One commit group. */
+template <int D> __device__ __forceinline__ void wg_pv(float *o, uint32_t *p, uint32_t va) {
     wgmma_fence(); /* the caller fences o and p (before any wgmma of this stage is issued) */
 #pragma unroll
-    for (int kp = 0; kp < BN / 16; kp++) wgmma_rs_t(o, p + 4 * kp, gdesc(va + kp * 16 * 128, SUB >> 4, 64), 1);
+    for (int kp = 0; kp < BN / 16; kp++) {
+        if constexpr (D == 128) wgmma_rs_t(o, p + 4 * kp, gdesc(va + kp * 16 * 128, SUB >> 4, 64), 1);
+        else wgmma_rs_t64(o, p + 4 * kp, gdesc(va + kp * 16 * 128, SUB >> 4, 64), 1);
+    }
     wgmma_commit();
 }
 
@@ -236,9 +255,9 @@ __device__ __forceinline__ void wg_softmax(const float *s, uint32_t *p, float &m
     lB = lB * cB + sB;
 }
 
-__device__ __forceinline__ void wg_rescale(float *o, float cA, float cB) {
+template <int D> __device__ __forceinline__ void wg_rescale(float *o, float cA, float cB) {
 #pragma unroll
-    for (int j = 0; j < HD / 8; j++) {
+    for (int j = 0; j < D / 8; j++) {
         o[4 * j] *= cA;
         o[4 * j + 1] *= cA;
         o[4 * j + 2] *= cB;
@@ -325,15 +344,15 @@ __device__ __forceinline__ void wg_widen(uint8_t *dst, const uint8_t *src, int c
 }
 #endif
 
-template <bool PACK, bool SPLIT, bool E8>
+template <int D, bool PACK, bool SPLIT, bool E8>
 __global__ void __launch_bounds__(NTH, 1)
     attn_flash_wg_kernel(const __grid_constant__ CUtensorMap tmK, const __grid_constant__ CUtensorMap tmV,
                          float *__restrict__ out, const float *__restrict__ q, const int32_t *__restrict__ table,
                          int max_blocks, const int32_t *__restrict__ seq, const int32_t *__restrict__ pos, int T,
                          int n_heads, int n_kv, float qscale, int n_items, int prep_kind, void *__restrict__ prep) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    using Y = lay<E8>;
-    constexpr int ST = Y::ST, RS = Y::RS;
+    using Y = lay<E8, D>;
+    constexpr int ST = Y::ST, RS = Y::RS, KVB = Y::KVB, NH = dim_of<D>::NH, QB = dim_of<D>::QB;
     extern __shared__ uint8_t smraw[];
     const uint32_t raw = smem_u32(smraw), sbase = (raw + 1023) & ~1023u;
     uint8_t *const sm = smraw + (sbase - raw);
@@ -371,20 +390,20 @@ __global__ void __launch_bounds__(NTH, 1)
             for (int it = 0; it < w.nkv; it++, gt++) {
                 const int n = w.nkv - 1 - it;
                 if constexpr (!E8) {
-                    /* 16 lanes: cache block b = lane / 2's half hf = lane % 2 of K and of V */
-                    const int b = lane >> 1, hf = lane & 1, st = (int)(gt % ST);
+                    /* 8 NH lanes: cache block b = lane / NH's half hf = lane % NH of K and of V */
+                    const int b = lane / NH, hf = lane % NH, st = (int)(gt % ST);
                     const uint32_t ph = (gt / ST) & 1, off = hf * SUB + b * BOX;
                     int blk = 0;
                     /* blocks past the item's last position repeat its block (their rows are masked / zeroed) */
-                    if (lane < 2 * (BN / CB)) blk = __ldg(w.trow + min(n * (BN / CB) + b, hblk));
+                    if (lane < NH * (BN / CB)) blk = __ldg(w.trow + min(n * (BN / CB) + b, hblk));
                     mbar_wait(barE + 8 * st, ph ^ 1);
                     if (lane == 0) {
                         mbar_expect_tx(barK + 8 * st, KVB);
                         mbar_expect_tx(barV + 8 * st, KVB);
                     }
                     __syncwarp();
-                    if (lane < 2 * (BN / CB)) {
-                        const int c0 = w.kvh * HD + hf * 64;
+                    if (lane < NH * (BN / CB)) {
+                        const int c0 = w.kvh * D + hf * 64;
                         tma_load2(sbase + Y::L_K + st * KVB + off, &tmK, barK + 8 * st, c0, blk * CB);
                         tma_load2(sbase + Y::L_V + st * KVB + off, &tmV, barV + 8 * st, c0, blk * CB);
                     }
@@ -436,26 +455,27 @@ __global__ void __launch_bounds__(NTH, 1)
     const uint32_t qa = sbase + cw * QB;
     uint32_t gt = 0;
     bool staged = false; /* Q of an earlier item is in Qs (its S products may still read it) */
-    float o[64], s[64];
+    constexpr int NO = D / 2; /* O floats a thread */
+    float o[NO], s[64];
     witem w;
     for (int k = 0; witem_get<PACK, SPLIT>(k, G, n_items, T, n_heads, n_kv, table, max_blocks, seq, pos, w); k++) {
         if (w.skip) continue;
         const int hw = w.h0 + (SPLIT ? 0 : cw * P::HPW), nkv = w.nkv; /* the warpgroup's first head */
         /* Q: scaled, f16, swizzled; all of a thread's loads in flight at once */
         {
-            constexpr int NQ = BM * (HD / 4) / 128;
+            constexpr int NQ = BM * (D / 4) / 128;
             float4 v[NQ];
 #pragma unroll
             for (int i = 0; i < NQ; i++) {
-                const int f = lt + 128 * i, r = f / (HD / 4), d = (f % (HD / 4)) * 4, ri = r % P::RH;
+                const int f = lt + 128 * i, r = f / (D / 4), d = (f % (D / 4)) * 4, ri = r % P::RH;
                 v[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
                 if (ri < w.nrows)
-                    v[i] = __ldg((const float4 *)(q + ((size_t)(w.r0 + ri) * n_heads + hw + r / P::RH) * HD + d));
+                    v[i] = __ldg((const float4 *)(q + ((size_t)(w.r0 + ri) * n_heads + hw + r / P::RH) * D + d));
             }
             if (staged) asm volatile("bar.sync %0, 128;" ::"r"(1 + cw) : "memory");
 #pragma unroll
             for (int i = 0; i < NQ; i++) {
-                const int f = lt + 128 * i, r = f / (HD / 4), d = (f % (HD / 4)) * 4;
+                const int f = lt + 128 * i, r = f / (D / 4), d = (f % (D / 4)) * 4;
                 uint2 hv;
                 hv.x = pack_h2(v[i].x * qscale, v[i].y * qscale);
                 hv.y = pack_h2(v[i].z * qscale, v[i].w * qscale);
@@ -467,38 +487,38 @@ __global__ void __launch_bounds__(NTH, 1)
         }
         const int hiA = iA < w.nrows ? pos[w.r0 + iA] : -1, hiB = iB < w.nrows ? pos[w.r0 + iB] : -1;
 #pragma unroll
-        for (int i = 0; i < 64; i++) o[i] = 0.0f;
+        for (int i = 0; i < NO; i++) o[i] = 0.0f;
         float mA = -INFINITY, mB = -INFINITY, lA = 0.0f, lB = 0.0f;
         for (int it = 0; it < nkv; it++, gt++) {
             if (SPLIT && (it & 1) != cw) continue; /* the other warpgroup's tile */
             const int kb = (nkv - 1 - it) * BN, st = (int)(gt % ST);
             const uint32_t ph = (gt / ST) & 1, vs = sbase + Y::L_V + st * KVB;
             mbar_wait(barK + 8 * st, ph);
-            wg_qk(s, qa, sbase + Y::L_K + st * KVB);
+            wg_qk<D>(s, qa, sbase + Y::L_K + st * KVB);
             wgmma_wait<0>();
             fence_f(s, 64);
             if (kb + BN - 1 > w.hmin) wg_mask(s, kb + c2, hiA, hiB);
             uint32_t p[32];
             float cA, cB;
             wg_softmax(s, p, mA, mB, lA, lB, cA, cB);
-            if (__any_sync(0xffffffffu, cA != 1.0f || cB != 1.0f)) wg_rescale(o, cA, cB);
+            if (__any_sync(0xffffffffu, cA != 1.0f || cB != 1.0f)) wg_rescale<D>(o, cA, cB);
             mbar_wait(barV + 8 * st, ph);
             if (!E8 && it == 0 && w.hmax < kb + BN - 1) {
                 /* V rows past the item's last position: zero (both warpgroups write the same zeros; e4m3:
                  * the widening wrote zeros there) */
-                const int z0 = w.hmax - kb + 1, nz = (BN - z0) * 16;
+                const int z0 = w.hmax - kb + 1, nz = (BN - z0) * (D / 8); /* 16-byte chunks */
                 for (int c = lt; c < nz; c += 128) {
-                    const int r = z0 + c / 16, hf = (c / 8) & 1, ch = c & 7;
+                    const int r = z0 + c / (D / 8), hf = (c / 8) % NH, ch = c & 7;
                     *(uint4 *)(sm + (vs - sbase) + hf * SUB + r * 128 + ch * 16) = make_uint4(0, 0, 0, 0);
                 }
                 fence_proxy_async();
                 asm volatile("bar.sync %0, 128;" ::"r"(1 + cw) : "memory");
             }
-            fence_f(o, 64);
+            fence_f(o, NO);
             fence_u(p, 32);
-            wg_pv(o, p, vs);
+            wg_pv<D>(o, p, vs);
             wgmma_wait<0>();
-            fence_f(o, 64);
+            fence_f(o, NO);
             fence_u(p, 32);
             mbar_arrive(barE + 8 * st);
         }
@@ -517,18 +537,18 @@ __global__ void __launch_bounds__(NTH, 1)
             asm volatile("bar.sync 3, 256;" ::: "memory");
             const float xA = fmaxf(ml[rA], ml[BM + rA]), xB = fmaxf(ml[rA + 8], ml[BM + rA + 8]);
             const float fA = f_ex2(mA - (xA == -INFINITY ? 0.0f : xA)), fB = f_ex2(mB - (xB == -INFINITY ? 0.0f : xB));
-            wg_rescale(o, fA, fB);
+            wg_rescale<D>(o, fA, fB);
             lA *= fA;
             lB *= fB;
             if (cw == 1) {
 #pragma unroll
-                for (int j = 0; j < 64; j++) ox[j * 128 + lt] = o[j];
+                for (int j = 0; j < NO; j++) ox[j * 128 + lt] = o[j];
                 if ((lane & 3) == 0) ml[2 * BM + rA] = lA, ml[2 * BM + rA + 8] = lB;
             }
             asm volatile("bar.sync 3, 256;" ::: "memory");
             if (cw == 0) {
 #pragma unroll
-                for (int j = 0; j < 64; j++) o[j] += ox[j * 128 + lt];
+                for (int j = 0; j < NO; j++) o[j] += ox[j * 128 + lt];
                 lA += ml[2 * BM + rA];
                 lB += ml[2 * BM + rA + 8];
             }
@@ -537,10 +557,10 @@ __global__ void __launch_bounds__(NTH, 1)
         }
         /* normalise, store (and the o projection's copy) */
         const float nA = lA > 0.0f ? 1.0f / lA : 0.0f, nB = lB > 0.0f ? 1.0f / lB : 0.0f;
-        const size_t ea = ((size_t)(w.r0 + iA) * n_heads + hw + hq) * HD + c2;
-        const size_t eb = ((size_t)(w.r0 + iB) * n_heads + hw + hq) * HD + c2;
+        const size_t ea = ((size_t)(w.r0 + iA) * n_heads + hw + hq) * D + c2;
+        const size_t eb = ((size_t)(w.r0 + iB) * n_heads + hw + hq) * D + c2;
 #pragma unroll
-        for (int j = 0; j < HD / 8; j++) {
+        for (int j = 0; j < D / 8; j++) {
             if (iA < w.nrows) flash_store(out, prep_kind, prep, ea + 8 * j, make_float2(o[4 * j] * nA, o[4 * j + 1] * nA));
             if (iB < w.nrows)
                 flash_store(out, prep_kind, prep, eb + 8 * j, make_float2(o[4 * j + 2] * nB, o[4 * j + 3] * nB));
@@ -639,11 +659,14 @@ bool wg_code() {
         bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
                   cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess &&
                   major == 9 && minor == 0 && get_encode() != NULL &&
-                  cudaFuncGetAttributes(&fa, attn_flash_wg_kernel<true, false, false>) == cudaSuccess &&
-                  cudaFuncGetAttributes(&fa, attn_flash_wg_kernel<false, false, false>) == cudaSuccess &&
-                  cudaFuncGetAttributes(&fa, attn_flash_wg_kernel<false, true, false>) == cudaSuccess &&
-                  cudaFuncGetAttributes(&fa, attn_flash_wg_kernel<true, false, true>) == cudaSuccess &&
-                  cudaFuncGetAttributes(&fa, attn_flash_wg_kernel<false, false, true>) == cudaSuccess;
+                  cudaFuncGetAttributes(&fa, attn_flash_wg_kernel<128, true, false, false>) == cudaSuccess &&
+                  cudaFuncGetAttributes(&fa, attn_flash_wg_kernel<128, false, false, false>) == cudaSuccess &&
+                  cudaFuncGetAttributes(&fa, attn_flash_wg_kernel<128, false, true, false>) == cudaSuccess &&
+                  cudaFuncGetAttributes(&fa, attn_flash_wg_kernel<128, true, false, true>) == cudaSuccess &&
+                  cudaFuncGetAttributes(&fa, attn_flash_wg_kernel<128, false, false, true>) == cudaSuccess &&
+                  cudaFuncGetAttributes(&fa, attn_flash_wg_kernel<64, true, false, false>) == cudaSuccess &&
+                  cudaFuncGetAttributes(&fa, attn_flash_wg_kernel<64, false, false, false>) == cudaSuccess &&
+                  cudaFuncGetAttributes(&fa, attn_flash_wg_kernel<64, false, true, false>) == cudaSuccess;
         if (!ok) (void)cudaGetLastError(); /* a missing image is an answer, not an error */
         if (ok) __atomic_fetch_or(&ok_mask, bit, __ATOMIC_RELEASE);
         __atomic_fetch_or(&known_mask, bit, __ATOMIC_RELEASE);
@@ -654,17 +677,17 @@ bool wg_code() {
 /* launches so far (the tests check that the cases this kernel fits take it) */
 unsigned long long g_launches;
 
-template <bool PACK, bool SPLIT, bool E8>
+template <int D, bool PACK, bool SPLIT, bool E8>
 void launch_wg(const cu_launch *L, const CUtensorMap &mk, const CUtensorMap &mv, float *out, const float *q, int T,
                const cu_kv *kv, const int32_t *seq, const int32_t *pos, int n_heads, int n_kv, float qscale,
                int prep_kind, void *prep) {
     using P = pk<PACK, SPLIT>;
-    constexpr int SMEM = lay<E8>::SMEM;
+    constexpr int SMEM = lay<E8, D>::SMEM;
     static unsigned long long done;
-    cu_smem_setup(L, attn_flash_wg_kernel<PACK, SPLIT, E8>, SMEM, true, &done);
+    cu_smem_setup(L, attn_flash_wg_kernel<D, PACK, SPLIT, E8>, SMEM, true, &done);
     const int n_items = (n_heads / P::HI) * ((T + P::RH - 1) / P::RH);
     const int grid = n_items < L->n_sm ? n_items : L->n_sm;
-    cu_launch_k(L, attn_flash_wg_kernel<PACK, SPLIT, E8>, dim3(grid), dim3(NTH), SMEM, mk, mv, out, q, kv->table,
+    cu_launch_k(L, attn_flash_wg_kernel<D, PACK, SPLIT, E8>, dim3(grid), dim3(NTH), SMEM, mk, mv, out, q, kv->table,
                 kv->max_blocks, seq, pos, T, n_heads, n_kv, qscale, n_items, prep_kind, prep);
     __atomic_fetch_add(&g_launches, 1ull, __ATOMIC_RELAXED);
 }
@@ -680,26 +703,36 @@ unsigned long long cu_attention_flash_wg_launches(void) { return __atomic_load_n
 
 int cu_attention_flash_wg_fits(const cu_launch *L, const cu_kv *kv, int head_dim, int n_heads, int n_kv_heads,
                                int window) {
-    return wg_switch() && (kv->f16 || kv->fp8) && head_dim == HD && kv->block_size == CB && window <= 0 &&
+    return wg_switch() && ((kv->f16 && (head_dim == 128 || head_dim == 64)) || (kv->fp8 && head_dim == HD)) &&
+           kv->block_size == CB && window <= 0 &&
            n_kv_heads > 0 && n_heads % n_kv_heads == 0 && (kv->f16 || (n_heads / n_kv_heads) % 2 == 0) &&
            kv->kv_dim % 64 == 0 &&
            kv->n_blocks > 0 && ((uintptr_t)kv->k | (uintptr_t)kv->v) % 16 == 0 && wg_code();
 }
 
 int cu_attention_flash_wg(const cu_launch *L, float *out, const float *q, int T, const cu_kv *kv, const int32_t *seq,
-                          const int32_t *pos, int n_heads, int n_kv_heads, float qscale, int prep_kind, void *prep,
-                          int *prepped) {
+                          const int32_t *pos, int n_heads, int n_kv_heads, int head_dim, float qscale, int prep_kind,
+                          void *prep, int *prepped) {
     CUtensorMap mk, mv;
     const int e8 = kv->fp8; /* else f16 (cu_attention_flash_wg_fits) */
     if (!pool_map(kv->k, kv->n_blocks, kv->kv_dim, e8, &mk) || !pool_map(kv->v, kv->n_blocks, kv->kv_dim, e8, &mv))
         return 0;
     if (prep_kind != XPREP_BF16 && prep_kind != XPREP_F16) prep_kind = XPREP_NONE;
     const int G = n_heads / n_kv_heads;
-#define WG_LAUNCH(PACK, SPLIT, E8) \
-    launch_wg<PACK, SPLIT, E8>(L, mk, mv, out, q, T, kv, seq, pos, n_heads, n_kv_heads, qscale, prep_kind, prep)
-    if (G % 4 == 0) e8 ? WG_LAUNCH(true, false, true) : WG_LAUNCH(true, false, false);
-    else if (G % 2 == 0) e8 ? WG_LAUNCH(false, false, true) : WG_LAUNCH(false, false, false);
-    else WG_LAUNCH(false, true, false); /* f16 only (cu_attention_flash_wg_fits) */
+#define WG_LAUNCH(D, PACK, SPLIT, E8) \
+    launch_wg<D, PACK, SPLIT, E8>(L, mk, mv, out, q, T, kv, seq, pos, n_heads, n_kv_heads, qscale, prep_kind, prep)
+    /* e4m3: head_dim 128 and an even group; head_dim 64: f16 (cu_attention_flash_wg_fits) */
+    if (head_dim == 64) {
+        if (G % 4 == 0) WG_LAUNCH(64, true, false, false);
+        else if (G % 2 == 0) WG_LAUNCH(64, false, false, false);
+        else WG_LAUNCH(64, false, true, false);
+    } else if (G % 4 == 0) {
+        e8 ? WG_LAUNCH(128, true, false, true) : WG_LAUNCH(128, true, false, false);
+    } else if (G % 2 == 0) {
+        e8 ? WG_LAUNCH(128, false, false, true) : WG_LAUNCH(128, false, false, false);
+    } else {
+        WG_LAUNCH(128, false, true, false);
+    }
 #undef WG_LAUNCH
     *prepped = prep_kind != XPREP_NONE;
     return 1;
