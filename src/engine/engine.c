@@ -523,6 +523,13 @@ static void warm_up(hearth_engine *e) {
 hearth_status hearth_engine_new(hearth_engine **out, hearth_model *m, hearth_kv *kv, const hearth_engine_opts *o,
                                 hearth_err *err) {
     *out = NULL;
+    /* every running sequence's decode row must fit in one step (as vLLM asks max_num_batched_tokens >=
+     * max_num_seqs): a smaller step would starve the slots planned last */
+    if (o->n_slots > hearth_model_max_tokens(m))
+        return hearth_err_set(err, HEARTH_EINVAL,
+                              "engine: %d sequences at once need steps of at least %d tokens, and a step holds %d "
+                              "(raise --batch or lower --max-batch)",
+                              o->n_slots, o->n_slots, hearth_model_max_tokens(m));
     hearth_engine *e = calloc(1, sizeof *e);
     if (!e) return hearth_err_set(err, HEARTH_ENOMEM, "engine: out of memory");
     e->m = m;

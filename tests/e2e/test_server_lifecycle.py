@@ -276,6 +276,11 @@ def test_serve_start_errors():
     assert r.returncode == 2
     r = run_hearth("serve", "--bogus")
     assert r.returncode == 2 and "--bogus" in r.stderr
+    # a step must hold a decode row of every sequence
+    r = run_hearth("serve", DEFAULT_MODEL, "--port", "0", "--batch", 3, "--max-batch", 4)
+    assert r.returncode == 1 and "4 sequences at once need steps of at least 4 tokens, and a step holds 3" in r.stderr
+    r = run_hearth("bench", DEFAULT_MODEL, "--parallel", 8, "--batch", 4, "--prompt", 8, "--gen", 2)
+    assert r.returncode != 0 and "raise --batch or lower --max-batch" in r.stderr
 
 
 def test_chat_verb_keeps_history_and_resets():
