@@ -65,6 +65,7 @@ struct hearth_engine {
     hearth_seq *wait_head, *wait_tail;
     int n_waiting;
     hearth_seq **running; /* [n_slots], NULL = free slot */
+    struct admitted { double t; int slot; } *order; /* [n_slots] plan's scratch: running slots, first admitted first */
     int32_t *b_tokens, *b_seq, *b_pos, *b_rows; /* [max_tokens] */
     hearth_seq **row_seq;                        /* [max_tokens] owner of each logit row */
     hearth_sampler **row_smp;                    /* [max_tokens] */
@@ -306,17 +307,27 @@ static void admit(hearth_engine *e) {
     }
 }
 
-/* Plan the batch: decode rows first (latency), then prefill chunks, within
- * the token budget, reserving KV for each; a sequence that cannot get blocks
- * preempts the newest running one (possibly itself) before any row is
- * written, so no row ever targets released blocks. */
+static int admitted_first(const void *a, const void *b) {
+    const struct admitted *x = a, *y = b;
+    return x->t < y->t ? -1 : x->t > y->t ? 1 : x->slot - y->slot;
+}
+
+/* Plan the batch: decode rows first (latency; the budget holds one for each
+ * slot), then prefill chunks in admission order (first come, first served:
+ * a later request in a lower slot never takes the budget from an earlier
+ * one), within the token budget, reserving KV for each; a sequence that
+ * cannot get blocks preempts the newest running one (possibly itself)
+ * before any row is written, so no row ever targets released blocks. */
 static int plan(hearth_engine *e) {
-    int n = 0;
+    int n = 0, n_run = 0;
     for (int i = 0; i < e->o.n_slots; i++)
-        if (e->running[i]) e->running[i]->plan = 0;
+        if (e->running[i]) e->running[i]->plan = 0, e->order[n_run++] = (struct admitted){e->running[i]->t_admit, i};
+    /* t_admit is kept across preemption, so a preempted sequence keeps its place */
+    qsort(e->order, (size_t)n_run, sizeof *e->order, admitted_first);
     for (int pass = 0; pass < 2; pass++) {
-        for (int i = 0; i < e->o.n_slots && n < e->max_tokens; i++) {
-            hearth_seq *s = e->running[i];
+        for (int i = 0; i < n_run && n < e->max_tokens; i++) {
+            /* by slot: a sequence preempted or finished earlier in this plan has left it */
+            hearth_seq *s = e->running[e->order[i].slot];
             if (!s) continue;
             int todo = s->n_tokens - s->n_computed, is_decode = todo == 1;
             if (todo <= 0 || is_decode != (pass == 0)) continue;
@@ -556,6 +567,7 @@ hearth_status hearth_engine_new(hearth_engine **out, hearth_model *m, hearth_kv 
     e->ctx = hearth_kv_max_ctx(kv);
     size_t T = (size_t)e->max_tokens;
     e->running = calloc((size_t)e->o.n_slots, sizeof *e->running);
+    e->order = calloc((size_t)e->o.n_slots, sizeof *e->order);
     e->b_tokens = malloc(T * 4);
     e->b_seq = malloc(T * 4);
     e->b_pos = malloc(T * 4);
@@ -568,7 +580,7 @@ hearth_status hearth_engine_new(hearth_engine **out, hearth_model *m, hearth_kv 
     e->pend_seq = malloc(T * sizeof *e->pend_seq);
     e->pend_ev = malloc(T * sizeof *e->pend_ev);
     e->pend_fin = malloc(T * sizeof *e->pend_fin);
-    if (!e->running || !e->b_tokens || !e->b_seq || !e->b_pos || !e->b_rows || !e->row_seq || !e->row_smp ||
+    if (!e->running || !e->order || !e->b_tokens || !e->b_seq || !e->b_pos || !e->b_rows || !e->row_seq || !e->row_smp ||
         !e->row_lp || !e->row_id || !e->row_lps || !e->pend_seq || !e->pend_ev || !e->pend_fin) {
         hearth_engine_free(e);
         return hearth_err_set(err, HEARTH_ENOMEM, "engine: out of memory for step buffers");
@@ -610,6 +622,7 @@ void hearth_engine_free(hearth_engine *e) {
         pthread_cond_destroy(&e->cv);
     }
     free(e->running);
+    free(e->order);
     free(e->b_tokens);
     free(e->b_seq);
     free(e->b_pos);

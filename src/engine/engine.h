@@ -4,7 +4,9 @@
  * One engine per model. Each step it admits waiting requests into free
  * sequence slots (FIFO: no starvation), runs the decode rows of running
  * sequences and chunked prefill of new ones in one forward call within a
- * token budget, samples each row with its own sampler, and retires finished
+ * token budget (at least one row a slot; prompts in admission order, so a
+ * later request never takes the budget from an earlier one's prompt),
+ * samples each row with its own sampler, and retires finished
  * or cancelled sequences (their KV blocks go back at once). A lone request
  * takes the same path: B=1 is not a separate engine. When KV blocks run out
  * the newest running sequence is preempted (its blocks freed, recomputed

@@ -5,6 +5,7 @@
 #include "testhelp.h"
 
 #include "engine_rig.h"
+#include "core/clock.h"
 #include "ops/cpu/ops_cpu.h"
 
 #define N_REQ 12
@@ -91,6 +92,76 @@ static void preemption_case(void) {
 }
 
 TEST(engine_preemption_keeps_output) { preemption_case(); }
+
+static hearth_seq *submit_ids(hearth_engine *e, int n, int mul, int add, int max_new, int vocab) {
+    hearth_gen_request q = {0};
+    q.prompt = malloc(sizeof(int32_t) * (size_t)n);
+    for (int i = 0; i < n; i++) q.prompt[i] = (i * mul + add) % vocab;
+    q.n_prompt = n;
+    q.max_new = max_new;
+    hearth_sampling_default(&q.sampling);
+    q.sampling.temperature = 0;
+    hearth_seq *s = NULL;
+    hearth_err err = {0};
+    if (hearth_engine_submit(e, &q, &s, &err) != HEARTH_OK) {
+        free(q.prompt);
+        printf("  submit: %s\n", err.msg);
+    }
+    return s;
+}
+
+/* Wait (up to 5 s) until n sequences run. */
+static int wait_running(hearth_engine *e, int n) {
+    for (int i = 0; i < 50000; i++) {
+        hearth_engine_stats st;
+        hearth_engine_stats_get(e, &st);
+        if (st.running == n && st.waiting == 0) return 1;
+        usleep(100);
+    }
+    return 0;
+}
+
+/* Prompts are prefilled first come, first served: B, admitted after A into
+ * the lower slot that P left, waits for A's prompt rather than taking the
+ * step budget from it (planned in slot order, B's 40 tokens went first and
+ * A's 250 waited). */
+TEST(engine_prefill_first_come_first_served) {
+    rig r;
+    int ok = rig_open(&r, 64, 2, 4); /* a step of 4 tokens: A's prompt takes 60+ steps */
+    CHECK_MSG(ok, "cannot open the tiny model");
+    hearth_engine *e;
+    hearth_engine_opts o = {.n_slots = 2, .max_waiting = 8, .queue_cap = 256};
+    hearth_err err = {0};
+    CHECK_EQ(hearth_engine_new(&e, r.m, r.kv, &o, &err), HEARTH_OK);
+    const int vocab = hearth_model_config_get(r.m)->vocab_size;
+    hearth_token_event ev;
+    hearth_seq *p = submit_ids(e, 2, 1, 1, 200, vocab);
+    CHECK_MSG(p && hearth_seq_next(p, &ev, -1) == 1, "P did not start"); /* P runs in slot 0 */
+    const double ta = hearth_time_now();
+    hearth_seq *a = submit_ids(e, 250, 7, 3, 1, vocab);
+    CHECK_MSG(a && wait_running(e, 2), "A was not admitted"); /* A prefills in slot 1 */
+    hearth_seq_cancel(p);
+    CHECK_MSG(wait_running(e, 1), "P did not leave"); /* slot 0 is free again */
+    const double tb = hearth_time_now();
+    hearth_seq *b = submit_ids(e, 40, 11, 5, 1, vocab); /* B takes slot 0 */
+    CHECK_MSG(b, "submit failed");
+    double first[2];
+    hearth_seq *ab[2] = {a, b};
+    const double t_sub[2] = {ta, tb};
+    for (int k = 0; k < 2; k++) {
+        while (hearth_seq_next(ab[k], &ev, -1) == 1) {}
+        hearth_seq_summary sum;
+        hearth_seq_summary_get(ab[k], &sum);
+        CHECK_EQ(sum.finish, HEARTH_FINISH_LENGTH);
+        first[k] = t_sub[k] + sum.queue_s + sum.prefill_s;
+        hearth_seq_release(ab[k]);
+    }
+    hearth_seq_release(p);
+    CHECK_MSG(first[0] < first[1], "A's first token at %.4f s, B's at %.4f s: B took the budget", first[0] - ta,
+              first[1] - ta);
+    hearth_engine_free(e);
+    rig_close(&r);
+}
 
 static void rejects_and_cancels_case(void) {
     rig r;
