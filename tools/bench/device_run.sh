@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# device_run.sh - the standard measurements and tests, run ON the GPU machine
+# from the repository root, from the binaries pack_device.sh packed. Every
+# step has a timeout (a hung kernel must not eat the session's device time)
+# and prints a "## HH:MM:SS what" header, so a log reads as notes/runs/*.log.
+#
+# Here:   make -j2 all build/test_cuda build/bench/cuda/bench_model build/bench/cuda/bench_attn
+#         tools/bench/pack_device.sh                  # .dev/bin.tar.xz (~12 MB)
+# There (the device tool, carry [".dev"]):
+#         bash tools/bench/device_run.sh SUITE...
+#
+# Suites:
+#   tests       the whole test_cuda (~4 min); the two default-model tests need
+#               models/SmolLM2-135M-Instruct.Q4_1.gguf, which is 98 MB: carry it
+#               in parts over consecutive calls (tools/bench/split_model.sh says how)
+#   flash       test_cuda cuda_attention_flash (both cache types, ~20 s)
+#   attn        bench_attn, the prefill cases, f16 and e4m3 caches
+#   issue7      bench_model on the 8B shape in BF16, Q8_0 and Q4_0 (+ Q6_K head):
+#               decode at batch 1 after 512 tokens, prefill 512 / 2048 (~3 min)
+#   issue6      hearth bench at saturation: 512 streams x 1000 / 1000, e4m3 KV (~1 min)
+#   streams     hearth bench at 1, 8, 64 and 256 streams, 128/128 and 1000/1000 (~3 min)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+export HEARTH_ROOT=$PWD
+B=/tmp/b
+mkdir -p $B && tar -C $B -xJf .dev/bin.tar.xz || { echo "device_run: no .dev/bin.tar.xz (pack_device.sh)"; exit 1; }
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,memory.total --format=csv,noheader
+
+hdr() { echo "## $(date +%T) $*"; }
+# a random-weight Llama-3.1-8B-shaped GGUF of type $1 at /tmp/l8b-$1.gguf (~15 s each)
+model() {
+    local f=/tmp/l8b-$1.gguf
+    [ -s "$f" ] || timeout 120 python3 tools/bench/make_llama_gguf.py "$f" --type "$1" \
+        $([ "$1" = q4_0 ] && echo --output-type q6_K) >/dev/null 2>&1
+    echo "$f"
+}
+
+for suite in "$@"; do
+    case $suite in
+    tests)
+        [ -s models/SmolLM2-135M-Instruct.Q4_1.gguf ] || tools/bench/split_model.sh join
+        hdr "test_cuda (ok lines left out)"
+        timeout 400 $B/test_cuda 2>&1 | grep -vE "^ok |^  layer |^  cuda (mistral|llama|qwen)" | tail -40 ;;
+    flash)
+        hdr "test_cuda cuda_attention_flash"
+        timeout 150 $B/test_cuda cuda_attention_flash 2>&1 | tail -8 ;;
+    attn)
+        for kv in f16 fp8; do
+            hdr "bench_attn --kv $kv"
+            timeout 90 $B/bench_attn --kv $kv --T 2048,512@1536,4096,1100@300 --reps 21 \
+                --variants flash,flash-fa2 2>&1
+        done ;;
+    issue7)
+        for t in bf16 q8_0 q4_0; do
+            m=$(model $t)
+            hdr "bench_model $m --prompt 512 --gen 128 --prefill 512,2048 --reps 3"
+            timeout 150 $B/bench_model "$m" --prompt 512 --gen 128 --prefill 512,2048 --reps 3 2>&1 |
+                grep -E "^(model|copy|prefill|decode|roofline)"
+        done ;;
+    issue6)
+        m=$(model bf16)
+        hdr "hearth bench --parallel 512 --prompt 1000 --gen 1000 --kv-type fp8"
+        timeout 180 $B/hearth bench "$m" --device cuda --prompt 1000 --gen 1000 --parallel 512 --kv-type fp8 2>&1 |
+            grep -E "^engine" ;;
+    streams)
+        m=$(model bf16)
+        for pg in "128 128" "1000 1000"; do
+            read -r P G <<<"$pg"
+            for n in 1 8 64 256; do
+                hdr "hearth bench --parallel $n --prompt $P --gen $G"
+                timeout 120 $B/hearth bench "$m" --device cuda --prompt "$P" --gen "$G" --parallel "$n" 2>&1 |
+                    grep -E "^engine \|" | head -2
+            done
+        done ;;
+    *) echo "device_run: unknown suite '$suite' (tests flash attn issue7 issue6 streams)" ;;
+    esac
+done
+hdr done
