@@ -33,14 +33,17 @@
  *     reused after its "empty" mbarrier (all consumer threads) completes.
  *     e4m3 caches (E8): lanes 0-7 copy each cache block's 16 rows x 128
  *     codes as stored (2 KB) into a 2-deep ring of raw tiles, and warps 1-3
- *     (setmaxnreg 48) widen each raw K, then V, tile exactly to f16 into the
+ *     (setmaxnreg 48) widen each raw K tile exactly to f16 into the
  *     swizzled layout of the f16 ring (2 stages here, for room), zeros for
  *     positions past the item's last, then fence the async proxy and arrive
- *     on the stage's K / V mbarriers; the consumers are the f16 kernel's
+ *     on the stage's K mbarrier; the consumers widen V the same way while
+ *     their S = Q K^T runs (their issue slots are idle in the wgmma wait),
+ *     each of their 8 warps 4 row groups, and arrive on the V mbarrier
  *     (setmaxnreg 224 here: a block's warps can only take registers its
  *     producer gave back, 120 x 128 >= 56 x 256; 48 / 232 would hang).
- *     The widening costs ~25% (bench_attn, 2048 rows: 112 us, 85 us with
- *     it skipped; the f16 kernel 94 us); notes/cuda-kernels.md, session 24.
+ *     With the converters widening both, the widening cost ~25% (bench_attn,
+ *     2048 rows: 112 us, 85 us with it skipped; the f16 kernel 94 us); with
+ *     V widened by the consumers 104.6 us (v51, notes/cuda-kernels.md).
  *   warpgroups 1 and 2, the consumers (setmaxnreg 240): 64 tile rows each
  *     (one head, or 32 rows of each of two heads with PACK). Q is scaled,
  *     rounded to f16 and stored in the canonical 128-byte-swizzled K-major
@@ -323,11 +326,14 @@ __device__ __forceinline__ bool witem_get(int k, int G, int n_items, int T, int 
  * load, two 16-byte stores); the converting warps take the 32 row groups in
  * turn. Lanes 0-3 of a row store their even 8-dim chunk first and lanes 4-7
  * (the other 64-dim half) their odd one, so that each quarter-warp's stores
- * fall in 8 distinct 16-byte bank groups. cw: the converting warp (0-2). */
+ * fall in 8 distinct 16-byte bank groups. NW warps share the tile, cw the
+ * calling one (the producer's 3 converting warps widen K, the consumers' 8
+ * warps V). */
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+template <int NW>
 __device__ __forceinline__ void wg_widen(uint8_t *dst, const uint8_t *src, int cw, int lane, int kb, int hmax) {
     const int k16 = lane & 7, hf = k16 >> 2, c0 = (k16 & 3) * 2 + hf, c1 = c0 ^ 1;
-    constexpr int NG = BN / 4, NW = NCV / 32;
+    constexpr int NG = BN / 4;
 #pragma unroll 4
     for (int i = 0; i < (NG + NW - 1) / NW; i++) {
         const int g = cw + NW * i;
@@ -363,13 +369,13 @@ __global__ void __launch_bounds__(NTH, 1)
     if (tid == 0) {
         for (int i = 0; i < ST; i++) {
             mbar_init(barK + 8 * i, E8 ? NCV : 1);
-            mbar_init(barV + 8 * i, E8 ? NCV : 1);
+            mbar_init(barV + 8 * i, E8 ? NCW * 128 : 1); /* e4m3: the consumers widen V */
             mbar_init(barE + 8 * i, SPLIT ? 128 : NCW * 128); /* SPLIT: one warpgroup consumes a tile */
         }
         for (int i = 0; i < RS; i++) {
             mbar_init(rawK + 8 * i, 1);
             mbar_init(rawV + 8 * i, 1);
-            mbar_init(rawE + 8 * i, NCV);
+            mbar_init(rawE + 8 * i, NCV + NCW * 128);
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
@@ -424,19 +430,15 @@ __global__ void __launch_bounds__(NTH, 1)
                         tma_load2(dst + RAWT, &tmV, rawV + 8 * rs, w.kvh * HD, blk * CB);
                     }
                 } else {
-                    /* warps 1-3: raw stage -> f16 stage, K then V */
+                    /* warps 1-3: the raw K -> the f16 stage (the consumers widen V while their S runs) */
                     const int rs = (int)(gt % RS), st = (int)(gt % ST), cw = (lt >> 5) - 1, kb = n * BN;
                     const uint32_t rph = (gt / RS) & 1, ph = (gt / ST) & 1;
                     const uint8_t *src = sm + Y::L_RAW + rs * 2 * RAWT;
                     mbar_wait(barE + 8 * st, ph ^ 1);
                     mbar_wait(rawK + 8 * rs, rph);
-                    wg_widen(sm + Y::L_K + st * KVB, src, cw, lane, kb, w.hmax);
+                    wg_widen<NCV / 32>(sm + Y::L_K + st * KVB, src, cw, lane, kb, w.hmax);
                     fence_proxy_async();
                     mbar_arrive(barK + 8 * st);
-                    mbar_wait(rawV + 8 * rs, rph);
-                    wg_widen(sm + Y::L_V + st * KVB, src + RAWT, cw, lane, kb, w.hmax);
-                    fence_proxy_async();
-                    mbar_arrive(barV + 8 * st);
                     mbar_arrive(rawE + 8 * rs);
                 }
             }
@@ -495,6 +497,17 @@ __global__ void __launch_bounds__(NTH, 1)
             const uint32_t ph = (gt / ST) & 1, vs = sbase + Y::L_V + st * KVB;
             mbar_wait(barK + 8 * st, ph);
             wg_qk<D>(s, qa, sbase + Y::L_K + st * KVB);
+            if constexpr (E8) {
+                /* the raw V -> the f16 stage while S runs: 8 consumer warps, 4 row groups each (the stage
+                 * is free: its K came after the converters saw both warpgroups leave it) */
+                const int rs = (int)(gt % RS);
+                mbar_wait(rawV + 8 * rs, (gt / RS) & 1);
+                wg_widen<NCW * 4>(sm + Y::L_V + st * KVB, sm + Y::L_RAW + rs * 2 * RAWT + RAWT, cw * 4 + w4, lane, kb,
+                                  w.hmax);
+                fence_proxy_async();
+                mbar_arrive(barV + 8 * st);
+                mbar_arrive(rawE + 8 * rs);
+            }
             wgmma_wait<0>();
             fence_f(s, 64);
             if (kb + BN - 1 > w.hmin) wg_mask(s, kb + c2, hiA, hiB);
