@@ -7,16 +7,22 @@
  *   lt best   the fastest of cublasLt's heuristic candidates (--algos of
  *             them), each timed, and that candidate's rank in the list;
  *   pair      two matrices of one shape that read the same x (k and v,
- *             gate and up) as one strided-batched GEMM of two.
+ *             gate and up) as one strided-batched GEMM of two;
+ *   bf16 out  the default call writing bf16 instead of f32 (what a model
+ *             keeping its activations in bf16 would pay).
  * (cublasGemmGroupedBatchedEx, tried for q, k and v as three groups, answers
  * CUBLAS_STATUS_NOT_SUPPORTED for bf16 in, f32 out on cuBLAS 13.)
  *
- *   bench_gemm [--rows 512,2048] [--reps 20] [--algos 16] [--copies 8]
+ *   bench_gemm [--rows 512,2048] [--reps 20] [--algos 16] [--copies 8] [--random]
  *
  * Each timing is the median over --reps of the mean time of --copies
  * launches, each on its own copy of the weights (so that, as in a forward,
  * the weights come from DRAM rather than from the L2 the previous launch
- * filled). TFLOP/s count 2 x rows x N x K. A measurement, never a test. */
+ * filled). TFLOP/s count 2 x rows x N x K. The matrices hold one constant
+ * unless --random fills them with random bf16 values (weights ~U(-0.03,
+ * 0.03), x ~U(-1, 1)), as a model's are: a sustained GEMM on the H200 runs
+ * into the 700 W cap, and random bits draw more power than a constant
+ * (notes/batching.md, session 26). A measurement, never a test. */
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -105,6 +111,28 @@ static void run_default(bench *b, const void *p, int copy) {
                     b->x, CUDA_R_16BF, g->k, &zero, b->y, CUDA_R_32F, g->n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
+static void run_bf16_out(bench *b, const void *p, int copy) {
+    const gemm_ctx *g = p;
+    const float one = 1.0f, zero = 0.0f;
+    CB(cublasGemmEx(b->blas, CUBLAS_OP_T, CUBLAS_OP_N, g->n, g->rows, g->k, &one, b->w[copy], CUDA_R_16BF, g->k,
+                    b->x, CUDA_R_16BF, g->k, &zero, b->y, CUDA_R_16BF, g->n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+/* n bf16 values uniform in (-a, a), from a fixed seed */
+static uint16_t *random_bf16(size_t n, float a, uint64_t seed) {
+    uint16_t *h = malloc(n * 2);
+    if (!h) exit(1);
+    uint64_t x = seed;
+    for (size_t i = 0; i < n; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        float f = a * ((float)(x >> 40) / (float)(1u << 24) * 2.0f - 1.0f);
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        h[i] = (uint16_t)(u >> 16);
+    }
+    return h;
+}
+
 /* two products of one shape, weights n x k apart, outputs rows x n apart */
 static void run_pair(bench *b, const void *p, int copy) {
     const gemm_ctx *g = p;
@@ -175,15 +203,16 @@ static int parse_list(const char *s, int *out, int max) {
 }
 
 int main(int argc, char **argv) {
-    int rows[MAX_ROWS] = {512, 2048}, n_rows = 2, n_algos = 16;
+    int rows[MAX_ROWS] = {512, 2048}, n_rows = 2, n_algos = 16, random = 0;
     bench b = {.reps = 20, .copies = 8, .ws_bytes = 64u << 20};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--rows") && i + 1 < argc) n_rows = parse_list(argv[++i], rows, MAX_ROWS);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) b.reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--algos") && i + 1 < argc) n_algos = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--copies") && i + 1 < argc) b.copies = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--random")) random = 1;
         else {
-            fprintf(stderr, "usage: bench_gemm [--rows 512,2048] [--reps 20] [--algos 16] [--copies 8]\n");
+            fprintf(stderr, "usage: bench_gemm [--rows 512,2048] [--reps 20] [--algos 16] [--copies 8] [--random]\n");
             return 2;
         }
     }
@@ -203,6 +232,14 @@ int main(int argc, char **argv) {
     }
     CK(cudaMalloc((void **)&b.x, (size_t)max_rows * 14336 * 2));
     CK(cudaMemset(b.x, 0x3c, (size_t)max_rows * 14336 * 2));
+    if (random) {
+        uint16_t *h = random_bf16(w_elems, 0.03f, 1);
+        for (int c = 0; c < b.copies; c++) CK(cudaMemcpy(b.w[c], h, w_elems * 2, cudaMemcpyHostToDevice));
+        free(h);
+        h = random_bf16((size_t)max_rows * 14336, 1.0f, 2);
+        CK(cudaMemcpy(b.x, h, (size_t)max_rows * 14336 * 2, cudaMemcpyHostToDevice));
+        free(h);
+    }
     CK(cudaMalloc((void **)&b.y, (size_t)2 * max_rows * 28672 * 4));
     CK(cudaMalloc(&b.ws, b.ws_bytes));
     CK(cudaStreamCreate(&b.st));
@@ -215,8 +252,9 @@ int main(int argc, char **argv) {
 
     for (int ri = 0; ri < n_rows; ri++) {
         int R = rows[ri];
-        printf("== %d rows (us, TFLOP/s; %d copies of the weights, median of %d)\n", R, b.copies, b.reps);
-        printf("%-14s %14s %14s %6s %14s\n", "matrix", "default", "lt best", "rank", "pair (2x)");
+        printf("== %d rows (us, TFLOP/s; %d copies of the weights, median of %d; %s values)\n", R, b.copies, b.reps,
+               random ? "random" : "constant");
+        printf("%-14s %14s %14s %6s %14s %14s\n", "matrix", "default", "lt best", "rank", "pair (2x)", "bf16 out");
         float sum_def = 0, sum_best = 0;
         for (int s = 0; s < N_SHAPES; s++) {
             gemm_ctx g = {R, SHAPES[s].n, SHAPES[s].k};
@@ -230,8 +268,9 @@ int main(int argc, char **argv) {
                 tp = time_us(&b, run_pair, &g);
                 snprintf(pair, sizeof pair, "%7.1f %5.0f", tp, 2 * flop / tp * 1e-6);
             }
-            printf("%-14s %7.1f %5.0f %7.1f %5.0f %3d/%-2d %14s\n", SHAPES[s].name, td, flop / td * 1e-6, tl,
-                   flop / tl * 1e-6, rank, found, pair);
+            float th = time_us(&b, run_bf16_out, &g);
+            printf("%-14s %7.1f %5.0f %7.1f %5.0f %3d/%-2d %14s %7.1f %5.0f\n", SHAPES[s].name, td, flop / td * 1e-6,
+                   tl, flop / tl * 1e-6, rank, found, pair, th, flop / th * 1e-6);
             if (s < N_LAYER) sum_def += td, sum_best += tl < td ? tl : td;
         }
         printf("layer (q,k,v,o,gate,up,down): default %.1f us, best of each %.1f us\n", sum_def, sum_best);

@@ -1,5 +1,8 @@
-/* bench_engine.c - `hearth bench --parallel N`: N concurrent streams through
- * the continuous-batching engine; aggregate output tok/s and TTFT p50/p99. */
+/* bench_engine.c - `hearth bench --parallel N [--requests M]`: N concurrent
+ * streams through the continuous-batching engine (M requests in all, the
+ * next ones always waiting for a slot, as trtllm-bench's and vLLM's
+ * offline throughput runs queue theirs); aggregate output tok/s and TTFT
+ * p50/p99 (from each request's submission). */
 #include "cli/bench_engine.h"
 
 #include "core/clock.h"
@@ -13,7 +16,7 @@
 typedef struct {
     hearth_seq *seq;
     double t_submit, t_first, t_end;
-    int n_out;
+    int n_out, done;
 } stream;
 
 static void *reader(void *arg) {
@@ -31,58 +34,99 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-int cli_bench_engine(hearth_session *s, int n_par, int n_prompt, int n_gen, hearth_err *err) {
-    const hearth_model_config *cfg = hearth_model_config_get(s->model);
+/* The run: n_req requests, each a client thread's turn (a client submits
+ * its next request when its last one ends), so that with more requests than
+ * slots the engine always has the next ones waiting. */
+typedef struct {
     hearth_engine *e;
-    hearth_engine_opts o = {.n_slots = n_par, .max_waiting = n_par + 1, .queue_cap = n_gen + 1, .warmup = 1};
-    if (hearth_engine_new(&e, s->model, s->kv, &o, err) != HEARTH_OK) return 1;
-    stream *st = calloc((size_t)n_par, sizeof *st);
-    pthread_t *th = calloc((size_t)n_par, sizeof *th);
-    double *ttft = calloc((size_t)n_par, sizeof *ttft);
-    int rc = 0, n_started = 0;
-    double t0 = hearth_time_now();
-    for (int i = 0; st && th && ttft && i < n_par; i++) {
+    const hearth_model_config *cfg;
+    int n_req, n_prompt, n_gen;
+    stream *st;
+    pthread_mutex_t mu;
+    int next, failed; /* the next request to submit; a submit failed */
+    hearth_err err;
+} run;
+
+static void *client(void *arg) {
+    run *r = arg;
+    for (;;) {
+        pthread_mutex_lock(&r->mu);
+        int i = r->failed ? r->n_req : r->next++;
+        pthread_mutex_unlock(&r->mu);
+        if (i >= r->n_req) return NULL;
         hearth_gen_request q = {0};
-        q.prompt = malloc(sizeof(int32_t) * (size_t)n_prompt);
-        if (!q.prompt) break;
+        q.prompt = malloc(sizeof(int32_t) * (size_t)r->n_prompt);
+        hearth_err err = {0};
+        if (!q.prompt) hearth_err_set(&err, HEARTH_ENOMEM, "out of memory");
         uint64_t x = 12345 + 7919 * (uint64_t)i; /* distinct prompts: no prefix-cache hits */
-        for (int k = 0; k < n_prompt; k++) {
+        for (int k = 0; q.prompt && k < r->n_prompt; k++) {
             x = x * 6364136223846793005ull + 1442695040888963407ull;
-            q.prompt[k] = (int32_t)((x >> 33) % (uint64_t)cfg->vocab_size);
+            q.prompt[k] = (int32_t)((x >> 33) % (uint64_t)r->cfg->vocab_size);
         }
-        q.n_prompt = n_prompt;
-        q.max_new = n_gen;
+        q.n_prompt = r->n_prompt;
+        q.max_new = r->n_gen;
         hearth_sampling_default(&q.sampling);
         q.sampling.temperature = 0;
-        st[i].t_submit = hearth_time_now();
-        if (hearth_engine_submit(e, &q, &st[i].seq, err) != HEARTH_OK) {
+        stream *st = &r->st[i];
+        st->t_submit = hearth_time_now();
+        if (!q.prompt || hearth_engine_submit(r->e, &q, &st->seq, &err) != HEARTH_OK) {
             free(q.prompt);
-            rc = 1;
-            break;
+            pthread_mutex_lock(&r->mu);
+            if (!r->failed) r->err = err;
+            r->failed = 1;
+            pthread_mutex_unlock(&r->mu);
+            return NULL;
         }
-        pthread_create(&th[i], NULL, reader, &st[i]);
-        n_started++;
+        reader(st);
+        hearth_seq_release(st->seq); /* its token queue goes now, not at the end of the run */
+        st->seq = NULL;
+        st->done = 1;
     }
+}
+
+int cli_bench_engine(hearth_session *s, int n_par, int n_req, int n_prompt, int n_gen, hearth_err *err) {
+    if (n_req < n_par) n_req = n_par;
+    /* at most 2 x n_par in flight: n_par running, as many waiting for a slot */
+    const int n_clients = n_req < 2 * n_par ? n_req : 2 * n_par;
+    hearth_engine *e;
+    hearth_engine_opts o = {.n_slots = n_par, .max_waiting = n_clients + 1, .queue_cap = n_gen + 1, .warmup = 1};
+    if (hearth_engine_new(&e, s->model, s->kv, &o, err) != HEARTH_OK) return 1;
+    run r = {.e = e, .cfg = hearth_model_config_get(s->model), .n_req = n_req, .n_prompt = n_prompt, .n_gen = n_gen};
+    r.st = calloc((size_t)n_req, sizeof *r.st);
+    pthread_t *th = calloc((size_t)n_clients, sizeof *th);
+    double *ttft = calloc((size_t)n_req, sizeof *ttft);
+    pthread_mutex_init(&r.mu, NULL);
+    int n_th = 0;
+    double t0 = hearth_time_now();
+    for (; r.st && th && ttft && n_th < n_clients; n_th++)
+        if (pthread_create(&th[n_th], NULL, client, &r)) break;
+    for (int i = 0; i < n_th; i++) pthread_join(th[i], NULL);
+    int rc = r.failed || n_th == 0 || !ttft;
+    if (r.failed) *err = r.err;
+    else if (rc) hearth_err_set(err, HEARTH_ENOMEM, "no memory or threads for %d clients", n_clients);
     long total = 0;
+    int n_done = 0;
     double t_end = t0, dec = 0;
-    for (int i = 0; i < n_started; i++) {
-        pthread_join(th[i], NULL);
-        total += st[i].n_out;
-        if (st[i].t_end > t_end) t_end = st[i].t_end;
-        ttft[i] = st[i].t_first - st[i].t_submit;
-        if (st[i].n_out > 1) dec += (st[i].n_out - 1) / (st[i].t_end - st[i].t_first);
-        hearth_seq_release(st[i].seq);
+    for (int i = 0; r.st && i < n_req; i++) {
+        stream *st = &r.st[i];
+        if (!st->done) continue;
+        total += st->n_out;
+        if (st->t_end > t_end) t_end = st->t_end;
+        ttft[n_done++] = st->t_first - st->t_submit;
+        if (st->n_out > 1) dec += (st->n_out - 1) / (st->t_end - st->t_first);
     }
     hearth_engine_stats es;
     hearth_engine_stats_get(e, &es);
     hearth_engine_free(e);
-    if (!rc && n_started > 0) {
-        qsort(ttft, (size_t)n_started, sizeof *ttft, cmp_double);
-        double p50 = ttft[(n_started - 1) / 2], p99 = ttft[(int)((n_started - 1) * 0.99)];
-        printf("engine | %d streams x (%d in, %d out) | output %.2f tok/s | TTFT p50 %.3f s, p99 %.3f s | "
-               "wall %.2f s\n",
-               n_par, n_prompt, n_gen, total / (t_end - t0), p50, p99, t_end - t0);
-        printf("engine | decode after the first token: %.2f tok/s per stream (mean)\n", dec / n_started);
+    if (!rc && n_done > 0) {
+        qsort(ttft, (size_t)n_done, sizeof *ttft, cmp_double);
+        double p50 = ttft[(n_done - 1) / 2], p99 = ttft[(int)((n_done - 1) * 0.99)];
+        char reqs[48] = "";
+        if (n_req > n_par) snprintf(reqs, sizeof reqs, "%d requests, ", n_req);
+        printf("engine | %s%d streams x (%d in, %d out) | output %.2f tok/s | TTFT p50 %.3f s, p99 %.3f s | "
+               "wall %.2f s | %ld tokens\n",
+               reqs, n_par, n_prompt, n_gen, total / (t_end - t0), p50, p99, t_end - t0, total);
+        printf("engine | decode after the first token: %.2f tok/s per stream (mean)\n", dec / n_done);
         printf("engine | %ld steps, %.1f rows a step, %.2f ms a step in forward + choice | tokens chosen by the "
                "pick op %ld, by the host sampler %ld\n",
                es.steps, es.steps ? (double)es.step_rows / es.steps : 0.0, es.steps ? 1e3 * es.step_s / es.steps : 0.0,
@@ -93,7 +137,8 @@ int cli_bench_engine(hearth_session *s, int n_par, int n_prompt, int n_gen, hear
                    1e3 * es.plan_s / es.steps, 1e3 * es.deliver_s / es.steps,
                    1e3 * (es.turn_s - es.step_s) / es.steps);
     }
-    free(st);
+    pthread_mutex_destroy(&r.mu);
+    free(r.st);
     free(th);
     free(ttft);
     return rc;

@@ -4,9 +4,11 @@
 
 #include "lib/session.h"
 
-/* Run n_par greedy streams of n_prompt random ids -> n_gen tokens through a
- * fresh engine on s; print one result line. Returns 0 or 1 (err filled). */
-int cli_bench_engine(hearth_session *s, int n_par, int n_prompt, int n_gen, hearth_err *err);
+/* Run n_req (at least n_par) greedy requests of n_prompt random ids -> n_gen
+ * tokens through a fresh engine of n_par slots on s, the next requests
+ * waiting while the slots are full; print the result lines. Returns 0 or 1
+ * (err filled). */
+int cli_bench_engine(hearth_session *s, int n_par, int n_req, int n_prompt, int n_gen, hearth_err *err);
 
 /* --repeat: per rep, a fresh prompt twice through one engine (cold, then
  * served from the prefix cache); prints both TTFTs. */

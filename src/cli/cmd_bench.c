@@ -26,6 +26,8 @@ static void usage(FILE *f) {
             "                 8192 on a GPU of 70+ GiB, else 2048)\n"
             "  --parallel N   N concurrent streams through the batching engine (output tok/s, TTFT);\n"
             "                 without it, one sequence through the serial path\n"
+            "  --requests M   with --parallel: M requests in all (default N), the next ones waiting\n"
+            "                 for a slot (a steady state, as trtllm-bench's offline runs)\n"
             "  --kv-budget M  KV cache size in MiB (default: every stream at full context)\n"
             "  --kv-type T    f32, f16 or fp8 (e4m3) (default: f16 on a GPU, f32 on the CPU)\n"
             "  --repeat       TTFT of a fresh prompt (cold) and of the same prompt again (prefix cache)\n"
@@ -46,7 +48,7 @@ static void print_profile(hearth_session *s, int profile) {
 
 int cmd_bench(int argc, char **argv) {
     hearth_session_opts so = {0};
-    long n_prompt = 512, n_gen = 128, reps = 1, parallel = 0, lv;
+    long n_prompt = 512, n_gen = 128, reps = 1, parallel = 0, requests = 0, lv;
     int repeat = 0, profile = 0, warmup = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -54,6 +56,7 @@ int cmd_bench(int argc, char **argv) {
                     : !strcmp(a, "--gen")  ? &n_gen
                     : !strcmp(a, "--reps") ? &reps
                     : !strcmp(a, "--parallel") ? &parallel
+                    : !strcmp(a, "--requests") ? &requests
                                            : NULL;
         if (cli_is_help(a)) {
             usage(stdout);
@@ -93,6 +96,9 @@ int cmd_bench(int argc, char **argv) {
         }
     }
     if (!so.model_path) return cli_usage_error("bench", "missing MODEL");
+    if (requests > 0 && parallel == 0) return cli_usage_error("bench", "--requests needs --parallel");
+    if (requests > 0 && requests < parallel)
+        return cli_usage_error("bench", "--requests %ld is fewer than --parallel %ld", requests, parallel);
     so.ctx = (int)(n_prompt + n_gen + 16);
     so.n_slots = parallel > 0 ? (int)parallel : 1;
     hearth_err err = {0};
@@ -109,7 +115,7 @@ int cmd_bench(int argc, char **argv) {
     }
     int r = -1;
     if (repeat) r = cli_bench_prefix(&s, (int)n_prompt, (int)n_gen, (int)reps, &err);
-    else if (parallel > 0) r = cli_bench_engine(&s, (int)parallel, (int)n_prompt, (int)n_gen, &err);
+    else if (parallel > 0) r = cli_bench_engine(&s, (int)parallel, (int)requests, (int)n_prompt, (int)n_gen, &err);
     if (r >= 0) {
         if (r) fprintf(stderr, "hearth bench: %s\n", err.msg);
         print_profile(&s, profile);

@@ -86,6 +86,19 @@ def test_bench_parallel_streams_through_engine():
     r = run_hearth("bench", DEFAULT_MODEL, "--prompt", "16", "--gen", "4", "--parallel", "3")
     assert r.returncode == 0, r.stderr
     assert re.search(r"engine \| 3 streams x \(16 in, 4 out\) \| output [\d.]+ tok/s \| TTFT p50", r.stdout)
+    assert re.search(r"\| 12 tokens$", r.stdout, re.M)
+
+
+def test_bench_more_requests_than_streams_serves_them_all():
+    # 7 requests through 2 slots: the others wait for a slot, and every one gets its tokens
+    r = run_hearth("bench", DEFAULT_MODEL, "--prompt", "16", "--gen", "3", "--parallel", "2", "--requests", "7")
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"engine \| 7 requests, 2 streams x \(16 in, 3 out\) \| output [\d.]+ tok/s .*\| 21 tokens$",
+                     r.stdout, re.M)
+    r = run_hearth("bench", DEFAULT_MODEL, "--parallel", "3", "--requests", "2")
+    assert r.returncode == 2 and "--requests 2 is fewer than --parallel 3" in r.stderr
+    r = run_hearth("bench", DEFAULT_MODEL, "--requests", "2")
+    assert r.returncode == 2 and "--requests needs --parallel" in r.stderr
 
 
 def test_run_gguf_without_vocabulary_takes_ids(tmp_path):
