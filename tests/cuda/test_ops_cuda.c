@@ -738,8 +738,7 @@ static int attn_case(hearth_dtype kt, const char *what, int nh, int nkv, int hd,
     double e = rel_err(got, want, qn, &at);
     ok = ok && check_cuda_ok();
     if (ok && g_expect_wg) {
-        const int want_wg = window <= 0 && (kt == HEARTH_DT_F16 ? hd == 64 || hd == 128
-                                                               : hd == 128 && (nh / nkv) % 2 == 0);
+        const int want_wg = kt == HEARTH_DT_F16 ? hd == 64 || hd == 128 : hd == 128 && (nh / nkv) % 2 == 0;
         const int took = hearth_cuda_attn_wg_launches() > wg0;
         if (took != want_wg) {
             test_fail(__FILE__, __LINE__, "attention %s, %s cache (heads %d/%d, hd %d, window %d): the Hopper kernel %s",
@@ -991,6 +990,11 @@ static void attention_flash(hearth_dtype kt) {
         ok = ok && attn_case(kt, "flash: 3 sequences", 8, 2, hd, 0, 3, len3, 340, seq, pos, 4e-3);
         ok = ok && attn_case(kt, "flash: 3 sequences, 3 heads a kv head", 6, 2, hd, 0, 3, len3, 340, seq, pos, 4e-3);
         ok = ok && attn_case(kt, "flash: 3 sequences, window 700", 8, 2, hd, 700, 3, len3, 340, seq, pos, 4e-3);
+        /* a window in each item form: 2 heads an item, and an odd group's tiles split between warpgroups */
+        ok = ok && attn_case(kt, "flash: 3 sequences, 2 heads a kv head, window 200", 8, 4, hd, 200, 3, len3, 340, seq,
+                             pos, 4e-3);
+        ok = ok && attn_case(kt, "flash: 3 sequences, 3 heads a kv head, window 200", 6, 2, hd, 200, 3, len3, 340, seq,
+                             pos, 4e-3);
     }
     int len4[1] = {1400};
     for (int t = 0; t < 1100; t++) seq[t] = 0, pos[t] = 300 + t;
@@ -1010,7 +1014,7 @@ static void attention_flash(hearth_dtype kt) {
 }
 
 /* f16 caches at head_dim 64 / 128 and e4m3 ones at 128 take the Hopper
- * kernel (attention_flash_wg.cu) where it fits (no window; e4m3: an even
+ * kernel (attention_flash_wg.cu) where it fits (e4m3: an even
  * query group):
  * every case runs with it, checked to be taken there and only there, and
  * with the flash-attention 2 kernel, both against the CPU. On an sm_90

@@ -321,8 +321,8 @@ int cu_attention_flash(const cu_launch *L, float *out, const float *q, int T, co
 int cu_attention_flash_wg_fits(const cu_launch *L, const cu_kv *kv, int head_dim, int n_heads, int n_kv_heads,
                                int window);
 int cu_attention_flash_wg(const cu_launch *L, float *out, const float *q, int T, const cu_kv *kv, const int32_t *seq,
-                          const int32_t *pos, int n_heads, int n_kv_heads, int head_dim, float qscale, int prep_kind,
-                          void *prep, int *prepped);
+                          const int32_t *pos, int n_heads, int n_kv_heads, int head_dim, float qscale, int window,
+                          int prep_kind, void *prep, int *prepped);
 
 /* Flash-decoding over tiles of positions for batches of rows (attention_rows.cu):
  * the same grid, split rule (at least minpos positions a split), partial

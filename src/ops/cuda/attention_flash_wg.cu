@@ -4,9 +4,13 @@
  * (f16 and e4m3 caches) or 64 (f16: the template's D, one 64-dim half where
  * 128 has two, four stages; v50). The default prefill kernel where it fits
  * (cu_attention_flash_wg_fits); the flash-attention 2 kernel of
- * attention_flash.cu takes every other case (other head dims, a sliding
- * window, e4m3 at head_dim 64 or with an odd query group, devices without
- * sm_90a) and is kept for A/B runs (HEARTH_ATTN_WG=0).
+ * attention_flash.cu takes every other case (other head dims, e4m3 at
+ * head_dim 64 or with an odd query group, devices without sm_90a) and is
+ * kept for A/B runs (HEARTH_ATTN_WG=0). A sliding window (the WIN
+ * instances: without one the window code is compiled out, since its
+ * registers cost the other kernels 2-4%) skips the tiles before the item's
+ * first visible position (witem.n0) and masks the rest below each row's
+ * window.
  *
  * Work comes in items: a 64-row tile of one sequence (the tiles the other
  * prefill kernels take: tile_uniform with bm 64; rows of mixed tiles are the
@@ -222,6 +226,18 @@ __device__ __forceinline__ void wg_mask(float *s, int kc, int hiA, int hiB) {
         }
 }
 
+/* positions before a row's window (lo: its first visible position) are -inf */
+__device__ __forceinline__ void wg_mask_lo(float *s, int kc, int loA, int loB) {
+#pragma unroll
+    for (int j = 0; j < BN / 8; j++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int p = kc + 8 * j + e;
+            if (p < loA) s[4 * j + e] = -INFINITY;
+            if (p < loB) s[4 * j + 2 + e] = -INFINITY;
+        }
+}
+
 /* online softmax of the thread's two rows (A: row g, B: row g + 8 of the
  * warp's 16) over one tile: P as f16 A fragments, m and the thread's share
  * of l updated, cA / cB the factors that rescale O (rows with nothing seen
@@ -271,7 +287,7 @@ template <int D> __device__ __forceinline__ void wg_rescale(float *o, float cA, 
 
 /* One item (see the file's head). */
 struct witem {
-    int r0, nrows, h0, kvh, hmin, hmax, nkv;
+    int r0, nrows, h0, kvh, hmin, hmax, n0, nkv; /* tiles n0 .. n0 + nkv - 1 (a window skips those before n0) */
     bool skip;             /* its 64-row tile spans several sequences: the decode kernel's rows */
     const int32_t *trow;   /* the sequence's block table row */
 };
@@ -285,7 +301,7 @@ template <bool PACK, bool SPLIT> struct pk {
  * last. Every warp computes it itself (loads of the rows' positions and
  * sequences, shuffles). */
 template <bool PACK, bool SPLIT>
-__device__ __forceinline__ bool witem_get(int k, int G, int n_items, int T, int n_heads, int n_kv,
+__device__ __forceinline__ bool witem_get(int k, int G, int n_items, int T, int n_heads, int n_kv, int window,
                                           const int32_t *__restrict__ table, int max_blocks,
                                           const int32_t *__restrict__ seq, const int32_t *__restrict__ pos,
                                           witem &w) {
@@ -315,7 +331,8 @@ __device__ __forceinline__ bool witem_get(int k, int G, int n_items, int T, int 
     }
     w.hmin = lo;
     w.hmax = hi;
-    w.nkv = hi / BN + 1;
+    w.n0 = window > 0 ? max(0, lo - window + 1) / BN : 0;
+    w.nkv = hi / BN + 1 - w.n0;
     return true;
 }
 
@@ -350,15 +367,17 @@ __device__ __forceinline__ void wg_widen(uint8_t *dst, const uint8_t *src, int c
 }
 #endif
 
-template <int D, bool PACK, bool SPLIT, bool E8>
+template <int D, bool PACK, bool SPLIT, bool E8, bool WIN>
 __global__ void __launch_bounds__(NTH, 1)
     attn_flash_wg_kernel(const __grid_constant__ CUtensorMap tmK, const __grid_constant__ CUtensorMap tmV,
                          float *__restrict__ out, const float *__restrict__ q, const int32_t *__restrict__ table,
                          int max_blocks, const int32_t *__restrict__ seq, const int32_t *__restrict__ pos, int T,
-                         int n_heads, int n_kv, float qscale, int n_items, int prep_kind, void *__restrict__ prep) {
+                         int n_heads, int n_kv, float qscale, int window, int n_items, int prep_kind,
+                         void *__restrict__ prep) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using Y = lay<E8, D>;
     constexpr int ST = Y::ST, RS = Y::RS, KVB = Y::KVB, NH = dim_of<D>::NH, QB = dim_of<D>::QB;
+    const int win = WIN ? window : 0; /* without one, a constant: no window code in the kernel (its registers cost 2-4%) */
     extern __shared__ uint8_t smraw[];
     const uint32_t raw = smem_u32(smraw), sbase = (raw + 1023) & ~1023u;
     uint8_t *const sm = smraw + (sbase - raw);
@@ -390,11 +409,11 @@ __global__ void __launch_bounds__(NTH, 1)
         const int lane = lt & 31;
         uint32_t gt = 0; /* tiles through the ring so far */
         witem w;
-        for (int k = 0; witem_get<PACK, SPLIT>(k, G, n_items, T, n_heads, n_kv, table, max_blocks, seq, pos, w); k++) {
+        for (int k = 0; witem_get<PACK, SPLIT>(k, G, n_items, T, n_heads, n_kv, win, table, max_blocks, seq, pos, w); k++) {
             if (w.skip) continue;
             const int hblk = w.hmax / CB;
             for (int it = 0; it < w.nkv; it++, gt++) {
-                const int n = w.nkv - 1 - it;
+                const int n = w.n0 + w.nkv - 1 - it;
                 if constexpr (!E8) {
                     /* 8 NH lanes: cache block b = lane / NH's half hf = lane % NH of K and of V */
                     const int b = lane / NH, hf = lane % NH, st = (int)(gt % ST);
@@ -460,7 +479,7 @@ __global__ void __launch_bounds__(NTH, 1)
     constexpr int NO = D / 2; /* O floats a thread */
     float o[NO], s[64];
     witem w;
-    for (int k = 0; witem_get<PACK, SPLIT>(k, G, n_items, T, n_heads, n_kv, table, max_blocks, seq, pos, w); k++) {
+    for (int k = 0; witem_get<PACK, SPLIT>(k, G, n_items, T, n_heads, n_kv, win, table, max_blocks, seq, pos, w); k++) {
         if (w.skip) continue;
         const int hw = w.h0 + (SPLIT ? 0 : cw * P::HPW), nkv = w.nkv; /* the warpgroup's first head */
         /* Q: scaled, f16, swizzled; all of a thread's loads in flight at once */
@@ -493,7 +512,7 @@ __global__ void __launch_bounds__(NTH, 1)
         float mA = -INFINITY, mB = -INFINITY, lA = 0.0f, lB = 0.0f;
         for (int it = 0; it < nkv; it++, gt++) {
             if (SPLIT && (it & 1) != cw) continue; /* the other warpgroup's tile */
-            const int kb = (nkv - 1 - it) * BN, st = (int)(gt % ST);
+            const int kb = (w.n0 + nkv - 1 - it) * BN, st = (int)(gt % ST);
             const uint32_t ph = (gt / ST) & 1, vs = sbase + Y::L_V + st * KVB;
             mbar_wait(barK + 8 * st, ph);
             wg_qk<D>(s, qa, sbase + Y::L_K + st * KVB);
@@ -511,6 +530,7 @@ __global__ void __launch_bounds__(NTH, 1)
             wgmma_wait<0>();
             fence_f(s, 64);
             if (kb + BN - 1 > w.hmin) wg_mask(s, kb + c2, hiA, hiB);
+            if (WIN && kb < w.hmax - win + 1) wg_mask_lo(s, kb + c2, hiA - win + 1, hiB - win + 1);
             uint32_t p[32];
             float cA, cB;
             wg_softmax(s, p, mA, mB, lA, lB, cA, cB);
@@ -673,7 +693,7 @@ bool wg_code() {
                   cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess &&
                   major == 9 && minor == 0 && get_encode() != NULL &&
                   /* every instance is in this file's one sm_90a image: one answers for all */
-                  cudaFuncGetAttributes(&fa, attn_flash_wg_kernel<128, true, false, false>) == cudaSuccess;
+                  cudaFuncGetAttributes(&fa, attn_flash_wg_kernel<128, true, false, false, false>) == cudaSuccess;
         if (!ok) (void)cudaGetLastError(); /* a missing image is an answer, not an error */
         if (ok) __atomic_fetch_or(&ok_mask, bit, __ATOMIC_RELEASE);
         __atomic_fetch_or(&known_mask, bit, __ATOMIC_RELEASE);
@@ -684,18 +704,18 @@ bool wg_code() {
 /* launches so far (the tests check that the cases this kernel fits take it) */
 unsigned long long g_launches;
 
-template <int D, bool PACK, bool SPLIT, bool E8>
+template <int D, bool PACK, bool SPLIT, bool E8, bool WIN>
 void launch_wg(const cu_launch *L, const CUtensorMap &mk, const CUtensorMap &mv, float *out, const float *q, int T,
                const cu_kv *kv, const int32_t *seq, const int32_t *pos, int n_heads, int n_kv, float qscale,
-               int prep_kind, void *prep) {
+               int window, int prep_kind, void *prep) {
     using P = pk<PACK, SPLIT>;
     constexpr int SMEM = lay<E8, D>::SMEM;
     static unsigned long long done;
-    cu_smem_setup(L, attn_flash_wg_kernel<D, PACK, SPLIT, E8>, SMEM, true, &done);
+    cu_smem_setup(L, attn_flash_wg_kernel<D, PACK, SPLIT, E8, WIN>, SMEM, true, &done);
     const int n_items = (n_heads / P::HI) * ((T + P::RH - 1) / P::RH);
     const int grid = n_items < L->n_sm ? n_items : L->n_sm;
-    cu_launch_k(L, attn_flash_wg_kernel<D, PACK, SPLIT, E8>, dim3(grid), dim3(NTH), SMEM, mk, mv, out, q, kv->table,
-                kv->max_blocks, seq, pos, T, n_heads, n_kv, qscale, n_items, prep_kind, prep);
+    cu_launch_k(L, attn_flash_wg_kernel<D, PACK, SPLIT, E8, WIN>, dim3(grid), dim3(NTH), SMEM, mk, mv, out, q, kv->table,
+                kv->max_blocks, seq, pos, T, n_heads, n_kv, qscale, window, n_items, prep_kind, prep);
     __atomic_fetch_add(&g_launches, 1ull, __ATOMIC_RELAXED);
 }
 
@@ -711,23 +731,24 @@ unsigned long long cu_attention_flash_wg_launches(void) { return __atomic_load_n
 int cu_attention_flash_wg_fits(const cu_launch *L, const cu_kv *kv, int head_dim, int n_heads, int n_kv_heads,
                                int window) {
     return wg_switch() && ((kv->f16 && (head_dim == 128 || head_dim == 64)) || (kv->fp8 && head_dim == HD)) &&
-           kv->block_size == CB && window <= 0 &&
+           kv->block_size == CB &&
            n_kv_heads > 0 && n_heads % n_kv_heads == 0 && (kv->f16 || (n_heads / n_kv_heads) % 2 == 0) &&
            kv->kv_dim % 64 == 0 &&
            kv->n_blocks > 0 && ((uintptr_t)kv->k | (uintptr_t)kv->v) % 16 == 0 && wg_code();
 }
 
 int cu_attention_flash_wg(const cu_launch *L, float *out, const float *q, int T, const cu_kv *kv, const int32_t *seq,
-                          const int32_t *pos, int n_heads, int n_kv_heads, int head_dim, float qscale, int prep_kind,
-                          void *prep, int *prepped) {
+                          const int32_t *pos, int n_heads, int n_kv_heads, int head_dim, float qscale, int window,
+                          int prep_kind, void *prep, int *prepped) {
     CUtensorMap mk, mv;
     const int e8 = kv->fp8; /* else f16 (cu_attention_flash_wg_fits) */
     if (!pool_map(kv->k, kv->n_blocks, kv->kv_dim, e8, &mk) || !pool_map(kv->v, kv->n_blocks, kv->kv_dim, e8, &mv))
         return 0;
     if (prep_kind != XPREP_BF16 && prep_kind != XPREP_F16) prep_kind = XPREP_NONE;
     const int G = n_heads / n_kv_heads;
+#define WG_ARGS L, mk, mv, out, q, T, kv, seq, pos, n_heads, n_kv_heads, qscale, window, prep_kind, prep
 #define WG_LAUNCH(D, PACK, SPLIT, E8) \
-    launch_wg<D, PACK, SPLIT, E8>(L, mk, mv, out, q, T, kv, seq, pos, n_heads, n_kv_heads, qscale, prep_kind, prep)
+    (window > 0 ? launch_wg<D, PACK, SPLIT, E8, true>(WG_ARGS) : launch_wg<D, PACK, SPLIT, E8, false>(WG_ARGS))
     /* e4m3: head_dim 128 and an even group; head_dim 64: f16 (cu_attention_flash_wg_fits) */
     if (head_dim == 64) {
         if (G % 4 == 0) WG_LAUNCH(64, true, false, false);
@@ -741,6 +762,7 @@ int cu_attention_flash_wg(const cu_launch *L, float *out, const float *q, int T,
         WG_LAUNCH(128, false, true, false);
     }
 #undef WG_LAUNCH
+#undef WG_ARGS
     *prepped = prep_kind != XPREP_NONE;
     return 1;
 }

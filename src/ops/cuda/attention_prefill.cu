@@ -474,8 +474,8 @@ int cu_attention_prefill(const cu_launch *L, float *out, const float *q, int T, 
     }
     if (!old_kernel && !gqa_kernel && cu_attention_flash_wg_fits(L, kv, head_dim, n_heads, n_kv_heads, window)) {
         int prepped = 0;
-        if (cu_attention_flash_wg(L, out, q, T, kv, seq, pos, n_heads, n_kv_heads, head_dim, qscale, prep_kind, prep,
-                                  &prepped))
+        if (cu_attention_flash_wg(L, out, q, T, kv, seq, pos, n_heads, n_kv_heads, head_dim, qscale, window, prep_kind,
+                                  prep, &prepped))
             return prepped;
     }
     if (!old_kernel && !gqa_kernel && cu_attention_flash_fits(kv, head_dim))
