@@ -5,7 +5,7 @@
  * 128 has two, four stages; v50). The default prefill kernel where it fits
  * (cu_attention_flash_wg_fits); the flash-attention 2 kernel of
  * attention_flash.cu takes every other case (other head dims, e4m3 at
- * head_dim 64 or with an odd query group, devices without sm_90a) and is
+ * head_dim 64, devices without sm_90a) and is
  * kept for A/B runs (HEARTH_ATTN_WG=0). A sliding window (the WIN
  * instances: without one the window code is compiled out, since its
  * registers cost the other kernels 2-4%) skips the tiles before the item's
@@ -17,12 +17,12 @@
  * decode kernel's) for 2 query heads of one kv head, or, when a kv head has
  * a multiple of 4 query heads (PACK), 32 rows for 4 heads, so that each
  * K/V tile serves 4 heads; when it has an odd number (SPLIT: MHA, or 7 as
- * Qwen2.5-7B's 28 / 4) and the cache is f16, 64 rows of one head, whose
- * tiles the two consumer warpgroups take in turn, merging their (m, l, O)
- * at the item's end through shared memory (the Q regions and 768 bytes
- * after the barriers): 1.2-1.4x the FA2 kernel (notes/cuda-kernels.md,
- * session 25). Over an e4m3 cache an odd group stays with FA2: each tile
- * widened for one head only made the widening the bound (0.9-1.0x).
+ * Qwen2.5-7B's 28 / 4), 64 rows of one head, whose tiles the two
+ * consumer warpgroups take in turn, merging their (m, l, O) at the item's
+ * end through shared memory (the Q regions and 768 bytes after the
+ * barriers): 1.2-1.4x the FA2 kernel over f16 caches (session 25),
+ * 1.01-1.16x over e4m3 ones, where each tile is widened for one head only
+ * (v53; notes/cuda-kernels.md).
  * Items are numbered heaviest (latest rows) first;
  * a persistent grid of one block an SM takes them in snake order (block b:
  * items b, 2G - 1 - b, 2G + b, ...), which balances the decreasing costs.
@@ -385,16 +385,17 @@ __global__ void __launch_bounds__(NTH, 1)
     /* the f16 ring's full (K, V) and empty barriers; e4m3: the raw ring's too */
     const uint32_t barK = sbase + Y::L_BAR, barV = barK + ST * 8, barE = barV + ST * 8;
     const uint32_t rawK = barE + ST * 8, rawV = rawK + RS * 8, rawE = rawV + RS * 8;
+    constexpr int CV = SPLIT ? 128 : NCW * 128; /* e4m3: the consumer threads that widen a tile's V */
     if (tid == 0) {
         for (int i = 0; i < ST; i++) {
             mbar_init(barK + 8 * i, E8 ? NCV : 1);
-            mbar_init(barV + 8 * i, E8 ? NCW * 128 : 1); /* e4m3: the consumers widen V */
+            mbar_init(barV + 8 * i, E8 ? CV : 1); /* e4m3: the consumers widen V */
             mbar_init(barE + 8 * i, SPLIT ? 128 : NCW * 128); /* SPLIT: one warpgroup consumes a tile */
         }
         for (int i = 0; i < RS; i++) {
             mbar_init(rawK + 8 * i, 1);
             mbar_init(rawV + 8 * i, 1);
-            mbar_init(rawE + 8 * i, NCV + NCW * 128);
+            mbar_init(rawE + 8 * i, NCV + CV);
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
@@ -517,12 +518,13 @@ __global__ void __launch_bounds__(NTH, 1)
             mbar_wait(barK + 8 * st, ph);
             wg_qk<D>(s, qa, sbase + Y::L_K + st * KVB);
             if constexpr (E8) {
-                /* the raw V -> the f16 stage while S runs: 8 consumer warps, 4 row groups each (the stage
-                 * is free: its K came after the converters saw both warpgroups leave it) */
+                /* the raw V -> the f16 stage while S runs: the 8 consumer warps, 4 row groups each (SPLIT:
+                 * the tile's warpgroup alone, 8 each; the stage is free: its K came after the converters saw
+                 * its consumers leave it) */
                 const int rs = (int)(gt % RS);
                 mbar_wait(rawV + 8 * rs, (gt / RS) & 1);
-                wg_widen<NCW * 4>(sm + Y::L_V + st * KVB, sm + Y::L_RAW + rs * 2 * RAWT + RAWT, cw * 4 + w4, lane, kb,
-                                  w.hmax);
+                wg_widen<CV / 32>(sm + Y::L_V + st * KVB, sm + Y::L_RAW + rs * 2 * RAWT + RAWT,
+                                  SPLIT ? w4 : cw * 4 + w4, lane, kb, w.hmax);
                 fence_proxy_async();
                 mbar_arrive(barV + 8 * st);
                 mbar_arrive(rawE + 8 * rs);
@@ -732,7 +734,7 @@ int cu_attention_flash_wg_fits(const cu_launch *L, const cu_kv *kv, int head_dim
                                int window) {
     return wg_switch() && ((kv->f16 && (head_dim == 128 || head_dim == 64)) || (kv->fp8 && head_dim == HD)) &&
            kv->block_size == CB &&
-           n_kv_heads > 0 && n_heads % n_kv_heads == 0 && (kv->f16 || (n_heads / n_kv_heads) % 2 == 0) &&
+           n_kv_heads > 0 && n_heads % n_kv_heads == 0 &&
            kv->kv_dim % 64 == 0 &&
            kv->n_blocks > 0 && ((uintptr_t)kv->k | (uintptr_t)kv->v) % 16 == 0 && wg_code();
 }
@@ -749,7 +751,7 @@ int cu_attention_flash_wg(const cu_launch *L, float *out, const float *q, int T,
 #define WG_ARGS L, mk, mv, out, q, T, kv, seq, pos, n_heads, n_kv_heads, qscale, window, prep_kind, prep
 #define WG_LAUNCH(D, PACK, SPLIT, E8) \
     (window > 0 ? launch_wg<D, PACK, SPLIT, E8, true>(WG_ARGS) : launch_wg<D, PACK, SPLIT, E8, false>(WG_ARGS))
-    /* e4m3: head_dim 128 and an even group; head_dim 64: f16 (cu_attention_flash_wg_fits) */
+    /* e4m3: head_dim 128; head_dim 64: f16 (cu_attention_flash_wg_fits) */
     if (head_dim == 64) {
         if (G % 4 == 0) WG_LAUNCH(64, true, false, false);
         else if (G % 2 == 0) WG_LAUNCH(64, false, false, false);
@@ -759,7 +761,7 @@ int cu_attention_flash_wg(const cu_launch *L, float *out, const float *q, int T,
     } else if (G % 2 == 0) {
         e8 ? WG_LAUNCH(128, false, false, true) : WG_LAUNCH(128, false, false, false);
     } else {
-        WG_LAUNCH(128, false, true, false);
+        e8 ? WG_LAUNCH(128, false, true, true) : WG_LAUNCH(128, false, true, false);
     }
 #undef WG_LAUNCH
 #undef WG_ARGS
