@@ -77,8 +77,11 @@ $(SETUP_STAMP): scripts/setup.sh requirements.txt
 	bash scripts/setup.sh
 setup: $(SETUP_STAMP)
 
+# the build under test runs one job per core (the CUDA objects take minutes each way)
+JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
+
 test: $(SETUP_STAMP)
-	$(MAKE) all $(BUILD)/test_unit
+	$(MAKE) -j$(JOBS) all $(BUILD)/test_unit
 	bash tests/run_all.sh ./$(BIN) $(BUILD)/test_unit
 
 asan: $(SETUP_STAMP)
