@@ -353,8 +353,10 @@ static int plan(hearth_engine *e) {
     return n;
 }
 
-/* Build one batch, run it, sample. Returns 1 if any work was done. */
-static int step(hearth_engine *e) {
+/* Build one batch, run it, sample. Returns 1 if any work was done (the
+ * turn's time since t_turn then counted before the tokens go out, so that
+ * a consumer who sees its last token reads stats that hold its step). */
+static int step(hearth_engine *e, double t_turn) {
     const double t_plan = hearth_time_now();
     if (plan(e) == 0) {
         hand_out(e);
@@ -432,7 +434,17 @@ static int step(hearth_engine *e) {
         e->pend_fin[e->n_pend++] = fin;
         s->pend = 1;
     }
-    if (!e->overlap) hand_out(e);
+    double t_end = hearth_time_now();
+    pthread_mutex_lock(&e->mu);
+    e->stats.turn_s += t_end - t_turn;
+    pthread_mutex_unlock(&e->mu);
+    if (!e->overlap) { /* the hand-out is the turn's too: counted after, as it hands out the ends */
+        hand_out(e);
+        const double dt = hearth_time_now() - t_end;
+        pthread_mutex_lock(&e->mu);
+        e->stats.turn_s += dt;
+        pthread_mutex_unlock(&e->mu);
+    }
     return 1;
 }
 
@@ -472,13 +484,8 @@ static void *engine_main(void *arg) {
         retire_canceled(e);
         admit(e);
         int running = update_gauges(e);
-        int worked = step(e);
+        int worked = step(e, t_turn);
         update_gauges(e);
-        if (worked) {
-            pthread_mutex_lock(&e->mu);
-            e->stats.turn_s += hearth_time_now() - t_turn;
-            pthread_mutex_unlock(&e->mu);
-        }
         if (!worked) {
             /* Everyone running is paused by backpressure: nap briefly. */
             struct timespec ts = {0, 200000};

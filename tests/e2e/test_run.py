@@ -87,6 +87,9 @@ def test_bench_parallel_streams_through_engine():
     assert r.returncode == 0, r.stderr
     assert re.search(r"engine \| 3 streams x \(16 in, 4 out\) \| output [\d.]+ tok/s \| TTFT p50", r.stdout)
     assert re.search(r"\| 12 tokens$", r.stdout, re.M)
+    # the engine thread's time besides its steps: the last turn is counted before its tokens go out
+    m = re.search(r"([-\d.]+) planning, ([-\d.]+) handing out tokens, ([-\d.]+) in all", r.stdout)
+    assert m and float(m.group(1)) >= 0 and float(m.group(3)) >= 0, r.stdout
 
 
 def test_bench_more_requests_than_streams_serves_them_all():
