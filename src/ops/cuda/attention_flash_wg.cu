@@ -213,28 +213,18 @@ template <int D> __device__ __forceinline__ void wg_pv(float *o, uint32_t *p, ui
     wgmma_commit();
 }
 
-/* positions past a row's last one are -inf (kc: the position of this
- * thread's first column, kb + 2 (lane & 3)) */
-__device__ __forceinline__ void wg_mask(float *s, int kc, int hiA, int hiB) {
+/* positions past a row's last one (B: bound = that position), or with a
+ * window before its first visible one (LO), are -inf (kc: the position of
+ * this thread's first column, kb + 2 (lane & 3); A / B: the thread's two
+ * rows) */
+template <bool LO> __device__ __forceinline__ void wg_mask(float *s, int kc, int boundA, int boundB) {
 #pragma unroll
     for (int j = 0; j < BN / 8; j++)
 #pragma unroll
         for (int e = 0; e < 2; e++) {
             const int p = kc + 8 * j + e;
-            if (p > hiA) s[4 * j + e] = -INFINITY;
-            if (p > hiB) s[4 * j + 2 + e] = -INFINITY;
-        }
-}
-
-/* positions before a row's window (lo: its first visible position) are -inf */
-__device__ __forceinline__ void wg_mask_lo(float *s, int kc, int loA, int loB) {
-#pragma unroll
-    for (int j = 0; j < BN / 8; j++)
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-            const int p = kc + 8 * j + e;
-            if (p < loA) s[4 * j + e] = -INFINITY;
-            if (p < loB) s[4 * j + 2 + e] = -INFINITY;
+            if (LO ? p < boundA : p > boundA) s[4 * j + e] = -INFINITY;
+            if (LO ? p < boundB : p > boundB) s[4 * j + 2 + e] = -INFINITY;
         }
 }
 
@@ -531,8 +521,8 @@ __global__ void __launch_bounds__(NTH, 1)
             }
             wgmma_wait<0>();
             fence_f(s, 64);
-            if (kb + BN - 1 > w.hmin) wg_mask(s, kb + c2, hiA, hiB);
-            if (WIN && kb < w.hmax - win + 1) wg_mask_lo(s, kb + c2, hiA - win + 1, hiB - win + 1);
+            if (kb + BN - 1 > w.hmin) wg_mask<false>(s, kb + c2, hiA, hiB);
+            if (WIN && kb < w.hmax - win + 1) wg_mask<true>(s, kb + c2, hiA - win + 1, hiB - win + 1);
             uint32_t p[32];
             float cA, cB;
             wg_softmax(s, p, mA, mB, lA, lB, cA, cB);
