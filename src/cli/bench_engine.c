@@ -102,7 +102,7 @@ int cli_bench_engine(hearth_session *s, int n_par, int n_req, int n_prompt, int 
     pthread_mutex_init(&r.mu, NULL);
     int n_th = 0;
     double t0 = hearth_time_now();
-    for (; r.st && th && ttft && n_th < n_clients; n_th++)
+    for (; r.st && th && ttft && adm && n_th < n_clients; n_th++)
         if (pthread_create(&th[n_th], NULL, client, &r)) break;
     for (int i = 0; i < n_th; i++) pthread_join(th[i], NULL);
     int rc = r.failed || n_th == 0 || !ttft || !adm;
