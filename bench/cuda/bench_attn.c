@@ -155,6 +155,9 @@ static int run_variant(const variant *v, const bcase *cases, int n_cases, int re
     for (int ci = 0; ci < n_cases; ci++) {
         const int T = cases[ci].T, past = cases[ci].past, dec = cases[ci].decode;
         view.one_seq = !dec; /* a lone prompt is marked so by the model */
+        /* and its context length (it may cut a short chunk's positions in parts); decode cases keep 0, as
+         * the figures of earlier sessions' logs were measured */
+        view.ctx_len = dec ? 0 : past + T;
         double work = 0.0; /* positions attended, summed over rows */
         for (int t = 0; t < T; t++) {
             hseq[t] = dec ? t : 0;

@@ -712,6 +712,11 @@ static void kv_drop(kvpair *p) {
  * (no window; an f16 cache at head_dim 64 or 128, or an e4m3 one at 128 with
  * an even query group) must launch it, and no other case may. */
 static int g_expect_wg;
+/* With g_expect_wg: whether the Hopper kernel must cut its items' positions
+ * in parts (1), must not (0), or may, as its launcher sees fit (-1). */
+static int g_expect_split = -1;
+/* HEARTH_TEST_ERRS=1: each attention case prints the error it reached (to set tolerances from) */
+static int g_print_errs = -1;
 
 static int attn_case(hearth_dtype kt, const char *what, int nh, int nkv, int hd, int window, int n_seq,
                      const int *len, int T, const int32_t *seq, const int32_t *pos, double tol) {
@@ -731,7 +736,7 @@ static int attn_case(hearth_dtype kt, const char *what, int nh, int nkv, int hd,
         if (pos[t] + 1 > p.dview.ctx_len) p.dview.ctx_len = pos[t] + 1;
     }
     if (rows_kernel(kt, hd, T, p.dview.ctx_len) && tol < 4e-3) tol = 4e-3;
-    const unsigned long long wg0 = hearth_cuda_attn_wg_launches();
+    const unsigned long long wg0 = hearth_cuda_attn_wg_launches(), sp0 = hearth_cuda_attn_wg_split_launches();
     CU->attention(g_cu, od, qd, T, &p.dview, 0, sd, pd, nh, nkv, hd, scale, window);
     down(got, od, 4 * qn);
     size_t at;
@@ -745,7 +750,15 @@ static int attn_case(hearth_dtype kt, const char *what, int nh, int nkv, int hd,
                       what, kv_name(kt), nh, nkv, hd, window, took ? "ran where it does not fit" : "was not taken");
             ok = 0;
         }
+        const int split = hearth_cuda_attn_wg_split_launches() > sp0;
+        if (ok && took && g_expect_split >= 0 && split != g_expect_split) {
+            test_fail(__FILE__, __LINE__, "attention %s, %s cache: the Hopper kernel's items were %scut in parts", what,
+                      kv_name(kt), split ? "" : "not ");
+            ok = 0;
+        }
     }
+    if (g_print_errs < 0) g_print_errs = getenv("HEARTH_TEST_ERRS") != NULL;
+    if (g_print_errs) printf("  attention %s, %s cache: rel err %.3g (tolerance %.3g)\n", what, kv_name(kt), e, tol);
     if (ok && !(e <= tol)) {
         test_fail(__FILE__, __LINE__,
                   "attention %s, %s cache (heads %d/%d, hd %d, window %d, T %d): rel err %.3g > %.3g at %zu", what,
@@ -1002,6 +1015,7 @@ static void attention_flash(hearth_dtype kt) {
      * reached 4.27e-3 of max |out| (FA2, window 700, s25-run8), as
      * attention_prefill_long's 4.44e-3 over 2k; the same 6e-3 here */
     const double tl = 6e-3;
+    g_expect_split = 0; /* 8 kv heads x 1100 rows: more items than SMs, none cut */
     ok = ok && attn_case(kt, "flash: 1100 rows after 300", 32, 8, 128, 0, 1, len4, 1100, seq, pos, tl);
     /* Qwen2.5-7B's 28 / 4 heads: 7 a kv head, the tiles of an item split between the warpgroups */
     ok = ok && attn_case(kt, "flash: 1100 rows after 300, 7 heads a kv head", 28, 4, 128, 0, 1, len4, 1100, seq, pos,
@@ -1009,6 +1023,23 @@ static void attention_flash(hearth_dtype kt) {
     ok = ok && attn_case(kt, "flash: 1100 rows after 300, window 700", 32, 8, 128, 700, 1, len4, 1100, seq, pos, tl);
     /* Llama-3.2-1B's 32 / 8 heads at head_dim 64 */
     ok = ok && attn_case(kt, "flash: 1100 rows after 300, head_dim 64", 32, 8, 64, 0, 1, len4, 1100, seq, pos, tl);
+    /* short chunks after long prefixes: too few items for the SMs, so the
+     * Hopper kernel cuts each item's positions in parts (16 rows after 3984:
+     * 8 items of 32 tiles in 7 parts of 5 tiles, the last of 2; a window of
+     * 200 leaves parts with no tile; 100 rows after 1000: 32 items in 2) and
+     * merges them in a second kernel */
+    int len5[1] = {4000}, len6[1] = {2009}, len7[1] = {1100};
+    for (int t = 0; t < 16; t++) seq[t] = 0, pos[t] = 3984 + t;
+    g_expect_split = 1;
+    ok = ok && attn_case(kt, "flash: 16 rows after 3984", 32, 8, 128, 0, 1, len5, 16, seq, pos, tl);
+    ok = ok && attn_case(kt, "flash: 16 rows after 3984, 7 heads a kv head", 28, 4, 128, 0, 1, len5, 16, seq, pos, tl);
+    ok = ok && attn_case(kt, "flash: 16 rows after 3984, 2 heads a kv head", 16, 8, 128, 0, 1, len5, 16, seq, pos, tl);
+    ok = ok && attn_case(kt, "flash: 16 rows after 3984, window 200", 32, 8, 128, 200, 1, len5, 16, seq, pos, tl);
+    for (int t = 0; t < 9; t++) seq[t] = 0, pos[t] = 2000 + t;
+    ok = ok && attn_case(kt, "flash: 9 rows after 2000, head_dim 64", 32, 8, 64, 0, 1, len6, 9, seq, pos, tl);
+    for (int t = 0; t < 100; t++) seq[t] = 0, pos[t] = 1000 + t;
+    ok = ok && attn_case(kt, "flash: 100 rows after 1000", 32, 8, 128, 0, 1, len7, 100, seq, pos, tl);
+    g_expect_split = -1;
     g_cu = saved;
     hearth_cuda_ctx_free(big);
 }

@@ -266,8 +266,10 @@ int cu_attention(const cu_launch *L, float *out, const float *q, int T, const cu
     const int skip_bm = T > 8 && (head_dim == 64 || head_dim == 128) && aligned ? 64 : 0;
     /* rows of one sequence: every tile is uniform, the prefill kernel takes them all (and may write the copy) */
     if (skip_bm) {
-        const int pp = cu_attention_prefill(L, out, q, T, kv, seq, pos, n_heads, n_kv_heads, head_dim, scale,
-                                            window, one_seq ? prep_kind : XPREP_NONE, prep);
+        cu_kv kp = *kv;
+        kp.splits = one_seq ? kv->splits : 0; /* rows of several sequences: the combine would not know them */
+        const int pp = cu_attention_prefill(L, out, q, T, &kp, seq, pos, n_heads, n_kv_heads, head_dim, scale,
+                                            window, one_seq ? prep_kind : XPREP_NONE, prep, part, part_floats);
         if (one_seq) return pp;
     }
     long per_split = (long)T * n_kv_heads * ngrp;

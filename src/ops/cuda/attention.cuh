@@ -298,7 +298,7 @@ __device__ __forceinline__ void e4m3_tile_to_half(__half *vd, const uint8_t *raw
  * out into prep (the o projection's input); returns 1 when it did. */
 int cu_attention_prefill(const cu_launch *L, float *out, const float *q, int T, const cu_kv *kv, const int32_t *seq,
                          const int32_t *pos, int n_heads, int n_kv_heads, int head_dim, float scale, int window,
-                         int prep_kind, void *prep);
+                         int prep_kind, void *prep, float *part, size_t part_floats);
 
 /* attention_flash.cu: the flash-attention 2 kernel for f16 and e4m3 caches,
  * head_dim 64 or 128 and a power-of-two block size (cu_attention_flash_fits),
@@ -317,12 +317,14 @@ int cu_attention_flash(const cu_launch *L, float *out, const float *q, int T, co
  * HEARTH_ATTN_WG=0: never). The same tiles
  * and contract as cu_attention_flash. Returns 0 when it could not run (no
  * tensor map for the cache: the caller runs cu_attention_flash); *prepped:
- * whether it wrote the bf16 / f16 copy. */
+ * whether it wrote the bf16 / f16 copy. With kv->splits > 1 and fewer items
+ * than SMs, each item's positions are cut in parts whose (O, max, sum) go to
+ * part (part_floats floats) and a second kernel merges them. */
 int cu_attention_flash_wg_fits(const cu_launch *L, const cu_kv *kv, int head_dim, int n_heads, int n_kv_heads,
                                int window);
 int cu_attention_flash_wg(const cu_launch *L, float *out, const float *q, int T, const cu_kv *kv, const int32_t *seq,
                           const int32_t *pos, int n_heads, int n_kv_heads, int head_dim, float qscale, int window,
-                          int prep_kind, void *prep, int *prepped);
+                          int prep_kind, void *prep, float *part, size_t part_floats, int *prepped);
 
 /* Flash-decoding over tiles of positions for batches of rows (attention_rows.cu):
  * the same grid, split rule (at least minpos positions a split), partial

@@ -287,17 +287,25 @@ template <bool PACK, bool SPLIT> struct pk {
     static constexpr int HPW = BM / RH;                /* heads a warpgroup */
     static constexpr int HI = SPLIT ? 1 : NCW * HPW;   /* heads an item */
 };
-/* Item k G + b of block b's round k (odd rounds reversed); false past the
- * last. Every warp computes it itself (loads of the rows' positions and
- * sequences, shuffles). */
+/* The number of block b's item in its round k (odd rounds reversed). */
+__device__ __forceinline__ int witem_index(int k, int G) {
+    const int b = (int)blockIdx.x;
+    return k * G + ((k & 1) ? G - 1 - b : b);
+}
+/* Item witem_index(k, G); false past the last. With ks > 1, item i is part
+ * i % ks (nkv may be 0) of the tiles of what would be item i / ks
+ * (contiguous runs of tiles, the last part the diagonal's). Every warp
+ * computes it itself (loads of the rows' positions and sequences,
+ * shuffles). */
 template <bool PACK, bool SPLIT>
-__device__ __forceinline__ bool witem_get(int k, int G, int n_items, int T, int n_heads, int n_kv, int window,
+__device__ __forceinline__ bool witem_get(int k, int G, int n_items, int ks, int T, int n_heads, int n_kv, int window,
                                           const int32_t *__restrict__ table, int max_blocks,
                                           const int32_t *__restrict__ seq, const int32_t *__restrict__ pos,
                                           witem &w) {
     using P = pk<PACK, SPLIT>;
-    const int b = (int)blockIdx.x, idx = k * G + ((k & 1) ? G - 1 - b : b);
-    if (idx >= n_items) return false;
+    const int ki = witem_index(k, G);
+    if (ki >= n_items) return false;
+    const int idx = ki / ks;
     const int HP = n_heads / P::HI, ntiles = (T + P::RH - 1) / P::RH;
     w.r0 = (ntiles - 1 - idx / HP) * P::RH;
     w.nrows = min(P::RH, T - w.r0);
@@ -323,6 +331,11 @@ __device__ __forceinline__ bool witem_get(int k, int G, int n_items, int T, int 
     w.hmax = hi;
     w.n0 = window > 0 ? max(0, lo - window + 1) / BN : 0;
     w.nkv = hi / BN + 1 - w.n0;
+    if (ks > 1) {
+        const int per = (w.nkv + ks - 1) / ks, a = min(w.nkv, ki % ks * per);
+        w.n0 += a;
+        w.nkv = min(w.nkv - a, per);
+    }
     return true;
 }
 
@@ -362,8 +375,8 @@ __global__ void __launch_bounds__(NTH, 1)
     attn_flash_wg_kernel(const __grid_constant__ CUtensorMap tmK, const __grid_constant__ CUtensorMap tmV,
                          float *__restrict__ out, const float *__restrict__ q, const int32_t *__restrict__ table,
                          int max_blocks, const int32_t *__restrict__ seq, const int32_t *__restrict__ pos, int T,
-                         int n_heads, int n_kv, float qscale, int window, int n_items, int prep_kind,
-                         void *__restrict__ prep) {
+                         int n_heads, int n_kv, float qscale, int window, int n_items, int ks,
+                         float *__restrict__ part, int prep_kind, void *__restrict__ prep) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using Y = lay<E8, D>;
     constexpr int ST = Y::ST, RS = Y::RS, KVB = Y::KVB, NH = dim_of<D>::NH, QB = dim_of<D>::QB;
@@ -400,7 +413,7 @@ __global__ void __launch_bounds__(NTH, 1)
         const int lane = lt & 31;
         uint32_t gt = 0; /* tiles through the ring so far */
         witem w;
-        for (int k = 0; witem_get<PACK, SPLIT>(k, G, n_items, T, n_heads, n_kv, win, table, max_blocks, seq, pos, w); k++) {
+        for (int k = 0; witem_get<PACK, SPLIT>(k, G, n_items, ks, T, n_heads, n_kv, win, table, max_blocks, seq, pos, w); k++) {
             if (w.skip) continue;
             const int hblk = w.hmax / CB;
             for (int it = 0; it < w.nkv; it++, gt++) {
@@ -470,7 +483,7 @@ __global__ void __launch_bounds__(NTH, 1)
     constexpr int NO = D / 2; /* O floats a thread */
     float o[NO], s[64];
     witem w;
-    for (int k = 0; witem_get<PACK, SPLIT>(k, G, n_items, T, n_heads, n_kv, win, table, max_blocks, seq, pos, w); k++) {
+    for (int k = 0; witem_get<PACK, SPLIT>(k, G, n_items, ks, T, n_heads, n_kv, win, table, max_blocks, seq, pos, w); k++) {
         if (w.skip) continue;
         const int hw = w.h0 + (SPLIT ? 0 : cw * P::HPW), nkv = w.nkv; /* the warpgroup's first head */
         /* Q: scaled, f16, swizzled; all of a thread's loads in flight at once */
@@ -565,6 +578,8 @@ __global__ void __launch_bounds__(NTH, 1)
             wg_rescale<D>(o, fA, fB);
             lA *= fA;
             lB *= fB;
+            mA = xA; /* the merged state's maxima (a part's, for wg_merge_kernel) */
+            mB = xB;
             if (cw == 1) {
 #pragma unroll
                 for (int j = 0; j < NO; j++) ox[j * 128 + lt] = o[j];
@@ -580,18 +595,57 @@ __global__ void __launch_bounds__(NTH, 1)
             asm volatile("bar.sync 3, 256;" ::: "memory"); /* read before the next item's Q and maxima */
             if (cw == 1) continue;
         }
-        /* normalise, store (and the o projection's copy) */
-        const float nA = lA > 0.0f ? 1.0f / lA : 0.0f, nB = lB > 0.0f ? 1.0f / lB : 0.0f;
-        const size_t ea = ((size_t)(w.r0 + iA) * n_heads + hw + hq) * D + c2;
-        const size_t eb = ((size_t)(w.r0 + iB) * n_heads + hw + hq) * D + c2;
+        /* normalise, store (and the o projection's copy); with ks parts, this part's O unnormalised, its
+         * maxima (log2 units) and sums after it, for wg_merge_kernel */
+        const bool whole = ks == 1;
+        const float nA = !whole ? 1.0f : lA > 0.0f ? 1.0f / lA : 0.0f, nB = !whole ? 1.0f : lB > 0.0f ? 1.0f / lB : 0.0f;
+        const int ld = whole ? D : D + 2, pi = whole ? 0 : witem_index(k, G) % ks;
+        float *const dst = whole ? out : part;
+        const int pk_ = whole ? prep_kind : XPREP_NONE;
+        const size_t ea = (((size_t)(w.r0 + iA) * n_heads + hw + hq) * ks + pi) * ld + c2;
+        const size_t eb = (((size_t)(w.r0 + iB) * n_heads + hw + hq) * ks + pi) * ld + c2;
 #pragma unroll
         for (int j = 0; j < D / 8; j++) {
-            if (iA < w.nrows) flash_store(out, prep_kind, prep, ea + 8 * j, make_float2(o[4 * j] * nA, o[4 * j + 1] * nA));
-            if (iB < w.nrows)
-                flash_store(out, prep_kind, prep, eb + 8 * j, make_float2(o[4 * j + 2] * nB, o[4 * j + 3] * nB));
+            if (iA < w.nrows) flash_store(dst, pk_, prep, ea + 8 * j, make_float2(o[4 * j] * nA, o[4 * j + 1] * nA));
+            if (iB < w.nrows) flash_store(dst, pk_, prep, eb + 8 * j, make_float2(o[4 * j + 2] * nB, o[4 * j + 3] * nB));
+        }
+        if (!whole && (lane & 3) == 0) {
+            if (iA < w.nrows) *(float2 *)(part + ea - c2 + D) = make_float2(mA, lA);
+            if (iB < w.nrows) *(float2 *)(part + eb - c2 + D) = make_float2(mB, lB);
         }
     }
     pdl_launch();
+#endif
+}
+
+/* The parts of each (row, head) merged (ks > 1): block (head, row), a
+ * thread two dims; weights 2^(m_s - M) from the parts' maxima (log2 units),
+ * parts that saw no position (sum 0) left out. */
+template <int D>
+__global__ void __launch_bounds__(D / 2)
+    wg_merge_kernel(float *__restrict__ out, const float *__restrict__ part, int n_heads, int ks, int prep_kind,
+                    void *__restrict__ prep) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    pdl_wait();
+    const size_t th = (size_t)blockIdx.y * n_heads + blockIdx.x;
+    const float *pp = part + th * ks * (D + 2);
+    float M = -INFINITY;
+    for (int s = 0; s < ks; s++)
+        if (pp[s * (D + 2) + D + 1] > 0.0f) M = fmaxf(M, pp[s * (D + 2) + D]);
+    float L = 0.0f, ox = 0.0f, oy = 0.0f;
+    for (int s = 0; s < ks; s++) {
+        const float *ps = pp + s * (D + 2);
+        const float l = ps[D + 1];
+        if (!(l > 0.0f)) continue;
+        const float wt = f_ex2(ps[D] - M);
+        const float2 v = *(const float2 *)(ps + 2 * threadIdx.x);
+        L = fmaf(l, wt, L);
+        ox = fmaf(v.x, wt, ox);
+        oy = fmaf(v.y, wt, oy);
+    }
+    pdl_launch();
+    const float n = L > 0.0f ? 1.0f / L : 0.0f;
+    flash_store(out, prep_kind, prep, th * D + 2 * threadIdx.x, make_float2(ox * n, oy * n));
 #endif
 }
 
@@ -693,21 +747,37 @@ bool wg_code() {
     return (__atomic_load_n(&ok_mask, __ATOMIC_ACQUIRE) & bit) != 0;
 }
 
-/* launches so far (the tests check that the cases this kernel fits take it) */
-unsigned long long g_launches;
+/* launches so far (the tests check that the cases this kernel fits take it), and those cut in parts */
+unsigned long long g_launches, g_launches_split;
 
 template <int D, bool PACK, bool SPLIT, bool E8, bool WIN>
 void launch_wg(const cu_launch *L, const CUtensorMap &mk, const CUtensorMap &mv, float *out, const float *q, int T,
                const cu_kv *kv, const int32_t *seq, const int32_t *pos, int n_heads, int n_kv, float qscale,
-               int window, int prep_kind, void *prep) {
+               int window, int prep_kind, void *prep, float *part, size_t part_floats) {
     using P = pk<PACK, SPLIT>;
     constexpr int SMEM = lay<E8, D>::SMEM;
     static unsigned long long done;
     cu_smem_setup(L, attn_flash_wg_kernel<D, PACK, SPLIT, E8, WIN>, SMEM, true, &done);
-    const int n_items = (n_heads / P::HI) * ((T + P::RH - 1) / P::RH);
+    int n_items = (n_heads / P::HI) * ((T + P::RH - 1) / P::RH);
+    /* too few items for the SMs (a short chunk of one sequence after a long prefix: s27-run1, 16 rows after
+     * 3984 cached positions took 67 us a layer in 8 blocks): cut each item's positions in ks parts */
+    static int split_off = -1; /* HEARTH_ATTN_SPLIT=0: never (A/B runs) */
+    if (split_off < 0) {
+        const char *s = getenv("HEARTH_ATTN_SPLIT");
+        split_off = s && atoi(s) == 0;
+    }
+    int ks = split_off ? 1 : kv->splits < L->n_sm / n_items ? kv->splits : L->n_sm / n_items;
+    while (ks > 1 && (size_t)T * n_heads * ks * (D + 2) > part_floats) ks--;
+    if (ks < 2 || !part) ks = 1;
+    n_items *= ks;
     const int grid = n_items < L->n_sm ? n_items : L->n_sm;
     cu_launch_k(L, attn_flash_wg_kernel<D, PACK, SPLIT, E8, WIN>, dim3(grid), dim3(NTH), SMEM, mk, mv, out, q, kv->table,
-                kv->max_blocks, seq, pos, T, n_heads, n_kv, qscale, window, n_items, prep_kind, prep);
+                kv->max_blocks, seq, pos, T, n_heads, n_kv, qscale, window, n_items, ks, part, prep_kind, prep);
+    if (ks > 1) {
+        cu_launch_k(L, wg_merge_kernel<D>, dim3(n_heads, T), dim3(D / 2), 0, out, (const float *)part, n_heads, ks,
+                    prep_kind, prep);
+        __atomic_fetch_add(&g_launches_split, 1ull, __ATOMIC_RELAXED);
+    }
     __atomic_fetch_add(&g_launches, 1ull, __ATOMIC_RELAXED);
 }
 
@@ -719,6 +789,9 @@ int cu_attention_flash_wg_set(int on) {
 }
 
 unsigned long long cu_attention_flash_wg_launches(void) { return __atomic_load_n(&g_launches, __ATOMIC_RELAXED); }
+unsigned long long cu_attention_flash_wg_launches_split(void) {
+    return __atomic_load_n(&g_launches_split, __ATOMIC_RELAXED);
+}
 
 int cu_attention_flash_wg_fits(const cu_launch *L, const cu_kv *kv, int head_dim, int n_heads, int n_kv_heads,
                                int window) {
@@ -731,14 +804,14 @@ int cu_attention_flash_wg_fits(const cu_launch *L, const cu_kv *kv, int head_dim
 
 int cu_attention_flash_wg(const cu_launch *L, float *out, const float *q, int T, const cu_kv *kv, const int32_t *seq,
                           const int32_t *pos, int n_heads, int n_kv_heads, int head_dim, float qscale, int window,
-                          int prep_kind, void *prep, int *prepped) {
+                          int prep_kind, void *prep, float *part, size_t part_floats, int *prepped) {
     CUtensorMap mk, mv;
     const int e8 = kv->fp8; /* else f16 (cu_attention_flash_wg_fits) */
     if (!pool_map(kv->k, kv->n_blocks, kv->kv_dim, e8, &mk) || !pool_map(kv->v, kv->n_blocks, kv->kv_dim, e8, &mv))
         return 0;
     if (prep_kind != XPREP_BF16 && prep_kind != XPREP_F16) prep_kind = XPREP_NONE;
     const int G = n_heads / n_kv_heads;
-#define WG_ARGS L, mk, mv, out, q, T, kv, seq, pos, n_heads, n_kv_heads, qscale, window, prep_kind, prep
+#define WG_ARGS L, mk, mv, out, q, T, kv, seq, pos, n_heads, n_kv_heads, qscale, window, prep_kind, prep, part, part_floats
 #define WG_LAUNCH(D, PACK, SPLIT, E8) \
     (window > 0 ? launch_wg<D, PACK, SPLIT, E8, true>(WG_ARGS) : launch_wg<D, PACK, SPLIT, E8, false>(WG_ARGS))
     /* e4m3: head_dim 128; head_dim 64: f16 (cu_attention_flash_wg_fits) */

@@ -456,7 +456,7 @@ template <int HD> static auto v4_kernel(const cu_kv *kv) {
 
 int cu_attention_prefill(const cu_launch *L, float *out, const float *q, int T, const cu_kv *kv, const int32_t *seq,
                          const int32_t *pos, int n_heads, int n_kv_heads, int head_dim, float scale, int window,
-                         int prep_kind, void *prep) {
+                         int prep_kind, void *prep, float *part, size_t part_floats) {
     const float qscale = scale * 1.4426950408889634f; /* log2(e): the softmax runs in exp2 */
     /* benchmarks: HEARTH_ATTN_PREFILL=1 selects the first kernel (below) for
      * every cache, =7 the GQA kernel (below) for f16 caches, anything else
@@ -475,7 +475,7 @@ int cu_attention_prefill(const cu_launch *L, float *out, const float *q, int T, 
     if (!old_kernel && !gqa_kernel && cu_attention_flash_wg_fits(L, kv, head_dim, n_heads, n_kv_heads, window)) {
         int prepped = 0;
         if (cu_attention_flash_wg(L, out, q, T, kv, seq, pos, n_heads, n_kv_heads, head_dim, qscale, window, prep_kind,
-                                  prep, &prepped))
+                                  prep, part, part_floats, &prepped))
             return prepped;
     }
     if (!old_kernel && !gqa_kernel && cu_attention_flash_fits(kv, head_dim))

@@ -487,6 +487,10 @@ struct cu_kv {
      * on for row t): earlier positions may be read before pdl_wait */
     int early;
     int n_blocks; /* blocks in each pool (k and v: [n_blocks][block_size][kv_dim]) */
+    /* attention only: into how many parts the Hopper prefill kernel may cut
+     * each item's positions when its items leave SMs idle (a chunk of one
+     * sequence after a long cached prefix); 0 or 1: none */
+    int splits;
 };
 
 /* The matrices of one GEMV launch, all of one type and K, sharing x: up to 3
@@ -644,6 +648,7 @@ void cu_rope_kv(const cu_launch *L, const cu_qkv_rows *in, float *q, float *k, f
 int cu_attention_flash_wg_set(int on);
 /* Its launches in this process so far. */
 unsigned long long cu_attention_flash_wg_launches(void);
+unsigned long long cu_attention_flash_wg_launches_split(void); /* of those, the ones whose items were cut in parts */
 
 /* one_seq: the caller knows all T rows belong to one sequence; cluster: what
  * cu_attention_cluster said for the rows' context length; rows_min: from how

@@ -57,7 +57,8 @@ struct rec {
 
 /* A KV view in a record: p[0..2] = k, v, block table; i[0..2] = block size,
  * blocks per sequence, kv_dim; i[10] = element type: 0 f32, 1 f16, 2 e4m3;
- * i[12] = blocks in each pool (R_KV_WRITE and R_ATTN). */
+ * i[12] = blocks in each pool (R_KV_WRITE and R_ATTN); z[0] = cu_kv.splits
+ * (R_ATTN). */
 static void put_kv(rec *r, const hearth_kv_view *kv, int layer) {
     r->p[0] = kv->k[layer];
     r->p[1] = kv->v[layer];
@@ -71,7 +72,7 @@ static void put_kv(rec *r, const hearth_kv_view *kv, int layer) {
 
 static cu_kv get_kv(const rec *r) {
     return cu_kv{(void *)r->p[0], (void *)r->p[1], (const int32_t *)r->p[2], r->i[0], r->i[1], r->i[2], r->i[10] == 1,
-                 r->i[10] == 2, 0, r->i[12]};
+                 r->i[10] == 2, 0, r->i[12], (int)r->z[0]};
 }
 
 /* Whether a launch unit wrote KV, and at which rows (seq, pos, T): the
@@ -1124,6 +1125,7 @@ extern "C" void hearth_cuda_ctx_set_mm_qkv(hearth_cuda_ctx *c, int on) {
 extern "C" int hearth_cuda_attn_wg_set(int on) { return cu_attention_flash_wg_set(on); }
 
 extern "C" unsigned long long hearth_cuda_attn_wg_launches(void) { return cu_attention_flash_wg_launches(); }
+extern "C" unsigned long long hearth_cuda_attn_wg_split_launches(void) { return cu_attention_flash_wg_launches_split(); }
 
 extern "C" void hearth_cuda_ctx_profile(hearth_cuda_ctx *c, int on) {
     flush(c, 1);
@@ -1494,6 +1496,9 @@ static void op_attention(void *ctx, float *out, const float *q, int T, const hea
     r->i[8] = kv->one_seq;
     r->i[9] = cu_attention_cluster(kv->ctx_len, c->attn_cluster_cap);
     r->i[11] = kv->ctx_len >= c->attn_rows_ctx; /* a flag, not the length: a replayed step's records match */
+    /* a chunk of one sequence: its positions may be cut in parts of 4+ tiles of 128 (the count, not the
+     * length, is recorded: it changes every 512 positions) */
+    r->z[0] = kv->one_seq && T > 8 ? (size_t)(kv->ctx_len / 512 < 16 ? kv->ctx_len / 512 : 16) : 0;
     r->f[0] = scale;
 }
 

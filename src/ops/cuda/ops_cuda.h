@@ -94,8 +94,10 @@ void hearth_cuda_ctx_set_mm_qkv(hearth_cuda_ctx *c, int on);
  * build's sm_90a code). Any thread. */
 int hearth_cuda_attn_wg_set(int on);
 /* How many times this process has launched the Hopper kernel (tests check
- * that the cases it fits take it). */
+ * that the cases it fits take it), and how many of those launches cut the
+ * positions in parts (a short chunk after a long prefix). */
 unsigned long long hearth_cuda_attn_wg_launches(void);
+unsigned long long hearth_cuda_attn_wg_split_launches(void);
 /* Profile: while on, flushes run eagerly (no graphs, no PDL) with device
  * events around each launch unit, summed per unit label. Turning it on clears the
  * sums. profile_text writes a table (largest first) into buf, returns the
