@@ -1027,18 +1027,22 @@ static void attention_flash(hearth_dtype kt) {
      * Hopper kernel cuts each item's positions in parts (16 rows after 3984:
      * 8 items of 32 tiles in 7 parts of 5 tiles, the last of 2; a window of
      * 200 leaves parts with no tile; 100 rows after 1000: 32 items in 2) and
-     * merges them in a second kernel */
+     * merges them in a second kernel. Tolerance: over few rows max |out| is
+     * itself a small sample, and one run of 16 rows after 3984 (e4m3) reached
+     * 6.07e-3 (s28-run1) where ~10 others stayed under 3e-3; cut and uncut
+     * reach the same error on the same inputs (s28-run2), so 8e-3 here */
+    const double ts = 8e-3;
     int len5[1] = {4000}, len6[1] = {2009}, len7[1] = {1100};
     for (int t = 0; t < 16; t++) seq[t] = 0, pos[t] = 3984 + t;
     g_expect_split = 1;
-    ok = ok && attn_case(kt, "flash: 16 rows after 3984", 32, 8, 128, 0, 1, len5, 16, seq, pos, tl);
-    ok = ok && attn_case(kt, "flash: 16 rows after 3984, 7 heads a kv head", 28, 4, 128, 0, 1, len5, 16, seq, pos, tl);
-    ok = ok && attn_case(kt, "flash: 16 rows after 3984, 2 heads a kv head", 16, 8, 128, 0, 1, len5, 16, seq, pos, tl);
-    ok = ok && attn_case(kt, "flash: 16 rows after 3984, window 200", 32, 8, 128, 200, 1, len5, 16, seq, pos, tl);
+    ok = ok && attn_case(kt, "flash: 16 rows after 3984", 32, 8, 128, 0, 1, len5, 16, seq, pos, ts);
+    ok = ok && attn_case(kt, "flash: 16 rows after 3984, 7 heads a kv head", 28, 4, 128, 0, 1, len5, 16, seq, pos, ts);
+    ok = ok && attn_case(kt, "flash: 16 rows after 3984, 2 heads a kv head", 16, 8, 128, 0, 1, len5, 16, seq, pos, ts);
+    ok = ok && attn_case(kt, "flash: 16 rows after 3984, window 200", 32, 8, 128, 200, 1, len5, 16, seq, pos, ts);
     for (int t = 0; t < 9; t++) seq[t] = 0, pos[t] = 2000 + t;
-    ok = ok && attn_case(kt, "flash: 9 rows after 2000, head_dim 64", 32, 8, 64, 0, 1, len6, 9, seq, pos, tl);
+    ok = ok && attn_case(kt, "flash: 9 rows after 2000, head_dim 64", 32, 8, 64, 0, 1, len6, 9, seq, pos, ts);
     for (int t = 0; t < 100; t++) seq[t] = 0, pos[t] = 1000 + t;
-    ok = ok && attn_case(kt, "flash: 100 rows after 1000", 32, 8, 128, 0, 1, len7, 100, seq, pos, tl);
+    ok = ok && attn_case(kt, "flash: 100 rows after 1000", 32, 8, 128, 0, 1, len7, 100, seq, pos, ts);
     g_expect_split = -1;
     g_cu = saved;
     hearth_cuda_ctx_free(big);
