@@ -783,13 +783,14 @@ static void drop_graphs(hearth_cuda_ctx *c) {
 
 /* Capture recs[0..n) as a graph and keep it for the next time they come;
  * nothing is run. The caller has just issued the same records eagerly, so the
- * host captures and instantiates (~4 ms for a 360-node prompt-chunk step)
- * while the device runs them: a step seen for the second time no longer
- * waits for its own capture (s27-run1: a repeated 4000-token prompt's second
- * hit took 12.1 ms to its first token against 8.0 for the first, 4.9 ms of
- * it the device idle). kvw is the last unit's KV writer as it was before the
- * eager run, so the capture makes the eager run's choices. A failed capture
- * puts the records' hash on the no-capture list. */
+ * device no longer sits idle while the host captures (s27-run1: a repeated
+ * 4000-token prompt's second hit took 12.1 ms to its first token against 8.0
+ * for the first, 4.9 ms of it the device idle). The instantiation can still
+ * outlast the device's run: 3.3 ms for a 390-node prompt-chunk step after
+ * the device had finished (s28-run2; a patch in notes/patches moves it
+ * behind the next forward). kvw is the last unit's KV writer as it was
+ * before the eager run, so the capture makes the eager run's choices. A
+ * failed capture puts the records' hash on the no-capture list. */
 static void capture_for_later(hearth_cuda_ctx *c, uint64_t h, kv_writer kvw) {
     cudaError_t saved = c->err;
     const char *saved_where = c->err_where;
