@@ -749,6 +749,7 @@ bool wg_code() {
 
 /* launches so far (the tests check that the cases this kernel fits take it), and those cut in parts */
 unsigned long long g_launches, g_launches_split;
+int g_split_on = -1; /* whether short chunks may cut their items' positions in parts; -1: HEARTH_ATTN_SPLIT decides */
 
 template <int D, bool PACK, bool SPLIT, bool E8, bool WIN>
 void launch_wg(const cu_launch *L, const CUtensorMap &mk, const CUtensorMap &mv, float *out, const float *q, int T,
@@ -761,12 +762,14 @@ void launch_wg(const cu_launch *L, const CUtensorMap &mk, const CUtensorMap &mv,
     int n_items = (n_heads / P::HI) * ((T + P::RH - 1) / P::RH);
     /* too few items for the SMs (a short chunk of one sequence after a long prefix: s27-run1, 16 rows after
      * 3984 cached positions took 67 us a layer in 8 blocks): cut each item's positions in ks parts */
-    static int split_off = -1; /* HEARTH_ATTN_SPLIT=0: never (A/B runs) */
-    if (split_off < 0) {
+    int split_on = __atomic_load_n(&g_split_on, __ATOMIC_ACQUIRE);
+    if (split_on < 0) { /* HEARTH_ATTN_SPLIT=0: never (A/B runs); cu_attention_flash_wg_split_set overrides it */
         const char *s = getenv("HEARTH_ATTN_SPLIT");
-        split_off = s && atoi(s) == 0;
+        split_on = !(s && atoi(s) == 0);
+        int unset = -1;
+        __atomic_compare_exchange_n(&g_split_on, &unset, split_on, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
     }
-    int ks = split_off ? 1 : kv->splits < L->n_sm / n_items ? kv->splits : L->n_sm / n_items;
+    int ks = !split_on ? 1 : kv->splits < L->n_sm / n_items ? kv->splits : L->n_sm / n_items;
     while (ks > 1 && (size_t)T * n_heads * ks * (D + 2) > part_floats) ks--;
     if (ks < 2 || !part) ks = 1;
     n_items *= ks;
@@ -787,6 +790,8 @@ int cu_attention_flash_wg_set(int on) {
     __atomic_store_n(&g_wg_on, on ? 1 : 0, __ATOMIC_RELEASE);
     return wg_code();
 }
+
+void cu_attention_flash_wg_split_set(int on) { __atomic_store_n(&g_split_on, on ? 1 : 0, __ATOMIC_RELEASE); }
 
 unsigned long long cu_attention_flash_wg_launches(void) { return __atomic_load_n(&g_launches, __ATOMIC_RELAXED); }
 unsigned long long cu_attention_flash_wg_launches_split(void) {

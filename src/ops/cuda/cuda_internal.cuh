@@ -649,6 +649,8 @@ int cu_attention_flash_wg_set(int on);
 /* Its launches in this process so far. */
 unsigned long long cu_attention_flash_wg_launches(void);
 unsigned long long cu_attention_flash_wg_launches_split(void); /* of those, the ones whose items were cut in parts */
+/* Process-wide: whether it may cut a short chunk's positions in parts (as HEARTH_ATTN_SPLIT). */
+void cu_attention_flash_wg_split_set(int on);
 
 /* one_seq: the caller knows all T rows belong to one sequence; cluster: what
  * cu_attention_cluster said for the rows' context length; rows_min: from how

@@ -88,6 +88,7 @@ static const kv_writer kvw_unknown = {1, NULL, NULL, 0};
 #define MAX_RECS 16384
 #define N_GRAPHS 48 /* the engine warm-up captures ~23 step shapes, a forward and its pick apart */
 #define N_SEEN 16
+#define PENDING_MIN_RECS 64 /* this many records issued is a forward: a waiting graph is instantiated behind it */
 #define STAGE_BYTES (8u << 20)
 #define STAGE_MAX_UPLOAD (1u << 20)
 #define ATT_CNT 4096 /* (row, kv head group) counters: 8 rows x 512 */
@@ -100,6 +101,15 @@ struct graph_entry {
     rec *recs;
     cudaGraphExec_t exec;
     long last_use;
+};
+
+/* A graph captured but not yet instantiated (capture_for_later). */
+struct pending_graph {
+    cudaGraph_t graph;
+    uint64_t hash;
+    int n;
+    rec *recs;
+    long syncs; /* the context's syncs when it was captured */
 };
 
 struct hearth_cuda_ctx {
@@ -128,6 +138,9 @@ struct hearth_cuda_ctx {
 
     int graphs_on;
     graph_entry graphs[N_GRAPHS];
+    pending_graph pending;
+    long syncs;              /* stream synchronisations by flush() */
+    int issued_since_sync;   /* records issued since the last one */
     uint64_t seen_hash[N_SEEN];
     int seen_n[N_SEEN], seen_next;
     uint64_t nocap_hash[N_SEEN];
@@ -778,25 +791,40 @@ static void drop_graphs(hearth_cuda_ctx *c) {
         free(g->recs);
         memset(g, 0, sizeof *g);
     }
+    if (c->pending.graph) cudaGraphDestroy(c->pending.graph);
+    free(c->pending.recs);
+    memset(&c->pending, 0, sizeof c->pending);
     memset(c->seen_n, 0, sizeof c->seen_n);
 }
 
-/* Capture recs[0..n) as a graph and keep it for the next time they come;
- * nothing is run. The caller has just issued the same records eagerly, so the
- * device no longer sits idle while the host captures (s27-run1: a repeated
- * 4000-token prompt's second hit took 12.1 ms to its first token against 8.0
- * for the first, 4.9 ms of it the device idle). The instantiation can still
- * outlast the device's run: 3.3 ms for a 390-node prompt-chunk step after
- * the device had finished (s28-run2; a patch in notes/patches moves it
- * behind the next forward). kvw is the last unit's KV writer as it was
- * before the eager run, so the capture makes the eager run's choices. A
- * failed capture puts the records' hash on the no-capture list. */
+static void instantiate_graph(hearth_cuda_ctx *c, pending_graph p);
+
+/* Capture recs[0..n) as a graph for the next time they come; nothing is
+ * run, nothing instantiated. The caller has just issued the same records
+ * eagerly, so the host captures while the device runs them (s27-run1: a step
+ * captured before its launch left the device idle 4.97 ms). Instantiating
+ * the graph (3.3 ms for a 390-node prompt-chunk step, s28-run2) is left to
+ * a later flush, while the device runs the next forward and the host would
+ * wait for it anyway: done here, it outlasted the device's run and delayed
+ * the step's tokens (a repeated 4000-token prompt's second hit: 10.7 ms to
+ * its first token against 7.0).
+ * A short sequence (a pick: tens of microseconds to instantiate) is
+ * instantiated at once. kvw is the last unit's KV writer as it was before
+ * the eager run, so the capture makes the eager run's choices. One graph
+ * waits at a time: with one waiting, no other long sequence is captured (the
+ * records stay seen, so a later sighting captures them). A failed capture
+ * puts the records' hash on the no-capture list. */
 static void capture_for_later(hearth_cuda_ctx *c, uint64_t h, kv_writer kvw) {
+    const int now = c->n_recs < PENDING_MIN_RECS;
+    if (c->pending.graph && !now) return;
+    rec *copy = (rec *)malloc(sizeof(rec) * (size_t)c->n_recs);
+    if (!copy) return;
     cudaError_t saved = c->err;
     const char *saved_where = c->err_where;
     const kv_writer after = c->kvw_last;
     if (cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
         cudaGetLastError();
+        free(copy);
         c->nocap_hash[c->nocap_next++ % N_SEEN] = h;
         return;
     }
@@ -809,18 +837,34 @@ static void capture_for_later(hearth_cuda_ctx *c, uint64_t h, kv_writer kvw) {
     c->err_where = saved_where;
     cudaGraph_t graph = NULL;
     cudaError_t e = cudaStreamEndCapture(c->stream, &graph);
-    cudaGraphExec_t exec = NULL;
-    if (e == cudaSuccess && run_err == cudaSuccess) e = cudaGraphInstantiate(&exec, graph, 0);
-    if (graph) cudaGraphDestroy(graph);
-    rec *copy = exec ? (rec *)malloc(sizeof(rec) * (size_t)c->n_recs) : NULL;
-    if (e != cudaSuccess || run_err != cudaSuccess || !copy) {
+    if (e != cudaSuccess || run_err != cudaSuccess || !graph) {
         cudaGetLastError();
-        if (exec) cudaGraphExecDestroy(exec);
+        if (graph) cudaGraphDestroy(graph);
         free(copy);
         c->nocap_hash[c->nocap_next++ % N_SEEN] = h;
         return;
     }
-    /* keep it in the least recently used slot */
+    memcpy(copy, c->recs, sizeof(rec) * (size_t)c->n_recs);
+    const pending_graph p = {graph, h, c->n_recs, copy, c->syncs};
+    if (now)
+        instantiate_graph(c, p);
+    else
+        c->pending = p;
+}
+
+/* Instantiate a captured graph into the least recently used slot (a long one
+ * after a forward's work is issued, while the device runs it); its graph and
+ * records pass to the slot or are freed. */
+static void instantiate_graph(hearth_cuda_ctx *c, pending_graph p) {
+    cudaGraphExec_t exec = NULL;
+    cudaError_t e = cudaGraphInstantiate(&exec, p.graph, 0);
+    cudaGraphDestroy(p.graph);
+    if (e != cudaSuccess || !exec) {
+        cudaGetLastError();
+        free(p.recs);
+        c->nocap_hash[c->nocap_next++ % N_SEEN] = p.hash;
+        return;
+    }
     graph_entry *slot = &c->graphs[0];
     for (int i = 0; i < N_GRAPHS; i++) {
         if (!c->graphs[i].exec) {
@@ -831,8 +875,7 @@ static void capture_for_later(hearth_cuda_ctx *c, uint64_t h, kv_writer kvw) {
     }
     if (slot->exec) cudaGraphExecDestroy(slot->exec);
     free(slot->recs);
-    memcpy(copy, c->recs, sizeof(rec) * (size_t)c->n_recs);
-    *slot = (graph_entry){c->n_recs, copy, exec, ++c->tick};
+    *slot = (graph_entry){p.n, p.recs, exec, ++c->tick};
     c->stats.graph_captures++;
 }
 
@@ -888,11 +931,24 @@ static void flush(hearth_cuda_ctx *c, int sync) {
             c->stats.launch_s += hearth_time_now() - tl;
             if (capture) capture_for_later(c, h_capture, kvw); /* seen before: a graph for next time */
         }
+        c->issued_since_sync += c->n_recs;
         c->n_recs = 0;
+    }
+    /* The host is about to wait with a forward's worth of work on the
+     * device: time to instantiate a graph captured before the last wait.
+     * Not one captured since: its step's tokens are still to be chosen and
+     * handed out (the engine hands a step's tokens out after the next
+     * forward is submitted, before it waits for that forward's pick). */
+    if (sync && c->pending.graph && c->pending.syncs != c->syncs && c->issued_since_sync >= PENDING_MIN_RECS) {
+        const pending_graph p = c->pending;
+        memset(&c->pending, 0, sizeof c->pending);
+        instantiate_graph(c, p);
     }
     double t1 = hearth_time_now();
     c->stats.issue_s += t1 - t0;
     if (sync) {
+        c->syncs++;
+        c->issued_since_sync = 0;
         note(c, cudaStreamSynchronize(c->stream), "stream sync (a kernel failed)");
         c->stage_off = 0;
         c->stats.wait_s += hearth_time_now() - t1;
@@ -1127,6 +1183,7 @@ extern "C" int hearth_cuda_attn_wg_set(int on) { return cu_attention_flash_wg_se
 
 extern "C" unsigned long long hearth_cuda_attn_wg_launches(void) { return cu_attention_flash_wg_launches(); }
 extern "C" unsigned long long hearth_cuda_attn_wg_split_launches(void) { return cu_attention_flash_wg_launches_split(); }
+extern "C" void hearth_cuda_attn_wg_split_set(int on) { cu_attention_flash_wg_split_set(on); }
 
 extern "C" void hearth_cuda_ctx_profile(hearth_cuda_ctx *c, int on) {
     flush(c, 1);

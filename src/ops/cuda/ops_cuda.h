@@ -98,6 +98,10 @@ int hearth_cuda_attn_wg_set(int on);
  * positions in parts (a short chunk after a long prefix). */
 unsigned long long hearth_cuda_attn_wg_launches(void);
 unsigned long long hearth_cuda_attn_wg_split_launches(void);
+/* Whether the Hopper kernel may cut positions in parts (as HEARTH_ATTN_SPLIT;
+ * the tests compare both ways). Any thread; graphs captured before keep the
+ * choice they were captured with. */
+void hearth_cuda_attn_wg_split_set(int on);
 /* Profile: while on, flushes run eagerly (no graphs, no PDL) with device
  * events around each launch unit, summed per unit label. Turning it on clears the
  * sums. profile_text writes a table (largest first) into buf, returns the
