@@ -18,8 +18,17 @@
  *              copied into shared memory by cp.async before it arrives,
  *              read from there after the barrier
  *   sync       the barriers alone, no bytes (the cost of a barrier)
+ *   ring-only  a producer warp streams the block's bytes through a ring of
+ *              16 KB shared-memory stages (cp.async.bulk, one mbarrier a
+ *              stage) and seven consumer warps fold them: no barriers
+ *   ring       the same, the consumers meeting at the grid barriers while
+ *              the producer runs ahead as far as the ring lets it (the
+ *              weights' addresses never depend on the phase before)
  *
- *   bench_persist [--reps 9] [--smem 96] [--bpsm 1]
+ *   bench_persist [--reps 9] [--smem 96] [--bpsm 1] [--stall US]
+ *
+ * --stall US: after q/k/v the threads that meet at the barriers first spin
+ * US microseconds (the attention's latency chain, ~7 us at batch 1).
  *
  * Prints each variant's time for the 32 layers, its bandwidth, and the
  * batch-1 ceiling it implies (tok/s if a token were these weights plus the
@@ -50,18 +59,28 @@ __host__ __device__ constexpr int ph_bars(int k) { return k == 0 ? 2 : 1; }
 constexpr int BARS = 5;
 constexpr double HEAD_BYTES = 128256.0 * 4096 / 256 * 210; /* the Q6_K head */
 
-enum { V_STREAM, V_BARRIER, V_REG, V_SMEM, V_SYNC, N_V };
-const char *V_NAME[N_V] = {"stream", "barrier", "reg", "smem", "sync"};
+enum { V_STREAM, V_BARRIER, V_REG, V_SMEM, V_SYNC, V_RING_ONLY, V_RING, N_V };
+const char *V_NAME[N_V] = {"stream", "barrier", "reg", "smem", "sync", "ring-only", "ring"};
+constexpr int STG = 16384, MAX_STAGES = 16, RING_CONSUMERS = NT - 32; /* ring: the last warp produces */
 
 struct bar {
     unsigned count, gen;
 };
 
+/* The threads of a block that meet at grid barriers: all, or the ring's consumers (named barrier 1). */
+__device__ __forceinline__ void meet(int nthreads) {
+    if (nthreads == NT)
+        __syncthreads();
+    else
+        asm volatile("bar.sync 1, %0;" ::"r"(nthreads) : "memory");
+}
+
 /* Sense by generation: the last block to arrive resets the count and moves
  * the generation on; the others wait for it. Every block is resident
- * (cooperative launch), so the wait ends. */
-__device__ __forceinline__ void grid_bar(bar *b, unsigned nblocks) {
-    __syncthreads();
+ * (cooperative launch), so the wait ends. nthreads: the block's threads
+ * that take part (thread 0 among them). */
+__device__ __forceinline__ void grid_bar(bar *b, unsigned nblocks, int nthreads = NT) {
+    meet(nthreads);
     if (threadIdx.x == 0) {
         volatile unsigned *gen = &b->gen;
         const unsigned g = *gen;
@@ -75,7 +94,41 @@ __device__ __forceinline__ void grid_bar(bar *b, unsigned nblocks) {
         }
         __threadfence();
     }
-    __syncthreads();
+    meet(nthreads);
+}
+
+__device__ __forceinline__ void spin_us(int us) {
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    while (t - t0 < 1000ull * (unsigned long long)us);
+}
+
+__device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+    uint32_t done;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+/* bytes (a multiple of 16) from global src into shared dst, completing on bar */
+__device__ __forceinline__ void bulk_load(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 ::"r"(dst), "l"(src), "r"(bytes), "r"(bar)
+                 : "memory");
 }
 
 __device__ __forceinline__ uint4 ld16(const uint8_t *p) {
@@ -110,11 +163,62 @@ __device__ __forceinline__ void stream(const uint8_t *p, size_t lo, size_t hi, s
     }
 }
 
+/* The ring variants: warp NT/32 - 1's lane 0 copies the block's share of
+ * every phase, in order, into 16 KB stages (a stage reused once its
+ * "empty" mbarrier has all consumer warps); the consumer warps fold each
+ * stage once its "full" mbarrier has its bytes and, with barriers, meet the
+ * other blocks' consumers after each phase. The producer never waits on the
+ * grid: only a full ring stops it. */
+__device__ void ring(const uint8_t *__restrict__ w, bool barriers, int smem_bytes, int stall_us, bar *b, uint4 &acc) {
+    extern __shared__ __align__(128) uint8_t sm[];
+    const int S = min(MAX_STAGES, smem_bytes / STG);
+    uint64_t *mb = (uint64_t *)(sm + (size_t)S * STG); /* full[S], empty[S] */
+    const uint32_t ring0 = smem_u32(sm), full0 = smem_u32(mb), empty0 = smem_u32(mb + MAX_STAGES);
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < S; i++) mbar_init(full0 + 8 * i, 1), mbar_init(empty0 + 8 * i, RING_CONSUMERS / 32);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    const bool producer = threadIdx.x >= RING_CONSUMERS;
+    if (producer && threadIdx.x != RING_CONSUMERS) return; /* one thread produces */
+    size_t base = 0;
+    unsigned c = 0; /* chunks so far: stage c % S, its use c / S */
+    for (int l = 0; l < LAYERS; l++) {
+        for (int k = 0; k < NPH; k++) {
+            size_t lo, hi;
+            share(ph_bytes(k), lo, hi);
+            for (size_t o = lo; o < hi; o += STG, c++) {
+                const uint32_t n = (uint32_t)zmin(STG, hi - o), st = c % S, use = c / S;
+                if (producer) {
+                    if (use > 0) mbar_wait(empty0 + 8 * st, (use - 1) & 1);
+                    mbar_expect_tx(full0 + 8 * st, n);
+                    bulk_load(ring0 + st * STG, w + base + o, n, full0 + 8 * st);
+                } else {
+                    mbar_wait(full0 + 8 * st, use & 1);
+                    for (uint32_t i = 16 * threadIdx.x; i < n; i += 16 * RING_CONSUMERS)
+                        fold(acc, *(const uint4 *)(sm + st * STG + i));
+                    __syncwarp();
+                    if ((threadIdx.x & 31) == 0) mbar_arrive(empty0 + 8 * st);
+                }
+            }
+            base += ph_bytes(k);
+            if (producer || !barriers) continue;
+            if (k == 0 && stall_us) spin_us(stall_us);
+            for (int i = 0; i < ph_bars(k); i++) grid_bar(b, gridDim.x, RING_CONSUMERS);
+        }
+    }
+}
+
 __global__ void __launch_bounds__(NT) persist_kernel(const uint8_t *__restrict__ w, int variant, int smem_bytes,
-                                                     bar *b, uint4 *out) {
-    extern __shared__ __align__(16) uint8_t sm[];
+                                                     int stall_us, bar *b, uint4 *out) {
+    extern __shared__ __align__(128) uint8_t sm[];
     uint4 acc = make_uint4(0, 0, 0, 0), pre[U];
     const unsigned nb = gridDim.x;
+    if (variant == V_RING_ONLY || variant == V_RING) {
+        ring(w, variant == V_RING, smem_bytes, stall_us, b, acc);
+        if (acc.x == 0x12345678u) out[blockIdx.x * NT + threadIdx.x] = acc;
+        return;
+    }
     size_t base = 0, ready = 0; /* ready: bytes of this phase the one before asked for (reg, smem) */
     for (int l = 0; l < LAYERS; l++) {
         for (int k = 0; k < NPH; k++) {
@@ -153,6 +257,7 @@ __global__ void __launch_bounds__(NT) persist_kernel(const uint8_t *__restrict__
                     cp_async_commit();
                 }
             }
+            if (k == 0 && stall_us) spin_us(stall_us);
             for (int i = 0; i < ph_bars(k); i++) grid_bar(b, nb);
         }
     }
@@ -179,18 +284,20 @@ double copy_gbs(uint8_t *a, uint8_t *bb, size_t n) {
 } // namespace
 
 int main(int argc, char **argv) {
-    int reps = 9, smem_kb = 96, bpsm = 1;
+    int reps = 9, smem_kb = 96, bpsm = 1, stall_us = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--smem") && i + 1 < argc) smem_kb = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--bpsm") && i + 1 < argc) bpsm = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--stall") && i + 1 < argc) stall_us = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: bench_persist [--reps 9] [--smem KB] [--bpsm blocks a multiprocessor]\n");
+            fprintf(stderr, "usage: bench_persist [--reps 9] [--smem KB] [--bpsm blocks a multiprocessor] "
+                            "[--stall us after q/k/v]\n");
             return 2;
         }
     }
-    if (reps < 1 || smem_kb < 0 || smem_kb > 200 || bpsm < 1 || bpsm > 4) {
-        fprintf(stderr, "bench_persist: need --reps >= 1, 0 <= --smem <= 200, 1 <= --bpsm <= 4\n");
+    if (reps < 1 || smem_kb < 0 || smem_kb > 200 || bpsm < 1 || bpsm > 4 || stall_us < 0 || stall_us > 1000) {
+        fprintf(stderr, "bench_persist: need --reps >= 1, 0 <= --smem <= 200, 1 <= --bpsm <= 4, 0 <= --stall <= 1000\n");
         return 2;
     }
     int dev = 0, nsm = 0, coop = 0;
@@ -215,10 +322,10 @@ int main(int argc, char **argv) {
     cudaMemset(w, 0x5a, total);
     cudaMemset(b, 0, sizeof(bar));
     const double bw = copy_gbs(w, c2, cp);
-    const int smem = smem_kb * 1024;
-    cudaFuncSetAttribute(persist_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    const int smem = smem_kb * 1024, dyn = smem + 2 * MAX_STAGES * 8; /* the ring's mbarriers after it */
+    cudaFuncSetAttribute(persist_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dyn);
     int fit = 0;
-    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, persist_kernel, NT, smem);
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, persist_kernel, NT, dyn);
     if (fit < bpsm) {
         fprintf(stderr, "bench_persist: %d blocks of %d KB shared memory a multiprocessor do not fit (%d do)\n", bpsm,
                 smem_kb, fit);
@@ -226,19 +333,23 @@ int main(int argc, char **argv) {
     }
     const int grid = nsm * bpsm;
     printf("copy bandwidth %.0f GB/s; %d SMs x %d blocks of %d threads, %d KB shared a block; %d layers of %.1f MB "
-           "(Q4_0 8B), %d barriers a layer where the variant has them; median of %d\n",
-           bw, nsm, bpsm, NT, smem_kb, LAYERS, layer / 1e6, BARS, reps);
+           "(Q4_0 8B), %d barriers a layer where the variant has them, a %d us stall after q/k/v; median of %d\n",
+           bw, nsm, bpsm, NT, smem_kb, LAYERS, layer / 1e6, BARS, stall_us, reps);
     printf("%-8s %10s %9s %7s %22s\n", "variant", "us", "GB/s", "%copy", "tok/s ceiling (+ head)");
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0), cudaEventCreate(&e1);
     for (int v = 0; v < N_V; v++) {
+        if ((v == V_RING_ONLY || v == V_RING) && smem < 2 * STG) {
+            printf("%-8s (needs --smem >= %d)\n", V_NAME[v], 2 * STG / 1024);
+            continue;
+        }
         std::vector<float> t;
         for (int r = 0; r < reps + 1; r++) {
-            int vv = v, sb = smem;
-            void *args[] = {&w, &vv, &sb, &b, &out};
+            int vv = v, sb = smem, su = stall_us;
+            void *args[] = {&w, &vv, &sb, &su, &b, &out};
             cudaEventRecord(e0);
             cudaError_t e = cudaLaunchCooperativeKernel((const void *)persist_kernel, dim3(grid), dim3(NT), args,
-                                                        (size_t)smem, 0);
+                                                        (size_t)dyn, 0);
             cudaEventRecord(e1);
             if (e == cudaSuccess) e = cudaEventSynchronize(e1);
             if (e != cudaSuccess) {
