@@ -6,7 +6,7 @@
 # streams at 128 / 128 and 1000 / 1000, BF16, f16 KV).
 set -u
 export HEARTH_ROOT=$PWD
-mkdir -p /tmp/b && tar -C /tmp/b -xJf .dev/bin.tar.xz && cp .dev/bench_gemv .dev/bench_ring_gemv /tmp/b/
+mkdir -p /tmp/b && tar -C /tmp/b -xJf .dev/bin.tar.xz && tar -C /tmp/b -xJf .dev/extra.tar.xz
 for a in "" "--stage-kb 8" "--stage-kb 32 --smem-kb 113" "--bpsm 1 --smem-kb 220"; do
     echo "## $(date +%T) bench_ring_gemv $a"
     timeout 60 /tmp/b/bench_ring_gemv $a 2>&1
