@@ -1,17 +1,28 @@
 #!/bin/bash
-# s29-run3: a BF16 batch-1 GEMV streaming its weights through a ring of
-# cp.async.bulk stages (bench_ring_gemv: does a real GEMV keep the 4.5 TB/s
-# of s29-run2's ring-only stream?) beside hearth's streamed GEMV on the same
-# shapes (bench_gemv --types bf16 --T 1); then issue 6's table (1, 8, 64, 256
-# streams at 128 / 128 and 1000 / 1000, BF16, f16 KV).
+# s29-run3: the BF16 one-row GEMV with its weights streamed through a ring
+# of cp.async.bulk stages. bench_ring_gemv (standalone: does a real GEMV keep
+# s29-run2's 4.5 TB/s ring stream?), then the engine's version
+# (mmv_ring.cu, HEARTH_MMV_RING=1): the GEMV and layer tests with it,
+# bench_gemv and bench_model BF16 with it off / on, alternated.
 set -u
 export HEARTH_ROOT=$PWD
-mkdir -p /tmp/b && tar -C /tmp/b -xJf .dev/bin.tar.xz && tar -C /tmp/b -xJf .dev/extra.tar.xz
-for a in "" "--stage-kb 8" "--stage-kb 32 --smem-kb 113" "--bpsm 1 --smem-kb 220"; do
-    echo "## $(date +%T) bench_ring_gemv $a"
-    timeout 60 /tmp/b/bench_ring_gemv $a 2>&1
+B=/tmp/b
+mkdir -p $B && tar -C $B -xJf .dev/bin.tar.xz && tar -C $B -xJf .dev/extra.tar.xz
+(timeout 120 python3 tools/bench/make_llama_gguf.py /tmp/l8b-bf16.gguf --type bf16 2>&1 | tail -1) > /tmp/gen.log 2>&1 &
+echo "## $(date +%T) bench_ring_gemv"
+timeout 60 $B/bench_ring_gemv 2>&1
+for f in cuda_matmul cuda_layer; do
+    echo "## $(date +%T) HEARTH_MMV_RING=1 test_cuda $f"
+    HEARTH_MMV_RING=1 timeout 120 $B/test_cuda $f 2>&1 | grep -vE "^ok |^  layer " | tail -12
 done
-echo "## $(date +%T) bench_gemv --types bf16 --T 1"
-timeout 90 /tmp/b/bench_gemv --types bf16 --T 1 2>&1
-tools/bench/device_run.sh streams
+for r in 0 1; do
+    echo "## $(date +%T) HEARTH_MMV_RING=$r bench_gemv --types bf16 --T 1"
+    HEARTH_MMV_RING=$r timeout 60 $B/bench_gemv --types bf16 --T 1 2>&1 | tail -9
+done
+wait; cat /tmp/gen.log
+for r in 0 1 0 1; do
+    echo "## $(date +%T) HEARTH_MMV_RING=$r bench_model bf16 --prompt 512 --gen 128 --prefill 512 --reps 1"
+    HEARTH_MMV_RING=$r timeout 60 $B/bench_model /tmp/l8b-bf16.gguf --prompt 512 --gen 128 --prefill 512 --reps 1 2>&1 |
+        grep -E "^(decode|roofline)"
+done
 echo "## $(date +%T) done"
