@@ -127,17 +127,17 @@ __global__ void __launch_bounds__(NT) ring_gemv(const __nv_bfloat16 *__restrict_
         const size_t o0 = (size_t)c * stg, n = zmin((size_t)stg, nbytes - o0);
         mbar_wait(full0 + 8 * st, use & 1);
         const uint8_t *buf = ring + (size_t)st * stg;
-        int row = (int)(o0 / RB);
+        /* one division a chunk: the row and column then advance 512 bytes a step */
+        int row = (int)(o0 / RB), col = (int)(o0 - (size_t)row * RB);
         float acc = 0.0f;
-        for (size_t it = 0; it < n; it += 512) {
-            const int r = (int)((o0 + it) / RB);
-            if (r != row) {
+        for (int it = 0; it < (int)n; it += 512) {
+            acc += dot8(*(const uint4 *)(buf + it + lane * 16), x_s + col / 2 + lane * 8);
+            col += 512;
+            if (col == (int)RB && it + 512 < (int)n) {
                 acc = warp_sum(acc);
                 if (lane == 0) part[row * MAX_SLOTS + (c - (int)(((size_t)row * RB) / stg))] = acc;
-                acc = 0.0f, row = r;
+                acc = 0.0f, row++, col = 0;
             }
-            const int col = (int)(((o0 + it) % RB) / 2) + lane * 8;
-            acc += dot8(*(const uint4 *)(buf + it + lane * 16), x_s + col);
         }
         acc = warp_sum(acc);
         if (lane == 0) part[row * MAX_SLOTS + (c - (int)(((size_t)row * RB) / stg))] = acc;

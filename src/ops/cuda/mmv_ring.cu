@@ -118,20 +118,22 @@ __global__ void __launch_bounds__(RING_NT) mmv_ring_kernel(const mmv_set set, si
             const size_t o0 = (size_t)k * RING_STG, n = min((size_t)RING_STG, seg[i].n - o0);
             ring_mbar_wait(full0 + 8 * st, use & 1);
             const uint8_t *buf = ring + (size_t)st * RING_STG;
-            int row = (int)(o0 / rb);
+            /* one division a chunk: the row and column then advance 512 bytes a step */
+            int row = (int)(o0 / rb), col = (int)(o0 - (size_t)row * rb);
+            const int rbi = (int)rb;
             float acc = 0.0f;
-            for (size_t it = 0; it < n; it += 512) {
-                const int r = (int)((o0 + it) / rb);
-                if (r != row) {
-                    acc = warp_sum(acc);
-                    if (lane == 0) part[(seg[i].r0 + row) * RING_SLOTS + k - (int)((size_t)row * rb / RING_STG)] = acc;
-                    acc = 0.0f, row = r;
-                }
+            for (int it = 0; it < (int)n; it += 512) {
                 float wf[8], xf[8];
                 unpack16<WT>(*(const uint4 *)(buf + it + lane * 16), wf);
-                unpack16<WT>(*(const uint4 *)(x_s + (o0 + it) % rb + lane * 16), xf);
+                unpack16<WT>(*(const uint4 *)(x_s + col + lane * 16), xf);
 #pragma unroll
                 for (int e = 0; e < 8; e++) acc = fmaf(wf[e], xf[e], acc);
+                col += 512;
+                if (col == rbi && it + 512 < (int)n) {
+                    acc = warp_sum(acc);
+                    if (lane == 0) part[(seg[i].r0 + row) * RING_SLOTS + k - (int)((size_t)row * rb / RING_STG)] = acc;
+                    acc = 0.0f, row++, col = 0;
+                }
             }
             acc = warp_sum(acc);
             if (lane == 0) part[(seg[i].r0 + row) * RING_SLOTS + k - (int)((size_t)row * rb / RING_STG)] = acc;
