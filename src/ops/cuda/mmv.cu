@@ -25,7 +25,68 @@
 
 #include <stdlib.h>
 
+/* Rows r and r + 1 (r even) of token t with the rope + KV epilogue
+ * (mmv_set.rope_half): rope_rotate and kv_st, as rope_kv.cu, so the cache
+ * and q, k get the same bits as the separate ops would store. */
+template <typename E> __device__ __forceinline__ void kv_st2(void *base, size_t off, float a, float b) {
+    kv_st((E *)base, off, a);
+    kv_st((E *)base, off + 1, b);
+}
+__device__ __forceinline__ void rope_kv_store(const mmv_set &s, int r, int t, float v0, float v1) {
+    const int nq = s.n[0], nk = s.n[1], p = s.pos[t];
+    const int m = r < nq ? 0 : r < nq + nk ? 1 : 2, rr = r - (m > 0 ? nq : 0) - (m > 1 ? nk : 0);
+    const int d = rr % s.hd;
+    if (m < 2 && d < 2 * s.rope_half) rope_rotate(v0, v1, p, s.inv_freq[d / 2]);
+    float *y = s.y[m] + (size_t)t * s.n[m] + rr;
+    y[0] = v0;
+    y[1] = v1;
+    if (m == 0) return;
+    const cu_kv &kv = s.kv;
+    const int blk = kv.table[(size_t)s.seq[t] * kv.max_blocks + p / kv.block_size];
+    const size_t off = ((size_t)blk * kv.block_size + (size_t)(p % kv.block_size)) * kv.kv_dim + rr;
+    void *base = m == 1 ? kv.k : kv.v;
+    if (kv.f16) kv_st2<__half>(base, off, v0, v1);
+    else if (kv.fp8) kv_st2<__nv_fp8_e4m3>(base, off, v0, v1);
+    else kv_st2<float>(base, off, v0, v1);
+}
+
+/* y of logical rows r (even) and r + 1 < N (if r + 1 < N), token t. */
+__device__ __forceinline__ void pair_store(const mmv_set &s, int r, int N, int t, float v0, float v1) {
+    if (s.rope_half) {
+        rope_kv_store(s, r, t, v0, v1);
+        return;
+    }
+    set_store(s, r, t, v0);
+    if (r + 1 < N) set_store(s, r + 1, t, v1);
+}
+
 /* ---- float weights -------------------------------------------------------- */
+
+/* 8 (2-byte types) or 4 (f32) elements of a 16-byte chunk, as floats. */
+template <int WT> __device__ __forceinline__ void unpack16(uint4 v, float *f);
+template <> __device__ __forceinline__ void unpack16<HEARTH_DT_BF16>(uint4 v, float *f) {
+    uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        f[2 * i] = __uint_as_float(w[i] << 16);
+        f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+}
+template <> __device__ __forceinline__ void unpack16<HEARTH_DT_F16>(uint4 v, float *f) {
+    uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        float2 p = __half22float2(*(const __half2 *)&w[i]);
+        f[2 * i] = p.x;
+        f[2 * i + 1] = p.y;
+    }
+}
+template <> __device__ __forceinline__ void unpack16<HEARTH_DT_F32>(uint4 v, float *f) {
+    f[0] = __uint_as_float(v.x);
+    f[1] = __uint_as_float(v.y);
+    f[2] = __uint_as_float(v.z);
+    f[3] = __uint_as_float(v.w);
+}
 
 /* A streamed format: a row is nch chunks of E elements (16 bytes; Q4_K: 32,
  * Q6_K: 48), split quantized rows keeping their scales after them; load()
@@ -932,7 +993,6 @@ static void launch_float(const cu_launch *L, const mmv_set *set, const void *xp,
     constexpr int E = WT == HEARTH_DT_F32 ? 4 : 8;
     int N = set_rows_host(set);
     if (float_streams(set, (hearth_dtype)WT, K, row_bytes, xp)) {
-        if (NT == 1 && cu_mmv_ring(L, set, xp, (hearth_dtype)WT, K, row_bytes, N)) return;
         int pairs = set->swiglu ? N : cu_div_up(N, 2);
         int ks = stream_ks(L, pairs, K / E, true, true);
         launch_stream<fmt_float<WT>, NT>(L, set, xp, K, row_bytes, ks, pairs);
