@@ -124,23 +124,32 @@ static int wait_running(hearth_engine *e, int n) {
 /* Prompts are prefilled first come, first served: B, admitted after A into
  * the lower slot that P left, waits for A's prompt rather than taking the
  * step budget from it (planned in slot order, B's 40 tokens went first and
- * A's 250 waited). */
-TEST(engine_prefill_first_come_first_served) {
-    rig r;
-    int ok = rig_open(&r, 64, 2, 4); /* a step of 4 tokens: A's prompt takes 60+ steps */
-    CHECK_MSG(ok, "cannot open the tiny model");
+ * A's 250 waited). The scenario needs A admitted while P still runs; on a
+ * loaded machine P (200 tokens of a tiny model) can end first, so an
+ * attempt that does not reach it is run again (*again set), up to three. */
+static void fcfs_attempt(rig *r, int *again) {
+    *again = 0;
     hearth_engine *e;
     hearth_engine_opts o = {.n_slots = 2, .max_waiting = 8, .queue_cap = 256};
     hearth_err err = {0};
-    CHECK_EQ(hearth_engine_new(&e, r.m, r.kv, &o, &err), HEARTH_OK);
-    const int vocab = hearth_model_config_get(r.m)->vocab_size;
+    CHECK_EQ(hearth_engine_new(&e, r->m, r->kv, &o, &err), HEARTH_OK);
+    const int vocab = hearth_model_config_get(r->m)->vocab_size;
     hearth_token_event ev;
     hearth_seq *p = submit_ids(e, 2, 1, 1, 200, vocab);
     CHECK_MSG(p && hearth_seq_next(p, &ev, -1) == 1, "P did not start"); /* P runs in slot 0 */
     const double ta = hearth_time_now();
     hearth_seq *a = submit_ids(e, 250, 7, 3, 1, vocab);
-    CHECK_MSG(a && wait_running(e, 2), "A was not admitted"); /* A prefills in slot 1 */
-    hearth_seq_cancel(p);
+    CHECK_MSG(a, "submit failed");
+    if (!wait_running(e, 2)) { /* P ended before A was seen beside it: not this scenario */
+        while (hearth_seq_next(a, &ev, -1) == 1) {}
+        while (hearth_seq_next(p, &ev, -1) == 1) {}
+        hearth_seq_release(a);
+        hearth_seq_release(p);
+        hearth_engine_free(e);
+        *again = 1;
+        return;
+    }
+    hearth_seq_cancel(p); /* A prefills in slot 1 */
     CHECK_MSG(wait_running(e, 1), "P did not leave"); /* slot 0 is free again */
     const double tb = hearth_time_now();
     hearth_seq *b = submit_ids(e, 40, 11, 5, 1, vocab); /* B takes slot 0 */
@@ -160,6 +169,15 @@ TEST(engine_prefill_first_come_first_served) {
     CHECK_MSG(first[0] < first[1], "A's first token at %.4f s, B's at %.4f s: B took the budget", first[0] - ta,
               first[1] - ta);
     hearth_engine_free(e);
+}
+
+TEST(engine_prefill_first_come_first_served) {
+    rig r;
+    int ok = rig_open(&r, 64, 2, 4); /* a step of 4 tokens: A's prompt takes 60+ steps */
+    CHECK_MSG(ok, "cannot open the tiny model");
+    int again = 1;
+    for (int attempt = 0; attempt < 3 && again; attempt++) fcfs_attempt(&r, &again);
+    CHECK_MSG(!again, "A was never seen running beside P, in three attempts");
     rig_close(&r);
 }
 
