@@ -22,6 +22,8 @@
  *
  * Checks every output against a one-warp-a-row reference kernel first. A
  * measurement, never a test. */
+#include "ops/cuda/cuda_internal.cuh"
+
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -39,30 +41,6 @@ constexpr int NT = 256, NC = NT - 32, NW = NC / 32, MAX_STAGES = 16, MAX_SLOTS =
 
 __host__ __device__ __forceinline__ size_t zmin(size_t a, size_t b) { return a < b ? a : b; }
 
-__device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-    uint32_t done;
-    do {
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done)
-                     : "r"(bar), "r"(parity)
-                     : "memory");
-    } while (!done);
-}
-__device__ __forceinline__ void bulk_load(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                 ::"r"(dst), "l"(src), "r"(bytes), "r"(bar)
-                 : "memory");
-}
 
 __device__ __forceinline__ float dot8(uint4 w, const float *x) {
     const float4 a = *(const float4 *)x, b = *(const float4 *)(x + 4);
