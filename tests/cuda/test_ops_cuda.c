@@ -1314,14 +1314,18 @@ TEST(cuda_graph_replay_matches_eager) {
 }
 
 /* A long sequence (a forward's worth of records) is captured the second time
- * and instantiated behind the next long flush's launch (ops_cuda.c
- * capture_for_later): here the third run of the same sequence, so the fourth
- * on replay the graph; every run equal to the CPU. */
+ * and instantiated at a later wait of the host, not at once (ops_cuda.cu
+ * capture_for_later, flush): here while the third run, which still runs
+ * eagerly, is waited for, so the fourth on replay the graph; every run equal
+ * to the CPU. graph_captures counts instantiated graphs. */
 TEST(cuda_graph_long_sequence_instantiated_later) {
     NEED_GPU();
     hearth_cuda_stats s0, s1;
+    hearth_cuda_ctx_sync(g_cu); /* earlier records out: each run below is one flush of the same records */
     hearth_cuda_ctx_stats(g_cu, &s0);
-    const int K = 256, OPS = 80, RUNS = 6;
+    enum { RUNS = 6 };
+    const int K = 256, OPS = 80;
+    long cap[RUNS] = {0}; /* graphs instantiated after each run */
     float *ones = malloc(4 * K), *want = malloc(4 * K), *got = malloc(4 * K);
     for (int k = 0; k < K; k++) ones[k] = 1.0f;
     float *xd = dnew(4 * K), *nd = dup_host(ones, 4 * K);
@@ -1342,6 +1346,8 @@ TEST(cuda_graph_long_sequence_instantiated_later) {
         if (e > worst) worst = e;
         if (!(e <= 1e-4)) bad = it; /* a stale replay would be another run's vector */
         free(x);
+        hearth_cuda_ctx_stats(g_cu, &s1);
+        cap[it] = s1.graph_captures - s0.graph_captures;
     }
     hearth_cuda_ctx_stats(g_cu, &s1);
     dfree(xd);
@@ -1352,6 +1358,8 @@ TEST(cuda_graph_long_sequence_instantiated_later) {
     if (!check_cuda_ok()) return;
     CHECK_MSG(bad < 0, "run %d differs from the CPU (rel err %.3g)", bad, worst);
     CHECK_MSG(s1.graph_captures > s0.graph_captures, "the long sequence was never captured");
+    CHECK_MSG(cap[1] == cap[0], "the graph captured in the second run was instantiated at once, not at a later wait");
+    CHECK_MSG(cap[2] > cap[1], "the graph captured in the second run was not instantiated while the third was waited for");
     CHECK_MSG(s1.graph_replays >= s0.graph_replays + 2, "the long sequence was replayed %ld times in %d runs (want 2+)",
               s1.graph_replays - s0.graph_replays, RUNS);
 }
