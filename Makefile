@@ -123,7 +123,7 @@ $(BUILD)/bench/cuda/%: $(BUILD)/bench/cuda/%.o $(BUILD)/libhearth.a
 	$(CC) -o $@ $< $(BUILD)/libhearth.a $(LDLIBS)
 
 # a benchmark that is one .cu file of its own kernels (no libhearth; cuda_internal.cuh's device helpers)
-$(BUILD)/bench/cuda/%: bench/cuda/%.cu src/ops/cuda/cuda_internal.cuh
+$(BUILD)/bench/cuda/%: bench/cuda/%.cu src/ops/cuda/cuda_internal.cuh bench/cuda/copy_bw.cuh
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -o $@ $< -lcudart_static
 

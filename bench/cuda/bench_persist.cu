@@ -35,6 +35,7 @@
  * Q6_K head at copy bandwidth), beside a device-to-device copy of 2 GiB.
  * A measurement, never a test. */
 #include "ops/cuda/cuda_internal.cuh"
+#include "copy_bw.cuh"
 
 #include <cuda_runtime.h>
 
@@ -237,23 +238,6 @@ __global__ void __launch_bounds__(NT) persist_kernel(const uint8_t *__restrict__
         }
     }
     if (acc.x == 0x12345678u) out[blockIdx.x * NT + threadIdx.x] = acc; /* rarely true; keeps the loads */
-}
-
-double copy_gbs(uint8_t *a, uint8_t *bb, size_t n) {
-    cudaEvent_t e0, e1;
-    cudaEventCreate(&e0), cudaEventCreate(&e1);
-    std::vector<float> t;
-    for (int i = 0; i < 11; i++) {
-        cudaEventRecord(e0);
-        cudaMemcpyAsync(bb, a, n, cudaMemcpyDeviceToDevice);
-        cudaEventRecord(e1);
-        cudaEventSynchronize(e1);
-        float ms;
-        cudaEventElapsedTime(&ms, e0, e1);
-        t.push_back(ms);
-    }
-    std::sort(t.begin(), t.end());
-    return 2.0 * n / (t[5] * 1e-3) / 1e9;
 }
 
 } // namespace

@@ -23,6 +23,7 @@
  * Checks every output against a one-warp-a-row reference kernel first. A
  * measurement, never a test. */
 #include "ops/cuda/cuda_internal.cuh"
+#include "copy_bw.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -147,23 +148,6 @@ __global__ void fill_w(__nv_bfloat16 *w, size_t n, uint32_t seed) {
         h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
         w[i] = __float2bfloat16(((h & 0xffff) / 65536.0f - 0.5f) * 0.06f);
     }
-}
-
-double copy_gbs(void *a, void *b, size_t n) {
-    cudaEvent_t e0, e1;
-    cudaEventCreate(&e0), cudaEventCreate(&e1);
-    std::vector<float> t;
-    for (int i = 0; i < 11; i++) {
-        cudaEventRecord(e0);
-        cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice);
-        cudaEventRecord(e1);
-        cudaEventSynchronize(e1);
-        float ms;
-        cudaEventElapsedTime(&ms, e0, e1);
-        t.push_back(ms);
-    }
-    std::sort(t.begin(), t.end());
-    return 2.0 * n / (t[5] * 1e-3) / 1e9;
 }
 
 struct shape {

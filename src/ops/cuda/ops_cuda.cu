@@ -853,8 +853,8 @@ static void capture_for_later(hearth_cuda_ctx *c, uint64_t h, kv_writer kvw) {
 }
 
 /* Instantiate a captured graph into the least recently used slot (a long one
- * after a forward's work is issued, while the device runs it); its graph and
- * records pass to the slot or are freed. */
+ * at a later wait of the host, with a forward running on the device); its
+ * graph and records pass to the slot or are freed. */
 static void instantiate_graph(hearth_cuda_ctx *c, pending_graph p) {
     cudaGraphExec_t exec = NULL;
     cudaError_t e = cudaGraphInstantiate(&exec, p.graph, 0);
