@@ -24,11 +24,20 @@
  *   ring       the same, the consumers meeting at the grid barriers while
  *              the producer runs ahead as far as the ring lets it (the
  *              weights' addresses never depend on the phase before)
+ *   flag       the ring with a done counter a phase in place of the barriers:
+ *              a block's consumers start a phase once every chunk of the one
+ *              before is folded (block 0 stands for the attention between
+ *              q/k/v and o); each block a contiguous share, as ring
+ *   dyn        the same, the 16 KB chunks of a phase claimed one at a time
+ *              from a counter, so a fast block takes more of them
  *
- *   bench_persist [--reps 9] [--smem 96] [--bpsm 1] [--stall US]
+ *   bench_persist [--reps 9] [--smem 96] [--bpsm 1] [--stall US] [--l2 KB]
  *
  * --stall US: after q/k/v the threads that meet at the barriers first spin
  * US microseconds (the attention's latency chain, ~7 us at batch 1).
+ * --l2 KB: flag's producer asks L2 for its block's chunks up to KB ahead of
+ * its copies (cp.async.bulk.prefetch.L2), so DRAM keeps streaming while the
+ * ring is full and the consumers wait on a dependency.
  *
  * Prints each variant's time for the 32 layers, its bandwidth, and the
  * batch-1 ceiling it implies (tok/s if a token were these weights plus the
@@ -60,8 +69,9 @@ __host__ __device__ constexpr int ph_bars(int k) { return k == 0 ? 2 : 1; }
 constexpr int BARS = 5;
 constexpr double HEAD_BYTES = 128256.0 * 4096 / 256 * 210; /* the Q6_K head */
 
-enum { V_STREAM, V_BARRIER, V_REG, V_SMEM, V_SYNC, V_RING_ONLY, V_RING, N_V };
-const char *V_NAME[N_V] = {"stream", "barrier", "reg", "smem", "sync", "ring-only", "ring"};
+enum { V_STREAM, V_BARRIER, V_REG, V_SMEM, V_SYNC, V_RING_ONLY, V_RING, V_FLAG, V_DYN, N_V };
+const char *V_NAME[N_V] = {"stream", "barrier", "reg", "smem", "sync", "ring-only", "ring", "flag", "dyn"};
+constexpr int NPHASES = LAYERS * NPH; /* flag, dyn: a claim and a done counter a phase, an attention flag a layer */
 constexpr int STG = 16384, MAX_STAGES = 16, RING_CONSUMERS = NT - 32; /* ring: the last warp produces */
 
 struct bar {
@@ -185,13 +195,156 @@ __device__ void ring(const uint8_t *__restrict__ w, bool barriers, int smem_byte
     }
 }
 
+__device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ void wait_at_least(const unsigned *p, unsigned n) {
+    while (ld_acquire(p) < n) __nanosleep(20);
+}
+__host__ __device__ constexpr unsigned ph_chunks(int k) { return (unsigned)((ph_bytes(k) + STG - 1) / STG); }
+
+/* flag, dyn: the ring without grid barriers. A phase is cut into 16 KB
+ * chunks; a block's producer takes its chunks (flag: a contiguous share, as
+ * ring; dyn: claimed one at a time from the phase's counter, the next claim
+ * in flight while it copies, so fast blocks take more) and ends its phase
+ * with an empty stage (chunk -1). The consumers fold a phase's chunks only
+ * once every chunk of the phase before has been folded (its done counter,
+ * one add a block a phase), as a GEMV needs its whole input: the dependency
+ * without an all-blocks barrier. After q/k/v, block 0 stands for the
+ * attention: it waits for q/k/v, spins --stall, and raises the layer's flag
+ * that the o phase waits for. ctr: claim[NPHASES], done[NPHASES],
+ * attn[LAYERS], zero at launch. */
+__device__ void ring_dep(const uint8_t *__restrict__ w, bool dyn, int smem_bytes, int stall_us, size_t l2_bytes,
+                         unsigned *ctr, uint4 &acc) {
+    extern __shared__ __align__(128) uint8_t sm[];
+    __shared__ int meta[MAX_STAGES];
+    unsigned *claim = ctr, *done = ctr + NPHASES, *attn = ctr + 2 * NPHASES;
+    const int S = min(MAX_STAGES, smem_bytes / STG);
+    uint64_t *mb = (uint64_t *)(sm + (size_t)S * STG);
+    const uint32_t ring0 = smem_u32(sm), full0 = smem_u32(mb), empty0 = smem_u32(mb + MAX_STAGES);
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < S; i++) mbar_init(full0 + 8 * i, 1), mbar_init(empty0 + 8 * i, RING_CONSUMERS / 32);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    const bool producer = threadIdx.x >= RING_CONSUMERS;
+    if (producer && threadIdx.x != RING_CONSUMERS) return;
+    unsigned c = 0; /* stages so far: stage c % S, its use c / S */
+    if (producer) {
+        size_t base = 0;
+        auto put = [&](int chunk, size_t off, uint32_t n) { /* chunk -1: the phase's end, no bytes */
+            const uint32_t st = c % S, use = c / S;
+            if (use > 0) mbar_wait(empty0 + 8 * st, (use - 1) & 1);
+            meta[st] = chunk;
+            if (chunk < 0) {
+                mbar_arrive(full0 + 8 * st);
+            } else {
+                mbar_expect_tx(full0 + 8 * st, n);
+                bulk_load(ring0 + st * STG, w + off, n, full0 + 8 * st);
+            }
+            c++;
+        };
+        struct {
+            int P;
+            unsigned ch, hi;
+            size_t base;
+        } pf = {0, (unsigned)((size_t)ph_chunks(0) * blockIdx.x / gridDim.x),
+                (unsigned)((size_t)ph_chunks(0) * (blockIdx.x + 1) / gridDim.x), 0};
+        size_t pf_sent = 0, put_sent = 0;
+        for (int P = 0; P < NPHASES; P++) {
+            const int k = P % NPH;
+            const unsigned n = ph_chunks(k);
+            const size_t bytes = ph_bytes(k);
+            if (dyn) {
+                unsigned next = atomicAdd(&claim[P], 1u);
+                for (;;) {
+                    const unsigned ch = next;
+                    if (ch >= n) break;
+                    next = atomicAdd(&claim[P], 1u); /* in flight while this chunk's copy is issued */
+                    put((int)ch, base + (size_t)ch * STG, (uint32_t)zmin(STG, bytes - (size_t)ch * STG));
+                }
+            } else {
+                const unsigned lo = (unsigned)((size_t)n * blockIdx.x / gridDim.x),
+                               hi = (unsigned)((size_t)n * (blockIdx.x + 1) / gridDim.x);
+                for (unsigned ch = lo; ch < hi; ch++) {
+                    /* --l2: this block's chunks up to l2_bytes ahead of the copies asked of L2 */
+                    while (l2_bytes && pf.P < NPHASES && pf_sent < put_sent + l2_bytes) {
+                        if (pf.ch < pf.hi) {
+                            const size_t o = (size_t)pf.ch++ * STG, m = zmin(STG, ph_bytes(pf.P % NPH) - o);
+                            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(w + pf.base + o),
+                                         "r"((uint32_t)m)
+                                         : "memory");
+                            pf_sent += m;
+                        } else if (++pf.P < NPHASES) {
+                            pf.base += ph_bytes((pf.P - 1) % NPH);
+                            const unsigned pn = ph_chunks(pf.P % NPH);
+                            pf.ch = (unsigned)((size_t)pn * blockIdx.x / gridDim.x);
+                            pf.hi = (unsigned)((size_t)pn * (blockIdx.x + 1) / gridDim.x);
+                        }
+                    }
+                    const uint32_t m = (uint32_t)zmin(STG, bytes - (size_t)ch * STG);
+                    put((int)ch, base + (size_t)ch * STG, m);
+                    put_sent += m;
+                }
+            }
+            put(-1, 0, 0);
+            base += bytes;
+        }
+        return;
+    }
+    for (int P = 0; P < NPHASES; P++) {
+        const int k = P % NPH, l = P / NPH;
+        if (P > 0) { /* the input of this phase is complete */
+            if (threadIdx.x == 0) {
+                if (k == 1) wait_at_least(&attn[l], 1u);
+                else wait_at_least(&done[P - 1], ph_chunks((P - 1) % NPH));
+            }
+            meet(RING_CONSUMERS);
+        }
+        unsigned folded = 0;
+        for (;;) {
+            const uint32_t st = c % S, use = c / S;
+            mbar_wait(full0 + 8 * st, use & 1);
+            const int ch = meta[st];
+            if (ch >= 0) {
+                const uint32_t n = (uint32_t)zmin(STG, ph_bytes(k) - (size_t)ch * STG);
+                for (uint32_t i = 16 * threadIdx.x; i < n; i += 16 * RING_CONSUMERS)
+                    fold(acc, *(const uint4 *)(sm + st * STG + i));
+                folded++;
+            }
+            __syncwarp();
+            if ((threadIdx.x & 31) == 0) mbar_arrive(empty0 + 8 * st);
+            c++;
+            if (ch < 0) break;
+        }
+        meet(RING_CONSUMERS); /* the block's outputs of the phase are stored */
+        if (threadIdx.x == 0) {
+            __threadfence();
+            if (folded) atomicAdd(&done[P], folded);
+            if (k == 0 && blockIdx.x == 0) { /* the attention: all of q/k/v, its latency, then o may start */
+                wait_at_least(&done[P], ph_chunks(0));
+                if (stall_us) spin_us(stall_us);
+                __threadfence();
+                atomicExch(&attn[l], 1u);
+            }
+        }
+    }
+}
+
 __global__ void __launch_bounds__(NT) persist_kernel(const uint8_t *__restrict__ w, int variant, int smem_bytes,
-                                                     int stall_us, bar *b, uint4 *out) {
+                                                     int stall_us, int l2_kb, bar *b, unsigned *ctr, uint4 *out) {
     extern __shared__ __align__(128) uint8_t sm[];
     uint4 acc = make_uint4(0, 0, 0, 0), pre[U];
     const unsigned nb = gridDim.x;
     if (variant == V_RING_ONLY || variant == V_RING) {
         ring(w, variant == V_RING, smem_bytes, stall_us, b, acc);
+        if (acc.x == 0x12345678u) out[blockIdx.x * NT + threadIdx.x] = acc;
+        return;
+    }
+    if (variant == V_FLAG || variant == V_DYN) {
+        ring_dep(w, variant == V_DYN, smem_bytes, stall_us, (size_t)l2_kb * 1024, ctr, acc);
         if (acc.x == 0x12345678u) out[blockIdx.x * NT + threadIdx.x] = acc;
         return;
     }
@@ -243,20 +396,23 @@ __global__ void __launch_bounds__(NT) persist_kernel(const uint8_t *__restrict__
 } // namespace
 
 int main(int argc, char **argv) {
-    int reps = 9, smem_kb = 96, bpsm = 1, stall_us = 0;
+    int reps = 9, smem_kb = 96, bpsm = 1, stall_us = 0, l2_kb = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--smem") && i + 1 < argc) smem_kb = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--bpsm") && i + 1 < argc) bpsm = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--stall") && i + 1 < argc) stall_us = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--l2") && i + 1 < argc) l2_kb = atoi(argv[++i]);
         else {
             fprintf(stderr, "usage: bench_persist [--reps 9] [--smem KB] [--bpsm blocks a multiprocessor] "
-                            "[--stall us after q/k/v]\n");
+                            "[--stall us after q/k/v] [--l2 KB ahead, flag]\n");
             return 2;
         }
     }
-    if (reps < 1 || smem_kb < 0 || smem_kb > 200 || bpsm < 1 || bpsm > 4 || stall_us < 0 || stall_us > 1000) {
-        fprintf(stderr, "bench_persist: need --reps >= 1, 0 <= --smem <= 200, 1 <= --bpsm <= 4, 0 <= --stall <= 1000\n");
+    if (reps < 1 || smem_kb < 0 || smem_kb > 200 || bpsm < 1 || bpsm > 4 || stall_us < 0 || stall_us > 1000 ||
+        l2_kb < 0 || l2_kb > 4096) {
+        fprintf(stderr, "bench_persist: need --reps >= 1, 0 <= --smem <= 200, 1 <= --bpsm <= 4, 0 <= --stall <= 1000, "
+                        "0 <= --l2 <= 4096\n");
         return 2;
     }
     int dev = 0, nsm = 0, coop = 0;
@@ -272,9 +428,11 @@ int main(int argc, char **argv) {
     const size_t total = layer * LAYERS, cp = (size_t)1 << 31;
     uint8_t *w = NULL, *c2 = NULL;
     bar *b = NULL;
+    unsigned *ctr = NULL;
+    const size_t ctr_bytes = sizeof(unsigned) * (2 * NPHASES + LAYERS);
     uint4 *out = NULL;
     if (cudaMalloc(&w, total) != cudaSuccess || cudaMalloc(&c2, cp) != cudaSuccess ||
-        cudaMalloc(&b, sizeof(bar)) != cudaSuccess || cudaMalloc(&out, sizeof(uint4) * NT * nsm * 4) != cudaSuccess) {
+        cudaMalloc(&b, sizeof(bar)) != cudaSuccess || cudaMalloc(&ctr, ctr_bytes) != cudaSuccess || cudaMalloc(&out, sizeof(uint4) * NT * nsm * 4) != cudaSuccess) {
         fprintf(stderr, "bench_persist: out of device memory (%.2f GB)\n", total / 1e9);
         return 1;
     }
@@ -292,20 +450,22 @@ int main(int argc, char **argv) {
     }
     const int grid = nsm * bpsm;
     printf("copy bandwidth %.0f GB/s; %d SMs x %d blocks of %d threads, %d KB shared a block; %d layers of %.1f MB "
-           "(Q4_0 8B), %d barriers a layer where the variant has them, a %d us stall after q/k/v; median of %d\n",
-           bw, nsm, bpsm, NT, smem_kb, LAYERS, layer / 1e6, BARS, stall_us, reps);
+           "(Q4_0 8B), %d barriers a layer where the variant has them, a %d us stall after q/k/v, flag's L2 prefetch %d KB "
+           "ahead; median of %d\n",
+           bw, nsm, bpsm, NT, smem_kb, LAYERS, layer / 1e6, BARS, stall_us, l2_kb, reps);
     printf("%-8s %10s %9s %7s %22s\n", "variant", "us", "GB/s", "%copy", "tok/s ceiling (+ head)");
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0), cudaEventCreate(&e1);
     for (int v = 0; v < N_V; v++) {
-        if ((v == V_RING_ONLY || v == V_RING) && smem < 2 * STG) {
+        if ((v == V_RING_ONLY || v == V_RING || v == V_FLAG || v == V_DYN) && smem < 2 * STG) {
             printf("%-8s (needs --smem >= %d)\n", V_NAME[v], 2 * STG / 1024);
             continue;
         }
         std::vector<float> t;
         for (int r = 0; r < reps + 1; r++) {
-            int vv = v, sb = smem, su = stall_us;
-            void *args[] = {&w, &vv, &sb, &su, &b, &out};
+            int vv = v, sb = smem, su = stall_us, l2 = l2_kb;
+            void *args[] = {&w, &vv, &sb, &su, &l2, &b, &ctr, &out};
+            cudaMemsetAsync(ctr, 0, ctr_bytes);
             cudaEventRecord(e0);
             cudaError_t e = cudaLaunchCooperativeKernel((const void *)persist_kernel, dim3(grid), dim3(NT), args,
                                                         (size_t)dyn, 0);
