@@ -31,10 +31,12 @@
  *   dyn        the same, the 16 KB chunks of a phase claimed one at a time
  *              from a counter, so a fast block takes more of them
  *
- *   bench_persist [--reps 9] [--smem 96] [--bpsm 1] [--stall US] [--l2 KB]
+ *   bench_persist [--reps 9] [--smem 96] [--bpsm 1] [--stall US] [--l2 KB] [--chase N]
  *
  * --stall US: after q/k/v the threads that meet at the barriers first spin
  * US microseconds (the attention's latency chain, ~7 us at batch 1).
+ * --chase N: in flag and dyn, the attention's block first makes N dependent
+ * loads from a 256 MB table (DRAM round trips under the stream's load).
  * --l2 KB: flag's producer asks L2 for its block's chunks up to KB ahead of
  * its copies (cp.async.bulk.prefetch.L2), so DRAM keeps streaming while the
  * ring is full and the consumers wait on a dependency.
@@ -71,6 +73,7 @@ constexpr double HEAD_BYTES = 128256.0 * 4096 / 256 * 210; /* the Q6_K head */
 
 enum { V_STREAM, V_BARRIER, V_REG, V_SMEM, V_SYNC, V_RING_ONLY, V_RING, V_FLAG, V_DYN, N_V };
 const char *V_NAME[N_V] = {"stream", "barrier", "reg", "smem", "sync", "ring-only", "ring", "flag", "dyn"};
+constexpr size_t CHASE_WORDS = (size_t)1 << 26; /* --chase: a 256 MB table, far past L2 */
 constexpr int NPHASES = LAYERS * NPH; /* flag, dyn: a claim and a done counter a phase, an attention flag a layer */
 constexpr int STG = 16384, MAX_STAGES = 16, RING_CONSUMERS = NT - 32; /* ring: the last warp produces */
 
@@ -217,7 +220,7 @@ __host__ __device__ constexpr unsigned ph_chunks(int k) { return (unsigned)((ph_
  * that the o phase waits for. ctr: claim[NPHASES], done[NPHASES],
  * attn[LAYERS], zero at launch. */
 __device__ void ring_dep(const uint8_t *__restrict__ w, bool dyn, int smem_bytes, int stall_us, size_t l2_bytes,
-                         unsigned *ctr, uint4 &acc) {
+                         int chase, const unsigned *__restrict__ chase_buf, unsigned *ctr, uint4 &acc) {
     extern __shared__ __align__(128) uint8_t sm[];
     __shared__ int meta[MAX_STAGES];
     unsigned *claim = ctr, *done = ctr + NPHASES, *attn = ctr + 2 * NPHASES;
@@ -325,6 +328,11 @@ __device__ void ring_dep(const uint8_t *__restrict__ w, bool dyn, int smem_bytes
             if (folded) atomicAdd(&done[P], folded);
             if (k == 0 && blockIdx.x == 0) { /* the attention: all of q/k/v, its latency, then o may start */
                 wait_at_least(&done[P], ph_chunks(0));
+                /* --chase: dependent loads from DRAM first, as the attention's chain of round trips */
+                unsigned at = blockIdx.x;
+                for (int i = 0; i < chase; i++)
+                    at = (at * 1103515245u + 12345u + ld_acquire(chase_buf + (at & (CHASE_WORDS - 1)))) & 0x7fffffffu;
+                if (at == 0xffffffffu) acc.x ^= at; /* never: keeps the chain */
                 if (stall_us) spin_us(stall_us);
                 __threadfence();
                 atomicExch(&attn[l], 1u);
@@ -334,7 +342,8 @@ __device__ void ring_dep(const uint8_t *__restrict__ w, bool dyn, int smem_bytes
 }
 
 __global__ void __launch_bounds__(NT) persist_kernel(const uint8_t *__restrict__ w, int variant, int smem_bytes,
-                                                     int stall_us, int l2_kb, bar *b, unsigned *ctr, uint4 *out) {
+                                                     int stall_us, int l2_kb, int chase, const unsigned *chase_buf,
+                                                     bar *b, unsigned *ctr, uint4 *out) {
     extern __shared__ __align__(128) uint8_t sm[];
     uint4 acc = make_uint4(0, 0, 0, 0), pre[U];
     const unsigned nb = gridDim.x;
@@ -344,7 +353,7 @@ __global__ void __launch_bounds__(NT) persist_kernel(const uint8_t *__restrict__
         return;
     }
     if (variant == V_FLAG || variant == V_DYN) {
-        ring_dep(w, variant == V_DYN, smem_bytes, stall_us, (size_t)l2_kb * 1024, ctr, acc);
+        ring_dep(w, variant == V_DYN, smem_bytes, stall_us, (size_t)l2_kb * 1024, chase, chase_buf, ctr, acc);
         if (acc.x == 0x12345678u) out[blockIdx.x * NT + threadIdx.x] = acc;
         return;
     }
@@ -396,23 +405,24 @@ __global__ void __launch_bounds__(NT) persist_kernel(const uint8_t *__restrict__
 } // namespace
 
 int main(int argc, char **argv) {
-    int reps = 9, smem_kb = 96, bpsm = 1, stall_us = 0, l2_kb = 0;
+    int reps = 9, smem_kb = 96, bpsm = 1, stall_us = 0, l2_kb = 0, chase = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--smem") && i + 1 < argc) smem_kb = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--bpsm") && i + 1 < argc) bpsm = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--stall") && i + 1 < argc) stall_us = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--l2") && i + 1 < argc) l2_kb = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--chase") && i + 1 < argc) chase = atoi(argv[++i]);
         else {
             fprintf(stderr, "usage: bench_persist [--reps 9] [--smem KB] [--bpsm blocks a multiprocessor] "
-                            "[--stall us after q/k/v] [--l2 KB ahead, flag]\n");
+                            "[--stall us after q/k/v] [--l2 KB ahead, flag] [--chase loads]\n");
             return 2;
         }
     }
     if (reps < 1 || smem_kb < 0 || smem_kb > 200 || bpsm < 1 || bpsm > 4 || stall_us < 0 || stall_us > 1000 ||
-        l2_kb < 0 || l2_kb > 4096) {
+        l2_kb < 0 || l2_kb > 4096 || chase < 0 || chase > 100) {
         fprintf(stderr, "bench_persist: need --reps >= 1, 0 <= --smem <= 200, 1 <= --bpsm <= 4, 0 <= --stall <= 1000, "
-                        "0 <= --l2 <= 4096\n");
+                        "0 <= --l2 <= 4096, 0 <= --chase <= 100\n");
         return 2;
     }
     int dev = 0, nsm = 0, coop = 0;
@@ -428,16 +438,18 @@ int main(int argc, char **argv) {
     const size_t total = layer * LAYERS, cp = (size_t)1 << 31;
     uint8_t *w = NULL, *c2 = NULL;
     bar *b = NULL;
-    unsigned *ctr = NULL;
+    unsigned *ctr = NULL, *chase_buf = NULL;
     const size_t ctr_bytes = sizeof(unsigned) * (2 * NPHASES + LAYERS);
     uint4 *out = NULL;
     if (cudaMalloc(&w, total) != cudaSuccess || cudaMalloc(&c2, cp) != cudaSuccess ||
-        cudaMalloc(&b, sizeof(bar)) != cudaSuccess || cudaMalloc(&ctr, ctr_bytes) != cudaSuccess || cudaMalloc(&out, sizeof(uint4) * NT * nsm * 4) != cudaSuccess) {
+        cudaMalloc(&b, sizeof(bar)) != cudaSuccess || cudaMalloc(&ctr, ctr_bytes) != cudaSuccess ||
+        cudaMalloc(&chase_buf, 4 * CHASE_WORDS) != cudaSuccess || cudaMalloc(&out, sizeof(uint4) * NT * nsm * 4) != cudaSuccess) {
         fprintf(stderr, "bench_persist: out of device memory (%.2f GB)\n", total / 1e9);
         return 1;
     }
     cudaMemset(w, 0x5a, total);
     cudaMemset(b, 0, sizeof(bar));
+    cudaMemset(chase_buf, 0, 4 * CHASE_WORDS);
     const double bw = copy_gbs(w, c2, cp);
     const int smem = smem_kb * 1024, dyn = smem + 2 * MAX_STAGES * 8; /* the ring's mbarriers after it */
     cudaFuncSetAttribute(persist_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dyn);
@@ -450,9 +462,9 @@ int main(int argc, char **argv) {
     }
     const int grid = nsm * bpsm;
     printf("copy bandwidth %.0f GB/s; %d SMs x %d blocks of %d threads, %d KB shared a block; %d layers of %.1f MB "
-           "(Q4_0 8B), %d barriers a layer where the variant has them, a %d us stall after q/k/v, flag's L2 prefetch %d KB "
-           "ahead; median of %d\n",
-           bw, nsm, bpsm, NT, smem_kb, LAYERS, layer / 1e6, BARS, stall_us, l2_kb, reps);
+           "(Q4_0 8B), %d barriers a layer where the variant has them, a %d us stall after q/k/v (flag, dyn: after %d "
+           "dependent DRAM loads), flag's L2 prefetch %d KB ahead; median of %d\n",
+           bw, nsm, bpsm, NT, smem_kb, LAYERS, layer / 1e6, BARS, stall_us, chase, l2_kb, reps);
     printf("%-8s %10s %9s %7s %22s\n", "variant", "us", "GB/s", "%copy", "tok/s ceiling (+ head)");
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0), cudaEventCreate(&e1);
@@ -463,8 +475,8 @@ int main(int argc, char **argv) {
         }
         std::vector<float> t;
         for (int r = 0; r < reps + 1; r++) {
-            int vv = v, sb = smem, su = stall_us, l2 = l2_kb;
-            void *args[] = {&w, &vv, &sb, &su, &l2, &b, &ctr, &out};
+            int vv = v, sb = smem, su = stall_us, l2 = l2_kb, ch = chase;
+            void *args[] = {&w, &vv, &sb, &su, &l2, &ch, &chase_buf, &b, &ctr, &out};
             cudaMemsetAsync(ctr, 0, ctr_bytes);
             cudaEventRecord(e0);
             cudaError_t e = cudaLaunchCooperativeKernel((const void *)persist_kernel, dim3(grid), dim3(NT), args,
