@@ -149,14 +149,15 @@ int main(int argc, char **argv) {
     uint8_t *w = NULL, *c2 = NULL;
     float *buf[2] = {NULL, NULL};
     unsigned *ctr = NULL;
-    if (cudaMalloc(&w, slice * NSLICE) != cudaSuccess || cudaMalloc(&c2, cp) != cudaSuccess ||
+    const size_t wbytes = std::max(slice * NSLICE, cp); /* copy_gbs copies cp bytes of it (s30-run2 read past 264 MB) */
+    if (cudaMalloc(&w, wbytes) != cudaSuccess || cudaMalloc(&c2, cp) != cudaSuccess ||
         cudaMalloc(&buf[0], sizeof(float) * std::max(grid * NT, XN)) != cudaSuccess ||
         cudaMalloc(&buf[1], sizeof(float) * std::max(grid * NT, XN)) != cudaSuccess ||
         cudaMalloc(&ctr, sizeof(unsigned) * links) != cudaSuccess) {
         fprintf(stderr, "bench_pdl_chain: out of device memory\n");
         return 1;
     }
-    cudaMemset(w, 0x5a, slice * NSLICE);
+    cudaMemset(w, 0x5a, wbytes);
     cudaMemset(buf[0], 0, sizeof(float) * std::max(grid * NT, XN));
     cudaMemset(buf[1], 0, sizeof(float) * std::max(grid * NT, XN));
     const double bw = copy_gbs(w, c2, cp);
