@@ -39,19 +39,7 @@ namespace {
 
 constexpr int NT = 256, U = 8, XN = 4096;
 
-__device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
-    unsigned v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
 
-__device__ __forceinline__ uint4 ld16(const uint8_t *p) {
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-    return v;
-}
 
 /* One link. in: the predecessor's output (XN floats); out: this one's (a
  * float a thread); w + blockIdx.x * share: this block's weights. */
@@ -64,7 +52,7 @@ __global__ void __launch_bounds__(NT, 2)
 #pragma unroll
     for (int u = 0; u < U; u++) { /* the first loads, before the wait */
         const size_t o = 16 * ((size_t)threadIdx.x + (size_t)NT * u);
-        v[u] = o < share ? ld16(wb + o) : make_uint4(0, 0, 0, 0);
+        v[u] = o < share ? ld_stream16(wb + o) : make_uint4(0, 0, 0, 0);
     }
     if (counter && prev) {
         if (threadIdx.x == 0)
@@ -83,7 +71,7 @@ __global__ void __launch_bounds__(NT, 2)
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const size_t o = o0 + 16 * ((size_t)threadIdx.x + (size_t)NT * u);
-            v[u] = o < share ? ld16(wb + o) : make_uint4(0, 0, 0, 0);
+            v[u] = o < share ? ld_stream16(wb + o) : make_uint4(0, 0, 0, 0);
         }
 #pragma unroll
         for (int u = 0; u < U; u++) acc ^= v[u].x + v[u].y + v[u].z + v[u].w;

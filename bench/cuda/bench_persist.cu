@@ -120,13 +120,6 @@ __device__ __forceinline__ void spin_us(int us) {
 }
 
 
-__device__ __forceinline__ uint4 ld16(const uint8_t *p) {
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-    return v;
-}
 
 __device__ __forceinline__ void fold(uint4 &a, uint4 v) { a.x ^= v.x, a.y += v.y, a.z ^= v.z, a.w += v.w; }
 
@@ -145,11 +138,31 @@ __device__ __forceinline__ void stream(const uint8_t *p, size_t lo, size_t hi, s
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const size_t q = o + 16 * (size_t)NT * u;
-            v[u] = q < hi ? ld16(p + q) : make_uint4(0, 0, 0, 0);
+            v[u] = q < hi ? ld_stream16(p + q) : make_uint4(0, 0, 0, 0);
         }
 #pragma unroll
         for (int u = 0; u < U; u++) fold(acc, v[u]);
     }
+}
+
+/* The ring's stages and mbarriers in dynamic shared memory: S stages of STG
+ * bytes, then full[S] and empty[S] (set up by thread 0, the block synced).
+ * Returns whether this thread takes part: the consumers and the producer
+ * (the first thread of the last warp); the rest of that warp leaves. */
+struct ring_smem {
+    int S;
+    uint32_t ring0, full0, empty0;
+};
+__device__ __forceinline__ bool ring_setup(uint8_t *sm, int smem_bytes, ring_smem &r) {
+    r.S = min(MAX_STAGES, smem_bytes / STG);
+    uint64_t *mb = (uint64_t *)(sm + (size_t)r.S * STG);
+    r.ring0 = smem_u32(sm), r.full0 = smem_u32(mb), r.empty0 = smem_u32(mb + MAX_STAGES);
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < r.S; i++) mbar_init(r.full0 + 8 * i, 1), mbar_init(r.empty0 + 8 * i, RING_CONSUMERS / 32);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    return threadIdx.x <= RING_CONSUMERS;
 }
 
 /* The ring variants: warp NT/32 - 1's lane 0 copies the block's share of
@@ -160,16 +173,11 @@ __device__ __forceinline__ void stream(const uint8_t *p, size_t lo, size_t hi, s
  * grid: only a full ring stops it. */
 __device__ void ring(const uint8_t *__restrict__ w, bool barriers, int smem_bytes, int stall_us, bar *b, uint4 &acc) {
     extern __shared__ __align__(128) uint8_t sm[];
-    const int S = min(MAX_STAGES, smem_bytes / STG);
-    uint64_t *mb = (uint64_t *)(sm + (size_t)S * STG); /* full[S], empty[S] */
-    const uint32_t ring0 = smem_u32(sm), full0 = smem_u32(mb), empty0 = smem_u32(mb + MAX_STAGES);
-    if (threadIdx.x == 0) {
-        for (int i = 0; i < S; i++) mbar_init(full0 + 8 * i, 1), mbar_init(empty0 + 8 * i, RING_CONSUMERS / 32);
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
-    __syncthreads();
-    const bool producer = threadIdx.x >= RING_CONSUMERS;
-    if (producer && threadIdx.x != RING_CONSUMERS) return; /* one thread produces */
+    ring_smem r;
+    if (!ring_setup(sm, smem_bytes, r)) return;
+    const int S = r.S;
+    const uint32_t ring0 = r.ring0, full0 = r.full0, empty0 = r.empty0;
+    const bool producer = threadIdx.x == RING_CONSUMERS;
     size_t base = 0;
     unsigned c = 0; /* chunks so far: stage c % S, its use c / S */
     for (int l = 0; l < LAYERS; l++) {
@@ -198,11 +206,6 @@ __device__ void ring(const uint8_t *__restrict__ w, bool barriers, int smem_byte
     }
 }
 
-__device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
-    unsigned v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
 __device__ __forceinline__ void wait_at_least(const unsigned *p, unsigned n) {
     while (ld_acquire(p) < n) __nanosleep(20);
 }
@@ -224,16 +227,11 @@ __device__ void ring_dep(const uint8_t *__restrict__ w, bool dyn, int smem_bytes
     extern __shared__ __align__(128) uint8_t sm[];
     __shared__ int meta[MAX_STAGES];
     unsigned *claim = ctr, *done = ctr + NPHASES, *attn = ctr + 2 * NPHASES;
-    const int S = min(MAX_STAGES, smem_bytes / STG);
-    uint64_t *mb = (uint64_t *)(sm + (size_t)S * STG);
-    const uint32_t ring0 = smem_u32(sm), full0 = smem_u32(mb), empty0 = smem_u32(mb + MAX_STAGES);
-    if (threadIdx.x == 0) {
-        for (int i = 0; i < S; i++) mbar_init(full0 + 8 * i, 1), mbar_init(empty0 + 8 * i, RING_CONSUMERS / 32);
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
-    __syncthreads();
-    const bool producer = threadIdx.x >= RING_CONSUMERS;
-    if (producer && threadIdx.x != RING_CONSUMERS) return;
+    ring_smem r;
+    if (!ring_setup(sm, smem_bytes, r)) return;
+    const int S = r.S;
+    const uint32_t ring0 = r.ring0, full0 = r.full0, empty0 = r.empty0;
+    const bool producer = threadIdx.x == RING_CONSUMERS;
     unsigned c = 0; /* stages so far: stage c % S, its use c / S */
     if (producer) {
         size_t base = 0;
@@ -387,7 +385,7 @@ __global__ void __launch_bounds__(NT) persist_kernel(const uint8_t *__restrict__
 #pragma unroll
                     for (int u = 0; u < U; u++) {
                         const size_t q = 16 * (size_t)threadIdx.x + 16 * (size_t)NT * u;
-                        pre[u] = q < ready ? ld16(np + nlo + q) : make_uint4(0, 0, 0, 0);
+                        pre[u] = q < ready ? ld_stream16(np + nlo + q) : make_uint4(0, 0, 0, 0);
                     }
                 } else {
                     ready = zmin(nhi - nlo, (size_t)smem_bytes);
