@@ -16,9 +16,13 @@
  *             until every block of it has added one (after its stores and
  *             a fence); the graph zeroes the counters first
  *
- * Both trigger their dependents right after the wait, as hearth's kernels
- * do (pdl_wait_early), and issue their first 8 loads a thread before it.
- * Prints us a link for each way, beside the weights' time at copy bandwidth.
+ *   first     griddepcontrol.wait, the dependents triggered before it
+ *             (HEARTH_PDL_EARLY=2's order)
+ *
+ * wait and counter trigger their dependents right after the wait, as
+ * hearth's kernels do (pdl_wait_early); all issue their first 8 loads a
+ * thread before it. Prints us a link for each way, beside the weights' time
+ * at copy bandwidth.
  *
  *   bench_pdl_chain [--links 160] [--mb 0,2,8,33] [--reps 20]
  *
@@ -45,7 +49,7 @@ constexpr int NT = 256, U = 8, XN = 4096;
  * float a thread); w + blockIdx.x * share: this block's weights. */
 __global__ void __launch_bounds__(NT, 2)
     link_kernel(const float *__restrict__ in, float *__restrict__ out, const uint8_t *__restrict__ w, size_t share,
-                const unsigned *prev, unsigned *mine, int counter) {
+                const unsigned *prev, unsigned *mine, int mode) {
     __shared__ float red[NT / 32];
     const uint8_t *wb = w + share * blockIdx.x;
     uint4 v[U];
@@ -54,6 +58,8 @@ __global__ void __launch_bounds__(NT, 2)
         const size_t o = 16 * ((size_t)threadIdx.x + (size_t)NT * u);
         v[u] = o < share ? ld_stream16(wb + o) : make_uint4(0, 0, 0, 0);
     }
+    const bool counter = mode == 1;
+    if (mode == 2) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
     if (counter && prev) {
         if (threadIdx.x == 0)
             while (ld_acquire(prev) < gridDim.x) __nanosleep(32);
@@ -61,7 +67,7 @@ __global__ void __launch_bounds__(NT, 2)
     } else {
         asm volatile("griddepcontrol.wait;" ::: "memory");
     }
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    if (mode != 2) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
     float s = 0.0f;
     for (int i = threadIdx.x; i < XN; i += NT) s += in[i];
     unsigned acc = 0;
@@ -151,15 +157,16 @@ int main(int argc, char **argv) {
     const double bw = copy_gbs(w, c2, cp);
     printf("copy bandwidth %.0f GB/s; %d links of %d blocks x %d threads a graph, median of %d replays\n", bw, links,
            grid, NT, reps);
-    printf("%8s %14s %14s %10s %14s\n", "MB/link", "wait us/link", "counter", "gain", "at copy bw");
+    printf("%8s %14s %14s %14s %14s\n", "MB/link", "wait us/link", "counter", "first", "at copy bw");
     cudaStream_t st;
     cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0), cudaEventCreate(&e1);
     for (double mb : mbs) {
         const size_t share = (size_t)(mb * 1e6 / grid / 16) * 16;
-        double us[2];
-        for (int counter = 0; counter < 2; counter++) {
+        double us[3];
+        for (int mode = 0; mode < 3; mode++) {
+            const int counter = mode == 1;
             cudaGraph_t g;
             cudaGraphExec_t ge;
             cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal);
@@ -175,7 +182,7 @@ int main(int argc, char **argv) {
                 const size_t span = share * grid, room = slice * NSLICE - span; /* consecutive, wrapping */
                 const size_t off = span ? ((size_t)i * span) % room / 16 * 16 : 0;
                 cudaLaunchKernelEx(&cfg, link_kernel, (const float *)buf[i & 1], buf[(i + 1) & 1],
-                                   (const uint8_t *)(w + off), share, prev, ctr + i, counter);
+                                   (const uint8_t *)(w + off), share, prev, ctr + i, mode);
             }
             cudaError_t e = cudaStreamEndCapture(st, &g);
             if (e == cudaSuccess) e = cudaGraphInstantiate(&ge, g, 0);
@@ -198,11 +205,11 @@ int main(int argc, char **argv) {
                 if (r >= 2) t.push_back(ms);
             }
             std::sort(t.begin(), t.end());
-            us[counter] = 1e3 * t[t.size() / 2] / links;
+            us[mode] = 1e3 * t[t.size() / 2] / links;
             cudaGraphExecDestroy(ge);
             cudaGraphDestroy(g);
         }
-        printf("%8.1f %14.2f %14.2f %9.2f %14.2f\n", mb, us[0], us[1], us[0] - us[1],
+        printf("%8.1f %14.2f %14.2f %14.2f %14.2f\n", mb, us[0], us[1], us[2],
                share * (double)grid / (bw * 1e3));
         fflush(stdout);
     }
