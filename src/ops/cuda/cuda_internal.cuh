@@ -31,8 +31,7 @@ struct cu_launch {
     cudaStream_t stream;
     int n_sm;
     int pdl;
-    int pdl_early; /* kernels taking `early` trigger right after their wait (HEARTH_PDL_EARLY=0: after the work;
-                      2: before the wait, a measurement) */
+    int pdl_early; /* kernels taking `early` trigger right after their wait (HEARTH_PDL_EARLY=0: after the work) */
     cudaError_t *err; /* sticky: the first failure is kept */
 };
 
@@ -42,13 +41,10 @@ static inline void cu_note(const cu_launch *L, cudaError_t e) {
 
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 __device__ __forceinline__ void pdl_launch() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
-/* pdl_wait(), then the trigger when early (pdl_done(early) after the work triggers otherwise).
- * early 2 (HEARTH_PDL_EARLY=2, a measurement only): the trigger before the wait, which breaks the
- * rule above (the kernel two back may still run when a kernel starts). */
+/* pdl_wait(), then the trigger when early (pdl_done(early) after the work triggers otherwise) */
 __device__ __forceinline__ void pdl_wait_early(int early) {
-    if (early == 2) pdl_launch();
     pdl_wait();
-    if (early == 1) pdl_launch();
+    if (early) pdl_launch();
 }
 __device__ __forceinline__ void pdl_done(int early) {
     if (!early) pdl_launch();

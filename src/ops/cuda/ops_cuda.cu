@@ -1042,8 +1042,8 @@ extern "C" hearth_status hearth_cuda_ctx_new(hearth_cuda_ctx **out, int device, 
     }
     c->L.pdl = 1;
     {
-        const char *s = getenv("HEARTH_PDL_EARLY"); /* 0: after the work; 2: before the wait (A/B only) */
-        c->L.pdl_early = !s ? 1 : atoi(s) == 0 ? 0 : atoi(s) == 2 ? 2 : 1;
+        const char *s = getenv("HEARTH_PDL_EARLY");
+        c->L.pdl_early = !(s && atoi(s) == 0);
     }
     c->L.err = &c->err;
     c->mm.mmv_max_t = 8;
