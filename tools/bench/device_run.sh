@@ -19,6 +19,11 @@
 #               decode at batch 1 after 512 tokens, prefill 512 / 2048 (~3 min)
 #   issue6      hearth bench at saturation: 512 streams x 1000 / 1000, e4m3 KV (~1 min)
 #   streams     hearth bench at 1, 8, 64 and 256 streams, 128/128 and 1000/1000 (~3 min)
+#   peer        the peers beside issue7 and streams: llama.cpp on the same files, llama-bench (prefill
+#               512 / 2048, decode after 512) for the three types and llama-batched-bench 128/128 at
+#               1-256 streams, then PyTorch (tools/bench/peer_torch.py; ~2 min in all); needs .dev/llama.tar.xz, packed here after tools/bench/build_llamacpp_cuda.sh:
+#               tar -C build/llamacpp-cuda -cf - bin lib | xz -T2 --lzma2=preset=6,dict=256MiB > .dev/llama.tar.xz
+#               (~23 MB; with bin.tar.xz and the tree it stays under the 64 MiB a call carries)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export HEARTH_ROOT=$PWD
@@ -72,7 +77,19 @@ for suite in "$@"; do
                     grep -E "^engine \|" | head -2
             done
         done ;;
-    *) echo "device_run: unknown suite '$suite' (tests flash attn issue7 issue6 streams)" ;;
+    peer)
+        [ -s .dev/llama.tar.xz ] || { echo "device_run: no .dev/llama.tar.xz (see the peer suite above)"; continue; }
+        mkdir -p /tmp/lc && tar -C /tmp/lc -xJf .dev/llama.tar.xz
+        hdr "peer_llamacpp.sh: llama-bench -fa on, pp512 / pp2048 at ubatch 512 and 2048, tg128 after 512"
+        timeout 240 bash tools/bench/peer_llamacpp.sh /tmp/lc "$(model bf16)" "$(model q8_0)" "$(model q4_0)"
+        hdr "llama-batched-bench 128 / 128 at 1, 8, 64, 256 streams (output tok/s = N x 128 / (T_PP + T_TG))"
+        LD_LIBRARY_PATH=/tmp/lc/lib:/usr/local/cuda/lib64 timeout 150 /tmp/lc/bin/llama-batched-bench \
+            -m "$(model bf16)" -ngl 99 -fa on -c 65536 -b 2048 -ub 512 -npp 128 -ntg 128 -npl 1,8,64,256 2>&1 |
+            grep -E "^\||error"
+        hdr "peer_torch.py --prefill 512,2048 --prompt 512 --gen 128 --reps 3 (PyTorch + transformers, bf16, sdpa)"
+        timeout 200 python3 tools/bench/peer_torch.py --prefill 512,2048 --prompt 512 --gen 128 --reps 3 2>&1 |
+            grep -E "^(torch|peer)" ;;
+    *) echo "device_run: unknown suite '$suite' (tests flash attn issue7 issue6 streams peer)" ;;
     esac
 done
 hdr done
