@@ -15,6 +15,8 @@
  *     that a vector holds four codes of every row; broadcast activations give
  *     per-row dots directly (prefill; 8 tokens per pass over the panel);
  *   f32/f16/bf16: 4 rows x 6 tokens of 16-lane FMA chains.
+ * Weights panel-laid at load (panel.h, on AVX2 and AVX-512) take each
+ * table's panel kernels; AVX-512 decodes them with AVX2's.
  * bench/bench_matmul.c measures them (make bench). */
 #include "ops/cpu/matmul.h"
 

@@ -1,5 +1,6 @@
 /* panel.h - the CPU's interleaved layout of q4_0 / q4_1 / q8_0 / q4_K weights
- * (HEARTH_LAYOUT_PANEL8), which the AVX2 kernels read without gathers.
+ * (HEARTH_LAYOUT_PANEL8), which the AVX2 kernels read without gathers, and
+ * the AVX-512 prefill kernels pack from with plain loads.
  *
  * Rows go in groups of 8; the first N - N % 8 rows are re-laid, the last N % 8
  * stay as stored, where they were (so the matrix keeps its size, and row n of
@@ -34,9 +35,11 @@
 
 enum { PANEL_ROWS = 8 };
 
-/* 1 when weights of type wt are re-laid at load: wt is one of the five above,
- * there are at least 8 rows, and the kernels that read the layout (AVX2)
- * are the ISA in use (the AVX-512 kernels read the stored layout). */
+/* 1 when weights of type wt are re-laid at load: wt is one of the four above,
+ * there are at least 8 rows, and the ISA in use is AVX2, or AVX-512 for
+ * q8_0 / q4_0 / q4_1 (it decodes them through AVX2's panel kernels, 1.8-1.9x
+ * its own stored-layout GEMVs on a Zen 4 VM, s30, and prefills them from
+ * the tiles). */
 int hearth_cpu_panel_wanted(hearth_dtype wt, int N);
 
 /* dst (row_bytes * N bytes, not overlapping src) = src re-laid. */
