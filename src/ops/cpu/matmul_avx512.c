@@ -465,22 +465,48 @@ typedef struct {
     float d[16], dmin[16];
 } kpanel;
 
-INLINE void pack_q4_K(kpanel *P, const rows16 *g, int b) {
-    const uint8_t *base = g->p[0] + (size_t)b * sizeof(hearth_block_q4_K);
+/* The q4_K block's dwords of 16 rows, lane r = row r: gathered from stored
+ * rows (g), or loaded from the tiles of panel-laid ones (t0: rows 0-7, t1:
+ * rows 8-15 or NULL; panel.h: d[8], dmin[8], 3 vectors of scale dwords, 32
+ * of code dwords, row r's dword at 4r of a vector). */
+typedef struct {
+    const rows16 *g;
+    const uint8_t *t0, *t1;
+} k4src;
+INLINE __m512i k4_dword(const k4src *s, int b, int i) { /* dword i after d, dmin: scales 0-2, codes 3-34 */
+    if (s->t0) {
+        const size_t o = (size_t)b * 8 * sizeof(hearth_block_q4_K) + 32 + 32 * (size_t)i;
+        return tiles_2x256(s->t0 + o, s->t1 ? s->t1 + o : NULL);
+    }
+    return _mm512_i32gather_epi32(s->g->off, s->g->p[0] + (size_t)b * sizeof(hearth_block_q4_K) + 4 + 4 * i, 1);
+}
+INLINE void k4_scales(const k4src *s, int b, __m512 *d, __m512 *dmin) {
+    if (s->t0) {
+        const size_t o = (size_t)b * 8 * sizeof(hearth_block_q4_K);
+        *d = tiles_f16x16(s->t0 + o, s->t1 ? s->t1 + o : NULL);
+        *dmin = tiles_f16x16(s->t0 + o + 16, s->t1 ? s->t1 + o + 16 : NULL);
+        return;
+    }
+    __m512i dd = _mm512_i32gather_epi32(s->g->off, s->g->p[0] + (size_t)b * sizeof(hearth_block_q4_K), 1);
+    *d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
+    *dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+}
+
+INLINE void pack_q4_K(kpanel *P, const k4src *src, int b) {
     const __m512i low4 = _mm512_set1_epi8(0x0f), m6 = _mm512_set1_epi32(63);
     UNROLL for (int c = 0; c < 4; c++) {
         UNROLL for (int gi = 0; gi < 8; gi++) {
-            __m512i v = _mm512_i32gather_epi32(g->off, base + 16 + 32 * c + 4 * gi, 1);
+            __m512i v = k4_dword(src, b, 3 + 8 * c + gi);
             _mm512_store_si512(P->q[(2 * c) * 8 + gi], _mm512_and_si512(v, low4));
             _mm512_store_si512(P->q[(2 * c + 1) * 8 + gi], _mm512_and_si512(_mm512_srli_epi16(v, 4), low4));
         }
     }
-    __m512i dd = _mm512_i32gather_epi32(g->off, base, 1);
-    _mm512_store_ps(P->d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd)));
-    _mm512_store_ps(P->dmin, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))));
+    __m512 d, dmin;
+    k4_scales(src, b, &d, &dmin);
+    _mm512_store_ps(P->d, d);
+    _mm512_store_ps(P->dmin, dmin);
     /* scales[0..3], [4..7], [8..11] of each row */
-    __m512i s0 = _mm512_i32gather_epi32(g->off, base + 4, 1), s1 = _mm512_i32gather_epi32(g->off, base + 8, 1);
-    __m512i s2 = _mm512_i32gather_epi32(g->off, base + 12, 1);
+    __m512i s0 = k4_dword(src, b, 0), s1 = k4_dword(src, b, 1), s2 = k4_dword(src, b, 2);
     UNROLL for (int j = 0; j < 4; j++) {
         __m512i a0 = _mm512_srli_epi32(s0, 8 * j), a1 = _mm512_srli_epi32(s1, 8 * j), a2 = _mm512_srli_epi32(s2, 8 * j);
         _mm512_store_si512(P->sc[j], _mm512_and_si512(a0, m6));
@@ -588,13 +614,19 @@ INLINE void gemm_k_tile(const mm_job *j, const kpanel *P, const rows16 *g, int n
     }
 }
 
-INLINE void gemm_k(const mm_job *j, int n0, int n1, const int kind) {
+/* panel (q4_K): rows below N - N % 8 from the tiles, as gemm_q takes them */
+INLINE void gemm_k(const mm_job *j, int n0, int n1, const int kind, const int panel) {
     kpanel P __attribute__((aligned(64)));
-    for (int n = n0; n < n1; n += 16) {
+    const int np = panel ? j->N / 8 * 8 : 0;
+    for (int n = n0; n < n1;) {
+        const int two = n + 16 <= n1 && n + 16 <= np, one = !two && n + 8 <= n1 && n + 8 <= np;
+        const int nr = two ? 16 : one ? 8 : n1 - n < 16 ? n1 - n : 16;
+        const uint8_t *t0 = j->w + (size_t)n * j->row_bytes;
         rows16 g;
-        rows16_init(&g, j, n, n1 - n < 16 ? n1 - n : 16);
+        rows16_init(&g, j, n, nr);
+        const k4src src = {&g, two || one ? t0 : NULL, two ? t0 + 8 * j->row_bytes : NULL};
         for (int b = 0; b < j->a->nb; b++) {
-            if (kind == K_Q4_K) pack_q4_K(&P, &g, b);
+            if (kind == K_Q4_K) pack_q4_K(&P, &src, b);
             else pack_q6_K(&P, &g, b);
             int t0 = 0;
             for (; t0 + 8 <= j->T; t0 += 8) gemm_k_tile(j, &P, &g, n, b, t0, 8, kind);
@@ -602,11 +634,18 @@ INLINE void gemm_k(const mm_job *j, int n0, int n1, const int kind) {
             if (j->T - t0 >= 2) gemm_k_tile(j, &P, &g, n, b, t0, 2, kind), t0 += 2;
             if (j->T - t0 >= 1) gemm_k_tile(j, &P, &g, n, b, t0, 1, kind);
         }
+        n += nr;
     }
 }
 
-static void rows_q4_K(const mm_job *j, int n0, int n1) { gemm_k(j, n0, n1, K_Q4_K); }
-static void rows_q6_K(const mm_job *j, int n0, int n1) { gemm_k(j, n0, n1, K_Q6_K); }
+static void rows_q4_K(const mm_job *j, int n0, int n1) { gemm_k(j, n0, n1, K_Q4_K, 0); }
+static void rows_q6_K(const mm_job *j, int n0, int n1) { gemm_k(j, n0, n1, K_Q6_K, 0); }
+/* q4_K panel-laid: decode through AVX2's panel kernel (5.3x this file's at T = 1 on a Zen 4 VM, s30), prefill
+ * through these panels packed from the tiles */
+static void panel_q4_K(const mm_job *j, int n0, int n1) {
+    if (j->T >= GEMM_MIN_T) gemm_k(j, n0, n1, K_Q4_K, 1);
+    else hearth_cpu_mm_avx2.panel[MM_Q4_K](j, n0, n1);
+}
 
 /* ---- float weights ---------------------------------------------------------------- */
 
@@ -680,8 +719,7 @@ const mm_isa hearth_cpu_mm_avx512 = {
     .name = "avx512",
     .rows = {[MM_F32] = rows_f32, [MM_F16] = rows_f16, [MM_BF16] = rows_bf16, [MM_Q4_0] = rows_q4_0,
              [MM_Q4_1] = rows_q4_1, [MM_Q8_0] = rows_q8_0, [MM_Q4_K] = rows_q4_K, [MM_Q6_K] = rows_q6_K},
-    /* q4_K panel-laid (only in tests here: panel.h keeps it stored on AVX-512) takes AVX2's kernel */
-    .panel = {[MM_Q4_0] = panel_q4_0, [MM_Q4_1] = panel_q4_1, [MM_Q8_0] = panel_q8_0},
+    .panel = {[MM_Q4_0] = panel_q4_0, [MM_Q4_1] = panel_q4_1, [MM_Q8_0] = panel_q8_0, [MM_Q4_K] = panel_q4_K},
     .act = {[ACT_F16] = act_f16, [ACT_BF16] = act_bf16, [ACT_Q8_0] = act_q8_01, [ACT_Q8_1] = act_q8_01,
             [ACT_Q8_K] = act_q8_K},
 };

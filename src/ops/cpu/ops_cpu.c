@@ -92,7 +92,7 @@ static void cpu_matmul(void *ctx, float *y, const float *x, int T, const hearth_
     hearth_cpu_matmul(c->pool, y, x, T, w->data, w->type, w->layout, w->cols, w->rows, c->mm_scratch);
 }
 
-/* q4_0 / q4_1 / q8_0 / q4_K for the AVX2 kernels, q4_0 / q4_1 / q8_0 for AVX-512: a panel-laid copy (panel.h),
+/* q4_0 / q4_1 / q8_0 / q4_K for the AVX2 and AVX-512 kernels: a panel-laid copy (panel.h),
  * which the model owns. Without the memory for it the weight stays in the
  * mapped file, as stored (slower kernels, same results). */
 static hearth_status cpu_prepare_weight(void *ctx, hearth_weight *w, hearth_err *err) {

@@ -27,10 +27,7 @@ static int shape(hearth_dtype wt, panel_shape *s) {
 int hearth_cpu_panel_wanted(hearth_dtype wt, int N) {
     panel_shape s;
     const int isa = hearth_cpu_isa_current();
-    /* AVX-512 keeps q4_K stored: AVX2's panel kernel decodes it 5x faster there but prefills it at ~0.5-0.7x
-     * its own (s30, a Q4_K_M model on a Zen 4 VM); an AVX-512 prefill from the q4_K tiles would take both */
-    return shape(wt, &s) && N >= PANEL_ROWS &&
-           (isa == HEARTH_CPU_ISA_AVX2 || (isa == HEARTH_CPU_ISA_AVX512 && wt != HEARTH_DT_Q4_K));
+    return shape(wt, &s) && N >= PANEL_ROWS && (isa == HEARTH_CPU_ISA_AVX2 || isa == HEARTH_CPU_ISA_AVX512);
 }
 
 void hearth_cpu_panel_pack(void *dst, const void *src, hearth_dtype wt, int K, int N) {

@@ -36,10 +36,9 @@
 enum { PANEL_ROWS = 8 };
 
 /* 1 when weights of type wt are re-laid at load: wt is one of the four above,
- * there are at least 8 rows, and the ISA in use is AVX2, or AVX-512 for
- * q8_0 / q4_0 / q4_1 (it decodes them through AVX2's panel kernels, 1.8-1.9x
- * its own stored-layout GEMVs on a Zen 4 VM, s30, and prefills them from
- * the tiles). */
+ * there are at least 8 rows, and the ISA in use is AVX2 or AVX-512 (which
+ * decodes them through AVX2's panel kernels, 1.8-5x its own stored-layout
+ * GEMVs on a Zen 4 VM, s30, and prefills them from the tiles). */
 int hearth_cpu_panel_wanted(hearth_dtype wt, int N);
 
 /* dst (row_bytes * N bytes, not overlapping src) = src re-laid. */
