@@ -639,7 +639,11 @@ INLINE void gemm_k(const mm_job *j, int n0, int n1, const int kind, const int pa
 }
 
 static void rows_q4_K(const mm_job *j, int n0, int n1) { gemm_k(j, n0, n1, K_Q4_K, 0); }
-static void rows_q6_K(const mm_job *j, int n0, int n1) { gemm_k(j, n0, n1, K_Q6_K, 0); }
+/* q6_K at decode through AVX2's row kernel: 2.3x these panels at T = 1 on a Zen 4 VM (bench_matmul, s30) */
+static void rows_q6_K(const mm_job *j, int n0, int n1) {
+    if (j->T >= GEMM_MIN_T) gemm_k(j, n0, n1, K_Q6_K, 0);
+    else hearth_cpu_mm_avx2.rows[MM_Q6_K](j, n0, n1);
+}
 /* q4_K panel-laid: decode through AVX2's panel kernel (5.3x this file's at T = 1 on a Zen 4 VM, s30), prefill
  * through these panels packed from the tiles */
 static void panel_q4_K(const mm_job *j, int n0, int n1) {
