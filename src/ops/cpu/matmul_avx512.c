@@ -384,21 +384,30 @@ INLINE void pack_q_tiles(qpanel *P, const uint8_t *t0, const uint8_t *t1, int b0
     }
 }
 
-/* panel: the weights are panel-laid, so the rows below N - N % 8 come from
- * tiles (16 rows from two groups, or 8 from one where the next group is the
- * stored tail or another task's); the tail's rows are gathered as stored. */
+/* The rows from n < n1 that one pass takes, of weights whose first np rows
+ * are panel-laid (np = 0: all stored): 16 from two groups' tiles, 8 from
+ * one where the next group is the stored tail or another task's, else up
+ * to 16 stored rows. *t0, *t1: the groups' tiles (group n / 8's start at
+ * row n's stored offset, panel.h), NULL where the rows are gathered. */
+INLINE int panel_step(const mm_job *j, int n, int n1, int np, const uint8_t **t0, const uint8_t **t1) {
+    const int two = n + 16 <= n1 && n + 16 <= np, one = !two && n + 8 <= n1 && n + 8 <= np;
+    *t0 = two || one ? j->w + (size_t)n * j->row_bytes : NULL;
+    *t1 = two ? *t0 + 8 * j->row_bytes : NULL;
+    return two ? 16 : one ? 8 : n1 - n < 16 ? n1 - n : 16;
+}
+
+/* panel: the weights are panel-laid (panel_step) */
 INLINE void gemm_q(const mm_job *j, int n0, int n1, const int kind, const int panel) {
     qpanel P __attribute__((aligned(64)));
     const int nb = j->a->nb, np = panel ? j->N / 8 * 8 : 0;
     for (int n = n0; n < n1;) {
-        const int two = n + 16 <= n1 && n + 16 <= np, one = !two && n + 8 <= n1 && n + 8 <= np;
-        const int nr = two ? 16 : one ? 8 : n1 - n < 16 ? n1 - n : 16;
-        const uint8_t *t0 = j->w + (size_t)n * j->row_bytes; /* group n / 8's tiles (panel.h) */
+        const uint8_t *t0, *t1;
+        const int nr = panel_step(j, n, n1, np, &t0, &t1);
         rows16 g;
         rows16_init(&g, j, n, nr);
         for (int b0 = 0; b0 < nb; b0 += KC_BLOCKS) {
             int nbk = nb - b0 < KC_BLOCKS ? nb - b0 : KC_BLOCKS;
-            if (two || one) pack_q_tiles(&P, t0, two ? t0 + 8 * j->row_bytes : NULL, b0, nbk, kind);
+            if (t0) pack_q_tiles(&P, t0, t1, b0, nbk, kind);
             else pack_q(&P, &g, b0, nbk, kind);
             /* token tiles of 8, the rest as 4 + 2 + 1 (each token's arithmetic is the same in any tile) */
             int first = b0 == 0, t0 = 0;
@@ -614,17 +623,16 @@ INLINE void gemm_k_tile(const mm_job *j, const kpanel *P, const rows16 *g, int n
     }
 }
 
-/* panel (q4_K): rows below N - N % 8 from the tiles, as gemm_q takes them */
+/* panel (q4_K): the weights are panel-laid (panel_step) */
 INLINE void gemm_k(const mm_job *j, int n0, int n1, const int kind, const int panel) {
     kpanel P __attribute__((aligned(64)));
     const int np = panel ? j->N / 8 * 8 : 0;
     for (int n = n0; n < n1;) {
-        const int two = n + 16 <= n1 && n + 16 <= np, one = !two && n + 8 <= n1 && n + 8 <= np;
-        const int nr = two ? 16 : one ? 8 : n1 - n < 16 ? n1 - n : 16;
-        const uint8_t *t0 = j->w + (size_t)n * j->row_bytes;
+        k4src src;
+        const int nr = panel_step(j, n, n1, np, &src.t0, &src.t1);
         rows16 g;
         rows16_init(&g, j, n, nr);
-        const k4src src = {&g, two || one ? t0 : NULL, two ? t0 + 8 * j->row_bytes : NULL};
+        src.g = &g;
         for (int b = 0; b < j->a->nb; b++) {
             if (kind == K_Q4_K) pack_q4_K(&P, &src, b);
             else pack_q6_K(&P, &g, b);
