@@ -69,9 +69,9 @@ extern const mm_isa hearth_cpu_mm_avx512;
 enum { HEARTH_CPU_ISA_AUTO = -1, HEARTH_CPU_ISA_SCALAR = 0, HEARTH_CPU_ISA_AVX2, HEARTH_CPU_ISA_AVX512 };
 /* 1 if this CPU can run the kernels of isa. */
 int hearth_cpu_isa_available(int isa);
-/* Force an ISA for later matmuls (HEARTH_CPU_ISA_AUTO: the best available).
+/* Force an ISA for later matmuls and attention (HEARTH_CPU_ISA_AUTO: the best available).
  * Returns 0 (and changes nothing) if isa is not available. For tests and
- * benchmarks; not to be called while a matmul runs. */
+ * benchmarks; not to be called while a matmul or attention runs. */
 int hearth_cpu_isa_force(int isa);
 /* The ISA later matmuls will use. */
 int hearth_cpu_isa_current(void);

@@ -8,6 +8,7 @@
 #include "core/half.h"
 #include "core/log.h"
 #include "ops/cpu/matmul.h"
+#include "ops/cpu/matmul_impl.h"
 #include "ops/cpu/panel.h"
 #include "ops/cpu/pick.h"
 #include "ops/cpu/quant.h"
@@ -18,14 +19,15 @@
 #include <string.h>
 
 #define HEARTH_CPU_MAX_HEAD_DIM 512
+/* attention: positions a chunk, K / V rows converted at a time, query heads an item (att_item) */
+enum { ATT_CHUNK = 64, ATT_SUB = 16, ATT_MAX_GS = 8 };
 
 struct hearth_cpu_ctx {
     hearth_pool *pool;
     int max_tokens, max_cols, max_ctx;
     void *mm_scratch;
     size_t mm_scratch_bytes;
-    float *att_scratch; /* [n_att_tasks][max_ctx] */
-    const hearth_vec_ops *vec;
+    float *att_scratch; /* [n_att_tasks][ATT_SUB * HEARTH_CPU_MAX_HEAD_DIM]: K / V rows as f32 */
     int n_att_tasks;
     float e4m3[256]; /* every E4M3 code as f32 (hearth_e4m3_to_f32) */
 };
@@ -57,12 +59,11 @@ hearth_status hearth_cpu_ctx_new(hearth_cpu_ctx **out, int n_threads, int max_to
     c->max_tokens = max_tokens;
     c->max_cols = max_cols;
     c->max_ctx = max_ctx;
-    c->vec = hearth_vec_get(NULL);
     for (int i = 0; i < 256; i++) c->e4m3[i] = hearth_e4m3_to_f32((uint8_t)i);
     c->mm_scratch_bytes = max_scratch_bytes(max_tokens, max_cols);
     c->n_att_tasks = hearth_pool_size(c->pool) * 4;
     c->mm_scratch = aligned_alloc(64, (c->mm_scratch_bytes + 63) & ~(size_t)63);
-    c->att_scratch = malloc(sizeof(float) * (size_t)c->n_att_tasks * (size_t)max_ctx);
+    c->att_scratch = malloc(sizeof(float) * (size_t)c->n_att_tasks * ATT_SUB * HEARTH_CPU_MAX_HEAD_DIM);
     if (!c->mm_scratch || !c->att_scratch) {
         hearth_cpu_ctx_free(c);
         return hearth_err_set(err, HEARTH_ENOMEM, "cpu backend: cannot allocate scratch for %d tokens",
@@ -204,22 +205,36 @@ static void cpu_kv_write(void *ctx, const hearth_kv_view *kv, int layer, const f
     }
 }
 
-/* One head's K or V at (seq, p) as f32: the cache itself when it is f32,
- * else converted (exactly) into buf[hd]. */
-static const float *load_head(const hearth_cpu_ctx *c, const hearth_kv_view *kv, void *base, int seq, int p, int kvh,
-                              int hd, float *buf) {
-    size_t off = kv_offset(kv, seq, p) + (size_t)kvh * hd;
-    if (kv->type == HEARTH_DT_F16) {
-        const uint16_t *s = (const uint16_t *)base + off;
-        for (int i = 0; i < hd; i++) buf[i] = hearth_f16_to_f32(s[i]);
-        return buf;
+/* The attention walks a row's positions in chunks of ATT_CHUNK with an online
+ * softmax (running max and sum a head, rescaled when the max rises); a work
+ * item is one token's query heads of one KV head, up to ATT_MAX_GS of them,
+ * which read each K and V row once. Every head's numbers are the same
+ * whatever item it shares and wherever the chunks fall in a batch. */
+
+/* The K or V rows of one KV head at positions p..p+n-1 of a sequence: into an
+ * f32 cache, or converted (exactly) into buf (n x hd; n <= ATT_SUB). */
+static void head_rows(const hearth_cpu_ctx *c, const hearth_kv_view *kv, const void *base, int seq, int p, int n,
+                      int kvh, int hd, const float **rows, float *buf) {
+    const int32_t *table = kv->block_table + (size_t)seq * kv->max_blocks_per_seq;
+    for (int i = 0; i < n;) {
+        int at = (p + i) % kv->block_size, run = kv->block_size - at;
+        if (run > n - i) run = n - i;
+        size_t off = ((size_t)table[(p + i) / kv->block_size] * kv->block_size + at) * kv->kv_dim + (size_t)kvh * hd;
+        for (int r = 0; r < run; r++, i++, off += kv->kv_dim) {
+            float *d = buf + (size_t)i * hd;
+            if (kv->type == HEARTH_DT_F16) {
+                const uint16_t *h = (const uint16_t *)base + off;
+                for (int e = 0; e < hd; e++) d[e] = hearth_f16_to_f32(h[e]);
+                rows[i] = d;
+            } else if (kv->type == HEARTH_DT_E4M3) {
+                const uint8_t *b = (const uint8_t *)base + off;
+                for (int e = 0; e < hd; e++) d[e] = c->e4m3[b[e]];
+                rows[i] = d;
+            } else {
+                rows[i] = (const float *)base + off;
+            }
+        }
     }
-    if (kv->type == HEARTH_DT_E4M3) {
-        const uint8_t *s = (const uint8_t *)base + off;
-        for (int i = 0; i < hd; i++) buf[i] = c->e4m3[s[i]];
-        return buf;
-    }
-    return (const float *)base + off;
 }
 
 typedef struct {
@@ -230,57 +245,76 @@ typedef struct {
     int layer, T, n_heads, n_kv_heads, head_dim, window;
     const int32_t *seq, *pos;
     float scale;
+    const hearth_vec_ops *vec; /* the kernels of the ISA the matmuls run (hearth_cpu_isa_force) */
+    int gs, n_items;           /* query heads an item takes at most; items a (token, KV head) */
 } att_job;
 
-/* One (token, head) pair: two passes over the positions (scores, then the
- * weighted sum of V), the exact softmax with max subtraction. */
-static void att_one(const att_job *j, int t, int h, float *scores) {
+/* Token t's query heads h0..h0+gs-1, all of KV head kvh. */
+static void att_item(const att_job *j, int t, int kvh, int h0, int gs, float *buf) {
     const hearth_kv_view *kv = j->kv;
-    int hd = j->head_dim, kvh = h / (j->n_heads / j->n_kv_heads);
-    const float *q = j->q + ((size_t)t * j->n_heads + h) * hd;
-    float *o = j->out + ((size_t)t * j->n_heads + h) * hd;
+    const hearth_vec_ops *vec = j->vec;
+    const int hd = j->head_dim, sub = kv->type == HEARTH_DT_F32 ? ATT_CHUNK : ATT_SUB;
+    const float *q = j->q + ((size_t)t * j->n_heads + h0) * hd;
+    float *o = j->out + ((size_t)t * j->n_heads + h0) * hd;
     int p_end = j->pos[t], p0 = j->window > 0 ? p_end - j->window + 1 : 0;
     if (p0 < 0) p0 = 0;
-    const hearth_vec_ops *vec = j->c->vec;
-    float buf[HEARTH_CPU_MAX_HEAD_DIM];
-    float mx = -INFINITY;
-    for (int p = p0; p <= p_end; p++) {
-        const float *k = load_head(j->c, kv, kv->k[j->layer], j->seq[t], p, kvh, hd, buf);
-        float s = vec->dot(q, k, hd) * j->scale;
-        scores[p - p0] = s;
-        if (s > mx) mx = s;
+    float s[ATT_MAX_GS * ATT_CHUNK], m[ATT_MAX_GS], l[ATT_MAX_GS];
+    const float *rows[ATT_CHUNK];
+    memset(o, 0, sizeof(float) * (size_t)gs * hd);
+    for (int i = 0; i < gs; i++) m[i] = -INFINITY, l[i] = 0.0f;
+    for (int c0 = p0; c0 <= p_end; c0 += ATT_CHUNK) {
+        const int n = p_end - c0 + 1 < ATT_CHUNK ? p_end - c0 + 1 : ATT_CHUNK;
+        for (int b = 0; b < n; b += sub) {
+            int nb = n - b < sub ? n - b : sub;
+            head_rows(j->c, kv, kv->k[j->layer], j->seq[t], c0 + b, nb, kvh, hd, rows + b, buf);
+            vec->scores(s + b, ATT_CHUNK, q, gs, rows + b, nb, hd, j->scale);
+        }
+        for (int i = 0; i < gs; i++) {
+            float *si = s + i * ATT_CHUNK, cm = m[i];
+            for (int p = 0; p < n; p++) cm = si[p] > cm ? si[p] : cm;
+            if (cm > m[i] && m[i] != -INFINITY) {
+                float a = expf(m[i] - cm);
+                l[i] *= a;
+                vec->scale(o + (size_t)i * hd, a, hd);
+            }
+            m[i] = cm;
+            l[i] += vec->expsum(si, n, cm);
+        }
+        for (int b = 0; b < n; b += sub) {
+            int nb = n - b < sub ? n - b : sub;
+            head_rows(j->c, kv, kv->v[j->layer], j->seq[t], c0 + b, nb, kvh, hd, rows + b, buf);
+            vec->accum(o, s + b, ATT_CHUNK, gs, rows + b, nb, hd);
+        }
     }
-    float sum = 0.0f;
-    for (int p = p0; p <= p_end; p++) {
-        float e = expf(scores[p - p0] - mx);
-        scores[p - p0] = e;
-        sum += e;
-    }
-    float inv = 1.0f / sum;
-    memset(o, 0, sizeof(float) * (size_t)hd);
-    for (int p = p0; p <= p_end; p++) {
-        const float *v = load_head(j->c, kv, kv->v[j->layer], j->seq[t], p, kvh, hd, buf);
-        vec->axpy(o, scores[p - p0] * inv, v, hd);
-    }
+    for (int i = 0; i < gs; i++) vec->scale(o + (size_t)i * hd, 1.0f / l[i], hd);
 }
 
 static void att_task(void *ctx, int task, int n_tasks) {
     const att_job *j = ctx;
-    int total = j->T * j->n_heads;
+    const int G = j->n_heads / j->n_kv_heads, total = j->T * j->n_kv_heads * j->n_items;
     int lo = (int)((long)total * task / n_tasks), hi = (int)((long)total * (task + 1) / n_tasks);
-    float *scores = j->c->att_scratch + (size_t)task * j->c->max_ctx;
-    for (int w = lo; w < hi; w++) att_one(j, w / j->n_heads, w % j->n_heads, scores);
+    float *buf = j->c->att_scratch + (size_t)task * ATT_SUB * HEARTH_CPU_MAX_HEAD_DIM;
+    for (int w = lo; w < hi; w++) {
+        int item = w % j->n_items, tk = w / j->n_items, kvh = tk % j->n_kv_heads, g0 = item * j->gs;
+        att_item(j, tk / j->n_kv_heads, kvh, kvh * G + g0, G - g0 < j->gs ? G - g0 : j->gs, buf);
+    }
 }
 
 static void cpu_attention(void *ctx, float *out, const float *q, int T, const hearth_kv_view *kv, int layer,
                           const int32_t *seq, const int32_t *pos, int n_heads, int n_kv_heads, int head_dim,
                           float scale, int window) {
     hearth_cpu_ctx *c = ctx;
-    att_job j = {c, out, q, kv, layer, T, n_heads, n_kv_heads, head_dim, window, seq, pos, scale};
+    att_job j = {c, out, q, kv, layer, T, n_heads, n_kv_heads, head_dim, window, seq, pos, scale,
+                 hearth_vec_get(hearth_cpu_isa_name(hearth_cpu_isa_current())), 0, 0};
     for (int t = 0; t < T; t++) HEARTH_ASSERT(pos[t] < c->max_ctx);
-    HEARTH_ASSERT(head_dim <= HEARTH_CPU_MAX_HEAD_DIM);
-    int n_tasks = T * n_heads < c->n_att_tasks ? T * n_heads : c->n_att_tasks;
-    hearth_pool_run(c->pool, att_task, &j, n_tasks);
+    HEARTH_ASSERT(head_dim <= HEARTH_CPU_MAX_HEAD_DIM && n_heads % n_kv_heads == 0);
+    /* the whole group an item when that leaves two items a thread, else halves of it */
+    const int G = n_heads / n_kv_heads, want = 2 * hearth_pool_size(c->pool);
+    j.gs = G < ATT_MAX_GS ? G : ATT_MAX_GS;
+    while (j.gs > 1 && T * n_kv_heads * ((G + j.gs - 1) / j.gs) < want) j.gs = (j.gs + 1) / 2;
+    j.n_items = (G + j.gs - 1) / j.gs;
+    int total = T * n_kv_heads * j.n_items;
+    hearth_pool_run(c->pool, att_task, &j, total < c->n_att_tasks ? total : c->n_att_tasks);
 }
 
 typedef struct {
