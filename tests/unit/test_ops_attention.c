@@ -22,7 +22,7 @@ typedef struct {
 } att_case;
 
 /* Two sequences' caches (f32) in shuffled blocks; MAXT rows of either, at
- * positions up to ~600 (ten chunks of 64). */
+ * positions up to ~500 (eight chunks of 64). */
 typedef struct {
     float *k, *v, *q;
     int32_t table[2 * NB / 2], seq[MAXT], pos[MAXT];
@@ -38,9 +38,9 @@ static void rig_fill(rig *r, const att_case *c, uint64_t *s) {
     for (size_t i = 0; i < (size_t)NB * BS * kvd; i++) r->k[i] = urand(s) * c->kscale, r->v[i] = urand(s);
     for (size_t i = 0; i < (size_t)MAXT * c->nh * c->hd; i++) r->q[i] = urand(s);
     for (int i = 0; i < NB; i++) r->table[i] = (i * 37 + 11) % NB; /* a permutation: seq 0 rows 0-31, seq 1 32-63 */
-    for (int t = 0; t < MAXT; t++) {
-        r->seq[t] = t % 2;
-        r->pos[t] = t < 4 ? t * 3 : (int)((urand(s) * 0.5f + 0.5f) * (NB / 2 * BS - 1));
+    for (int t = 0; t < MAXT; t++) { /* a prompt's 12 rows across a chunk's end, another's first 4, then decode rows */
+        r->seq[t] = t < 12 ? 0 : t < 16 ? 1 : t % 2;
+        r->pos[t] = t < 12 ? 315 + t : t < 16 ? t - 12 : (int)((urand(s) * 0.5f + 0.5f) * (NB / 2 * BS - 1));
     }
     r->kp[0] = r->k, r->vp[0] = r->v;
     r->kv = (hearth_kv_view){r->kp, r->vp, r->table, BS, NB / 2, kvd, NB, HEARTH_DT_F32, 0, 0};

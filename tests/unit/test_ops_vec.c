@@ -1,6 +1,7 @@
 /* test_ops_vec.c - the SIMD vector kernels against the scalar reference. */
 #include "testhelp.h"
 
+#include "ops/cpu/attn_vec.h"
 #include "ops/cpu/vec.h"
 
 #include <stdlib.h>
@@ -39,7 +40,7 @@ TEST(vec_expsum_matches_expf) {
     float s[101], x[101];
     for (int i = 0; i < 101; i++) x[i] = -100.0f * (float)((i * 37) % 101) / 100.0f + 0.5f;
     for (int k = 0; k < 3; k++) {
-        const hearth_vec_ops *v = hearth_vec_get(isas[k]);
+        const hearth_attn_ops *v = hearth_attn_ops_get(isas[k]);
         if (!v) continue;
         for (int n = 1; n <= 101; n += 5) {
             memcpy(s, x, sizeof x);

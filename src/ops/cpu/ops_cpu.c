@@ -12,6 +12,7 @@
 #include "ops/cpu/panel.h"
 #include "ops/cpu/pick.h"
 #include "ops/cpu/quant.h"
+#include "ops/cpu/attn_vec.h"
 #include "ops/cpu/vec.h"
 
 #include <math.h>
@@ -19,15 +20,16 @@
 #include <string.h>
 
 #define HEARTH_CPU_MAX_HEAD_DIM 512
-/* attention: positions a chunk, K / V rows converted at a time, query heads an item (att_item) */
-enum { ATT_CHUNK = 64, ATT_SUB = 16, ATT_MAX_GS = 8 };
+/* attention: positions a chunk, rows a tile, query heads an item (att_item) */
+enum { ATT_CHUNK = 64, ATT_TILE = 8, ATT_MAX_GS = 8 };
 
 struct hearth_cpu_ctx {
     hearth_pool *pool;
     int max_tokens, max_cols, max_ctx;
     void *mm_scratch;
     size_t mm_scratch_bytes;
-    float *att_scratch; /* [n_att_tasks][ATT_SUB * HEARTH_CPU_MAX_HEAD_DIM]: K / V rows as f32 */
+    float *att_scratch; /* [n_att_tasks][ATT_CHUNK * HEARTH_CPU_MAX_HEAD_DIM]: a chunk's K or V rows as f32 */
+    int *att_tiles;     /* [max_tokens + 1]: where each tile of rows starts (cpu_attention) */
     int n_att_tasks;
     float e4m3[256]; /* every E4M3 code as f32 (hearth_e4m3_to_f32) */
 };
@@ -63,8 +65,9 @@ hearth_status hearth_cpu_ctx_new(hearth_cpu_ctx **out, int n_threads, int max_to
     c->mm_scratch_bytes = max_scratch_bytes(max_tokens, max_cols);
     c->n_att_tasks = hearth_pool_size(c->pool) * 4;
     c->mm_scratch = aligned_alloc(64, (c->mm_scratch_bytes + 63) & ~(size_t)63);
-    c->att_scratch = malloc(sizeof(float) * (size_t)c->n_att_tasks * ATT_SUB * HEARTH_CPU_MAX_HEAD_DIM);
-    if (!c->mm_scratch || !c->att_scratch) {
+    c->att_scratch = malloc(sizeof(float) * (size_t)c->n_att_tasks * ATT_CHUNK * HEARTH_CPU_MAX_HEAD_DIM);
+    c->att_tiles = malloc(sizeof(int) * ((size_t)max_tokens + 1));
+    if (!c->mm_scratch || !c->att_scratch || !c->att_tiles) {
         hearth_cpu_ctx_free(c);
         return hearth_err_set(err, HEARTH_ENOMEM, "cpu backend: cannot allocate scratch for %d tokens",
                               max_tokens);
@@ -78,6 +81,7 @@ void hearth_cpu_ctx_free(hearth_cpu_ctx *c) {
     hearth_pool_free(c->pool);
     free(c->mm_scratch);
     free(c->att_scratch);
+    free(c->att_tiles);
     free(c);
 }
 
@@ -205,37 +209,13 @@ static void cpu_kv_write(void *ctx, const hearth_kv_view *kv, int layer, const f
     }
 }
 
-/* The attention walks a row's positions in chunks of ATT_CHUNK with an online
- * softmax (running max and sum a head, rescaled when the max rises); a work
- * item is one token's query heads of one KV head, up to ATT_MAX_GS of them,
- * which read each K and V row once. Every head's numbers are the same
- * whatever item it shares and wherever the chunks fall in a batch. */
-
-/* The K or V rows of one KV head at positions p..p+n-1 of a sequence: into an
- * f32 cache, or converted (exactly) into buf (n x hd; n <= ATT_SUB). */
-static void head_rows(const hearth_cpu_ctx *c, const hearth_kv_view *kv, const void *base, int seq, int p, int n,
-                      int kvh, int hd, const float **rows, float *buf) {
-    const int32_t *table = kv->block_table + (size_t)seq * kv->max_blocks_per_seq;
-    for (int i = 0; i < n;) {
-        int at = (p + i) % kv->block_size, run = kv->block_size - at;
-        if (run > n - i) run = n - i;
-        size_t off = ((size_t)table[(p + i) / kv->block_size] * kv->block_size + at) * kv->kv_dim + (size_t)kvh * hd;
-        for (int r = 0; r < run; r++, i++, off += kv->kv_dim) {
-            float *d = buf + (size_t)i * hd;
-            if (kv->type == HEARTH_DT_F16) {
-                const uint16_t *h = (const uint16_t *)base + off;
-                for (int e = 0; e < hd; e++) d[e] = hearth_f16_to_f32(h[e]);
-                rows[i] = d;
-            } else if (kv->type == HEARTH_DT_E4M3) {
-                const uint8_t *b = (const uint8_t *)base + off;
-                for (int e = 0; e < hd; e++) d[e] = c->e4m3[b[e]];
-                rows[i] = d;
-            } else {
-                rows[i] = (const float *)base + off;
-            }
-        }
-    }
-}
+/* The attention walks a row's positions in chunks of ATT_CHUNK, aligned to
+ * multiples of it, with an online softmax (running max and sum a head,
+ * rescaled when the max rises). A work item is a tile of up to ATT_TILE
+ * consecutive rows of one sequence (a prompt's) and up to ATT_MAX_GS query
+ * heads of one KV head: each K and V row is read (and converted from f16 or
+ * e4m3) once for all of them. Every head's numbers are the same whatever
+ * item it shares, so a row alone equals the row in a batch. */
 
 typedef struct {
     hearth_cpu_ctx *c;
@@ -245,58 +225,122 @@ typedef struct {
     int layer, T, n_heads, n_kv_heads, head_dim, window;
     const int32_t *seq, *pos;
     float scale;
-    const hearth_vec_ops *vec; /* the kernels of the ISA the matmuls run (hearth_cpu_isa_force) */
-    int gs, n_items;           /* query heads an item takes at most; items a (token, KV head) */
+    const hearth_attn_ops *ak; /* the kernels of the ISA the matmuls run (hearth_cpu_isa_force) */
+    const hearth_vec_ops *vec;
+    int n_tiles, gs, n_groups; /* row tiles (c->att_tiles); query heads an item at most; items a tile and KV head */
 } att_job;
 
-/* Token t's query heads h0..h0+gs-1, all of KV head kvh. */
-static void att_item(const att_job *j, int t, int kvh, int h0, int gs, float *buf) {
+/* The K or V rows of one KV head at positions p..p+n-1 of a sequence: into an
+ * f32 cache, or converted (exactly) into buf (n x hd). */
+static void head_rows(const att_job *j, const void *base, int seq, int p, int n, int kvh, const float **rows,
+                      float *buf) {
     const hearth_kv_view *kv = j->kv;
-    const hearth_vec_ops *vec = j->vec;
-    const int hd = j->head_dim, sub = kv->type == HEARTH_DT_F32 ? ATT_CHUNK : ATT_SUB;
-    const float *q = j->q + ((size_t)t * j->n_heads + h0) * hd;
-    float *o = j->out + ((size_t)t * j->n_heads + h0) * hd;
-    int p_end = j->pos[t], p0 = j->window > 0 ? p_end - j->window + 1 : 0;
-    if (p0 < 0) p0 = 0;
-    float s[ATT_MAX_GS * ATT_CHUNK], m[ATT_MAX_GS], l[ATT_MAX_GS];
-    const float *rows[ATT_CHUNK];
-    memset(o, 0, sizeof(float) * (size_t)gs * hd);
-    for (int i = 0; i < gs; i++) m[i] = -INFINITY, l[i] = 0.0f;
-    for (int c0 = p0; c0 <= p_end; c0 += ATT_CHUNK) {
-        const int n = p_end - c0 + 1 < ATT_CHUNK ? p_end - c0 + 1 : ATT_CHUNK;
-        for (int b = 0; b < n; b += sub) {
-            int nb = n - b < sub ? n - b : sub;
-            head_rows(j->c, kv, kv->k[j->layer], j->seq[t], c0 + b, nb, kvh, hd, rows + b, buf);
-            vec->scores(s + b, ATT_CHUNK, q, gs, rows + b, nb, hd, j->scale);
-        }
-        for (int i = 0; i < gs; i++) {
-            float *si = s + i * ATT_CHUNK, cm = m[i];
-            for (int p = 0; p < n; p++) cm = si[p] > cm ? si[p] : cm;
-            if (cm > m[i] && m[i] != -INFINITY) {
-                float a = expf(m[i] - cm);
-                l[i] *= a;
-                vec->scale(o + (size_t)i * hd, a, hd);
+    const int hd = j->head_dim;
+    const int32_t *table = kv->block_table + (size_t)seq * kv->max_blocks_per_seq;
+    for (int i = 0; i < n;) {
+        int at = (p + i) % kv->block_size, run = kv->block_size - at;
+        if (run > n - i) run = n - i;
+        size_t off = ((size_t)table[(p + i) / kv->block_size] * kv->block_size + at) * kv->kv_dim + (size_t)kvh * hd;
+        for (int r = 0; r < run; r++, i++, off += kv->kv_dim) {
+            float *d = buf + (size_t)i * hd;
+            if (kv->type == HEARTH_DT_F16) {
+                j->ak->from_f16(d, (const uint16_t *)base + off, hd);
+                rows[i] = d;
+            } else if (kv->type == HEARTH_DT_E4M3) {
+                const uint8_t *b = (const uint8_t *)base + off;
+                for (int e = 0; e < hd; e++) d[e] = j->c->e4m3[b[e]];
+                rows[i] = d;
+            } else {
+                rows[i] = (const float *)base + off;
             }
-            m[i] = cm;
-            l[i] += vec->expsum(si, n, cm);
-        }
-        for (int b = 0; b < n; b += sub) {
-            int nb = n - b < sub ? n - b : sub;
-            head_rows(j->c, kv, kv->v[j->layer], j->seq[t], c0 + b, nb, kvh, hd, rows + b, buf);
-            vec->accum(o, s + b, ATT_CHUNK, gs, rows + b, nb, hd);
         }
     }
-    for (int i = 0; i < gs; i++) vec->scale(o + (size_t)i * hd, 1.0f / l[i], hd);
+}
+
+/* The positions a..b of chunk c0 that a row attending p0..p1 attends (a > b: none). */
+static inline void chunk_span(int c0, int p0, int p1, int *a, int *b) {
+    *a = c0 > p0 ? c0 : p0;
+    *b = c0 + ATT_CHUNK - 1 < p1 ? c0 + ATT_CHUNK - 1 : p1;
+}
+
+/* Tile rows u0.. that attend the same span a..b of chunk c0: returns the first that does not. */
+static int span_run(int c0, const int *p0, const int *p1, int u0, int nt, int *a, int *b) {
+    chunk_span(c0, p0[u0], p1[u0], a, b);
+    int u1 = u0 + 1, a1, b1;
+    for (; u1 < nt; u1++) {
+        chunk_span(c0, p0[u1], p1[u1], &a1, &b1);
+        if (a1 != *a || b1 != *b) break;
+    }
+    return u1;
+}
+
+/* Rows t0..t0+nt-1 (one sequence, ascending positions), query heads
+ * h0..h0+gs-1, all of KV head kvh. Query row r = u * gs + i is row u's head
+ * h0 + i; rows that attend the same positions of a chunk go through the
+ * kernels together. */
+static void att_item(const att_job *j, int t0, int nt, int kvh, int h0, int gs, float *buf) {
+    const hearth_kv_view *kv = j->kv;
+    const hearth_attn_ops *ak = j->ak;
+    const int hd = j->head_dim, seq = j->seq[t0];
+    float s[ATT_TILE * ATT_MAX_GS * ATT_CHUNK], m[ATT_TILE * ATT_MAX_GS], l[ATT_TILE * ATT_MAX_GS];
+    const float *qr[ATT_TILE * ATT_MAX_GS], *rows[ATT_CHUNK];
+    float *orow[ATT_TILE * ATT_MAX_GS];
+    int p0[ATT_TILE] = {0}, p1[ATT_TILE] = {0};
+    for (int u = 0; u < nt; u++) {
+        p1[u] = j->pos[t0 + u];
+        p0[u] = j->window > 0 && p1[u] - j->window + 1 > 0 ? p1[u] - j->window + 1 : 0;
+        for (int i = 0; i < gs; i++) {
+            size_t at = ((size_t)(t0 + u) * j->n_heads + h0 + i) * hd;
+            qr[u * gs + i] = j->q + at;
+            orow[u * gs + i] = j->out + at;
+            memset(orow[u * gs + i], 0, sizeof(float) * (size_t)hd);
+            m[u * gs + i] = -INFINITY, l[u * gs + i] = 0.0f;
+        }
+    }
+    for (int c0 = p0[0] / ATT_CHUNK * ATT_CHUNK; c0 <= p1[nt - 1]; c0 += ATT_CHUNK) {
+        /* the chunk's positions any row of the tile attends */
+        int lo, hi, a, b;
+        chunk_span(c0, p0[0], p1[nt - 1], &lo, &hi);
+        head_rows(j, kv->k[j->layer], seq, lo, hi - lo + 1, kvh, rows, buf);
+        for (int u0 = 0, u1; u0 < nt; u0 = u1) { /* rows u0..u1-1 attend the same span */
+            u1 = span_run(c0, p0, p1, u0, nt, &a, &b);
+            if (a > b) continue;
+            ak->scores(s + (size_t)u0 * gs * ATT_CHUNK, ATT_CHUNK, qr + u0 * gs, (u1 - u0) * gs, rows + (a - lo),
+                       b - a + 1, hd, j->scale);
+            for (int r = u0 * gs; r < u1 * gs; r++) {
+                float *sr = s + (size_t)r * ATT_CHUNK, cm = m[r];
+                for (int p = 0; p <= b - a; p++) cm = sr[p] > cm ? sr[p] : cm;
+                if (cm > m[r] && m[r] != -INFINITY) {
+                    float f = expf(m[r] - cm);
+                    l[r] *= f;
+                    j->vec->scale(orow[r], f, hd);
+                }
+                m[r] = cm;
+                l[r] += ak->expsum(sr, b - a + 1, cm);
+            }
+        }
+        head_rows(j, kv->v[j->layer], seq, lo, hi - lo + 1, kvh, rows, buf);
+        for (int u0 = 0, u1; u0 < nt; u0 = u1) {
+            u1 = span_run(c0, p0, p1, u0, nt, &a, &b);
+            if (a > b) continue;
+            ak->accum(orow + u0 * gs, s + (size_t)u0 * gs * ATT_CHUNK, ATT_CHUNK, (u1 - u0) * gs, rows + (a - lo),
+                      b - a + 1, hd);
+        }
+    }
+    for (int r = 0; r < nt * gs; r++) j->vec->scale(orow[r], 1.0f / l[r], hd);
 }
 
 static void att_task(void *ctx, int task, int n_tasks) {
     const att_job *j = ctx;
-    const int G = j->n_heads / j->n_kv_heads, total = j->T * j->n_kv_heads * j->n_items;
+    const int G = j->n_heads / j->n_kv_heads, total = j->n_tiles * j->n_kv_heads * j->n_groups;
+    const int *tiles = j->c->att_tiles;
     int lo = (int)((long)total * task / n_tasks), hi = (int)((long)total * (task + 1) / n_tasks);
-    float *buf = j->c->att_scratch + (size_t)task * ATT_SUB * HEARTH_CPU_MAX_HEAD_DIM;
+    float *buf = j->c->att_scratch + (size_t)task * ATT_CHUNK * HEARTH_CPU_MAX_HEAD_DIM;
     for (int w = lo; w < hi; w++) {
-        int item = w % j->n_items, tk = w / j->n_items, kvh = tk % j->n_kv_heads, g0 = item * j->gs;
-        att_item(j, tk / j->n_kv_heads, kvh, kvh * G + g0, G - g0 < j->gs ? G - g0 : j->gs, buf);
+        int grp = w % j->n_groups, tk = w / j->n_groups, kvh = tk % j->n_kv_heads, tile = tk / j->n_kv_heads;
+        int g0 = grp * j->gs;
+        att_item(j, tiles[tile], tiles[tile + 1] - tiles[tile], kvh, kvh * G + g0, G - g0 < j->gs ? G - g0 : j->gs,
+                 buf);
     }
 }
 
@@ -305,15 +349,23 @@ static void cpu_attention(void *ctx, float *out, const float *q, int T, const he
                           float scale, int window) {
     hearth_cpu_ctx *c = ctx;
     att_job j = {c, out, q, kv, layer, T, n_heads, n_kv_heads, head_dim, window, seq, pos, scale,
-                 hearth_vec_get(hearth_cpu_isa_name(hearth_cpu_isa_current())), 0, 0};
-    for (int t = 0; t < T; t++) HEARTH_ASSERT(pos[t] < c->max_ctx);
-    HEARTH_ASSERT(head_dim <= HEARTH_CPU_MAX_HEAD_DIM && n_heads % n_kv_heads == 0);
+                 NULL, NULL, 0, 0, 0};
+    const char *isa = hearth_cpu_isa_name(hearth_cpu_isa_current());
+    j.ak = hearth_attn_ops_get(isa), j.vec = hearth_vec_get(isa);
+    if (!j.ak || !j.vec) j.ak = hearth_attn_ops_get("scalar"), j.vec = hearth_vec_get("scalar");
+    HEARTH_ASSERT(T <= c->max_tokens && head_dim <= HEARTH_CPU_MAX_HEAD_DIM && n_heads % n_kv_heads == 0);
+    for (int t = 0; t < T; t++) {
+        HEARTH_ASSERT(pos[t] < c->max_ctx);
+        if (t == 0 || seq[t] != seq[t - 1] || pos[t] != pos[t - 1] + 1 || t - c->att_tiles[j.n_tiles - 1] == ATT_TILE)
+            c->att_tiles[j.n_tiles++] = t;
+    }
+    c->att_tiles[j.n_tiles] = T;
     /* the whole group an item when that leaves two items a thread, else halves of it */
     const int G = n_heads / n_kv_heads, want = 2 * hearth_pool_size(c->pool);
     j.gs = G < ATT_MAX_GS ? G : ATT_MAX_GS;
-    while (j.gs > 1 && T * n_kv_heads * ((G + j.gs - 1) / j.gs) < want) j.gs = (j.gs + 1) / 2;
-    j.n_items = (G + j.gs - 1) / j.gs;
-    int total = T * n_kv_heads * j.n_items;
+    while (j.gs > 1 && j.n_tiles * n_kv_heads * ((G + j.gs - 1) / j.gs) < want) j.gs = (j.gs + 1) / 2;
+    j.n_groups = (G + j.gs - 1) / j.gs;
+    int total = j.n_tiles * n_kv_heads * j.n_groups;
     hearth_pool_run(c->pool, att_task, &j, total < c->n_att_tasks ? total : c->n_att_tasks);
 }
 

@@ -1,0 +1,326 @@
+/* attn_vec.c - the CPU attention's inner kernels (attn_vec.h): scores of
+ * query rows against a chunk's K rows, the softmax's exp and sum, the
+ * weighted sum of V rows, f16 rows widened. The SIMD kernels take up to four
+ * query rows at once, so each K or V vector loaded serves all of them. */
+#include "ops/cpu/attn_vec.h"
+
+#include "core/half.h"
+
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#define INLINE static inline __attribute__((always_inline))
+#define UNROLL _Pragma("GCC unroll 16")
+
+/* ---- scalar ------------------------------------------------------------------------ */
+
+static void scores_scalar(float *s, int ss, const float *const *q, int nr, const float *const *k, int n, int hd,
+                          float scale) {
+    for (int r = 0; r < nr; r++)
+        for (int p = 0; p < n; p++) {
+            float d = 0.0f;
+            for (int e = 0; e < hd; e++) d += q[r][e] * k[p][e];
+            s[(size_t)r * ss + p] = d * scale;
+        }
+}
+static void accum_scalar(float *const *o, const float *w, int ws, int nr, const float *const *v, int n, int hd) {
+    for (int r = 0; r < nr; r++)
+        for (int p = 0; p < n; p++)
+            for (int e = 0; e < hd; e++) o[r][e] += w[(size_t)r * ws + p] * v[p][e];
+}
+static float expsum_scalar(float *s, int n, float m) {
+    float sum = 0.0f;
+    for (int p = 0; p < n; p++) sum += s[p] = expf(s[p] - m);
+    return sum;
+}
+static void from_f16_scalar(float *d, const uint16_t *s, int n) {
+    for (int i = 0; i < n; i++) d[i] = hearth_f16_to_f32(s[i]);
+}
+
+/* exp(x) for x <= 0 (Cephes' expf, ~1 ulp), 0 below -87.3 */
+#define EXP_C0 1.9875691500e-4f
+#define EXP_C1 1.3981999507e-3f
+#define EXP_C2 8.3334519073e-3f
+#define EXP_C3 4.1665795894e-2f
+#define EXP_C4 1.6666665459e-1f
+#define EXP_C5 5.0000001201e-1f
+#define EXP_LOG2E 1.44269504088896341f
+#define EXP_LN2_HI 0.693359375f
+#define EXP_LN2_LO -2.12194440e-4f
+#define EXP_MIN -87.3f
+
+/* ---- AVX2 + FMA: rows of 8 floats ----------------------------------------------------- */
+
+#define T2 __attribute__((target("avx2,fma,f16c")))
+
+T2 INLINE __m256i mask8(int m) { return _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)); }
+
+/* the lane sums of eight vectors, a[x]'s in lane x */
+T2 INLINE __m256 hsum8(const __m256 a[8]) {
+    __m256 r1[4], r2[2];
+    UNROLL for (int k = 0; k < 4; k++)
+        r1[k] = _mm256_add_ps(_mm256_permute2f128_ps(a[2 * k], a[2 * k + 1], 0x20),
+                              _mm256_permute2f128_ps(a[2 * k], a[2 * k + 1], 0x31));
+    UNROLL for (int k = 0; k < 2; k++)
+        r2[k] = _mm256_add_ps(_mm256_unpacklo_ps(r1[2 * k], r1[2 * k + 1]), _mm256_unpackhi_ps(r1[2 * k], r1[2 * k + 1]));
+    __m256 r = _mm256_add_ps(_mm256_shuffle_ps(r2[0], r2[1], 0x44), _mm256_shuffle_ps(r2[0], r2[1], 0xee));
+    return _mm256_permutevar8x32_ps(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* R rows x 8/R positions from p0: one hsum8 */
+T2 INLINE void scores_blk8(float *s, int ss, const float *const *q, const int R, const float *const *k, int p0, int n,
+                           int hd, float scale) {
+    const int P = 8 / R, m = n - p0 < P ? n - p0 : P;
+    const float *kr[8];
+    __m256 acc[8];
+    UNROLL for (int x = 0; x < P; x++) kr[x] = k[p0 + (x < m ? x : m - 1)];
+    UNROLL for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_ps();
+    int d = 0;
+    for (; d + 8 <= hd; d += 8) {
+        __m256 qv[4];
+        UNROLL for (int y = 0; y < R; y++) qv[y] = _mm256_loadu_ps(q[y] + d);
+        UNROLL for (int x = 0; x < P; x++) {
+            __m256 kv = _mm256_loadu_ps(kr[x] + d);
+            UNROLL for (int y = 0; y < R; y++) acc[y * P + x] = _mm256_fmadd_ps(qv[y], kv, acc[y * P + x]);
+        }
+    }
+    if (d < hd) {
+        const __m256i dm = mask8(hd - d);
+        __m256 qv[4];
+        UNROLL for (int y = 0; y < R; y++) qv[y] = _mm256_maskload_ps(q[y] + d, dm);
+        UNROLL for (int x = 0; x < P; x++) {
+            __m256 kv = _mm256_maskload_ps(kr[x] + d, dm);
+            UNROLL for (int y = 0; y < R; y++) acc[y * P + x] = _mm256_fmadd_ps(qv[y], kv, acc[y * P + x]);
+        }
+    }
+    float t[8];
+    _mm256_storeu_ps(t, _mm256_mul_ps(hsum8(acc), _mm256_set1_ps(scale)));
+    UNROLL for (int y = 0; y < R; y++) memcpy(s + (size_t)y * ss + p0, t + y * P, sizeof(float) * (size_t)m);
+}
+T2 static void scores_avx2(float *s, int ss, const float *const *q, int nr, const float *const *k, int n, int hd,
+                           float scale) {
+    for (int r = 0; r < nr;) {
+        const int R = nr - r >= 4 ? 4 : nr - r >= 2 ? 2 : 1;
+        for (int p0 = 0; p0 < n; p0 += 8 / R) {
+            if (R == 4) scores_blk8(s + (size_t)r * ss, ss, q + r, 4, k, p0, n, hd, scale);
+            else if (R == 2) scores_blk8(s + (size_t)r * ss, ss, q + r, 2, k, p0, n, hd, scale);
+            else scores_blk8(s + (size_t)r * ss, ss, q + r, 1, k, p0, n, hd, scale);
+        }
+        r += R;
+    }
+}
+
+/* R rows, NV vectors of each from element d */
+T2 INLINE void accum_blk8(float *const *o, const float *w, int ws, const int R, const float *const *v, int n, int d,
+                          const int NV, int hd) {
+    __m256i mk[4];
+    __m256 acc[2][4];
+    UNROLL for (int c = 0; c < NV; c++) mk[c] = mask8(hd - d - 8 * c);
+    UNROLL for (int y = 0; y < R; y++)
+        UNROLL for (int c = 0; c < NV; c++) acc[y][c] = _mm256_maskload_ps(o[y] + d + 8 * c, mk[c]);
+    for (int p = 0; p < n; p++) {
+        __m256 vv[4];
+        UNROLL for (int c = 0; c < NV; c++) vv[c] = _mm256_maskload_ps(v[p] + d + 8 * c, mk[c]);
+        UNROLL for (int y = 0; y < R; y++) {
+            __m256 wp = _mm256_set1_ps(w[(size_t)y * ws + p]);
+            UNROLL for (int c = 0; c < NV; c++) acc[y][c] = _mm256_fmadd_ps(wp, vv[c], acc[y][c]);
+        }
+    }
+    UNROLL for (int y = 0; y < R; y++)
+        UNROLL for (int c = 0; c < NV; c++) _mm256_maskstore_ps(o[y] + d + 8 * c, mk[c], acc[y][c]);
+}
+T2 INLINE void accum_rows8(float *const *o, const float *w, int ws, const int R, const float *const *v, int n, int hd) {
+    for (int d = 0; d < hd; d += 32) {
+        const int nv = (hd - d + 7) / 8;
+        if (nv >= 4) accum_blk8(o, w, ws, R, v, n, d, 4, hd);
+        else if (nv == 3) accum_blk8(o, w, ws, R, v, n, d, 3, hd);
+        else if (nv == 2) accum_blk8(o, w, ws, R, v, n, d, 2, hd);
+        else accum_blk8(o, w, ws, R, v, n, d, 1, hd);
+    }
+}
+T2 static void accum_avx2(float *const *o, const float *w, int ws, int nr, const float *const *v, int n, int hd) {
+    int r = 0;
+    for (; r + 2 <= nr; r += 2) accum_rows8(o + r, w + (size_t)r * ws, ws, 2, v, n, hd);
+    if (r < nr) accum_rows8(o + r, w + (size_t)r * ws, ws, 1, v, n, hd);
+}
+
+T2 INLINE __m256 exp8(__m256 x) {
+    __m256 under = _mm256_cmp_ps(x, _mm256_set1_ps(EXP_MIN), _CMP_LT_OQ);
+    x = _mm256_max_ps(x, _mm256_set1_ps(EXP_MIN));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(EXP_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(EXP_LN2_HI), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(EXP_LN2_LO), r);
+    __m256 p = _mm256_set1_ps(EXP_C0);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_C1));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_C2));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_C3));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_C4));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_C5));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_andnot_ps(under, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
+}
+T2 static float expsum_avx2(float *s, int n, float m) {
+    __m256 sum = _mm256_setzero_ps(), vm = _mm256_set1_ps(m);
+    for (int p = 0; p < n; p += 8) {
+        __m256i mk = mask8(n - p);
+        __m256 e = _mm256_and_ps(exp8(_mm256_sub_ps(_mm256_maskload_ps(s + p, mk), vm)), _mm256_castsi256_ps(mk));
+        _mm256_maskstore_ps(s + p, mk, e);
+        sum = _mm256_add_ps(sum, e);
+    }
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(sum), _mm256_extractf128_ps(sum, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+}
+T2 static void from_f16_avx2(float *d, const uint16_t *s, int n) {
+    int i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(s + i))));
+    for (; i < n; i++) d[i] = hearth_f16_to_f32(s[i]);
+}
+
+/* ---- AVX-512F: rows of 16 floats ------------------------------------------------------ */
+
+#define T5 __attribute__((target("avx512f")))
+
+T5 INLINE __mmask16 mask16(int m) { return m >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (m > 0 ? m : 0)) - 1); }
+
+/* the lane sums of sixteen vectors, a[x]'s in lane x */
+T5 INLINE __m512 hsum16(const __m512 a[16]) {
+    __m512 r1[8], r2[4], r3[2];
+    UNROLL for (int k = 0; k < 8; k++)
+        r1[k] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * k], a[2 * k + 1], 0x44),
+                              _mm512_shuffle_f32x4(a[2 * k], a[2 * k + 1], 0xee));
+    UNROLL for (int k = 0; k < 4; k++)
+        r2[k] = _mm512_add_ps(_mm512_shuffle_f32x4(r1[2 * k], r1[2 * k + 1], 0x88),
+                              _mm512_shuffle_f32x4(r1[2 * k], r1[2 * k + 1], 0xdd));
+    UNROLL for (int k = 0; k < 2; k++)
+        r3[k] = _mm512_add_ps(_mm512_unpacklo_ps(r2[2 * k], r2[2 * k + 1]), _mm512_unpackhi_ps(r2[2 * k], r2[2 * k + 1]));
+    __m512 r = _mm512_add_ps(_mm512_shuffle_ps(r3[0], r3[1], 0x44), _mm512_shuffle_ps(r3[0], r3[1], 0xee));
+    return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), r);
+}
+
+/* R rows x 16/R positions from p0: one hsum16 */
+T5 INLINE void scores_blk16(float *s, int ss, const float *const *q, const int R, const float *const *k, int p0, int n,
+                            int hd, float scale) {
+    const int P = 16 / R, m = n - p0 < P ? n - p0 : P;
+    const float *kr[16];
+    __m512 acc[16];
+    UNROLL for (int x = 0; x < P; x++) kr[x] = k[p0 + (x < m ? x : m - 1)];
+    UNROLL for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
+    int d = 0;
+    for (; d + 16 <= hd; d += 16) {
+        __m512 qv[4];
+        UNROLL for (int y = 0; y < R; y++) qv[y] = _mm512_loadu_ps(q[y] + d);
+        UNROLL for (int x = 0; x < P; x++) {
+            __m512 kv = _mm512_loadu_ps(kr[x] + d);
+            UNROLL for (int y = 0; y < R; y++) acc[y * P + x] = _mm512_fmadd_ps(qv[y], kv, acc[y * P + x]);
+        }
+    }
+    if (d < hd) {
+        const __mmask16 dm = mask16(hd - d);
+        __m512 qv[4];
+        UNROLL for (int y = 0; y < R; y++) qv[y] = _mm512_maskz_loadu_ps(dm, q[y] + d);
+        UNROLL for (int x = 0; x < P; x++) {
+            __m512 kv = _mm512_maskz_loadu_ps(dm, kr[x] + d);
+            UNROLL for (int y = 0; y < R; y++) acc[y * P + x] = _mm512_fmadd_ps(qv[y], kv, acc[y * P + x]);
+        }
+    }
+    float t[16];
+    _mm512_storeu_ps(t, _mm512_mul_ps(hsum16(acc), _mm512_set1_ps(scale)));
+    UNROLL for (int y = 0; y < R; y++) memcpy(s + (size_t)y * ss + p0, t + y * P, sizeof(float) * (size_t)m);
+}
+T5 static void scores_avx512(float *s, int ss, const float *const *q, int nr, const float *const *k, int n, int hd,
+                             float scale) {
+    for (int r = 0; r < nr;) {
+        const int R = nr - r >= 4 ? 4 : nr - r >= 2 ? 2 : 1;
+        for (int p0 = 0; p0 < n; p0 += 16 / R) {
+            if (R == 4) scores_blk16(s + (size_t)r * ss, ss, q + r, 4, k, p0, n, hd, scale);
+            else if (R == 2) scores_blk16(s + (size_t)r * ss, ss, q + r, 2, k, p0, n, hd, scale);
+            else scores_blk16(s + (size_t)r * ss, ss, q + r, 1, k, p0, n, hd, scale);
+        }
+        r += R;
+    }
+}
+
+/* R rows, NV vectors of each from element d */
+T5 INLINE void accum_blk16(float *const *o, const float *w, int ws, const int R, const float *const *v, int n, int d,
+                           const int NV, int hd) {
+    __mmask16 mk[4];
+    __m512 acc[4][4];
+    UNROLL for (int c = 0; c < NV; c++) mk[c] = mask16(hd - d - 16 * c);
+    UNROLL for (int y = 0; y < R; y++)
+        UNROLL for (int c = 0; c < NV; c++) acc[y][c] = _mm512_maskz_loadu_ps(mk[c], o[y] + d + 16 * c);
+    for (int p = 0; p < n; p++) {
+        __m512 vv[4];
+        UNROLL for (int c = 0; c < NV; c++) vv[c] = _mm512_maskz_loadu_ps(mk[c], v[p] + d + 16 * c);
+        UNROLL for (int y = 0; y < R; y++) {
+            __m512 wp = _mm512_set1_ps(w[(size_t)y * ws + p]);
+            UNROLL for (int c = 0; c < NV; c++) acc[y][c] = _mm512_fmadd_ps(wp, vv[c], acc[y][c]);
+        }
+    }
+    UNROLL for (int y = 0; y < R; y++)
+        UNROLL for (int c = 0; c < NV; c++) _mm512_mask_storeu_ps(o[y] + d + 16 * c, mk[c], acc[y][c]);
+}
+T5 INLINE void accum_rows16(float *const *o, const float *w, int ws, const int R, const float *const *v, int n,
+                            int hd) {
+    for (int d = 0; d < hd; d += 64) {
+        const int nv = (hd - d + 15) / 16;
+        if (nv >= 4) accum_blk16(o, w, ws, R, v, n, d, 4, hd);
+        else if (nv == 3) accum_blk16(o, w, ws, R, v, n, d, 3, hd);
+        else if (nv == 2) accum_blk16(o, w, ws, R, v, n, d, 2, hd);
+        else accum_blk16(o, w, ws, R, v, n, d, 1, hd);
+    }
+}
+T5 static void accum_avx512(float *const *o, const float *w, int ws, int nr, const float *const *v, int n, int hd) {
+    int r = 0;
+    for (; r + 4 <= nr; r += 4) accum_rows16(o + r, w + (size_t)r * ws, ws, 4, v, n, hd);
+    for (; r + 2 <= nr; r += 2) accum_rows16(o + r, w + (size_t)r * ws, ws, 2, v, n, hd);
+    if (r < nr) accum_rows16(o + r, w + (size_t)r * ws, ws, 1, v, n, hd);
+}
+
+T5 INLINE __m512 exp16(__m512 x) {
+    __mmask16 under = _mm512_cmp_ps_mask(x, _mm512_set1_ps(EXP_MIN), _CMP_LT_OQ);
+    x = _mm512_max_ps(x, _mm512_set1_ps(EXP_MIN));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(EXP_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(EXP_LN2_HI), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(EXP_LN2_LO), r);
+    __m512 p = _mm512_set1_ps(EXP_C0);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_C1));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_C2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_C3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_C4));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_C5));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    return _mm512_maskz_scalef_ps((__mmask16)~under, p, n);
+}
+T5 static float expsum_avx512(float *s, int n, float m) {
+    __m512 sum = _mm512_setzero_ps(), vm = _mm512_set1_ps(m);
+    for (int p = 0; p < n; p += 16) {
+        __mmask16 mk = mask16(n - p);
+        __m512 e = _mm512_maskz_mov_ps(mk, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(mk, s + p), vm)));
+        _mm512_mask_storeu_ps(s + p, mk, e);
+        sum = _mm512_add_ps(sum, e);
+    }
+    return _mm512_reduce_add_ps(sum);
+}
+T5 static void from_f16_avx512(float *d, const uint16_t *s, int n) {
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(d + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(s + i))));
+    for (; i < n; i++) d[i] = hearth_f16_to_f32(s[i]);
+}
+
+static const hearth_attn_ops ATTN_SCALAR = {"scalar", scores_scalar, accum_scalar, expsum_scalar, from_f16_scalar};
+static const hearth_attn_ops ATTN_AVX2 = {"avx2", scores_avx2, accum_avx2, expsum_avx2, from_f16_avx2};
+static const hearth_attn_ops ATTN_AVX512 = {"avx512", scores_avx512, accum_avx512, expsum_avx512, from_f16_avx512};
+
+const hearth_attn_ops *hearth_attn_ops_get(const char *isa) {
+    __builtin_cpu_init();
+    if (!strcmp(isa, "scalar")) return &ATTN_SCALAR;
+    if (!strcmp(isa, "avx2"))
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") ? &ATTN_AVX2 : NULL;
+    if (!strcmp(isa, "avx512")) return __builtin_cpu_supports("avx512f") ? &ATTN_AVX512 : NULL;
+    return NULL;
+}
