@@ -84,8 +84,9 @@ TEST(cpu_attention_matches_reference_and_batching) {
     };
     const int isas[] = {HEARTH_CPU_ISA_SCALAR, HEARTH_CPU_ISA_AVX2, HEARTH_CPU_ISA_AVX512};
     uint64_t s = 77;
-    hearth_cpu_ctx *ctx;
+    hearth_cpu_ctx *ctx, *small; /* small: a batch larger than its max_tokens is cut */
     CHECK_EQ(hearth_cpu_ctx_new(&ctx, 2, MAXT, 64, NB / 2 * BS, NULL), HEARTH_OK);
+    CHECK_EQ(hearth_cpu_ctx_new(&small, 2, 5, 64, NB / 2 * BS, NULL), HEARTH_OK);
     int ran = 0;
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         const att_case *c = &cases[ci];
@@ -94,7 +95,7 @@ TEST(cpu_attention_matches_reference_and_batching) {
         const size_t n = (size_t)MAXT * c->nh * c->hd;
         const float scale = 1.0f / sqrtf((float)c->hd);
         double *want = malloc(sizeof(double) * n);
-        float *got = malloc(sizeof(float) * n), *one = malloc(sizeof(float) * n);
+        float *got = malloc(sizeof(float) * n), *one = malloc(sizeof(float) * n), *cut = malloc(sizeof(float) * n);
         reference(&r, c, scale, want);
         for (int ii = 0; ii < 3; ii++) {
             if (!hearth_cpu_isa_force(isas[ii])) continue;
@@ -102,25 +103,30 @@ TEST(cpu_attention_matches_reference_and_batching) {
             for (size_t i = 0; i < n; i++) got[i] = one[i] = NAN;
             hearth_cpu_ops.attention(ctx, got, r.q, MAXT, &r.kv, 0, r.seq, r.pos, c->nh, c->nkv, c->hd, scale,
                                      c->window);
+            hearth_cpu_ops.attention(small, cut, r.q, MAXT, &r.kv, 0, r.seq, r.pos, c->nh, c->nkv, c->hd, scale,
+                                     c->window);
             const size_t row = (size_t)c->nh * c->hd;
             for (int t = 0; t < MAXT; t++) /* each row alone */
                 hearth_cpu_ops.attention(ctx, one + t * row, r.q + t * row, 1, &r.kv, 0, r.seq + t, r.pos + t, c->nh,
                                          c->nkv, c->hd, scale, c->window);
             double err = 0;
             for (size_t i = 0; i < n; i++) err = fmax(err, fabs(got[i] - want[i]));
-            if (err > 2e-6 || memcmp(got, one, sizeof(float) * n) != 0) {
+            const int alone = !memcmp(got, one, sizeof(float) * n), cuts = !memcmp(got, cut, sizeof(float) * n);
+            if (err > 2e-6 || !alone || !cuts) {
                 test_fail(__FILE__, __LINE__,
-                          "%s, heads %d/%d, hd %d, window %d: max error %.3g (2e-6 allowed); alone = in the batch: %s",
-                          hearth_cpu_isa_name(isas[ii]), c->nh, c->nkv, c->hd, c->window, err,
-                          memcmp(got, one, sizeof(float) * n) ? "no" : "yes");
+                          "%s, heads %d/%d, hd %d, window %d: max error %.3g (2e-6 allowed); alone = in the batch: %s; "
+                          "cut in fives = whole: %s",
+                          hearth_cpu_isa_name(isas[ii]), c->nh, c->nkv, c->hd, c->window, err, alone ? "yes" : "no",
+                          cuts ? "yes" : "no");
                 ci = sizeof cases / sizeof cases[0];
                 break;
             }
         }
-        free(want), free(got), free(one);
+        free(want), free(got), free(one), free(cut);
         rig_free(&r);
     }
     hearth_cpu_isa_force(HEARTH_CPU_ISA_AUTO);
     hearth_cpu_ctx_free(ctx);
+    hearth_cpu_ctx_free(small);
     CHECK(ran >= 7);
 }

@@ -348,25 +348,31 @@ static void cpu_attention(void *ctx, float *out, const float *q, int T, const he
                           const int32_t *seq, const int32_t *pos, int n_heads, int n_kv_heads, int head_dim,
                           float scale, int window) {
     hearth_cpu_ctx *c = ctx;
-    att_job j = {c, out, q, kv, layer, T, n_heads, n_kv_heads, head_dim, window, seq, pos, scale,
-                 NULL, NULL, 0, 0, 0};
+    HEARTH_ASSERT(c->max_tokens > 0 && head_dim <= HEARTH_CPU_MAX_HEAD_DIM && n_heads % n_kv_heads == 0);
     const char *isa = hearth_cpu_isa_name(hearth_cpu_isa_current());
-    j.ak = hearth_attn_ops_get(isa), j.vec = hearth_vec_get(isa);
-    if (!j.ak || !j.vec) j.ak = hearth_attn_ops_get("scalar"), j.vec = hearth_vec_get("scalar");
-    HEARTH_ASSERT(T <= c->max_tokens && head_dim <= HEARTH_CPU_MAX_HEAD_DIM && n_heads % n_kv_heads == 0);
-    for (int t = 0; t < T; t++) {
-        HEARTH_ASSERT(pos[t] < c->max_ctx);
-        if (t == 0 || seq[t] != seq[t - 1] || pos[t] != pos[t - 1] + 1 || t - c->att_tiles[j.n_tiles - 1] == ATT_TILE)
-            c->att_tiles[j.n_tiles++] = t;
+    const hearth_attn_ops *ak = hearth_attn_ops_get(isa);
+    const hearth_vec_ops *vec = hearth_vec_get(isa);
+    if (!ak || !vec) ak = hearth_attn_ops_get("scalar"), vec = hearth_vec_get("scalar");
+    /* up to max_tokens rows at a time (att_tiles' size): a row's numbers do not depend on the cut */
+    for (int r0 = 0; r0 < T; r0 += c->max_tokens) {
+        const int n = T - r0 < c->max_tokens ? T - r0 : c->max_tokens;
+        att_job j = {c, out + (size_t)r0 * n_heads * head_dim, q + (size_t)r0 * n_heads * head_dim, kv, layer, n,
+                     n_heads, n_kv_heads, head_dim, window, seq + r0, pos + r0, scale, ak, vec, 0, 0, 0};
+        for (int t = 0; t < n; t++) {
+            HEARTH_ASSERT(pos[r0 + t] < c->max_ctx);
+            if (t == 0 || j.seq[t] != j.seq[t - 1] || j.pos[t] != j.pos[t - 1] + 1 ||
+                t - c->att_tiles[j.n_tiles - 1] == ATT_TILE)
+                c->att_tiles[j.n_tiles++] = t;
+        }
+        c->att_tiles[j.n_tiles] = n;
+        /* the whole group an item when that leaves two items a thread, else halves of it */
+        const int G = n_heads / n_kv_heads, want = 2 * hearth_pool_size(c->pool);
+        j.gs = G < ATT_MAX_GS ? G : ATT_MAX_GS;
+        while (j.gs > 1 && j.n_tiles * n_kv_heads * ((G + j.gs - 1) / j.gs) < want) j.gs = (j.gs + 1) / 2;
+        j.n_groups = (G + j.gs - 1) / j.gs;
+        const int total = j.n_tiles * n_kv_heads * j.n_groups;
+        hearth_pool_run(c->pool, att_task, &j, total < c->n_att_tasks ? total : c->n_att_tasks);
     }
-    c->att_tiles[j.n_tiles] = T;
-    /* the whole group an item when that leaves two items a thread, else halves of it */
-    const int G = n_heads / n_kv_heads, want = 2 * hearth_pool_size(c->pool);
-    j.gs = G < ATT_MAX_GS ? G : ATT_MAX_GS;
-    while (j.gs > 1 && j.n_tiles * n_kv_heads * ((G + j.gs - 1) / j.gs) < want) j.gs = (j.gs + 1) / 2;
-    j.n_groups = (G + j.gs - 1) / j.gs;
-    int total = j.n_tiles * n_kv_heads * j.n_groups;
-    hearth_pool_run(c->pool, att_task, &j, total < c->n_att_tasks ? total : c->n_att_tasks);
 }
 
 typedef struct {
