@@ -26,6 +26,14 @@
 /* Small fixed-count loops must unroll so their arrays live in registers. */
 #define UNROLL _Pragma("GCC unroll 16")
 
+/* acc += the dot products of w's unsigned bytes with x[0..3] (signed) in every
+ * lane, x broadcast by the instruction itself (GCC 12 loads it apart: one uop
+ * more a product in the panels' inner loops) */
+INLINE __m512i dpbusd_x4(__m512i acc, __m512i w, const int8_t *x) {
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(const int8_t(*)[4])x));
+    return acc;
+}
+
 enum { GEMV_T = 4 }; /* tokens sharing one pass over a 16-row group */
 
 /* ---- activations ------------------------------------------------------------ */
@@ -333,9 +341,7 @@ INLINE void gemm_q_tile(const mm_job *j, const qpanel *P, const rows16 *g, int n
         UNROLL for (int gi = 0; gi < 8; gi++) {
             __m512i w = _mm512_load_si512(P->q[bi][gi]);
             UNROLL for (int c = 0; c < C; c++) {
-                int32_t x4;
-                memcpy(&x4, xq[c] + 32 * b + 4 * gi, 4);
-                ia[c] = _mm512_dpbusd_epi32(ia[c], w, _mm512_set1_epi32(x4));
+                ia[c] = dpbusd_x4(ia[c], w, xq[c] + 32 * b + 4 * gi);
             }
         }
         __m512 dw = _mm512_load_ps(P->d[bi]);
@@ -471,6 +477,7 @@ typedef struct {
     uint8_t q[64][64];       /* [group of 4 codes][row * 4 + e] */
     int32_t sc[16][16];      /* [sub-block][row] (q4_K uses 8) */
     int32_t m[8][16];        /* q4_K mins */
+    int32_t m2[4][16];       /* q4_K mins of sub-blocks 2k, 2k + 1 as two int16s */
     float d[16], dmin[16];
 } kpanel;
 
@@ -528,6 +535,9 @@ INLINE void pack_q4_K(kpanel *P, const k4src *src, int b) {
         _mm512_store_si512(P->sc[j + 4], sc_hi);
         _mm512_store_si512(P->m[j + 4], m_hi);
     }
+    UNROLL for (int k = 0; k < 4; k++)
+        _mm512_store_si512(P->m2[k], _mm512_or_si512(_mm512_load_si512(P->m[2 * k]),
+                                                     _mm512_slli_epi32(_mm512_load_si512(P->m[2 * k + 1]), 16)));
 }
 
 INLINE void pack_q6_K(kpanel *P, const rows16 *g, int b) {
@@ -557,6 +567,7 @@ INLINE void pack_q6_K(kpanel *P, const rows16 *g, int b) {
         UNROLL for (int k = 0; k < 4; k++)
             _mm512_store_si512(P->sc[4 * i + k], _mm512_srai_epi32(_mm512_slli_epi32(s, 24 - 8 * k), 24));
     }
+
     __m512i dd = _mm512_i32gather_epi32(g->off, base + 206, 1); /* scales[14..15], d: stays inside the block */
     _mm512_store_ps(P->d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))));
 }
@@ -582,18 +593,20 @@ INLINE void gemm_k_tile(const mm_job *j, const kpanel *P, const rows16 *g, int n
             UNROLL for (int gi = 0; gi < 8; gi++) {
                 __m512i w = _mm512_load_si512(P->q[8 * sb + gi]);
                 UNROLL for (int c = 0; c < C; c++) {
-                    int32_t x4;
-                    memcpy(&x4, xq[c] + 32 * sb + 4 * gi, 4);
-                    ia[c] = _mm512_dpbusd_epi32(ia[c], w, _mm512_set1_epi32(x4));
+                    ia[c] = dpbusd_x4(ia[c], w, xq[c] + 32 * sb + 4 * gi);
                 }
             }
-            __m512i sc = _mm512_load_si512(P->sc[sb]), m = _mm512_load_si512(P->m[sb]);
-            UNROLL for (int c = 0; c < C; c++) {
-                isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(ia[c], sc));
-                /* m < 64 and |bsum pair| <= 4064: one 16-bit product per lane */
-                int pair = bs[c][2 * sb] + bs[c][2 * sb + 1];
-                imin[c] = _mm512_dpwssd_epi32(imin[c], m, _mm512_set1_epi32(pair & 0xffff));
-            }
+            __m512i sc = _mm512_load_si512(P->sc[sb]);
+            UNROLL for (int c = 0; c < C; c++) isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(ia[c], sc));
+        }
+        /* the mins: m < 64 and each sub-block's sum of x |s| <= 4064, so sub-blocks 2k and 2k + 1 are one
+         * dword of two int16s on both sides of a dpwssd */
+        UNROLL for (int c = 0; c < C; c++) {
+            __m256i pairs = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(const void *)bs[c]), _mm256_set1_epi16(1));
+            __m128i p16 = _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packs_epi32(pairs, pairs), 0x08));
+            UNROLL for (int k = 0; k < 4; k++)
+                imin[c] = _mm512_dpwssd_epi32(imin[c], _mm512_load_si512(P->m2[k]),
+                                              _mm512_broadcastd_epi32(_mm_bsrli_si128(p16, 4 * k)));
         }
     } else {
         UNROLL for (int sb = 0; sb < 16; sb++) {
@@ -602,9 +615,7 @@ INLINE void gemm_k_tile(const mm_job *j, const kpanel *P, const rows16 *g, int n
             UNROLL for (int gi = 0; gi < 4; gi++) {
                 __m512i w = _mm512_load_si512(P->q[4 * sb + gi]);
                 UNROLL for (int c = 0; c < C; c++) {
-                    int32_t x4;
-                    memcpy(&x4, xq[c] + 16 * sb + 4 * gi, 4);
-                    ia[c] = _mm512_dpbusd_epi32(ia[c], w, _mm512_set1_epi32(x4));
+                    ia[c] = dpbusd_x4(ia[c], w, xq[c] + 16 * sb + 4 * gi);
                 }
             }
             __m512i sc = _mm512_load_si512(P->sc[sb]);
