@@ -1,5 +1,5 @@
 #!/bin/bash
-# s31-run3: the whole test_cuda on e5271f4 (the CPU attention rework changed
+# s31-run3 (and s31-run4, on 237ebf3): the whole test_cuda on e5271f4 (the CPU attention rework changed
 # the CPU reference the CUDA ops and the default-model greedy runs are
 # checked against); the default model joined from the parts of the two calls
 # before (tools/bench/split_model.sh).
