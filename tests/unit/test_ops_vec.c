@@ -58,3 +58,25 @@ TEST(vec_expsum_matches_expf) {
         }
     }
 }
+
+/* swiglu within 4 ulp-ish of the scalar formula with expf, both tails. */
+TEST(vec_swiglu_matches_expf) {
+    const char *isas[] = {"scalar", "avx2", "avx512"};
+    float g[203], u[203], y[203];
+    for (int i = 0; i < 203; i++) g[i] = -101.0f + (float)i, u[i] = 0.5f + (float)(i % 7) * 0.25f;
+    g[5] = -200.0f, g[6] = 200.0f;
+    for (int k = 0; k < 3; k++) {
+        const hearth_vec_ops *v = hearth_vec_get(isas[k]);
+        if (!v) continue;
+        for (int n = 1; n <= 203; n += 29) {
+            memset(y, 0, sizeof y);
+            v->swiglu(y, g, u, n);
+            for (int i = 0; i < n; i++) {
+                float want = g[i] / (1.0f + expf(-g[i])) * u[i];
+                CHECK_MSG(fabsf(y[i] - want) <= 5e-7f * fabsf(want) + 1e-30f, "%s: swiglu(%g) = %.9g, want %.9g",
+                          isas[k], g[i], y[i], want);
+            }
+            if (n < 203) CHECK(y[n] == 0.0f);
+        }
+    }
+}

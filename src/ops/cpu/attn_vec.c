@@ -5,6 +5,7 @@
 #include "ops/cpu/attn_vec.h"
 
 #include "core/half.h"
+#include "ops/cpu/vexp.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -37,18 +38,6 @@ static float expsum_scalar(float *s, int n, float m) {
 static void from_f16_scalar(float *d, const uint16_t *s, int n) {
     for (int i = 0; i < n; i++) d[i] = hearth_f16_to_f32(s[i]);
 }
-
-/* exp(x) for x <= 0 (Cephes' expf, ~1 ulp), 0 below -87.3 */
-#define EXP_C0 1.9875691500e-4f
-#define EXP_C1 1.3981999507e-3f
-#define EXP_C2 8.3334519073e-3f
-#define EXP_C3 4.1665795894e-2f
-#define EXP_C4 1.6666665459e-1f
-#define EXP_C5 5.0000001201e-1f
-#define EXP_LOG2E 1.44269504088896341f
-#define EXP_LN2_HI 0.693359375f
-#define EXP_LN2_LO -2.12194440e-4f
-#define EXP_MIN -87.3f
 
 /* ---- AVX2 + FMA: rows of 8 floats ----------------------------------------------------- */
 
@@ -145,27 +134,11 @@ T2 static void accum_avx2(float *const *o, const float *w, int ws, int nr, const
     if (r < nr) accum_rows8(o + r, w + (size_t)r * ws, ws, 1, v, n, hd);
 }
 
-T2 INLINE __m256 exp8(__m256 x) {
-    __m256 under = _mm256_cmp_ps(x, _mm256_set1_ps(EXP_MIN), _CMP_LT_OQ);
-    x = _mm256_max_ps(x, _mm256_set1_ps(EXP_MIN));
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(EXP_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(EXP_LN2_HI), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(EXP_LN2_LO), r);
-    __m256 p = _mm256_set1_ps(EXP_C0);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_C1));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_C2));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_C3));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_C4));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_C5));
-    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_andnot_ps(under, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
-}
 T2 static float expsum_avx2(float *s, int n, float m) {
     __m256 sum = _mm256_setzero_ps(), vm = _mm256_set1_ps(m);
     for (int p = 0; p < n; p += 8) {
         __m256i mk = mask8(n - p);
-        __m256 e = _mm256_and_ps(exp8(_mm256_sub_ps(_mm256_maskload_ps(s + p, mk), vm)), _mm256_castsi256_ps(mk));
+        __m256 e = _mm256_and_ps(hearth_exp8(_mm256_sub_ps(_mm256_maskload_ps(s + p, mk), vm)), _mm256_castsi256_ps(mk));
         _mm256_maskstore_ps(s + p, mk, e);
         sum = _mm256_add_ps(sum, e);
     }
@@ -280,26 +253,11 @@ T5 static void accum_avx512(float *const *o, const float *w, int ws, int nr, con
     if (r < nr) accum_rows16(o + r, w + (size_t)r * ws, ws, 1, v, n, hd);
 }
 
-T5 INLINE __m512 exp16(__m512 x) {
-    __mmask16 under = _mm512_cmp_ps_mask(x, _mm512_set1_ps(EXP_MIN), _CMP_LT_OQ);
-    x = _mm512_max_ps(x, _mm512_set1_ps(EXP_MIN));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(EXP_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(EXP_LN2_HI), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(EXP_LN2_LO), r);
-    __m512 p = _mm512_set1_ps(EXP_C0);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_C1));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_C2));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_C3));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_C4));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_C5));
-    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    return _mm512_maskz_scalef_ps((__mmask16)~under, p, n);
-}
 T5 static float expsum_avx512(float *s, int n, float m) {
     __m512 sum = _mm512_setzero_ps(), vm = _mm512_set1_ps(m);
     for (int p = 0; p < n; p += 16) {
         __mmask16 mk = mask16(n - p);
-        __m512 e = _mm512_maskz_mov_ps(mk, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(mk, s + p), vm)));
+        __m512 e = _mm512_maskz_mov_ps(mk, hearth_exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(mk, s + p), vm)));
         _mm512_mask_storeu_ps(s + p, mk, e);
         sum = _mm512_add_ps(sum, e);
     }

@@ -15,6 +15,7 @@
 #include "ops/cpu/attn_vec.h"
 #include "ops/cpu/vec.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,12 +175,29 @@ static void cpu_add(void *ctx, float *y, const float *x, size_t n) {
     for (size_t i = 0; i < n; i++) y[i] += x[i];
 }
 
+typedef struct {
+    float *out;
+    const float *gate, *up;
+    size_t n;
+    const hearth_vec_ops *vec;
+} swiglu_job;
+
+static void swiglu_task(void *ctx, int task, int n_tasks) {
+    const swiglu_job *j = ctx;
+    size_t lo = j->n * (size_t)task / (size_t)n_tasks / 16 * 16, hi = j->n * (size_t)(task + 1) / (size_t)n_tasks / 16 * 16;
+    if (task == n_tasks - 1) hi = j->n;
+    j->vec->swiglu(j->out + lo, j->gate + lo, j->up + lo, (int)(hi - lo));
+}
+
+/* elementwise, so each element's value is the same however the rows are split */
 static void cpu_swiglu(void *ctx, float *out, const float *gate, const float *up, int T, int n) {
-    size_t total = (size_t)T * n;
-    for (size_t i = 0; i < total; i++) {
-        float g = gate[i];
-        out[i] = g / (1.0f + expf(-g)) * up[i];
-    }
+    hearth_cpu_ctx *c = ctx;
+    const hearth_vec_ops *vec = hearth_vec_get(hearth_cpu_isa_name(hearth_cpu_isa_current()));
+    swiglu_job j = {out, gate, up, (size_t)T * n, vec ? vec : hearth_vec_get("scalar")};
+    HEARTH_ASSERT(j.n <= INT_MAX);
+    int n_tasks = hearth_pool_size(c->pool);
+    if (j.n < 4096) n_tasks = 1;
+    hearth_pool_run(c->pool, swiglu_task, &j, n_tasks);
 }
 
 static inline size_t kv_offset(const hearth_kv_view *kv, int seq, int pos) {

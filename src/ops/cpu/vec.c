@@ -3,7 +3,10 @@
  * deterministic for a given ISA, which is all batching invariance needs. */
 #include "ops/cpu/vec.h"
 
+#include "ops/cpu/vexp.h"
+
 #include <immintrin.h>
+#include <math.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -73,9 +76,32 @@ __attribute__((target("avx512f"))) static void scale_avx512(float *y, float a, i
     for (; i < n; i++) y[i] *= a;
 }
 
-static const hearth_vec_ops VEC_SCALAR = {"scalar", dot_scalar, axpy_scalar, scale_scalar};
-static const hearth_vec_ops VEC_AVX2 = {"avx2", dot_avx2, axpy_avx2, scale_avx2};
-static const hearth_vec_ops VEC_AVX512 = {"avx512", dot_avx512, axpy_avx512, scale_avx512};
+/* swiglu: out = gate * sigmoid(gate) * up */
+static void swiglu_scalar(float *out, const float *g, const float *u, int n) {
+    for (int i = 0; i < n; i++) out[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+__attribute__((target("avx2,fma"))) static void swiglu_avx2(float *out, const float *g, const float *u, int n) {
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_loadu_ps(g + i);
+        __m256 e = hearth_exp8(_mm256_sub_ps(_mm256_setzero_ps(), x));
+        _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), _mm256_loadu_ps(u + i)));
+    }
+    swiglu_scalar(out + i, g + i, u + i, n - i);
+}
+__attribute__((target("avx512f"))) static void swiglu_avx512(float *out, const float *g, const float *u, int n) {
+    for (int i = 0; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        __m512 x = _mm512_maskz_loadu_ps(m, g + i);
+        __m512 e = hearth_exp16(_mm512_sub_ps(_mm512_setzero_ps(), x));
+        _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(_mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), e)),
+                                                        _mm512_maskz_loadu_ps(m, u + i)));
+    }
+}
+
+static const hearth_vec_ops VEC_SCALAR = {"scalar", dot_scalar, axpy_scalar, scale_scalar, swiglu_scalar};
+static const hearth_vec_ops VEC_AVX2 = {"avx2", dot_avx2, axpy_avx2, scale_avx2, swiglu_avx2};
+static const hearth_vec_ops VEC_AVX512 = {"avx512", dot_avx512, axpy_avx512, scale_avx512, swiglu_avx512};
 
 const hearth_vec_ops *hearth_vec_get(const char *isa) {
     __builtin_cpu_init();

@@ -8,6 +8,7 @@ typedef struct {
     float (*dot)(const float *a, const float *b, int n);            /* sum a[i] * b[i] */
     void (*axpy)(float *y, float a, const float *x, int n);         /* y += a * x */
     void (*scale)(float *y, float a, int n);                        /* y *= a */
+    void (*swiglu)(float *out, const float *gate, const float *up, int n); /* gate * sigmoid(gate) * up */
 } hearth_vec_ops;
 
 /* The best kernels this CPU runs ("avx512", "avx2", "scalar"); isa forces one
