@@ -603,10 +603,11 @@ INLINE void gemm_k_tile(const mm_job *j, const kpanel *P, const rows16 *g, int n
          * dword of two int16s on both sides of a dpwssd */
         UNROLL for (int c = 0; c < C; c++) {
             __m256i pairs = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(const void *)bs[c]), _mm256_set1_epi16(1));
-            __m128i p16 = _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packs_epi32(pairs, pairs), 0x08));
+            int32_t p16[4];
+            _mm_storeu_si128((__m128i *)(void *)p16,
+                             _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packs_epi32(pairs, pairs), 0x08)));
             UNROLL for (int k = 0; k < 4; k++)
-                imin[c] = _mm512_dpwssd_epi32(imin[c], _mm512_load_si512(P->m2[k]),
-                                              _mm512_broadcastd_epi32(_mm_bsrli_si128(p16, 4 * k)));
+                imin[c] = _mm512_dpwssd_epi32(imin[c], _mm512_load_si512(P->m2[k]), _mm512_set1_epi32(p16[k]));
         }
     } else {
         UNROLL for (int sb = 0; sb < 16; sb++) {
