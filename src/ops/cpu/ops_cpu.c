@@ -15,7 +15,6 @@
 #include "ops/cpu/attn_vec.h"
 #include "ops/cpu/vec.h"
 
-#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,29 +133,73 @@ static void cpu_embed(void *ctx, float *out, const hearth_weight *table, const i
     }
 }
 
-static void cpu_rmsnorm(void *ctx, float *y, const float *x, const float *w, int n_rows, int dim, float eps) {
-    for (int r = 0; r < n_rows; r++) {
-        const float *xr = x + (size_t)r * dim;
-        float *yr = y + (size_t)r * dim;
+/* An op's rows split over the pool's threads: each row's work is its own,
+ * so the numbers do not depend on the split; a few rows (a decode step) run
+ * on the calling thread alone. */
+enum { ROWS_MIN_SPLIT = 8 };
+typedef void (*rows_fn)(const void *arg, int r0, int r1);
+typedef struct {
+    rows_fn fn;
+    const void *arg;
+    int n;
+} rows_job;
+
+static void rows_task(void *ctx, int task, int n_tasks) {
+    const rows_job *j = ctx;
+    j->fn(j->arg, (int)((long)j->n * task / n_tasks), (int)((long)j->n * (task + 1) / n_tasks));
+}
+
+static void run_rows(hearth_cpu_ctx *c, int n, rows_fn fn, const void *arg) {
+    const int tasks = n < ROWS_MIN_SPLIT ? 1 : (n < hearth_pool_size(c->pool) ? n : hearth_pool_size(c->pool));
+    rows_job j = {fn, arg, n};
+    if (tasks <= 1) fn(arg, 0, n);
+    else hearth_pool_run(c->pool, rows_task, &j, tasks);
+}
+
+typedef struct {
+    float *y;
+    const float *x, *w;
+    int dim;
+    float eps;
+} rmsnorm_job;
+
+static void rmsnorm_rows(const void *arg, int r0, int r1) {
+    const rmsnorm_job *j = arg;
+    for (int r = r0; r < r1; r++) {
+        const float *xr = j->x + (size_t)r * j->dim;
+        float *yr = j->y + (size_t)r * j->dim;
         /* ggml's order: float squares summed in double, the mean rounded to
          * float, so GGUF parity with llama.cpp is not lost to rounding. */
         double ss = 0.0;
-        for (int i = 0; i < dim; i++) ss += (double)(xr[i] * xr[i]);
-        float mean = (float)(ss / dim);
-        float s = 1.0f / sqrtf(mean + eps);
-        for (int i = 0; i < dim; i++) yr[i] = xr[i] * s * w[i];
+        for (int i = 0; i < j->dim; i++) ss += (double)(xr[i] * xr[i]);
+        float mean = (float)(ss / j->dim);
+        float s = 1.0f / sqrtf(mean + j->eps);
+        for (int i = 0; i < j->dim; i++) yr[i] = xr[i] * s * j->w[i];
     }
 }
 
-static void cpu_rope(void *ctx, float *x, int T, int n_heads, int head_dim, const int32_t *pos,
-                     const hearth_rope *rope) {
+static void cpu_rmsnorm(void *ctx, float *y, const float *x, const float *w, int n_rows, int dim, float eps) {
+    rmsnorm_job j = {y, x, w, dim, eps};
+    run_rows(ctx, n_rows, rmsnorm_rows, &j);
+}
+
+typedef struct {
+    float *x;
+    int n_heads, head_dim;
+    const int32_t *pos;
+    const hearth_rope *rope;
+} rope_job;
+
+static void rope_rows(const void *arg, int t0, int t1) {
+    const rope_job *j = arg;
+    const hearth_rope *rope = j->rope;
     int half = rope->rot_dim / 2;
-    for (int t = 0; t < T; t++) {
+    for (int t = t0; t < t1; t++) {
         for (int i = 0; i < half; i++) {
-            float ang = (float)pos[t] * rope->inv_freq[i];
+            float ang = (float)j->pos[t] * rope->inv_freq[i];
             float cs = cosf(ang), sn = sinf(ang);
-            for (int h = 0; h < n_heads; h++) {
-                float *v = x + ((size_t)t * n_heads + h) * head_dim;
+            for (int h = 0; h < j->n_heads; h++) {
+                float *v = j->x + ((size_t)t * j->n_heads + h) * j->head_dim;
                 int a = rope->neox ? i : 2 * i, b = rope->neox ? i + half : 2 * i + 1;
                 float x0 = v[a], x1 = v[b];
                 v[a] = x0 * cs - x1 * sn;
@@ -164,6 +207,12 @@ static void cpu_rope(void *ctx, float *x, int T, int n_heads, int head_dim, cons
             }
         }
     }
+}
+
+static void cpu_rope(void *ctx, float *x, int T, int n_heads, int head_dim, const int32_t *pos,
+                     const hearth_rope *rope) {
+    rope_job j = {x, n_heads, head_dim, pos, rope};
+    run_rows(ctx, T, rope_rows, &j);
 }
 
 static void cpu_add_bias(void *ctx, float *y, const float *b, int T, int n) {
@@ -178,26 +227,21 @@ static void cpu_add(void *ctx, float *y, const float *x, size_t n) {
 typedef struct {
     float *out;
     const float *gate, *up;
-    size_t n;
+    int n;
     const hearth_vec_ops *vec;
 } swiglu_job;
 
-static void swiglu_task(void *ctx, int task, int n_tasks) {
-    const swiglu_job *j = ctx;
-    size_t lo = j->n * (size_t)task / (size_t)n_tasks / 16 * 16, hi = j->n * (size_t)(task + 1) / (size_t)n_tasks / 16 * 16;
-    if (task == n_tasks - 1) hi = j->n;
-    j->vec->swiglu(j->out + lo, j->gate + lo, j->up + lo, (int)(hi - lo));
+static void swiglu_rows(const void *arg, int t0, int t1) {
+    const swiglu_job *j = arg;
+    size_t at = (size_t)t0 * j->n;
+    for (int t = t0; t < t1; t++, at += (size_t)j->n) j->vec->swiglu(j->out + at, j->gate + at, j->up + at, j->n);
 }
 
-/* elementwise, so each element's value is the same however the rows are split */
+/* elementwise, in vectors (vexp.h) */
 static void cpu_swiglu(void *ctx, float *out, const float *gate, const float *up, int T, int n) {
-    hearth_cpu_ctx *c = ctx;
     const hearth_vec_ops *vec = hearth_vec_get(hearth_cpu_isa_name(hearth_cpu_isa_current()));
-    swiglu_job j = {out, gate, up, (size_t)T * n, vec ? vec : hearth_vec_get("scalar")};
-    HEARTH_ASSERT(j.n <= INT_MAX);
-    int n_tasks = hearth_pool_size(c->pool);
-    if (j.n < 4096) n_tasks = 1;
-    hearth_pool_run(c->pool, swiglu_task, &j, n_tasks);
+    swiglu_job j = {out, gate, up, n, vec ? vec : hearth_vec_get("scalar")};
+    run_rows(ctx, T, swiglu_rows, &j);
 }
 
 static inline size_t kv_offset(const hearth_kv_view *kv, int seq, int pos) {
@@ -217,14 +261,28 @@ static void store_row(const hearth_kv_view *kv, void *base, size_t off, const fl
     }
 }
 
+typedef struct {
+    const hearth_kv_view *kv;
+    int layer;
+    const float *k, *v;
+    const int32_t *seq, *pos;
+} kv_write_job;
+
+static void kv_write_rows(const void *arg, int t0, int t1) {
+    const kv_write_job *j = arg;
+    const hearth_kv_view *kv = j->kv;
+    for (int t = t0; t < t1; t++) {
+        size_t off = kv_offset(kv, j->seq[t], j->pos[t]);
+        store_row(kv, kv->k[j->layer], off, j->k + (size_t)t * kv->kv_dim);
+        store_row(kv, kv->v[j->layer], off, j->v + (size_t)t * kv->kv_dim);
+    }
+}
+
+/* rows write distinct slots (a batch never holds one position twice) */
 static void cpu_kv_write(void *ctx, const hearth_kv_view *kv, int layer, const float *k, const float *v, int T,
                          const int32_t *seq, const int32_t *pos) {
-    (void)ctx;
-    for (int t = 0; t < T; t++) {
-        size_t off = kv_offset(kv, seq[t], pos[t]);
-        store_row(kv, kv->k[layer], off, k + (size_t)t * kv->kv_dim);
-        store_row(kv, kv->v[layer], off, v + (size_t)t * kv->kv_dim);
-    }
+    kv_write_job j = {kv, layer, k, v, seq, pos};
+    run_rows(ctx, T, kv_write_rows, &j);
 }
 
 /* The attention walks a row's positions in chunks of ATT_CHUNK, aligned to
