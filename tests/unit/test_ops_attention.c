@@ -1,8 +1,10 @@
 /* test_ops_attention.c - the CPU backend's paged attention against a
  * double-precision reference, under every ISA this CPU runs, and each row's
- * output the same bits alone as inside a batch. */
+ * output the same bits alone as inside a batch, cut in slices, and over an
+ * f16 cache of the same values. */
 #include "testhelp.h"
 
+#include "core/half.h"
 #include "ops/cpu/matmul_impl.h"
 #include "ops/cpu/ops_cpu.h"
 
@@ -25,9 +27,10 @@ typedef struct {
  * positions up to ~500 (eight chunks of 64). */
 typedef struct {
     float *k, *v, *q;
+    uint16_t *k16, *v16; /* the same values in an f16 cache */
     int32_t table[2 * NB / 2], seq[MAXT], pos[MAXT];
-    hearth_kv_view kv;
-    void *kp[1], *vp[1];
+    hearth_kv_view kv, kv16;
+    void *kp[1], *vp[1], *kp16[1], *vp16[1];
 } rig;
 
 static void rig_fill(rig *r, const att_case *c, uint64_t *s) {
@@ -35,7 +38,12 @@ static void rig_fill(rig *r, const att_case *c, uint64_t *s) {
     r->k = malloc(sizeof(float) * NB * BS * (size_t)kvd);
     r->v = malloc(sizeof(float) * NB * BS * (size_t)kvd);
     r->q = malloc(sizeof(float) * MAXT * (size_t)c->nh * c->hd);
-    for (size_t i = 0; i < (size_t)NB * BS * kvd; i++) r->k[i] = urand(s) * c->kscale, r->v[i] = urand(s);
+    r->k16 = malloc(sizeof(uint16_t) * NB * BS * (size_t)kvd);
+    r->v16 = malloc(sizeof(uint16_t) * NB * BS * (size_t)kvd);
+    for (size_t i = 0; i < (size_t)NB * BS * kvd; i++) { /* f16 values, so both caches hold them exactly */
+        r->k16[i] = hearth_f32_to_f16(urand(s) * c->kscale), r->v16[i] = hearth_f32_to_f16(urand(s));
+        r->k[i] = hearth_f16_to_f32(r->k16[i]), r->v[i] = hearth_f16_to_f32(r->v16[i]);
+    }
     for (size_t i = 0; i < (size_t)MAXT * c->nh * c->hd; i++) r->q[i] = urand(s);
     for (int i = 0; i < NB; i++) r->table[i] = (i * 37 + 11) % NB; /* a permutation: seq 0 rows 0-31, seq 1 32-63 */
     for (int t = 0; t < MAXT; t++) { /* a prompt's 12 rows across a chunk's end, another's first 4, then decode rows */
@@ -44,9 +52,11 @@ static void rig_fill(rig *r, const att_case *c, uint64_t *s) {
     }
     r->kp[0] = r->k, r->vp[0] = r->v;
     r->kv = (hearth_kv_view){r->kp, r->vp, r->table, BS, NB / 2, kvd, NB, HEARTH_DT_F32, 0, 0};
+    r->kp16[0] = r->k16, r->vp16[0] = r->v16;
+    r->kv16 = (hearth_kv_view){r->kp16, r->vp16, r->table, BS, NB / 2, kvd, NB, HEARTH_DT_F16, 0, 0};
 }
 
-static void rig_free(rig *r) { free(r->k), free(r->v), free(r->q); }
+static void rig_free(rig *r) { free(r->k), free(r->v), free(r->q), free(r->k16), free(r->v16); }
 
 /* out[t][h] by the definition, in double */
 static void reference(const rig *r, const att_case *c, float scale, double *out) {
@@ -95,7 +105,8 @@ TEST(cpu_attention_matches_reference_and_batching) {
         const size_t n = (size_t)MAXT * c->nh * c->hd;
         const float scale = 1.0f / sqrtf((float)c->hd);
         double *want = malloc(sizeof(double) * n);
-        float *got = malloc(sizeof(float) * n), *one = malloc(sizeof(float) * n), *cut = malloc(sizeof(float) * n);
+        float *got = malloc(sizeof(float) * n), *one = malloc(sizeof(float) * n), *cut = malloc(sizeof(float) * n),
+              *h16 = malloc(sizeof(float) * n);
         reference(&r, c, scale, want);
         for (int ii = 0; ii < 3; ii++) {
             if (!hearth_cpu_isa_force(isas[ii])) continue;
@@ -105,6 +116,8 @@ TEST(cpu_attention_matches_reference_and_batching) {
                                      c->window);
             hearth_cpu_ops.attention(small, cut, r.q, MAXT, &r.kv, 0, r.seq, r.pos, c->nh, c->nkv, c->hd, scale,
                                      c->window);
+            hearth_cpu_ops.attention(ctx, h16, r.q, MAXT, &r.kv16, 0, r.seq, r.pos, c->nh, c->nkv, c->hd, scale,
+                                     c->window);
             const size_t row = (size_t)c->nh * c->hd;
             for (int t = 0; t < MAXT; t++) /* each row alone */
                 hearth_cpu_ops.attention(ctx, one + t * row, r.q + t * row, 1, &r.kv, 0, r.seq + t, r.pos + t, c->nh,
@@ -112,17 +125,18 @@ TEST(cpu_attention_matches_reference_and_batching) {
             double err = 0;
             for (size_t i = 0; i < n; i++) err = fmax(err, fabs(got[i] - want[i]));
             const int alone = !memcmp(got, one, sizeof(float) * n), cuts = !memcmp(got, cut, sizeof(float) * n);
-            if (err > 2e-6 || !alone || !cuts) {
+            const int f16 = !memcmp(got, h16, sizeof(float) * n);
+            if (err > 2e-6 || !alone || !cuts || !f16) {
                 test_fail(__FILE__, __LINE__,
                           "%s, heads %d/%d, hd %d, window %d: max error %.3g (2e-6 allowed); alone = in the batch: %s; "
-                          "cut in fives = whole: %s",
+                          "cut in fives = whole: %s; f16 cache = f32: %s",
                           hearth_cpu_isa_name(isas[ii]), c->nh, c->nkv, c->hd, c->window, err, alone ? "yes" : "no",
-                          cuts ? "yes" : "no");
+                          cuts ? "yes" : "no", f16 ? "yes" : "no");
                 ci = sizeof cases / sizeof cases[0];
                 break;
             }
         }
-        free(want), free(got), free(one), free(cut);
+        free(want), free(got), free(one), free(cut), free(h16);
         rig_free(&r);
     }
     hearth_cpu_isa_force(HEARTH_CPU_ISA_AUTO);

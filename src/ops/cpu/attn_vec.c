@@ -16,19 +16,23 @@
 
 /* ---- scalar ------------------------------------------------------------------------ */
 
-static void scores_scalar(float *s, int ss, const float *const *q, int nr, const float *const *k, int n, int hd,
-                          float scale) {
+static inline float elem(const void *row, int e, int f16) {
+    return f16 ? hearth_f16_to_f32(((const uint16_t *)row)[e]) : ((const float *)row)[e];
+}
+static void scores_scalar(float *s, int ss, const float *const *q, int nr, const void *const *k, int f16, int n,
+                          int hd, float scale) {
     for (int r = 0; r < nr; r++)
         for (int p = 0; p < n; p++) {
             float d = 0.0f;
-            for (int e = 0; e < hd; e++) d += q[r][e] * k[p][e];
+            for (int e = 0; e < hd; e++) d += q[r][e] * elem(k[p], e, f16);
             s[(size_t)r * ss + p] = d * scale;
         }
 }
-static void accum_scalar(float *const *o, const float *w, int ws, int nr, const float *const *v, int n, int hd) {
+static void accum_scalar(float *const *o, const float *w, int ws, int nr, const void *const *v, int f16, int n,
+                         int hd) {
     for (int r = 0; r < nr; r++)
         for (int p = 0; p < n; p++)
-            for (int e = 0; e < hd; e++) o[r][e] += w[(size_t)r * ws + p] * v[p][e];
+            for (int e = 0; e < hd; e++) o[r][e] += w[(size_t)r * ws + p] * elem(v[p], e, f16);
 }
 static float expsum_scalar(float *s, int n, float m) {
     float sum = 0.0f;
@@ -57,11 +61,17 @@ T2 INLINE __m256 hsum8(const __m256 a[8]) {
     return _mm256_permutevar8x32_ps(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
+/* 8 elements of a row from d: f32, or f16 widened (F16) */
+T2 INLINE __m256 load8(const void *row, int d, const int F16) {
+    return F16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)((const uint16_t *)row + d)))
+               : _mm256_loadu_ps((const float *)row + d);
+}
+
 /* R rows x 8/R positions from p0: one hsum8 */
-T2 INLINE void scores_blk8(float *s, int ss, const float *const *q, const int R, const float *const *k, int p0, int n,
-                           int hd, float scale) {
+T2 INLINE void scores_blk8(float *s, int ss, const float *const *q, const int R, const void *const *k, const int F16,
+                           int p0, int n, int hd, float scale) {
     const int P = 8 / R, m = n - p0 < P ? n - p0 : P;
-    const float *kr[8];
+    const void *kr[8];
     __m256 acc[8];
     UNROLL for (int x = 0; x < P; x++) kr[x] = k[p0 + (x < m ? x : m - 1)];
     UNROLL for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_ps();
@@ -70,16 +80,16 @@ T2 INLINE void scores_blk8(float *s, int ss, const float *const *q, const int R,
         __m256 qv[4];
         UNROLL for (int y = 0; y < R; y++) qv[y] = _mm256_loadu_ps(q[y] + d);
         UNROLL for (int x = 0; x < P; x++) {
-            __m256 kv = _mm256_loadu_ps(kr[x] + d);
+            __m256 kv = load8(kr[x], d, F16);
             UNROLL for (int y = 0; y < R; y++) acc[y * P + x] = _mm256_fmadd_ps(qv[y], kv, acc[y * P + x]);
         }
     }
-    if (d < hd) {
+    if (d < hd) { /* f32 rows only: f16 ones come in multiples of 16 */
         const __m256i dm = mask8(hd - d);
         __m256 qv[4];
         UNROLL for (int y = 0; y < R; y++) qv[y] = _mm256_maskload_ps(q[y] + d, dm);
         UNROLL for (int x = 0; x < P; x++) {
-            __m256 kv = _mm256_maskload_ps(kr[x] + d, dm);
+            __m256 kv = _mm256_maskload_ps((const float *)kr[x] + d, dm);
             UNROLL for (int y = 0; y < R; y++) acc[y * P + x] = _mm256_fmadd_ps(qv[y], kv, acc[y * P + x]);
         }
     }
@@ -87,22 +97,27 @@ T2 INLINE void scores_blk8(float *s, int ss, const float *const *q, const int R,
     _mm256_storeu_ps(t, _mm256_mul_ps(hsum8(acc), _mm256_set1_ps(scale)));
     UNROLL for (int y = 0; y < R; y++) memcpy(s + (size_t)y * ss + p0, t + y * P, sizeof(float) * (size_t)m);
 }
-T2 static void scores_avx2(float *s, int ss, const float *const *q, int nr, const float *const *k, int n, int hd,
-                           float scale) {
+T2 INLINE void scores_rows8(float *s, int ss, const float *const *q, int nr, const void *const *k, const int F16, int n,
+                            int hd, float scale) {
     for (int r = 0; r < nr;) {
         const int R = nr - r >= 4 ? 4 : nr - r >= 2 ? 2 : 1;
         for (int p0 = 0; p0 < n; p0 += 8 / R) {
-            if (R == 4) scores_blk8(s + (size_t)r * ss, ss, q + r, 4, k, p0, n, hd, scale);
-            else if (R == 2) scores_blk8(s + (size_t)r * ss, ss, q + r, 2, k, p0, n, hd, scale);
-            else scores_blk8(s + (size_t)r * ss, ss, q + r, 1, k, p0, n, hd, scale);
+            if (R == 4) scores_blk8(s + (size_t)r * ss, ss, q + r, 4, k, F16, p0, n, hd, scale);
+            else if (R == 2) scores_blk8(s + (size_t)r * ss, ss, q + r, 2, k, F16, p0, n, hd, scale);
+            else scores_blk8(s + (size_t)r * ss, ss, q + r, 1, k, F16, p0, n, hd, scale);
         }
         r += R;
     }
 }
+T2 static void scores_avx2(float *s, int ss, const float *const *q, int nr, const void *const *k, int f16, int n,
+                           int hd, float scale) {
+    if (f16) scores_rows8(s, ss, q, nr, k, 1, n, hd, scale);
+    else scores_rows8(s, ss, q, nr, k, 0, n, hd, scale);
+}
 
 /* R rows, NV vectors of each from element d */
-T2 INLINE void accum_blk8(float *const *o, const float *w, int ws, const int R, const float *const *v, int n, int d,
-                          const int NV, int hd) {
+T2 INLINE void accum_blk8(float *const *o, const float *w, int ws, const int R, const void *const *v, const int F16,
+                          int n, int d, const int NV, int hd) {
     __m256i mk[4];
     __m256 acc[2][4];
     UNROLL for (int c = 0; c < NV; c++) mk[c] = mask8(hd - d - 8 * c);
@@ -110,7 +125,8 @@ T2 INLINE void accum_blk8(float *const *o, const float *w, int ws, const int R, 
         UNROLL for (int c = 0; c < NV; c++) acc[y][c] = _mm256_maskload_ps(o[y] + d + 8 * c, mk[c]);
     for (int p = 0; p < n; p++) {
         __m256 vv[4];
-        UNROLL for (int c = 0; c < NV; c++) vv[c] = _mm256_maskload_ps(v[p] + d + 8 * c, mk[c]);
+        UNROLL for (int c = 0; c < NV; c++)
+            vv[c] = F16 ? load8(v[p], d + 8 * c, 1) : _mm256_maskload_ps((const float *)v[p] + d + 8 * c, mk[c]);
         UNROLL for (int y = 0; y < R; y++) {
             __m256 wp = _mm256_set1_ps(w[(size_t)y * ws + p]);
             UNROLL for (int c = 0; c < NV; c++) acc[y][c] = _mm256_fmadd_ps(wp, vv[c], acc[y][c]);
@@ -119,19 +135,26 @@ T2 INLINE void accum_blk8(float *const *o, const float *w, int ws, const int R, 
     UNROLL for (int y = 0; y < R; y++)
         UNROLL for (int c = 0; c < NV; c++) _mm256_maskstore_ps(o[y] + d + 8 * c, mk[c], acc[y][c]);
 }
-T2 INLINE void accum_rows8(float *const *o, const float *w, int ws, const int R, const float *const *v, int n, int hd) {
+T2 INLINE void accum_rows8(float *const *o, const float *w, int ws, const int R, const void *const *v, const int F16,
+                           int n, int hd) {
     for (int d = 0; d < hd; d += 32) {
         const int nv = (hd - d + 7) / 8;
-        if (nv >= 4) accum_blk8(o, w, ws, R, v, n, d, 4, hd);
-        else if (nv == 3) accum_blk8(o, w, ws, R, v, n, d, 3, hd);
-        else if (nv == 2) accum_blk8(o, w, ws, R, v, n, d, 2, hd);
-        else accum_blk8(o, w, ws, R, v, n, d, 1, hd);
+        if (nv >= 4) accum_blk8(o, w, ws, R, v, F16, n, d, 4, hd);
+        else if (nv == 3) accum_blk8(o, w, ws, R, v, F16, n, d, 3, hd);
+        else if (nv == 2) accum_blk8(o, w, ws, R, v, F16, n, d, 2, hd);
+        else accum_blk8(o, w, ws, R, v, F16, n, d, 1, hd);
     }
 }
-T2 static void accum_avx2(float *const *o, const float *w, int ws, int nr, const float *const *v, int n, int hd) {
+T2 INLINE void accum_all8(float *const *o, const float *w, int ws, int nr, const void *const *v, const int F16, int n,
+                          int hd) {
     int r = 0;
-    for (; r + 2 <= nr; r += 2) accum_rows8(o + r, w + (size_t)r * ws, ws, 2, v, n, hd);
-    if (r < nr) accum_rows8(o + r, w + (size_t)r * ws, ws, 1, v, n, hd);
+    for (; r + 2 <= nr; r += 2) accum_rows8(o + r, w + (size_t)r * ws, ws, 2, v, F16, n, hd);
+    if (r < nr) accum_rows8(o + r, w + (size_t)r * ws, ws, 1, v, F16, n, hd);
+}
+T2 static void accum_avx2(float *const *o, const float *w, int ws, int nr, const void *const *v, int f16, int n,
+                          int hd) {
+    if (f16) accum_all8(o, w, ws, nr, v, 1, n, hd);
+    else accum_all8(o, w, ws, nr, v, 0, n, hd);
 }
 
 T2 static float expsum_avx2(float *s, int n, float m) {
@@ -174,11 +197,17 @@ T5 INLINE __m512 hsum16(const __m512 a[16]) {
     return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), r);
 }
 
+/* 16 elements of a row from d: f32, or f16 widened (F16) */
+T5 INLINE __m512 load16(const void *row, int d, const int F16) {
+    return F16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)row + d)))
+               : _mm512_loadu_ps((const float *)row + d);
+}
+
 /* R rows x 16/R positions from p0: one hsum16 */
-T5 INLINE void scores_blk16(float *s, int ss, const float *const *q, const int R, const float *const *k, int p0, int n,
-                            int hd, float scale) {
+T5 INLINE void scores_blk16(float *s, int ss, const float *const *q, const int R, const void *const *k, const int F16,
+                            int p0, int n, int hd, float scale) {
     const int P = 16 / R, m = n - p0 < P ? n - p0 : P;
-    const float *kr[16];
+    const void *kr[16];
     __m512 acc[16];
     UNROLL for (int x = 0; x < P; x++) kr[x] = k[p0 + (x < m ? x : m - 1)];
     UNROLL for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
@@ -187,16 +216,16 @@ T5 INLINE void scores_blk16(float *s, int ss, const float *const *q, const int R
         __m512 qv[4];
         UNROLL for (int y = 0; y < R; y++) qv[y] = _mm512_loadu_ps(q[y] + d);
         UNROLL for (int x = 0; x < P; x++) {
-            __m512 kv = _mm512_loadu_ps(kr[x] + d);
+            __m512 kv = load16(kr[x], d, F16);
             UNROLL for (int y = 0; y < R; y++) acc[y * P + x] = _mm512_fmadd_ps(qv[y], kv, acc[y * P + x]);
         }
     }
-    if (d < hd) {
+    if (d < hd) { /* f32 rows only: f16 ones come in multiples of 16 */
         const __mmask16 dm = mask16(hd - d);
         __m512 qv[4];
         UNROLL for (int y = 0; y < R; y++) qv[y] = _mm512_maskz_loadu_ps(dm, q[y] + d);
         UNROLL for (int x = 0; x < P; x++) {
-            __m512 kv = _mm512_maskz_loadu_ps(dm, kr[x] + d);
+            __m512 kv = _mm512_maskz_loadu_ps(dm, (const float *)kr[x] + d);
             UNROLL for (int y = 0; y < R; y++) acc[y * P + x] = _mm512_fmadd_ps(qv[y], kv, acc[y * P + x]);
         }
     }
@@ -204,22 +233,27 @@ T5 INLINE void scores_blk16(float *s, int ss, const float *const *q, const int R
     _mm512_storeu_ps(t, _mm512_mul_ps(hsum16(acc), _mm512_set1_ps(scale)));
     UNROLL for (int y = 0; y < R; y++) memcpy(s + (size_t)y * ss + p0, t + y * P, sizeof(float) * (size_t)m);
 }
-T5 static void scores_avx512(float *s, int ss, const float *const *q, int nr, const float *const *k, int n, int hd,
-                             float scale) {
+T5 INLINE void scores_rows16(float *s, int ss, const float *const *q, int nr, const void *const *k, const int F16,
+                             int n, int hd, float scale) {
     for (int r = 0; r < nr;) {
         const int R = nr - r >= 4 ? 4 : nr - r >= 2 ? 2 : 1;
         for (int p0 = 0; p0 < n; p0 += 16 / R) {
-            if (R == 4) scores_blk16(s + (size_t)r * ss, ss, q + r, 4, k, p0, n, hd, scale);
-            else if (R == 2) scores_blk16(s + (size_t)r * ss, ss, q + r, 2, k, p0, n, hd, scale);
-            else scores_blk16(s + (size_t)r * ss, ss, q + r, 1, k, p0, n, hd, scale);
+            if (R == 4) scores_blk16(s + (size_t)r * ss, ss, q + r, 4, k, F16, p0, n, hd, scale);
+            else if (R == 2) scores_blk16(s + (size_t)r * ss, ss, q + r, 2, k, F16, p0, n, hd, scale);
+            else scores_blk16(s + (size_t)r * ss, ss, q + r, 1, k, F16, p0, n, hd, scale);
         }
         r += R;
     }
 }
+T5 static void scores_avx512(float *s, int ss, const float *const *q, int nr, const void *const *k, int f16, int n,
+                             int hd, float scale) {
+    if (f16) scores_rows16(s, ss, q, nr, k, 1, n, hd, scale);
+    else scores_rows16(s, ss, q, nr, k, 0, n, hd, scale);
+}
 
 /* R rows, NV vectors of each from element d */
-T5 INLINE void accum_blk16(float *const *o, const float *w, int ws, const int R, const float *const *v, int n, int d,
-                           const int NV, int hd) {
+T5 INLINE void accum_blk16(float *const *o, const float *w, int ws, const int R, const void *const *v, const int F16,
+                           int n, int d, const int NV, int hd) {
     __mmask16 mk[4];
     __m512 acc[4][4];
     UNROLL for (int c = 0; c < NV; c++) mk[c] = mask16(hd - d - 16 * c);
@@ -227,7 +261,8 @@ T5 INLINE void accum_blk16(float *const *o, const float *w, int ws, const int R,
         UNROLL for (int c = 0; c < NV; c++) acc[y][c] = _mm512_maskz_loadu_ps(mk[c], o[y] + d + 16 * c);
     for (int p = 0; p < n; p++) {
         __m512 vv[4];
-        UNROLL for (int c = 0; c < NV; c++) vv[c] = _mm512_maskz_loadu_ps(mk[c], v[p] + d + 16 * c);
+        UNROLL for (int c = 0; c < NV; c++)
+            vv[c] = F16 ? load16(v[p], d + 16 * c, 1) : _mm512_maskz_loadu_ps(mk[c], (const float *)v[p] + d + 16 * c);
         UNROLL for (int y = 0; y < R; y++) {
             __m512 wp = _mm512_set1_ps(w[(size_t)y * ws + p]);
             UNROLL for (int c = 0; c < NV; c++) acc[y][c] = _mm512_fmadd_ps(wp, vv[c], acc[y][c]);
@@ -236,21 +271,27 @@ T5 INLINE void accum_blk16(float *const *o, const float *w, int ws, const int R,
     UNROLL for (int y = 0; y < R; y++)
         UNROLL for (int c = 0; c < NV; c++) _mm512_mask_storeu_ps(o[y] + d + 16 * c, mk[c], acc[y][c]);
 }
-T5 INLINE void accum_rows16(float *const *o, const float *w, int ws, const int R, const float *const *v, int n,
-                            int hd) {
+T5 INLINE void accum_rows16(float *const *o, const float *w, int ws, const int R, const void *const *v, const int F16,
+                            int n, int hd) {
     for (int d = 0; d < hd; d += 64) {
         const int nv = (hd - d + 15) / 16;
-        if (nv >= 4) accum_blk16(o, w, ws, R, v, n, d, 4, hd);
-        else if (nv == 3) accum_blk16(o, w, ws, R, v, n, d, 3, hd);
-        else if (nv == 2) accum_blk16(o, w, ws, R, v, n, d, 2, hd);
-        else accum_blk16(o, w, ws, R, v, n, d, 1, hd);
+        if (nv >= 4) accum_blk16(o, w, ws, R, v, F16, n, d, 4, hd);
+        else if (nv == 3) accum_blk16(o, w, ws, R, v, F16, n, d, 3, hd);
+        else if (nv == 2) accum_blk16(o, w, ws, R, v, F16, n, d, 2, hd);
+        else accum_blk16(o, w, ws, R, v, F16, n, d, 1, hd);
     }
 }
-T5 static void accum_avx512(float *const *o, const float *w, int ws, int nr, const float *const *v, int n, int hd) {
+T5 INLINE void accum_all16(float *const *o, const float *w, int ws, int nr, const void *const *v, const int F16, int n,
+                           int hd) {
     int r = 0;
-    for (; r + 4 <= nr; r += 4) accum_rows16(o + r, w + (size_t)r * ws, ws, 4, v, n, hd);
-    for (; r + 2 <= nr; r += 2) accum_rows16(o + r, w + (size_t)r * ws, ws, 2, v, n, hd);
-    if (r < nr) accum_rows16(o + r, w + (size_t)r * ws, ws, 1, v, n, hd);
+    for (; r + 4 <= nr; r += 4) accum_rows16(o + r, w + (size_t)r * ws, ws, 4, v, F16, n, hd);
+    for (; r + 2 <= nr; r += 2) accum_rows16(o + r, w + (size_t)r * ws, ws, 2, v, F16, n, hd);
+    if (r < nr) accum_rows16(o + r, w + (size_t)r * ws, ws, 1, v, F16, n, hd);
+}
+T5 static void accum_avx512(float *const *o, const float *w, int ws, int nr, const void *const *v, int f16, int n,
+                            int hd) {
+    if (f16) accum_all16(o, w, ws, nr, v, 1, n, hd);
+    else accum_all16(o, w, ws, nr, v, 0, n, hd);
 }
 
 T5 static float expsum_avx512(float *s, int n, float m) {

@@ -12,11 +12,12 @@
 
 typedef struct {
     const char *isa;
+    /* K / V rows (k[p], v[p]) are f32, or f16 (f16 set; then hd is a multiple of 16) */
     /* s[r * ss + p] = scale * dot(q[r], k[p]) for r < nr, p < n */
-    void (*scores)(float *s, int ss, const float *const *q, int nr, const float *const *k, int n, int hd,
+    void (*scores)(float *s, int ss, const float *const *q, int nr, const void *const *k, int f16, int n, int hd,
                    float scale);
     /* o[r][e] += w[r * ws + p] * v[p][e] for p = 0 .. n-1 in order, r < nr, e < hd */
-    void (*accum)(float *const *o, const float *w, int ws, int nr, const float *const *v, int n, int hd);
+    void (*accum)(float *const *o, const float *w, int ws, int nr, const void *const *v, int f16, int n, int hd);
     /* s[p] = exp(s[p] - m) for p < n (0 below exp(-87.3)); returns their sum */
     float (*expsum)(float *s, int n, float m);
     /* d[e] = s[e] as f32, exactly (hearth_f16_to_f32) */

@@ -306,9 +306,14 @@ typedef struct {
     int n_tiles, gs, n_groups; /* row tiles (c->att_tiles); query heads an item at most; items a tile and KV head */
 } att_job;
 
+/* K / V rows of an f16 cache go to the kernels as they are when the head
+ * dimension is a multiple of 16 (a vector of them widened in registers);
+ * others, and e4m3 ones, are converted into the item's buffer. */
+static inline int rows_f16(const att_job *j) { return j->kv->type == HEARTH_DT_F16 && j->head_dim % 16 == 0; }
+
 /* The K or V rows of one KV head at positions p..p+n-1 of a sequence: into an
- * f32 cache, or converted (exactly) into buf (n x hd). */
-static void head_rows(const att_job *j, const void *base, int seq, int p, int n, int kvh, const float **rows,
+ * f32 or f16 cache (rows_f16), or converted (exactly) into buf (n x hd). */
+static void head_rows(const att_job *j, const void *base, int seq, int p, int n, int kvh, const void **rows,
                       float *buf) {
     const hearth_kv_view *kv = j->kv;
     const int hd = j->head_dim;
@@ -319,7 +324,9 @@ static void head_rows(const att_job *j, const void *base, int seq, int p, int n,
         size_t off = ((size_t)table[(p + i) / kv->block_size] * kv->block_size + at) * kv->kv_dim + (size_t)kvh * hd;
         for (int r = 0; r < run; r++, i++, off += kv->kv_dim) {
             float *d = buf + (size_t)i * hd;
-            if (kv->type == HEARTH_DT_F16) {
+            if (rows_f16(j)) {
+                rows[i] = (const uint16_t *)base + off;
+            } else if (kv->type == HEARTH_DT_F16) {
                 j->ak->from_f16(d, (const uint16_t *)base + off, hd);
                 rows[i] = d;
             } else if (kv->type == HEARTH_DT_E4M3) {
@@ -359,7 +366,9 @@ static void att_item(const att_job *j, int t0, int nt, int kvh, int h0, int gs, 
     const hearth_attn_ops *ak = j->ak;
     const int hd = j->head_dim, seq = j->seq[t0];
     float s[ATT_TILE * ATT_MAX_GS * ATT_CHUNK], m[ATT_TILE * ATT_MAX_GS], l[ATT_TILE * ATT_MAX_GS];
-    const float *qr[ATT_TILE * ATT_MAX_GS], *rows[ATT_CHUNK];
+    const float *qr[ATT_TILE * ATT_MAX_GS];
+    const void *rows[ATT_CHUNK];
+    const int f16 = rows_f16(j);
     float *orow[ATT_TILE * ATT_MAX_GS];
     int p0[ATT_TILE] = {0}, p1[ATT_TILE] = {0};
     for (int u = 0; u < nt; u++) {
@@ -381,7 +390,7 @@ static void att_item(const att_job *j, int t0, int nt, int kvh, int h0, int gs, 
         for (int u0 = 0, u1; u0 < nt; u0 = u1) { /* rows u0..u1-1 attend the same span */
             u1 = span_run(c0, p0, p1, u0, nt, &a, &b);
             if (a > b) continue;
-            ak->scores(s + (size_t)u0 * gs * ATT_CHUNK, ATT_CHUNK, qr + u0 * gs, (u1 - u0) * gs, rows + (a - lo),
+            ak->scores(s + (size_t)u0 * gs * ATT_CHUNK, ATT_CHUNK, qr + u0 * gs, (u1 - u0) * gs, rows + (a - lo), f16,
                        b - a + 1, hd, j->scale);
             for (int r = u0 * gs; r < u1 * gs; r++) {
                 float *sr = s + (size_t)r * ATT_CHUNK, cm = m[r];
@@ -399,7 +408,7 @@ static void att_item(const att_job *j, int t0, int nt, int kvh, int h0, int gs, 
         for (int u0 = 0, u1; u0 < nt; u0 = u1) {
             u1 = span_run(c0, p0, p1, u0, nt, &a, &b);
             if (a > b) continue;
-            ak->accum(orow + u0 * gs, s + (size_t)u0 * gs * ATT_CHUNK, ATT_CHUNK, (u1 - u0) * gs, rows + (a - lo),
+            ak->accum(orow + u0 * gs, s + (size_t)u0 * gs * ATT_CHUNK, ATT_CHUNK, (u1 - u0) * gs, rows + (a - lo), f16,
                       b - a + 1, hd);
         }
     }
