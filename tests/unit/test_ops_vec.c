@@ -1,9 +1,11 @@
 /* test_ops_vec.c - the SIMD vector kernels against the scalar reference. */
 #include "testhelp.h"
 
+#include "core/half.h"
 #include "ops/cpu/attn_vec.h"
 #include "ops/cpu/vec.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 
 TEST(vec_kernels_match_scalar) {
@@ -78,5 +80,34 @@ TEST(vec_swiglu_matches_expf) {
             }
             if (n < 203) CHECK(y[n] == 0.0f);
         }
+    }
+}
+
+/* to_f16 gives hearth_f32_to_f16's bits for every value: random bit
+ * patterns (normals, subnormals, infinities, NaNs), ties, overflow, every ISA. */
+TEST(vec_to_f16_matches_scalar) {
+    const char *isas[] = {"scalar", "avx2", "avx512"};
+    enum { N = 1 << 16 };
+    static float x[N];
+    static uint16_t want[N], got[N];
+    uint64_t r = 5;
+    for (int i = 0; i < N; i++) {
+        r = r * 6364136223846793005ULL + 1442695040888963407ULL;
+        uint32_t u = (uint32_t)(r >> 32);
+        if (i % 4 == 1) u = (u & 0x80000000u) | (((u >> 23) % 40 + 95) << 23) | (u & 0x7fffffu); /* near f16's range */
+        if (i % 4 == 2) u = (u & 0x80001fffu) | 0x00001000u | (((u >> 23) % 40 + 95) << 23);   /* halfway cases */
+        memcpy(&x[i], &u, 4);
+        want[i] = hearth_f32_to_f16(x[i]);
+    }
+    x[7] = 65504.0f, x[8] = 65519.0f, x[9] = 65520.0f, x[10] = 1e-8f, x[11] = -0.0f;
+    for (int i = 7; i < 12; i++) want[i] = hearth_f32_to_f16(x[i]);
+    for (int k = 0; k < 3; k++) {
+        const hearth_attn_ops *v = hearth_attn_ops_get(isas[k]);
+        if (!v) continue;
+        memset(got, 0, sizeof got);
+        v->to_f16(got, x, N - 3); /* a tail too */
+        for (int i = 0; i < N - 3; i++)
+            CHECK_MSG(got[i] == want[i], "%s: %a -> %04x, scalar %04x", isas[k], x[i], got[i], want[i]);
+        CHECK(got[N - 3] == 0);
     }
 }

@@ -311,9 +311,35 @@ T5 static void from_f16_avx512(float *d, const uint16_t *s, int n) {
     for (; i < n; i++) d[i] = hearth_f16_to_f32(s[i]);
 }
 
-static const hearth_attn_ops ATTN_SCALAR = {"scalar", scores_scalar, accum_scalar, expsum_scalar, from_f16_scalar};
-static const hearth_attn_ops ATTN_AVX2 = {"avx2", scores_avx2, accum_avx2, expsum_avx2, from_f16_avx2};
-static const hearth_attn_ops ATTN_AVX512 = {"avx512", scores_avx512, accum_avx512, expsum_avx512, from_f16_avx512};
+/* f16 stores: the F16C conversion rounds to nearest even as hearth_f32_to_f16
+ * does; a NaN keeps only its sign there, so NaN lanes take the scalar route */
+static void to_f16_scalar(uint16_t *d, const float *s, int n) {
+    for (int i = 0; i < n; i++) d[i] = hearth_f32_to_f16(s[i]);
+}
+T2 static void to_f16_avx2(uint16_t *d, const float *s, int n) {
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_loadu_ps(s + i);
+        _mm_storeu_si128((__m128i *)(void *)(d + i), _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        if (_mm256_movemask_ps(_mm256_cmp_ps(x, x, _CMP_UNORD_Q))) to_f16_scalar(d + i, s + i, 8);
+    }
+    to_f16_scalar(d + i, s + i, n - i);
+}
+T5 static void to_f16_avx512(uint16_t *d, const float *s, int n) {
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 x = _mm512_loadu_ps(s + i);
+        _mm256_storeu_si256((__m256i *)(void *)(d + i), _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        if (_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q)) to_f16_scalar(d + i, s + i, 16);
+    }
+    to_f16_scalar(d + i, s + i, n - i);
+}
+
+static const hearth_attn_ops ATTN_SCALAR = {"scalar", scores_scalar, accum_scalar, expsum_scalar, from_f16_scalar,
+                                            to_f16_scalar};
+static const hearth_attn_ops ATTN_AVX2 = {"avx2", scores_avx2, accum_avx2, expsum_avx2, from_f16_avx2, to_f16_avx2};
+static const hearth_attn_ops ATTN_AVX512 = {"avx512",      scores_avx512,   accum_avx512, expsum_avx512,
+                                            from_f16_avx512, to_f16_avx512};
 
 const hearth_attn_ops *hearth_attn_ops_get(const char *isa) {
     __builtin_cpu_init();

@@ -22,6 +22,8 @@ typedef struct {
     float (*expsum)(float *s, int n, float m);
     /* d[e] = s[e] as f32, exactly (hearth_f16_to_f32) */
     void (*from_f16)(float *d, const uint16_t *s, int n);
+    /* d[e] = s[e] as f16, the bits of hearth_f32_to_f16 (round to nearest even) */
+    void (*to_f16)(uint16_t *d, const float *s, int n);
 } hearth_attn_ops;
 
 /* The kernels of isa ("scalar", "avx2", "avx512"), or NULL if this CPU lacks it. */

@@ -249,10 +249,9 @@ static inline size_t kv_offset(const hearth_kv_view *kv, int seq, int pos) {
     return ((size_t)blk * kv->block_size + (size_t)(pos % kv->block_size)) * kv->kv_dim;
 }
 
-static void store_row(const hearth_kv_view *kv, void *base, size_t off, const float *x) {
+static void store_row(const hearth_kv_view *kv, const hearth_attn_ops *ak, void *base, size_t off, const float *x) {
     if (kv->type == HEARTH_DT_F16) {
-        uint16_t *d = (uint16_t *)base + off;
-        for (int j = 0; j < kv->kv_dim; j++) d[j] = hearth_f32_to_f16(x[j]);
+        ak->to_f16((uint16_t *)base + off, x, kv->kv_dim);
     } else if (kv->type == HEARTH_DT_E4M3) {
         uint8_t *d = (uint8_t *)base + off;
         for (int j = 0; j < kv->kv_dim; j++) d[j] = hearth_f32_to_e4m3(x[j]);
@@ -266,6 +265,7 @@ typedef struct {
     int layer;
     const float *k, *v;
     const int32_t *seq, *pos;
+    const hearth_attn_ops *ak;
 } kv_write_job;
 
 static void kv_write_rows(const void *arg, int t0, int t1) {
@@ -273,15 +273,16 @@ static void kv_write_rows(const void *arg, int t0, int t1) {
     const hearth_kv_view *kv = j->kv;
     for (int t = t0; t < t1; t++) {
         size_t off = kv_offset(kv, j->seq[t], j->pos[t]);
-        store_row(kv, kv->k[j->layer], off, j->k + (size_t)t * kv->kv_dim);
-        store_row(kv, kv->v[j->layer], off, j->v + (size_t)t * kv->kv_dim);
+        store_row(kv, j->ak, kv->k[j->layer], off, j->k + (size_t)t * kv->kv_dim);
+        store_row(kv, j->ak, kv->v[j->layer], off, j->v + (size_t)t * kv->kv_dim);
     }
 }
 
 /* rows write distinct slots (a batch never holds one position twice) */
 static void cpu_kv_write(void *ctx, const hearth_kv_view *kv, int layer, const float *k, const float *v, int T,
                          const int32_t *seq, const int32_t *pos) {
-    kv_write_job j = {kv, layer, k, v, seq, pos};
+    const hearth_attn_ops *ak = hearth_attn_ops_get(hearth_cpu_isa_name(hearth_cpu_isa_current()));
+    kv_write_job j = {kv, layer, k, v, seq, pos, ak ? ak : hearth_attn_ops_get("scalar")};
     run_rows(ctx, T, kv_write_rows, &j);
 }
 
