@@ -29,7 +29,7 @@ static void usage(FILE *f) {
             "  --requests M   with --parallel: M requests in all (default N), the next ones waiting\n"
             "                 for a slot (a steady state, as trtllm-bench's offline runs)\n"
             "  --kv-budget M  KV cache size in MiB (default: every stream at full context)\n"
-            "  --kv-type T    f32, f16 or fp8 (e4m3) (default: f16 on a GPU, f32 on the CPU)\n"
+            "  --kv-type T    f32, f16 or fp8 (e4m3) (default: f16)\n"
             "  --repeat       TTFT of a fresh prompt (cold) and of the same prompt again (prefix cache)\n"
             "  --profile      CUDA: device time per kernel group, printed at the end (runs without graphs)\n"
             "  --device D     cpu, cuda or cuda:N\n");

@@ -25,8 +25,7 @@ static void usage(FILE *f) {
             "  --threads T             CPU threads (default: one per core)\n"
             "  --ctx N                 context length (default: model's, at most 4096)\n"
             "  --device D              cpu, cuda or cuda:N\n"
-            "  --kv-type T             KV cache type, f32, f16 or fp8 (e4m3) (default: f16 on a GPU, f32 on\n"
-            "                          the CPU)\n");
+            "  --kv-type T             KV cache type, f32, f16 or fp8 (e4m3) (default: f16)\n");
 }
 
 typedef struct {

@@ -182,7 +182,7 @@ static void usage(FILE *f) {
             "  --kv-budget MIB        KV cache size (default: every sequence at full context, capped to a\n"
             "                         quarter of free RAM on the CPU, free GPU memory less 2 GiB on a GPU)\n"
             "  --kv-type T            KV cache element type, f32, f16 or fp8 (e4m3: half the bytes of f16)\n"
-            "                         (default: f16 on a GPU, f32 on the CPU)\n"
+            "                         (default: f16)\n"
             "  --threads T            CPU threads (default: one per core)\n"
             "  --device D             cpu, cuda or cuda:N\n"
             "  --model-name NAME      the id /v1/models reports (default: the file name)\n"

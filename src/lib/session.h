@@ -17,7 +17,7 @@ typedef struct {
     int n_slots;         /* sequence slots, 0 = the device's default (4 on the CPU, 256 on a GPU) */
     int need_tokenizer;  /* fail if the model has none */
     double kv_budget_mib; /* KV pool size; 0 = room for n_slots full contexts + cache headroom */
-    const char *kv_type;  /* "f32", "f16" or "fp8" (= "e4m3"); NULL = f16 on a GPU (as llama.cpp), f32 on the CPU */
+    const char *kv_type;  /* "f32", "f16" or "fp8" (= "e4m3"); NULL = f16 (as llama.cpp) */
 } hearth_session_opts;
 
 typedef struct {
