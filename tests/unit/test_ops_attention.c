@@ -1,10 +1,12 @@
 /* test_ops_attention.c - the CPU backend's paged attention against a
  * double-precision reference, under every ISA this CPU runs, and each row's
- * output the same bits alone as inside a batch, cut in slices, and over an
- * f16 cache of the same values. */
+ * output the same bits alone as inside a batch, cut in slices, and over f16
+ * and e4m3 caches of the same values. */
 #include "testhelp.h"
 
+#include "core/fp8.h"
 #include "core/half.h"
+#include "ops/cpu/attn_vec.h"
 #include "ops/cpu/matmul_impl.h"
 #include "ops/cpu/ops_cpu.h"
 
@@ -28,9 +30,10 @@ typedef struct {
 typedef struct {
     float *k, *v, *q;
     uint16_t *k16, *v16; /* the same values in an f16 cache */
+    uint8_t *k8, *v8;    /* and in an e4m3 one */
     int32_t table[2 * NB / 2], seq[MAXT], pos[MAXT];
-    hearth_kv_view kv, kv16;
-    void *kp[1], *vp[1], *kp16[1], *vp16[1];
+    hearth_kv_view kv, kv16, kv8;
+    void *kp[1], *vp[1], *kp16[1], *vp16[1], *kp8[1], *vp8[1];
 } rig;
 
 static void rig_fill(rig *r, const att_case *c, uint64_t *s) {
@@ -40,9 +43,12 @@ static void rig_fill(rig *r, const att_case *c, uint64_t *s) {
     r->q = malloc(sizeof(float) * MAXT * (size_t)c->nh * c->hd);
     r->k16 = malloc(sizeof(uint16_t) * NB * BS * (size_t)kvd);
     r->v16 = malloc(sizeof(uint16_t) * NB * BS * (size_t)kvd);
-    for (size_t i = 0; i < (size_t)NB * BS * kvd; i++) { /* f16 values, so both caches hold them exactly */
-        r->k16[i] = hearth_f32_to_f16(urand(s) * c->kscale), r->v16[i] = hearth_f32_to_f16(urand(s));
-        r->k[i] = hearth_f16_to_f32(r->k16[i]), r->v[i] = hearth_f16_to_f32(r->v16[i]);
+    r->k8 = malloc((size_t)NB * BS * kvd);
+    r->v8 = malloc((size_t)NB * BS * kvd);
+    for (size_t i = 0; i < (size_t)NB * BS * kvd; i++) { /* e4m3 values: every cache holds them exactly */
+        r->k8[i] = hearth_f32_to_e4m3(urand(s) * c->kscale), r->v8[i] = hearth_f32_to_e4m3(urand(s));
+        r->k[i] = hearth_e4m3_to_f32(r->k8[i]), r->v[i] = hearth_e4m3_to_f32(r->v8[i]);
+        r->k16[i] = hearth_f32_to_f16(r->k[i]), r->v16[i] = hearth_f32_to_f16(r->v[i]);
     }
     for (size_t i = 0; i < (size_t)MAXT * c->nh * c->hd; i++) r->q[i] = urand(s);
     for (int i = 0; i < NB; i++) r->table[i] = (i * 37 + 11) % NB; /* a permutation: seq 0 rows 0-31, seq 1 32-63 */
@@ -54,9 +60,11 @@ static void rig_fill(rig *r, const att_case *c, uint64_t *s) {
     r->kv = (hearth_kv_view){r->kp, r->vp, r->table, BS, NB / 2, kvd, NB, HEARTH_DT_F32, 0, 0};
     r->kp16[0] = r->k16, r->vp16[0] = r->v16;
     r->kv16 = (hearth_kv_view){r->kp16, r->vp16, r->table, BS, NB / 2, kvd, NB, HEARTH_DT_F16, 0, 0};
+    r->kp8[0] = r->k8, r->vp8[0] = r->v8;
+    r->kv8 = (hearth_kv_view){r->kp8, r->vp8, r->table, BS, NB / 2, kvd, NB, HEARTH_DT_E4M3, 0, 0};
 }
 
-static void rig_free(rig *r) { free(r->k), free(r->v), free(r->q), free(r->k16), free(r->v16); }
+static void rig_free(rig *r) { free(r->k), free(r->v), free(r->q), free(r->k16), free(r->v16), free(r->k8), free(r->v8); }
 
 /* out[t][h] by the definition, in double */
 static void reference(const rig *r, const att_case *c, float scale, double *out) {
@@ -106,7 +114,7 @@ TEST(cpu_attention_matches_reference_and_batching) {
         const float scale = 1.0f / sqrtf((float)c->hd);
         double *want = malloc(sizeof(double) * n);
         float *got = malloc(sizeof(float) * n), *one = malloc(sizeof(float) * n), *cut = malloc(sizeof(float) * n),
-              *h16 = malloc(sizeof(float) * n);
+              *h16 = malloc(sizeof(float) * n), *h8 = malloc(sizeof(float) * n);
         reference(&r, c, scale, want);
         for (int ii = 0; ii < 3; ii++) {
             if (!hearth_cpu_isa_force(isas[ii])) continue;
@@ -118,6 +126,8 @@ TEST(cpu_attention_matches_reference_and_batching) {
                                      c->window);
             hearth_cpu_ops.attention(ctx, h16, r.q, MAXT, &r.kv16, 0, r.seq, r.pos, c->nh, c->nkv, c->hd, scale,
                                      c->window);
+            hearth_cpu_ops.attention(ctx, h8, r.q, MAXT, &r.kv8, 0, r.seq, r.pos, c->nh, c->nkv, c->hd, scale,
+                                     c->window);
             const size_t row = (size_t)c->nh * c->hd;
             for (int t = 0; t < MAXT; t++) /* each row alone */
                 hearth_cpu_ops.attention(ctx, one + t * row, r.q + t * row, 1, &r.kv, 0, r.seq + t, r.pos + t, c->nh,
@@ -125,22 +135,45 @@ TEST(cpu_attention_matches_reference_and_batching) {
             double err = 0;
             for (size_t i = 0; i < n; i++) err = fmax(err, fabs(got[i] - want[i]));
             const int alone = !memcmp(got, one, sizeof(float) * n), cuts = !memcmp(got, cut, sizeof(float) * n);
-            const int f16 = !memcmp(got, h16, sizeof(float) * n);
-            if (err > 2e-6 || !alone || !cuts || !f16) {
+            const int f16 = !memcmp(got, h16, sizeof(float) * n), e4m3 = !memcmp(got, h8, sizeof(float) * n);
+            if (err > 2e-6 || !alone || !cuts || !f16 || !e4m3) {
                 test_fail(__FILE__, __LINE__,
                           "%s, heads %d/%d, hd %d, window %d: max error %.3g (2e-6 allowed); alone = in the batch: %s; "
-                          "cut in fives = whole: %s; f16 cache = f32: %s",
+                          "cut in fives = whole: %s; f16 cache = f32: %s; e4m3 cache = f32: %s",
                           hearth_cpu_isa_name(isas[ii]), c->nh, c->nkv, c->hd, c->window, err, alone ? "yes" : "no",
-                          cuts ? "yes" : "no", f16 ? "yes" : "no");
+                          cuts ? "yes" : "no", f16 ? "yes" : "no", e4m3 ? "yes" : "no");
                 ci = sizeof cases / sizeof cases[0];
                 break;
             }
         }
-        free(want), free(got), free(one), free(cut), free(h16);
+        free(want), free(got), free(one), free(cut), free(h16), free(h8);
         rig_free(&r);
     }
     hearth_cpu_isa_force(HEARTH_CPU_ISA_AUTO);
     hearth_cpu_ctx_free(ctx);
     hearth_cpu_ctx_free(small);
     CHECK(ran >= 7);
+}
+
+/* The kernels widen every e4m3 code as hearth_e4m3_to_f32 does: one K row of
+ * the 256 codes (the two NaNs replaced by 0), scored against one-hot queries. */
+TEST(cpu_attention_kernels_widen_every_e4m3_code) {
+    const char *isas[] = {"scalar", "avx2", "avx512"};
+    static uint8_t codes[256];
+    static float q[256 * 256], sc[256];
+    const float *qr[256];
+    for (int i = 0; i < 256; i++) {
+        codes[i] = (i & 0x7f) == 0x7f ? 0 : (uint8_t)i;
+        qr[i] = q + (size_t)i * 256;
+        q[(size_t)i * 256 + i] = 1.0f;
+    }
+    const void *row[1] = {codes};
+    for (int k = 0; k < 3; k++) {
+        const hearth_attn_ops *a = hearth_attn_ops_get(isas[k]);
+        if (!a) continue;
+        a->scores(sc, 1, qr, 256, row, HEARTH_ROWS_E4M3, 1, 256, 1.0f);
+        for (int i = 0; i < 256; i++)
+            CHECK_MSG(sc[i] == hearth_e4m3_to_f32(codes[i]), "%s: code %02x -> %g, want %g", isas[k], codes[i], sc[i],
+                      hearth_e4m3_to_f32(codes[i]));
+    }
 }

@@ -4,6 +4,7 @@
  * query rows at once, so each K or V vector loaded serves all of them. */
 #include "ops/cpu/attn_vec.h"
 
+#include "core/fp8.h"
 #include "core/half.h"
 #include "ops/cpu/vexp.h"
 
@@ -16,23 +17,25 @@
 
 /* ---- scalar ------------------------------------------------------------------------ */
 
-static inline float elem(const void *row, int e, int f16) {
-    return f16 ? hearth_f16_to_f32(((const uint16_t *)row)[e]) : ((const float *)row)[e];
+static inline float elem(const void *row, int e, int kind) {
+    if (kind == HEARTH_ROWS_F16) return hearth_f16_to_f32(((const uint16_t *)row)[e]);
+    if (kind == HEARTH_ROWS_E4M3) return hearth_e4m3_to_f32(((const uint8_t *)row)[e]);
+    return ((const float *)row)[e];
 }
-static void scores_scalar(float *s, int ss, const float *const *q, int nr, const void *const *k, int f16, int n,
+static void scores_scalar(float *s, int ss, const float *const *q, int nr, const void *const *k, int kt, int n,
                           int hd, float scale) {
     for (int r = 0; r < nr; r++)
         for (int p = 0; p < n; p++) {
             float d = 0.0f;
-            for (int e = 0; e < hd; e++) d += q[r][e] * elem(k[p], e, f16);
+            for (int e = 0; e < hd; e++) d += q[r][e] * elem(k[p], e, kt);
             s[(size_t)r * ss + p] = d * scale;
         }
 }
-static void accum_scalar(float *const *o, const float *w, int ws, int nr, const void *const *v, int f16, int n,
+static void accum_scalar(float *const *o, const float *w, int ws, int nr, const void *const *v, int vt, int n,
                          int hd) {
     for (int r = 0; r < nr; r++)
         for (int p = 0; p < n; p++)
-            for (int e = 0; e < hd; e++) o[r][e] += w[(size_t)r * ws + p] * elem(v[p], e, f16);
+            for (int e = 0; e < hd; e++) o[r][e] += w[(size_t)r * ws + p] * elem(v[p], e, vt);
 }
 static float expsum_scalar(float *s, int n, float m) {
     float sum = 0.0f;
@@ -41,6 +44,9 @@ static float expsum_scalar(float *s, int n, float m) {
 }
 static void from_f16_scalar(float *d, const uint16_t *s, int n) {
     for (int i = 0; i < n; i++) d[i] = hearth_f16_to_f32(s[i]);
+}
+static void from_e4m3_scalar(float *d, const uint8_t *s, int n) {
+    for (int i = 0; i < n; i++) d[i] = hearth_e4m3_to_f32(s[i]);
 }
 
 /* ---- AVX2 + FMA: rows of 8 floats ----------------------------------------------------- */
@@ -61,14 +67,30 @@ T2 INLINE __m256 hsum8(const __m256 a[8]) {
     return _mm256_permutevar8x32_ps(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
-/* 8 elements of a row from d: f32, or f16 widened (F16) */
-T2 INLINE __m256 load8(const void *row, int d, const int F16) {
-    return F16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)((const uint16_t *)row + d)))
-               : _mm256_loadu_ps((const float *)row + d);
+/* e4m3 codes (in 32-bit lanes) as f32, the bits of hearth_e4m3_to_f32: the
+ * exponent rebased for normals, m * 2^-9 for subnormals, the NaN code */
+T2 INLINE __m256 e4m3_8(__m256i x) {
+    const __m256i e = _mm256_and_si256(_mm256_srli_epi32(x, 3), _mm256_set1_epi32(15)), m = _mm256_and_si256(x, _mm256_set1_epi32(7));
+    const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x80)), 24);
+    __m256i normal = _mm256_or_si256(_mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(120)), 23), _mm256_slli_epi32(m, 20));
+    __m256i sub = _mm256_castps_si256(_mm256_mul_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(1.0f / 512)));
+    __m256i u = _mm256_blendv_epi8(normal, sub, _mm256_cmpeq_epi32(e, _mm256_setzero_si256()));
+    u = _mm256_blendv_epi8(u, _mm256_set1_epi32(0x7fc00000),
+                           _mm256_cmpeq_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7f)), _mm256_set1_epi32(0x7f)));
+    return _mm256_castsi256_ps(_mm256_or_si256(u, sign));
+}
+
+/* 8 elements of a row from d: f32, or f16 / e4m3 widened (KIND: HEARTH_ROWS_) */
+T2 INLINE __m256 load8(const void *row, int d, const int KIND) {
+    if (KIND == HEARTH_ROWS_F16)
+        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)((const uint16_t *)row + d)));
+    if (KIND == HEARTH_ROWS_E4M3)
+        return e4m3_8(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)((const uint8_t *)row + d))));
+    return _mm256_loadu_ps((const float *)row + d);
 }
 
 /* R rows x 8/R positions from p0: one hsum8 */
-T2 INLINE void scores_blk8(float *s, int ss, const float *const *q, const int R, const void *const *k, const int F16,
+T2 INLINE void scores_blk8(float *s, int ss, const float *const *q, const int R, const void *const *k, const int KIND,
                            int p0, int n, int hd, float scale) {
     const int P = 8 / R, m = n - p0 < P ? n - p0 : P;
     const void *kr[8];
@@ -80,11 +102,11 @@ T2 INLINE void scores_blk8(float *s, int ss, const float *const *q, const int R,
         __m256 qv[4];
         UNROLL for (int y = 0; y < R; y++) qv[y] = _mm256_loadu_ps(q[y] + d);
         UNROLL for (int x = 0; x < P; x++) {
-            __m256 kv = load8(kr[x], d, F16);
+            __m256 kv = load8(kr[x], d, KIND);
             UNROLL for (int y = 0; y < R; y++) acc[y * P + x] = _mm256_fmadd_ps(qv[y], kv, acc[y * P + x]);
         }
     }
-    if (d < hd) { /* f32 rows only: f16 ones come in multiples of 16 */
+    if (d < hd) { /* f32 rows only: others come in multiples of 16 */
         const __m256i dm = mask8(hd - d);
         __m256 qv[4];
         UNROLL for (int y = 0; y < R; y++) qv[y] = _mm256_maskload_ps(q[y] + d, dm);
@@ -97,26 +119,27 @@ T2 INLINE void scores_blk8(float *s, int ss, const float *const *q, const int R,
     _mm256_storeu_ps(t, _mm256_mul_ps(hsum8(acc), _mm256_set1_ps(scale)));
     UNROLL for (int y = 0; y < R; y++) memcpy(s + (size_t)y * ss + p0, t + y * P, sizeof(float) * (size_t)m);
 }
-T2 INLINE void scores_rows8(float *s, int ss, const float *const *q, int nr, const void *const *k, const int F16, int n,
-                            int hd, float scale) {
+T2 INLINE void scores_rows8(float *s, int ss, const float *const *q, int nr, const void *const *k, const int KIND,
+                            int n, int hd, float scale) {
     for (int r = 0; r < nr;) {
         const int R = nr - r >= 4 ? 4 : nr - r >= 2 ? 2 : 1;
         for (int p0 = 0; p0 < n; p0 += 8 / R) {
-            if (R == 4) scores_blk8(s + (size_t)r * ss, ss, q + r, 4, k, F16, p0, n, hd, scale);
-            else if (R == 2) scores_blk8(s + (size_t)r * ss, ss, q + r, 2, k, F16, p0, n, hd, scale);
-            else scores_blk8(s + (size_t)r * ss, ss, q + r, 1, k, F16, p0, n, hd, scale);
+            if (R == 4) scores_blk8(s + (size_t)r * ss, ss, q + r, 4, k, KIND, p0, n, hd, scale);
+            else if (R == 2) scores_blk8(s + (size_t)r * ss, ss, q + r, 2, k, KIND, p0, n, hd, scale);
+            else scores_blk8(s + (size_t)r * ss, ss, q + r, 1, k, KIND, p0, n, hd, scale);
         }
         r += R;
     }
 }
-T2 static void scores_avx2(float *s, int ss, const float *const *q, int nr, const void *const *k, int f16, int n,
+T2 static void scores_avx2(float *s, int ss, const float *const *q, int nr, const void *const *k, int kt, int n,
                            int hd, float scale) {
-    if (f16) scores_rows8(s, ss, q, nr, k, 1, n, hd, scale);
-    else scores_rows8(s, ss, q, nr, k, 0, n, hd, scale);
+    if (kt == HEARTH_ROWS_F16) scores_rows8(s, ss, q, nr, k, HEARTH_ROWS_F16, n, hd, scale);
+    else if (kt == HEARTH_ROWS_E4M3) scores_rows8(s, ss, q, nr, k, HEARTH_ROWS_E4M3, n, hd, scale);
+    else scores_rows8(s, ss, q, nr, k, HEARTH_ROWS_F32, n, hd, scale);
 }
 
 /* R rows, NV vectors of each from element d */
-T2 INLINE void accum_blk8(float *const *o, const float *w, int ws, const int R, const void *const *v, const int F16,
+T2 INLINE void accum_blk8(float *const *o, const float *w, int ws, const int R, const void *const *v, const int KIND,
                           int n, int d, const int NV, int hd) {
     __m256i mk[4];
     __m256 acc[2][4];
@@ -126,7 +149,8 @@ T2 INLINE void accum_blk8(float *const *o, const float *w, int ws, const int R, 
     for (int p = 0; p < n; p++) {
         __m256 vv[4];
         UNROLL for (int c = 0; c < NV; c++)
-            vv[c] = F16 ? load8(v[p], d + 8 * c, 1) : _mm256_maskload_ps((const float *)v[p] + d + 8 * c, mk[c]);
+            vv[c] = KIND != HEARTH_ROWS_F32 ? load8(v[p], d + 8 * c, KIND)
+                                            : _mm256_maskload_ps((const float *)v[p] + d + 8 * c, mk[c]);
         UNROLL for (int y = 0; y < R; y++) {
             __m256 wp = _mm256_set1_ps(w[(size_t)y * ws + p]);
             UNROLL for (int c = 0; c < NV; c++) acc[y][c] = _mm256_fmadd_ps(wp, vv[c], acc[y][c]);
@@ -135,26 +159,27 @@ T2 INLINE void accum_blk8(float *const *o, const float *w, int ws, const int R, 
     UNROLL for (int y = 0; y < R; y++)
         UNROLL for (int c = 0; c < NV; c++) _mm256_maskstore_ps(o[y] + d + 8 * c, mk[c], acc[y][c]);
 }
-T2 INLINE void accum_rows8(float *const *o, const float *w, int ws, const int R, const void *const *v, const int F16,
+T2 INLINE void accum_rows8(float *const *o, const float *w, int ws, const int R, const void *const *v, const int KIND,
                            int n, int hd) {
     for (int d = 0; d < hd; d += 32) {
         const int nv = (hd - d + 7) / 8;
-        if (nv >= 4) accum_blk8(o, w, ws, R, v, F16, n, d, 4, hd);
-        else if (nv == 3) accum_blk8(o, w, ws, R, v, F16, n, d, 3, hd);
-        else if (nv == 2) accum_blk8(o, w, ws, R, v, F16, n, d, 2, hd);
-        else accum_blk8(o, w, ws, R, v, F16, n, d, 1, hd);
+        if (nv >= 4) accum_blk8(o, w, ws, R, v, KIND, n, d, 4, hd);
+        else if (nv == 3) accum_blk8(o, w, ws, R, v, KIND, n, d, 3, hd);
+        else if (nv == 2) accum_blk8(o, w, ws, R, v, KIND, n, d, 2, hd);
+        else accum_blk8(o, w, ws, R, v, KIND, n, d, 1, hd);
     }
 }
-T2 INLINE void accum_all8(float *const *o, const float *w, int ws, int nr, const void *const *v, const int F16, int n,
+T2 INLINE void accum_all8(float *const *o, const float *w, int ws, int nr, const void *const *v, const int KIND, int n,
                           int hd) {
     int r = 0;
-    for (; r + 2 <= nr; r += 2) accum_rows8(o + r, w + (size_t)r * ws, ws, 2, v, F16, n, hd);
-    if (r < nr) accum_rows8(o + r, w + (size_t)r * ws, ws, 1, v, F16, n, hd);
+    for (; r + 2 <= nr; r += 2) accum_rows8(o + r, w + (size_t)r * ws, ws, 2, v, KIND, n, hd);
+    if (r < nr) accum_rows8(o + r, w + (size_t)r * ws, ws, 1, v, KIND, n, hd);
 }
-T2 static void accum_avx2(float *const *o, const float *w, int ws, int nr, const void *const *v, int f16, int n,
+T2 static void accum_avx2(float *const *o, const float *w, int ws, int nr, const void *const *v, int vt, int n,
                           int hd) {
-    if (f16) accum_all8(o, w, ws, nr, v, 1, n, hd);
-    else accum_all8(o, w, ws, nr, v, 0, n, hd);
+    if (vt == HEARTH_ROWS_F16) accum_all8(o, w, ws, nr, v, HEARTH_ROWS_F16, n, hd);
+    else if (vt == HEARTH_ROWS_E4M3) accum_all8(o, w, ws, nr, v, HEARTH_ROWS_E4M3, n, hd);
+    else accum_all8(o, w, ws, nr, v, HEARTH_ROWS_F32, n, hd);
 }
 
 T2 static float expsum_avx2(float *s, int n, float m) {
@@ -169,6 +194,11 @@ T2 static float expsum_avx2(float *s, int n, float m) {
     h = _mm_add_ps(h, _mm_movehl_ps(h, h));
     h = _mm_add_ss(h, _mm_movehdup_ps(h));
     return _mm_cvtss_f32(h);
+}
+T2 static void from_e4m3_avx2(float *d, const uint8_t *s, int n) {
+    int i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(d + i, load8(s, i, HEARTH_ROWS_E4M3));
+    from_e4m3_scalar(d + i, s + i, n - i);
 }
 T2 static void from_f16_avx2(float *d, const uint16_t *s, int n) {
     int i = 0;
@@ -197,14 +227,29 @@ T5 INLINE __m512 hsum16(const __m512 a[16]) {
     return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), r);
 }
 
-/* 16 elements of a row from d: f32, or f16 widened (F16) */
-T5 INLINE __m512 load16(const void *row, int d, const int F16) {
-    return F16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)row + d)))
-               : _mm512_loadu_ps((const float *)row + d);
+/* e4m3 codes (in 32-bit lanes) as f32, the bits of hearth_e4m3_to_f32 (e4m3_8) */
+T5 INLINE __m512 e4m3_16(__m512i x) {
+    const __m512i e = _mm512_and_si512(_mm512_srli_epi32(x, 3), _mm512_set1_epi32(15)), m = _mm512_and_si512(x, _mm512_set1_epi32(7));
+    const __m512i sign = _mm512_slli_epi32(_mm512_and_si512(x, _mm512_set1_epi32(0x80)), 24);
+    __m512i u = _mm512_or_si512(_mm512_slli_epi32(_mm512_add_epi32(e, _mm512_set1_epi32(120)), 23), _mm512_slli_epi32(m, 20));
+    u = _mm512_mask_mov_epi32(u, _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512()),
+                              _mm512_castps_si512(_mm512_mul_ps(_mm512_cvtepi32_ps(m), _mm512_set1_ps(1.0f / 512))));
+    u = _mm512_mask_mov_epi32(u, _mm512_cmpeq_epi32_mask(_mm512_and_si512(x, _mm512_set1_epi32(0x7f)), _mm512_set1_epi32(0x7f)),
+                              _mm512_set1_epi32(0x7fc00000));
+    return _mm512_castsi512_ps(_mm512_or_si512(u, sign));
+}
+
+/* 16 elements of a row from d: f32, or f16 / e4m3 widened (KIND: HEARTH_ROWS_) */
+T5 INLINE __m512 load16(const void *row, int d, const int KIND) {
+    if (KIND == HEARTH_ROWS_F16)
+        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)row + d)));
+    if (KIND == HEARTH_ROWS_E4M3)
+        return e4m3_16(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)((const uint8_t *)row + d))));
+    return _mm512_loadu_ps((const float *)row + d);
 }
 
 /* R rows x 16/R positions from p0: one hsum16 */
-T5 INLINE void scores_blk16(float *s, int ss, const float *const *q, const int R, const void *const *k, const int F16,
+T5 INLINE void scores_blk16(float *s, int ss, const float *const *q, const int R, const void *const *k, const int KIND,
                             int p0, int n, int hd, float scale) {
     const int P = 16 / R, m = n - p0 < P ? n - p0 : P;
     const void *kr[16];
@@ -216,11 +261,11 @@ T5 INLINE void scores_blk16(float *s, int ss, const float *const *q, const int R
         __m512 qv[4];
         UNROLL for (int y = 0; y < R; y++) qv[y] = _mm512_loadu_ps(q[y] + d);
         UNROLL for (int x = 0; x < P; x++) {
-            __m512 kv = load16(kr[x], d, F16);
+            __m512 kv = load16(kr[x], d, KIND);
             UNROLL for (int y = 0; y < R; y++) acc[y * P + x] = _mm512_fmadd_ps(qv[y], kv, acc[y * P + x]);
         }
     }
-    if (d < hd) { /* f32 rows only: f16 ones come in multiples of 16 */
+    if (d < hd) { /* f32 rows only: others come in multiples of 16 */
         const __mmask16 dm = mask16(hd - d);
         __m512 qv[4];
         UNROLL for (int y = 0; y < R; y++) qv[y] = _mm512_maskz_loadu_ps(dm, q[y] + d);
@@ -233,26 +278,27 @@ T5 INLINE void scores_blk16(float *s, int ss, const float *const *q, const int R
     _mm512_storeu_ps(t, _mm512_mul_ps(hsum16(acc), _mm512_set1_ps(scale)));
     UNROLL for (int y = 0; y < R; y++) memcpy(s + (size_t)y * ss + p0, t + y * P, sizeof(float) * (size_t)m);
 }
-T5 INLINE void scores_rows16(float *s, int ss, const float *const *q, int nr, const void *const *k, const int F16,
+T5 INLINE void scores_rows16(float *s, int ss, const float *const *q, int nr, const void *const *k, const int KIND,
                              int n, int hd, float scale) {
     for (int r = 0; r < nr;) {
         const int R = nr - r >= 4 ? 4 : nr - r >= 2 ? 2 : 1;
         for (int p0 = 0; p0 < n; p0 += 16 / R) {
-            if (R == 4) scores_blk16(s + (size_t)r * ss, ss, q + r, 4, k, F16, p0, n, hd, scale);
-            else if (R == 2) scores_blk16(s + (size_t)r * ss, ss, q + r, 2, k, F16, p0, n, hd, scale);
-            else scores_blk16(s + (size_t)r * ss, ss, q + r, 1, k, F16, p0, n, hd, scale);
+            if (R == 4) scores_blk16(s + (size_t)r * ss, ss, q + r, 4, k, KIND, p0, n, hd, scale);
+            else if (R == 2) scores_blk16(s + (size_t)r * ss, ss, q + r, 2, k, KIND, p0, n, hd, scale);
+            else scores_blk16(s + (size_t)r * ss, ss, q + r, 1, k, KIND, p0, n, hd, scale);
         }
         r += R;
     }
 }
-T5 static void scores_avx512(float *s, int ss, const float *const *q, int nr, const void *const *k, int f16, int n,
+T5 static void scores_avx512(float *s, int ss, const float *const *q, int nr, const void *const *k, int kt, int n,
                              int hd, float scale) {
-    if (f16) scores_rows16(s, ss, q, nr, k, 1, n, hd, scale);
-    else scores_rows16(s, ss, q, nr, k, 0, n, hd, scale);
+    if (kt == HEARTH_ROWS_F16) scores_rows16(s, ss, q, nr, k, HEARTH_ROWS_F16, n, hd, scale);
+    else if (kt == HEARTH_ROWS_E4M3) scores_rows16(s, ss, q, nr, k, HEARTH_ROWS_E4M3, n, hd, scale);
+    else scores_rows16(s, ss, q, nr, k, HEARTH_ROWS_F32, n, hd, scale);
 }
 
 /* R rows, NV vectors of each from element d */
-T5 INLINE void accum_blk16(float *const *o, const float *w, int ws, const int R, const void *const *v, const int F16,
+T5 INLINE void accum_blk16(float *const *o, const float *w, int ws, const int R, const void *const *v, const int KIND,
                            int n, int d, const int NV, int hd) {
     __mmask16 mk[4];
     __m512 acc[4][4];
@@ -262,7 +308,8 @@ T5 INLINE void accum_blk16(float *const *o, const float *w, int ws, const int R,
     for (int p = 0; p < n; p++) {
         __m512 vv[4];
         UNROLL for (int c = 0; c < NV; c++)
-            vv[c] = F16 ? load16(v[p], d + 16 * c, 1) : _mm512_maskz_loadu_ps(mk[c], (const float *)v[p] + d + 16 * c);
+            vv[c] = KIND != HEARTH_ROWS_F32 ? load16(v[p], d + 16 * c, KIND)
+                                            : _mm512_maskz_loadu_ps(mk[c], (const float *)v[p] + d + 16 * c);
         UNROLL for (int y = 0; y < R; y++) {
             __m512 wp = _mm512_set1_ps(w[(size_t)y * ws + p]);
             UNROLL for (int c = 0; c < NV; c++) acc[y][c] = _mm512_fmadd_ps(wp, vv[c], acc[y][c]);
@@ -271,27 +318,28 @@ T5 INLINE void accum_blk16(float *const *o, const float *w, int ws, const int R,
     UNROLL for (int y = 0; y < R; y++)
         UNROLL for (int c = 0; c < NV; c++) _mm512_mask_storeu_ps(o[y] + d + 16 * c, mk[c], acc[y][c]);
 }
-T5 INLINE void accum_rows16(float *const *o, const float *w, int ws, const int R, const void *const *v, const int F16,
+T5 INLINE void accum_rows16(float *const *o, const float *w, int ws, const int R, const void *const *v, const int KIND,
                             int n, int hd) {
     for (int d = 0; d < hd; d += 64) {
         const int nv = (hd - d + 15) / 16;
-        if (nv >= 4) accum_blk16(o, w, ws, R, v, F16, n, d, 4, hd);
-        else if (nv == 3) accum_blk16(o, w, ws, R, v, F16, n, d, 3, hd);
-        else if (nv == 2) accum_blk16(o, w, ws, R, v, F16, n, d, 2, hd);
-        else accum_blk16(o, w, ws, R, v, F16, n, d, 1, hd);
+        if (nv >= 4) accum_blk16(o, w, ws, R, v, KIND, n, d, 4, hd);
+        else if (nv == 3) accum_blk16(o, w, ws, R, v, KIND, n, d, 3, hd);
+        else if (nv == 2) accum_blk16(o, w, ws, R, v, KIND, n, d, 2, hd);
+        else accum_blk16(o, w, ws, R, v, KIND, n, d, 1, hd);
     }
 }
-T5 INLINE void accum_all16(float *const *o, const float *w, int ws, int nr, const void *const *v, const int F16, int n,
+T5 INLINE void accum_all16(float *const *o, const float *w, int ws, int nr, const void *const *v, const int KIND, int n,
                            int hd) {
     int r = 0;
-    for (; r + 4 <= nr; r += 4) accum_rows16(o + r, w + (size_t)r * ws, ws, 4, v, F16, n, hd);
-    for (; r + 2 <= nr; r += 2) accum_rows16(o + r, w + (size_t)r * ws, ws, 2, v, F16, n, hd);
-    if (r < nr) accum_rows16(o + r, w + (size_t)r * ws, ws, 1, v, F16, n, hd);
+    for (; r + 4 <= nr; r += 4) accum_rows16(o + r, w + (size_t)r * ws, ws, 4, v, KIND, n, hd);
+    for (; r + 2 <= nr; r += 2) accum_rows16(o + r, w + (size_t)r * ws, ws, 2, v, KIND, n, hd);
+    if (r < nr) accum_rows16(o + r, w + (size_t)r * ws, ws, 1, v, KIND, n, hd);
 }
-T5 static void accum_avx512(float *const *o, const float *w, int ws, int nr, const void *const *v, int f16, int n,
+T5 static void accum_avx512(float *const *o, const float *w, int ws, int nr, const void *const *v, int vt, int n,
                             int hd) {
-    if (f16) accum_all16(o, w, ws, nr, v, 1, n, hd);
-    else accum_all16(o, w, ws, nr, v, 0, n, hd);
+    if (vt == HEARTH_ROWS_F16) accum_all16(o, w, ws, nr, v, HEARTH_ROWS_F16, n, hd);
+    else if (vt == HEARTH_ROWS_E4M3) accum_all16(o, w, ws, nr, v, HEARTH_ROWS_E4M3, n, hd);
+    else accum_all16(o, w, ws, nr, v, HEARTH_ROWS_F32, n, hd);
 }
 
 T5 static float expsum_avx512(float *s, int n, float m) {
@@ -303,6 +351,11 @@ T5 static float expsum_avx512(float *s, int n, float m) {
         sum = _mm512_add_ps(sum, e);
     }
     return _mm512_reduce_add_ps(sum);
+}
+T5 static void from_e4m3_avx512(float *d, const uint8_t *s, int n) {
+    int i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(d + i, load16(s, i, HEARTH_ROWS_E4M3));
+    from_e4m3_scalar(d + i, s + i, n - i);
 }
 T5 static void from_f16_avx512(float *d, const uint16_t *s, int n) {
     int i = 0;
@@ -335,11 +388,12 @@ T5 static void to_f16_avx512(uint16_t *d, const float *s, int n) {
     to_f16_scalar(d + i, s + i, n - i);
 }
 
-static const hearth_attn_ops ATTN_SCALAR = {"scalar", scores_scalar, accum_scalar, expsum_scalar, from_f16_scalar,
-                                            to_f16_scalar};
-static const hearth_attn_ops ATTN_AVX2 = {"avx2", scores_avx2, accum_avx2, expsum_avx2, from_f16_avx2, to_f16_avx2};
-static const hearth_attn_ops ATTN_AVX512 = {"avx512",      scores_avx512,   accum_avx512, expsum_avx512,
-                                            from_f16_avx512, to_f16_avx512};
+static const hearth_attn_ops ATTN_SCALAR = {"scalar",        scores_scalar,   accum_scalar,     expsum_scalar,
+                                            from_f16_scalar, from_e4m3_scalar, to_f16_scalar};
+static const hearth_attn_ops ATTN_AVX2 = {"avx2",        scores_avx2,    accum_avx2, expsum_avx2,
+                                          from_f16_avx2, from_e4m3_avx2, to_f16_avx2};
+static const hearth_attn_ops ATTN_AVX512 = {"avx512",        scores_avx512,    accum_avx512, expsum_avx512,
+                                            from_f16_avx512, from_e4m3_avx512, to_f16_avx512};
 
 const hearth_attn_ops *hearth_attn_ops_get(const char *isa) {
     __builtin_cpu_init();

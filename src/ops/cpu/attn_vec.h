@@ -10,18 +10,22 @@
 
 #include <stdint.h>
 
+/* The element type of the K / V rows the kernels take: f32, or f16 / e4m3
+ * widened in registers (exactly), for which hd is a multiple of 16. */
+enum { HEARTH_ROWS_F32, HEARTH_ROWS_F16, HEARTH_ROWS_E4M3 };
+
 typedef struct {
     const char *isa;
-    /* K / V rows (k[p], v[p]) are f32, or f16 (f16 set; then hd is a multiple of 16) */
-    /* s[r * ss + p] = scale * dot(q[r], k[p]) for r < nr, p < n */
-    void (*scores)(float *s, int ss, const float *const *q, int nr, const void *const *k, int f16, int n, int hd,
+    /* s[r * ss + p] = scale * dot(q[r], k[p]) for r < nr, p < n; kt: k's HEARTH_ROWS_ type */
+    void (*scores)(float *s, int ss, const float *const *q, int nr, const void *const *k, int kt, int n, int hd,
                    float scale);
     /* o[r][e] += w[r * ws + p] * v[p][e] for p = 0 .. n-1 in order, r < nr, e < hd */
-    void (*accum)(float *const *o, const float *w, int ws, int nr, const void *const *v, int f16, int n, int hd);
+    void (*accum)(float *const *o, const float *w, int ws, int nr, const void *const *v, int vt, int n, int hd);
     /* s[p] = exp(s[p] - m) for p < n (0 below exp(-87.3)); returns their sum */
     float (*expsum)(float *s, int n, float m);
-    /* d[e] = s[e] as f32, exactly (hearth_f16_to_f32) */
+    /* d[e] = s[e] as f32, exactly (hearth_f16_to_f32, hearth_e4m3_to_f32) */
     void (*from_f16)(float *d, const uint16_t *s, int n);
+    void (*from_e4m3)(float *d, const uint8_t *s, int n);
     /* d[e] = s[e] as f16, the bits of hearth_f32_to_f16 (round to nearest even) */
     void (*to_f16)(uint16_t *d, const float *s, int n);
 } hearth_attn_ops;

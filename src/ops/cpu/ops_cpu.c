@@ -31,7 +31,6 @@ struct hearth_cpu_ctx {
     float *att_scratch; /* [n_att_tasks][ATT_CHUNK * HEARTH_CPU_MAX_HEAD_DIM]: a chunk's K or V rows as f32 */
     int *att_tiles;     /* [max_tokens + 1]: where each tile of rows starts (cpu_attention) */
     int n_att_tasks;
-    float e4m3[256]; /* every E4M3 code as f32 (hearth_e4m3_to_f32) */
 };
 
 static size_t max_scratch_bytes(int T, int K) {
@@ -61,7 +60,6 @@ hearth_status hearth_cpu_ctx_new(hearth_cpu_ctx **out, int n_threads, int max_to
     c->max_tokens = max_tokens;
     c->max_cols = max_cols;
     c->max_ctx = max_ctx;
-    for (int i = 0; i < 256; i++) c->e4m3[i] = hearth_e4m3_to_f32((uint8_t)i);
     c->mm_scratch_bytes = max_scratch_bytes(max_tokens, max_cols);
     c->n_att_tasks = hearth_pool_size(c->pool) * 4;
     c->mm_scratch = aligned_alloc(64, (c->mm_scratch_bytes + 63) & ~(size_t)63);
@@ -290,7 +288,7 @@ static void cpu_kv_write(void *ctx, const hearth_kv_view *kv, int layer, const f
  * multiples of it, with an online softmax (running max and sum a head,
  * rescaled when the max rises). A work item is a tile of up to ATT_TILE
  * consecutive rows of one sequence (a prompt's) and up to ATT_MAX_GS query
- * heads of one KV head: each K and V row is read (and converted from f16 or
+ * heads of one KV head: each K and V row is read (and widened from f16 or
  * e4m3) once for all of them. Every head's numbers are the same whatever
  * item it shares, so a row alone equals the row in a batch. */
 
@@ -308,13 +306,20 @@ typedef struct {
 } att_job;
 
 /* K / V rows of an f16 cache go to the kernels as they are when the head
- * dimension is a multiple of 16 (a vector of them widened in registers);
- * others, and e4m3 ones, are converted into the item's buffer. */
-static inline int rows_f16(const att_job *j) { return j->kv->type == HEARTH_DT_F16 && j->head_dim % 16 == 0; }
+ * dimension is a multiple of 16 (a vector of them widened in registers: one
+ * instruction); e4m3 ones too, but only for an item of at most 4 query rows
+ * (one kernel pass: a decode row's heads), as their widening takes a dozen;
+ * others are converted into the item's buffer. Widened or converted, the
+ * values are the same. Returns the kernels' row type. */
+static inline int rows_kind(const att_job *j, int n_rows) {
+    if (j->head_dim % 16) return HEARTH_ROWS_F32;
+    if (j->kv->type == HEARTH_DT_F16) return HEARTH_ROWS_F16;
+    return j->kv->type == HEARTH_DT_E4M3 && n_rows <= 4 ? HEARTH_ROWS_E4M3 : HEARTH_ROWS_F32;
+}
 
-/* The K or V rows of one KV head at positions p..p+n-1 of a sequence: into an
- * f32 or f16 cache (rows_f16), or converted (exactly) into buf (n x hd). */
-static void head_rows(const att_job *j, const void *base, int seq, int p, int n, int kvh, const void **rows,
+/* The K or V rows of one KV head at positions p..p+n-1 of a sequence: into the
+ * cache (f32, or rows_kind's), or converted (exactly) into buf (n x hd). */
+static void head_rows(const att_job *j, int kind, const void *base, int seq, int p, int n, int kvh, const void **rows,
                       float *buf) {
     const hearth_kv_view *kv = j->kv;
     const int hd = j->head_dim;
@@ -325,14 +330,15 @@ static void head_rows(const att_job *j, const void *base, int seq, int p, int n,
         size_t off = ((size_t)table[(p + i) / kv->block_size] * kv->block_size + at) * kv->kv_dim + (size_t)kvh * hd;
         for (int r = 0; r < run; r++, i++, off += kv->kv_dim) {
             float *d = buf + (size_t)i * hd;
-            if (rows_f16(j)) {
+            if (kind == HEARTH_ROWS_F16) {
                 rows[i] = (const uint16_t *)base + off;
+            } else if (kind == HEARTH_ROWS_E4M3) {
+                rows[i] = (const uint8_t *)base + off;
             } else if (kv->type == HEARTH_DT_F16) {
                 j->ak->from_f16(d, (const uint16_t *)base + off, hd);
                 rows[i] = d;
             } else if (kv->type == HEARTH_DT_E4M3) {
-                const uint8_t *b = (const uint8_t *)base + off;
-                for (int e = 0; e < hd; e++) d[e] = j->c->e4m3[b[e]];
+                j->ak->from_e4m3(d, (const uint8_t *)base + off, hd);
                 rows[i] = d;
             } else {
                 rows[i] = (const float *)base + off;
@@ -369,7 +375,7 @@ static void att_item(const att_job *j, int t0, int nt, int kvh, int h0, int gs, 
     float s[ATT_TILE * ATT_MAX_GS * ATT_CHUNK], m[ATT_TILE * ATT_MAX_GS], l[ATT_TILE * ATT_MAX_GS];
     const float *qr[ATT_TILE * ATT_MAX_GS];
     const void *rows[ATT_CHUNK];
-    const int f16 = rows_f16(j);
+    const int kind = rows_kind(j, nt * gs);
     float *orow[ATT_TILE * ATT_MAX_GS];
     int p0[ATT_TILE] = {0}, p1[ATT_TILE] = {0};
     for (int u = 0; u < nt; u++) {
@@ -387,11 +393,11 @@ static void att_item(const att_job *j, int t0, int nt, int kvh, int h0, int gs, 
         /* the chunk's positions any row of the tile attends */
         int lo, hi, a, b;
         chunk_span(c0, p0[0], p1[nt - 1], &lo, &hi);
-        head_rows(j, kv->k[j->layer], seq, lo, hi - lo + 1, kvh, rows, buf);
+        head_rows(j, kind, kv->k[j->layer], seq, lo, hi - lo + 1, kvh, rows, buf);
         for (int u0 = 0, u1; u0 < nt; u0 = u1) { /* rows u0..u1-1 attend the same span */
             u1 = span_run(c0, p0, p1, u0, nt, &a, &b);
             if (a > b) continue;
-            ak->scores(s + (size_t)u0 * gs * ATT_CHUNK, ATT_CHUNK, qr + u0 * gs, (u1 - u0) * gs, rows + (a - lo), f16,
+            ak->scores(s + (size_t)u0 * gs * ATT_CHUNK, ATT_CHUNK, qr + u0 * gs, (u1 - u0) * gs, rows + (a - lo), kind,
                        b - a + 1, hd, j->scale);
             for (int r = u0 * gs; r < u1 * gs; r++) {
                 float *sr = s + (size_t)r * ATT_CHUNK, cm = m[r];
@@ -405,11 +411,11 @@ static void att_item(const att_job *j, int t0, int nt, int kvh, int h0, int gs, 
                 l[r] += ak->expsum(sr, b - a + 1, cm);
             }
         }
-        head_rows(j, kv->v[j->layer], seq, lo, hi - lo + 1, kvh, rows, buf);
+        head_rows(j, kind, kv->v[j->layer], seq, lo, hi - lo + 1, kvh, rows, buf);
         for (int u0 = 0, u1; u0 < nt; u0 = u1) {
             u1 = span_run(c0, p0, p1, u0, nt, &a, &b);
             if (a > b) continue;
-            ak->accum(orow + u0 * gs, s + (size_t)u0 * gs * ATT_CHUNK, ATT_CHUNK, (u1 - u0) * gs, rows + (a - lo), f16,
+            ak->accum(orow + u0 * gs, s + (size_t)u0 * gs * ATT_CHUNK, ATT_CHUNK, (u1 - u0) * gs, rows + (a - lo), kind,
                       b - a + 1, hd);
         }
     }
