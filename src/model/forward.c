@@ -9,6 +9,16 @@
 #include <math.h>
 #include <string.h>
 
+/* The matmuls of one input: one call where the backend takes them together. */
+static void matmuls(const hearth_ops *o, void *ctx, float *const *y, const float *x, int T,
+                    const hearth_weight *const *w, int n) {
+    if (o->matmul_n) {
+        o->matmul_n(ctx, y, x, T, w, n);
+        return;
+    }
+    for (int i = 0; i < n; i++) o->matmul(ctx, y[i], x, T, w[i]);
+}
+
 hearth_status hearth_model_forward(hearth_model *m, hearth_kv *kv, const int32_t *tokens, const int32_t *seq,
                                    const int32_t *pos, int T, const int32_t *logit_rows, int n_logit_rows,
                                    float *logits, hearth_err *err) {
@@ -55,9 +65,8 @@ hearth_status hearth_model_forward(hearth_model *m, hearth_kv *kv, const int32_t
     for (int l = 0; l < c->n_layers; l++) {
         const hearth_layer_weights *L = &m->layers[l];
         o->rmsnorm(ctx, m->xb, m->x, L->attn_norm, T, dim, c->rms_norm_eps);
-        o->matmul(ctx, m->q, m->xb, T, &L->wq);
-        o->matmul(ctx, m->k, m->xb, T, &L->wk);
-        o->matmul(ctx, m->v, m->xb, T, &L->wv);
+        matmuls(o, ctx, (float *const[]){m->q, m->k, m->v}, m->xb, T,
+                (const hearth_weight *const[]){&L->wq, &L->wk, &L->wv}, 3);
         if (L->bq) {
             o->add_bias(ctx, m->q, L->bq, T, qd);
             o->add_bias(ctx, m->k, L->bk, T, kvd);
@@ -75,8 +84,8 @@ hearth_status hearth_model_forward(hearth_model *m, hearth_kv *kv, const int32_t
         o->add(ctx, m->x, m->xb, (size_t)T * dim);
         o->rmsnorm(ctx, m->xb, m->x, L->ffn_norm, T, dim, c->rms_norm_eps);
         /* ARCH SWITCH: MoE routes each row to its experts here. */
-        o->matmul(ctx, m->hb, m->xb, T, &L->w_gate);
-        o->matmul(ctx, m->hb2, m->xb, T, &L->w_up);
+        matmuls(o, ctx, (float *const[]){m->hb, m->hb2}, m->xb, T, (const hearth_weight *const[]){&L->w_gate, &L->w_up},
+                2);
         o->swiglu(ctx, m->hb, m->hb, m->hb2, T, ffn);
         o->matmul(ctx, m->xb, m->hb, T, &L->w_down);
         o->add(ctx, m->x, m->xb, (size_t)T * dim);

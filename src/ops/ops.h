@@ -116,6 +116,9 @@ typedef struct hearth_ops {
     void (*copy)(void *ctx, void *dst, const void *src, size_t bytes);
     /* y[T][w->rows] = x[T][w->cols] @ W^T */
     void (*matmul)(void *ctx, float *y, const float *x, int T, const hearth_weight *w);
+    /* y[i] = x @ w[i]^T for i < n <= 4 (one input, as q, k and v have): the bits of n matmul calls, the
+     * input's preparation shared. NULL: the model makes the n calls. */
+    void (*matmul_n)(void *ctx, float *const *y, const float *x, int T, const hearth_weight *const *w, int n);
     /* out[T][dim] = embedding rows ids[t] of table (any weight type) */
     void (*embed)(void *ctx, float *out, const hearth_weight *table, const int32_t *ids, int T);
     /* y[n_rows][dim] = x / rms(x) * w per row; w: f32 [dim]. y may alias x. Per-head q/k norm

@@ -575,3 +575,71 @@ TEST(matmul_empty_shapes_touch_nothing) {
     CHECK(hearth_cpu_matmul_scratch_bytes(HEARTH_DT_Q4_K, 64, 4096) >= 64 * 4096);
     CHECK_EQ(hearth_cpu_matmul_scratch_bytes(HEARTH_DT_Q8_K, 1, 256), 0); /* not a weight type */
 }
+
+/* hearth_cpu_matmul_n: the bits of one hearth_cpu_matmul per weight, for
+ * weights that share the activation kind (one copy of x, one dispatch) and
+ * for mixes that do not, stored and panel-laid, every ISA, 1 and 3 threads. */
+TEST(matmul_n_equals_one_call_each) {
+    static const hearth_dtype sets[][3] = {
+        {HEARTH_DT_Q4_0, HEARTH_DT_Q4_0, HEARTH_DT_Q8_0}, {HEARTH_DT_Q4_K, HEARTH_DT_Q4_K, HEARTH_DT_Q6_K},
+        {HEARTH_DT_Q4_1, HEARTH_DT_Q4_1, HEARTH_DT_Q4_1}, {HEARTH_DT_F32, HEARTH_DT_BF16, HEARTH_DT_F16},
+        {HEARTH_DT_Q4_0, HEARTH_DT_Q4_1, HEARTH_DT_Q4_K},
+    };
+    static const int Ns[3] = {200, 48, 56}, Ts[3] = {1, 3, 17};
+    const int K = 512, isas[] = {HEARTH_CPU_ISA_SCALAR, HEARTH_CPU_ISA_AVX2, HEARTH_CPU_ISA_AVX512};
+    hearth_pool *pool3;
+    CHECK_EQ(hearth_pool_new(&pool3, 3, NULL), HEARTH_OK);
+    size_t sb = 0;
+    for (size_t si = 0; si < sizeof sets / sizeof sets[0]; si++)
+        for (int i = 0; i < 3; i++) {
+            size_t b = hearth_cpu_matmul_scratch_bytes(sets[si][i], 17, K);
+            if (b > sb) sb = b;
+        }
+    void *scratch = xalloc(sb + 64);
+    float *x = xalloc(sizeof(float) * 17 * K);
+    for (int i = 0; i < 17 * K; i++) x[i] = grand();
+    int ok = 1;
+    for (size_t si = 0; si < sizeof sets / sizeof sets[0] && ok; si++) {
+        void *w[3], *pw[3];
+        float *y[3], *want[3];
+        hearth_cpu_mm mm[3];
+        for (int i = 0; i < 3; i++) {
+            w[i] = make_weights(sets[si][i], K, Ns[i]);
+            size_t bytes = hearth_dtype_row_bytes(sets[si][i], K) * (size_t)Ns[i];
+            pw[i] = NULL;
+            if (hearth_cpu_panel_wanted(sets[si][i], Ns[i])) {
+                pw[i] = xalloc(bytes + 64);
+                hearth_cpu_panel_pack(pw[i], w[i], sets[si][i], K, Ns[i]);
+            }
+            y[i] = xalloc(sizeof(float) * 17 * (size_t)Ns[i]);
+            want[i] = xalloc(sizeof(float) * 17 * (size_t)Ns[i]);
+        }
+        for (int ii = 0; ii < 3 && ok; ii++) {
+            if (!hearth_cpu_isa_force(isas[ii])) continue;
+            for (int ti = 0; ti < 3 && ok; ti++)
+                for (int pi = 0; pi < 2 && ok; pi++) {
+                    hearth_pool *pool = pi ? pool3 : NULL;
+                    for (int i = 0; i < 3; i++) {
+                        int panel = pw[i] != NULL && ii > 0;
+                        mm[i] = (hearth_cpu_mm){y[i], panel ? pw[i] : w[i], sets[si][i],
+                                                panel ? HEARTH_LAYOUT_PANEL8 : HEARTH_LAYOUT_STORED, Ns[i]};
+                        hearth_cpu_matmul(pool, want[i], x, Ts[ti], mm[i].w, mm[i].wt, mm[i].layout, K, Ns[i], scratch);
+                        poison(y[i], sizeof(float) * 17 * (size_t)Ns[i], 0xFF);
+                    }
+                    hearth_cpu_matmul_n(pool, mm, 3, x, Ts[ti], K, scratch);
+                    for (int i = 0; i < 3 && ok; i++)
+                        if (memcmp(y[i], want[i], sizeof(float) * (size_t)Ts[ti] * Ns[i]) != 0) {
+                            printf("  %s set %zu weight %d (%s), T=%d, %s: matmul_n differs from one call\n",
+                                   hearth_cpu_isa_name(isas[ii]), si, i, hearth_dtype_get(sets[si][i])->name, Ts[ti],
+                                   pi ? "3 threads" : "no pool");
+                            ok = 0;
+                        }
+                }
+        }
+        for (int i = 0; i < 3; i++) free(w[i]), free(pw[i]), free(y[i]), free(want[i]);
+    }
+    hearth_cpu_isa_force(HEARTH_CPU_ISA_AUTO);
+    hearth_pool_free(pool3);
+    free(scratch), free(x);
+    CHECK(ok);
+}

@@ -211,36 +211,85 @@ static mm_rows_fn rows_fn(const mm_isa *isa, int wi, int layout) {
     return hearth_cpu_mm_scalar.panel[wi];
 }
 
+/* The call of one weight (its activation layout in act, which it points to). */
+static void call_init(mm_call *c, mm_act *act, const hearth_cpu_mm *m, const float *x, int T, int K) {
+    int wi = hearth_cpu_mm_index(m->wt);
+    HEARTH_ASSERT(wi >= 0 && K > 0 && K % hearth_dtype_get(m->wt)->block == 0 && m->N >= 0);
+    c->isa = isa_table(hearth_cpu_isa_current());
+    c->job = (mm_job){.y = m->y, .x = x, .a = act, .w = m->w, .row_bytes = hearth_dtype_row_bytes(m->wt, K),
+                      .T = T, .K = K, .N = m->N};
+    c->rows = rows_fn(c->isa, wi, m->layout);
+    c->act = c->isa->act[act->kind] ? c->isa->act[act->kind] : hearth_cpu_mm_scalar.act[act->kind];
+    c->n_tiles = (m->N + ROW_TILE - 1) / ROW_TILE;
+}
+
+static void run_act(hearth_pool *pool, mm_call *c) {
+    if (c->job.a->kind == ACT_NONE) return;
+    const int n_threads = hearth_pool_size(pool), T = c->job.T;
+    long long elems = (long long)T * c->job.K;
+    hearth_pool_run(pool, act_task, c, elems < ACT_TASK_ELEMS ? 1 : (T < n_threads ? T : n_threads));
+}
+
+static int rows_tasks(hearth_pool *pool, int n_tiles) {
+    const int n_threads = hearth_pool_size(pool);
+    int n_tasks = n_threads == 1 ? 1 : n_threads * TASKS_PER_THREAD;
+    return n_tasks > n_tiles ? n_tiles : n_tasks;
+}
+
 void hearth_cpu_matmul(hearth_pool *pool, float *y, const float *x, int T, const void *w,
                        hearth_dtype wt, int layout, int K, int N, void *scratch) {
-    int wi = hearth_cpu_mm_index(wt);
-    HEARTH_ASSERT(wi >= 0);
-    const hearth_dtype_info *info = hearth_dtype_get(wt);
-    HEARTH_ASSERT(K > 0 && K % info->block == 0 && T >= 0 && N >= 0);
+    HEARTH_ASSERT(T >= 0);
     if (T == 0 || N == 0) return;
-
+    const hearth_cpu_mm m = {y, w, wt, layout, N};
     mm_act act;
-    hearth_cpu_act_layout(wi, T, K, scratch, &act);
+    hearth_cpu_act_layout(hearth_cpu_mm_index(wt), T, K, scratch, &act);
     HEARTH_ASSERT(act.kind == ACT_NONE || ((uintptr_t)scratch & 63) == 0);
-
     mm_call c;
-    c.isa = isa_table(hearth_cpu_isa_current());
-    c.job = (mm_job){.y = y, .x = x, .a = &act, .w = w, .row_bytes = hearth_dtype_row_bytes(wt, K),
-                     .T = T, .K = K, .N = N};
-    c.rows = rows_fn(c.isa, wi, layout);
-    c.act = c.isa->act[act.kind] ? c.isa->act[act.kind] : hearth_cpu_mm_scalar.act[act.kind];
-    c.n_tiles = (N + ROW_TILE - 1) / ROW_TILE;
+    call_init(&c, &act, &m, x, T, K);
+    run_act(pool, &c);
+    hearth_pool_run(pool, rows_task, &c, rows_tasks(pool, c.n_tiles));
+}
 
-    int n_threads = hearth_pool_size(pool);
-    if (act.kind != ACT_NONE) {
-        long long elems = (long long)T * K;
-        int n = elems < ACT_TASK_ELEMS ? 1 : (T < n_threads ? T : n_threads);
-        hearth_pool_run(pool, act_task, &c, n);
+/* n calls' tiles in one run: tiles first[i] .. first[i + 1] - 1 are call i's */
+typedef struct {
+    mm_call c[HEARTH_CPU_MM_N];
+    int n, first[HEARTH_CPU_MM_N + 1];
+} mm_calls;
+
+static void rows_task_n(void *ctx, int task, int n_tasks) {
+    const mm_calls *m = ctx;
+    const int total = m->first[m->n];
+    const int a = (int)((long long)total * task / n_tasks), b = (int)((long long)total * (task + 1) / n_tasks);
+    for (int i = 0; i < m->n; i++) {
+        int lo = a > m->first[i] ? a : m->first[i], hi = b < m->first[i + 1] ? b : m->first[i + 1];
+        if (lo >= hi) continue;
+        int n0 = (lo - m->first[i]) * ROW_TILE, n1 = (hi - m->first[i]) * ROW_TILE;
+        if (n1 > m->c[i].job.N) n1 = m->c[i].job.N;
+        m->c[i].rows(&m->c[i].job, n0, n1);
     }
-    int n_tasks = n_threads * TASKS_PER_THREAD;
-    if (n_threads == 1) n_tasks = 1;
-    if (n_tasks > c.n_tiles) n_tasks = c.n_tiles;
-    hearth_pool_run(pool, rows_task, &c, n_tasks);
+}
+
+void hearth_cpu_matmul_n(hearth_pool *pool, const hearth_cpu_mm *mm, int n, const float *x, int T, int K,
+                         void *scratch) {
+    HEARTH_ASSERT(n >= 1 && n <= HEARTH_CPU_MM_N && T >= 0);
+    int same = 1;
+    for (int i = 1; i < n; i++)
+        same &= act_kind(hearth_cpu_mm_index(mm[i].wt)) == act_kind(hearth_cpu_mm_index(mm[0].wt));
+    if (!same || T == 0) { /* each weight its own activation copy */
+        for (int i = 0; i < n; i++)
+            hearth_cpu_matmul(pool, mm[i].y, x, T, mm[i].w, mm[i].wt, mm[i].layout, K, mm[i].N, scratch);
+        return;
+    }
+    mm_act act;
+    hearth_cpu_act_layout(hearth_cpu_mm_index(mm[0].wt), T, K, scratch, &act);
+    HEARTH_ASSERT(act.kind == ACT_NONE || ((uintptr_t)scratch & 63) == 0);
+    mm_calls m = {.n = n};
+    for (int i = 0; i < n; i++) {
+        call_init(&m.c[i], &act, &mm[i], x, T, K);
+        m.first[i + 1] = m.first[i] + m.c[i].n_tiles;
+    }
+    run_act(pool, &m.c[0]);
+    if (m.first[n] > 0) hearth_pool_run(pool, rows_task_n, &m, rows_tasks(pool, m.first[n]));
 }
 
 /* ---- the reference -------------------------------------------------------- */

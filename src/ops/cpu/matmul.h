@@ -48,6 +48,21 @@ size_t hearth_cpu_matmul_scratch_bytes(hearth_dtype wt, int T, int K);
 void hearth_cpu_matmul(hearth_pool *pool, float *y, const float *x, int T, const void *w,
                        hearth_dtype wt, int layout, int K, int N, void *scratch);
 
+/* Several matmuls of one input x[T][K] (q, k and v; gate and up): y_i = x
+ * W_i^T, the bits of hearth_cpu_matmul for each, with x's activation copy made
+ * once and one dispatch of the pool for all the rows, when the weights take
+ * the same kind of activations (else one call each). n <= HEARTH_CPU_MM_N;
+ * scratch: the largest hearth_cpu_matmul_scratch_bytes of the n. */
+#define HEARTH_CPU_MM_N 4
+typedef struct {
+    float *y;
+    const void *w;
+    hearth_dtype wt;
+    int layout, N;
+} hearth_cpu_mm;
+void hearth_cpu_matmul_n(hearth_pool *pool, const hearth_cpu_mm *mm, int n, const float *x, int T, int K,
+                         void *scratch);
+
 /* The plain C reference for the same contract (stored layout): each weight
  * row dequantized to f32 and dotted with the unquantized x in f32, in simple
  * loops. Slow; for tests. */

@@ -95,6 +95,17 @@ static void cpu_matmul(void *ctx, float *y, const float *x, int T, const hearth_
     hearth_cpu_matmul(c->pool, y, x, T, w->data, w->type, w->layout, w->cols, w->rows, c->mm_scratch);
 }
 
+static void cpu_matmul_n(void *ctx, float *const *y, const float *x, int T, const hearth_weight *const *w, int n) {
+    hearth_cpu_ctx *c = ctx;
+    hearth_cpu_mm mm[HEARTH_CPU_MM_N];
+    HEARTH_ASSERT(n >= 1 && n <= HEARTH_CPU_MM_N && T <= c->max_tokens);
+    for (int i = 0; i < n; i++) {
+        HEARTH_ASSERT(w[i]->cols == w[0]->cols && w[i]->cols <= c->max_cols + 255);
+        mm[i] = (hearth_cpu_mm){y[i], w[i]->data, w[i]->type, w[i]->layout, w[i]->rows};
+    }
+    hearth_cpu_matmul_n(c->pool, mm, n, x, T, w[0]->cols, c->mm_scratch);
+}
+
 /* q4_0 / q4_1 / q8_0 / q4_K for the AVX2 and AVX-512 kernels: a panel-laid copy (panel.h),
  * which the model owns. Without the memory for it the weight stays in the
  * mapped file, as stored (slower kernels, same results). */
@@ -500,6 +511,7 @@ const hearth_ops hearth_cpu_ops = {
     .download = cpu_copy,
     .copy = cpu_copy,
     .matmul = cpu_matmul,
+    .matmul_n = cpu_matmul_n,
     .embed = cpu_embed,
     .rmsnorm = cpu_rmsnorm,
     .rope = cpu_rope,

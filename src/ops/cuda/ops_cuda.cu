@@ -1583,6 +1583,7 @@ extern "C" const hearth_ops hearth_cuda_ops = {
     /* .download = */ op_download,
     /* .copy = */ op_copy,
     /* .matmul = */ op_matmul,
+    /* .matmul_n = */ NULL, /* the recorder joins the matmuls of one input itself */
     /* .embed = */ op_embed,
     /* .rmsnorm = */ op_rmsnorm,
     /* .rope = */ op_rope,
