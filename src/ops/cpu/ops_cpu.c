@@ -142,6 +142,14 @@ static void cpu_embed(void *ctx, float *out, const hearth_weight *table, const i
     }
 }
 
+/* The vector kernels of the ISA the matmuls run (hearth_cpu_isa_force); the
+ * scalar ones where a table lacks that ISA. */
+static void isa_kernels(const hearth_vec_ops **vec, const hearth_attn_ops **ak) {
+    const char *isa = hearth_cpu_isa_name(hearth_cpu_isa_current());
+    *vec = hearth_vec_get(isa), *ak = hearth_attn_ops_get(isa);
+    if (!*vec || !*ak) *vec = hearth_vec_get("scalar"), *ak = hearth_attn_ops_get("scalar");
+}
+
 /* An op's rows split over the pool's threads: each row's work is its own,
  * so the numbers do not depend on the split; a few rows (a decode step) run
  * on the calling thread alone. */
@@ -248,8 +256,9 @@ static void swiglu_rows(const void *arg, int t0, int t1) {
 
 /* elementwise, in vectors (vexp.h) */
 static void cpu_swiglu(void *ctx, float *out, const float *gate, const float *up, int T, int n) {
-    const hearth_vec_ops *vec = hearth_vec_get(hearth_cpu_isa_name(hearth_cpu_isa_current()));
-    swiglu_job j = {out, gate, up, n, vec ? vec : hearth_vec_get("scalar")};
+    swiglu_job j = {out, gate, up, n, NULL};
+    const hearth_attn_ops *ak;
+    isa_kernels(&j.vec, &ak);
     run_rows(ctx, T, swiglu_rows, &j);
 }
 
@@ -290,8 +299,9 @@ static void kv_write_rows(const void *arg, int t0, int t1) {
 /* rows write distinct slots (a batch never holds one position twice) */
 static void cpu_kv_write(void *ctx, const hearth_kv_view *kv, int layer, const float *k, const float *v, int T,
                          const int32_t *seq, const int32_t *pos) {
-    const hearth_attn_ops *ak = hearth_attn_ops_get(hearth_cpu_isa_name(hearth_cpu_isa_current()));
-    kv_write_job j = {kv, layer, k, v, seq, pos, ak ? ak : hearth_attn_ops_get("scalar")};
+    kv_write_job j = {kv, layer, k, v, seq, pos, NULL};
+    const hearth_vec_ops *vec;
+    isa_kernels(&vec, &j.ak);
     run_rows(ctx, T, kv_write_rows, &j);
 }
 
@@ -452,10 +462,9 @@ static void cpu_attention(void *ctx, float *out, const float *q, int T, const he
                           float scale, int window) {
     hearth_cpu_ctx *c = ctx;
     HEARTH_ASSERT(c->max_tokens > 0 && head_dim <= HEARTH_CPU_MAX_HEAD_DIM && n_heads % n_kv_heads == 0);
-    const char *isa = hearth_cpu_isa_name(hearth_cpu_isa_current());
-    const hearth_attn_ops *ak = hearth_attn_ops_get(isa);
-    const hearth_vec_ops *vec = hearth_vec_get(isa);
-    if (!ak || !vec) ak = hearth_attn_ops_get("scalar"), vec = hearth_vec_get("scalar");
+    const hearth_attn_ops *ak;
+    const hearth_vec_ops *vec;
+    isa_kernels(&vec, &ak);
     /* up to max_tokens rows at a time (att_tiles' size): a row's numbers do not depend on the cut */
     for (int r0 = 0; r0 < T; r0 += c->max_tokens) {
         const int n = T - r0 < c->max_tokens ? T - r0 : c->max_tokens;

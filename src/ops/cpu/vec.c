@@ -1,6 +1,5 @@
-/* vec.c - dot / axpy / scale in scalar, AVX2+FMA and AVX-512F versions.
- * The SIMD versions sum in a different order than the scalar one; each is
- * deterministic for a given ISA, which is all batching invariance needs. */
+/* vec.c - scale and swiglu in scalar, AVX2+FMA and AVX-512F versions. Each
+ * is elementwise: a value does not depend on where a call starts or ends. */
 #include "ops/cpu/vec.h"
 
 #include "ops/cpu/vexp.h"
@@ -10,40 +9,10 @@
 #include <stddef.h>
 #include <string.h>
 
-static float dot_scalar(const float *a, const float *b, int n) {
-    float s = 0.0f;
-    for (int i = 0; i < n; i++) s += a[i] * b[i];
-    return s;
-}
-static void axpy_scalar(float *y, float a, const float *x, int n) {
-    for (int i = 0; i < n; i++) y[i] += a * x[i];
-}
 static void scale_scalar(float *y, float a, int n) {
     for (int i = 0; i < n; i++) y[i] *= a;
 }
 
-__attribute__((target("avx2,fma"))) static float dot_avx2(const float *a, const float *b, int n) {
-    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-    int i = 0;
-    for (; i + 16 <= n; i += 16) {
-        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
-    }
-    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-    s0 = _mm256_add_ps(s0, s1);
-    __m128 h = _mm_add_ps(_mm256_castps256_ps128(s0), _mm256_extractf128_ps(s0, 1));
-    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_add_ss(h, _mm_movehdup_ps(h));
-    float s = _mm_cvtss_f32(h);
-    for (; i < n; i++) s += a[i] * b[i];
-    return s;
-}
-__attribute__((target("avx2,fma"))) static void axpy_avx2(float *y, float a, const float *x, int n) {
-    __m256 va = _mm256_set1_ps(a);
-    int i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
-    for (; i < n; i++) y[i] += a * x[i];
-}
 __attribute__((target("avx2,fma"))) static void scale_avx2(float *y, float a, int n) {
     __m256 va = _mm256_set1_ps(a);
     int i = 0;
@@ -51,24 +20,6 @@ __attribute__((target("avx2,fma"))) static void scale_avx2(float *y, float a, in
     for (; i < n; i++) y[i] *= a;
 }
 
-__attribute__((target("avx512f"))) static float dot_avx512(const float *a, const float *b, int n) {
-    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
-    int i = 0;
-    for (; i + 32 <= n; i += 32) {
-        s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
-        s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), s1);
-    }
-    for (; i + 16 <= n; i += 16) s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
-    float s = _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
-    for (; i < n; i++) s += a[i] * b[i];
-    return s;
-}
-__attribute__((target("avx512f"))) static void axpy_avx512(float *y, float a, const float *x, int n) {
-    __m512 va = _mm512_set1_ps(a);
-    int i = 0;
-    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
-    for (; i < n; i++) y[i] += a * x[i];
-}
 __attribute__((target("avx512f"))) static void scale_avx512(float *y, float a, int n) {
     __m512 va = _mm512_set1_ps(a);
     int i = 0;
@@ -99,9 +50,9 @@ __attribute__((target("avx512f"))) static void swiglu_avx512(float *out, const f
     }
 }
 
-static const hearth_vec_ops VEC_SCALAR = {"scalar", dot_scalar, axpy_scalar, scale_scalar, swiglu_scalar};
-static const hearth_vec_ops VEC_AVX2 = {"avx2", dot_avx2, axpy_avx2, scale_avx2, swiglu_avx2};
-static const hearth_vec_ops VEC_AVX512 = {"avx512", dot_avx512, axpy_avx512, scale_avx512, swiglu_avx512};
+static const hearth_vec_ops VEC_SCALAR = {"scalar", scale_scalar, swiglu_scalar};
+static const hearth_vec_ops VEC_AVX2 = {"avx2", scale_avx2, swiglu_avx2};
+static const hearth_vec_ops VEC_AVX512 = {"avx512", scale_avx512, swiglu_avx512};
 
 const hearth_vec_ops *hearth_vec_get(const char *isa) {
     __builtin_cpu_init();
