@@ -574,6 +574,12 @@ INLINE void pack_q6_K(kpanel *P, const rows16 *g, int b) {
 
 enum { K_Q4_K, K_Q6_K };
 
+/* The sub-block loops stay rolled, as in AVX2's gemm_k_tile: unrolled, a
+ * tile of 8 tokens was ~800 instructions with spills, and its speed swung
+ * with where the linker put it (the CUDA build's hearth prefilled the
+ * Q4_K_M model 13% slower than the CPU build's, with identical objects).
+ * Rolled, bench_matmul -t 1 prefill 128 x 4096 x 4096: q4_K 10.0-11.8k ->
+ * 6.6-7.0k us, q6_K 15.5-16.6k -> 8.6-10.5k (s32). */
 INLINE void gemm_k_tile(const mm_job *j, const kpanel *P, const rows16 *g, int n, int b, int t0, const int C,
                         const int kind) {
     const mm_act *a = j->a;
@@ -587,7 +593,7 @@ INLINE void gemm_k_tile(const mm_job *j, const kpanel *P, const rows16 *g, int n
         isum[c] = imin[c] = _mm512_setzero_si512();
     }
     if (kind == K_Q4_K) {
-        UNROLL for (int sb = 0; sb < 8; sb++) {
+        for (int sb = 0; sb < 8; sb++) {
             __m512i ia[GEMM_C];
             UNROLL for (int c = 0; c < C; c++) ia[c] = _mm512_setzero_si512();
             UNROLL for (int gi = 0; gi < 8; gi++) {
@@ -610,7 +616,7 @@ INLINE void gemm_k_tile(const mm_job *j, const kpanel *P, const rows16 *g, int n
                 imin[c] = _mm512_dpwssd_epi32(imin[c], _mm512_load_si512(P->m2[k]), _mm512_set1_epi32(p16[k]));
         }
     } else {
-        UNROLL for (int sb = 0; sb < 16; sb++) {
+        for (int sb = 0; sb < 16; sb++) {
             __m512i ia[GEMM_C];
             UNROLL for (int c = 0; c < C; c++) ia[c] = _mm512_set1_epi32(-32 * bs[c][sb]);
             UNROLL for (int gi = 0; gi < 4; gi++) {
