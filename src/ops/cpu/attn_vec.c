@@ -42,6 +42,10 @@ static float expsum_scalar(float *s, int n, float m) {
     for (int p = 0; p < n; p++) sum += s[p] = expf(s[p] - m);
     return sum;
 }
+static float max_scalar(const float *s, int n, float m) {
+    for (int p = 0; p < n; p++) m = s[p] > m ? s[p] : m;
+    return m;
+}
 static void from_f16_scalar(float *d, const uint16_t *s, int n) {
     for (int i = 0; i < n; i++) d[i] = hearth_f16_to_f32(s[i]);
 }
@@ -195,6 +199,18 @@ T2 static float expsum_avx2(float *s, int n, float m) {
     h = _mm_add_ss(h, _mm_movehdup_ps(h));
     return _mm_cvtss_f32(h);
 }
+/* MAXPS gives its second operand where either is a NaN: s's NaNs are passed over */
+T2 static float max_avx2(const float *s, int n, float m) {
+    __m256 vm = _mm256_set1_ps(m);
+    for (int p = 0; p < n; p += 8) {
+        __m256i mk = mask8(n - p);
+        vm = _mm256_max_ps(_mm256_blendv_ps(vm, _mm256_maskload_ps(s + p, mk), _mm256_castsi256_ps(mk)), vm);
+    }
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(vm), _mm256_extractf128_ps(vm, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+}
 T2 static void from_e4m3_avx2(float *d, const uint8_t *s, int n) {
     int i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(d + i, load8(s, i, HEARTH_ROWS_E4M3));
@@ -281,9 +297,10 @@ T5 INLINE void scores_blk16(float *s, int ss, const float *const *q, const int R
 T5 INLINE void scores_rows16(float *s, int ss, const float *const *q, int nr, const void *const *k, const int KIND,
                              int n, int hd, float scale) {
     for (int r = 0; r < nr;) {
-        const int R = nr - r >= 4 ? 4 : nr - r >= 2 ? 2 : 1;
+        const int R = nr - r >= 4 ? 4 : nr - r;
         for (int p0 = 0; p0 < n; p0 += 16 / R) {
             if (R == 4) scores_blk16(s + (size_t)r * ss, ss, q + r, 4, k, KIND, p0, n, hd, scale);
+            else if (R == 3) scores_blk16(s + (size_t)r * ss, ss, q + r, 3, k, KIND, p0, n, hd, scale);
             else if (R == 2) scores_blk16(s + (size_t)r * ss, ss, q + r, 2, k, KIND, p0, n, hd, scale);
             else scores_blk16(s + (size_t)r * ss, ss, q + r, 1, k, KIND, p0, n, hd, scale);
         }
@@ -332,8 +349,9 @@ T5 INLINE void accum_all16(float *const *o, const float *w, int ws, int nr, cons
                            int hd) {
     int r = 0;
     for (; r + 4 <= nr; r += 4) accum_rows16(o + r, w + (size_t)r * ws, ws, 4, v, KIND, n, hd);
-    for (; r + 2 <= nr; r += 2) accum_rows16(o + r, w + (size_t)r * ws, ws, 2, v, KIND, n, hd);
-    if (r < nr) accum_rows16(o + r, w + (size_t)r * ws, ws, 1, v, KIND, n, hd);
+    if (nr - r == 3) accum_rows16(o + r, w + (size_t)r * ws, ws, 3, v, KIND, n, hd);
+    else if (nr - r == 2) accum_rows16(o + r, w + (size_t)r * ws, ws, 2, v, KIND, n, hd);
+    else if (nr - r == 1) accum_rows16(o + r, w + (size_t)r * ws, ws, 1, v, KIND, n, hd);
 }
 T5 static void accum_avx512(float *const *o, const float *w, int ws, int nr, const void *const *v, int vt, int n,
                             int hd) {
@@ -351,6 +369,11 @@ T5 static float expsum_avx512(float *s, int n, float m) {
         sum = _mm512_add_ps(sum, e);
     }
     return _mm512_reduce_add_ps(sum);
+}
+T5 static float max_avx512(const float *s, int n, float m) {
+    __m512 vm = _mm512_set1_ps(m);
+    for (int p = 0; p < n; p += 16) vm = _mm512_mask_max_ps(vm, mask16(n - p), _mm512_maskz_loadu_ps(mask16(n - p), s + p), vm);
+    return _mm512_reduce_max_ps(vm);
 }
 T5 static void from_e4m3_avx512(float *d, const uint8_t *s, int n) {
     int i = 0;
@@ -389,11 +412,11 @@ T5 static void to_f16_avx512(uint16_t *d, const float *s, int n) {
 }
 
 static const hearth_attn_ops ATTN_SCALAR = {"scalar",        scores_scalar,   accum_scalar,     expsum_scalar,
-                                            from_f16_scalar, from_e4m3_scalar, to_f16_scalar};
-static const hearth_attn_ops ATTN_AVX2 = {"avx2",        scores_avx2,    accum_avx2, expsum_avx2,
-                                          from_f16_avx2, from_e4m3_avx2, to_f16_avx2};
-static const hearth_attn_ops ATTN_AVX512 = {"avx512",        scores_avx512,    accum_avx512, expsum_avx512,
-                                            from_f16_avx512, from_e4m3_avx512, to_f16_avx512};
+                                            max_scalar,      from_f16_scalar, from_e4m3_scalar, to_f16_scalar};
+static const hearth_attn_ops ATTN_AVX2 = {"avx2",   scores_avx2,   accum_avx2,     expsum_avx2,
+                                          max_avx2, from_f16_avx2, from_e4m3_avx2, to_f16_avx2};
+static const hearth_attn_ops ATTN_AVX512 = {"avx512",   scores_avx512,   accum_avx512,     expsum_avx512,
+                                            max_avx512, from_f16_avx512, from_e4m3_avx512, to_f16_avx512};
 
 const hearth_attn_ops *hearth_attn_ops_get(const char *isa) {
     __builtin_cpu_init();

@@ -23,6 +23,8 @@ typedef struct {
     void (*accum)(float *const *o, const float *w, int ws, int nr, const void *const *v, int vt, int n, int hd);
     /* s[p] = exp(s[p] - m) for p < n (0 below exp(-87.3)); returns their sum */
     float (*expsum)(float *s, int n, float m);
+    /* the largest of m and s[0..n-1] (NaNs in s are passed over) */
+    float (*max)(const float *s, int n, float m);
     /* d[e] = s[e] as f32, exactly (hearth_f16_to_f32, hearth_e4m3_to_f32) */
     void (*from_f16)(float *d, const uint16_t *s, int n);
     void (*from_e4m3)(float *d, const uint8_t *s, int n);

@@ -421,8 +421,7 @@ static void att_item(const att_job *j, int t0, int nt, int kvh, int h0, int gs, 
             ak->scores(s + (size_t)u0 * gs * ATT_CHUNK, ATT_CHUNK, qr + u0 * gs, (u1 - u0) * gs, rows + (a - lo), kind,
                        b - a + 1, hd, j->scale);
             for (int r = u0 * gs; r < u1 * gs; r++) {
-                float *sr = s + (size_t)r * ATT_CHUNK, cm = m[r];
-                for (int p = 0; p <= b - a; p++) cm = sr[p] > cm ? sr[p] : cm;
+                float *sr = s + (size_t)r * ATT_CHUNK, cm = ak->max(sr, b - a + 1, m[r]);
                 if (cm > m[r] && m[r] != -INFINITY) {
                     float f = expf(m[r] - cm);
                     l[r] *= f;
