@@ -643,3 +643,29 @@ TEST(matmul_n_equals_one_call_each) {
     free(scratch), free(x);
     CHECK(ok);
 }
+
+/* HEARTH_CPU_ISA caps the kernels chosen by default, never raises them, and
+ * an unknown value leaves the CPU's best. */
+TEST(cpu_isa_capped_by_env) {
+    const char *old = getenv("HEARTH_CPU_ISA");
+    char *saved = old ? strdup(old) : NULL;
+    unsetenv("HEARTH_CPU_ISA");
+    CHECK(hearth_cpu_isa_force(HEARTH_CPU_ISA_AUTO));
+    const int best = hearth_cpu_isa_current();
+    setenv("HEARTH_CPU_ISA", "scalar", 1);
+    CHECK(hearth_cpu_isa_force(HEARTH_CPU_ISA_AUTO));
+    CHECK(hearth_cpu_isa_current() == HEARTH_CPU_ISA_SCALAR);
+    setenv("HEARTH_CPU_ISA", "avx2", 1);
+    CHECK(hearth_cpu_isa_force(HEARTH_CPU_ISA_AUTO));
+    CHECK(hearth_cpu_isa_current() == (best < HEARTH_CPU_ISA_AVX2 ? best : HEARTH_CPU_ISA_AVX2));
+    setenv("HEARTH_CPU_ISA", "avx512", 1);
+    CHECK(hearth_cpu_isa_force(HEARTH_CPU_ISA_AUTO));
+    CHECK(hearth_cpu_isa_current() == best);
+    setenv("HEARTH_CPU_ISA", "sse9", 1);
+    CHECK(hearth_cpu_isa_force(HEARTH_CPU_ISA_AUTO));
+    CHECK(hearth_cpu_isa_current() == best);
+    if (saved) setenv("HEARTH_CPU_ISA", saved, 1);
+    else unsetenv("HEARTH_CPU_ISA");
+    free(saved);
+    hearth_cpu_isa_force(HEARTH_CPU_ISA_AUTO);
+}

@@ -20,11 +20,13 @@
  * bench/bench_matmul.c measures them (make bench). */
 #include "ops/cpu/matmul.h"
 
+#include "core/log.h"
 #include "core/status.h"
 #include "ops/cpu/matmul_impl.h"
 #include "ops/cpu/quant.h"
 
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum {
@@ -70,10 +72,23 @@ int hearth_cpu_isa_available(int isa) {
 #endif
 }
 
+/* The widest ISA this CPU has, capped by HEARTH_CPU_ISA=scalar|avx2|avx512
+ * where set (as oneDNN's ONEDNN_MAX_CPU_ISA): to run, and measure, an older
+ * machine's kernels on a newer one. */
 static int best_isa(void) {
-    if (hearth_cpu_isa_available(HEARTH_CPU_ISA_AVX512)) return HEARTH_CPU_ISA_AVX512;
-    if (hearth_cpu_isa_available(HEARTH_CPU_ISA_AVX2)) return HEARTH_CPU_ISA_AVX2;
-    return HEARTH_CPU_ISA_SCALAR;
+    int best = hearth_cpu_isa_available(HEARTH_CPU_ISA_AVX512) ? HEARTH_CPU_ISA_AVX512
+               : hearth_cpu_isa_available(HEARTH_CPU_ISA_AVX2) ? HEARTH_CPU_ISA_AVX2
+                                                                : HEARTH_CPU_ISA_SCALAR;
+    const char *cap = getenv("HEARTH_CPU_ISA");
+    if (cap && *cap) {
+        int want = !strcmp(cap, "scalar") ? HEARTH_CPU_ISA_SCALAR
+                   : !strcmp(cap, "avx2") ? HEARTH_CPU_ISA_AVX2
+                   : !strcmp(cap, "avx512") ? HEARTH_CPU_ISA_AVX512
+                                            : HEARTH_CPU_ISA_AUTO;
+        if (want == HEARTH_CPU_ISA_AUTO) hearth_log_warn("HEARTH_CPU_ISA=%s: expected scalar, avx2 or avx512; ignored", cap);
+        else if (want < best) best = want;
+    }
+    return best;
 }
 
 static atomic_int g_isa = HEARTH_CPU_ISA_AUTO; /* resolved on first use */
