@@ -177,3 +177,32 @@ TEST(cpu_attention_kernels_widen_every_e4m3_code) {
                       hearth_e4m3_to_f32(codes[i]));
     }
 }
+
+/* The attention's online softmax stays right with any consistent shift, so
+ * the attention test cannot tell a wrong chunk maximum: each ISA's max
+ * kernel against the plain loop, every length of a chunk, the running max
+ * above and below the values, NaNs among them (passed over), the tail lane
+ * holding the largest value. */
+TEST(cpu_attention_max_kernels_match_the_loop) {
+    const char *isas[] = {"scalar", "avx2", "avx512"};
+    float s[64];
+    uint64_t rng = 0x9e3779b97f4a7c15ull;
+    for (int k = 0; k < 3; k++) {
+        const hearth_attn_ops *a = hearth_attn_ops_get(isas[k]);
+        if (!a) continue;
+        for (int n = 1; n <= 64; n++)
+            for (int v = 0; v < 4; v++) {
+                for (int p = 0; p < n; p++) {
+                    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+                    s[p] = (float)(rng >> 40) / 1048576.0f - 8.0f;
+                }
+                if (v == 1) s[n - 1] = 100.0f;      /* the last lane of a partial vector */
+                if (v == 2 && n > 1) s[n / 2] = NAN; /* passed over */
+                const float m = v == 3 ? 50.0f : -INFINITY;
+                float want = m;
+                for (int p = 0; p < n; p++) want = s[p] > want ? s[p] : want;
+                const float got = a->max(s, n, m);
+                CHECK_MSG(got == want, "%s: n %d, case %d: max %g, want %g", isas[k], n, v, got, want);
+            }
+    }
+}
