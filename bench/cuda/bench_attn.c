@@ -151,7 +151,7 @@ static int run_variant(const variant *v, const bcase *cases, int n_cases, int re
     o->upload(c, dq, hq, 4 * qn);
     o->upload(c, dtable, table, sizeof(int32_t) * (size_t)max_blocks);
     void *kp[1] = {dk}, *vp[1] = {dv};
-    hearth_kv_view view = {kp, vp, dtable, BS, mbps, kv_dim, n_blocks, fp8 ? HEARTH_DT_E4M3 : HEARTH_DT_F16, 1, 0};
+    hearth_kv_view view = {kp, vp, dtable, BS, mbps, kv_dim, n_blocks, fp8 ? HEARTH_DT_E4M3 : HEARTH_DT_F16, 1, 0, 0};
     for (int ci = 0; ci < n_cases; ci++) {
         const int T = cases[ci].T, past = cases[ci].past, dec = cases[ci].decode;
         view.one_seq = !dec; /* a lone prompt is marked so by the model */

@@ -144,7 +144,7 @@ static int side_new(side *s, int rows, int ctx, int fp8) {
     free(hk), free(table), free(hseq), free(hpos);
     s->kp[0] = s->k, s->vp[0] = s->v;
     s->view = (hearth_kv_view){s->kp, s->vp, s->table, BS, mbps, kv_dim, nb, fp8 ? HEARTH_DT_E4M3 : HEARTH_DT_F16,
-                               0, ctx + 1};
+                               0, ctx + 1, 0};
     return 0;
 }
 

@@ -43,8 +43,11 @@ struct hearth_kv {
 };
 
 hearth_status hearth_kv_new(hearth_kv **out, const hearth_ops *ops, void *ops_ctx, int n_layers, int kv_dim,
-                            hearth_dtype type, int block_size, int n_blocks, int n_slots, int max_ctx, hearth_err *err) {
+                            int head_dim, hearth_dtype type, int block_size, int n_blocks, int n_slots, int max_ctx, hearth_err *err) {
     *out = NULL;
+    if (head_dim <= 0 || kv_dim % head_dim)
+        return hearth_err_set(err, HEARTH_EINVAL, "kv cache: %d elements a position are not whole heads of %d", kv_dim,
+                              head_dim);
     if (type != HEARTH_DT_F32 && !(type == HEARTH_DT_F16 && ops->kv_f16) && !(type == HEARTH_DT_E4M3 && ops->kv_e4m3))
         return hearth_err_set(err, HEARTH_ENOTSUP, "kv cache: the %s backend has no %s KV cache", ops->name,
                               hearth_dtype_get(type) ? hearth_dtype_get(type)->name : "such");
@@ -102,7 +105,8 @@ hearth_status hearth_kv_new(hearth_kv **out, const hearth_ops *ops, void *ops_ct
     for (int i = 0; i < kv->n_buckets; i++) kv->buckets[i] = -1;
     kv->lru_head = kv->lru_tail = -1;
     kv->table_dirty = 1;
-    kv->view = (hearth_kv_view){kv->k, kv->v, kv->table_dev, block_size, kv->max_blocks_per_seq, kv_dim, n_blocks, type, 0, 0};
+    kv->view = (hearth_kv_view){kv->k,  kv->v, kv->table_dev, block_size, kv->max_blocks_per_seq, kv_dim, n_blocks,
+                                type,   0,     0,             ops->kv_heads ? head_dim : 0};
     *out = kv;
     return HEARTH_OK;
 }

@@ -13,10 +13,12 @@ typedef struct hearth_kv hearth_kv;
 
 /* Pool of n_blocks blocks of block_size positions, for n_layers x kv_dim
  * elements of `type` (F32; F16 where ops->kv_f16; E4M3 where ops->kv_e4m3) per position, and
- * n_slots sequence slots of up to max_ctx positions. Memory comes from
+ * n_slots sequence slots of up to max_ctx positions. kv_dim is whole heads of
+ * head_dim elements: a backend with ops->kv_heads keeps each head's positions
+ * of a block together (hearth_kv_view.head_dim). Memory comes from
  * ops->alloc; ENOMEM names the bytes asked for, ENOTSUP an unsupported type. */
 hearth_status hearth_kv_new(hearth_kv **out, const hearth_ops *ops, void *ops_ctx, int n_layers, int kv_dim,
-                            hearth_dtype type, int block_size, int n_blocks, int n_slots, int max_ctx,
+                            int head_dim, hearth_dtype type, int block_size, int n_blocks, int n_slots, int max_ctx,
                             hearth_err *err);
 hearth_dtype hearth_kv_type(const hearth_kv *kv);
 void hearth_kv_free(hearth_kv *kv);

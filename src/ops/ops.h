@@ -51,6 +51,10 @@ typedef struct hearth_kv_view {
                                    backend may then skip per-row batch checks); 0 = unknown */
     int ctx_len;                /* set per forward: the most positions a row attends (its
                                    position + 1), for a backend to shape its attention; 0 = unknown */
+    int head_dim;               /* 0: the rows above. > 0 (a backend with ops->kv_heads): a block
+                                   holds its rows head by head, KV head h's dimension d at
+                                   k[l][((b * (kv_dim / head_dim) + h) * block_size + i) * head_dim + d],
+                                   so that one head's positions are contiguous */
 } hearth_kv_view;
 
 /* Token choice for one logit row, made where the logits are (the pick op),
@@ -106,6 +110,8 @@ typedef struct hearth_ops {
     /* 1 when kv_write and attention take F16 KV views; E4M3 ones. */
     int kv_f16;
     int kv_e4m3;
+    /* 1 when the backend's KV blocks are laid out head by head (hearth_kv_view.head_dim). */
+    int kv_heads;
     /* Backend memory: NULL on out-of-memory (a clean error, never a crash). */
     void *(*alloc)(void *ctx, size_t bytes);
     void (*free)(void *ctx, void *p);

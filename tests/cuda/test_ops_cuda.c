@@ -689,8 +689,8 @@ static int kv_make(kvpair *p, hearth_dtype type, int kv_dim, int bs, int n_seq, 
     p->hvp[0] = p->hv;
     p->dkp[0] = p->dk;
     p->dvp[0] = p->dv;
-    p->hview = (hearth_kv_view){p->hkp, p->hvp, p->table, bs, p->mbps, kv_dim, p->n_blocks, type, 0, 0};
-    p->dview = (hearth_kv_view){p->dkp, p->dvp, p->dtable, bs, p->mbps, kv_dim, p->n_blocks, type, 0, 0};
+    p->hview = (hearth_kv_view){p->hkp, p->hvp, p->table, bs, p->mbps, kv_dim, p->n_blocks, type, 0, 0, 0};
+    p->dview = (hearth_kv_view){p->dkp, p->dvp, p->dtable, bs, p->mbps, kv_dim, p->n_blocks, type, 0, 0, 0};
     return p->dk && p->dv && p->dtable;
 }
 
@@ -2416,7 +2416,7 @@ static int engine_open(engine *e, const char *path, int cuda, int max_ctx, heart
     }
     if (hearth_model_load(&e->m, path, e->ops, e->ctx, 64, 0, err)) return 0;
     const hearth_model_config *c = hearth_model_config_get(e->m);
-    if (hearth_kv_new(&e->kv, e->ops, e->ctx, c->n_layers, hearth_model_kv_dim(e->m), kvt, 16, (max_ctx + 15) / 16, 1,
+    if (hearth_kv_new(&e->kv, e->ops, e->ctx, c->n_layers, hearth_model_kv_dim(e->m), c->head_dim, kvt, 16, (max_ctx + 15) / 16, 1,
                       max_ctx, err))
         return 0;
     return 1;

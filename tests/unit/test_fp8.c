@@ -165,8 +165,8 @@ TEST(kv_e4m3_attention_equals_dequantized_f32) {
     static uint8_t k8[NB * BS * KVD], v8[NB * BS * KVD];
     void *k32p[1] = {k32}, *v32p[1] = {v32}, *k8p[1] = {k8}, *v8p[1] = {v8};
     int32_t table[NB] = {5, 2, 7, 0, 1, 3, 4, 6};
-    hearth_kv_view a = {k32p, v32p, table, BS, NB, KVD, NB, HEARTH_DT_F32, 0, 0};
-    hearth_kv_view b = {k8p, v8p, table, BS, NB, KVD, NB, HEARTH_DT_E4M3, 0, 0};
+    hearth_kv_view a = {k32p, v32p, table, BS, NB, KVD, NB, HEARTH_DT_F32, 0, 0, 0};
+    hearth_kv_view b = {k8p, v8p, table, BS, NB, KVD, NB, HEARTH_DT_E4M3, 0, 0, 0};
     float kin[P * KVD], vin[P * KVD], kr[P * KVD], vr[P * KVD], q[P * NH * HD], oa[P * NH * HD], ob[P * NH * HD];
     int32_t seq[P], pos[P];
     uint64_t r = 11;

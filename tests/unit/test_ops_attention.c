@@ -57,11 +57,11 @@ static void rig_fill(rig *r, const att_case *c, uint64_t *s) {
         r->pos[t] = t < 12 ? 315 + t : t < 16 ? t - 12 : (int)((urand(s) * 0.5f + 0.5f) * (NB / 2 * BS - 1));
     }
     r->kp[0] = r->k, r->vp[0] = r->v;
-    r->kv = (hearth_kv_view){r->kp, r->vp, r->table, BS, NB / 2, kvd, NB, HEARTH_DT_F32, 0, 0};
+    r->kv = (hearth_kv_view){r->kp, r->vp, r->table, BS, NB / 2, kvd, NB, HEARTH_DT_F32, 0, 0, 0};
     r->kp16[0] = r->k16, r->vp16[0] = r->v16;
-    r->kv16 = (hearth_kv_view){r->kp16, r->vp16, r->table, BS, NB / 2, kvd, NB, HEARTH_DT_F16, 0, 0};
+    r->kv16 = (hearth_kv_view){r->kp16, r->vp16, r->table, BS, NB / 2, kvd, NB, HEARTH_DT_F16, 0, 0, 0};
     r->kp8[0] = r->k8, r->vp8[0] = r->v8;
-    r->kv8 = (hearth_kv_view){r->kp8, r->vp8, r->table, BS, NB / 2, kvd, NB, HEARTH_DT_E4M3, 0, 0};
+    r->kv8 = (hearth_kv_view){r->kp8, r->vp8, r->table, BS, NB / 2, kvd, NB, HEARTH_DT_E4M3, 0, 0, 0};
 }
 
 static void rig_free(rig *r) { free(r->k), free(r->v), free(r->q), free(r->k16), free(r->v16), free(r->k8), free(r->v8); }
@@ -153,6 +153,81 @@ TEST(cpu_attention_matches_reference_and_batching) {
     hearth_cpu_ctx_free(ctx);
     hearth_cpu_ctx_free(small);
     CHECK(ran >= 7);
+}
+
+/* A cache laid out head by head (hearth_kv_view.head_dim, the CPU engine's)
+ * holds each value where the view says, written by kv_write from rows, and
+ * the attention over it gives the rows layout's bits, for each cache type,
+ * ISA and head shape, with the rows in one batch and alone. */
+TEST(cpu_attention_over_head_blocks_same_bits_as_rows) {
+    static const att_case cases[] = {{9, 3, 64, 0, 0.5f}, {8, 2, 128, 0, 0.2f}, {6, 2, 80, 37, 1.0f}, {16, 1, 16, 0, 2.0f}};
+    const int isas[] = {HEARTH_CPU_ISA_SCALAR, HEARTH_CPU_ISA_AVX2, HEARTH_CPU_ISA_AVX512};
+    const hearth_dtype types[] = {HEARTH_DT_F32, HEARTH_DT_F16, HEARTH_DT_E4M3};
+    uint64_t s = 91;
+    hearth_cpu_ctx *ctx;
+    CHECK_EQ(hearth_cpu_ctx_new(&ctx, 2, MAXT, 64, NB / 2 * BS, NULL), HEARTH_OK);
+    int ran = 0, bad = 0;
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0] && !bad; ci++) {
+        const att_case *c = &cases[ci];
+        const int kvd = c->nkv * c->hd, P = NB / 2 * BS;
+        rig r;
+        rig_fill(&r, c, &s);
+        /* every position of both sequences as rows [P][kvd], as kv_write takes them */
+        float *kin = malloc(sizeof(float) * (size_t)P * kvd), *vin = malloc(sizeof(float) * (size_t)P * kvd);
+        int32_t *seq = malloc(sizeof(int32_t) * P), *pos = malloc(sizeof(int32_t) * P);
+        const size_t n = (size_t)MAXT * c->nh * c->hd;
+        float *want = malloc(sizeof(float) * n), *got = malloc(sizeof(float) * n);
+        const float scale = 1.0f / sqrtf((float)c->hd);
+        for (int ti = 0; ti < 3 && !bad; ti++) {
+            const hearth_kv_view *rows = ti == 0 ? &r.kv : ti == 1 ? &r.kv16 : &r.kv8;
+            const size_t esz = ti == 0 ? 4 : ti == 1 ? 2 : 1, bytes = esz * NB * BS * (size_t)kvd;
+            void *kb = malloc(bytes), *vb = malloc(bytes), *kp[1] = {kb}, *vp[1] = {vb};
+            memset(kb, 0xff, bytes), memset(vb, 0xff, bytes); /* NaNs wherever a write is missed */
+            hearth_kv_view heads = *rows;
+            heads.k = kp, heads.v = vp, heads.head_dim = c->hd;
+            for (int sq = 0; sq < 2; sq++) {
+                for (int p = 0; p < P; p++) {
+                    size_t off = ((size_t)r.table[sq * (NB / 2) + p / BS] * BS + p % BS) * kvd;
+                    memcpy(kin + (size_t)p * kvd, r.k + off, sizeof(float) * kvd);
+                    memcpy(vin + (size_t)p * kvd, r.v + off, sizeof(float) * kvd);
+                    seq[p] = sq, pos[p] = p;
+                }
+                hearth_cpu_ops.kv_write(ctx, &heads, 0, kin, vin, P, seq, pos);
+            }
+            /* one value where the layout puts it: sequence 1, position 37, last head's dimension 1 */
+            const int h = c->nkv - 1, blk = r.table[NB / 2 + 37 / BS];
+            const size_t at_rows = ((size_t)blk * BS + 37 % BS) * kvd + (size_t)h * c->hd + 1;
+            const size_t at_heads = (((size_t)blk * c->nkv + h) * BS + 37 % BS) * c->hd + 1;
+            CHECK(!memcmp((char *)vb + at_heads * esz, (char *)rows->v[0] + at_rows * esz, esz));
+            for (int ii = 0; ii < 3 && !bad; ii++) {
+                if (!hearth_cpu_isa_force(isas[ii])) continue;
+                ran++;
+                hearth_cpu_ops.attention(ctx, want, r.q, MAXT, rows, 0, r.seq, r.pos, c->nh, c->nkv, c->hd, scale,
+                                         c->window);
+                for (size_t i = 0; i < n; i++) got[i] = NAN;
+                hearth_cpu_ops.attention(ctx, got, r.q, MAXT, &heads, 0, r.seq, r.pos, c->nh, c->nkv, c->hd, scale,
+                                         c->window);
+                int same = !memcmp(want, got, sizeof(float) * n);
+                const size_t row = (size_t)c->nh * c->hd;
+                for (int t = 0; t < MAXT && same; t++) {
+                    hearth_cpu_ops.attention(ctx, got, r.q + t * row, 1, &heads, 0, r.seq + t, r.pos + t, c->nh, c->nkv,
+                                             c->hd, scale, c->window);
+                    same = !memcmp(want + t * row, got, sizeof(float) * row);
+                }
+                if (!same) {
+                    test_fail(__FILE__, __LINE__, "%s, %s cache, heads %d/%d, hd %d: head blocks differ from rows",
+                              hearth_cpu_isa_name(isas[ii]), hearth_dtype_get(types[ti])->name, c->nh, c->nkv, c->hd);
+                    bad = 1;
+                }
+            }
+            free(kb), free(vb);
+        }
+        free(kin), free(vin), free(seq), free(pos), free(want), free(got);
+        rig_free(&r);
+    }
+    hearth_cpu_isa_force(HEARTH_CPU_ISA_AUTO);
+    hearth_cpu_ctx_free(ctx);
+    CHECK(ran >= 12);
 }
 
 /* The kernels widen every e4m3 code as hearth_e4m3_to_f32 does: one K row of

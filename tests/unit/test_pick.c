@@ -178,8 +178,8 @@ TEST(kv_f16_attention_equals_rounded_f32) {
     static uint16_t k16[NB * BS * KVD], v16[NB * BS * KVD];
     void *k32p[1] = {k32}, *v32p[1] = {v32}, *k16p[1] = {k16}, *v16p[1] = {v16};
     int32_t table[NB] = {5, 2, 7, 0, 1, 3, 4, 6};
-    hearth_kv_view a = {k32p, v32p, table, BS, NB, KVD, NB, HEARTH_DT_F32, 0, 0};
-    hearth_kv_view b = {k16p, v16p, table, BS, NB, KVD, NB, HEARTH_DT_F16, 0, 0};
+    hearth_kv_view a = {k32p, v32p, table, BS, NB, KVD, NB, HEARTH_DT_F32, 0, 0, 0};
+    hearth_kv_view b = {k16p, v16p, table, BS, NB, KVD, NB, HEARTH_DT_F16, 0, 0, 0};
     float kin[P * KVD], vin[P * KVD], kr[P * KVD], vr[P * KVD], q[P * NH * HD], oa[P * NH * HD], ob[P * NH * HD];
     int32_t seq[P], pos[P];
     uint64_t r = 9;

@@ -262,19 +262,29 @@ static void cpu_swiglu(void *ctx, float *out, const float *gate, const float *up
     run_rows(ctx, T, swiglu_rows, &j);
 }
 
-static inline size_t kv_offset(const hearth_kv_view *kv, int seq, int pos) {
-    int blk = kv->block_table[(size_t)seq * kv->max_blocks_per_seq + pos / kv->block_size];
-    return ((size_t)blk * kv->block_size + (size_t)(pos % kv->block_size)) * kv->kv_dim;
+/* Where KV head h's row of n dimensions (n = the head dimension; for the
+ * rows layout, h = 0 and n = kv_dim: the whole row) starts for position pos
+ * of a sequence, in elements, and how far apart consecutive positions of a
+ * block lie (hearth_kv_view). */
+static inline size_t kv_offset(const hearth_kv_view *kv, int seq, int pos, int h, int n) {
+    const size_t blk = (size_t)kv->block_table[(size_t)seq * kv->max_blocks_per_seq + pos / kv->block_size];
+    const int at = pos % kv->block_size;
+    if (kv->head_dim)
+        return ((blk * (size_t)(kv->kv_dim / kv->head_dim) + (size_t)h) * kv->block_size + (size_t)at) * kv->head_dim;
+    return (blk * kv->block_size + (size_t)at) * kv->kv_dim + (size_t)h * n;
 }
 
-static void store_row(const hearth_kv_view *kv, const hearth_attn_ops *ak, void *base, size_t off, const float *x) {
+static inline size_t kv_row_step(const hearth_kv_view *kv) { return kv->head_dim ? kv->head_dim : kv->kv_dim; }
+
+static void store_row(const hearth_kv_view *kv, const hearth_attn_ops *ak, void *base, size_t off, const float *x,
+                      int n) {
     if (kv->type == HEARTH_DT_F16) {
-        ak->to_f16((uint16_t *)base + off, x, kv->kv_dim);
+        ak->to_f16((uint16_t *)base + off, x, n);
     } else if (kv->type == HEARTH_DT_E4M3) {
         uint8_t *d = (uint8_t *)base + off;
-        for (int j = 0; j < kv->kv_dim; j++) d[j] = hearth_f32_to_e4m3(x[j]);
+        for (int j = 0; j < n; j++) d[j] = hearth_f32_to_e4m3(x[j]);
     } else {
-        memcpy((float *)base + off, x, sizeof(float) * (size_t)kv->kv_dim);
+        memcpy((float *)base + off, x, sizeof(float) * (size_t)n);
     }
 }
 
@@ -289,16 +299,19 @@ typedef struct {
 static void kv_write_rows(const void *arg, int t0, int t1) {
     const kv_write_job *j = arg;
     const hearth_kv_view *kv = j->kv;
-    for (int t = t0; t < t1; t++) {
-        size_t off = kv_offset(kv, j->seq[t], j->pos[t]);
-        store_row(kv, j->ak, kv->k[j->layer], off, j->k + (size_t)t * kv->kv_dim);
-        store_row(kv, j->ak, kv->v[j->layer], off, j->v + (size_t)t * kv->kv_dim);
-    }
+    const int n = kv->head_dim ? kv->head_dim : kv->kv_dim; /* a head at a time, or the whole row */
+    for (int t = t0; t < t1; t++)
+        for (int h = 0; h < kv->kv_dim / n; h++) {
+            size_t off = kv_offset(kv, j->seq[t], j->pos[t], h, n), at = (size_t)t * kv->kv_dim + (size_t)h * n;
+            store_row(kv, j->ak, kv->k[j->layer], off, j->k + at, n);
+            store_row(kv, j->ak, kv->v[j->layer], off, j->v + at, n);
+        }
 }
 
 /* rows write distinct slots (a batch never holds one position twice) */
 static void cpu_kv_write(void *ctx, const hearth_kv_view *kv, int layer, const float *k, const float *v, int T,
                          const int32_t *seq, const int32_t *pos) {
+    HEARTH_ASSERT(!kv->head_dim || kv->kv_dim % kv->head_dim == 0);
     kv_write_job j = {kv, layer, k, v, seq, pos, NULL};
     const hearth_vec_ops *vec;
     isa_kernels(&vec, &j.ak);
@@ -344,12 +357,12 @@ static void head_rows(const att_job *j, int kind, const void *base, int seq, int
                       float *buf) {
     const hearth_kv_view *kv = j->kv;
     const int hd = j->head_dim;
-    const int32_t *table = kv->block_table + (size_t)seq * kv->max_blocks_per_seq;
+    const size_t step = kv_row_step(kv);
     for (int i = 0; i < n;) {
-        int at = (p + i) % kv->block_size, run = kv->block_size - at;
+        int run = kv->block_size - (p + i) % kv->block_size;
         if (run > n - i) run = n - i;
-        size_t off = ((size_t)table[(p + i) / kv->block_size] * kv->block_size + at) * kv->kv_dim + (size_t)kvh * hd;
-        for (int r = 0; r < run; r++, i++, off += kv->kv_dim) {
+        size_t off = kv_offset(kv, seq, p + i, kvh, hd);
+        for (int r = 0; r < run; r++, i++, off += step) {
             float *d = buf + (size_t)i * hd;
             if (kind == HEARTH_ROWS_F16) {
                 rows[i] = (const uint16_t *)base + off;
@@ -460,7 +473,8 @@ static void cpu_attention(void *ctx, float *out, const float *q, int T, const he
                           const int32_t *seq, const int32_t *pos, int n_heads, int n_kv_heads, int head_dim,
                           float scale, int window) {
     hearth_cpu_ctx *c = ctx;
-    HEARTH_ASSERT(c->max_tokens > 0 && head_dim <= HEARTH_CPU_MAX_HEAD_DIM && n_heads % n_kv_heads == 0);
+    HEARTH_ASSERT(c->max_tokens > 0 && head_dim <= HEARTH_CPU_MAX_HEAD_DIM && n_heads % n_kv_heads == 0 &&
+                  (!kv->head_dim || kv->head_dim == head_dim));
     const hearth_attn_ops *ak;
     const hearth_vec_ops *vec;
     isa_kernels(&vec, &ak);
@@ -513,6 +527,7 @@ const hearth_ops hearth_cpu_ops = {
     .host_memory = 1,
     .kv_f16 = 1,
     .kv_e4m3 = 1,
+    .kv_heads = 1,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .upload = cpu_copy,

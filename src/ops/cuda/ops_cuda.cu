@@ -1577,6 +1577,7 @@ extern "C" const hearth_ops hearth_cuda_ops = {
     /* .host_memory = */ 0,
     /* .kv_f16 = */ 1,
     /* .kv_e4m3 = */ 1,
+    /* .kv_heads = */ 0,
     /* .alloc = */ op_alloc,
     /* .free = */ op_free,
     /* .upload = */ op_upload,
