@@ -21,7 +21,7 @@
 
 #define HEARTH_CPU_MAX_HEAD_DIM 512
 /* attention: positions a chunk, rows a tile, query heads an item (att_item) */
-enum { ATT_CHUNK = 64, ATT_TILE = 8, ATT_MAX_GS = 8 };
+enum { ATT_CHUNK = 64, ATT_TILE = 8, ATT_MAX_GS = 8, ATT_SEG = 512 };
 
 struct hearth_cpu_ctx {
     hearth_pool *pool;
@@ -30,6 +30,9 @@ struct hearth_cpu_ctx {
     size_t mm_scratch_bytes;
     float *att_scratch; /* [n_att_tasks][ATT_CHUNK * HEARTH_CPU_MAX_HEAD_DIM]: a chunk's K or V rows as f32 */
     int *att_tiles;     /* [max_tokens + 1]: where each tile of rows starts (cpu_attention) */
+    int *att_items;     /* [max_tokens + 1]: the (tile, segment) items before each tile */
+    float *att_part;    /* [att_part_n]: segments' partial outputs of rows that span several */
+    size_t att_part_n;
     int n_att_tasks;
 };
 
@@ -65,7 +68,13 @@ hearth_status hearth_cpu_ctx_new(hearth_cpu_ctx **out, int n_threads, int max_to
     c->mm_scratch = aligned_alloc(64, (c->mm_scratch_bytes + 63) & ~(size_t)63);
     c->att_scratch = malloc(sizeof(float) * (size_t)c->n_att_tasks * ATT_CHUNK * HEARTH_CPU_MAX_HEAD_DIM);
     c->att_tiles = malloc(sizeof(int) * ((size_t)max_tokens + 1));
-    if (!c->mm_scratch || !c->att_scratch || !c->att_tiles) {
+    c->att_items = malloc(sizeof(int) * ((size_t)max_tokens + 1));
+    /* a tile's rows' partials over every segment of max_ctx, for up to 2 x
+     * max(max_cols, 4096) floats of query heads a row (cpu_attention cuts the
+     * rows into passes that fit) */
+    c->att_part_n = (size_t)ATT_TILE * 2 * (max_cols > 4096 ? max_cols : 4096) * ((max_ctx + ATT_SEG - 1) / ATT_SEG);
+    c->att_part = malloc(sizeof(float) * c->att_part_n);
+    if (!c->mm_scratch || !c->att_scratch || !c->att_tiles || !c->att_items || !c->att_part) {
         hearth_cpu_ctx_free(c);
         return hearth_err_set(err, HEARTH_ENOMEM, "cpu backend: cannot allocate scratch for %d tokens",
                               max_tokens);
@@ -80,6 +89,8 @@ void hearth_cpu_ctx_free(hearth_cpu_ctx *c) {
     free(c->mm_scratch);
     free(c->att_scratch);
     free(c->att_tiles);
+    free(c->att_items);
+    free(c->att_part);
     free(c);
 }
 
@@ -324,7 +335,16 @@ static void cpu_kv_write(void *ctx, const hearth_kv_view *kv, int layer, const f
  * consecutive rows of one sequence (a prompt's) and up to ATT_MAX_GS query
  * heads of one KV head: each K and V row is read (and widened from f16 or
  * e4m3) once for all of them. Every head's numbers are the same whatever
- * item it shares, so a row alone equals the row in a batch. */
+ * item it shares, so a row alone equals the row in a batch.
+ *
+ * Positions are also cut in segments of ATT_SEG, at multiples of it, each an
+ * item of its own, so that one decode row over a long context gives every
+ * thread its share of the stream. A row whose positions lie in one segment
+ * is finished by its item, as if there were no segments; a row spanning
+ * several leaves each segment's unnormalised output, max and sum in
+ * c->att_part, and att_merge weighs them in segment order. Where the cuts
+ * fall depends on the row's own positions only, so this too is the same
+ * alone and in any batch. */
 
 typedef struct {
     hearth_cpu_ctx *c;
@@ -337,7 +357,19 @@ typedef struct {
     const hearth_attn_ops *ak; /* the kernels of the ISA the matmuls run (hearth_cpu_isa_force) */
     const hearth_vec_ops *vec;
     int n_tiles, gs, n_groups; /* row tiles (c->att_tiles); query heads an item at most; items a tile and KV head */
+    int n_items, seg_max;      /* (tile, segment) pairs (c->att_items); segments a row spans at most */
 } att_job;
+
+/* The first position row t attends. */
+static inline int att_first(const att_job *j, int t) {
+    return j->window > 0 && j->pos[t] - j->window + 1 > 0 ? j->pos[t] - j->window + 1 : 0;
+}
+
+/* Where segment s (counted from the row's first) of row t, head h keeps its
+ * output: head_dim floats, then the max and the sum. */
+static inline float *att_part_at(const att_job *j, int t, int h, int s) {
+    return j->c->att_part + (((size_t)t * j->n_heads + h) * j->seg_max + s) * (size_t)(j->head_dim + 2);
+}
 
 /* K / V rows of an f16 cache go to the kernels as they are when the head
  * dimension is a multiple of 16 (a vector of them widened in registers: one
@@ -418,28 +450,31 @@ static int span_run(int c0, const int *p0, const int *p1, int u0, int nt, int *a
 }
 
 /* Rows t0..t0+nt-1 (one sequence, ascending positions), query heads
- * h0..h0+gs-1, all of KV head kvh. Query row r = u * gs + i is row u's head
- * h0 + i; rows that attend the same positions of a chunk go through the
- * kernels together. */
-static void att_item(const att_job *j, int t0, int nt, int kvh, int h0, int gs, float *buf) {
+ * h0..h0+gs-1, all of KV head kvh, over the positions of segment seg. Query
+ * row r = u * gs + i is row u's head h0 + i; rows that attend the same
+ * positions of a chunk go through the kernels together. */
+static void att_item(const att_job *j, int t0, int nt, int kvh, int h0, int gs, int seg, float *buf) {
     const hearth_kv_view *kv = j->kv;
     const hearth_attn_ops *ak = j->ak;
-    const int hd = j->head_dim, seq = j->seq[t0];
+    const int hd = j->head_dim, seq = j->seq[t0], sa = seg * ATT_SEG, sb = sa + ATT_SEG - 1;
     float s[ATT_TILE * ATT_MAX_GS * ATT_CHUNK], m[ATT_TILE * ATT_MAX_GS], l[ATT_TILE * ATT_MAX_GS];
     const float *qr[ATT_TILE * ATT_MAX_GS];
     const void *rows[ATT_CHUNK];
     const int kind = rows_kind(j, nt * gs);
     float *orow[ATT_TILE * ATT_MAX_GS];
-    int p0[ATT_TILE] = {0}, p1[ATT_TILE] = {0};
+    int p0[ATT_TILE] = {0}, p1[ATT_TILE] = {0}, part[ATT_TILE] = {0}; /* the row's span in the segment */
     for (int u = 0; u < nt; u++) {
-        p1[u] = j->pos[t0 + u];
-        p0[u] = j->window > 0 && p1[u] - j->window + 1 > 0 ? p1[u] - j->window + 1 : 0;
+        const int f = att_first(j, t0 + u), e = j->pos[t0 + u];
+        p0[u] = f > sa ? f : sa, p1[u] = e < sb ? e : sb;
+        part[u] = f / ATT_SEG != e / ATT_SEG; /* spans several: a partial */
         for (int i = 0; i < gs; i++) {
             size_t at = ((size_t)(t0 + u) * j->n_heads + h0 + i) * hd;
             qr[u * gs + i] = j->q + at;
-            orow[u * gs + i] = j->out + at;
-            memset(orow[u * gs + i], 0, sizeof(float) * (size_t)hd);
+            orow[u * gs + i] = p0[u] > p1[u] ? NULL /* none of its positions */
+                               : part[u]    ? att_part_at(j, t0 + u, h0 + i, seg - f / ATT_SEG)
+                                            : j->out + at;
             m[u * gs + i] = -INFINITY, l[u * gs + i] = 0.0f;
+            if (orow[u * gs + i]) memset(orow[u * gs + i], 0, sizeof(float) * (size_t)hd);
         }
     }
     for (int c0 = p0[0] / ATT_CHUNK * ATT_CHUNK; c0 <= p1[nt - 1]; c0 += ATT_CHUNK) {
@@ -447,8 +482,8 @@ static void att_item(const att_job *j, int t0, int nt, int kvh, int h0, int gs, 
         int lo, hi, a, b;
         chunk_span(c0, p0[0], p1[nt - 1], &lo, &hi);
         if (c0 + ATT_CHUNK <= p1[nt - 1]) /* the next chunk's rows */
-            head_prefetch(j, seq, c0 + ATT_CHUNK, c0 + 2 * ATT_CHUNK - 1 <= p1[nt - 1] ? ATT_CHUNK : p1[nt - 1] - c0 - ATT_CHUNK + 1,
-                          kvh);
+            head_prefetch(j, seq, c0 + ATT_CHUNK,
+                          c0 + 2 * ATT_CHUNK - 1 <= p1[nt - 1] ? ATT_CHUNK : p1[nt - 1] - c0 - ATT_CHUNK + 1, kvh);
         head_rows(j, kind, kv->k[j->layer], seq, lo, hi - lo + 1, kvh, rows, buf);
         for (int u0 = 0, u1; u0 < nt; u0 = u1) { /* rows u0..u1-1 attend the same span */
             u1 = span_run(c0, p0, p1, u0, nt, &a, &b);
@@ -474,20 +509,60 @@ static void att_item(const att_job *j, int t0, int nt, int kvh, int h0, int gs, 
                       b - a + 1, hd);
         }
     }
-    for (int r = 0; r < nt * gs; r++) j->vec->scale(orow[r], 1.0f / l[r], hd);
+    for (int u = 0; u < nt; u++) {
+        if (p0[u] > p1[u]) continue; /* none of the row's positions */
+        for (int r = u * gs; r < (u + 1) * gs; r++) {
+            if (part[u]) orow[r][hd] = m[r], orow[r][hd + 1] = l[r];
+            else j->vec->scale(orow[r], 1.0f / l[r], hd);
+        }
+    }
 }
+
+/* The segment of the tile's first position (the others follow it). */
+static inline int tile_seg0(const att_job *j, int tile) { return att_first(j, j->c->att_tiles[tile]) / ATT_SEG; }
 
 static void att_task(void *ctx, int task, int n_tasks) {
     const att_job *j = ctx;
-    const int G = j->n_heads / j->n_kv_heads, total = j->n_tiles * j->n_kv_heads * j->n_groups;
-    const int *tiles = j->c->att_tiles;
-    int lo = (int)((long)total * task / n_tasks), hi = (int)((long)total * (task + 1) / n_tasks);
+    const int G = j->n_heads / j->n_kv_heads, total = j->n_items * j->n_kv_heads * j->n_groups;
+    const int *tiles = j->c->att_tiles, *items = j->c->att_items;
+    int lo = (int)((long)total * task / n_tasks), hi = (int)((long)total * (task + 1) / n_tasks), tile = 0;
     float *buf = j->c->att_scratch + (size_t)task * ATT_CHUNK * HEARTH_CPU_MAX_HEAD_DIM;
     for (int w = lo; w < hi; w++) {
-        int grp = w % j->n_groups, tk = w / j->n_groups, kvh = tk % j->n_kv_heads, tile = tk / j->n_kv_heads;
+        int grp = w % j->n_groups, kvh = w / j->n_groups % j->n_kv_heads, it = w / j->n_groups / j->n_kv_heads;
+        while (items[tile + 1] <= it) tile++;
+        while (items[tile] > it) tile--;
         int g0 = grp * j->gs;
+        if (w + 1 < hi && grp + 1 == j->n_groups) { /* the next item's first chunk, which no item asks for */
+            int kn = (kvh + 1) % j->n_kv_heads, in = kn ? it : it + 1, tn = tile;
+            while (items[tn + 1] <= in) tn++;
+            const int t0 = tiles[tn], seg = tile_seg0(j, tn) + in - items[tn], f = att_first(j, t0);
+            const int a = f > seg * ATT_SEG ? f : seg * ATT_SEG, e = j->pos[tiles[tn + 1] - 1];
+            if (a <= e) head_prefetch(j, j->seq[t0], a, e - a + 1 < ATT_CHUNK ? e - a + 1 : ATT_CHUNK, kn);
+        }
         att_item(j, tiles[tile], tiles[tile + 1] - tiles[tile], kvh, kvh * G + g0, G - g0 < j->gs ? G - g0 : j->gs,
-                 buf);
+                 tile_seg0(j, tile) + it - items[tile], buf);
+    }
+}
+
+/* Rows that span several segments: their partials weighed in segment order
+ * (the online softmax's rescale, once a segment), then normalised. */
+static void att_merge(void *ctx, int task, int n_tasks) {
+    const att_job *j = ctx;
+    const int hd = j->head_dim;
+    for (int t = task; t < j->T; t += n_tasks) {
+        const int f = att_first(j, t), n = j->pos[t] / ATT_SEG - f / ATT_SEG + 1;
+        if (n == 1) continue;
+        for (int h = 0; h < j->n_heads; h++) {
+            float *o = j->out + ((size_t)t * j->n_heads + h) * hd, M = -INFINITY, L = 0.0f;
+            for (int sg = 0; sg < n; sg++) M = fmaxf(M, att_part_at(j, t, h, sg)[hd]);
+            memset(o, 0, sizeof(float) * (size_t)hd);
+            for (int sg = 0; sg < n; sg++) {
+                const float *pp = att_part_at(j, t, h, sg), w = expf(pp[hd] - M);
+                L += pp[hd + 1] * w;
+                for (int d = 0; d < hd; d++) o[d] += w * pp[d];
+            }
+            j->vec->scale(o, 1.0f / L, hd);
+        }
     }
 }
 
@@ -500,25 +575,40 @@ static void cpu_attention(void *ctx, float *out, const float *q, int T, const he
     const hearth_attn_ops *ak;
     const hearth_vec_ops *vec;
     isa_kernels(&vec, &ak);
-    /* up to max_tokens rows at a time (att_tiles' size): a row's numbers do not depend on the cut */
-    for (int r0 = 0; r0 < T; r0 += c->max_tokens) {
-        const int n = T - r0 < c->max_tokens ? T - r0 : c->max_tokens;
-        att_job j = {c, out + (size_t)r0 * n_heads * head_dim, q + (size_t)r0 * n_heads * head_dim, kv, layer, n,
-                     n_heads, n_kv_heads, head_dim, window, seq + r0, pos + r0, scale, ak, vec, 0, 0, 0};
+    /* up to max_tokens rows at a time (att_tiles' size), fewer when their
+     * partials would not fit att_part: a row's numbers do not depend on the cut */
+    for (int r0 = 0, n; r0 < T; r0 += n) {
+        n = T - r0 < c->max_tokens ? T - r0 : c->max_tokens;
+        att_job j = {c,     out + (size_t)r0 * n_heads * head_dim, q + (size_t)r0 * n_heads * head_dim, kv, layer, n,
+                     n_heads, n_kv_heads, head_dim, window, seq + r0, pos + r0, scale, ak, vec, 0, 0, 0, 0, 1};
+        for (int t = 0; t < n; t++) {
+            const int segs = j.pos[t] / ATT_SEG - att_first(&j, t) / ATT_SEG + 1;
+            if (segs > j.seg_max) j.seg_max = segs;
+        }
+        const size_t row_part = (size_t)n_heads * j.seg_max * (head_dim + 2);
+        HEARTH_ASSERT(row_part <= c->att_part_n);
+        if ((size_t)n * row_part > c->att_part_n) j.T = n = (int)(c->att_part_n / row_part);
         for (int t = 0; t < n; t++) {
             HEARTH_ASSERT(pos[r0 + t] < c->max_ctx);
             if (t == 0 || j.seq[t] != j.seq[t - 1] || j.pos[t] != j.pos[t - 1] + 1 ||
-                t - c->att_tiles[j.n_tiles - 1] == ATT_TILE)
+                t - c->att_tiles[j.n_tiles - 1] == ATT_TILE) {
+                c->att_items[j.n_tiles] = j.n_items;
                 c->att_tiles[j.n_tiles++] = t;
+                j.n_items += j.pos[t] / ATT_SEG - att_first(&j, t) / ATT_SEG + 1;
+            } else {
+                j.n_items += j.pos[t] / ATT_SEG - j.pos[t - 1] / ATT_SEG; /* the tile's last row sets its segments */
+            }
         }
         c->att_tiles[j.n_tiles] = n;
+        c->att_items[j.n_tiles] = j.n_items;
         /* the whole group an item when that leaves two items a thread, else halves of it */
         const int G = n_heads / n_kv_heads, want = 2 * hearth_pool_size(c->pool);
         j.gs = G < ATT_MAX_GS ? G : ATT_MAX_GS;
-        while (j.gs > 1 && j.n_tiles * n_kv_heads * ((G + j.gs - 1) / j.gs) < want) j.gs = (j.gs + 1) / 2;
+        while (j.gs > 1 && j.n_items * n_kv_heads * ((G + j.gs - 1) / j.gs) < want) j.gs = (j.gs + 1) / 2;
         j.n_groups = (G + j.gs - 1) / j.gs;
-        const int total = j.n_tiles * n_kv_heads * j.n_groups;
+        const int total = j.n_items * n_kv_heads * j.n_groups;
         hearth_pool_run(c->pool, att_task, &j, total < c->n_att_tasks ? total : c->n_att_tasks);
+        if (j.seg_max > 1) hearth_pool_run(c->pool, att_merge, &j, n < hearth_pool_size(c->pool) ? n : hearth_pool_size(c->pool));
     }
 }
 
