@@ -83,7 +83,8 @@ int main(int argc, char **argv) {
                 return 2;
             }
         } else {
-            fprintf(stderr, "usage: %s [-t threads] [-i scalar|avx2|avx512] [--kv f32|f16] [-s seconds] [-l layers] [--rows]\n",
+            fprintf(stderr,
+                    "usage: %s [-t threads] [-i scalar|avx2|avx512] [--kv f32|f16] [-s seconds] [-l layers] [--rows]\n",
                     argv[0]);
             return 2;
         }

@@ -43,7 +43,8 @@ struct hearth_kv {
 };
 
 hearth_status hearth_kv_new(hearth_kv **out, const hearth_ops *ops, void *ops_ctx, int n_layers, int kv_dim,
-                            int head_dim, hearth_dtype type, int block_size, int n_blocks, int n_slots, int max_ctx, hearth_err *err) {
+                            int head_dim, hearth_dtype type, int block_size, int n_blocks, int n_slots, int max_ctx,
+                            hearth_err *err) {
     *out = NULL;
     if (head_dim <= 0 || kv_dim % head_dim)
         return hearth_err_set(err, HEARTH_EINVAL, "kv cache: %d elements a position are not whole heads of %d", kv_dim,

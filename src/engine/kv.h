@@ -16,7 +16,8 @@ typedef struct hearth_kv hearth_kv;
  * n_slots sequence slots of up to max_ctx positions. kv_dim is whole heads of
  * head_dim elements: a backend with ops->kv_heads keeps each head's positions
  * of a block together (hearth_kv_view.head_dim). Memory comes from
- * ops->alloc; ENOMEM names the bytes asked for, ENOTSUP an unsupported type. */
+ * ops->alloc; ENOMEM names the bytes asked for, ENOTSUP an unsupported type,
+ * EINVAL a kv_dim that is not whole heads. */
 hearth_status hearth_kv_new(hearth_kv **out, const hearth_ops *ops, void *ops_ctx, int n_layers, int kv_dim,
                             int head_dim, hearth_dtype type, int block_size, int n_blocks, int n_slots, int max_ctx,
                             hearth_err *err);

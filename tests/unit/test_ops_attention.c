@@ -52,7 +52,8 @@ static void rig_fill(rig *r, const att_case *c, uint64_t *s) {
     }
     for (size_t i = 0; i < (size_t)MAXT * c->nh * c->hd; i++) r->q[i] = urand(s);
     for (int i = 0; i < NB; i++) r->table[i] = (i * 37 + 11) % NB; /* a permutation: seq 0 rows 0-79, seq 1 80-159 */
-    for (int t = 0; t < MAXT; t++) { /* a prompt's 12 rows across a segment's end, another's first 4, then decode rows */
+    /* a prompt's 12 rows across a segment's end, another's first 4, then decode rows */
+    for (int t = 0; t < MAXT; t++) {
         r->seq[t] = t < 12 ? 0 : t < 16 ? 1 : t % 2;
         r->pos[t] = t < 12 ? 505 + t : t < 16 ? t - 12 : (int)((urand(s) * 0.5f + 0.5f) * (NB / 2 * BS - 1));
     }
@@ -163,7 +164,8 @@ TEST(cpu_attention_matches_reference_and_batching) {
  * the attention over it gives the rows layout's bits, for each cache type,
  * ISA and head shape, with the rows in one batch and alone. */
 TEST(cpu_attention_over_head_blocks_same_bits_as_rows) {
-    static const att_case cases[] = {{9, 3, 64, 0, 0.5f}, {8, 2, 128, 0, 0.2f}, {6, 2, 80, 37, 1.0f}, {16, 1, 16, 0, 2.0f}};
+    static const att_case cases[] = {
+        {9, 3, 64, 0, 0.5f}, {8, 2, 128, 0, 0.2f}, {6, 2, 80, 37, 1.0f}, {16, 1, 16, 0, 2.0f}};
     const int isas[] = {HEARTH_CPU_ISA_SCALAR, HEARTH_CPU_ISA_AVX2, HEARTH_CPU_ISA_AVX512};
     const hearth_dtype types[] = {HEARTH_DT_F32, HEARTH_DT_F16, HEARTH_DT_E4M3};
     uint64_t s = 91;

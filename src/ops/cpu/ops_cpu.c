@@ -273,10 +273,9 @@ static void cpu_swiglu(void *ctx, float *out, const float *gate, const float *up
     run_rows(ctx, T, swiglu_rows, &j);
 }
 
-/* Where KV head h's row of n dimensions (n = the head dimension; for the
- * rows layout, h = 0 and n = kv_dim: the whole row) starts for position pos
- * of a sequence, in elements, and how far apart consecutive positions of a
- * block lie (hearth_kv_view). */
+/* Where KV head h's n dimensions (the head dimension; in the rows layout
+ * h = 0 and n = kv_dim, the whole row, may be asked for too) start for
+ * position pos of a sequence, in elements (hearth_kv_view). */
 static inline size_t kv_offset(const hearth_kv_view *kv, int seq, int pos, int h, int n) {
     const size_t blk = (size_t)kv->block_table[(size_t)seq * kv->max_blocks_per_seq + pos / kv->block_size];
     const int at = pos % kv->block_size;
@@ -285,6 +284,7 @@ static inline size_t kv_offset(const hearth_kv_view *kv, int seq, int pos, int h
     return (blk * kv->block_size + (size_t)at) * kv->kv_dim + (size_t)h * n;
 }
 
+/* Elements from a head's row to the next position's within a block. */
 static inline size_t kv_row_step(const hearth_kv_view *kv) { return kv->head_dim ? kv->head_dim : kv->kv_dim; }
 
 static void store_row(const hearth_kv_view *kv, const hearth_attn_ops *ak, void *base, size_t off, const float *x,
@@ -608,7 +608,10 @@ static void cpu_attention(void *ctx, float *out, const float *q, int T, const he
         j.n_groups = (G + j.gs - 1) / j.gs;
         const int total = j.n_items * n_kv_heads * j.n_groups;
         hearth_pool_run(c->pool, att_task, &j, total < c->n_att_tasks ? total : c->n_att_tasks);
-        if (j.seg_max > 1) hearth_pool_run(c->pool, att_merge, &j, n < hearth_pool_size(c->pool) ? n : hearth_pool_size(c->pool));
+        if (j.seg_max > 1) {
+            const int threads = hearth_pool_size(c->pool);
+            hearth_pool_run(c->pool, att_merge, &j, n < threads ? n : threads);
+        }
     }
 }
 
