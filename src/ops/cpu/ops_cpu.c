@@ -69,10 +69,14 @@ hearth_status hearth_cpu_ctx_new(hearth_cpu_ctx **out, int n_threads, int max_to
     c->att_scratch = malloc(sizeof(float) * (size_t)c->n_att_tasks * ATT_CHUNK * HEARTH_CPU_MAX_HEAD_DIM);
     c->att_tiles = malloc(sizeof(int) * ((size_t)max_tokens + 1));
     c->att_items = malloc(sizeof(int) * ((size_t)max_tokens + 1));
-    /* a tile's rows' partials over every segment of max_ctx, for up to 2 x
-     * max(max_cols, 4096) floats of query heads a row (cpu_attention cuts the
-     * rows into passes that fit) */
-    c->att_part_n = (size_t)ATT_TILE * 2 * (max_cols > 4096 ? max_cols : 4096) * ((max_ctx + ATT_SEG - 1) / ATT_SEG);
+    /* rows' partials over every segment of max_ctx, for up to 2 x
+     * max(max_cols, 4096) floats of query heads a row: for max_tokens rows up
+     * to 8M floats (pages are touched as used), at least for a tile's rows;
+     * cpu_attention cuts the rows into passes that fit */
+    const size_t part_row = (size_t)2 * (max_cols > 4096 ? max_cols : 4096) * ((max_ctx + ATT_SEG - 1) / ATT_SEG);
+    c->att_part_n = part_row * (size_t)max_tokens;
+    if (c->att_part_n > ((size_t)8 << 20)) c->att_part_n = (size_t)8 << 20;
+    if (c->att_part_n < part_row * ATT_TILE) c->att_part_n = part_row * ATT_TILE;
     c->att_part = malloc(sizeof(float) * c->att_part_n);
     if (!c->mm_scratch || !c->att_scratch || !c->att_tiles || !c->att_items || !c->att_part) {
         hearth_cpu_ctx_free(c);
@@ -81,6 +85,10 @@ hearth_status hearth_cpu_ctx_new(hearth_cpu_ctx **out, int n_threads, int max_to
     }
     *out = c;
     return HEARTH_OK;
+}
+
+void hearth_cpu_ctx_cap_att_part(hearth_cpu_ctx *c, size_t n) {
+    if (n < c->att_part_n) c->att_part_n = n;
 }
 
 void hearth_cpu_ctx_free(hearth_cpu_ctx *c) {

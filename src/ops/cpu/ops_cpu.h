@@ -15,6 +15,10 @@ hearth_status hearth_cpu_ctx_new(hearth_cpu_ctx **out, int n_threads, int max_to
                                  int max_ctx, hearth_err *err);
 void hearth_cpu_ctx_free(hearth_cpu_ctx *c);
 hearth_pool *hearth_cpu_ctx_pool(hearth_cpu_ctx *c);
+/* For tests: hold the attention's partials (rows over several segments of
+ * positions) to at most n floats, so that a batch is cut into more passes;
+ * n is kept no larger than ctx_new made it. */
+void hearth_cpu_ctx_cap_att_part(hearth_cpu_ctx *c, size_t n);
 
 extern const hearth_ops hearth_cpu_ops;
 
