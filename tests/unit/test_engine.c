@@ -76,6 +76,92 @@ TEST(engine_model_logit_rows_bounded_by_slots) {
     rig_close(&r);
 }
 
+typedef struct {
+    int32_t *id;
+    float *lp;
+    int n, cap;
+} lp_sink;
+
+static int lp_collect(void *u, int32_t id, const hearth_logprobs *lp) {
+    lp_sink *c = u;
+    if (c->n < c->cap) c->id[c->n] = id, c->lp[c->n++] = lp ? lp->chosen.logprob : NAN;
+    return 0;
+}
+
+/* Past 512 positions the CPU attention cuts a row's positions in segments
+ * and merges them; where the cuts fall depends only on the row, so long
+ * prompts still give the same greedy tokens, and the same bits of their
+ * logprobs, alone (hearth_generate) and batched: four of 430-1150 tokens,
+ * prefilled in chunks of 64 beside each other's decode rows, the third
+ * arriving while the first two run. */
+TEST(engine_long_contexts_batched_equal_serial) {
+    enum { NQ = 4, NEW = 12, CTX = 1200 };
+    static const int len[NQ] = {1100, 430, 900, 1150}; /* up to three segments a row */
+    hearth_cpu_ctx *cpu;
+    CHECK_EQ(hearth_cpu_ctx_new(&cpu, 2, 64, 512, CTX, NULL), HEARTH_OK);
+    hearth_model *m;
+    hearth_kv *kv;
+    hearth_err err = {0};
+    CHECK_EQ(hearth_model_load(&m, test_path("tests/fixtures/tiny/qwen2-f32"), &hearth_cpu_ops, cpu, 64, NQ, &err),
+             HEARTH_OK);
+    const hearth_model_config *c = hearth_model_config_get(m);
+    CHECK_EQ(hearth_kv_new(&kv, &hearth_cpu_ops, cpu, c->n_layers, hearth_model_kv_dim(m), c->head_dim, HEARTH_DT_F16,
+                           16, NQ * CTX / 16, NQ, CTX, &err),
+             HEARTH_OK);
+    int32_t want[NQ][NEW], got[NQ][NEW];
+    float want_lp[NQ][NEW], got_lp[NQ][NEW];
+    int32_t *ids = malloc(sizeof(int32_t) * CTX);
+    for (int i = 0; i < NQ; i++) { /* alone, the serial path */
+        for (int k = 0; k < len[i]; k++) ids[k] = (int32_t)((i * 131 + k * 17 + 5) % c->vocab_size);
+        hearth_sampling sp;
+        hearth_sampling_default(&sp);
+        sp.temperature = 0;
+        hearth_sampler smp;
+        hearth_sampler_init(&smp, &sp, c->vocab_size, NULL);
+        lp_sink sink = {want[i], want_lp[i], 0, NEW};
+        hearth_gen_stats gs;
+        CHECK_EQ(hearth_generate(m, kv, 0, ids, len[i], NEW, &smp, NULL, 0, 1, lp_collect, &sink, &gs, NULL),
+                 HEARTH_OK);
+        hearth_sampler_deinit(&smp);
+    }
+    free(ids);
+    hearth_engine *e;
+    hearth_engine_opts o = {.n_slots = NQ, .max_waiting = 8, .queue_cap = 64};
+    CHECK_EQ(hearth_engine_new(&e, m, kv, &o, &err), HEARTH_OK);
+    hearth_seq *sq[NQ];
+    for (int i = 0; i < NQ; i++) {
+        hearth_gen_request q = {0};
+        q.prompt = malloc(sizeof(int32_t) * (size_t)len[i]);
+        for (int k = 0; k < len[i]; k++) q.prompt[k] = (int32_t)((i * 131 + k * 17 + 5) % c->vocab_size);
+        q.n_prompt = len[i];
+        q.max_new = NEW;
+        hearth_sampling_default(&q.sampling);
+        q.sampling.temperature = 0;
+        q.want_logprobs = 1;
+        CHECK_EQ(hearth_engine_submit(e, &q, &sq[i], &err), HEARTH_OK);
+        if (i == 1) usleep(20000);
+    }
+    int same = 1;
+    for (int i = 0; i < NQ; i++) {
+        int n = 0;
+        hearth_token_event ev;
+        while (hearth_seq_next(sq[i], &ev, -1) == 1)
+            if (n < NEW) got_lp[i][n] = ev.has_logprobs ? ev.lp.chosen.logprob : NAN, got[i][n++] = ev.id;
+        hearth_seq_release(sq[i]);
+        same &= n == NEW && !memcmp(got[i], want[i], sizeof want[i]) &&
+                !memcmp(got_lp[i], want_lp[i], sizeof want_lp[i]);
+        CHECK_MSG(same, "request %d (%d prompt tokens): batched tokens or logprobs differ from its serial ones", i,
+                  len[i]);
+    }
+    hearth_engine_stats st;
+    hearth_engine_stats_get(e, &st);
+    CHECK(st.steps > 4 * NEW); /* the prompts went in chunks, beside decode rows */
+    hearth_engine_free(e);
+    hearth_kv_free(kv);
+    hearth_model_free(m);
+    hearth_cpu_ctx_free(cpu);
+}
+
 static void preemption_case(void) {
     rig r;
     /* 8 blocks of 16 positions for 8 slots: sequences of up to 63 positions
