@@ -25,6 +25,9 @@ TEST(vec_kernels_match_scalar) {
             ref->scale(y0, -1.5f, n);
             v->scale(y1, -1.5f, n);
             for (int i = 0; i < 133; i++) CHECK_NEAR(y1[i], y0[i], 1e-6);
+            ref->add_scaled(y0, 0.37f, b + 1, n < 132 ? n : 132); /* the attention's merge: the same bits */
+            v->add_scaled(y1, 0.37f, b + 1, n < 132 ? n : 132);
+            CHECK(!memcmp(y0, y1, sizeof y0));
         }
     }
     CHECK(hearth_vec_get(NULL) != NULL);

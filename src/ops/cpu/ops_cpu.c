@@ -567,7 +567,7 @@ static void att_merge(void *ctx, int task, int n_tasks) {
             for (int sg = 0; sg < n; sg++) {
                 const float *pp = att_part_at(j, t, h, sg), w = expf(pp[hd] - M);
                 L += pp[hd + 1] * w;
-                for (int d = 0; d < hd; d++) o[d] += w * pp[d];
+                j->vec->add_scaled(o, w, pp, hd);
             }
             j->vec->scale(o, 1.0f / L, hd);
         }

@@ -1,5 +1,6 @@
-/* vec.c - scale and swiglu in scalar, AVX2+FMA and AVX-512F versions. Each
- * is elementwise: a value does not depend on where a call starts or ends. */
+/* vec.c - scale, add_scaled and swiglu in scalar, AVX2+FMA and AVX-512F
+ * versions. Each is elementwise: a value does not depend on where a call
+ * starts or ends. */
 #include "ops/cpu/vec.h"
 
 #include "ops/cpu/vexp.h"
@@ -27,6 +28,27 @@ __attribute__((target("avx512f"))) static void scale_avx512(float *y, float a, i
     for (; i < n; i++) y[i] *= a;
 }
 
+/* y += a * x, a product then a sum (no fused multiply-add): every ISA's bits are the scalar loop's */
+static void add_scaled_scalar(float *y, float a, const float *x, int n) {
+    for (int i = 0; i < n; i++) y[i] += a * x[i];
+}
+
+__attribute__((target("avx2,fma"))) static void add_scaled_avx2(float *y, float a, const float *x, int n) {
+    __m256 va = _mm256_set1_ps(a);
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_mul_ps(va, _mm256_loadu_ps(x + i))));
+    add_scaled_scalar(y + i, a, x + i, n - i);
+}
+
+__attribute__((target("avx512f"))) static void add_scaled_avx512(float *y, float a, const float *x, int n) {
+    __m512 va = _mm512_set1_ps(a);
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i, _mm512_add_ps(_mm512_loadu_ps(y + i), _mm512_mul_ps(va, _mm512_loadu_ps(x + i))));
+    add_scaled_scalar(y + i, a, x + i, n - i);
+}
+
 /* swiglu: out = gate * sigmoid(gate) * up */
 static void swiglu_scalar(float *out, const float *g, const float *u, int n) {
     for (int i = 0; i < n; i++) out[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
@@ -50,9 +72,9 @@ __attribute__((target("avx512f"))) static void swiglu_avx512(float *out, const f
     }
 }
 
-static const hearth_vec_ops VEC_SCALAR = {"scalar", scale_scalar, swiglu_scalar};
-static const hearth_vec_ops VEC_AVX2 = {"avx2", scale_avx2, swiglu_avx2};
-static const hearth_vec_ops VEC_AVX512 = {"avx512", scale_avx512, swiglu_avx512};
+static const hearth_vec_ops VEC_SCALAR = {"scalar", scale_scalar, add_scaled_scalar, swiglu_scalar};
+static const hearth_vec_ops VEC_AVX2 = {"avx2", scale_avx2, add_scaled_avx2, swiglu_avx2};
+static const hearth_vec_ops VEC_AVX512 = {"avx512", scale_avx512, add_scaled_avx512, swiglu_avx512};
 
 const hearth_vec_ops *hearth_vec_get(const char *isa) {
     __builtin_cpu_init();

@@ -6,6 +6,7 @@
 typedef struct {
     const char *isa;
     void (*scale)(float *y, float a, int n);                        /* y *= a */
+    void (*add_scaled)(float *y, float a, const float *x, int n);   /* y += a * x, the same bits on every ISA */
     void (*swiglu)(float *out, const float *gate, const float *up, int n); /* gate * sigmoid(gate) * up */
 } hearth_vec_ops;
 
