@@ -106,7 +106,8 @@ int main(int argc, char **argv) {
     double load_s = now_s() - t0;
     const hearth_model_config *mc = hearth_model_config_get(m);
     hearth_kv *kv;
-    if (hearth_kv_new(&kv, o, c, mc->n_layers, hearth_model_kv_dim(m), mc->head_dim, kv_type, 16, max_ctx / 16, 1, max_ctx, &err)) {
+    if (hearth_kv_new(&kv, o, c, mc->n_layers, hearth_model_kv_dim(m), mc->head_dim, kv_type, 16, max_ctx / 16, 1,
+                      max_ctx, &err)) {
         fprintf(stderr, "bench_model: %s\n", err.msg);
         return 1;
     }

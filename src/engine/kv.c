@@ -106,8 +106,8 @@ hearth_status hearth_kv_new(hearth_kv **out, const hearth_ops *ops, void *ops_ct
     for (int i = 0; i < kv->n_buckets; i++) kv->buckets[i] = -1;
     kv->lru_head = kv->lru_tail = -1;
     kv->table_dirty = 1;
-    kv->view = (hearth_kv_view){kv->k,  kv->v, kv->table_dev, block_size, kv->max_blocks_per_seq, kv_dim, n_blocks,
-                                type,   0,     0,             ops->kv_heads ? head_dim : 0};
+    kv->view = (hearth_kv_view){kv->k, kv->v, kv->table_dev, block_size, kv->max_blocks_per_seq, kv_dim, n_blocks, type,
+                                0, 0, ops->kv_heads ? head_dim : 0};
     *out = kv;
     return HEARTH_OK;
 }

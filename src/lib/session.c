@@ -204,9 +204,8 @@ hearth_status hearth_session_open(hearth_session *s, const hearth_session_opts *
     s->n_slots = n_slots;
     int n_blocks = 0;
     if ((st = kv_blocks(s, o, c, n_slots, block, &n_blocks, err))) goto fail;
-    if ((st = hearth_kv_new(&s->kv, s->ops, s->ops_ctx, c->n_layers, hearth_model_kv_dim(s->model), c->head_dim, s->kv_type, block,
-                            n_blocks,
-                            n_slots, s->ctx, err)))
+    if ((st = hearth_kv_new(&s->kv, s->ops, s->ops_ctx, c->n_layers, hearth_model_kv_dim(s->model), c->head_dim,
+                            s->kv_type, block, n_blocks, n_slots, s->ctx, err)))
         goto fail;
     s->kv_blocks = n_blocks;
     if ((st = open_tokenizer(s, o->model_path, err))) goto fail;

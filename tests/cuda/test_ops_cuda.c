@@ -2416,8 +2416,8 @@ static int engine_open(engine *e, const char *path, int cuda, int max_ctx, heart
     }
     if (hearth_model_load(&e->m, path, e->ops, e->ctx, 64, 0, err)) return 0;
     const hearth_model_config *c = hearth_model_config_get(e->m);
-    if (hearth_kv_new(&e->kv, e->ops, e->ctx, c->n_layers, hearth_model_kv_dim(e->m), c->head_dim, kvt, 16, (max_ctx + 15) / 16, 1,
-                      max_ctx, err))
+    if (hearth_kv_new(&e->kv, e->ops, e->ctx, c->n_layers, hearth_model_kv_dim(e->m), c->head_dim, kvt, 16,
+                      (max_ctx + 15) / 16, 1, max_ctx, err))
         return 0;
     return 1;
 }

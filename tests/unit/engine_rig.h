@@ -33,8 +33,8 @@ static int rig_open_on(rig *r, const hearth_ops *ops, void *ctx, const char *pat
         return 0;
     }
     const hearth_model_config *c = hearth_model_config_get(r->m);
-    if (hearth_kv_new(&r->kv, ops, ctx, c->n_layers, hearth_model_kv_dim(r->m), c->head_dim, kv_type, 16, n_blocks, n_slots, 256,
-                      &err)) {
+    if (hearth_kv_new(&r->kv, ops, ctx, c->n_layers, hearth_model_kv_dim(r->m), c->head_dim, kv_type, 16, n_blocks,
+                      n_slots, 256, &err)) {
         printf("  %s\n", err.msg);
         return 0;
     }

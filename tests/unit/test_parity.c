@@ -32,8 +32,8 @@ static int engine_open(engine *e, const char *path, int max_ctx, hearth_err *err
     if (hearth_cpu_ctx_new(&e->cpu, 2, 64, cols, max_ctx, err)) return 0;
     if (hearth_model_load(&e->m, path, &hearth_cpu_ops, e->cpu, 64, 0, err)) return 0;
     const hearth_model_config *c = hearth_model_config_get(e->m);
-    if (hearth_kv_new(&e->kv, &hearth_cpu_ops, e->cpu, c->n_layers, hearth_model_kv_dim(e->m), c->head_dim, HEARTH_DT_F32, 16,
-                      (max_ctx + 15) / 16, 1, max_ctx, err))
+    if (hearth_kv_new(&e->kv, &hearth_cpu_ops, e->cpu, c->n_layers, hearth_model_kv_dim(e->m), c->head_dim,
+                      HEARTH_DT_F32, 16, (max_ctx + 15) / 16, 1, max_ctx, err))
         return 0;
     return 1;
 }
