@@ -162,6 +162,22 @@ TEST(engine_long_contexts_batched_equal_serial) {
     hearth_cpu_ctx_free(cpu);
 }
 
+/* A KV cache whose position is not whole heads is refused by name; the CPU
+ * backend's view keeps its head dimension (the head-block layout). */
+TEST(engine_kv_cache_heads) {
+    hearth_cpu_ctx *cpu;
+    CHECK_EQ(hearth_cpu_ctx_new(&cpu, 1, 16, 64, 64, NULL), HEARTH_OK);
+    hearth_kv *kv = NULL;
+    hearth_err err = {0};
+    CHECK_EQ(hearth_kv_new(&kv, &hearth_cpu_ops, cpu, 2, 100, 64, HEARTH_DT_F16, 16, 8, 1, 64, &err), HEARTH_EINVAL);
+    CHECK(kv == NULL);
+    CHECK_MSG(strstr(err.msg, "not whole heads of 64") != NULL, "%s", err.msg);
+    CHECK_EQ(hearth_kv_new(&kv, &hearth_cpu_ops, cpu, 2, 128, 64, HEARTH_DT_F16, 16, 8, 1, 64, &err), HEARTH_OK);
+    CHECK_EQ(hearth_kv_view_get(kv)->head_dim, 64);
+    hearth_kv_free(kv);
+    hearth_cpu_ctx_free(cpu);
+}
+
 static void preemption_case(void) {
     rig r;
     /* 8 blocks of 16 positions for 8 slots: sequences of up to 63 positions
