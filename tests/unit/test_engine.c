@@ -11,17 +11,21 @@
 #define N_REQ 12
 #define N_NEW RIG_NEW
 
-/* The tiny qwen2 model on a CPU context of its own. */
-static int rig_open_kv(rig *r, hearth_dtype kvt, int n_blocks, int n_slots, int max_tokens) {
+/* The tiny qwen2 model on a CPU context of its own (threads: its pool's, the engine thread's included). */
+static int rig_open_threads(rig *r, hearth_dtype kvt, int n_blocks, int n_slots, int max_tokens, int threads) {
     hearth_cpu_ctx *cpu;
     memset(r, 0, sizeof *r);
-    if (hearth_cpu_ctx_new(&cpu, 2, max_tokens, 512, 256, NULL)) return 0;
+    if (hearth_cpu_ctx_new(&cpu, threads, max_tokens, 512, 256, NULL)) return 0;
     if (rig_open_on(r, &hearth_cpu_ops, cpu, test_path("tests/fixtures/tiny/qwen2-f32"), kvt, n_blocks,
                     n_slots, max_tokens))
         return 1;
     rig_free(r);
     hearth_cpu_ctx_free(cpu);
     return 0;
+}
+
+static int rig_open_kv(rig *r, hearth_dtype kvt, int n_blocks, int n_slots, int max_tokens) {
+    return rig_open_threads(r, kvt, n_blocks, n_slots, max_tokens, 2);
 }
 
 static int rig_open(rig *r, int n_blocks, int n_slots, int max_tokens) {
@@ -226,14 +230,18 @@ static int wait_running(hearth_engine *e, int n) {
 /* Prompts are prefilled first come, first served: B, admitted after A into
  * the lower slot that P left, waits for A's prompt rather than taking the
  * step budget from it (planned in slot order, B's 40 tokens went first and
- * A's 250 waited). The scenario needs A admitted while P still runs; on a
- * loaded machine P (200 tokens of a tiny model) can end first, so an
- * attempt that does not reach it (or where A's prompt ended before it was
- * seen alone) is run again (*again set), up to three. */
+ * A's 250 waited). The scenario needs A admitted while P still runs, and A
+ * still prefilling when B comes. P's events are not read after its first,
+ * so with a queue of 4 it pauses (backpressure) in slot 0 rather than racing
+ * through its 200 tokens; a step of two tokens makes A's prompt 125 steps;
+ * and the engine runs its forwards on one thread, so that on a 2-core
+ * machine the test's polls are not starved by the pool's spinning workers
+ * (they were: A's whole prompt could pass between two of them). An attempt
+ * that still misses the scenario is run again (*again set), up to three. */
 static void fcfs_attempt(rig *r, int *again) {
     *again = 0;
     hearth_engine *e;
-    hearth_engine_opts o = {.n_slots = 2, .max_waiting = 8, .queue_cap = 256};
+    hearth_engine_opts o = {.n_slots = 2, .max_waiting = 8, .queue_cap = 4};
     hearth_err err = {0};
     CHECK_EQ(hearth_engine_new(&e, r->m, r->kv, &o, &err), HEARTH_OK);
     const int vocab = hearth_model_config_get(r->m)->vocab_size;
@@ -286,7 +294,7 @@ static void fcfs_attempt(rig *r, int *again) {
 
 TEST(engine_prefill_first_come_first_served) {
     rig r;
-    int ok = rig_open(&r, 64, 2, 4); /* a step of 4 tokens: A's prompt takes 60+ steps */
+    int ok = rig_open_threads(&r, HEARTH_DT_F32, 64, 2, 2, 1); /* a step of two tokens, the least for two slots */
     CHECK_MSG(ok, "cannot open the tiny model");
     int again = 1;
     for (int attempt = 0; attempt < 3 && again; attempt++) fcfs_attempt(&r, &again);
