@@ -318,7 +318,7 @@ typedef struct {
 static void kv_write_rows(const void *arg, int t0, int t1) {
     const kv_write_job *j = arg;
     const hearth_kv_view *kv = j->kv;
-    const int n = kv->head_dim ? kv->head_dim : kv->kv_dim; /* a head at a time, or the whole row */
+    const int n = (int)kv_row_step(kv); /* a head at a time, or the whole row */
     for (int t = t0; t < t1; t++)
         for (int h = 0; h < kv->kv_dim / n; h++) {
             size_t off = kv_offset(kv, j->seq[t], j->pos[t], h, n), at = (size_t)t * kv->kv_dim + (size_t)h * n;
@@ -372,6 +372,9 @@ typedef struct {
 static inline int att_first(const att_job *j, int t) {
     return j->window > 0 && j->pos[t] - j->window + 1 > 0 ? j->pos[t] - j->window + 1 : 0;
 }
+
+/* The segments row t's positions span. */
+static inline int att_segs(const att_job *j, int t) { return j->pos[t] / ATT_SEG - att_first(j, t) / ATT_SEG + 1; }
 
 /* Where segment s (counted from the row's first) of row t, head h keeps its
  * output: head_dim floats, then the max and the sum. */
@@ -474,7 +477,7 @@ static void att_item(const att_job *j, int t0, int nt, int kvh, int h0, int gs, 
     for (int u = 0; u < nt; u++) {
         const int f = att_first(j, t0 + u), e = j->pos[t0 + u];
         p0[u] = f > sa ? f : sa, p1[u] = e < sb ? e : sb;
-        part[u] = f / ATT_SEG != e / ATT_SEG; /* spans several: a partial */
+        part[u] = att_segs(j, t0 + u) > 1; /* spans several: a partial */
         for (int i = 0; i < gs; i++) {
             size_t at = ((size_t)(t0 + u) * j->n_heads + h0 + i) * hd;
             qr[u * gs + i] = j->q + at;
@@ -558,7 +561,7 @@ static void att_merge(void *ctx, int task, int n_tasks) {
     const att_job *j = ctx;
     const int hd = j->head_dim;
     for (int t = task; t < j->T; t += n_tasks) {
-        const int f = att_first(j, t), n = j->pos[t] / ATT_SEG - f / ATT_SEG + 1;
+        const int n = att_segs(j, t);
         if (n == 1) continue;
         for (int h = 0; h < j->n_heads; h++) {
             float *o = j->out + ((size_t)t * j->n_heads + h) * hd, M = -INFINITY, L = 0.0f;
@@ -590,8 +593,7 @@ static void cpu_attention(void *ctx, float *out, const float *q, int T, const he
         att_job j = {c,     out + (size_t)r0 * n_heads * head_dim, q + (size_t)r0 * n_heads * head_dim, kv, layer, n,
                      n_heads, n_kv_heads, head_dim, window, seq + r0, pos + r0, scale, ak, vec, 0, 0, 0, 0, 1};
         for (int t = 0; t < n; t++) {
-            const int segs = j.pos[t] / ATT_SEG - att_first(&j, t) / ATT_SEG + 1;
-            if (segs > j.seg_max) j.seg_max = segs;
+            if (att_segs(&j, t) > j.seg_max) j.seg_max = att_segs(&j, t);
         }
         const size_t row_part = (size_t)n_heads * j.seg_max * (head_dim + 2);
         HEARTH_ASSERT(row_part <= c->att_part_n);
@@ -602,7 +604,7 @@ static void cpu_attention(void *ctx, float *out, const float *q, int T, const he
                 t - c->att_tiles[j.n_tiles - 1] == ATT_TILE) {
                 c->att_items[j.n_tiles] = j.n_items;
                 c->att_tiles[j.n_tiles++] = t;
-                j.n_items += j.pos[t] / ATT_SEG - att_first(&j, t) / ATT_SEG + 1;
+                j.n_items += att_segs(&j, t);
             } else {
                 j.n_items += j.pos[t] / ATT_SEG - j.pos[t - 1] / ATT_SEG; /* the tile's last row sets its segments */
             }
