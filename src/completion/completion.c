@@ -1,5 +1,6 @@
 /* completion.c - prepare (resolve, template, tokenize, admit), execute (pull
  * tokens, cancel on disconnect) and the terminal summary. See completion.h. */
+#define _GNU_SOURCE /* memmem */
 #include "completion/completion.h"
 
 #include "core/clock.h"
@@ -181,22 +182,43 @@ static int ends_in_think(const char *s, size_t n) {
     return n >= 7 && !memcmp(s + n - 7, "<think>", 7);
 }
 
-hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, hearth_cpl **out,
-                               hearth_cpl_error *e) {
-    *out = NULL;
-    memset(e, 0, sizeof *e);
-    double t0 = hearth_time_now();
+static int is_space(char ch) { return ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t' || ch == '\f' || ch == '\v'; }
+
+/* continue_final: cut the rendered prompt right after the final message's
+ * text, as transformers' continue_final_message does (its text found last in
+ * the prompt; its trailing spaces kept only if the template printed them). */
+static hearth_status cut_after_final(const hearth_cpl_request *r, const char *text, size_t *len, hearth_cpl_error *e) {
+    const json_t *last = json_array_get(r->messages, json_array_size(r->messages) - 1);
+    const char *m = json_string_value(json_object_get(last, "content"));
+    if (!m || strcmp(json_string_value(json_object_get(last, "role")), "assistant"))
+        return reject(e, HEARTH_EINVAL, "messages", NULL,
+                      "messages: only a final assistant message with text can be continued");
+    size_t a = 0, b = strlen(m);
+    while (a < b && is_space(m[a])) a++;
+    while (b > a && is_space(m[b - 1])) b--;
+    if (a == b)
+        return reject(e, HEARTH_EINVAL, "messages", NULL, "messages: the final assistant message to continue is empty");
+    const char *at = NULL;
+    for (const char *p = text; (p = memmem(p, (size_t)(text + *len - p), m + a, b - a)); p++) at = p;
+    if (!at)
+        return reject(e, HEARTH_EINVAL, "messages", NULL,
+                      "messages: the chat template does not print the final assistant message as given, so the "
+                      "answer cannot continue it");
+    size_t whole = strlen(m + a); /* with its trailing spaces, if the template kept them */
+    size_t keep = (size_t)(at - text) + whole <= *len && !memcmp(at, m + a, whole) ? whole : b - a;
+    *len = (size_t)(at - text) + keep;
+    return HEARTH_OK;
+}
+
+/* The prompt's token ids: the chat template and the tokenizer, or the
+ * request's own ids. *in_reasoning: the prompt leaves a <think> open. */
+static hearth_status prompt_ids(hearth_cpl_ctx *c, const hearth_cpl_request *r, int32_t **out, size_t *n_out,
+                                int *in_reasoning, hearth_cpl_error *e) {
     hearth_err err = {0};
     hearth_status st;
     int32_t *ids = NULL;
     size_t n_ids = 0;
-    int in_reasoning = 0;
-
-    /* Resolve: request over the context's defaults. */
-    hearth_cpl_params p = c->defaults;
-    hearth_cpl_params_overlay(&p, &r->p);
-
-    /* Template and tokens. */
+    *in_reasoning = 0;
     if (r->chat) {
         char *text = NULL;
         size_t len;
@@ -204,12 +226,16 @@ hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, h
             return reject(e, HEARTH_ENOTSUP, "messages", "chat_template_missing",
                           "the model has no chat template: use /v1/completions, or start the server with "
                           "--chat-template-file");
-        st = hearth_tmpl_render_chat(c->tmpl, r->messages, r->tools, 1, c->bos, c->eos, r->template_kwargs, &text,
-                                     &len, &err);
+        st = hearth_tmpl_render_chat(c->tmpl, r->messages, r->tools, !r->continue_final, c->bos, c->eos,
+                                     r->template_kwargs, &text, &len, &err);
         if (st != HEARTH_OK)
             return reject(e, st == HEARTH_ENOMEM ? st : HEARTH_EINVAL, "messages", NULL,
                           "messages: the chat template refused them: %s", err.msg);
-        in_reasoning = c->template_thinks && ends_in_think(text, len);
+        if (r->continue_final && (st = cut_after_final(r, text, &len, e)) != HEARTH_OK) {
+            free(text);
+            return st;
+        }
+        *in_reasoning = c->template_thinks && ends_in_think(text, len);
         st = hearth_tok_encode(c->tok, text, len, 0, 1, &ids, &n_ids, &err);
         free(text);
         if (st != HEARTH_OK) return reject(e, st, "messages", NULL, "messages: %s", err.msg);
@@ -235,6 +261,41 @@ hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, h
         free(ids);
         return reject(e, HEARTH_EINVAL, pfield, NULL, "%s: the prompt is empty", pfield);
     }
+    *out = ids;
+    *n_out = n_ids;
+    return HEARTH_OK;
+}
+
+hearth_status hearth_cpl_count_tokens(hearth_cpl_ctx *c, const hearth_cpl_request *r, int *n, hearth_cpl_error *e) {
+    memset(e, 0, sizeof *e);
+    int32_t *ids;
+    size_t n_ids;
+    int in_reasoning;
+    hearth_status st = prompt_ids(c, r, &ids, &n_ids, &in_reasoning, e);
+    if (st != HEARTH_OK) return st;
+    free(ids);
+    *n = (int)n_ids;
+    return HEARTH_OK;
+}
+
+hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, hearth_cpl **out,
+                               hearth_cpl_error *e) {
+    *out = NULL;
+    memset(e, 0, sizeof *e);
+    double t0 = hearth_time_now();
+    hearth_err err = {0};
+    hearth_status st;
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    int in_reasoning = 0;
+
+    /* Resolve: request over the context's defaults. */
+    hearth_cpl_params p = c->defaults;
+    hearth_cpl_params_overlay(&p, &r->p);
+
+    /* Template and tokens. */
+    if ((st = prompt_ids(c, r, &ids, &n_ids, &in_reasoning, e)) != HEARTH_OK) return st;
+    const char *pfield = r->chat ? "messages" : r->prompt_field;
     if ((int)n_ids >= c->ctx) {
         free(ids);
         return reject(e, HEARTH_ERANGE, pfield, "context_length_exceeded",
@@ -335,6 +396,7 @@ static void settle(hearth_cpl *q, hearth_cpl_event_fn fn, void *user) {
     m->total_s = hearth_time_now() - q->t_start;
     if (q->sink_stopped) {
         m->finish = HEARTH_CPL_FINISH_STOP; /* a stop string or an end id: our decision, not the engine's */
+        if (q->sink.stop.hit) m->stop_sequence = q->sink.stop.strs[q->sink.stop.which];
     } else {
         switch (s.finish) {
         case HEARTH_FINISH_STOP: m->finish = HEARTH_CPL_FINISH_STOP; break;

@@ -61,6 +61,8 @@ typedef struct {
     int logprobs;     /* record each token's logprob */
     int top_logprobs; /* and the N most likely alternatives (0..HEARTH_MAX_TOP_LOGPROBS) */
     int ignore_eos;   /* do not stop at end-of-generation ids */
+    int continue_final; /* chat: the last message is the assistant's start of its answer (a prefill): the
+                           prompt ends inside it, with no generation prompt, and the output continues it */
 } hearth_cpl_request;
 
 void hearth_cpl_request_init(hearth_cpl_request *r);
@@ -114,6 +116,7 @@ typedef struct {
     int completion_tokens; /* tokens generated up to the end (an end-of-generation id counts) */
     int cached_tokens;     /* prompt tokens served from the prefix cache */
     int client_gone;       /* CANCELED because the client disconnected */
+    const char *stop_sequence; /* STOP by a stop string: which one (owned by the completion); else NULL */
     double queue_s, ttft_s, total_s; /* ttft: start -> first token pulled */
     char error[256];
 } hearth_cpl_summary;
@@ -139,6 +142,10 @@ typedef int (*hearth_cpl_gone_fn)(void *ctx);
  * HEARTH_CPL_IDLE_RETURN_S without a token), 0 once it is over (the summary
  * is settled; later calls return 0 at once). */
 int hearth_cpl_step(hearth_cpl *q, hearth_cpl_event_fn fn, void *user, hearth_cpl_gone_fn gone, void *gone_ctx);
+
+/* Prepare without starting: the number of prompt tokens r renders to (its
+ * template and tokenizer, as hearth_cpl_start would). Errors as there. */
+hearth_status hearth_cpl_count_tokens(hearth_cpl_ctx *c, const hearth_cpl_request *r, int *n, hearth_cpl_error *e);
 
 /* Logprob records of the tokens pulled so far (end ids excluded), in order;
  * NULL/0 when the request did not ask for logprobs. */

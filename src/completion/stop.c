@@ -66,12 +66,14 @@ size_t hearth_stop_feed(hearth_stop *m, const char *text, size_t len, char *out,
     size_t n = m->n_held + len;
     m->n_held = 0;
     size_t first = n;
+    int which = -1;
     for (int i = 0; i < m->n; i++) {
         const char *p = memmem(out, n, m->strs[i], m->lens[i]);
-        if (p && (size_t)(p - out) < first) first = (size_t)(p - out);
+        if (p && (size_t)(p - out) < first) first = (size_t)(p - out), which = i;
     }
-    if (first < n) {
+    if (which >= 0) {
         m->hit = *hit = 1;
+        m->which = which;
         return first;
     }
     size_t keep = partial_tail(m, out, n);

@@ -29,7 +29,9 @@ typedef struct {
     size_t max_len;
     char *held; /* [max_len] the tail that may begin a stop string */
     size_t n_held;
-    int hit; /* a stop string was found; all later input is dropped */
+    int hit;   /* a stop string was found; all later input is dropped */
+    int which; /* hit: the index of the stop string found (of those complete in the feed that found one,
+                  the first to begin; the lower index on a tie) */
 } hearth_stop;
 
 /* Copy n stop strings (each 1..HEARTH_STOP_MAX_LEN bytes of valid UTF-8).

@@ -101,6 +101,7 @@ typedef struct {
     const char *const *stops;
     int n;
     int want_hit;
+    int want_which; /* the stop string found, or -1 (not checked) */
 } stop_ctx;
 
 static void run_stop(const char *text, const size_t *cuts, int n_cuts, sink *o, void *vctx) {
@@ -126,15 +127,21 @@ static void run_stop(const char *text, const size_t *cuts, int n_cuts, sink *o, 
         if (k) on_text(o, HEARTH_TEXT_CONTENT, out, k);
     }
     if (hit != c->want_hit) o->order_bad = 1;
+    if (hit && c->want_which >= 0 && m.which != c->want_which) o->order_bad = 1;
     hearth_stop_deinit(&m);
 }
 
-static int stop_case(const char *text, const char *const *stops, int n, const char *want, int want_hit) {
-    stop_ctx c = {stops, n, want_hit};
+static int stop_case_which(const char *text, const char *const *stops, int n, const char *want, int want_hit,
+                           int want_which) {
+    stop_ctx c = {stops, n, want_hit, want_which};
     sink w = {0};
     snprintf(w.content, sizeof w.content, "%s", want);
     if (*want) snprintf(w.log, sizeof w.log, "C");
     return check_all_splits(text, run_stop, &c, &w);
+}
+
+static int stop_case(const char *text, const char *const *stops, int n, const char *want, int want_hit) {
+    return stop_case_which(text, stops, n, want, want_hit, -1);
 }
 
 TEST(stop_strings_across_boundaries) {
@@ -154,6 +161,16 @@ TEST(stop_strings_across_boundaries) {
     const char *s4[] = {"\xc3\xa9t\xc3\xa9"}; /* "été" */
     CHECK(stop_case("un \xc3\xa9t\xc3\xa9 chaud", s4, 1, "un ", 1));
     CHECK(stop_case("caf\xc3\xa9 et th\xc3\xa9", s4, 1, "caf\xc3\xa9 et th\xc3\xa9", 0));
+}
+
+TEST(stop_names_the_string_it_found) {
+    /* which: the stop string that begins first, whatever the splits (none
+     * here is a prefix of another, which could complete first in a split) */
+    const char *s[] = {"END", "\n\nUser:", "ab", "EX"};
+    CHECK(stop_case_which("Answer: 42\n\nUser: more", s, 4, "Answer: 42", 1, 1));
+    CHECK(stop_case_which("x aab ENDx", s, 4, "x a", 1, 2));
+    CHECK(stop_case_which("x ENDab", s, 4, "x ", 1, 0));
+    CHECK(stop_case_which("x EN EXDab", s, 4, "x EN ", 1, 3));
 }
 
 TEST(stop_no_part_of_a_stop_string_is_released_early) {
