@@ -1,6 +1,7 @@
 /* api.h - the protocol adapters behind the HTTP server: routes, auth, server
- * state, and the OpenAI endpoints (chat completions, completions, models)
- * plus /health, /stats and /metrics.
+ * state, the OpenAI endpoints (chat completions, completions, models), the
+ * Anthropic Messages API (messages, count_tokens), plus /health, /stats and
+ * /metrics.
  *
  * An adapter turns JSON into a neutral hearth_cpl_request, starts it on the
  * completion seam, and renders the semantic events and the one summary -
@@ -22,7 +23,7 @@ typedef struct hearth_api hearth_api;
 
 typedef struct {
     const char *model_id; /* the name /v1/models lists and responses carry */
-    const char *api_key;  /* NULL or "": no auth; else Bearer auth on every route but /health */
+    const char *api_key;  /* NULL or "": no auth; else the key (Bearer or x-api-key) on every route but /health */
 } hearth_api_opts;
 
 hearth_status hearth_api_new(hearth_api **out, const hearth_api_opts *o, hearth_err *err);

@@ -62,11 +62,28 @@ typedef struct {
     int logprobs, top_logprobs; /* as the request gave them (0 = none) */
 } api_req_opts;
 
-/* Parse an OpenAI chat / text completion body into r (initialised by the
- * caller). 0 on success; else 1 and e names the field (status EINVAL or
- * ENOTSUP). */
+/* Parse an OpenAI chat / text completion body, or an Anthropic messages
+ * body, into r (initialised by the caller). 0 on success; else 1 and e names
+ * the field (status EINVAL or ENOTSUP). count_only: /v1/messages/count_tokens
+ * (max_tokens is not required). */
 int api_parse_chat(const json_t *body, hearth_cpl_request *r, api_req_opts *o, hearth_cpl_error *e);
 int api_parse_text(const json_t *body, hearth_cpl_request *r, api_req_opts *o, hearth_cpl_error *e);
+int api_parse_messages(const json_t *body, int count_only, hearth_cpl_request *r, api_req_opts *o,
+                       hearth_cpl_error *e);
+
+/* The parsers' pieces (openai_request.c). Each returns 1 with e filled when
+ * the field is wrong, else 0; a null value counts as absent. */
+int api_fail(hearth_cpl_error *e, hearth_status st, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+const char *api_type_name(const json_t *v); /* "an object", "a string", ... */
+json_t *api_field(const json_t *o, const char *k); /* NULL when absent or null */
+int api_get_number(const json_t *b, const char *k, double lo, double hi, int *has, float *out, hearth_cpl_error *e);
+int api_get_int(const json_t *b, const char *k, long long lo, long long hi, int *has, long long *out,
+                hearth_cpl_error *e);
+int api_get_bool(const json_t *b, const char *k, int *out, hearth_cpl_error *e);
+char *api_dup_str(const char *s, size_t n); /* NUL-terminated copy, or NULL */
+int api_parse_stops(const json_t *stop, const char *param, hearth_cpl_request *r, hearth_cpl_error *e);
+void api_name_tool_result(const json_t *messages, json_t *tool_msg);
 
 /* ---- jobs ---- */
 typedef struct api_proto api_proto;
@@ -88,12 +105,17 @@ struct api_job {
     int lp_sent;    /* logprob records already sent */
     long text_off;  /* bytes of text sent (legacy logprobs text_offset) */
     json_t *chunks; /* the chunks of the current step */
+    int blk_kind;   /* Anthropic: the open content block's event kind, or -1 */
+    int n_blk;      /* Anthropic: content blocks closed so far (the open one's index) */
     api_job *prev, *next;
 };
 
-/* What differs between /v1/chat/completions and /v1/completions. */
+/* What differs between /v1/chat/completions, /v1/completions and /v1/messages. */
 struct api_proto {
     const char *chunk_object, *id_prefix;
+    /* streamed: the whole stream's pieces (net's hearth_http_stream.next), or
+     * NULL for OpenAI chunks through the hooks below */
+    int (*stream_next)(void *job, const char **data, size_t *len);
     /* streamed: turn an event into a chunk appended to j->chunks */
     void (*chunk_event)(api_job *j, const hearth_cpl_event *ev);
     /* streamed: the first chunk (chat: the role), or NULL */
@@ -120,7 +142,19 @@ json_t *api_chunk_base(api_job *j); /* {"id","object","created","model"} */
 json_t *api_token_string(api_job *j, int32_t id);
 json_t *api_token_bytes(json_t *token_string);
 
-extern const api_proto API_CHAT, API_TEXT;
+/* A server-sent event into out: "event: <event>" (when not NULL) and the data line. */
+void api_sse_put(api_buf *out, const char *event, const json_t *v);
+/* net's liveness probe for hearth_cpl_step (conn: a hearth_http_conn). */
+int api_conn_gone(void *conn);
+
+extern const api_proto API_CHAT, API_TEXT, API_MESSAGES;
+
+/* anthropic_messages.c */
+/* Rewrite an OpenAI-shaped error response as Anthropic's
+ * {"type":"error","error":{"type","message"}}; other responses are left alone. */
+void api_anthropic_error(hearth_http_response *r);
+/* POST /v1/messages/count_tokens. */
+void api_count_tokens(hearth_api *a, const json_t *body, hearth_http_response *r);
 
 /* admin.c */
 void api_health(hearth_api *a, hearth_http_response *r);

@@ -16,9 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int fail(hearth_cpl_error *e, hearth_status st, const char *param, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(hearth_cpl_error *e, hearth_status st, const char *param, const char *fmt, ...) {
+int api_fail(hearth_cpl_error *e, hearth_status st, const char *param, const char *fmt, ...) {
     e->status = st;
     snprintf(e->param, sizeof e->param, "%s", param ? param : "");
     e->code[0] = 0;
@@ -29,7 +27,7 @@ static int fail(hearth_cpl_error *e, hearth_status st, const char *param, const 
     return 1;
 }
 
-static const char *type_name(const json_t *v) {
+const char *api_type_name(const json_t *v) {
     switch (json_typeof(v)) {
     case JSON_OBJECT: return "an object";
     case JSON_ARRAY: return "an array";
@@ -44,58 +42,93 @@ static const char *type_name(const json_t *v) {
 }
 
 /* A field, or NULL when absent or null. */
-static json_t *field(const json_t *o, const char *k) {
+json_t *api_field(const json_t *o, const char *k) {
     json_t *v = json_object_get(o, k);
     return json_is_null(v) ? NULL : v;
 }
 
-static int get_number(const json_t *b, const char *k, double lo, double hi, int *has, float *out, hearth_cpl_error *e) {
-    json_t *v = field(b, k);
+int api_get_number(const json_t *b, const char *k, double lo, double hi, int *has, float *out, hearth_cpl_error *e) {
+    json_t *v = api_field(b, k);
     if (!v) return 0;
     if (!json_is_number(v))
-        return fail(e, HEARTH_EINVAL, k, "Invalid type for '%s': expected a number, but got %s instead.", k,
-                    type_name(v));
+        return api_fail(e, HEARTH_EINVAL, k, "Invalid type for '%s': expected a number, but got %s instead.", k,
+                    api_type_name(v));
     double x = json_number_value(v);
     if (!(x >= lo && x <= hi))
-        return fail(e, HEARTH_EINVAL, k, "Invalid '%s': %g is outside the allowed range [%g, %g].", k, x, lo, hi);
+        return api_fail(e, HEARTH_EINVAL, k, "Invalid '%s': %g is outside the allowed range [%g, %g].", k, x, lo, hi);
     *has = 1;
     *out = (float)x;
     return 0;
 }
 
-static int get_int(const json_t *b, const char *k, long long lo, long long hi, int *has, long long *out,
+int api_get_int(const json_t *b, const char *k, long long lo, long long hi, int *has, long long *out,
                    hearth_cpl_error *e) {
-    json_t *v = field(b, k);
+    json_t *v = api_field(b, k);
     if (!v) return 0;
     if (json_is_real(v) && json_real_value(v) == floor(json_real_value(v)) && fabs(json_real_value(v)) < 9e15) {
         *out = (long long)json_real_value(v); /* 5.0 is an integer too */
     } else if (json_is_integer(v)) {
         *out = json_integer_value(v);
     } else {
-        return fail(e, HEARTH_EINVAL, k, "Invalid type for '%s': expected an integer, but got %s instead.", k,
-                    type_name(v));
+        return api_fail(e, HEARTH_EINVAL, k, "Invalid type for '%s': expected an integer, but got %s instead.", k,
+                    api_type_name(v));
     }
     if (*out < lo || *out > hi)
-        return fail(e, HEARTH_EINVAL, k, "Invalid '%s': %lld is outside the allowed range [%lld, %lld].", k, *out, lo,
+        return api_fail(e, HEARTH_EINVAL, k,
+                        "Invalid '%s': %lld is outside the allowed range [%lld, %lld].", k, *out, lo,
                     hi);
     *has = 1;
     return 0;
 }
 
-static int get_bool(const json_t *b, const char *k, int *out, hearth_cpl_error *e) {
-    json_t *v = field(b, k);
+int api_get_bool(const json_t *b, const char *k, int *out, hearth_cpl_error *e) {
+    json_t *v = api_field(b, k);
     if (!v) return 0;
     if (!json_is_boolean(v))
-        return fail(e, HEARTH_EINVAL, k, "Invalid type for '%s': expected a boolean, but got %s instead.", k,
-                    type_name(v));
+        return api_fail(e, HEARTH_EINVAL, k, "Invalid type for '%s': expected a boolean, but got %s instead.", k,
+                    api_type_name(v));
     *out = json_is_true(v);
     return 0;
 }
 
-static char *dup_str(const char *s, size_t n) {
+char *api_dup_str(const char *s, size_t n) {
     char *p = malloc(n + 1);
     if (p) memcpy(p, s, n), p[n] = 0;
     return p;
+}
+
+/* Stop strings: a string or an array of strings (param: the field's name). */
+int api_parse_stops(const json_t *stop, const char *param, hearth_cpl_request *r, hearth_cpl_error *e) {
+    if (!stop) return 0;
+    if (json_is_string(stop)) {
+        r->stop[r->n_stop++] = api_dup_str(json_string_value(stop), json_string_length(stop));
+    } else if (json_is_array(stop)) {
+        if (json_array_size(stop) > HEARTH_STOP_MAX)
+            return api_fail(e, HEARTH_EINVAL, param, "Invalid '%s': at most %d stop sequences, got %zu.", param,
+                            HEARTH_STOP_MAX, json_array_size(stop));
+        size_t i;
+        json_t *s;
+        json_array_foreach(stop, i, s) {
+            if (!json_is_string(s))
+                return api_fail(e, HEARTH_EINVAL, param,
+                                "Invalid type for '%s[%zu]': expected a string, but got %s instead.", param, i,
+                                api_type_name(s));
+            r->stop[r->n_stop++] = api_dup_str(json_string_value(s), json_string_length(s));
+        }
+    } else {
+        return api_fail(e, HEARTH_EINVAL, param,
+                        "Invalid type for '%s': expected a string or an array of strings, but got %s instead.", param,
+                        api_type_name(stop));
+    }
+    for (int i = 0; i < r->n_stop; i++) {
+        if (!r->stop[i]) return api_fail(e, HEARTH_ENOMEM, NULL, "out of memory");
+        if (!r->stop[i][0])
+            return api_fail(e, HEARTH_EINVAL, param, "Invalid '%s': stop sequence %d is empty.", param, i);
+        if (strlen(r->stop[i]) > HEARTH_STOP_MAX_LEN)
+            return api_fail(e, HEARTH_EINVAL, param, "Invalid '%s': stop sequence %d is longer than %d bytes.", param,
+                            i, HEARTH_STOP_MAX_LEN);
+    }
+    return 0;
 }
 
 /* Fields both endpoints share. */
@@ -103,90 +136,61 @@ static int parse_common(const json_t *b, hearth_cpl_request *r, api_req_opts *o,
     hearth_cpl_params *p = &r->p;
     long long iv;
     int has;
-    if (!json_is_object(b)) return fail(e, HEARTH_EINVAL, NULL, "The request body must be a JSON object.");
-    json_t *model = field(b, "model");
+    if (!json_is_object(b)) return api_fail(e, HEARTH_EINVAL, NULL, "The request body must be a JSON object.");
+    json_t *model = api_field(b, "model");
     if (model && !json_is_string(model))
-        return fail(e, HEARTH_EINVAL, "model", "Invalid type for 'model': expected a string, but got %s instead.",
-                    type_name(model));
-    if (get_number(b, "temperature", 0, 2, &p->has_temperature, &p->temperature, e) ||
-        get_number(b, "top_p", 0, 1, &p->has_top_p, &p->top_p, e) ||
-        get_number(b, "min_p", 0, 1, &p->has_min_p, &p->min_p, e) ||
-        get_number(b, "presence_penalty", -2, 2, &p->has_presence_penalty, &p->presence_penalty, e) ||
-        get_number(b, "frequency_penalty", -2, 2, &p->has_frequency_penalty, &p->frequency_penalty, e) ||
-        get_number(b, "repetition_penalty", 0, 10, &p->has_repetition_penalty, &p->repetition_penalty, e))
+        return api_fail(e, HEARTH_EINVAL, "model", "Invalid type for 'model': expected a string, but got %s instead.",
+                    api_type_name(model));
+    if (api_get_number(b, "temperature", 0, 2, &p->has_temperature, &p->temperature, e) ||
+        api_get_number(b, "top_p", 0, 1, &p->has_top_p, &p->top_p, e) ||
+        api_get_number(b, "min_p", 0, 1, &p->has_min_p, &p->min_p, e) ||
+        api_get_number(b, "presence_penalty", -2, 2, &p->has_presence_penalty, &p->presence_penalty, e) ||
+        api_get_number(b, "frequency_penalty", -2, 2, &p->has_frequency_penalty, &p->frequency_penalty, e) ||
+        api_get_number(b, "repetition_penalty", 0, 10, &p->has_repetition_penalty, &p->repetition_penalty, e))
         return 1;
     if (p->has_top_p && p->top_p <= 0)
-        return fail(e, HEARTH_EINVAL, "top_p", "Invalid 'top_p': it must be greater than 0 (1 turns it off).");
+        return api_fail(e, HEARTH_EINVAL, "top_p", "Invalid 'top_p': it must be greater than 0 (1 turns it off).");
     if (p->has_repetition_penalty && p->repetition_penalty <= 0)
-        return fail(e, HEARTH_EINVAL, "repetition_penalty",
+        return api_fail(e, HEARTH_EINVAL, "repetition_penalty",
                     "Invalid 'repetition_penalty': it must be greater than 0 (1 turns it off).");
     has = 0;
-    if (get_int(b, "top_k", -1, 1 << 30, &has, &iv, e)) return 1;
+    if (api_get_int(b, "top_k", -1, 1 << 30, &has, &iv, e)) return 1;
     if (has) p->has_top_k = 1, p->top_k = iv < 0 ? 0 : (int)iv; /* -1 = off, as vLLM spells it */
     has = 0;
-    if (get_int(b, "seed", -(1LL << 62), 1LL << 62, &has, &iv, e)) return 1;
+    if (api_get_int(b, "seed", -(1LL << 62), 1LL << 62, &has, &iv, e)) return 1;
     if (has) p->has_seed = 1, p->seed = (uint64_t)iv;
     /* max_completion_tokens is the newer name; it wins when both are given */
     has = 0;
-    if (get_int(b, "max_tokens", 1, 1 << 30, &has, &iv, e)) return 1;
+    if (api_get_int(b, "max_tokens", 1, 1 << 30, &has, &iv, e)) return 1;
     if (has) p->has_max_tokens = 1, p->max_tokens = (int)iv;
     has = 0;
-    if (get_int(b, "max_completion_tokens", 1, 1 << 30, &has, &iv, e)) return 1;
+    if (api_get_int(b, "max_completion_tokens", 1, 1 << 30, &has, &iv, e)) return 1;
     if (has) p->has_max_tokens = 1, p->max_tokens = (int)iv;
     has = 0;
-    if (get_int(b, "n", 1, 1 << 30, &has, &iv, e)) return 1;
+    if (api_get_int(b, "n", 1, 1 << 30, &has, &iv, e)) return 1;
     if (has && iv != 1)
-        return fail(e, HEARTH_ENOTSUP, "n", "Invalid 'n': only n=1 is supported by this server (got %lld).", iv);
+        return api_fail(e, HEARTH_ENOTSUP, "n", "Invalid 'n': only n=1 is supported by this server (got %lld).", iv);
 
-    json_t *stop = field(b, "stop");
-    if (stop) {
-        if (json_is_string(stop)) {
-            r->stop[r->n_stop++] = dup_str(json_string_value(stop), json_string_length(stop));
-        } else if (json_is_array(stop)) {
-            if (json_array_size(stop) > HEARTH_STOP_MAX)
-                return fail(e, HEARTH_EINVAL, "stop", "Invalid 'stop': at most %d stop sequences, got %zu.",
-                            HEARTH_STOP_MAX, json_array_size(stop));
-            size_t i;
-            json_t *s;
-            json_array_foreach(stop, i, s) {
-                if (!json_is_string(s))
-                    return fail(e, HEARTH_EINVAL, "stop",
-                                "Invalid type for 'stop[%zu]': expected a string, but got %s instead.", i,
-                                type_name(s));
-                r->stop[r->n_stop++] = dup_str(json_string_value(s), json_string_length(s));
-            }
-        } else {
-            return fail(e, HEARTH_EINVAL, "stop",
-                        "Invalid type for 'stop': expected a string or an array of strings, but got %s instead.",
-                        type_name(stop));
-        }
-        for (int i = 0; i < r->n_stop; i++) {
-            if (!r->stop[i]) return fail(e, HEARTH_ENOMEM, NULL, "out of memory");
-            if (!r->stop[i][0]) return fail(e, HEARTH_EINVAL, "stop", "Invalid 'stop': stop sequence %d is empty.", i);
-            if (strlen(r->stop[i]) > HEARTH_STOP_MAX_LEN)
-                return fail(e, HEARTH_EINVAL, "stop", "Invalid 'stop': stop sequence %d is longer than %d bytes.", i,
-                            HEARTH_STOP_MAX_LEN);
-        }
-    }
+    if (api_parse_stops(api_field(b, "stop"), "stop", r, e)) return 1;
 
-    json_t *bias = field(b, "logit_bias");
+    json_t *bias = api_field(b, "logit_bias");
     if (bias) {
         if (!json_is_object(bias))
-            return fail(e, HEARTH_EINVAL, "logit_bias",
+            return api_fail(e, HEARTH_EINVAL, "logit_bias",
                         "Invalid type for 'logit_bias': expected an object of token id -> bias, but got %s instead.",
-                        type_name(bias));
+                        api_type_name(bias));
         size_t n = json_object_size(bias);
         r->bias = calloc(n ? n : 1, sizeof *r->bias);
-        if (!r->bias) return fail(e, HEARTH_ENOMEM, NULL, "out of memory");
+        if (!r->bias) return api_fail(e, HEARTH_ENOMEM, NULL, "out of memory");
         const char *k;
         json_t *v;
         json_object_foreach(bias, k, v) {
             char *end;
             long id = strtol(k, &end, 10);
             if (!*k || *end || id < 0 || id > 0x7fffffff)
-                return fail(e, HEARTH_EINVAL, "logit_bias", "Invalid 'logit_bias': key '%s' is not a token id.", k);
+                return api_fail(e, HEARTH_EINVAL, "logit_bias", "Invalid 'logit_bias': key '%s' is not a token id.", k);
             if (!json_is_number(v) || json_number_value(v) < -100 || json_number_value(v) > 100)
-                return fail(e, HEARTH_EINVAL, "logit_bias",
+                return api_fail(e, HEARTH_EINVAL, "logit_bias",
                             "Invalid 'logit_bias': the bias of token %ld must be a number in [-100, 100].", id);
             r->bias[r->n_bias].id = (int32_t)id;
             r->bias[r->n_bias].bias = (float)json_number_value(v);
@@ -194,45 +198,46 @@ static int parse_common(const json_t *b, hearth_cpl_request *r, api_req_opts *o,
         }
     }
 
-    if (get_bool(b, "stream", &o->stream, e) || get_bool(b, "ignore_eos", &r->ignore_eos, e)) return 1;
-    json_t *so = field(b, "stream_options");
+    if (api_get_bool(b, "stream", &o->stream, e) || api_get_bool(b, "ignore_eos", &r->ignore_eos, e)) return 1;
+    json_t *so = api_field(b, "stream_options");
     if (so) {
         if (!o->stream)
-            return fail(e, HEARTH_EINVAL, "stream_options",
+            return api_fail(e, HEARTH_EINVAL, "stream_options",
                         "Invalid 'stream_options': it is only allowed when 'stream' is true.");
         if (!json_is_object(so))
-            return fail(e, HEARTH_EINVAL, "stream_options",
-                        "Invalid type for 'stream_options': expected an object, but got %s instead.", type_name(so));
-        json_t *iu = field(so, "include_usage");
+            return api_fail(e, HEARTH_EINVAL, "stream_options",
+                        "Invalid type for 'stream_options': expected an object, but got %s instead.",
+                        api_type_name(so));
+        json_t *iu = api_field(so, "include_usage");
         if (iu && !json_is_boolean(iu))
-            return fail(e, HEARTH_EINVAL, "stream_options.include_usage",
+            return api_fail(e, HEARTH_EINVAL, "stream_options.include_usage",
                         "Invalid type for 'stream_options.include_usage': expected a boolean.");
         o->include_usage = json_is_true(iu);
     }
-    json_t *rf = field(b, "response_format");
+    json_t *rf = api_field(b, "response_format");
     if (rf) {
         json_t *t = json_is_object(rf) ? json_object_get(rf, "type") : NULL;
         if (!json_is_string(t))
-            return fail(e, HEARTH_EINVAL, "response_format",
+            return api_fail(e, HEARTH_EINVAL, "response_format",
                         "Invalid 'response_format': expected an object with a string 'type'.");
         if (strcmp(json_string_value(t), "text"))
-            return fail(e, HEARTH_ENOTSUP, "response_format",
+            return api_fail(e, HEARTH_ENOTSUP, "response_format",
                         "response_format type '%s' is not supported yet: structured output has not landed in this "
                         "server. Omit response_format or use {\"type\": \"text\"}.",
                         json_string_value(t));
     }
     static const char *refused[] = {"audio", "prediction", "web_search_options", "functions", "function_call"};
     for (size_t i = 0; i < sizeof refused / sizeof *refused; i++)
-        if (field(b, refused[i]))
-            return fail(e, HEARTH_ENOTSUP, refused[i], "'%s' is not supported by this server%s.", refused[i],
+        if (api_field(b, refused[i]))
+            return api_fail(e, HEARTH_ENOTSUP, refused[i], "'%s' is not supported by this server%s.", refused[i],
                         i >= 3 ? " (use 'tools' and 'tool_choice')" : "");
-    json_t *mod = field(b, "modalities");
+    json_t *mod = api_field(b, "modalities");
     if (mod) {
         size_t i;
         json_t *m;
         if (!json_is_array(mod))
-            return fail(e, HEARTH_EINVAL, "modalities", "Invalid type for 'modalities': expected an array.");
-        json_array_foreach(mod, i, m) if (!json_is_string(m) || strcmp(json_string_value(m), "text")) return fail(
+            return api_fail(e, HEARTH_EINVAL, "modalities", "Invalid type for 'modalities': expected an array.");
+        json_array_foreach(mod, i, m) if (!json_is_string(m) || strcmp(json_string_value(m), "text")) return api_fail(
             e, HEARTH_ENOTSUP, "modalities", "Only the 'text' modality is supported by this server.");
     }
     return 0;
@@ -247,10 +252,10 @@ static int content_text(const json_t *c, const char *where, json_t **out, hearth
         return 0;
     }
     if (!json_is_array(c))
-        return fail(e, HEARTH_EINVAL, "messages",
+        return api_fail(e, HEARTH_EINVAL, "messages",
                     "Invalid type for '%s.content': expected a string or an array of content parts, but got %s "
                     "instead.",
-                    where, type_name(c));
+                    where, api_type_name(c));
     api_buf t = {0};
     size_t i;
     json_t *part;
@@ -259,39 +264,41 @@ static int content_text(const json_t *c, const char *where, json_t **out, hearth
         const char *ts = json_string_value(ty);
         if (!ts) {
             api_buf_free(&t);
-            return fail(e, HEARTH_EINVAL, "messages", "Invalid '%s.content[%zu]': expected an object with a 'type'.",
+            return api_fail(e, HEARTH_EINVAL, "messages",
+                            "Invalid '%s.content[%zu]': expected an object with a 'type'.",
                         where, i);
         }
         if (!strcmp(ts, "text") || !strcmp(ts, "refusal") || !strcmp(ts, "input_text")) {
             json_t *tx = json_object_get(part, !strcmp(ts, "refusal") ? "refusal" : "text");
             if (!json_is_string(tx)) {
                 api_buf_free(&t);
-                return fail(e, HEARTH_EINVAL, "messages", "Invalid '%s.content[%zu]': a %s part needs a string '%s'.",
+                return api_fail(e, HEARTH_EINVAL, "messages",
+                                "Invalid '%s.content[%zu]': a %s part needs a string '%s'.",
                             where, i, ts, !strcmp(ts, "refusal") ? "refusal" : "text");
             }
             if (t.n) api_buf_put(&t, "\n", 1);
             api_buf_put(&t, json_string_value(tx), json_string_length(tx));
         } else {
             api_buf_free(&t);
-            return fail(e, HEARTH_ENOTSUP, "messages",
+            return api_fail(e, HEARTH_ENOTSUP, "messages",
                         "'%s.content[%zu]': content of type '%s' is not supported by this server (text only).", where,
                         i, ts);
         }
     }
     if (t.oom) {
         api_buf_free(&t);
-        return fail(e, HEARTH_ENOMEM, NULL, "out of memory");
+        return api_fail(e, HEARTH_ENOMEM, NULL, "out of memory");
     }
     *out = json_stringn(t.p ? t.p : "", t.n);
     api_buf_free(&t);
-    return *out ? 0 : fail(e, HEARTH_EINVAL, "messages", "'%s.content' is not valid UTF-8.", where);
+    return *out ? 0 : api_fail(e, HEARTH_EINVAL, "messages", "'%s.content' is not valid UTF-8.", where);
 }
 
 /* OpenAI assistant tool_calls -> the transformers shape (arguments as an
  * object when they parse as one). */
 static int convert_tool_calls(const json_t *tcs, const char *where, json_t *msg, hearth_cpl_error *e) {
     if (!json_is_array(tcs))
-        return fail(e, HEARTH_EINVAL, "messages", "Invalid type for '%s.tool_calls': expected an array.", where);
+        return api_fail(e, HEARTH_EINVAL, "messages", "Invalid type for '%s.tool_calls': expected an array.", where);
     json_t *out = json_array();
     size_t i;
     json_t *tc;
@@ -301,7 +308,8 @@ static int convert_tool_calls(const json_t *tcs, const char *where, json_t *msg,
         json_t *args = json_object_get(fn, "arguments");
         if (!json_is_string(name)) {
             json_decref(out);
-            return fail(e, HEARTH_EINVAL, "messages", "Invalid '%s.tool_calls[%zu]': expected function.name.", where,
+            return api_fail(e, HEARTH_EINVAL, "messages",
+                            "Invalid '%s.tool_calls[%zu]': expected function.name.", where,
                         i);
         }
         json_t *a = NULL;
@@ -326,14 +334,31 @@ static int convert_tool_calls(const json_t *tcs, const char *where, json_t *msg,
     return 0;
 }
 
+/* A tool message (tool_call_id set) gets the name of the call it answers,
+ * from the assistant messages before it, for templates that print it. */
+void api_name_tool_result(const json_t *messages, json_t *tool_msg) {
+    const char *id = json_string_value(json_object_get(tool_msg, "tool_call_id"));
+    size_t k, j;
+    json_t *prev, *call;
+    json_array_foreach(messages, k, prev) {
+        json_array_foreach(json_object_get(prev, "tool_calls"), j, call) {
+            json_t *cid = json_object_get(call, "id");
+            if (id && json_is_string(cid) && !strcmp(json_string_value(cid), id))
+                json_object_set(tool_msg, "name", json_object_get(json_object_get(call, "function"), "name"));
+        }
+    }
+}
+
 static int parse_messages(const json_t *b, hearth_cpl_request *r, hearth_cpl_error *e) {
-    json_t *ms = field(b, "messages");
-    if (!ms) return fail(e, HEARTH_EINVAL, "messages", "Missing required parameter: 'messages'.");
+    json_t *ms = api_field(b, "messages");
+    if (!ms) return api_fail(e, HEARTH_EINVAL, "messages", "Missing required parameter: 'messages'.");
     if (!json_is_array(ms))
-        return fail(e, HEARTH_EINVAL, "messages", "Invalid type for 'messages': expected an array, but got %s instead.",
-                    type_name(ms));
+        return api_fail(e, HEARTH_EINVAL, "messages",
+                        "Invalid type for 'messages': expected an array, but got %s instead.",
+                    api_type_name(ms));
     if (json_array_size(ms) == 0)
-        return fail(e, HEARTH_EINVAL, "messages", "Invalid 'messages': expected an array with at least one message.");
+        return api_fail(e, HEARTH_EINVAL, "messages",
+                        "Invalid 'messages': expected an array with at least one message.");
     r->messages = json_array();
     size_t i;
     json_t *m;
@@ -341,22 +366,23 @@ static int parse_messages(const json_t *b, hearth_cpl_request *r, hearth_cpl_err
         char where[32];
         snprintf(where, sizeof where, "messages[%zu]", i);
         if (!json_is_object(m))
-            return fail(e, HEARTH_EINVAL, "messages", "Invalid type for '%s': expected an object, but got %s instead.",
-                        where, type_name(m));
+            return api_fail(e, HEARTH_EINVAL, "messages",
+                            "Invalid type for '%s': expected an object, but got %s instead.",
+                        where, api_type_name(m));
         json_t *role = json_object_get(m, "role");
         const char *rs = json_string_value(role);
-        if (!rs) return fail(e, HEARTH_EINVAL, "messages", "Missing required parameter: '%s.role'.", where);
+        if (!rs) return api_fail(e, HEARTH_EINVAL, "messages", "Missing required parameter: '%s.role'.", where);
         if (strcmp(rs, "system") && strcmp(rs, "developer") && strcmp(rs, "user") && strcmp(rs, "assistant") &&
             strcmp(rs, "tool"))
-            return fail(e, HEARTH_EINVAL, "messages",
+            return api_fail(e, HEARTH_EINVAL, "messages",
                         "Invalid value for '%s.role': '%s'. Supported: system, developer, user, assistant, tool.",
                         where, rs);
         json_t *out = json_object();
         json_array_append_new(r->messages, out);
         /* templates know "system"; "developer" is the newer name for it */
         json_object_set_new(out, "role", json_string(!strcmp(rs, "developer") ? "system" : rs));
-        json_t *c = field(m, "content");
-        json_t *tcs = field(m, "tool_calls");
+        json_t *c = api_field(m, "content");
+        json_t *tcs = api_field(m, "tool_calls");
         if (c) {
             json_t *t;
             if (content_text(c, where, &t, e)) return 1;
@@ -364,76 +390,63 @@ static int parse_messages(const json_t *b, hearth_cpl_request *r, hearth_cpl_err
         } else if (!strcmp(rs, "assistant") && tcs) {
             json_object_set_new(out, "content", json_null());
         } else {
-            return fail(e, HEARTH_EINVAL, "messages", "Missing required parameter: '%s.content'.", where);
+            return api_fail(e, HEARTH_EINVAL, "messages", "Missing required parameter: '%s.content'.", where);
         }
         if (tcs) {
             if (strcmp(rs, "assistant"))
-                return fail(e, HEARTH_EINVAL, "messages", "'%s.tool_calls' is only allowed on assistant messages.",
+                return api_fail(e, HEARTH_EINVAL, "messages", "'%s.tool_calls' is only allowed on assistant messages.",
                             where);
             if (convert_tool_calls(tcs, where, out, e)) return 1;
         }
-        json_t *name = field(m, "name");
+        json_t *name = api_field(m, "name");
         if (name) {
             if (!json_is_string(name))
-                return fail(e, HEARTH_EINVAL, "messages", "Invalid type for '%s.name': expected a string.", where);
+                return api_fail(e, HEARTH_EINVAL, "messages", "Invalid type for '%s.name': expected a string.", where);
             json_object_set(out, "name", name);
         }
-        json_t *rc = field(m, "reasoning_content");
+        json_t *rc = api_field(m, "reasoning_content");
         if (json_is_string(rc)) json_object_set(out, "reasoning_content", rc);
         if (!strcmp(rs, "tool")) {
-            json_t *id = field(m, "tool_call_id");
+            json_t *id = api_field(m, "tool_call_id");
             if (!json_is_string(id))
-                return fail(e, HEARTH_EINVAL, "messages", "Missing required parameter: '%s.tool_call_id'.", where);
+                return api_fail(e, HEARTH_EINVAL, "messages", "Missing required parameter: '%s.tool_call_id'.", where);
             json_object_set(out, "tool_call_id", id);
             /* Some templates print the tool's name: take it from the call it answers. */
-            if (!name) {
-                size_t k;
-                json_t *prev;
-                json_array_foreach(r->messages, k, prev) {
-                    json_t *ptc = json_object_get(prev, "tool_calls");
-                    size_t j;
-                    json_t *call;
-                    json_array_foreach(ptc, j, call) {
-                        json_t *cid = json_object_get(call, "id");
-                        if (json_is_string(cid) && !strcmp(json_string_value(cid), json_string_value(id)))
-                            json_object_set(out, "name", json_object_get(json_object_get(call, "function"), "name"));
-                    }
-                }
-            }
+            if (!name) api_name_tool_result(r->messages, out);
         }
     }
     return 0;
 }
 
 static int parse_tools(const json_t *b, hearth_cpl_request *r, hearth_cpl_error *e) {
-    json_t *tools = field(b, "tools");
-    json_t *choice = field(b, "tool_choice");
+    json_t *tools = api_field(b, "tools");
+    json_t *choice = api_field(b, "tool_choice");
     int none = 0;
     if (choice) {
         if (json_is_string(choice)) {
             const char *c = json_string_value(choice);
             if (!strcmp(c, "none")) none = 1;
             else if (!strcmp(c, "required"))
-                return fail(e, HEARTH_ENOTSUP, "tool_choice",
+                return api_fail(e, HEARTH_ENOTSUP, "tool_choice",
                             "tool_choice 'required' is not supported yet: forcing a call needs structured output, "
                             "which has not landed. Use 'auto'.");
             else if (strcmp(c, "auto"))
-                return fail(e, HEARTH_EINVAL, "tool_choice",
+                return api_fail(e, HEARTH_EINVAL, "tool_choice",
                             "Invalid value for 'tool_choice': '%s'. Supported: 'none', 'auto'.", c);
         } else if (json_is_object(choice)) {
-            return fail(e, HEARTH_ENOTSUP, "tool_choice",
+            return api_fail(e, HEARTH_ENOTSUP, "tool_choice",
                         "Naming a function in tool_choice is not supported yet: forcing a call needs structured "
                         "output, which has not landed. Use 'auto'.");
         } else {
-            return fail(e, HEARTH_EINVAL, "tool_choice",
+            return api_fail(e, HEARTH_EINVAL, "tool_choice",
                         "Invalid type for 'tool_choice': expected a string or an object, but got %s instead.",
-                        type_name(choice));
+                        api_type_name(choice));
         }
     }
     if (!tools) return 0;
     if (!json_is_array(tools))
-        return fail(e, HEARTH_EINVAL, "tools", "Invalid type for 'tools': expected an array, but got %s instead.",
-                    type_name(tools));
+        return api_fail(e, HEARTH_EINVAL, "tools", "Invalid type for 'tools': expected an array, but got %s instead.",
+                    api_type_name(tools));
     size_t i;
     json_t *t;
     json_array_foreach(tools, i, t) {
@@ -441,13 +454,14 @@ static int parse_tools(const json_t *b, hearth_cpl_request *r, hearth_cpl_error 
         json_t *fn = json_object_get(t, "function");
         if (!json_is_object(t) || !json_is_string(ty) || strcmp(json_string_value(ty), "function") ||
             !json_is_object(fn))
-            return fail(e, HEARTH_EINVAL, "tools",
+            return api_fail(e, HEARTH_EINVAL, "tools",
                         "Invalid 'tools[%zu]': expected {\"type\": \"function\", \"function\": {...}}.", i);
         if (!json_is_string(json_object_get(fn, "name")))
-            return fail(e, HEARTH_EINVAL, "tools", "Missing required parameter: 'tools[%zu].function.name'.", i);
+            return api_fail(e, HEARTH_EINVAL, "tools", "Missing required parameter: 'tools[%zu].function.name'.", i);
         json_t *params = json_object_get(fn, "parameters");
         if (params && !json_is_object(params))
-            return fail(e, HEARTH_EINVAL, "tools", "Invalid 'tools[%zu].function.parameters': expected an object.", i);
+            return api_fail(e, HEARTH_EINVAL, "tools",
+                            "Invalid 'tools[%zu].function.parameters': expected an object.", i);
     }
     if (none || json_array_size(tools) == 0) return 0; /* the model is not offered the tools */
     r->tools = json_incref(tools);
@@ -458,22 +472,32 @@ static int parse_tools(const json_t *b, hearth_cpl_request *r, hearth_cpl_error 
 int api_parse_chat(const json_t *b, hearth_cpl_request *r, api_req_opts *o, hearth_cpl_error *e) {
     r->chat = 1;
     if (parse_common(b, r, o, e) || parse_messages(b, r, e) || parse_tools(b, r, e)) return 1;
-    if (get_bool(b, "logprobs", &o->logprobs, e)) return 1;
+    if (api_get_bool(b, "logprobs", &o->logprobs, e)) return 1;
     int has = 0;
     long long iv;
-    if (get_int(b, "top_logprobs", 0, HEARTH_MAX_TOP_LOGPROBS, &has, &iv, e)) return 1;
+    if (api_get_int(b, "top_logprobs", 0, HEARTH_MAX_TOP_LOGPROBS, &has, &iv, e)) return 1;
     if (has) {
         if (!o->logprobs)
-            return fail(e, HEARTH_EINVAL, "top_logprobs",
+            return api_fail(e, HEARTH_EINVAL, "top_logprobs",
                         "Invalid 'top_logprobs': it can only be used when 'logprobs' is true.");
         o->top_logprobs = (int)iv;
     }
     r->logprobs = o->logprobs;
     r->top_logprobs = o->top_logprobs;
-    json_t *kw = field(b, "chat_template_kwargs");
+    /* vLLM's prefill: the answer continues the final assistant message */
+    if (api_get_bool(b, "continue_final_message", &r->continue_final, e)) return 1;
+    int add_gen = 1;
+    if (api_get_bool(b, "add_generation_prompt", &add_gen, e)) return 1;
+    if (r->continue_final && add_gen && api_field(b, "add_generation_prompt"))
+        return api_fail(e, HEARTH_EINVAL, "continue_final_message",
+                        "continue_final_message and add_generation_prompt cannot both be true.");
+    if (!add_gen && !r->continue_final)
+        return api_fail(e, HEARTH_ENOTSUP, "add_generation_prompt",
+                        "add_generation_prompt=false is supported only with continue_final_message=true.");
+    json_t *kw = api_field(b, "chat_template_kwargs");
     if (kw) {
         if (!json_is_object(kw))
-            return fail(e, HEARTH_EINVAL, "chat_template_kwargs",
+            return api_fail(e, HEARTH_EINVAL, "chat_template_kwargs",
                         "Invalid type for 'chat_template_kwargs': expected an object.");
         r->template_kwargs = json_incref(kw);
     }
@@ -485,12 +509,13 @@ int api_parse_chat(const json_t *b, hearth_cpl_request *r, api_req_opts *o, hear
 static int ids_from(const json_t *a, const char *where, hearth_cpl_request *r, hearth_cpl_error *e) {
     size_t n = json_array_size(a);
     r->prompt_ids = malloc(sizeof *r->prompt_ids * (n ? n : 1));
-    if (!r->prompt_ids) return fail(e, HEARTH_ENOMEM, NULL, "out of memory");
+    if (!r->prompt_ids) return api_fail(e, HEARTH_ENOMEM, NULL, "out of memory");
     size_t i;
     json_t *v;
     json_array_foreach(a, i, v) {
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 0x7fffffff)
-            return fail(e, HEARTH_EINVAL, "prompt", "Invalid '%s[%zu]': expected a token id (a non-negative integer).",
+            return api_fail(e, HEARTH_EINVAL, "prompt",
+                            "Invalid '%s[%zu]': expected a token id (a non-negative integer).",
                         where, i);
         r->prompt_ids[i] = (int32_t)json_integer_value(v);
     }
@@ -502,46 +527,47 @@ int api_parse_text(const json_t *b, hearth_cpl_request *r, api_req_opts *o, hear
     r->chat = 0;
     r->prompt_field = "prompt";
     if (parse_common(b, r, o, e)) return 1;
-    json_t *p = field(b, "prompt");
-    if (!p) return fail(e, HEARTH_EINVAL, "prompt", "Missing required parameter: 'prompt'.");
+    json_t *p = api_field(b, "prompt");
+    if (!p) return api_fail(e, HEARTH_EINVAL, "prompt", "Missing required parameter: 'prompt'.");
     if (json_is_string(p)) {
-        r->prompt = dup_str(json_string_value(p), json_string_length(p));
+        r->prompt = api_dup_str(json_string_value(p), json_string_length(p));
     } else if (json_is_array(p)) {
         json_t *first = json_array_get(p, 0);
         if (json_array_size(p) == 0)
-            return fail(e, HEARTH_EINVAL, "prompt", "Invalid 'prompt': the array is empty.");
+            return api_fail(e, HEARTH_EINVAL, "prompt", "Invalid 'prompt': the array is empty.");
         if (json_is_integer(first)) {
             if (ids_from(p, "prompt", r, e)) return 1;
         } else if (json_array_size(p) > 1) {
-            return fail(e, HEARTH_ENOTSUP, "prompt",
+            return api_fail(e, HEARTH_ENOTSUP, "prompt",
                         "Invalid 'prompt': only one prompt per request is supported by this server (got %zu).",
                         json_array_size(p));
         } else if (json_is_string(first)) {
-            r->prompt = dup_str(json_string_value(first), json_string_length(first));
+            r->prompt = api_dup_str(json_string_value(first), json_string_length(first));
         } else if (json_is_array(first)) {
             if (ids_from(first, "prompt[0]", r, e)) return 1;
         } else {
-            return fail(e, HEARTH_EINVAL, "prompt",
+            return api_fail(e, HEARTH_EINVAL, "prompt",
                         "Invalid type for 'prompt[0]': expected a string or an array of token ids.");
         }
     } else {
-        return fail(e, HEARTH_EINVAL, "prompt",
+        return api_fail(e, HEARTH_EINVAL, "prompt",
                     "Invalid type for 'prompt': expected a string, an array of token ids, or an array with one of "
                     "those, but got %s instead.",
-                    type_name(p));
+                    api_type_name(p));
     }
-    if (!r->prompt && !r->prompt_ids) return fail(e, HEARTH_ENOMEM, NULL, "out of memory");
+    if (!r->prompt && !r->prompt_ids) return api_fail(e, HEARTH_ENOMEM, NULL, "out of memory");
     int echo = 0;
-    if (get_bool(b, "echo", &echo, e)) return 1;
-    if (echo) return fail(e, HEARTH_ENOTSUP, "echo", "'echo' is not supported yet by this server.");
-    if (field(b, "suffix")) return fail(e, HEARTH_ENOTSUP, "suffix", "'suffix' is not supported by this model.");
+    if (api_get_bool(b, "echo", &echo, e)) return 1;
+    if (echo) return api_fail(e, HEARTH_ENOTSUP, "echo", "'echo' is not supported yet by this server.");
+    if (api_field(b, "suffix")) return api_fail(e, HEARTH_ENOTSUP, "suffix",
+                                                "'suffix' is not supported by this model.");
     int has = 0;
     long long iv;
-    if (get_int(b, "best_of", 1, 1 << 30, &has, &iv, e)) return 1;
+    if (api_get_int(b, "best_of", 1, 1 << 30, &has, &iv, e)) return 1;
     if (has && iv != 1)
-        return fail(e, HEARTH_ENOTSUP, "best_of", "Invalid 'best_of': only best_of=1 is supported (got %lld).", iv);
+        return api_fail(e, HEARTH_ENOTSUP, "best_of", "Invalid 'best_of': only best_of=1 is supported (got %lld).", iv);
     has = 0;
-    if (get_int(b, "logprobs", 0, 5, &has, &iv, e)) return 1;
+    if (api_get_int(b, "logprobs", 0, 5, &has, &iv, e)) return 1;
     if (has) { /* the legacy API: logprobs=N asks for the chosen token and N alternatives */
         o->logprobs = 1;
         o->top_logprobs = (int)iv;

@@ -1,5 +1,5 @@
 /* server.c - routing, auth, server state, the running-request registry and
- * the job runner that both OpenAI adapters use (one JSON document, or
+ * the job runner that every completion adapter uses (one JSON document, or
  * server-sent events pulled by net/ as the client reads). */
 #include "api/api_internal.h"
 
@@ -155,7 +155,7 @@ static void make_id(char *out, size_t cap, const char *prefix) {
 
 /* ---- jobs ---- */
 
-static int conn_gone(void *conn) { return hearth_http_conn_gone(conn); }
+int api_conn_gone(void *conn) { return hearth_http_conn_gone(conn); }
 static int always_gone(void *unused) { return 1; }
 
 static void job_register(api_job *j) {
@@ -224,14 +224,21 @@ static void on_event_chunk(void *user, const hearth_cpl_event *ev) {
     j->proto->chunk_event(j, ev);
 }
 
-static void sse_put(api_job *j, json_t *v) {
+void api_sse_put(api_buf *out, const char *event, const json_t *v) {
     char *s = json_dumps(v, JSON_COMPACT);
     if (!s) return;
-    api_buf_puts(&j->out, "data: ");
-    api_buf_puts(&j->out, s);
-    api_buf_puts(&j->out, "\n\n");
+    if (event) {
+        api_buf_puts(out, "event: ");
+        api_buf_puts(out, event);
+        api_buf_puts(out, "\n");
+    }
+    api_buf_puts(out, "data: ");
+    api_buf_puts(out, s);
+    api_buf_puts(out, "\n\n");
     free(s);
 }
+
+static void sse_put(api_job *j, json_t *v) { api_sse_put(&j->out, NULL, v); }
 
 /* The error event that ends a stream after headers were sent. */
 static void sse_error(api_job *j, const hearth_cpl_summary *s) {
@@ -267,7 +274,7 @@ static int job_next(void *self, const char **data, size_t *len) {
     }
     json_decref(j->chunks);
     j->chunks = json_array();
-    int more = hearth_cpl_step(j->q, on_event_chunk, j, conn_gone, j->conn);
+    int more = hearth_cpl_step(j->q, on_event_chunk, j, api_conn_gone, j->conn);
     if (j->o.logprobs) { /* this step's records ride on its first content chunk */
         int n;
         hearth_cpl_logprobs(j->q, &n);
@@ -361,10 +368,12 @@ void api_run(hearth_api *a, const hearth_http_request *rq, const api_proto *p, h
     if (o->stream) {
         resp->status = 200;
         resp->content_type = "text/event-stream";
-        resp->stream = (hearth_http_stream){.self = j, .next = job_next, .free = job_free};
+        j->blk_kind = -1;
+        resp->stream =
+            (hearth_http_stream){.self = j, .next = p->stream_next ? p->stream_next : job_next, .free = job_free};
         return;
     }
-    while (hearth_cpl_step(q, on_event_accumulate, j, conn_gone, rq->conn)) {
+    while (hearth_cpl_step(q, on_event_accumulate, j, api_conn_gone, rq->conn)) {
     }
     const hearth_cpl_summary *s = hearth_cpl_summary_get(q);
     if (s->finish == HEARTH_CPL_FINISH_ERROR)
@@ -381,8 +390,12 @@ void api_run(hearth_api *a, const hearth_http_request *rq, const api_proto *p, h
 
 /* ---- routing ---- */
 
+static int is_anthropic_route(const char *path) {
+    return !strcmp(path, "/v1/messages") || !strcmp(path, "/v1/messages/count_tokens");
+}
+
 static int is_post_route(const char *path) {
-    return !strcmp(path, "/v1/chat/completions") || !strcmp(path, "/v1/completions");
+    return !strcmp(path, "/v1/chat/completions") || !strcmp(path, "/v1/completions") || is_anthropic_route(path);
 }
 
 static int is_get_route(const char *path) {
@@ -390,11 +403,14 @@ static int is_get_route(const char *path) {
            !strcmp(path, "/stats") || !strcmp(path, "/metrics");
 }
 
-/* Constant-time comparison of the presented key. */
-static int key_ok(const hearth_api *a, const char *auth) {
+/* Constant-time comparison of the presented key: "Authorization: Bearer
+ * <key>" (OpenAI's clients), or "x-api-key: <key>" (Anthropic's). */
+static int key_ok(const hearth_api *a, const hearth_http_request *rq) {
     if (!a->api_key) return 1;
-    if (!auth || strncasecmp(auth, "Bearer ", 7)) return 0;
-    const char *k = auth + 7;
+    const char *auth = rq->authorization, *k;
+    if (auth && !strncasecmp(auth, "Bearer ", 7)) k = auth + 7;
+    else if (rq->x_api_key) k = rq->x_api_key;
+    else return 0;
     size_t n = strlen(k), m = strlen(a->api_key);
     unsigned char d = (unsigned char)(n != m);
     for (size_t i = 0; i < m; i++) d |= (unsigned char)(a->api_key[i] ^ (i < n ? k[i] : 0));
@@ -408,9 +424,11 @@ static int route_early(hearth_api *a, const hearth_http_request *rq, hearth_http
         api_error(r, 404, "invalid_request_error", NULL, "not_found", "Unknown route: %s %s", m, path);
         return 1;
     }
-    if (strcmp(path, "/health") && !key_ok(a, rq->authorization)) {
+    if (strcmp(path, "/health") && !key_ok(a, rq)) {
         api_error(r, 401, "invalid_request_error", NULL, "invalid_api_key",
-                  rq->authorization ? "Incorrect API key provided." : "Missing API key: send 'Authorization: Bearer <key>'.");
+                  rq->authorization || rq->x_api_key
+                      ? "Incorrect API key provided."
+                      : "Missing API key: send 'Authorization: Bearer <key>' or 'x-api-key: <key>'.");
         r->hdr_name[1] = "WWW-Authenticate";
         snprintf(r->hdr_value[1], sizeof r->hdr_value[1], "Bearer");
         return 1;
@@ -442,6 +460,7 @@ static int route_early(hearth_api *a, const hearth_http_request *rq, hearth_http
 static int on_early(void *user, const hearth_http_request *rq, hearth_http_response *r) {
     hearth_api *a = user;
     int answered = route_early(a, rq, r);
+    if (answered && is_anthropic_route(rq->path)) api_anthropic_error(r);
     if (answered) api_count_status(a, r->status);
     return answered;
 }
@@ -454,19 +473,26 @@ static void on_handle(void *user, const hearth_http_request *rq, hearth_http_res
         api_error(r, 400, "invalid_request_error", NULL, "invalid_json",
                   "We could not parse the JSON body of your request: %s (line %d, column %d).", je.text, je.line,
                   je.column);
+    } else if (!strcmp(rq->path, "/v1/messages/count_tokens")) {
+        api_count_tokens(a, body, r);
+        json_decref(body);
     } else {
-        int chat = !strcmp(rq->path, "/v1/chat/completions");
+        const api_proto *p = !strcmp(rq->path, "/v1/chat/completions") ? &API_CHAT
+                             : !strcmp(rq->path, "/v1/messages")        ? &API_MESSAGES
+                                                                        : &API_TEXT;
         hearth_cpl_request req;
         hearth_cpl_request_init(&req);
         api_req_opts o = {0};
         hearth_cpl_error e = {0};
-        if (chat ? api_parse_chat(body, &req, &o, &e) : api_parse_text(body, &req, &o, &e))
-            api_cpl_error(a, r, &e);
-        else
-            api_run(a, rq, chat ? &API_CHAT : &API_TEXT, &req, &o, r);
+        int bad = p == &API_CHAT ? api_parse_chat(body, &req, &o, &e)
+                  : p == &API_TEXT ? api_parse_text(body, &req, &o, &e)
+                                   : api_parse_messages(body, 0, &req, &o, &e);
+        if (bad) api_cpl_error(a, r, &e);
+        else api_run(a, rq, p, &req, &o, r);
         hearth_cpl_request_deinit(&req);
         json_decref(body);
     }
+    if (is_anthropic_route(rq->path)) api_anthropic_error(r);
     api_count_status(a, r->status);
 }
 

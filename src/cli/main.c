@@ -10,7 +10,7 @@
 #include <string.h>
 
 static const cli_verb VERBS[] = {
-    {"serve", "serve a model over an OpenAI-compatible HTTP API", cmd_serve},
+    {"serve", "serve a model over OpenAI- and Anthropic-compatible HTTP APIs", cmd_serve},
     {"chat", "chat with a model in the terminal", cmd_chat},
     {"run", "generate a continuation of a prompt, streamed to stdout", cmd_run},
     {"bench", "measure prefill and decode speed", cmd_bench},

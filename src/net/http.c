@@ -120,6 +120,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         .method = method,
         .path = url,
         .authorization = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION),
+        .x_api_key = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "x-api-key"),
         .conn = (hearth_http_conn *)conn,
     };
     if (!rs) { /* headers are in, no body byte read yet */

@@ -3,7 +3,7 @@
  * net/ owns sockets, HTTP framing (all of it done by libmicrohttpd; there is
  * no hand-written parser here), the request body limit, streamed bodies and
  * client liveness. What a request means is the handler's business (api/):
- * net hands it method, path, the Authorization header and the body, and sends
+ * net hands it method, path, the Authorization and x-api-key headers and the body, and sends
  * back what the handler answers.
  *
  * A request goes through the handler twice: `early` once the headers are in
@@ -28,6 +28,7 @@ typedef struct {
     const char *method;        /* "GET", "POST", ... */
     const char *path;          /* without the query string */
     const char *authorization; /* the Authorization header, or NULL */
+    const char *x_api_key;     /* the x-api-key header (Anthropic's clients), or NULL */
     const char *body;          /* handle(): the whole body, NUL-terminated; early(): NULL */
     size_t body_len;
     hearth_http_conn *conn;    /* valid until the response (and its stream) is done */
