@@ -38,6 +38,13 @@
 
 /* ---- request ---- */
 
+static int not_blocks(const json_t *c, const char *where, hearth_cpl_error *e) {
+    return api_fail(e, HEARTH_EINVAL, "messages",
+                    "Invalid type for '%s.content': expected a string or an array of content blocks, but got %s "
+                    "instead.",
+                    where, api_type_name(c));
+}
+
 /* Text of a tool_result's content: a string, or text blocks. */
 static int result_text(const json_t *c, const char *where, api_buf *t, hearth_cpl_error *e) {
     if (!c) return 0;
@@ -46,10 +53,7 @@ static int result_text(const json_t *c, const char *where, api_buf *t, hearth_cp
         return 0;
     }
     if (!json_is_array(c))
-        return api_fail(e, HEARTH_EINVAL, "messages",
-                        "Invalid type for '%s.content': expected a string or an array of content blocks, but got %s "
-                        "instead.",
-                        where, api_type_name(c));
+        return not_blocks(c, where, e);
     size_t i;
     json_t *b;
     json_array_foreach(c, i, b) {
@@ -98,10 +102,7 @@ static int convert_message(const json_t *m, size_t i, json_t *out, hearth_cpl_er
         return 0;
     }
     if (!json_is_array(c))
-        return api_fail(e, HEARTH_EINVAL, "messages",
-                        "Invalid type for '%s.content': expected a string or an array of content blocks, but got %s "
-                        "instead.",
-                        where, api_type_name(c));
+        return not_blocks(c, where, e);
     api_buf text = {0}, thinking = {0};
     json_t *calls = json_array();
     int bad = 0, n_results = 0;
@@ -493,15 +494,7 @@ static int stream_next(void *self, const char **data, size_t *len) {
             put(j, "ping", json_pack("{s:s}", "type", "ping"));
         }
     }
-    if (j->out.oom) { /* cannot render: end the stream */
-        j->out.n = 0;
-        j->phase = 2;
-        hearth_cpl_cancel(j->q);
-        return 0;
-    }
-    *data = j->out.p ? j->out.p : "";
-    *len = j->out.n;
-    return more;
+    return api_stream_piece(j, more, data, len);
 }
 
 const api_proto API_MESSAGES = {

@@ -144,6 +144,9 @@ json_t *api_token_bytes(json_t *token_string);
 
 /* A server-sent event into out: "event: <event>" (when not NULL) and the data line. */
 void api_sse_put(api_buf *out, const char *event, const json_t *v);
+/* A stream step's end: hand j->out to net (more: the completion goes on),
+ * or end the stream if it could not be rendered (out of memory). */
+int api_stream_piece(api_job *j, int more, const char **data, size_t *len);
 /* net's liveness probe for hearth_cpl_step (conn: a hearth_http_conn). */
 int api_conn_gone(void *conn);
 

@@ -314,6 +314,10 @@ static int job_next(void *self, const char **data, size_t *len) {
     /* Waiting (queued or a long prefill): an SSE comment keeps the connection
      * active, so no idle timeout closes a stream that is merely patient. */
     if (more && j->out.n == 0) api_buf_puts(&j->out, ": keep-alive\n\n");
+    return api_stream_piece(j, more, data, len);
+}
+
+int api_stream_piece(api_job *j, int more, const char **data, size_t *len) {
     if (j->out.oom) { /* cannot render: end the stream */
         j->out.n = 0;
         j->phase = 2;
