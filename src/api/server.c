@@ -402,9 +402,11 @@ static int is_post_route(const char *path) {
     return !strcmp(path, "/v1/chat/completions") || !strcmp(path, "/v1/completions") || is_anthropic_route(path);
 }
 
+static int is_page(const char *path) { return !strcmp(path, "/") || !strcmp(path, "/index.html"); }
+
 static int is_get_route(const char *path) {
     return !strcmp(path, "/health") || !strcmp(path, "/v1/models") || !strncmp(path, "/v1/models/", 11) ||
-           !strcmp(path, "/stats") || !strcmp(path, "/metrics");
+           !strcmp(path, "/stats") || !strcmp(path, "/metrics") || is_page(path);
 }
 
 /* Constant-time comparison of the presented key: "Authorization: Bearer
@@ -428,7 +430,7 @@ static int route_early(hearth_api *a, const hearth_http_request *rq, hearth_http
         api_error(r, 404, "invalid_request_error", NULL, "not_found", "Unknown route: %s %s", m, path);
         return 1;
     }
-    if (strcmp(path, "/health") && !key_ok(a, rq)) {
+    if (strcmp(path, "/health") && !is_page(path) && !key_ok(a, rq)) {
         api_error(r, 401, "invalid_request_error", NULL, "invalid_api_key",
                   rq->authorization || rq->x_api_key
                       ? "Incorrect API key provided."
@@ -446,6 +448,7 @@ static int route_early(hearth_api *a, const hearth_http_request *rq, hearth_http
     }
     if (get) {
         if (!strcmp(path, "/health")) api_health(a, r);
+        else if (is_page(path)) api_web_page(r);
         else if (!strcmp(path, "/stats")) api_stats(a, r);
         else if (!strcmp(path, "/metrics")) api_metrics(a, r);
         else api_models(a, path, r);

@@ -169,7 +169,7 @@ static void usage(FILE *f) {
             "%s) over OpenAI- and Anthropic-compatible HTTP APIs:\n"
             "  POST /v1/chat/completions, POST /v1/completions, GET /v1/models,\n"
             "  POST /v1/messages, POST /v1/messages/count_tokens,\n"
-            "  GET /health, GET /stats (JSON), GET /metrics (Prometheus).\n\n"
+            "  GET /health, GET /stats (JSON), GET /metrics (Prometheus), and a chat page at GET /.\n\n"
             "options:\n"
             "  --host H               address to bind (default 127.0.0.1)\n"
             "  --port P               port (default 8080; 0 = any free port)\n"
