@@ -242,8 +242,6 @@ static int parse_tools(const json_t *b, hearth_cpl_request *r, hearth_cpl_error 
     json_t *t;
     json_array_foreach(tools, i, t) {
         const char *ty = json_string_value(json_object_get(t, "type"));
-        json_t *name = json_object_get(t, "name"), *desc = api_field(t, "description");
-        json_t *schema = json_object_get(t, "input_schema");
         int bad = 0;
         if (!json_is_object(t))
             bad = api_fail(e, HEARTH_EINVAL, "tools", "Invalid type for 'tools[%zu]': expected an object.", i);
@@ -252,27 +250,17 @@ static int parse_tools(const json_t *b, hearth_cpl_request *r, hearth_cpl_error 
                            "'tools[%zu]': tools of type '%s' run on Anthropic's servers and are not supported by this "
                            "server (custom tools only).",
                            i, ty);
-        else if (!json_is_string(name))
-            bad = api_fail(e, HEARTH_EINVAL, "tools", "Missing required parameter: 'tools[%zu].name'.", i);
-        else if (!json_is_object(schema))
+        else if (!json_is_object(json_object_get(t, "input_schema")))
             bad = api_fail(e, HEARTH_EINVAL, "tools", "Invalid 'tools[%zu].input_schema': expected an object.", i);
-        else if (desc && !json_is_string(desc))
-            bad = api_fail(e, HEARTH_EINVAL, "tools", "Invalid type for 'tools[%zu].description': expected a string.",
-                           i);
+        else
+            bad = api_add_function_tool(fns, i, json_object_get(t, "name"), api_field(t, "description"),
+                                        json_object_get(t, "input_schema"), e);
         if (bad) {
             json_decref(fns);
             return 1;
         }
-        json_t *fn = json_pack("{s:O,s:O}", "name", name, "parameters", schema);
-        if (desc) json_object_set(fn, "description", desc);
-        json_array_append_new(fns, json_pack("{s:s,s:o}", "type", "function", "function", fn));
     }
-    if (none || json_array_size(fns) == 0) { /* the model is not offered the tools */
-        json_decref(fns);
-        return 0;
-    }
-    r->tools = fns;
-    r->parse_tools = 1;
+    api_offer_tools(r, fns, none);
     return 0;
 }
 
@@ -319,11 +307,7 @@ static int parse_output_config(const json_t *b, hearth_cpl_error *e) {
 int api_parse_messages(const json_t *b, int count_only, hearth_cpl_request *r, api_req_opts *o, hearth_cpl_error *e) {
     hearth_cpl_params *p = &r->p;
     r->chat = 1;
-    if (!json_is_object(b)) return api_fail(e, HEARTH_EINVAL, NULL, "The request body must be a JSON object.");
-    json_t *model = api_field(b, "model");
-    if (model && !json_is_string(model))
-        return api_fail(e, HEARTH_EINVAL, "model", "Invalid type for 'model': expected a string, but got %s instead.",
-                        api_type_name(model));
+    if (api_check_body(b, e)) return 1;
     if (parse_messages_field(b, r, e) || parse_tools(b, r, e) || parse_thinking(b, r, e) ||
         parse_output_config(b, e))
         return 1;
@@ -471,35 +455,21 @@ static void stream_end(api_job *j) {
                               s->finish == HEARTH_CPL_FINISH_ERROR ? "api_error" : "overloaded_error", "message", msg));
 }
 
-static int stream_next(void *self, const char **data, size_t *len) {
-    api_job *j = self;
-    j->out.n = 0;
-    *data = "";
-    *len = 0;
-    if (j->phase == 2) return 0;
-    int more = 1;
-    if (j->phase == 0) { /* message_start goes out before any token */
-        j->phase = 1;
-        const hearth_cpl_summary *s = hearth_cpl_summary_get(j->q);
-        put(j, "message_start",
-            json_pack("{s:s,s:{s:s,s:s,s:s,s:s,s:[],s:n,s:n,s:{s:i,s:i}}}", "type", "message_start", "message", "id",
-                      j->id, "type", "message", "role", "assistant", "model", j->a->model_id, "content",
-                      "stop_reason", "stop_sequence", "usage", "input_tokens", s->prompt_tokens, "output_tokens", 0));
-    } else {
-        more = hearth_cpl_step(j->q, on_stream_event, j, api_conn_gone, j->conn);
-        if (!more) {
-            stream_end(j);
-            j->phase = 2;
-        } else if (j->out.n == 0) { /* waiting: keep the connection active */
-            put(j, "ping", json_pack("{s:s}", "type", "ping"));
-        }
-    }
-    return api_stream_piece(j, more, data, len);
+/* message_start goes out before any token. */
+static void stream_start(api_job *j) {
+    const hearth_cpl_summary *s = hearth_cpl_summary_get(j->q);
+    put(j, "message_start",
+        json_pack("{s:s,s:{s:s,s:s,s:s,s:s,s:[],s:n,s:n,s:{s:i,s:i}}}", "type", "message_start", "message", "id",
+                  j->id, "type", "message", "role", "assistant", "model", j->a->model_id, "content", "stop_reason",
+                  "stop_sequence", "usage", "input_tokens", s->prompt_tokens, "output_tokens", 0));
 }
 
 const api_proto API_MESSAGES = {
     .id_prefix = "msg_",
-    .stream_next = stream_next,
+    .ev_start = stream_start,
+    .ev_event = on_stream_event,
+    .ev_end = stream_end,
+    .ev_idle = "event: ping\ndata: {\"type\":\"ping\"}\n\n",
     .full = full,
 };
 

@@ -60,6 +60,7 @@ void api_cpl_error(hearth_api *a, hearth_http_response *r, const hearth_cpl_erro
 typedef struct {
     int stream, include_usage;
     int logprobs, top_logprobs; /* as the request gave them (0 = none) */
+    json_t *echo;               /* Responses: request fields the response repeats (owned), or NULL */
 } api_req_opts;
 
 /* Parse an OpenAI chat / text completion body, or an Anthropic messages
@@ -70,6 +71,7 @@ int api_parse_chat(const json_t *body, hearth_cpl_request *r, api_req_opts *o, h
 int api_parse_text(const json_t *body, hearth_cpl_request *r, api_req_opts *o, hearth_cpl_error *e);
 int api_parse_messages(const json_t *body, int count_only, hearth_cpl_request *r, api_req_opts *o,
                        hearth_cpl_error *e);
+int api_parse_responses(const json_t *body, hearth_cpl_request *r, api_req_opts *o, hearth_cpl_error *e);
 
 /* The parsers' pieces (openai_request.c). Each returns 1 with e filled when
  * the field is wrong, else 0; a null value counts as absent. */
@@ -82,8 +84,16 @@ int api_get_int(const json_t *b, const char *k, long long lo, long long hi, int 
                 hearth_cpl_error *e);
 int api_get_bool(const json_t *b, const char *k, int *out, hearth_cpl_error *e);
 char *api_dup_str(const char *s, size_t n); /* NUL-terminated copy, or NULL */
+/* The body is an object, and its model (any name is served) a string if given. */
+int api_check_body(const json_t *b, hearth_cpl_error *e);
 int api_parse_stops(const json_t *stop, const char *param, hearth_cpl_request *r, hearth_cpl_error *e);
 void api_name_tool_result(const json_t *messages, json_t *tool_msg);
+/* A function tool, its fields checked, appended to fns in the chat format's
+ * shape ({type: function, function: {name, description, parameters}}). */
+int api_add_function_tool(json_t *fns, size_t i, const json_t *name, const json_t *desc, const json_t *params,
+                          hearth_cpl_error *e);
+/* r offers the tools fns (stolen) to the model, unless none or empty. */
+void api_offer_tools(hearth_cpl_request *r, json_t *fns, int none);
 
 /* ---- jobs ---- */
 typedef struct api_proto api_proto;
@@ -105,17 +115,25 @@ struct api_job {
     int lp_sent;    /* logprob records already sent */
     long text_off;  /* bytes of text sent (legacy logprobs text_offset) */
     json_t *chunks; /* the chunks of the current step */
-    int blk_kind;   /* Anthropic: the open content block's event kind, or -1 */
-    int n_blk;      /* Anthropic: content blocks closed so far (the open one's index) */
+    int blk_kind;   /* Anthropic, Responses: the open content block's / output item's event kind, or -1 */
+    int n_blk;      /* Anthropic, Responses: blocks / items closed so far (the open one's index) */
+    int seq;        /* Responses: the next event's sequence_number */
+    json_t *output; /* Responses: the output items done so far */
+    json_t *echo;   /* Responses: request fields the response repeats */
     api_job *prev, *next;
 };
 
 /* What differs between /v1/chat/completions, /v1/completions and /v1/messages. */
 struct api_proto {
     const char *chunk_object, *id_prefix;
-    /* streamed: the whole stream's pieces (net's hearth_http_stream.next), or
-     * NULL for OpenAI chunks through the hooks below */
-    int (*stream_next)(void *job, const char **data, size_t *len);
+    /* streamed as typed events (Anthropic, Responses), into j->out: the
+     * first events (before any token), each semantic event, and the last
+     * ones once the summary is settled; the bytes of a keep-alive. NULL for
+     * OpenAI chunks through the hooks below. */
+    void (*ev_start)(api_job *j);
+    hearth_cpl_event_fn ev_event;
+    void (*ev_end)(api_job *j);
+    const char *ev_idle;
     /* streamed: turn an event into a chunk appended to j->chunks */
     void (*chunk_event)(api_job *j, const hearth_cpl_event *ev);
     /* streamed: the first chunk (chat: the role), or NULL */
@@ -144,13 +162,10 @@ json_t *api_token_bytes(json_t *token_string);
 
 /* A server-sent event into out: "event: <event>" (when not NULL) and the data line. */
 void api_sse_put(api_buf *out, const char *event, const json_t *v);
-/* A stream step's end: hand j->out to net (more: the completion goes on),
- * or end the stream if it could not be rendered (out of memory). */
-int api_stream_piece(api_job *j, int more, const char **data, size_t *len);
 /* net's liveness probe for hearth_cpl_step (conn: a hearth_http_conn). */
 int api_conn_gone(void *conn);
 
-extern const api_proto API_CHAT, API_TEXT, API_MESSAGES;
+extern const api_proto API_CHAT, API_TEXT, API_MESSAGES, API_RESPONSES;
 
 /* anthropic_messages.c */
 /* Rewrite an OpenAI-shaped error response as Anthropic's

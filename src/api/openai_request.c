@@ -52,7 +52,7 @@ int api_get_number(const json_t *b, const char *k, double lo, double hi, int *ha
     if (!v) return 0;
     if (!json_is_number(v))
         return api_fail(e, HEARTH_EINVAL, k, "Invalid type for '%s': expected a number, but got %s instead.", k,
-                    api_type_name(v));
+                        api_type_name(v));
     double x = json_number_value(v);
     if (!(x >= lo && x <= hi))
         return api_fail(e, HEARTH_EINVAL, k, "Invalid '%s': %g is outside the allowed range [%g, %g].", k, x, lo, hi);
@@ -71,12 +71,12 @@ int api_get_int(const json_t *b, const char *k, long long lo, long long hi, int 
         *out = json_integer_value(v);
     } else {
         return api_fail(e, HEARTH_EINVAL, k, "Invalid type for '%s': expected an integer, but got %s instead.", k,
-                    api_type_name(v));
+                        api_type_name(v));
     }
     if (*out < lo || *out > hi)
         return api_fail(e, HEARTH_EINVAL, k,
                         "Invalid '%s': %lld is outside the allowed range [%lld, %lld].", k, *out, lo,
-                    hi);
+                        hi);
     *has = 1;
     return 0;
 }
@@ -86,7 +86,7 @@ int api_get_bool(const json_t *b, const char *k, int *out, hearth_cpl_error *e) 
     if (!v) return 0;
     if (!json_is_boolean(v))
         return api_fail(e, HEARTH_EINVAL, k, "Invalid type for '%s': expected a boolean, but got %s instead.", k,
-                    api_type_name(v));
+                        api_type_name(v));
     *out = json_is_true(v);
     return 0;
 }
@@ -131,16 +131,21 @@ int api_parse_stops(const json_t *stop, const char *param, hearth_cpl_request *r
     return 0;
 }
 
+int api_check_body(const json_t *b, hearth_cpl_error *e) {
+    if (!json_is_object(b)) return api_fail(e, HEARTH_EINVAL, NULL, "The request body must be a JSON object.");
+    json_t *model = api_field(b, "model");
+    if (model && !json_is_string(model))
+        return api_fail(e, HEARTH_EINVAL, "model", "Invalid type for 'model': expected a string, but got %s instead.",
+                        api_type_name(model));
+    return 0;
+}
+
 /* Fields both endpoints share. */
 static int parse_common(const json_t *b, hearth_cpl_request *r, api_req_opts *o, hearth_cpl_error *e) {
     hearth_cpl_params *p = &r->p;
     long long iv;
     int has;
-    if (!json_is_object(b)) return api_fail(e, HEARTH_EINVAL, NULL, "The request body must be a JSON object.");
-    json_t *model = api_field(b, "model");
-    if (model && !json_is_string(model))
-        return api_fail(e, HEARTH_EINVAL, "model", "Invalid type for 'model': expected a string, but got %s instead.",
-                    api_type_name(model));
+    if (api_check_body(b, e)) return 1;
     if (api_get_number(b, "temperature", 0, 2, &p->has_temperature, &p->temperature, e) ||
         api_get_number(b, "top_p", 0, 1, &p->has_top_p, &p->top_p, e) ||
         api_get_number(b, "min_p", 0, 1, &p->has_min_p, &p->min_p, e) ||
@@ -152,7 +157,7 @@ static int parse_common(const json_t *b, hearth_cpl_request *r, api_req_opts *o,
         return api_fail(e, HEARTH_EINVAL, "top_p", "Invalid 'top_p': it must be greater than 0 (1 turns it off).");
     if (p->has_repetition_penalty && p->repetition_penalty <= 0)
         return api_fail(e, HEARTH_EINVAL, "repetition_penalty",
-                    "Invalid 'repetition_penalty': it must be greater than 0 (1 turns it off).");
+                        "Invalid 'repetition_penalty': it must be greater than 0 (1 turns it off).");
     has = 0;
     if (api_get_int(b, "top_k", -1, 1 << 30, &has, &iv, e)) return 1;
     if (has) p->has_top_k = 1, p->top_k = iv < 0 ? 0 : (int)iv; /* -1 = off, as vLLM spells it */
@@ -177,8 +182,9 @@ static int parse_common(const json_t *b, hearth_cpl_request *r, api_req_opts *o,
     if (bias) {
         if (!json_is_object(bias))
             return api_fail(e, HEARTH_EINVAL, "logit_bias",
-                        "Invalid type for 'logit_bias': expected an object of token id -> bias, but got %s instead.",
-                        api_type_name(bias));
+                            "Invalid type for 'logit_bias': expected an object of token id -> bias, but got %s "
+                            "instead.",
+                            api_type_name(bias));
         size_t n = json_object_size(bias);
         r->bias = calloc(n ? n : 1, sizeof *r->bias);
         if (!r->bias) return api_fail(e, HEARTH_ENOMEM, NULL, "out of memory");
@@ -191,7 +197,7 @@ static int parse_common(const json_t *b, hearth_cpl_request *r, api_req_opts *o,
                 return api_fail(e, HEARTH_EINVAL, "logit_bias", "Invalid 'logit_bias': key '%s' is not a token id.", k);
             if (!json_is_number(v) || json_number_value(v) < -100 || json_number_value(v) > 100)
                 return api_fail(e, HEARTH_EINVAL, "logit_bias",
-                            "Invalid 'logit_bias': the bias of token %ld must be a number in [-100, 100].", id);
+                                "Invalid 'logit_bias': the bias of token %ld must be a number in [-100, 100].", id);
             r->bias[r->n_bias].id = (int32_t)id;
             r->bias[r->n_bias].bias = (float)json_number_value(v);
             r->n_bias++;
@@ -203,15 +209,15 @@ static int parse_common(const json_t *b, hearth_cpl_request *r, api_req_opts *o,
     if (so) {
         if (!o->stream)
             return api_fail(e, HEARTH_EINVAL, "stream_options",
-                        "Invalid 'stream_options': it is only allowed when 'stream' is true.");
+                            "Invalid 'stream_options': it is only allowed when 'stream' is true.");
         if (!json_is_object(so))
             return api_fail(e, HEARTH_EINVAL, "stream_options",
-                        "Invalid type for 'stream_options': expected an object, but got %s instead.",
-                        api_type_name(so));
+                            "Invalid type for 'stream_options': expected an object, but got %s instead.",
+                            api_type_name(so));
         json_t *iu = api_field(so, "include_usage");
         if (iu && !json_is_boolean(iu))
             return api_fail(e, HEARTH_EINVAL, "stream_options.include_usage",
-                        "Invalid type for 'stream_options.include_usage': expected a boolean.");
+                            "Invalid type for 'stream_options.include_usage': expected a boolean.");
         o->include_usage = json_is_true(iu);
     }
     json_t *rf = api_field(b, "response_format");
@@ -219,18 +225,18 @@ static int parse_common(const json_t *b, hearth_cpl_request *r, api_req_opts *o,
         json_t *t = json_is_object(rf) ? json_object_get(rf, "type") : NULL;
         if (!json_is_string(t))
             return api_fail(e, HEARTH_EINVAL, "response_format",
-                        "Invalid 'response_format': expected an object with a string 'type'.");
+                            "Invalid 'response_format': expected an object with a string 'type'.");
         if (strcmp(json_string_value(t), "text"))
             return api_fail(e, HEARTH_ENOTSUP, "response_format",
-                        "response_format type '%s' is not supported yet: structured output has not landed in this "
-                        "server. Omit response_format or use {\"type\": \"text\"}.",
-                        json_string_value(t));
+                            "response_format type '%s' is not supported yet: structured output has not landed in this "
+                            "server. Omit response_format or use {\"type\": \"text\"}.",
+                            json_string_value(t));
     }
     static const char *refused[] = {"audio", "prediction", "web_search_options", "functions", "function_call"};
     for (size_t i = 0; i < sizeof refused / sizeof *refused; i++)
         if (api_field(b, refused[i]))
             return api_fail(e, HEARTH_ENOTSUP, refused[i], "'%s' is not supported by this server%s.", refused[i],
-                        i >= 3 ? " (use 'tools' and 'tool_choice')" : "");
+                            i >= 3 ? " (use 'tools' and 'tool_choice')" : "");
     json_t *mod = api_field(b, "modalities");
     if (mod) {
         size_t i;
@@ -253,9 +259,9 @@ static int content_text(const json_t *c, const char *where, json_t **out, hearth
     }
     if (!json_is_array(c))
         return api_fail(e, HEARTH_EINVAL, "messages",
-                    "Invalid type for '%s.content': expected a string or an array of content parts, but got %s "
-                    "instead.",
-                    where, api_type_name(c));
+                        "Invalid type for '%s.content': expected a string or an array of content parts, but got %s "
+                        "instead.",
+                        where, api_type_name(c));
     api_buf t = {0};
     size_t i;
     json_t *part;
@@ -266,7 +272,7 @@ static int content_text(const json_t *c, const char *where, json_t **out, hearth
             api_buf_free(&t);
             return api_fail(e, HEARTH_EINVAL, "messages",
                             "Invalid '%s.content[%zu]': expected an object with a 'type'.",
-                        where, i);
+                            where, i);
         }
         if (!strcmp(ts, "text") || !strcmp(ts, "refusal") || !strcmp(ts, "input_text")) {
             json_t *tx = json_object_get(part, !strcmp(ts, "refusal") ? "refusal" : "text");
@@ -274,15 +280,15 @@ static int content_text(const json_t *c, const char *where, json_t **out, hearth
                 api_buf_free(&t);
                 return api_fail(e, HEARTH_EINVAL, "messages",
                                 "Invalid '%s.content[%zu]': a %s part needs a string '%s'.",
-                            where, i, ts, !strcmp(ts, "refusal") ? "refusal" : "text");
+                                where, i, ts, !strcmp(ts, "refusal") ? "refusal" : "text");
             }
             if (t.n) api_buf_put(&t, "\n", 1);
             api_buf_put(&t, json_string_value(tx), json_string_length(tx));
         } else {
             api_buf_free(&t);
             return api_fail(e, HEARTH_ENOTSUP, "messages",
-                        "'%s.content[%zu]': content of type '%s' is not supported by this server (text only).", where,
-                        i, ts);
+                            "'%s.content[%zu]': content of type '%s' is not supported by this server (text only).",
+                            where, i, ts);
         }
     }
     if (t.oom) {
@@ -310,7 +316,7 @@ static int convert_tool_calls(const json_t *tcs, const char *where, json_t *msg,
             json_decref(out);
             return api_fail(e, HEARTH_EINVAL, "messages",
                             "Invalid '%s.tool_calls[%zu]': expected function.name.", where,
-                        i);
+                            i);
         }
         json_t *a = NULL;
         if (json_is_string(args)) {
@@ -355,7 +361,7 @@ static int parse_messages(const json_t *b, hearth_cpl_request *r, hearth_cpl_err
     if (!json_is_array(ms))
         return api_fail(e, HEARTH_EINVAL, "messages",
                         "Invalid type for 'messages': expected an array, but got %s instead.",
-                    api_type_name(ms));
+                        api_type_name(ms));
     if (json_array_size(ms) == 0)
         return api_fail(e, HEARTH_EINVAL, "messages",
                         "Invalid 'messages': expected an array with at least one message.");
@@ -368,15 +374,15 @@ static int parse_messages(const json_t *b, hearth_cpl_request *r, hearth_cpl_err
         if (!json_is_object(m))
             return api_fail(e, HEARTH_EINVAL, "messages",
                             "Invalid type for '%s': expected an object, but got %s instead.",
-                        where, api_type_name(m));
+                            where, api_type_name(m));
         json_t *role = json_object_get(m, "role");
         const char *rs = json_string_value(role);
         if (!rs) return api_fail(e, HEARTH_EINVAL, "messages", "Missing required parameter: '%s.role'.", where);
         if (strcmp(rs, "system") && strcmp(rs, "developer") && strcmp(rs, "user") && strcmp(rs, "assistant") &&
             strcmp(rs, "tool"))
             return api_fail(e, HEARTH_EINVAL, "messages",
-                        "Invalid value for '%s.role': '%s'. Supported: system, developer, user, assistant, tool.",
-                        where, rs);
+                            "Invalid value for '%s.role': '%s'. Supported: system, developer, user, assistant, tool.",
+                            where, rs);
         json_t *out = json_object();
         json_array_append_new(r->messages, out);
         /* templates know "system"; "developer" is the newer name for it */
@@ -395,7 +401,7 @@ static int parse_messages(const json_t *b, hearth_cpl_request *r, hearth_cpl_err
         if (tcs) {
             if (strcmp(rs, "assistant"))
                 return api_fail(e, HEARTH_EINVAL, "messages", "'%s.tool_calls' is only allowed on assistant messages.",
-                            where);
+                                where);
             if (convert_tool_calls(tcs, where, out, e)) return 1;
         }
         json_t *name = api_field(m, "name");
@@ -418,6 +424,31 @@ static int parse_messages(const json_t *b, hearth_cpl_request *r, hearth_cpl_err
     return 0;
 }
 
+int api_add_function_tool(json_t *fns, size_t i, const json_t *name, const json_t *desc, const json_t *params,
+                          hearth_cpl_error *e) {
+    if (!json_is_string(name))
+        return api_fail(e, HEARTH_EINVAL, "tools", "Missing required parameter: 'tools[%zu].name'.", i);
+    if (params && !json_is_object(params))
+        return api_fail(e, HEARTH_EINVAL, "tools", "Invalid parameters of 'tools[%zu]': expected an object.", i);
+    if (desc && !json_is_string(desc))
+        return api_fail(e, HEARTH_EINVAL, "tools", "Invalid type for 'tools[%zu].description': expected a string.",
+                        i);
+    json_t *fn = json_pack("{s:O}", "name", name);
+    if (params) json_object_set(fn, "parameters", (json_t *)params);
+    if (desc) json_object_set(fn, "description", (json_t *)desc);
+    json_array_append_new(fns, json_pack("{s:s,s:o}", "type", "function", "function", fn));
+    return 0;
+}
+
+void api_offer_tools(hearth_cpl_request *r, json_t *fns, int none) {
+    if (none || json_array_size(fns) == 0) { /* the model is not offered the tools */
+        json_decref(fns);
+        return;
+    }
+    r->tools = fns;
+    r->parse_tools = 1;
+}
+
 static int parse_tools(const json_t *b, hearth_cpl_request *r, hearth_cpl_error *e) {
     json_t *tools = api_field(b, "tools");
     json_t *choice = api_field(b, "tool_choice");
@@ -428,25 +459,25 @@ static int parse_tools(const json_t *b, hearth_cpl_request *r, hearth_cpl_error 
             if (!strcmp(c, "none")) none = 1;
             else if (!strcmp(c, "required"))
                 return api_fail(e, HEARTH_ENOTSUP, "tool_choice",
-                            "tool_choice 'required' is not supported yet: forcing a call needs structured output, "
-                            "which has not landed. Use 'auto'.");
+                                "tool_choice 'required' is not supported yet: forcing a call needs structured output, "
+                                "which has not landed. Use 'auto'.");
             else if (strcmp(c, "auto"))
                 return api_fail(e, HEARTH_EINVAL, "tool_choice",
-                            "Invalid value for 'tool_choice': '%s'. Supported: 'none', 'auto'.", c);
+                                "Invalid value for 'tool_choice': '%s'. Supported: 'none', 'auto'.", c);
         } else if (json_is_object(choice)) {
             return api_fail(e, HEARTH_ENOTSUP, "tool_choice",
-                        "Naming a function in tool_choice is not supported yet: forcing a call needs structured "
-                        "output, which has not landed. Use 'auto'.");
+                            "Naming a function in tool_choice is not supported yet: forcing a call needs structured "
+                            "output, which has not landed. Use 'auto'.");
         } else {
             return api_fail(e, HEARTH_EINVAL, "tool_choice",
-                        "Invalid type for 'tool_choice': expected a string or an object, but got %s instead.",
-                        api_type_name(choice));
+                            "Invalid type for 'tool_choice': expected a string or an object, but got %s instead.",
+                            api_type_name(choice));
         }
     }
     if (!tools) return 0;
     if (!json_is_array(tools))
         return api_fail(e, HEARTH_EINVAL, "tools", "Invalid type for 'tools': expected an array, but got %s instead.",
-                    api_type_name(tools));
+                        api_type_name(tools));
     size_t i;
     json_t *t;
     json_array_foreach(tools, i, t) {
@@ -455,7 +486,7 @@ static int parse_tools(const json_t *b, hearth_cpl_request *r, hearth_cpl_error 
         if (!json_is_object(t) || !json_is_string(ty) || strcmp(json_string_value(ty), "function") ||
             !json_is_object(fn))
             return api_fail(e, HEARTH_EINVAL, "tools",
-                        "Invalid 'tools[%zu]': expected {\"type\": \"function\", \"function\": {...}}.", i);
+                            "Invalid 'tools[%zu]': expected {\"type\": \"function\", \"function\": {...}}.", i);
         if (!json_is_string(json_object_get(fn, "name")))
             return api_fail(e, HEARTH_EINVAL, "tools", "Missing required parameter: 'tools[%zu].function.name'.", i);
         json_t *params = json_object_get(fn, "parameters");
@@ -479,7 +510,7 @@ int api_parse_chat(const json_t *b, hearth_cpl_request *r, api_req_opts *o, hear
     if (has) {
         if (!o->logprobs)
             return api_fail(e, HEARTH_EINVAL, "top_logprobs",
-                        "Invalid 'top_logprobs': it can only be used when 'logprobs' is true.");
+                            "Invalid 'top_logprobs': it can only be used when 'logprobs' is true.");
         o->top_logprobs = (int)iv;
     }
     r->logprobs = o->logprobs;
@@ -498,7 +529,7 @@ int api_parse_chat(const json_t *b, hearth_cpl_request *r, api_req_opts *o, hear
     if (kw) {
         if (!json_is_object(kw))
             return api_fail(e, HEARTH_EINVAL, "chat_template_kwargs",
-                        "Invalid type for 'chat_template_kwargs': expected an object.");
+                            "Invalid type for 'chat_template_kwargs': expected an object.");
         r->template_kwargs = json_incref(kw);
     }
     return 0;
@@ -516,7 +547,7 @@ static int ids_from(const json_t *a, const char *where, hearth_cpl_request *r, h
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 0x7fffffff)
             return api_fail(e, HEARTH_EINVAL, "prompt",
                             "Invalid '%s[%zu]': expected a token id (a non-negative integer).",
-                        where, i);
+                            where, i);
         r->prompt_ids[i] = (int32_t)json_integer_value(v);
     }
     r->n_prompt_ids = (int)n;
@@ -539,21 +570,21 @@ int api_parse_text(const json_t *b, hearth_cpl_request *r, api_req_opts *o, hear
             if (ids_from(p, "prompt", r, e)) return 1;
         } else if (json_array_size(p) > 1) {
             return api_fail(e, HEARTH_ENOTSUP, "prompt",
-                        "Invalid 'prompt': only one prompt per request is supported by this server (got %zu).",
-                        json_array_size(p));
+                            "Invalid 'prompt': only one prompt per request is supported by this server (got %zu).",
+                            json_array_size(p));
         } else if (json_is_string(first)) {
             r->prompt = api_dup_str(json_string_value(first), json_string_length(first));
         } else if (json_is_array(first)) {
             if (ids_from(first, "prompt[0]", r, e)) return 1;
         } else {
             return api_fail(e, HEARTH_EINVAL, "prompt",
-                        "Invalid type for 'prompt[0]': expected a string or an array of token ids.");
+                            "Invalid type for 'prompt[0]': expected a string or an array of token ids.");
         }
     } else {
         return api_fail(e, HEARTH_EINVAL, "prompt",
-                    "Invalid type for 'prompt': expected a string, an array of token ids, or an array with one of "
-                    "those, but got %s instead.",
-                    api_type_name(p));
+                        "Invalid type for 'prompt': expected a string, an array of token ids, or an array with one of "
+                        "those, but got %s instead.",
+                        api_type_name(p));
     }
     if (!r->prompt && !r->prompt_ids) return api_fail(e, HEARTH_ENOMEM, NULL, "out of memory");
     int echo = 0;

@@ -199,6 +199,8 @@ static void job_end(api_job *j) {
     api_buf_free(&j->out);
     json_decref(j->tool_calls);
     json_decref(j->chunks);
+    json_decref(j->output);
+    json_decref(j->echo);
     free(j);
 }
 
@@ -253,6 +255,20 @@ static void sse_error(api_job *j, const hearth_cpl_summary *s) {
                                                                 : "cancelled");
     if (e) sse_put(j, e);
     json_decref(e);
+}
+
+/* A stream step's end: hand j->out to net (more: the completion goes on),
+ * or end the stream if it could not be rendered (out of memory). */
+static int stream_piece(api_job *j, int more, const char **data, size_t *len) {
+    if (j->out.oom) { /* cannot render: end the stream */
+        j->out.n = 0;
+        j->phase = 2;
+        hearth_cpl_cancel(j->q);
+        return 0;
+    }
+    *data = j->out.p ? j->out.p : "";
+    *len = j->out.n;
+    return more;
 }
 
 static int job_next(void *self, const char **data, size_t *len) {
@@ -314,19 +330,31 @@ static int job_next(void *self, const char **data, size_t *len) {
     /* Waiting (queued or a long prefill): an SSE comment keeps the connection
      * active, so no idle timeout closes a stream that is merely patient. */
     if (more && j->out.n == 0) api_buf_puts(&j->out, ": keep-alive\n\n");
-    return api_stream_piece(j, more, data, len);
+    return stream_piece(j, more, data, len);
 }
 
-int api_stream_piece(api_job *j, int more, const char **data, size_t *len) {
-    if (j->out.oom) { /* cannot render: end the stream */
-        j->out.n = 0;
-        j->phase = 2;
-        hearth_cpl_cancel(j->q);
-        return 0;
+/* A stream of typed events (api_proto.ev_*). */
+static int events_next(void *self, const char **data, size_t *len) {
+    api_job *j = self;
+    const api_proto *p = j->proto;
+    j->out.n = 0;
+    *data = "";
+    *len = 0;
+    if (j->phase == 2) return 0;
+    int more = 1;
+    if (j->phase == 0) { /* the first events go out before any token */
+        j->phase = 1;
+        p->ev_start(j);
+    } else {
+        more = hearth_cpl_step(j->q, p->ev_event, j, api_conn_gone, j->conn);
+        if (!more) {
+            p->ev_end(j);
+            j->phase = 2;
+        } else if (j->out.n == 0) { /* waiting: keep the connection active */
+            api_buf_puts(&j->out, p->ev_idle);
+        }
     }
-    *data = j->out.p ? j->out.p : "";
-    *len = j->out.n;
-    return more;
+    return stream_piece(j, more, data, len);
 }
 
 static void job_free(void *self) {
@@ -366,6 +394,8 @@ void api_run(hearth_api *a, const hearth_http_request *rq, const api_proto *p, h
     j->conn = rq->conn;
     j->proto = p;
     j->o = *o;
+    j->o.echo = NULL;
+    j->echo = json_incref(o->echo);
     j->created = (long)time(NULL);
     make_id(j->id, sizeof j->id, p->id_prefix);
     job_register(j);
@@ -374,7 +404,7 @@ void api_run(hearth_api *a, const hearth_http_request *rq, const api_proto *p, h
         resp->content_type = "text/event-stream";
         j->blk_kind = -1;
         resp->stream =
-            (hearth_http_stream){.self = j, .next = p->stream_next ? p->stream_next : job_next, .free = job_free};
+            (hearth_http_stream){.self = j, .next = p->ev_start ? events_next : job_next, .free = job_free};
         return;
     }
     while (hearth_cpl_step(q, on_event_accumulate, j, api_conn_gone, rq->conn)) {
@@ -399,7 +429,8 @@ static int is_anthropic_route(const char *path) {
 }
 
 static int is_post_route(const char *path) {
-    return !strcmp(path, "/v1/chat/completions") || !strcmp(path, "/v1/completions") || is_anthropic_route(path);
+    return !strcmp(path, "/v1/chat/completions") || !strcmp(path, "/v1/completions") ||
+           !strcmp(path, "/v1/responses") || is_anthropic_route(path);
 }
 
 static int is_page(const char *path) { return !strcmp(path, "/") || !strcmp(path, "/index.html"); }
@@ -486,17 +517,20 @@ static void on_handle(void *user, const hearth_http_request *rq, hearth_http_res
     } else {
         const api_proto *p = !strcmp(rq->path, "/v1/chat/completions") ? &API_CHAT
                              : !strcmp(rq->path, "/v1/messages")        ? &API_MESSAGES
+                             : !strcmp(rq->path, "/v1/responses")       ? &API_RESPONSES
                                                                         : &API_TEXT;
         hearth_cpl_request req;
         hearth_cpl_request_init(&req);
         api_req_opts o = {0};
         hearth_cpl_error e = {0};
-        int bad = p == &API_CHAT ? api_parse_chat(body, &req, &o, &e)
-                  : p == &API_TEXT ? api_parse_text(body, &req, &o, &e)
-                                   : api_parse_messages(body, 0, &req, &o, &e);
+        int bad = p == &API_CHAT        ? api_parse_chat(body, &req, &o, &e)
+                  : p == &API_TEXT      ? api_parse_text(body, &req, &o, &e)
+                  : p == &API_RESPONSES ? api_parse_responses(body, &req, &o, &e)
+                                        : api_parse_messages(body, 0, &req, &o, &e);
         if (bad) api_cpl_error(a, r, &e);
         else api_run(a, rq, p, &req, &o, r);
         hearth_cpl_request_deinit(&req);
+        json_decref(o.echo);
         json_decref(body);
     }
     if (is_anthropic_route(rq->path)) api_anthropic_error(r);

@@ -167,7 +167,7 @@ static void usage(FILE *f) {
             "usage: hearth serve [MODEL] [options]\n\n"
             "Serve MODEL (a GGUF file or a Hugging Face model directory; default: the model setup fetched,\n"
             "%s) over OpenAI- and Anthropic-compatible HTTP APIs:\n"
-            "  POST /v1/chat/completions, POST /v1/completions, GET /v1/models,\n"
+            "  POST /v1/chat/completions, POST /v1/completions, POST /v1/responses, GET /v1/models,\n"
             "  POST /v1/messages, POST /v1/messages/count_tokens,\n"
             "  GET /health, GET /stats (JSON), GET /metrics (Prometheus), and a chat page at GET /.\n\n"
             "options:\n"
