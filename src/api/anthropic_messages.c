@@ -167,9 +167,9 @@ static int convert_message(const json_t *m, size_t i, json_t *out, hearth_cpl_er
         flush_user_text(out, &text, n_results == 0); /* tool results alone add no empty user turn */
     } else if (!bad) {
         json_t *am = json_pack("{s:s}", "role", "assistant");
-        /* with tool calls and no text, null, as the OpenAI route has it */
-        int null_text = !text.n && json_array_size(calls);
-        json_object_set_new(am, "content", null_text ? json_null() : json_stringn(text.p ? text.p : "", text.n));
+        /* "" with tool calls and no text: templates without tools then print
+         * an empty turn, where null would stop those that read the content */
+        json_object_set_new(am, "content", json_stringn(text.p ? text.p : "", text.n));
         if (json_array_size(calls)) json_object_set(am, "tool_calls", calls);
         if (thinking.n) json_object_set_new(am, "reasoning_content", json_stringn(thinking.p, thinking.n));
         json_array_append_new(out, am);

@@ -117,7 +117,8 @@ static int convert_item(const json_t *it, size_t i, json_t *out, api_buf *reason
         int joins = last && !strcmp(json_string_value(json_object_get(last, "role")), "assistant") &&
                     json_object_get(last, "tool_calls");
         if (!joins) {
-            last = json_pack("{s:s,s:n,s:[]}", "role", "assistant", "content", "tool_calls");
+            /* "" rather than null: see anthropic_messages.c */
+            last = json_pack("{s:s,s:s,s:[]}", "role", "assistant", "content", "", "tool_calls");
             take_reasoning(last, reasoning);
             json_array_append_new(out, last);
         }
