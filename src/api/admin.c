@@ -20,15 +20,22 @@ void api_health(hearth_api *a, hearth_http_response *r) {
               state == API_LOADING ? "the model is loading" : "the server is shutting down");
 }
 
+/* The model in OpenAI's shape and Anthropic's at once (their fields do not
+ * collide), so that both SDKs list and retrieve it. */
 static json_t *model_obj(hearth_api *a) {
-    long created = (long)time(NULL) - (long)(hearth_time_now() - a->t_start);
-    return json_pack("{s:s,s:s,s:I,s:s}", "id", a->model_id, "object", "model", "created", (json_int_t)created,
-                     "owned_by", "hearth");
+    time_t created = time(NULL) - (time_t)(hearth_time_now() - a->t_start);
+    struct tm tm;
+    char at[32];
+    strftime(at, sizeof at, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&created, &tm));
+    return json_pack("{s:s,s:s,s:I,s:s,s:s,s:s,s:s}", "id", a->model_id, "object", "model", "created",
+                     (json_int_t)created, "owned_by", "hearth", "type", "model", "display_name", a->model_id,
+                     "created_at", at);
 }
 
 void api_models(hearth_api *a, const char *path, hearth_http_response *r) {
     if (!strcmp(path, "/v1/models")) {
-        api_json(r, 200, json_pack("{s:s,s:[o]}", "object", "list", "data", model_obj(a)));
+        api_json(r, 200, json_pack("{s:s,s:[o],s:b,s:s,s:s}", "object", "list", "data", model_obj(a), "has_more", 0,
+                                   "first_id", a->model_id, "last_id", a->model_id));
         return;
     }
     const char *id = path + strlen("/v1/models/");

@@ -153,6 +153,16 @@ def test_sdk_raises_its_own_errors(server):
     assert "document" in e.value.body["error"]["message"]
 
 
+def test_models_through_the_sdk(server):
+    c = client(server)
+    (m,) = c.models.list().data
+    assert (m.id, m.type, m.display_name) == ("SmolLM2-135M-Instruct.Q4_1", "model", "SmolLM2-135M-Instruct.Q4_1")
+    assert m.created_at.year >= 2026
+    assert c.models.retrieve(m.id).id == m.id
+    with pytest.raises(anthropic.NotFoundError):
+        c.models.retrieve("no-such-model")
+
+
 def test_bad_json_is_an_anthropic_error(server):
     status, text, _ = server.post("/v1/messages", b"{not json")
     assert status == 400 and json.loads(text)["error"]["type"] == "invalid_request_error"
