@@ -464,8 +464,13 @@ static void stream_start(api_job *j) {
                   "stop_sequence", "usage", "input_tokens", s->prompt_tokens, "output_tokens", 0));
 }
 
+static int parse(const json_t *b, hearth_cpl_request *r, api_req_opts *o, hearth_cpl_error *e) {
+    return api_parse_messages(b, 0, r, o, e);
+}
+
 const api_proto API_MESSAGES = {
     .id_prefix = "msg_",
+    .parse = parse,
     .ev_start = stream_start,
     .ev_event = on_stream_event,
     .ev_end = stream_end,

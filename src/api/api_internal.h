@@ -126,6 +126,8 @@ struct api_job {
 /* What differs between /v1/chat/completions, /v1/completions and /v1/messages. */
 struct api_proto {
     const char *chunk_object, *id_prefix;
+    /* the request body into r (api_parse_chat, ...) */
+    int (*parse)(const json_t *body, hearth_cpl_request *r, api_req_opts *o, hearth_cpl_error *e);
     /* streamed as typed events (Anthropic, Responses), into j->out: the
      * first events (before any token), each semantic event, and the last
      * ones once the summary is settled; the bytes of a keep-alive. NULL for

@@ -80,6 +80,7 @@ static json_t *full(api_job *j) {
 const api_proto API_CHAT = {
     .chunk_object = "chat.completion.chunk",
     .id_prefix = "chatcmpl-",
+    .parse = api_parse_chat,
     .chunk_event = chunk_event,
     .first_chunk = first_chunk,
     .chunk_logprobs = chunk_logprobs,

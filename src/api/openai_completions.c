@@ -67,6 +67,7 @@ static json_t *full(api_job *j) {
 const api_proto API_TEXT = {
     .chunk_object = "text_completion",
     .id_prefix = "cmpl-",
+    .parse = api_parse_text,
     .chunk_event = chunk_event,
     .first_chunk = NULL,
     .chunk_logprobs = chunk_logprobs,

@@ -465,6 +465,7 @@ static void stream_start(api_job *j) {
 
 const api_proto API_RESPONSES = {
     .id_prefix = "resp_",
+    .parse = api_parse_responses,
     .ev_start = stream_start,
     .ev_event = on_stream_event,
     .ev_end = stream_end,

@@ -428,9 +428,22 @@ static int is_anthropic_route(const char *path) {
     return !strcmp(path, "/v1/messages") || !strcmp(path, "/v1/messages/count_tokens");
 }
 
+/* The completion routes and their protocols. */
+static const api_proto *completion_route(const char *path) {
+    static const struct {
+        const char *path;
+        const api_proto *proto;
+    } routes[] = {{"/v1/chat/completions", &API_CHAT},
+                  {"/v1/completions", &API_TEXT},
+                  {"/v1/responses", &API_RESPONSES},
+                  {"/v1/messages", &API_MESSAGES}};
+    for (size_t i = 0; i < sizeof routes / sizeof *routes; i++)
+        if (!strcmp(path, routes[i].path)) return routes[i].proto;
+    return NULL;
+}
+
 static int is_post_route(const char *path) {
-    return !strcmp(path, "/v1/chat/completions") || !strcmp(path, "/v1/completions") ||
-           !strcmp(path, "/v1/responses") || is_anthropic_route(path);
+    return completion_route(path) || !strcmp(path, "/v1/messages/count_tokens");
 }
 
 static int is_page(const char *path) { return !strcmp(path, "/") || !strcmp(path, "/index.html"); }
@@ -515,19 +528,12 @@ static void on_handle(void *user, const hearth_http_request *rq, hearth_http_res
         api_count_tokens(a, body, r);
         json_decref(body);
     } else {
-        const api_proto *p = !strcmp(rq->path, "/v1/chat/completions") ? &API_CHAT
-                             : !strcmp(rq->path, "/v1/messages")        ? &API_MESSAGES
-                             : !strcmp(rq->path, "/v1/responses")       ? &API_RESPONSES
-                                                                        : &API_TEXT;
+        const api_proto *p = completion_route(rq->path);
         hearth_cpl_request req;
         hearth_cpl_request_init(&req);
         api_req_opts o = {0};
         hearth_cpl_error e = {0};
-        int bad = p == &API_CHAT        ? api_parse_chat(body, &req, &o, &e)
-                  : p == &API_TEXT      ? api_parse_text(body, &req, &o, &e)
-                  : p == &API_RESPONSES ? api_parse_responses(body, &req, &o, &e)
-                                        : api_parse_messages(body, 0, &req, &o, &e);
-        if (bad) api_cpl_error(a, r, &e);
+        if (p->parse(body, &req, &o, &e)) api_cpl_error(a, r, &e);
         else api_run(a, rq, p, &req, &o, r);
         hearth_cpl_request_deinit(&req);
         json_decref(o.echo);
