@@ -485,11 +485,13 @@ void api_count_tokens(hearth_api *a, const json_t *body, hearth_http_response *r
     hearth_cpl_request_init(&req);
     api_req_opts o = {0};
     hearth_cpl_error e = {0};
+    int32_t *ids = NULL;
     int n = 0;
-    if (api_parse_messages(body, 1, &req, &o, &e) || hearth_cpl_count_tokens(a->cpl, &req, &n, &e) != HEARTH_OK)
+    if (api_parse_messages(body, 1, &req, &o, &e) || hearth_cpl_tokenize(a->cpl, &req, &ids, &n, &e) != HEARTH_OK)
         api_cpl_error(a, r, &e);
     else
         api_json(r, 200, json_pack("{s:i}", "input_tokens", n));
+    free(ids);
     hearth_cpl_request_deinit(&req);
 }
 

@@ -176,6 +176,10 @@ void api_anthropic_error(hearth_http_response *r);
 /* POST /v1/messages/count_tokens. */
 void api_count_tokens(hearth_api *a, const json_t *body, hearth_http_response *r);
 
+/* tokenize.c: POST /tokenize and /detokenize (vLLM's and llama-server's shapes) */
+void api_tokenize(hearth_api *a, const json_t *body, hearth_http_response *r);
+void api_detokenize(hearth_api *a, const json_t *body, hearth_http_response *r);
+
 /* web_page.c: the chat page */
 void api_web_page(hearth_http_response *r);
 

@@ -443,7 +443,8 @@ static const api_proto *completion_route(const char *path) {
 }
 
 static int is_post_route(const char *path) {
-    return completion_route(path) || !strcmp(path, "/v1/messages/count_tokens");
+    return completion_route(path) || !strcmp(path, "/v1/messages/count_tokens") || !strcmp(path, "/tokenize") ||
+           !strcmp(path, "/detokenize");
 }
 
 static int is_page(const char *path) { return !strcmp(path, "/") || !strcmp(path, "/index.html"); }
@@ -524,8 +525,10 @@ static void on_handle(void *user, const hearth_http_request *rq, hearth_http_res
         api_error(r, 400, "invalid_request_error", NULL, "invalid_json",
                   "We could not parse the JSON body of your request: %s (line %d, column %d).", je.text, je.line,
                   je.column);
-    } else if (!strcmp(rq->path, "/v1/messages/count_tokens")) {
-        api_count_tokens(a, body, r);
+    } else if (!completion_route(rq->path)) { /* the prompt's tokens, nothing generated */
+        if (!strcmp(rq->path, "/tokenize")) api_tokenize(a, body, r);
+        else if (!strcmp(rq->path, "/detokenize")) api_detokenize(a, body, r);
+        else api_count_tokens(a, body, r);
         json_decref(body);
     } else {
         const api_proto *p = completion_route(rq->path);

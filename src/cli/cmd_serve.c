@@ -168,7 +168,7 @@ static void usage(FILE *f) {
             "Serve MODEL (a GGUF file or a Hugging Face model directory; default: the model setup fetched,\n"
             "%s) over OpenAI- and Anthropic-compatible HTTP APIs:\n"
             "  POST /v1/chat/completions, POST /v1/completions, POST /v1/responses, GET /v1/models,\n"
-            "  POST /v1/messages, POST /v1/messages/count_tokens,\n"
+            "  POST /v1/messages, POST /v1/messages/count_tokens, POST /tokenize, POST /detokenize,\n"
             "  GET /health, GET /stats (JSON), GET /metrics (Prometheus), and a chat page at GET /.\n\n"
             "options:\n"
             "  --host H               address to bind (default 127.0.0.1)\n"

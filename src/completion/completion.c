@@ -253,7 +253,7 @@ static hearth_status prompt_ids(hearth_cpl_ctx *c, const hearth_cpl_request *r, 
             }
     } else {
         const char *text = r->prompt ? r->prompt : "";
-        st = hearth_tok_encode(c->tok, text, strlen(text), 1, 1, &ids, &n_ids, &err);
+        st = hearth_tok_encode(c->tok, text, strlen(text), !r->no_special, 1, &ids, &n_ids, &err);
         if (st != HEARTH_OK) return reject(e, st, r->prompt_field, NULL, "%s: %s", r->prompt_field, err.msg);
     }
     const char *pfield = r->chat ? "messages" : r->prompt_field;
@@ -266,17 +266,17 @@ static hearth_status prompt_ids(hearth_cpl_ctx *c, const hearth_cpl_request *r, 
     return HEARTH_OK;
 }
 
-hearth_status hearth_cpl_count_tokens(hearth_cpl_ctx *c, const hearth_cpl_request *r, int *n, hearth_cpl_error *e) {
+hearth_status hearth_cpl_tokenize(hearth_cpl_ctx *c, const hearth_cpl_request *r, int32_t **ids, int *n,
+                                  hearth_cpl_error *e) {
     memset(e, 0, sizeof *e);
-    int32_t *ids;
     size_t n_ids;
     int in_reasoning;
-    hearth_status st = prompt_ids(c, r, &ids, &n_ids, &in_reasoning, e);
-    if (st != HEARTH_OK) return st;
-    free(ids);
-    *n = (int)n_ids;
-    return HEARTH_OK;
+    hearth_status st = prompt_ids(c, r, ids, &n_ids, &in_reasoning, e);
+    *n = st == HEARTH_OK ? (int)n_ids : 0;
+    return st;
 }
+
+int hearth_cpl_ctx_len(const hearth_cpl_ctx *c) { return c->ctx; }
 
 hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, hearth_cpl **out,
                                hearth_cpl_error *e) {

@@ -61,6 +61,7 @@ typedef struct {
     int logprobs;     /* record each token's logprob */
     int top_logprobs; /* and the N most likely alternatives (0..HEARTH_MAX_TOP_LOGPROBS) */
     int ignore_eos;   /* do not stop at end-of-generation ids */
+    int no_special;   /* text: without the special tokens the tokenizer adds (BOS, ...) */
     int continue_final; /* chat: the last message is the assistant's start of its answer (a prefill): the
                            prompt ends inside it, with no generation prompt, and the output continues it */
 } hearth_cpl_request;
@@ -143,9 +144,13 @@ typedef int (*hearth_cpl_gone_fn)(void *ctx);
  * is settled; later calls return 0 at once). */
 int hearth_cpl_step(hearth_cpl *q, hearth_cpl_event_fn fn, void *user, hearth_cpl_gone_fn gone, void *gone_ctx);
 
-/* Prepare without starting: the number of prompt tokens r renders to (its
- * template and tokenizer, as hearth_cpl_start would). Errors as there. */
-hearth_status hearth_cpl_count_tokens(hearth_cpl_ctx *c, const hearth_cpl_request *r, int *n, hearth_cpl_error *e);
+/* Prepare without starting: the prompt tokens r renders to (its template
+ * and tokenizer, as hearth_cpl_start would), into *ids (malloc'd; the caller
+ * frees it) and *n. Errors as there. */
+hearth_status hearth_cpl_tokenize(hearth_cpl_ctx *c, const hearth_cpl_request *r, int32_t **ids, int *n,
+                                  hearth_cpl_error *e);
+/* The context length: the most tokens a sequence holds. */
+int hearth_cpl_ctx_len(const hearth_cpl_ctx *c);
 
 /* Logprob records of the tokens pulled so far (end ids excluded), in order;
  * NULL/0 when the request did not ask for logprobs. */
