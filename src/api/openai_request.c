@@ -226,10 +226,12 @@ static int parse_common(const json_t *b, hearth_cpl_request *r, api_req_opts *o,
         if (!json_is_string(t))
             return api_fail(e, HEARTH_EINVAL, "response_format",
                             "Invalid 'response_format': expected an object with a string 'type'.");
-        if (strcmp(json_string_value(t), "text"))
+        if (!strcmp(json_string_value(t), "json_object"))
+            r->json_object = 1;
+        else if (strcmp(json_string_value(t), "text"))
             return api_fail(e, HEARTH_ENOTSUP, "response_format",
-                            "response_format type '%s' is not supported yet: structured output has not landed in this "
-                            "server. Omit response_format or use {\"type\": \"text\"}.",
+                            "response_format type '%s' is not supported yet: of structured output this server has "
+                            "JSON mode ({\"type\": \"json_object\"}), not schemas.",
                             json_string_value(t));
     }
     static const char *refused[] = {"audio", "prediction", "web_search_options", "functions", "function_call"};

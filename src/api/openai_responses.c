@@ -203,7 +203,7 @@ static int parse_tools(const json_t *b, hearth_cpl_request *r, hearth_cpl_error 
     return 0;
 }
 
-static int parse_refused(const json_t *b, hearth_cpl_error *e) {
+static int parse_refused(const json_t *b, hearth_cpl_request *r, hearth_cpl_error *e) {
     static const char *stateful[] = {"previous_response_id", "conversation", "prompt"};
     for (size_t i = 0; i < sizeof stateful / sizeof *stateful; i++)
         if (api_field(b, stateful[i]))
@@ -216,10 +216,11 @@ static int parse_refused(const json_t *b, hearth_cpl_error *e) {
     if (bg) return api_fail(e, HEARTH_ENOTSUP, "background", "'background' responses are not supported.");
     json_t *fmt = json_object_get(api_field(b, "text"), "format");
     const char *ft = json_string_value(json_object_get(fmt, "type"));
-    if (ft && strcmp(ft, "text"))
+    if (ft && !strcmp(ft, "json_object")) r->json_object = 1;
+    else if (ft && strcmp(ft, "text"))
         return api_fail(e, HEARTH_ENOTSUP, "text.format",
-                        "text.format type '%s' is not supported yet: structured output has not landed in this "
-                        "server.",
+                        "text.format type '%s' is not supported yet: of structured output this server has JSON mode "
+                        "({\"type\": \"json_object\"}), not schemas.",
                         ft);
     size_t i;
     json_t *inc;
@@ -235,7 +236,7 @@ int api_parse_responses(const json_t *b, hearth_cpl_request *r, api_req_opts *o,
     hearth_cpl_params *p = &r->p;
     r->chat = 1;
     if (api_check_body(b, e)) return 1;
-    if (parse_refused(b, e) || parse_input(b, r, e) || parse_tools(b, r, e)) return 1;
+    if (parse_refused(b, r, e) || parse_input(b, r, e) || parse_tools(b, r, e)) return 1;
     long long iv;
     int has = 0;
     if (api_get_int(b, "max_output_tokens", 1, 1 << 30, &has, &iv, e)) return 1;
@@ -246,9 +247,9 @@ int api_parse_responses(const json_t *b, hearth_cpl_request *r, api_req_opts *o,
     if (p->has_top_p && p->top_p <= 0)
         return api_fail(e, HEARTH_EINVAL, "top_p", "Invalid 'top_p': it must be greater than 0 (1 turns it off).");
     /* what the response echoes back */
-    o->echo = json_pack("{s:O?,s:O?,s:O?,s:O?,s:O?,s:O?,s:O?}", "instructions", api_field(b, "instructions"),
-                        "max_output_tokens", api_field(b, "max_output_tokens"), "temperature",
-                        api_field(b, "temperature"), "top_p", api_field(b, "top_p"), "tools",
+    o->echo = json_pack("{s:O?,s:O?,s:O?,s:O?,s:O?,s:O?,s:O?,s:O?}", "text", api_field(b, "text"), "instructions",
+                        api_field(b, "instructions"), "max_output_tokens", api_field(b, "max_output_tokens"),
+                        "temperature", api_field(b, "temperature"), "top_p", api_field(b, "top_p"), "tools",
                         api_field(b, "tools"), "tool_choice", api_field(b, "tool_choice"), "metadata",
                         api_field(b, "metadata"));
     return o->echo ? 0 : api_fail(e, HEARTH_ENOMEM, NULL, "out of memory");

@@ -3,8 +3,11 @@
 #define _GNU_SOURCE /* memmem */
 #include "completion/completion.h"
 
+#include "completion/json_mode.h"
 #include "core/clock.h"
 #include "template/template.h"
+
+#include <pthread.h>
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -21,6 +24,8 @@ struct hearth_cpl_ctx {
     hearth_cpl_params defaults; /* built-in < model < flags, resolved once */
     int32_t end_ids[HEARTH_MAX_STOP_IDS];
     int n_end;
+    pthread_mutex_t vb_mu; /* guards vb: the vocabulary's bytes for JSON mode, made at its first use */
+    hearth_vocab_bytes vb;
 };
 
 struct hearth_cpl {
@@ -119,6 +124,7 @@ hearth_status hearth_cpl_ctx_new(hearth_cpl_ctx **out, const hearth_cpl_ctx_opts
     if (!c) return hearth_err_set(err, HEARTH_ENOMEM, "completion: out of memory");
     c->engine = o->engine;
     c->tok = o->tok;
+    pthread_mutex_init(&c->vb_mu, NULL);
     c->ctx = o->ctx;
     c->vocab = o->cfg->vocab_size;
     if (o->chat_template) {
@@ -151,6 +157,8 @@ hearth_status hearth_cpl_ctx_new(hearth_cpl_ctx **out, const hearth_cpl_ctx_opts
 
 void hearth_cpl_ctx_free(hearth_cpl_ctx *c) {
     if (!c) return;
+    hearth_vocab_bytes_free(&c->vb);
+    pthread_mutex_destroy(&c->vb_mu);
     hearth_tmpl_free(c->tmpl);
     free(c->bos);
     free(c->eos);
@@ -161,6 +169,14 @@ int hearth_cpl_ctx_has_chat(const hearth_cpl_ctx *c) { return c->tmpl != NULL; }
 const hearth_tokenizer *hearth_cpl_ctx_tok(const hearth_cpl_ctx *c) { return c->tok; }
 
 /* ---- prepare ---- */
+
+/* JSON mode's constraint for r (the vocabulary's bytes made at the first). */
+static hearth_status json_constraint(hearth_cpl_ctx *c, hearth_constraint *out, hearth_err *err) {
+    pthread_mutex_lock(&c->vb_mu);
+    hearth_status st = c->vb.off ? HEARTH_OK : hearth_vocab_bytes_build(&c->vb, c->tok, err);
+    pthread_mutex_unlock(&c->vb_mu);
+    return st != HEARTH_OK ? st : hearth_json_constraint(out, &c->vb, c->end_ids, c->n_end, err);
+}
 
 static hearth_status reject(hearth_cpl_error *e, hearth_status st, const char *param, const char *code,
                             const char *fmt, ...) __attribute__((format(printf, 5, 6)));
@@ -310,6 +326,13 @@ hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, h
         return reject(e, HEARTH_EINVAL, "max_tokens", NULL, "max_tokens must be at least 1, got %d", max_new);
     }
     if (max_new > room) max_new = room; /* clamped to the room left */
+    if (r->json_object && in_reasoning) {
+        free(ids);
+        return reject(e, HEARTH_ENOTSUP, "response_format", NULL,
+                      "JSON mode with a prompt that opens the model's reasoning (<think>) is not supported yet: the "
+                      "constraint would apply to the reasoning. Turn it off (chat_template_kwargs "
+                      "{\"enable_thinking\": false}) or drop response_format.");
+    }
 
     hearth_cpl *q = calloc(1, sizeof *q);
     if (!q) {
@@ -351,8 +374,14 @@ hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, h
         memcpy(g.stop_ids, c->end_ids, sizeof g.stop_ids[0] * (size_t)c->n_end);
         g.n_stop = c->n_end;
     }
+    if (r->json_object && (st = json_constraint(c, &g.sampling.constraint, &err)) != HEARTH_OK) {
+        free(g.prompt);
+        hearth_cpl_free(q);
+        return reject(e, st, NULL, NULL, "%s", err.msg);
+    }
     st = hearth_engine_submit(c->engine, &g, &q->seq, &err);
     free(g.prompt); /* NULL when ownership moved */
+    if (g.sampling.constraint.free) g.sampling.constraint.free(g.sampling.constraint.self); /* not taken */
     if (st != HEARTH_OK) {
         hearth_cpl_free(q);
         const char *param = NULL;

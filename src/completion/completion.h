@@ -62,6 +62,7 @@ typedef struct {
     int top_logprobs; /* and the N most likely alternatives (0..HEARTH_MAX_TOP_LOGPROBS) */
     int ignore_eos;   /* do not stop at end-of-generation ids */
     int no_special;   /* text: without the special tokens the tokenizer adds (BOS, ...) */
+    int json_object;  /* JSON mode: the output is one JSON object (completion/json_mode.h) */
     int continue_final; /* chat: the last message is the assistant's start of its answer (a prefill): the
                            prompt ends inside it, with no generation prompt, and the output continues it */
 } hearth_cpl_request;

@@ -666,6 +666,7 @@ hearth_status hearth_engine_submit(hearth_engine *e, hearth_gen_request *r, hear
         free(s);
         return st;
     }
+    r->sampling.constraint = (hearth_constraint){0}; /* the sampler's now, whatever follows */
     s->q_cap = e->o.queue_cap;
     s->queue = malloc(sizeof *s->queue * (size_t)s->q_cap);
     s->tokens = malloc(sizeof *s->tokens * (size_t)(r->n_prompt + r->max_new));

@@ -90,8 +90,11 @@ hearth_status hearth_engine_new(hearth_engine **out, hearth_model *m, hearth_kv 
 void hearth_engine_free(hearth_engine *e);
 
 /* Validate and enqueue. On HEARTH_OK the prompt now belongs to the engine and
- * *out is a handle the caller must hearth_seq_release. EBUSY: queue full;
- * ERANGE: prompt does not fit the context; EINVAL: bad settings (err says). */
+ * *out is a handle the caller must hearth_seq_release. A sampling constraint
+ * belongs to the engine once r->sampling.constraint has been cleared (which
+ * may happen before a later refusal); the caller frees it if it is still set.
+ * EBUSY: queue full; ERANGE: prompt does not fit the context; EINVAL: bad
+ * settings (err says). */
 hearth_status hearth_engine_submit(hearth_engine *e, hearth_gen_request *r, hearth_seq **out, hearth_err *err);
 
 /* Next event: 1 = token in *ev, 0 = finished (read the summary), -1 = timed

@@ -64,6 +64,7 @@ hearth_status hearth_sampler_init(hearth_sampler *s, const hearth_sampling *p, i
                                   p->logit_bias[i].id);
     }
     s->p = *p;
+    s->p.constraint = (hearth_constraint){0}; /* taken only on success */
     s->vocab = vocab;
     s->out_counts = calloc((size_t)vocab, sizeof *s->out_counts);
     s->in_context = calloc((size_t)vocab, 1);
@@ -82,10 +83,12 @@ hearth_status hearth_sampler_init(hearth_sampler *s, const hearth_sampling *p, i
         seed = (uint64_t)(hearth_time_now() * 1e9) ^ (atomic_fetch_add(&counter, 1) * 0x9e3779b97f4a7c15ull);
     }
     for (int i = 0; i < 4; i++) s->rng[i] = splitmix64(&seed);
+    s->p.constraint = p->constraint;
     return HEARTH_OK;
 }
 
 void hearth_sampler_deinit(hearth_sampler *s) {
+    if (s->p.constraint.free) s->p.constraint.free(s->p.constraint.self);
     free(s->out_counts);
     free(s->in_context);
     free(s->cand);
@@ -101,6 +104,7 @@ void hearth_sampler_accept_prompt(hearth_sampler *s, const int32_t *ids, int n) 
 
 void hearth_sampler_accept(hearth_sampler *s, int32_t id) {
     if (id < 0 || id >= s->vocab) return;
+    if (s->p.constraint.accept) s->p.constraint.accept(s->p.constraint.self, id);
     s->out_counts[id]++;
     s->in_context[id] = 1;
 }
@@ -116,6 +120,38 @@ static void apply_processors(hearth_sampler *s, float *logits) {
         }
     }
     for (int i = 0; i < p->n_logit_bias; i++) logits[s->bias[i].id] += s->bias[i].bias;
+}
+
+/* The draw considers tokens within this many nats of the best: below that a
+ * token's probability does not change an f32 sum, so nothing is lost. */
+#define WINDOW 40.0f
+
+static int32_t argmax(const float *x, int n) {
+    int32_t best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+/* The constraint over the tokens the draw can reach only: the best allowed
+ * token (forbidden ones above it set to -inf as they are found), then, for a
+ * temperature draw, every token within WINDOW of it. The draw then sees the
+ * same candidates as after a whole mask. 0 when many of the best are
+ * forbidden: mask them all instead. */
+static int constrain_reachable(hearth_sampler *s, float *logits) {
+    const hearth_constraint *c = &s->p.constraint;
+    int32_t best = argmax(logits, s->vocab);
+    for (int tries = 0; !c->allows(c->self, best); tries++) {
+        if (tries == 16 || !isfinite(logits[best])) return 0;
+        logits[best] = -INFINITY;
+        best = argmax(logits, s->vocab);
+    }
+    if (s->p.temperature > 0.0f) {
+        float lo = logits[best] - WINDOW;
+        for (int i = 0; i < s->vocab; i++)
+            if (i != best && logits[i] >= lo && !c->allows(c->self, i)) logits[i] = -INFINITY;
+    }
+    return 1;
 }
 
 static void fill_logprobs(const hearth_sampler *s, const float *logits, int32_t chosen, hearth_logprobs *lp) {
@@ -151,17 +187,16 @@ static int cmp_desc(const void *a, const void *b) {
 int32_t hearth_sampler_sample(hearth_sampler *s, float *logits, hearth_logprobs *lp) {
     const hearth_sampling *p = &s->p;
     apply_processors(s, logits);
-    int32_t best = 0;
-    for (int i = 1; i < s->vocab; i++)
-        if (logits[i] > logits[best]) best = i;
+    /* logprobs are of the whole constrained distribution: the whole mask */
+    if (p->constraint.mask && (lp || !constrain_reachable(s, logits)))
+        p->constraint.mask(p->constraint.self, logits, s->vocab);
+    int32_t best = argmax(logits, s->vocab);
     int32_t chosen = best;
     if (p->temperature > 0.0f && isfinite(logits[best])) {
-        /* Candidates within 40 nats of the best: below that a token's
-         * probability does not change an f32 sum, so nothing is lost. */
         float mx = logits[best];
         int n = 0;
         for (int i = 0; i < s->vocab; i++)
-            if (logits[i] >= mx - 40.0f) s->cand[n++] = i;
+            if (logits[i] >= mx - WINDOW) s->cand[n++] = i;
         g_sort_logits = logits;
         qsort(s->cand, (size_t)n, sizeof *s->cand, cmp_desc);
         double total = 0.0;
@@ -202,7 +237,7 @@ int32_t hearth_sampler_sample(hearth_sampler *s, float *logits, hearth_logprobs 
 int hearth_sampler_pick_params(hearth_sampler *s, int want_logprobs, hearth_pick_params *out) {
     const hearth_sampling *p = &s->p;
     if (p->repetition_penalty != 1.0f || p->presence_penalty != 0.0f || p->frequency_penalty != 0.0f ||
-        p->n_logit_bias > 0 || p->top_p < 1.0f || (p->top_k > 0 && p->top_k < s->vocab) ||
+        p->n_logit_bias > 0 || p->constraint.mask || p->top_p < 1.0f || (p->top_k > 0 && p->top_k < s->vocab) ||
         p->top_logprobs > HEARTH_PICK_TOP)
         return 0;
     *out = (hearth_pick_params){.temperature = p->temperature, .min_p = p->min_p, .logprobs = want_logprobs != 0,

@@ -23,6 +23,20 @@ typedef struct {
     float bias;
 } hearth_logit_bias;
 
+/* A constraint on the tokens a request may produce (structured output),
+ * implemented above the engine (completion/json_mode.c): before each draw the
+ * sampler asks it which tokens the draw could reach are allowed (or, for
+ * logprobs, has it mask them all), and tells it every token taken. mask must
+ * leave at least one token allowed. hearth_sampler_init takes it on success
+ * (the sampler calls free at deinit); on failure it stays the caller's. */
+typedef struct {
+    void *self;
+    int (*allows)(void *self, int32_t id);
+    void (*mask)(void *self, float *logits, int vocab); /* logits[id] = -INFINITY where forbidden */
+    void (*accept)(void *self, int32_t id);
+    void (*free)(void *self);
+} hearth_constraint;
+
 /* Resolved sampling settings of one request (defaults: hearth_sampling_default). */
 typedef struct hearth_sampling {
     float temperature;        /* 0 = greedy */
@@ -37,6 +51,7 @@ typedef struct hearth_sampling {
     const hearth_logit_bias *logit_bias; /* borrowed; copied at init */
     int n_logit_bias;
     int top_logprobs;         /* top-N alternatives to report, 0..HEARTH_MAX_TOP_LOGPROBS */
+    hearth_constraint constraint; /* .mask NULL: none; applied after the processors, before the filters */
 } hearth_sampling;
 
 void hearth_sampling_default(hearth_sampling *p);
@@ -77,7 +92,7 @@ void hearth_sampler_accept(hearth_sampler *s, int32_t id);
 
 /* The same choice made by the backend's pick op (ops/ops.h), so that only a
  * few bytes per row leave the device: possible when the settings have no
- * processors and no top_p / top_k (argmax, temperature, min_p). Returns 1 and
+ * processors, no constraint and no top_p / top_k (argmax, temperature, min_p). Returns 1 and
  * fills *p (drawing the key from the sampler's stream) when it is; 0 when the
  * full logits must come to the host for hearth_sampler_sample. */
 int hearth_sampler_pick_params(hearth_sampler *s, int want_logprobs, hearth_pick_params *p);

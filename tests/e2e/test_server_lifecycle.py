@@ -46,7 +46,7 @@ def test_refusals_before_any_header(small):
         chat(c, "hi", n=2)
     assert ex.value.body["param"] == "n" and "n=1" in ex.value.body["message"]
     with pytest.raises(openai.BadRequestError) as ex:
-        chat(c, "hi", response_format={"type": "json_object"})
+        chat(c, "hi", response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {}}})
     assert ex.value.body["param"] == "response_format" and "not supported yet" in ex.value.body["message"]
     with pytest.raises(openai.BadRequestError) as ex:
         c.completions.create(model="m", prompt=[1, 2, 10 ** 9], max_tokens=2)

@@ -133,7 +133,8 @@ TEST(request_refusals_name_the_field) {
     R(HEARTH_EINVAL, "stream_options", "{%s,\"stream_options\":{\"include_usage\":true}}", M);
     R(HEARTH_EINVAL, "stream", "{%s,\"stream\":\"yes\"}", M);
     R(HEARTH_ENOTSUP, "n", "{%s,\"n\":2}", M);
-    R(HEARTH_ENOTSUP, "response_format", "{%s,\"response_format\":{\"type\":\"json_object\"}}", M);
+    R(HEARTH_ENOTSUP, "response_format",
+      "{%s,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\",\"schema\":{}}}}", M);
     R(HEARTH_EINVAL, "response_format", "{%s,\"response_format\":\"json\"}", M);
     R(HEARTH_ENOTSUP, "tool_choice", "{%s,\"tool_choice\":\"required\"}", M);
     R(HEARTH_ENOTSUP, "tool_choice", "{%s,\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}}", M);
@@ -235,4 +236,16 @@ TEST(request_settings_precedence) {
     g.has_do_sample = 1, g.do_sample = 0;
     hearth_cpl_params_from_gen(&model, &g);
     CHECK(model.has_temperature && model.temperature == 0);
+}
+
+TEST(request_json_mode) {
+    parsed p;
+    parse(&p, 1, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_object\"}}");
+    CHECK_EQ(p.rc, 0);
+    CHECK_EQ(p.r.json_object, 1);
+    done(&p);
+    parse(&p, 1, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"text\"}}");
+    CHECK_EQ(p.rc, 0);
+    CHECK_EQ(p.r.json_object, 0);
+    done(&p);
 }
