@@ -19,9 +19,11 @@
  *   Accepted with no effect on what is generated: metadata, service_tier,
  *   cache_control (the prefix cache is always on), output_config.effort,
  *   speed, inference_geo and the like.
+ * output_config.format {type: json_schema, schema} constrains the answer to
+ * one object of the schema (completion/json_mode.h).
  * Refused by name: image and document blocks, server tools, tool_choice
- * any / tool and output_config.format (they need structured output),
- * container, mcp_servers.
+ * any / tool (forcing a call is not built on the schemas yet), container,
+ * mcp_servers.
  *
  * Response: a message whose content is a thinking block (if the model
  * reasoned), a text block (if it wrote text) and a tool_use block per call;
@@ -287,8 +289,8 @@ static int parse_thinking(const json_t *b, hearth_cpl_request *r, hearth_cpl_err
 }
 
 /* output_config: effort is accepted (a hint with nothing to steer in a local
- * model's sampling); format (structured output) is refused. */
-static int parse_output_config(const json_t *b, hearth_cpl_error *e) {
+ * model's sampling); format {type: json_schema, schema} constrains the answer. */
+static int parse_output_config(const json_t *b, hearth_cpl_request *r, hearth_cpl_error *e) {
     json_t *oc = api_field(b, "output_config");
     if (!oc) return 0;
     if (!json_is_object(oc))
@@ -297,11 +299,8 @@ static int parse_output_config(const json_t *b, hearth_cpl_error *e) {
     if (effort && !json_is_string(effort))
         return api_fail(e, HEARTH_EINVAL, "output_config.effort",
                         "Invalid type for 'output_config.effort': expected a string.");
-    if (api_field(oc, "format"))
-        return api_fail(e, HEARTH_ENOTSUP, "output_config.format",
-                        "'output_config.format' is not supported yet: structured output has not landed in this "
-                        "server.");
-    return 0;
+    json_t *fmt = api_field(oc, "format");
+    return fmt ? api_parse_format(fmt, "output_config.format", fmt, r, e) : 0;
 }
 
 int api_parse_messages(const json_t *b, int count_only, hearth_cpl_request *r, api_req_opts *o, hearth_cpl_error *e) {
@@ -309,7 +308,7 @@ int api_parse_messages(const json_t *b, int count_only, hearth_cpl_request *r, a
     r->chat = 1;
     if (api_check_body(b, e)) return 1;
     if (parse_messages_field(b, r, e) || parse_tools(b, r, e) || parse_thinking(b, r, e) ||
-        parse_output_config(b, e))
+        parse_output_config(b, r, e))
         return 1;
     if (count_only) return 0;
     long long iv;

@@ -88,6 +88,11 @@ char *api_dup_str(const char *s, size_t n); /* NUL-terminated copy, or NULL */
 int api_check_body(const json_t *b, hearth_cpl_error *e);
 int api_parse_stops(const json_t *stop, const char *param, hearth_cpl_request *r, hearth_cpl_error *e);
 void api_name_tool_result(const json_t *messages, json_t *tool_msg);
+/* A structured-output format {type: text | json_object | json_schema}; the
+ * schema is holder's "schema" (OpenAI nests it in json_schema, the Responses
+ * and Anthropic APIs do not). param names the field in errors. */
+int api_parse_format(const json_t *fmt, const char *param, const json_t *holder, hearth_cpl_request *r,
+                     hearth_cpl_error *e);
 /* A function tool, its fields checked, appended to fns in the chat format's
  * shape ({type: function, function: {name, description, parameters}}). */
 int api_add_function_tool(json_t *fns, size_t i, const json_t *name, const json_t *desc, const json_t *params,

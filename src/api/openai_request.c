@@ -3,7 +3,7 @@
  *
  * Every field we act on is type- and range-checked and an error names it
  * (param). Fields we cannot honour yet are refused with a clear 400 rather
- * than ignored (n > 1, response_format other than text, forced tool_choice,
+ * than ignored (n > 1, JSON schemas beyond json_mode.h's subset, forced tool_choice,
  * echo, suffix, best_of, image and audio input). Fields that do not change
  * what is generated (model, user, metadata, store, service_tier,
  * parallel_tool_calls) are accepted. A null value counts as absent, as the
@@ -95,6 +95,27 @@ char *api_dup_str(const char *s, size_t n) {
     char *p = malloc(n + 1);
     if (p) memcpy(p, s, n), p[n] = 0;
     return p;
+}
+
+int api_parse_format(const json_t *fmt, const char *param, const json_t *holder, hearth_cpl_request *r,
+                     hearth_cpl_error *e) {
+    const char *type = json_string_value(json_object_get(fmt, "type"));
+    if (!json_is_object(fmt) || !type)
+        return api_fail(e, HEARTH_EINVAL, param, "Invalid '%s': expected an object with a string 'type'.", param);
+    r->format_field = param;
+    if (!strcmp(type, "text")) return 0;
+    if (!strcmp(type, "json_object")) {
+        r->json_object = 1;
+        return 0;
+    }
+    if (strcmp(type, "json_schema"))
+        return api_fail(e, HEARTH_EINVAL, param, "Invalid '%s.type': '%s'. Supported: text, json_object, json_schema.",
+                        param, type);
+    json_t *schema = json_object_get(holder, "schema");
+    if (!json_is_object(schema))
+        return api_fail(e, HEARTH_EINVAL, param, "Invalid '%s': a json_schema format needs an object 'schema'.", param);
+    r->json_schema = json_incref(schema); /* compiled in prepare, whose errors name the keyword */
+    return 0;
 }
 
 /* Stop strings: a string or an array of strings (param: the field's name). */
@@ -226,13 +247,7 @@ static int parse_common(const json_t *b, hearth_cpl_request *r, api_req_opts *o,
         if (!json_is_string(t))
             return api_fail(e, HEARTH_EINVAL, "response_format",
                             "Invalid 'response_format': expected an object with a string 'type'.");
-        if (!strcmp(json_string_value(t), "json_object"))
-            r->json_object = 1;
-        else if (strcmp(json_string_value(t), "text"))
-            return api_fail(e, HEARTH_ENOTSUP, "response_format",
-                            "response_format type '%s' is not supported yet: of structured output this server has "
-                            "JSON mode ({\"type\": \"json_object\"}), not schemas.",
-                            json_string_value(t));
+        if (api_parse_format(rf, "response_format", json_object_get(rf, "json_schema"), r, e)) return 1;
     }
     static const char *refused[] = {"audio", "prediction", "web_search_options", "functions", "function_call"};
     for (size_t i = 0; i < sizeof refused / sizeof *refused; i++)

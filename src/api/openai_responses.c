@@ -13,10 +13,11 @@
  *   auto / none, max_output_tokens, temperature, top_p.
  *   Accepted with no effect on what is generated: store (nothing is kept),
  *   metadata, user, parallel_tool_calls, truncation, reasoning, include
- *   (but logprobs), text.format text, service_tier.
+ *   (but logprobs), service_tier.
+ * text.format json_object / json_schema: structured output (json_mode.h).
  * Refused by name: previous_response_id and conversation (no state is
  * kept), background, image / file / audio input, built-in tools,
- * tool_choice required or named, text.format json_*.
+ * tool_choice required or named.
  *
  * Response: output items in the order made (a reasoning item, a message
  * with one output_text part, a function_call per call); status completed,
@@ -215,13 +216,7 @@ static int parse_refused(const json_t *b, hearth_cpl_request *r, hearth_cpl_erro
     if (api_get_bool(b, "background", &bg, e)) return 1;
     if (bg) return api_fail(e, HEARTH_ENOTSUP, "background", "'background' responses are not supported.");
     json_t *fmt = json_object_get(api_field(b, "text"), "format");
-    const char *ft = json_string_value(json_object_get(fmt, "type"));
-    if (ft && !strcmp(ft, "json_object")) r->json_object = 1;
-    else if (ft && strcmp(ft, "text"))
-        return api_fail(e, HEARTH_ENOTSUP, "text.format",
-                        "text.format type '%s' is not supported yet: of structured output this server has JSON mode "
-                        "({\"type\": \"json_object\"}), not schemas.",
-                        ft);
+    if (fmt && api_parse_format(fmt, "text.format", fmt, r, e)) return 1;
     size_t i;
     json_t *inc;
     json_array_foreach(api_field(b, "include"), i, inc) {

@@ -82,6 +82,7 @@ void hearth_cpl_request_deinit(hearth_cpl_request *r) {
     json_decref(r->messages);
     json_decref(r->tools);
     json_decref(r->template_kwargs);
+    json_decref(r->json_schema);
     free(r->prompt);
     free(r->prompt_ids);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
@@ -170,12 +171,18 @@ const hearth_tokenizer *hearth_cpl_ctx_tok(const hearth_cpl_ctx *c) { return c->
 
 /* ---- prepare ---- */
 
-/* JSON mode's constraint for r (the vocabulary's bytes made at the first). */
-static hearth_status json_constraint(hearth_cpl_ctx *c, hearth_constraint *out, hearth_err *err) {
+/* The constraint of JSON mode or of a schema (compiled already: the
+ * constraint takes it); the vocabulary's bytes are made at the first. */
+static hearth_status json_constraint(hearth_cpl_ctx *c, hearth_schema *schema, hearth_constraint *out,
+                                     hearth_err *err) {
     pthread_mutex_lock(&c->vb_mu);
     hearth_status st = c->vb.off ? HEARTH_OK : hearth_vocab_bytes_build(&c->vb, c->tok, err);
     pthread_mutex_unlock(&c->vb_mu);
-    return st != HEARTH_OK ? st : hearth_json_constraint(out, &c->vb, c->end_ids, c->n_end, err);
+    if (st != HEARTH_OK) {
+        hearth_schema_free(schema);
+        return st;
+    }
+    return hearth_json_constraint(out, &c->vb, schema, c->end_ids, c->n_end, err);
 }
 
 static hearth_status reject(hearth_cpl_error *e, hearth_status st, const char *param, const char *code,
@@ -326,17 +333,25 @@ hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, h
         return reject(e, HEARTH_EINVAL, "max_tokens", NULL, "max_tokens must be at least 1, got %d", max_new);
     }
     if (max_new > room) max_new = room; /* clamped to the room left */
-    if (r->json_object && in_reasoning) {
+    const char *ffield = r->format_field ? r->format_field : "response_format";
+    if ((r->json_object || r->json_schema) && in_reasoning) {
         free(ids);
-        return reject(e, HEARTH_ENOTSUP, "response_format", NULL,
-                      "JSON mode with a prompt that opens the model's reasoning (<think>) is not supported yet: the "
-                      "constraint would apply to the reasoning. Turn it off (chat_template_kwargs "
-                      "{\"enable_thinking\": false}) or drop response_format.");
+        return reject(e, HEARTH_ENOTSUP, ffield, NULL,
+                      "structured output with a prompt that opens the model's reasoning (<think>) is not supported "
+                      "yet: the constraint would apply to the reasoning. Turn it off (chat_template_kwargs "
+                      "{\"enable_thinking\": false}) or drop %s.",
+                      ffield);
+    }
+    hearth_schema *schema = NULL; /* compiled here, so that a schema we cannot follow is a 400 */
+    if (r->json_schema && (st = hearth_schema_compile(&schema, r->json_schema, &err)) != HEARTH_OK) {
+        free(ids);
+        return reject(e, st, ffield, NULL, "%s: %s", ffield, err.msg); /* EINVAL, ENOTSUP or ENOMEM */
     }
 
     hearth_cpl *q = calloc(1, sizeof *q);
     if (!q) {
         free(ids);
+        hearth_schema_free(schema);
         return reject(e, HEARTH_ENOMEM, NULL, NULL, "out of memory");
     }
     q->c = c;
@@ -347,6 +362,7 @@ hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, h
                           r->chat && r->parse_tools, &err);
     if (st != HEARTH_OK) {
         free(ids);
+        hearth_schema_free(schema);
         hearth_cpl_free(q);
         return reject(e, st, st == HEARTH_EINVAL ? "stop" : NULL, NULL, "%s", err.msg);
     }
@@ -374,7 +390,7 @@ hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, h
         memcpy(g.stop_ids, c->end_ids, sizeof g.stop_ids[0] * (size_t)c->n_end);
         g.n_stop = c->n_end;
     }
-    if (r->json_object && (st = json_constraint(c, &g.sampling.constraint, &err)) != HEARTH_OK) {
+    if ((r->json_object || schema) && (st = json_constraint(c, schema, &g.sampling.constraint, &err)) != HEARTH_OK) {
         free(g.prompt);
         hearth_cpl_free(q);
         return reject(e, st, NULL, NULL, "%s", err.msg);

@@ -63,6 +63,8 @@ typedef struct {
     int ignore_eos;   /* do not stop at end-of-generation ids */
     int no_special;   /* text: without the special tokens the tokenizer adds (BOS, ...) */
     int json_object;  /* JSON mode: the output is one JSON object (completion/json_mode.h) */
+    json_t *json_schema;      /* or one object this JSON Schema accepts (owned), or NULL */
+    const char *format_field; /* the request field that asked for either, for errors */
     int continue_final; /* chat: the last message is the assistant's start of its answer (a prefill): the
                            prompt ends inside it, with no generation prompt, and the output continues it */
 } hearth_cpl_request;

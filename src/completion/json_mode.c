@@ -2,36 +2,14 @@
  * sampler constraint. See json_mode.h. */
 #include "completion/json_mode.h"
 
+#include "completion/json_internal.h"
+
 #include "completion/sink.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum {
-    J_TOP,       /* before the top-level object */
-    J_VALUE,     /* a value (after ':' or an array's ',') */
-    J_ARR_FIRST, /* after '[': a value or ']' */
-    J_OBJ_FIRST, /* after '{': a key or '}' */
-    J_OBJ_KEY,   /* after an object's ',': a key */
-    J_COLON,     /* after a key */
-    J_AFTER,     /* after a value: ',' or the container's end */
-    J_STR,       /* in a string (key: it is an object's key) */
-    J_ESC,       /* after a backslash */
-    J_HEX,       /* in \uXXXX (hex: digits left) */
-    J_MINUS,     /* after a number's '-' */
-    J_ZERO,      /* a number's leading 0 */
-    J_INT,       /* integer digits */
-    J_DOT,       /* after '.' */
-    J_FRAC,      /* fraction digits */
-    J_E,         /* after 'e' */
-    J_ESIGN,     /* after the exponent's sign */
-    J_EXP,       /* exponent digits */
-    J_LIT,       /* in true / false / null (lit, pos) */
-    J_DONE,      /* the object is complete */
-};
-
-#define J_MAX_DEPTH 32
 #define J_MAX_WS 16
 
 static const char *const LITS[] = {"true", "false", "null"};
@@ -89,7 +67,7 @@ static int after_value(hearth_json_state *s, uint8_t c) {
     return 1;
 }
 
-static int step(hearth_json_state *s, uint8_t c) {
+int hearth_json_step(hearth_json_state *s, uint8_t c) {
     if (!is_ws(c)) s->ws = 0; /* the whitespace limit counts bytes in a row */
     switch (s->mode) {
     case J_STR:
@@ -186,7 +164,7 @@ static int step(hearth_json_state *s, uint8_t c) {
 
 int hearth_json_feed(hearth_json_state *s, const uint8_t *b, size_t n) {
     for (size_t i = 0; i < n; i++)
-        if (!step(s, b[i])) return 0;
+        if (!hearth_json_step(s, b[i])) return 0;
     return 1;
 }
 
@@ -255,7 +233,8 @@ void hearth_vocab_bytes_free(hearth_vocab_bytes *v) {
 
 typedef struct {
     const hearth_vocab_bytes *v;
-    hearth_json_state st;
+    hearth_schema *schema;
+    hearth_schema_state st;
     int n_end;
     int32_t end[];
 } json_constraint;
@@ -268,10 +247,12 @@ static int is_end(const json_constraint *c, int32_t id) {
 
 static int allowed(const json_constraint *c, int32_t id) {
     const hearth_vocab_bytes *v = c->v;
-    if (is_end(c, id)) return hearth_json_done(&c->st);
-    if (id >= v->n || v->special[id] || v->off[id] == v->off[id + 1] || hearth_json_done(&c->st)) return 0;
-    hearth_json_state t = c->st;
-    return hearth_json_feed(&t, v->bytes + v->off[id], v->off[id + 1] - v->off[id]);
+    int done = hearth_json_done(&c->st.j);
+    if (is_end(c, id)) return done;
+    if (id >= v->n || v->special[id] || v->off[id] == v->off[id + 1] || done) return 0;
+    hearth_schema_state t;
+    hearth_schema_copy(&t, &c->st);
+    return hearth_schema_feed(c->schema, &t, v->bytes + v->off[id], v->off[id + 1] - v->off[id]);
 }
 
 static int json_allows(void *self, int32_t id) { return allowed(self, id); }
@@ -293,18 +274,34 @@ static void json_accept(void *self, int32_t id) {
     json_constraint *c = self;
     const hearth_vocab_bytes *v = c->v;
     if (is_end(c, id) || id < 0 || id >= v->n) return;
-    hearth_json_feed(&c->st, v->bytes + v->off[id], v->off[id + 1] - v->off[id]);
+    hearth_schema_feed(c->schema, &c->st, v->bytes + v->off[id], v->off[id + 1] - v->off[id]);
 }
 
-hearth_status hearth_json_constraint(hearth_constraint *out, const hearth_vocab_bytes *v, const int32_t *end_ids,
-                                     int n_end, hearth_err *err) {
+static void json_free(void *self) {
+    json_constraint *c = self;
+    hearth_schema_free(c->schema);
+    free(c);
+}
+
+hearth_status hearth_json_constraint(hearth_constraint *out, const hearth_vocab_bytes *v, hearth_schema *schema,
+                                     const int32_t *end_ids, int n_end, hearth_err *err) {
+    if (!schema) { /* JSON mode: any object */
+        json_t *any = json_pack("{s:s}", "type", "object");
+        hearth_status st = any ? hearth_schema_compile(&schema, any, err) : HEARTH_ENOMEM;
+        json_decref(any);
+        if (st != HEARTH_OK) return st == HEARTH_ENOMEM ? hearth_err_set(err, st, "JSON mode: out of memory") : st;
+    }
     json_constraint *c = malloc(sizeof *c + sizeof *c->end * (size_t)n_end);
-    if (!c) return hearth_err_set(err, HEARTH_ENOMEM, "JSON mode: out of memory");
+    if (!c) {
+        hearth_schema_free(schema);
+        return hearth_err_set(err, HEARTH_ENOMEM, "JSON mode: out of memory");
+    }
     c->v = v;
-    hearth_json_init(&c->st);
+    c->schema = schema;
+    hearth_schema_init(schema, &c->st);
     c->n_end = n_end;
     memcpy(c->end, end_ids, sizeof *c->end * (size_t)n_end);
     *out = (hearth_constraint){
-        .self = c, .allows = json_allows, .mask = json_mask, .accept = json_accept, .free = free};
+        .self = c, .allows = json_allows, .mask = json_mask, .accept = json_accept, .free = json_free};
     return HEARTH_OK;
 }

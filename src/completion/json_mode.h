@@ -1,5 +1,6 @@
-/* json_mode.h - JSON mode (response_format {"type": "json_object"}): the
- * output is one JSON object (RFC 8259), enforced token by token.
+/* json_mode.h - structured output: JSON mode (response_format {"type":
+ * "json_object"}: the output is one JSON object, RFC 8259) and JSON Schema
+ * (one object that a schema accepts), enforced token by token.
  *
  * A byte automaton (a pushdown of objects and arrays, 32 deep at most)
  * follows the output; before each draw the sampler's constraint forbids every
@@ -18,6 +19,8 @@
 
 #include "engine/sampler.h"
 #include "tok/tok.h"
+
+#include <jansson.h>
 
 #include <stddef.h>
 #include <stdint.h>
@@ -46,9 +49,49 @@ typedef struct {
 hearth_status hearth_vocab_bytes_build(hearth_vocab_bytes *v, const hearth_tokenizer *tok, hearth_err *err);
 void hearth_vocab_bytes_free(hearth_vocab_bytes *v);
 
-/* A sampler constraint for JSON mode over vocabulary v (borrowed: it must
- * outlive the constraint), ending with one of end_ids (copied). */
-hearth_status hearth_json_constraint(hearth_constraint *out, const hearth_vocab_bytes *v, const int32_t *end_ids,
-                                     int n_end, hearth_err *err);
+/* ---- JSON Schema (json_schema.c) ----
+ *
+ * The subset: type (one or a list), properties, required,
+ * additionalProperties (false, true or a schema), items, enum and const of
+ * strings, booleans and null, anyOf / oneOf whose alternatives start with
+ * different bytes (an object or null: yes; two objects: no), $ref into
+ * $defs / definitions (recursion included), and annotations (title,
+ * description, default, examples). Any other keyword is refused by name, so
+ * nothing is silently loosened. The root must be an object. */
+typedef struct hearth_schema hearth_schema;
+
+hearth_status hearth_schema_compile(hearth_schema **out, const json_t *schema, hearth_err *err);
+void hearth_schema_free(hearth_schema *s);
+
+/* One open container: its node, and for an object the properties given and
+ * those the key typed so far can still be. */
+typedef struct {
+    int16_t node, value; /* value: the node of the value being read in it (array: its items) */
+    uint16_t klen;       /* the key's bytes typed */
+    uint8_t free;        /* the key is no property: an additional one */
+    uint64_t seen, cand;
+} schema_frame;
+
+typedef struct {
+    hearth_json_state j;
+    int16_t scalar, pending; /* the node of the scalar being read / the container about to open, or -1 */
+    uint16_t epos;           /* enum: bytes of its text matched */
+    uint64_t ecand;          /* enum: values still matching */
+    schema_frame f[32];      /* one per open container; only j.depth of them are live */
+} hearth_schema_state;
+
+void hearth_schema_init(const hearth_schema *s, hearth_schema_state *st);
+/* dst = src, the live frames only. */
+void hearth_schema_copy(hearth_schema_state *dst, const hearth_schema_state *src);
+/* Feed bytes: 1 if the output is still the start of a value the schema accepts. */
+int hearth_schema_feed(const hearth_schema *s, hearth_schema_state *st, const uint8_t *b, size_t n);
+int hearth_schema_step(const hearth_schema *s, hearth_schema_state *st, uint8_t c);
+
+/* A sampler constraint over vocabulary v (borrowed: it must outlive the
+ * constraint): the output is one JSON object that schema accepts (the
+ * constraint takes the schema; NULL: any object, JSON mode), ending with one
+ * of end_ids (copied). On failure the schema is freed too. */
+hearth_status hearth_json_constraint(hearth_constraint *out, const hearth_vocab_bytes *v, hearth_schema *schema,
+                                     const int32_t *end_ids, int n_end, hearth_err *err);
 
 #endif

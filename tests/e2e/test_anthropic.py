@@ -128,8 +128,9 @@ def test_count_tokens_is_the_prompt(server):
     (dict(max_tokens=4, messages=[{"role": "user", "content": [
         {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AA=="}}]}]), "image"),
     (dict(max_tokens=4, temperature=1.5, messages=[{"role": "user", "content": "Hi"}]), "temperature"),
-    (dict(max_tokens=4, output_config={"format": {"type": "json_schema", "schema": {}}},
-          messages=[{"role": "user", "content": "Hi"}]), "structured output"),
+    (dict(max_tokens=4, output_config={"format": {"type": "json_schema", "schema": {
+        "type": "object", "properties": {"a": {"type": "string", "pattern": "x"}}}}},
+          messages=[{"role": "user", "content": "Hi"}]), "'pattern' is not supported"),
     (dict(max_tokens=4, stop_sequences="x", messages=[{"role": "user", "content": "Hi"}]), "stop_sequences"),
     (dict(max_tokens=4, tool_choice={"type": "any"}, messages=[{"role": "user", "content": "Hi"}]), "tool_choice"),
     (dict(max_tokens=4, tools=[{"type": "web_search_20250305", "name": "web_search"}],

@@ -75,7 +75,8 @@ def test_input_items_are_the_chat_conversation(server):
     ({}, "input"),
     ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "data:,"}]}]}, "input"),
     ({"input": "Hi", "tools": [{"type": "web_search"}]}, "tools"),
-    ({"input": "Hi", "text": {"format": {"type": "json_schema", "name": "x", "schema": {}}}}, "text.format"),
+    ({"input": "Hi", "text": {"format": {"type": "json_schema", "name": "x", "schema": {
+        "type": "object", "properties": {"a": {"type": "string", "pattern": "x"}}}}}}, "text.format"),
     ({"input": "Hi", "tool_choice": "required"}, "tool_choice"),
     ({"input": "Hi", "background": True}, "background"),
 ])

@@ -46,8 +46,9 @@ def test_refusals_before_any_header(small):
         chat(c, "hi", n=2)
     assert ex.value.body["param"] == "n" and "n=1" in ex.value.body["message"]
     with pytest.raises(openai.BadRequestError) as ex:
-        chat(c, "hi", response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {}}})
-    assert ex.value.body["param"] == "response_format" and "not supported yet" in ex.value.body["message"]
+        chat(c, "hi", response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {
+            "type": "object", "properties": {"a": {"type": "string", "pattern": "^x"}}}}})
+    assert ex.value.body["param"] == "response_format" and "'pattern' is not supported" in ex.value.body["message"]
     with pytest.raises(openai.BadRequestError) as ex:
         c.completions.create(model="m", prompt=[1, 2, 10 ** 9], max_tokens=2)
     assert ex.value.body["param"] == "prompt" and "vocabulary" in ex.value.body["message"]

@@ -133,8 +133,8 @@ TEST(request_refusals_name_the_field) {
     R(HEARTH_EINVAL, "stream_options", "{%s,\"stream_options\":{\"include_usage\":true}}", M);
     R(HEARTH_EINVAL, "stream", "{%s,\"stream\":\"yes\"}", M);
     R(HEARTH_ENOTSUP, "n", "{%s,\"n\":2}", M);
-    R(HEARTH_ENOTSUP, "response_format",
-      "{%s,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\",\"schema\":{}}}}", M);
+    R(HEARTH_EINVAL, "response_format", "{%s,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{}}}", M);
+    R(HEARTH_EINVAL, "response_format", "{%s,\"response_format\":{\"type\":\"xml\"}}", M);
     R(HEARTH_EINVAL, "response_format", "{%s,\"response_format\":\"json\"}", M);
     R(HEARTH_ENOTSUP, "tool_choice", "{%s,\"tool_choice\":\"required\"}", M);
     R(HEARTH_ENOTSUP, "tool_choice", "{%s,\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}}", M);

@@ -93,7 +93,7 @@ TEST(json_mode_constraint_ends_where_nothing_can_continue) {
     int32_t end = 2;
     hearth_constraint c;
     hearth_err err = {0};
-    CHECK_EQ(hearth_json_constraint(&c, &v, &end, 1, &err), HEARTH_OK);
+    CHECK_EQ(hearth_json_constraint(&c, &v, NULL, &end, 1, &err), HEARTH_OK);
     float logits[3] = {1, 0, 0};
     c.mask(c.self, logits, 3);
     CHECK(logits[0] == 1 && isinf(logits[1]) && isinf(logits[2])); /* only the object's start */
@@ -147,7 +147,7 @@ TEST(json_mode_constraint_makes_the_sampler_end_with_an_object) {
         p.seed = seed;
         p.has_seed = 1;
         hearth_err err = {0};
-        CHECK_EQ(hearth_json_constraint(&p.constraint, &v, &end, 1, &err), HEARTH_OK);
+        CHECK_EQ(hearth_json_constraint(&p.constraint, &v, NULL, &end, 1, &err), HEARTH_OK);
         hearth_sampler smp;
         CHECK_EQ(hearth_sampler_init(&smp, &p, v.n, &err), HEARTH_OK);
         hearth_pick_params pp;
@@ -219,9 +219,9 @@ TEST(json_mode_reachable_tokens_draw_as_the_whole_mask) {
             p.seed = seed;
             p.has_seed = 1;
             hearth_err err = {0};
-            CHECK_EQ(hearth_json_constraint(&p.constraint, &v, &end, 1, &err), HEARTH_OK);
+            CHECK_EQ(hearth_json_constraint(&p.constraint, &v, NULL, &end, 1, &err), HEARTH_OK);
             CHECK_EQ(hearth_sampler_init(&a, &p, v.n, &err), HEARTH_OK);
-            CHECK_EQ(hearth_json_constraint(&p.constraint, &v, &end, 1, &err), HEARTH_OK);
+            CHECK_EQ(hearth_json_constraint(&p.constraint, &v, NULL, &end, 1, &err), HEARTH_OK);
             CHECK_EQ(hearth_sampler_init(&b, &p, v.n, &err), HEARTH_OK);
             for (int step = 0; step < 120; step++) {
                 float la[N_TOK + 1], lb[N_TOK + 1];
