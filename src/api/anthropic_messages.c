@@ -21,8 +21,8 @@
  *   speed, inference_geo and the like.
  * output_config.format {type: json_schema, schema} constrains the answer to
  * one object of the schema (completion/json_mode.h).
- * Refused by name: image and document blocks, server tools, tool_choice
- * any / tool (forcing a call is not built on the schemas yet), container,
+ * tool_choice any / tool forces a call (api_force_tool).
+ * Refused by name: image and document blocks, server tools, container,
  * mcp_servers.
  *
  * Response: a message whose content is a thinking block (if the model
@@ -218,24 +218,25 @@ static int parse_messages_field(const json_t *b, hearth_cpl_request *r, hearth_c
 
 static int parse_tools(const json_t *b, hearth_cpl_request *r, hearth_cpl_error *e) {
     json_t *choice = api_field(b, "tool_choice");
-    int none = 0;
+    int none = 0, force = 0;
+    const char *forced = NULL;
     if (choice) {
         const char *ty = json_string_value(json_object_get(choice, "type"));
         if (!json_is_object(choice) || !ty)
             return api_fail(e, HEARTH_EINVAL, "tool_choice",
                             "Invalid 'tool_choice': expected an object with a 'type' (auto, any, tool or none).");
         if (!strcmp(ty, "none")) none = 1;
-        else if (!strcmp(ty, "any") || !strcmp(ty, "tool"))
-            return api_fail(e, HEARTH_ENOTSUP, "tool_choice",
-                            "tool_choice '%s' is not supported yet: forcing a call needs structured output, which has "
-                            "not landed. Use 'auto'.",
-                            ty);
-        else if (strcmp(ty, "auto"))
+        else if (!strcmp(ty, "any")) force = 1;
+        else if (!strcmp(ty, "tool")) {
+            if (!(forced = json_string_value(json_object_get(choice, "name"))))
+                return api_fail(e, HEARTH_EINVAL, "tool_choice", "Missing required parameter: 'tool_choice.name'.");
+            force = 1;
+        } else if (strcmp(ty, "auto"))
             return api_fail(e, HEARTH_EINVAL, "tool_choice",
                             "Invalid value for 'tool_choice.type': '%s'. Supported: auto, any, tool, none.", ty);
     }
     json_t *tools = api_field(b, "tools");
-    if (!tools) return 0;
+    if (!tools) return force ? api_force_tool(r, forced, e) : 0; /* forcing with no tools: refused */
     if (!json_is_array(tools))
         return api_fail(e, HEARTH_EINVAL, "tools", "Invalid type for 'tools': expected an array, but got %s instead.",
                         api_type_name(tools));
@@ -263,7 +264,7 @@ static int parse_tools(const json_t *b, hearth_cpl_request *r, hearth_cpl_error 
         }
     }
     api_offer_tools(r, fns, none);
-    return 0;
+    return force ? api_force_tool(r, forced, e) : 0;
 }
 
 /* thinking: enabled / disabled set the template's enable_thinking; adaptive

@@ -88,6 +88,12 @@ char *api_dup_str(const char *s, size_t n); /* NUL-terminated copy, or NULL */
 int api_check_body(const json_t *b, hearth_cpl_error *e);
 int api_parse_stops(const json_t *stop, const char *param, hearth_cpl_request *r, hearth_cpl_error *e);
 void api_name_tool_result(const json_t *messages, json_t *tool_msg);
+/* tool_choice that forces a call (name: that tool; NULL: any of r->tools,
+ * set already): the answer is constrained to one call in the whole-output
+ * JSON form that the tool-call parser reads (completion/toolcall.h),
+ * {"name": ..., "arguments": {...}}, the arguments by the tool's parameters'
+ * schema when one tool can be called, any object otherwise. */
+int api_force_tool(hearth_cpl_request *r, const char *name, hearth_cpl_error *e);
 /* A structured-output format {type: text | json_object | json_schema}; the
  * schema is holder's "schema" (OpenAI nests it in json_schema, the Responses
  * and Anthropic APIs do not). param names the field in errors. */

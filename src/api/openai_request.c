@@ -3,8 +3,8 @@
  *
  * Every field we act on is type- and range-checked and an error names it
  * (param). Fields we cannot honour yet are refused with a clear 400 rather
- * than ignored (n > 1, JSON schemas beyond json_mode.h's subset, forced tool_choice,
- * echo, suffix, best_of, image and audio input). Fields that do not change
+ * than ignored (n > 1, JSON schemas beyond json_mode.h's subset, echo,
+ * suffix, best_of, image and audio input). Fields that do not change
  * what is generated (model, user, metadata, store, service_tier,
  * parallel_tool_calls) are accepted. A null value counts as absent, as the
  * OpenAI API treats it. */
@@ -104,6 +104,9 @@ int api_parse_format(const json_t *fmt, const char *param, const json_t *holder,
         return api_fail(e, HEARTH_EINVAL, param, "Invalid '%s': expected an object with a string 'type'.", param);
     r->format_field = param;
     if (!strcmp(type, "text")) return 0;
+    if (r->json_schema) /* tool_choice forced a call */
+        return api_fail(e, HEARTH_ENOTSUP, param, "'%s' cannot be combined with a tool_choice that forces a call.",
+                        param);
     if (!strcmp(type, "json_object")) {
         r->json_object = 1;
         return 0;
@@ -466,32 +469,62 @@ void api_offer_tools(hearth_cpl_request *r, json_t *fns, int none) {
     r->parse_tools = 1;
 }
 
+int api_force_tool(hearth_cpl_request *r, const char *name, hearth_cpl_error *e) {
+    if (!r->tools)
+        return api_fail(e, HEARTH_EINVAL, "tool_choice", "tool_choice forces a call, but the request offers no tools.");
+    if (r->json_object || r->json_schema)
+        return api_fail(e, HEARTH_ENOTSUP, "tool_choice",
+                        "tool_choice that forces a call cannot be combined with a structured output format.");
+    json_t *names = json_array(), *params = NULL;
+    size_t i;
+    json_t *t;
+    json_array_foreach(r->tools, i, t) {
+        json_t *fn = json_object_get(t, "function");
+        const char *n = json_string_value(json_object_get(fn, "name"));
+        if (name && strcmp(n, name)) continue;
+        json_array_append_new(names, json_string(n));
+        params = json_object_get(fn, "parameters");
+    }
+    if (!json_array_size(names)) {
+        json_decref(names);
+        return api_fail(e, HEARTH_EINVAL, "tool_choice", "tool_choice names '%s', which is not among the tools.",
+                        name);
+    }
+    /* one tool: its parameters' schema; several: any object, the name says which */
+    json_t *args = json_array_size(names) == 1 && params ? json_incref(params) : json_pack("{s:s}", "type", "object");
+    r->json_schema = json_pack("{s:s,s:{s:{s:o},s:o},s:[s,s],s:b}", "type", "object", "properties", "name", "enum",
+                               names, "arguments", args, "required", "name", "arguments", "additionalProperties", 0);
+    r->format_field = "tool_choice";
+    return r->json_schema ? 0 : api_fail(e, HEARTH_ENOMEM, NULL, "out of memory");
+}
+
 static int parse_tools(const json_t *b, hearth_cpl_request *r, hearth_cpl_error *e) {
     json_t *tools = api_field(b, "tools");
     json_t *choice = api_field(b, "tool_choice");
-    int none = 0;
+    int none = 0, force = 0;
+    const char *forced = NULL;
     if (choice) {
         if (json_is_string(choice)) {
             const char *c = json_string_value(choice);
             if (!strcmp(c, "none")) none = 1;
-            else if (!strcmp(c, "required"))
-                return api_fail(e, HEARTH_ENOTSUP, "tool_choice",
-                                "tool_choice 'required' is not supported yet: forcing a call needs structured output, "
-                                "which has not landed. Use 'auto'.");
+            else if (!strcmp(c, "required")) force = 1;
             else if (strcmp(c, "auto"))
                 return api_fail(e, HEARTH_EINVAL, "tool_choice",
-                                "Invalid value for 'tool_choice': '%s'. Supported: 'none', 'auto'.", c);
+                                "Invalid value for 'tool_choice': '%s'. Supported: 'none', 'auto', 'required'.", c);
         } else if (json_is_object(choice)) {
-            return api_fail(e, HEARTH_ENOTSUP, "tool_choice",
-                            "Naming a function in tool_choice is not supported yet: forcing a call needs structured "
-                            "output, which has not landed. Use 'auto'.");
+            forced = json_string_value(json_object_get(json_object_get(choice, "function"), "name"));
+            if (!forced)
+                return api_fail(e, HEARTH_EINVAL, "tool_choice",
+                                "Invalid 'tool_choice': expected {\"type\": \"function\", \"function\": {\"name\": "
+                                "...}}.");
+            force = 1;
         } else {
             return api_fail(e, HEARTH_EINVAL, "tool_choice",
                             "Invalid type for 'tool_choice': expected a string or an object, but got %s instead.",
                             api_type_name(choice));
         }
     }
-    if (!tools) return 0;
+    if (!tools) return force ? api_force_tool(r, forced, e) : 0; /* forcing with no tools: refused */
     if (!json_is_array(tools))
         return api_fail(e, HEARTH_EINVAL, "tools", "Invalid type for 'tools': expected an array, but got %s instead.",
                         api_type_name(tools));
@@ -514,7 +547,7 @@ static int parse_tools(const json_t *b, hearth_cpl_request *r, hearth_cpl_error 
     if (none || json_array_size(tools) == 0) return 0; /* the model is not offered the tools */
     r->tools = json_incref(tools);
     r->parse_tools = 1;
-    return 0;
+    return force ? api_force_tool(r, forced, e) : 0;
 }
 
 int api_parse_chat(const json_t *b, hearth_cpl_request *r, api_req_opts *o, hearth_cpl_error *e) {

@@ -10,14 +10,13 @@
  *     "tool" message), reasoning (-> the next assistant message's
  *     reasoning_content)
  *   tools [{type: function, name, description, parameters}], tool_choice
- *   auto / none, max_output_tokens, temperature, top_p.
+ *   auto / none / required / a named function (api_force_tool), max_output_tokens, temperature, top_p.
  *   Accepted with no effect on what is generated: store (nothing is kept),
  *   metadata, user, parallel_tool_calls, truncation, reasoning, include
  *   (but logprobs), service_tier.
  * text.format json_object / json_schema: structured output (json_mode.h).
  * Refused by name: previous_response_id and conversation (no state is
- * kept), background, image / file / audio input, built-in tools,
- * tool_choice required or named.
+ * kept), background, image / file / audio input, built-in tools.
  *
  * Response: output items in the order made (a reasoning item, a message
  * with one output_text part, a function_call per call); status completed,
@@ -174,13 +173,14 @@ static int parse_input(const json_t *b, hearth_cpl_request *r, hearth_cpl_error 
 
 static int parse_tools(const json_t *b, hearth_cpl_request *r, hearth_cpl_error *e) {
     json_t *choice = api_field(b, "tool_choice");
-    const char *cs = json_string_value(choice);
-    if (choice && (!cs || (strcmp(cs, "auto") && strcmp(cs, "none"))))
-        return api_fail(e, HEARTH_ENOTSUP, "tool_choice",
-                        "tool_choice other than 'auto' or 'none' is not supported yet: forcing a call needs "
-                        "structured output, which has not landed.");
+    const char *cs = json_string_value(choice), *forced = json_string_value(json_object_get(choice, "name"));
+    if (choice && !(cs && (!strcmp(cs, "auto") || !strcmp(cs, "none") || !strcmp(cs, "required"))) && !forced)
+        return api_fail(e, HEARTH_EINVAL, "tool_choice",
+                        "Invalid 'tool_choice': expected auto, none, required or {\"type\": \"function\", \"name\": "
+                        "...}.");
+    int force = forced || (cs && !strcmp(cs, "required"));
     json_t *tools = api_field(b, "tools");
-    if (!tools) return 0;
+    if (!tools) return force ? api_force_tool(r, forced, e) : 0; /* forcing with no tools: refused */
     if (!json_is_array(tools))
         return api_fail(e, HEARTH_EINVAL, "tools", "Invalid type for 'tools': expected an array.");
     json_t *fns = json_array();
@@ -201,7 +201,7 @@ static int parse_tools(const json_t *b, hearth_cpl_request *r, hearth_cpl_error 
         }
     }
     api_offer_tools(r, fns, cs && !strcmp(cs, "none"));
-    return 0;
+    return force ? api_force_tool(r, forced, e) : 0;
 }
 
 static int parse_refused(const json_t *b, hearth_cpl_request *r, hearth_cpl_error *e) {

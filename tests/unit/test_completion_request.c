@@ -136,8 +136,14 @@ TEST(request_refusals_name_the_field) {
     R(HEARTH_EINVAL, "response_format", "{%s,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{}}}", M);
     R(HEARTH_EINVAL, "response_format", "{%s,\"response_format\":{\"type\":\"xml\"}}", M);
     R(HEARTH_EINVAL, "response_format", "{%s,\"response_format\":\"json\"}", M);
-    R(HEARTH_ENOTSUP, "tool_choice", "{%s,\"tool_choice\":\"required\"}", M);
-    R(HEARTH_ENOTSUP, "tool_choice", "{%s,\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}}", M);
+    R(HEARTH_EINVAL, "tool_choice", "{%s,\"tool_choice\":\"required\"}", M); /* no tools to force */
+    R(HEARTH_EINVAL, "tool_choice", "{%s,\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}}", M);
+    R(HEARTH_EINVAL, "tool_choice",
+      "{%s,\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"g\"}}],"
+      "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}}", M); /* not among them */
+    R(HEARTH_ENOTSUP, "tool_choice",
+      "{%s,\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"g\"}}],\"tool_choice\":\"required\","
+      "\"response_format\":{\"type\":\"json_object\"}}", M);
     R(HEARTH_EINVAL, "tools", "{%s,\"tools\":[{\"type\":\"function\"}]}", M);
     R(HEARTH_EINVAL, "tools", "{%s,\"tools\":[{\"type\":\"function\",\"function\":{}}]}", M);
     R(HEARTH_ENOTSUP, "functions", "{%s,\"functions\":[]}", M);
