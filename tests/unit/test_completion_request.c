@@ -246,7 +246,8 @@ TEST(request_settings_precedence) {
 
 TEST(request_json_mode) {
     parsed p;
-    parse(&p, 1, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_object\"}}");
+    parse(&p, 1,
+          "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_object\"}}");
     CHECK_EQ(p.rc, 0);
     CHECK_EQ(p.r.json_object, 1);
     done(&p);
