@@ -1,5 +1,5 @@
 /* api.h - the protocol adapters behind the HTTP server: routes, auth, server
- * state, the OpenAI endpoints (chat completions, completions, responses, models), the
+ * state, the OpenAI endpoints (chat completions, completions, responses, embeddings, models), the
  * Anthropic Messages API (messages, count_tokens), plus /health, /stats and
  * /metrics.
  *

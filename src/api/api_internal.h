@@ -187,6 +187,9 @@ void api_anthropic_error(hearth_http_response *r);
 /* POST /v1/messages/count_tokens. */
 void api_count_tokens(hearth_api *a, const json_t *body, hearth_http_response *r);
 
+/* embeddings.c: POST /v1/embeddings */
+void api_embeddings(hearth_api *a, const hearth_http_request *rq, const json_t *body, hearth_http_response *r);
+
 /* tokenize.c: POST /tokenize and /detokenize (vLLM's and llama-server's shapes) */
 void api_tokenize(hearth_api *a, const json_t *body, hearth_http_response *r);
 void api_detokenize(hearth_api *a, const json_t *body, hearth_http_response *r);

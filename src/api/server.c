@@ -444,7 +444,7 @@ static const api_proto *completion_route(const char *path) {
 
 static int is_post_route(const char *path) {
     return completion_route(path) || !strcmp(path, "/v1/messages/count_tokens") || !strcmp(path, "/tokenize") ||
-           !strcmp(path, "/detokenize");
+           !strcmp(path, "/detokenize") || !strcmp(path, "/v1/embeddings");
 }
 
 static int is_page(const char *path) { return !strcmp(path, "/") || !strcmp(path, "/index.html"); }
@@ -527,6 +527,7 @@ static void on_handle(void *user, const hearth_http_request *rq, hearth_http_res
                   je.column);
     } else if (!completion_route(rq->path)) { /* the prompt's tokens, nothing generated */
         if (!strcmp(rq->path, "/tokenize")) api_tokenize(a, body, r);
+        else if (!strcmp(rq->path, "/v1/embeddings")) api_embeddings(a, rq, body, r);
         else if (!strcmp(rq->path, "/detokenize")) api_detokenize(a, body, r);
         else api_count_tokens(a, body, r);
         json_decref(body);

@@ -7,6 +7,7 @@
 #include "core/clock.h"
 #include "template/template.h"
 
+#include <math.h>
 #include <pthread.h>
 
 #include <stdatomic.h>
@@ -39,6 +40,8 @@ struct hearth_cpl {
     int n_lp, lp_cap, want_lp;
     double t_start, t_first;
     hearth_cpl_summary sum;
+    float *emb; /* embed: the normalized vector, made at the first ask */
+    int emb_dim;
 };
 
 /* ---- settings ---- */
@@ -371,7 +374,9 @@ hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, h
     hearth_gen_request g = {0};
     g.prompt = ids;
     g.n_prompt = (int)n_ids;
-    g.max_new = max_new;
+    g.max_new = r->embed ? 1 : max_new; /* an embedding: the prompt's pass and one (unread, greedy) token */
+    g.want_hidden = r->embed;
+    if (r->embed) p.temperature = 0.0f;
     hearth_sampling_default(&g.sampling);
     g.sampling.temperature = p.temperature;
     g.sampling.top_p = p.top_p;
@@ -534,10 +539,29 @@ void hearth_cpl_cancel(hearth_cpl *q) {
     if (q->seq) hearth_seq_cancel(q->seq);
 }
 
+const float *hearth_cpl_embedding(hearth_cpl *q, int *dim) {
+    *dim = 0;
+    if (!q->done || q->sum.finish == HEARTH_CPL_FINISH_ERROR || q->sum.finish == HEARTH_CPL_FINISH_CANCELED)
+        return NULL;
+    if (!q->emb) {
+        int n;
+        const float *h = q->seq ? hearth_seq_hidden(q->seq, &n) : NULL;
+        if (!h || !(q->emb = malloc(sizeof *q->emb * (size_t)n))) return NULL;
+        double ss = 0.0;
+        for (int i = 0; i < n; i++) ss += (double)h[i] * h[i];
+        float inv = ss > 0.0 ? (float)(1.0 / sqrt(ss)) : 0.0f;
+        for (int i = 0; i < n; i++) q->emb[i] = h[i] * inv;
+        q->emb_dim = n;
+    }
+    *dim = q->emb_dim;
+    return q->emb;
+}
+
 void hearth_cpl_free(hearth_cpl *q) {
     if (!q) return;
     if (q->seq) hearth_seq_release(q->seq);
     hearth_sink_deinit(&q->sink);
     free(q->lp);
+    free(q->emb);
     free(q);
 }

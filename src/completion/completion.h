@@ -62,6 +62,7 @@ typedef struct {
     int top_logprobs; /* and the N most likely alternatives (0..HEARTH_MAX_TOP_LOGPROBS) */
     int ignore_eos;   /* do not stop at end-of-generation ids */
     int no_special;   /* text: without the special tokens the tokenizer adds (BOS, ...) */
+    int embed;        /* an embedding, not text: the prompt's last hidden state (hearth_cpl_embedding) */
     int json_object;  /* JSON mode: the output is one JSON object (completion/json_mode.h) */
     json_t *json_schema;      /* or one object this JSON Schema accepts (owned), or NULL */
     const char *format_field; /* the request field that asked for either, for errors */
@@ -154,6 +155,12 @@ hearth_status hearth_cpl_tokenize(hearth_cpl_ctx *c, const hearth_cpl_request *r
                                   hearth_cpl_error *e);
 /* The context length: the most tokens a sequence holds. */
 int hearth_cpl_ctx_len(const hearth_cpl_ctx *c);
+
+/* embed: once the completion is over (hearth_cpl_step returned 0), the
+ * embedding - the final-normed hidden state of the prompt's last token
+ * (last-token pooling), L2-normalized - in [*dim] floats owned by q; NULL if
+ * the completion failed. */
+const float *hearth_cpl_embedding(hearth_cpl *q, int *dim);
 
 /* Logprob records of the tokens pulled so far (end ids excluded), in order;
  * NULL/0 when the request did not ask for logprobs. */

@@ -44,6 +44,8 @@ struct hearth_seq {
     int plan; /* rows planned for the current step */
     int pend; /* 1 while a chosen token waits in the engine's hand-out list */
     hearth_sampler sampler;
+    float *hidden; /* [hidden_dim] want_hidden: set with the first token, read by the consumer after it */
+    int hidden_dim, has_hidden;
     double t_submit, t_admit, t_first;
     hearth_seq *next; /* mailbox / waiting list link */
 };
@@ -86,6 +88,7 @@ struct hearth_engine {
 static void seq_unref(hearth_seq *s) {
     if (atomic_fetch_sub(&s->refs, 1) != 1) return;
     hearth_sampler_deinit(&s->sampler);
+    free(s->hidden);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s->queue);
@@ -128,6 +131,14 @@ void hearth_seq_summary_get(hearth_seq *s, hearth_seq_summary *out) {
     pthread_mutex_lock(&s->mu);
     *out = s->summary;
     pthread_mutex_unlock(&s->mu);
+}
+
+const float *hearth_seq_hidden(hearth_seq *s, int *dim) {
+    pthread_mutex_lock(&s->mu);
+    const float *h = s->has_hidden ? s->hidden : NULL;
+    *dim = h ? s->hidden_dim : 0;
+    pthread_mutex_unlock(&s->mu);
+    return h;
 }
 
 void hearth_seq_cancel(hearth_seq *s) { atomic_store(&s->cancel, 1); }
@@ -415,6 +426,16 @@ static int step(hearth_engine *e, double t_turn) {
             finish(e, s, HEARTH_FINISH_ERROR, err.msg);
             continue;
         }
+        if (s->req.want_hidden && s->n_gen == 0) { /* the prompt's last position: its row of this forward */
+            hearth_err herr = {0};
+            if (hearth_model_hidden_row(e->m, r, s->hidden, &herr) != HEARTH_OK) {
+                finish(e, s, HEARTH_FINISH_ERROR, herr.msg);
+                continue;
+            }
+            pthread_mutex_lock(&s->mu);
+            s->has_hidden = 1;
+            pthread_mutex_unlock(&s->mu);
+        }
         hearth_token_event *ev = &e->pend_ev[e->n_pend];
         *ev = (hearth_token_event){0};
         ev->has_logprobs = s->req.want_logprobs;
@@ -670,10 +691,13 @@ hearth_status hearth_engine_submit(hearth_engine *e, hearth_gen_request *r, hear
     s->q_cap = e->o.queue_cap;
     s->queue = malloc(sizeof *s->queue * (size_t)s->q_cap);
     s->tokens = malloc(sizeof *s->tokens * (size_t)(r->n_prompt + r->max_new));
-    if (!s->queue || !s->tokens) {
+    s->hidden_dim = r->want_hidden ? hearth_model_config_get(e->m)->hidden_size : 0;
+    s->hidden = r->want_hidden ? malloc(sizeof *s->hidden * (size_t)s->hidden_dim) : NULL;
+    if (!s->queue || !s->tokens || (r->want_hidden && !s->hidden)) {
         hearth_sampler_deinit(&s->sampler);
         free(s->queue);
         free(s->tokens);
+        free(s->hidden);
         free(s);
         return hearth_err_set(err, HEARTH_ENOMEM, "out of memory");
     }

@@ -32,6 +32,7 @@ typedef struct {
     int32_t stop_ids[HEARTH_MAX_STOP_IDS];
     int n_stop;
     int want_logprobs;
+    int want_hidden; /* keep the final-normed hidden state of the prompt's last position (embeddings) */
 } hearth_gen_request;
 
 typedef enum {
@@ -101,6 +102,9 @@ hearth_status hearth_engine_submit(hearth_engine *e, hearth_gen_request *r, hear
  * out (timeout_ms >= 0). */
 int hearth_seq_next(hearth_seq *s, hearth_token_event *ev, int timeout_ms);
 void hearth_seq_summary_get(hearth_seq *s, hearth_seq_summary *out);
+/* want_hidden: the final-normed hidden state of the prompt's last position,
+ * [*dim] floats, once the first token event has come; else NULL. */
+const float *hearth_seq_hidden(hearth_seq *s, int *dim);
 /* Ask the engine to stop this sequence; it frees its KV at the next step. */
 void hearth_seq_cancel(hearth_seq *s);
 /* The consumer is done with the handle (cancels it if still running). */

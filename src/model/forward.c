@@ -127,6 +127,14 @@ hearth_status hearth_model_pick(hearth_model *m, int n_rows, const hearth_pick_p
     return HEARTH_OK;
 }
 
+hearth_status hearth_model_hidden_row(hearth_model *m, int row, float *out, hearth_err *err) {
+    if (row < 0 || row >= m->n_logit_rows)
+        return hearth_err_set(err, HEARTH_EINVAL, "hidden: row %d, the last forward left %d", row, m->n_logit_rows);
+    size_t n = (size_t)m->cfg.hidden_size; /* xb holds the logit rows, normed, in their order */
+    m->ops->download(m->ops_ctx, out, m->xb + (size_t)row * n, sizeof(float) * n);
+    return HEARTH_OK;
+}
+
 hearth_status hearth_model_logits_row(hearth_model *m, int row, float *out, hearth_err *err) {
     if (row < 0 || row >= m->n_logit_rows)
         return hearth_err_set(err, HEARTH_EINVAL, "logits: row %d, the last forward left %d", row, m->n_logit_rows);

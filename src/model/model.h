@@ -75,5 +75,9 @@ hearth_status hearth_model_pick(hearth_model *m, int n_rows, const hearth_pick_p
                                 hearth_err *err);
 /* Logit row `row` of the last forward into out[vocab] (host). */
 hearth_status hearth_model_logits_row(hearth_model *m, int row, float *out, hearth_err *err);
+/* The final-normed hidden state of logit row `row` of the last forward (the
+ * vector the output head multiplies: an embedding) into out[hidden_size]
+ * (host). */
+hearth_status hearth_model_hidden_row(hearth_model *m, int row, float *out, hearth_err *err);
 
 #endif

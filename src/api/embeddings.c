@@ -1,0 +1,151 @@
+/* embeddings.c - POST /v1/embeddings (OpenAI's shape).
+ *
+ * input: a string, an array of strings, an array of token ids, or an array
+ * of arrays of token ids. Each input is a completion request marked embed
+ * (completion.h): the engine runs its prompt beside everything else that is
+ * running and keeps the final-normed hidden state of its last token
+ * (last-token pooling, as llama-server's --pooling last), L2-normalized.
+ * All inputs are started before the first is waited for, so they are
+ * batched. encoding_format float or base64 (little-endian float32, what the
+ * openai SDK asks for by default); dimensions only as the model's own. */
+#include "api/api_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_INPUTS 2048
+
+static int one_input(const json_t *v, size_t i, hearth_cpl_request *r, hearth_cpl_error *e) {
+    hearth_cpl_request_init(r);
+    r->embed = 1;
+    r->prompt_field = "input";
+    if (json_is_string(v)) {
+        if (!json_string_length(v)) return api_fail(e, HEARTH_EINVAL, "input", "Invalid 'input[%zu]': it is empty.", i);
+        r->prompt = api_dup_str(json_string_value(v), json_string_length(v));
+        return r->prompt ? 0 : api_fail(e, HEARTH_ENOMEM, NULL, "out of memory");
+    }
+    size_t n = json_array_size(v), k;
+    json_t *id;
+    if (!json_is_array(v) || n == 0)
+        return api_fail(e, HEARTH_EINVAL, "input",
+                        "Invalid 'input[%zu]': expected a non-empty string or array of token ids.", i);
+    if (!(r->prompt_ids = malloc(sizeof *r->prompt_ids * n))) return api_fail(e, HEARTH_ENOMEM, NULL, "out of memory");
+    json_array_foreach(v, k, id) {
+        if (!json_is_integer(id) || json_integer_value(id) < 0 || json_integer_value(id) > 0x7fffffff)
+            return api_fail(e, HEARTH_EINVAL, "input", "Invalid 'input[%zu][%zu]': expected a token id.", i, k);
+        r->prompt_ids[k] = (int32_t)json_integer_value(id);
+    }
+    r->n_prompt_ids = (int)n;
+    return 0;
+}
+
+static char *base64(const float *x, int n) {
+    static const char T[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const unsigned char *b = (const unsigned char *)x; /* x86-64: little-endian, as the format wants */
+    size_t len = sizeof *x * (size_t)n, o = 0;
+    char *out = malloc((len + 2) / 3 * 4 + 1);
+    if (!out) return NULL;
+    for (size_t i = 0; i < len; i += 3) {
+        unsigned v = (unsigned)b[i] << 16 | (i + 1 < len ? (unsigned)b[i + 1] << 8 : 0) | (i + 2 < len ? b[i + 2] : 0);
+        out[o++] = T[v >> 18 & 63];
+        out[o++] = T[v >> 12 & 63];
+        out[o++] = i + 1 < len ? T[v >> 6 & 63] : '=';
+        out[o++] = i + 2 < len ? T[v & 63] : '=';
+    }
+    out[o] = 0;
+    return out;
+}
+
+static void ignore(void *user, const hearth_cpl_event *ev) {}
+
+void api_embeddings(hearth_api *a, const hearth_http_request *rq, const json_t *b, hearth_http_response *r) {
+    hearth_cpl_error e = {0};
+    if (api_check_body(b, &e)) {
+        api_cpl_error(a, r, &e);
+        return;
+    }
+    json_t *in = api_field(b, "input"), *fmt = api_field(b, "encoding_format");
+    const char *fs = fmt ? json_string_value(fmt) : "float";
+    if (!in) {
+        api_error(r, 400, "invalid_request_error", "input", NULL, "Missing required parameter: 'input'.");
+        return;
+    }
+    if (!fs || (strcmp(fs, "float") && strcmp(fs, "base64"))) {
+        api_error(r, 400, "invalid_request_error", "encoding_format", NULL,
+                  "Invalid 'encoding_format': expected 'float' or 'base64'.");
+        return;
+    }
+    /* one input, or a list of them (a list of ids is one input) */
+    int many = json_is_array(in) && json_array_size(in) && !json_is_integer(json_array_get(in, 0));
+    size_t n = many ? json_array_size(in) : 1;
+    if (n > MAX_INPUTS) {
+        api_error(r, 400, "invalid_request_error", "input", NULL, "Invalid 'input': at most %d inputs, got %zu.",
+                  MAX_INPUTS, n);
+        return;
+    }
+    hearth_cpl **q = calloc(n, sizeof *q);
+    hearth_cpl_request *reqs = calloc(n, sizeof *reqs);
+    if (!q || !reqs) {
+        free(q);
+        free(reqs);
+        api_error(r, 503, "unavailable_error", NULL, "out_of_memory", "out of memory");
+        return;
+    }
+    size_t started = 0;
+    int bad = 0;
+    for (size_t i = 0; i < n && !bad; i++) { /* every input started before any is waited for: one batch */
+        bad = one_input(many ? json_array_get(in, i) : in, i, &reqs[i], &e) ||
+              hearth_cpl_start(a->cpl, &reqs[i], &q[i], &e) != HEARTH_OK;
+        if (!bad) started++;
+        hearth_cpl_request_deinit(&reqs[i]);
+    }
+    json_t *data = json_array();
+    long tokens = 0;
+    int out_dim = 0;
+    for (size_t i = 0; i < started; i++) {
+        if (bad) hearth_cpl_cancel(q[i]); /* a later input was refused: the answer is the error */
+        while (hearth_cpl_step(q[i], ignore, NULL, api_conn_gone, rq->conn)) { /* the one token is not read */
+        }
+        int dim;
+        const float *v = bad ? NULL : hearth_cpl_embedding(q[i], &dim);
+        if (!bad && !v) {
+            const hearth_cpl_summary *s = hearth_cpl_summary_get(q[i]);
+            snprintf(e.msg, sizeof e.msg, "%s", s->error[0] ? s->error : "the embedding failed");
+            e.status = s->finish == HEARTH_CPL_FINISH_CANCELED ? HEARTH_EBUSY : HEARTH_EIO;
+            bad = 1;
+        }
+        if (!bad) {
+            json_t *vec;
+            if (!strcmp(fs, "base64")) {
+                char *s64 = base64(v, dim);
+                vec = s64 ? json_string(s64) : NULL;
+                free(s64);
+            } else {
+                vec = json_array();
+                for (int k = 0; k < dim; k++) json_array_append_new(vec, json_real(v[k]));
+            }
+            json_array_append_new(data, json_pack("{s:s,s:I,s:o*}", "object", "embedding", "index", (json_int_t)i,
+                                                  "embedding", vec));
+            tokens += hearth_cpl_summary_get(q[i])->prompt_tokens;
+            out_dim = dim;
+        }
+        hearth_cpl_free(q[i]);
+    }
+    free(q);
+    free(reqs);
+    if (bad) {
+        json_decref(data);
+        api_cpl_error(a, r, &e);
+        return;
+    }
+    json_t *dims = api_field(b, "dimensions");
+    if (dims && (!json_is_integer(dims) || json_integer_value(dims) != out_dim)) {
+        json_decref(data);
+        api_error(r, 400, "invalid_request_error", "dimensions", NULL,
+                  "Invalid 'dimensions': this model's embeddings have %d dimensions and cannot be shortened.",
+                  out_dim);
+        return;
+    }
+    api_json(r, 200, json_pack("{s:s,s:o,s:s,s:{s:I,s:I}}", "object", "list", "data", data, "model", a->model_id,
+                               "usage", "prompt_tokens", (json_int_t)tokens, "total_tokens", (json_int_t)tokens));
+}
