@@ -1,6 +1,7 @@
 /* cmd_run.c - `hearth run MODEL "prompt"`: one-shot generation to stdout,
  * speeds to stderr; `--prompt-ids 1,2,3 --ids` for models without a tokenizer. */
 #include "cli/cli.h"
+#include "completion/json_mode.h"
 #include "lib/session.h"
 #include "engine/engine.h"
 
@@ -22,6 +23,9 @@ static void usage(FILE *f) {
             "  --prompt-ids 1,2,3      token ids instead of PROMPT\n"
             "  --ids                   print generated ids (space-separated) instead of text\n"
             "  --ignore-eos            do not stop at end-of-generation tokens\n"
+            "  --json                  the output is one JSON object (JSON mode)\n"
+            "  --json-schema FILE      the output is one JSON object that this JSON Schema accepts\n"
+            "                          (the subset of src/completion/json_mode.h)\n"
             "  --threads T             CPU threads (default: one per core)\n"
             "  --ctx N                 context length (default: model's, at most 4096)\n"
             "  --device D              cpu, cuda or cuda:N\n"
@@ -83,7 +87,8 @@ int cmd_run(int argc, char **argv) {
     const char *prompt = NULL, *prompt_ids = NULL;
     long max_new = 128, lv;
     double dv;
-    int print_ids = 0, ignore_eos = 0;
+    int print_ids = 0, ignore_eos = 0, json = 0;
+    const char *schema_file = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define NEED_VALUE() \
@@ -136,6 +141,11 @@ int cmd_run(int argc, char **argv) {
             print_ids = 1;
         } else if (!strcmp(a, "--ignore-eos")) {
             ignore_eos = 1;
+        } else if (!strcmp(a, "--json")) {
+            json = 1;
+        } else if (!strcmp(a, "--json-schema")) {
+            NEED_VALUE();
+            schema_file = v;
         } else if (!strcmp(a, "--threads")) {
             NEED_VALUE();
             if (!cli_parse_int("run", a, v, &lv)) return 2;
@@ -168,15 +178,26 @@ int cmd_run(int argc, char **argv) {
     int n_ids = 0;
     if (prompt_ids && !parse_ids(prompt_ids, &ids, &n_ids))
         return cli_usage_error("run", "--prompt-ids expects comma-separated token ids, got '%s'", prompt_ids);
-    so.need_tokenizer = !print_ids || prompt;
+    if ((json || schema_file) && ignore_eos)
+        return cli_usage_error("run", "--json and --json-schema end the answer with the object: not with --ignore-eos");
+    so.need_tokenizer = !print_ids || prompt || json || schema_file;
+    json_t *schema_doc = NULL;
+    if (schema_file) {
+        json_error_t je;
+        if (!(schema_doc = json_load_file(schema_file, 0, &je)))
+            return cli_usage_error("run", "--json-schema %s: %s (line %d)", schema_file, je.text, je.line);
+    }
 
     hearth_err err = {0};
     hearth_session s;
     int rc = 1;
     hearth_engine *eng = NULL;
+    hearth_vocab_bytes vb = {0};
+    hearth_gen_request q = {0};
     if (hearth_session_open(&s, &so, &err) != HEARTH_OK) {
         fprintf(stderr, "hearth run: %s\n", err.msg);
         free(ids);
+        json_decref(schema_doc);
         return 1;
     }
     const hearth_model_config *cfg = hearth_model_config_get(s.model);
@@ -192,7 +213,6 @@ int cmd_run(int argc, char **argv) {
             goto done;
         }
     /* One request through the engine: B=1 is the engine's ordinary path. */
-    hearth_gen_request q = {0};
     q.sampling = sp;
     q.max_new = (int)max_new;
     if (!ignore_eos) {
@@ -200,6 +220,13 @@ int cmd_run(int argc, char **argv) {
         if (s.tok)
             for (int id = 0; id < hearth_tok_n_vocab(s.tok) && q.n_stop < HEARTH_MAX_STOP_IDS; id++)
                 if (hearth_tok_is_eog(s.tok, id)) q.stop_ids[q.n_stop++] = id;
+    }
+    if (json || schema_file) { /* the sampler's constraint (completion/json_mode.h) */
+        hearth_schema *schema = NULL;
+        if (schema_file && hearth_schema_compile(&schema, schema_doc, &err) != HEARTH_OK) goto done;
+        if (hearth_vocab_bytes_build(&vb, s.tok, &err) != HEARTH_OK ||
+            hearth_json_constraint(&q.sampling.constraint, &vb, schema, q.stop_ids, q.n_stop, &err) != HEARTH_OK)
+            goto done; /* the schema was freed with the failure */
     }
     run_out out = {.tok = s.tok, .print_ids = print_ids};
     if (s.tok) hearth_detok_init(&out.detok, s.tok, 1);
@@ -235,6 +262,9 @@ int cmd_run(int argc, char **argv) {
 done:
     if (rc) fprintf(stderr, "hearth run: %s\n", err.msg);
     hearth_engine_free(eng);
+    if (q.sampling.constraint.free) q.sampling.constraint.free(q.sampling.constraint.self); /* not taken */
+    hearth_vocab_bytes_free(&vb);
+    json_decref(schema_doc);
     free(ids);
     hearth_session_close(&s);
     return rc;

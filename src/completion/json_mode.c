@@ -259,10 +259,19 @@ static int json_allows(void *self, int32_t id) { return allowed(self, id); }
 
 static void json_mask(void *self, float *logits, int vocab) {
     json_constraint *c = self;
+    const hearth_vocab_bytes *v = c->v;
+    /* the bytes that can come next, tried once: most tokens fail on their first */
+    uint8_t first[256];
+    for (int b = 0; b < 256; b++) {
+        hearth_schema_state t;
+        hearth_schema_copy(&t, &c->st);
+        first[b] = (uint8_t)hearth_schema_step(c->schema, &t, (uint8_t)b);
+    }
     int any = 0;
     for (int id = 0; id < vocab; id++) {
         if (logits[id] == -INFINITY) continue;
-        if (allowed(c, id)) any = 1;
+        int ok = id < v->n && v->off[id] < v->off[id + 1] && !first[v->bytes[v->off[id]]] ? 0 : allowed(c, id);
+        if (ok) any = 1;
         else logits[id] = -INFINITY;
     }
     if (!any) /* nothing can continue (the nesting limit): end the answer */

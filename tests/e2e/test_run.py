@@ -50,6 +50,31 @@ def test_run_ids_on_model_without_tokenizer_matches_golden(name):
     assert [int(x) for x in r.stdout.split()] == g["output_ids"]
 
 
+PERSON = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
+                                         "city": {"enum": ["Paris", "London", "Tokyo"]}},
+          "required": ["name", "age", "city"], "additionalProperties": False}
+
+
+def test_run_json_and_schema(tmp_path):
+    schema = tmp_path / "person.json"
+    schema.write_text(json.dumps(PERSON))
+    for seed in (1, 2, 3):
+        r = run_hearth("run", DEFAULT_MODEL, "A person described as JSON:", "--json-schema", schema, "-n", "200",
+                       "--temp", "0.7", "--seed", seed)
+        assert r.returncode == 0, r.stderr
+        v = json.loads(r.stdout)  # the object closed within 200 tokens, and it is the schema's
+        assert set(v) == {"name", "age", "city"} and isinstance(v["name"], str) and type(v["age"]) is int
+        assert v["city"] in ("Paris", "London", "Tokyo")
+    r = run_hearth("run", DEFAULT_MODEL, "Three fruits as JSON:", "--json", "-n", "200", "--temp", "0")
+    assert r.returncode == 0 and isinstance(json.loads(r.stdout), dict), r.stdout
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"type": "object", "properties": {"a": {"type": "string", "pattern": "x"}}}))
+    r = run_hearth("run", DEFAULT_MODEL, "x", "--json-schema", bad, "-n", "4")
+    assert r.returncode == 1 and "'pattern' is not supported" in r.stderr
+    r = run_hearth("run", DEFAULT_MODEL, "x", "--json", "--ignore-eos", "-n", "4")
+    assert r.returncode == 2 and "--ignore-eos" in r.stderr
+
+
 def test_run_missing_model_is_reported():
     r = run_hearth("run", "/nonexistent/model.gguf", "hi")
     assert r.returncode == 1
