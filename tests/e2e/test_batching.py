@@ -152,3 +152,41 @@ def test_kv_type_error_lists_the_types():
     r = run_hearth("run", DEFAULT_MODEL, "hi", "-n", 1, "--kv-type", "q8")
     assert r.returncode != 0
     assert "KV cache type 'q8': expected f32, f16 or fp8 (e4m3)" in r.stderr, r.stderr
+
+
+def test_every_protocol_at_once_answers_as_alone(server):
+    """Anthropic streams, Responses, JSON mode, forced calls and embeddings all
+    in one batch: each answer is what it is alone, and the pool goes back."""
+    import anthropic
+
+    c = server.client()
+    a = anthropic.Anthropic(base_url=server.url, api_key="none", max_retries=0)
+    weather = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
+        "additionalProperties": False}}}]
+
+    def messages(p):
+        with a.messages.stream(model="m", max_tokens=12, extra_body={"temperature": 0},
+                               messages=[{"role": "user", "content": p}]) as st:
+            return "".join(st.text_stream)
+
+    def responses(p):
+        return c.responses.create(model="m", input=p, max_output_tokens=12, temperature=0).output_text
+
+    def json_mode(p):
+        return chat(c, p, max_tokens=40, temperature=0, response_format={"type": "json_object"}).choices[0] \
+            .message.content
+
+    def forced(p):
+        ch = chat(c, p, max_tokens=40, temperature=0, tools=weather, tool_choice="required").choices[0]
+        return ch.finish_reason, ch.message.content, [t.function.arguments for t in ch.message.tool_calls or []]
+
+    def embed(p):
+        return c.embeddings.create(model="m", input=p).data[0].embedding
+
+    work = [(f, p) for f in (messages, responses, json_mode, forced, embed) for p in PROMPTS[:4]]
+    alone = [f(p) for f, p in work]
+    with cf.ThreadPoolExecutor(len(work)) as ex:
+        together = list(ex.map(lambda w: w[0](w[1]), work))
+    assert together == alone
+    assert kv_idle(server.stats())
