@@ -203,12 +203,14 @@ static int enum_node(hearth_schema *s, const json_t *values, const char *path, h
     json_t *v;
     json_array_foreach(values, i, v) {
         if (!json_is_string(v) && !json_is_boolean(v) && !json_is_null(v))
-            return bad(err, HEARTH_EINVAL, "%s[%zu]: only strings, booleans and null are supported as "
-                                  "enum or const values", path, i);
+            return bad(err, HEARTH_EINVAL, "%s[%zu]: only strings, booleans and null are supported as enum or const "
+                       "values", path, i);
+        if (s->node[id].n == 64) /* the candidates are a 64-bit set */
+            return bad(err, HEARTH_EINVAL, "%s: more than 64 values", path);
         char *text = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-        int ok = text && add_str(s, text, -1) >= 0 && s->node[id].n < 255;
+        int ok = text && add_str(s, text, -1) >= 0;
         free(text);
-        if (!ok) return bad(err, HEARTH_EINVAL, "%s: too many values", path);
+        if (!ok) return bad(err, HEARTH_ENOMEM, "schema: out of memory");
         s->node[id].n++;
     }
     if (!s->node[id].n) return bad(err, HEARTH_EINVAL, "%s: an empty enum", path);

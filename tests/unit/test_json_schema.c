@@ -7,6 +7,7 @@
 
 #include "completion/json_internal.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static hearth_schema *compile(const char *src) {
@@ -94,14 +95,23 @@ TEST(json_schema_refusals_name_the_problem) {
         {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":[\"integer\",\"number\"]}}}", "same byte"},
         {"{\"type\":\"object\",\"properties\":{\"a\":{\"enum\":[1,2]}}}", "only strings, booleans and null"},
         {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"strng\"}}}", "unknown type 'strng'"},
+        {NULL, "more than 64 values"}, /* made below: an enum of 65 strings */
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        json_t *j = json_loads(cases[i].schema, 0, NULL);
+        json_t *j = cases[i].schema ? json_loads(cases[i].schema, 0, NULL)
+                                    : json_pack("{s:s,s:{s:{s:[]}}}", "type", "object", "properties", "a", "enum");
+        for (int k = 0; !cases[i].schema && k < 65; k++) {
+            char name[8];
+            snprintf(name, sizeof name, "v%d", k);
+            json_array_append_new(json_object_get(json_object_get(json_object_get(j, "properties"), "a"), "enum"),
+                                  json_string(name));
+        }
         hearth_schema *s = NULL;
         hearth_err err = {0};
         int refused = hearth_schema_compile(&s, j, &err) != HEARTH_OK && strstr(err.msg, cases[i].needle);
-        if (!refused) test_fail(__FILE__, __LINE__, "%s: '%s' (want it refused naming %s)", cases[i].schema, err.msg,
-                                cases[i].needle);
+        if (!refused)
+            test_fail(__FILE__, __LINE__, "%s: '%s' (want it refused naming %s)",
+                      cases[i].schema ? cases[i].schema : "(65 values)", err.msg, cases[i].needle);
         hearth_schema_free(s);
         json_decref(j);
     }
