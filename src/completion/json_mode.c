@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define J_MAX_WS 16
+#define J_MAX_WS 64 /* a newline and deep indentation, not an endless run */
 
 static const char *const LITS[] = {"true", "false", "null"};
 

@@ -6,8 +6,9 @@
  * follows the output; before each draw the sampler's constraint forbids every
  * token whose bytes would leave the output no longer the start of a JSON
  * object, and the end-of-generation ids until the object is closed (then
- * only those). Whitespace between tokens is allowed, 16 bytes in a row at
- * most, so that a model cannot stall in it. The object ends the answer.
+ * only those). Whitespace between tokens is allowed, 64 bytes in a row at
+ * most (a newline and deep indentation), so that a model cannot stall in it.
+ * The object ends the answer.
  *
  * A token's bytes are what the streaming detokenizer emits for it in the
  * middle of a text (hearth_vocab_bytes, built once per tokenizer); special

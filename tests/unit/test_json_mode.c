@@ -20,6 +20,7 @@ static const char *VALID[] = {
     "{\"k\": [1, 2.25, -3, 4E2, 0, {\"deep\": [[[\"s\"]]]}]}",
     "\n {\"caf\xc3\xa9\": \"\xe6\x97\xa5\xe6\x9c\xac\"}",
     "{\"n\":0.0,\"m\":-0e-1,\"o\":12345678901234567890}",
+    "{\"deep\":\n                                        1}", /* a newline and 40 spaces */
 };
 
 static const char *INVALID[] = {
@@ -40,7 +41,7 @@ static const char *INVALID[] = {
     "{\"a\":1]",     /* wrong closer */
     "{} {}",         /* two objects */
     "{}x",           /* anything after */
-    "{\"a\":                    1}", /* 20 spaces in a row */
+    "{\"a\":\n                                                                  1}", /* 67 in a row */
 };
 
 TEST(json_mode_automaton_accepts_valid_objects_prefix_by_prefix) {
