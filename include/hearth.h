@@ -79,6 +79,9 @@ typedef struct {
     int has_seed;        /* 0: a fresh seed per call */
     int ignore_eos;      /* 1: do not stop at end-of-generation tokens */
     int add_special;     /* 1 (default): add the model's bos as its tokenizer says */
+    int json;            /* 1: the output is one JSON object (JSON mode) */
+    const char *json_schema; /* or one object this JSON Schema (its JSON text) accepts; NULL = none. The
+                                subset and the refusals of the server's response_format. */
 } hearth_gen_opts;
 
 void hearth_gen_opts_default(hearth_gen_opts *g);
@@ -98,6 +101,12 @@ typedef struct {
  * threads may call this at once on one hearth: the engine batches them. */
 hearth_status hearth_generate_text(hearth *h, const char *prompt, const hearth_gen_opts *g, hearth_piece_fn fn,
                                    void *user, hearth_gen_result *res, hearth_err *err);
+
+/* An embedding of text: the final-normed hidden state of its last token
+ * (last-token pooling), L2-normalized, into out[cap]; *dim is the model's
+ * hidden size (ERANGE, with *dim set, when cap is smaller). Batched with
+ * whatever else runs, with the same bits as alone. */
+hearth_status hearth_embed(hearth *h, const char *text, float *out, int cap, int *dim, hearth_err *err);
 
 #ifdef __cplusplus
 }

@@ -5,8 +5,11 @@
 
 #include "hearth.h"
 
+#include <jansson.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct {
     char text[4096];
@@ -76,4 +79,41 @@ TEST(api_generate_text_batched_and_stoppable) {
     o.model = "/nonexistent/model.gguf";
     CHECK_EQ(hearth_open(&h, &o, &err), HEARTH_ENOENT);
     CHECK_CONTAINS(err.msg, "/nonexistent/model.gguf");
+}
+
+TEST(api_json_schema_and_embeddings) {
+    hearth_open_opts o = {.model = test_path("models/SmolLM2-135M-Instruct.Q4_1.gguf"), .threads = 2, .ctx = 512};
+    hearth *h;
+    hearth_err err = {0};
+    CHECK_MSG(hearth_open(&h, &o, &err) == HEARTH_OK, "%s", err.msg);
+    hearth_gen_opts g;
+    hearth_gen_opts_default(&g);
+    g.temperature = 0;
+    g.max_tokens = 200;
+    g.json_schema = "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"age\":{\"type\":"
+                    "\"integer\"}},\"required\":[\"name\",\"age\"],\"additionalProperties\":false}";
+    sink s = {0};
+    hearth_gen_result r;
+    CHECK_EQ(hearth_generate_text(h, "A person described as JSON:", &g, collect_text, &s, &r, &err), HEARTH_OK);
+    CHECK_STR(r.finish_reason, "stop");
+    json_t *v = json_loads(s.text, 0, NULL); /* jansson reads it, and it is the schema's */
+    CHECK(json_is_object(v) && json_object_size(v) == 2 && json_is_string(json_object_get(v, "name")) &&
+          json_is_integer(json_object_get(v, "age")));
+    json_decref(v);
+    g.json_schema = "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"pattern\":\"x\"}}}";
+    CHECK_EQ(hearth_generate_text(h, "x", &g, collect_text, &s, &r, &err), HEARTH_ENOTSUP);
+    CHECK_CONTAINS(err.msg, "'pattern'");
+
+    float e1[1024], e2[1024], tiny[8];
+    int d1, d2, d3;
+    CHECK_EQ(hearth_embed(h, "The cat sat on the mat.", e1, 1024, &d1, &err), HEARTH_OK);
+    CHECK_EQ(d1, 576);
+    double ss = 0;
+    for (int i = 0; i < d1; i++) ss += (double)e1[i] * e1[i];
+    CHECK(fabs(ss - 1.0) < 1e-5);
+    CHECK_EQ(hearth_embed(h, "The cat sat on the mat.", e2, 1024, &d2, &err), HEARTH_OK); /* from the cache */
+    CHECK(d2 == d1 && !memcmp(e1, e2, sizeof(float) * (size_t)d1));
+    CHECK_EQ(hearth_embed(h, "The cat sat on the mat.", tiny, 8, &d3, &err), HEARTH_ERANGE);
+    CHECK_EQ(d3, 576);
+    hearth_close(h);
 }
