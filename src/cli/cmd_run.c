@@ -224,8 +224,8 @@ int cmd_run(int argc, char **argv) {
     if (json || schema_file) { /* the sampler's constraint (completion/json_mode.h) */
         hearth_schema *schema = NULL;
         if (schema_file && hearth_schema_compile(&schema, schema_doc, &err) != HEARTH_OK) goto done;
-        if (hearth_vocab_bytes_build(&vb, s.tok, &err) != HEARTH_OK ||
-            hearth_json_constraint(&q.sampling.constraint, &vb, schema, q.stop_ids, q.n_stop, &err) != HEARTH_OK)
+        if (hearth_json_constraint_lazy(&q.sampling.constraint, &vb, NULL, s.tok, schema, q.stop_ids, q.n_stop,
+                                        &err) != HEARTH_OK)
             goto done; /* the schema was freed with the failure */
     }
     run_out out = {.tok = s.tok, .print_ids = print_ids};

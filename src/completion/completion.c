@@ -178,14 +178,7 @@ const hearth_tokenizer *hearth_cpl_ctx_tok(const hearth_cpl_ctx *c) { return c->
  * constraint takes it); the vocabulary's bytes are made at the first. */
 static hearth_status json_constraint(hearth_cpl_ctx *c, hearth_schema *schema, hearth_constraint *out,
                                      hearth_err *err) {
-    pthread_mutex_lock(&c->vb_mu);
-    hearth_status st = c->vb.off ? HEARTH_OK : hearth_vocab_bytes_build(&c->vb, c->tok, err);
-    pthread_mutex_unlock(&c->vb_mu);
-    if (st != HEARTH_OK) {
-        hearth_schema_free(schema);
-        return st;
-    }
-    return hearth_json_constraint(out, &c->vb, schema, c->end_ids, c->n_end, err);
+    return hearth_json_constraint_lazy(out, &c->vb, &c->vb_mu, c->tok, schema, c->end_ids, c->n_end, err);
 }
 
 static hearth_status reject(hearth_cpl_error *e, hearth_status st, const char *param, const char *code,

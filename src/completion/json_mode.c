@@ -292,6 +292,19 @@ static void json_free(void *self) {
     free(c);
 }
 
+hearth_status hearth_json_constraint_lazy(hearth_constraint *out, hearth_vocab_bytes *v, pthread_mutex_t *mu,
+                                          const hearth_tokenizer *tok, hearth_schema *schema, const int32_t *end_ids,
+                                          int n_end, hearth_err *err) {
+    if (mu) pthread_mutex_lock(mu);
+    hearth_status st = v->off ? HEARTH_OK : hearth_vocab_bytes_build(v, tok, err);
+    if (mu) pthread_mutex_unlock(mu);
+    if (st != HEARTH_OK) {
+        hearth_schema_free(schema);
+        return st;
+    }
+    return hearth_json_constraint(out, v, schema, end_ids, n_end, err);
+}
+
 hearth_status hearth_json_constraint(hearth_constraint *out, const hearth_vocab_bytes *v, hearth_schema *schema,
                                      const int32_t *end_ids, int n_end, hearth_err *err) {
     if (!schema) { /* JSON mode: any object */

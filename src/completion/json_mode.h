@@ -22,6 +22,7 @@
 #include "tok/tok.h"
 
 #include <jansson.h>
+#include <pthread.h>
 
 #include <stddef.h>
 #include <stdint.h>
@@ -94,5 +95,10 @@ int hearth_schema_step(const hearth_schema *s, hearth_schema_state *st, uint8_t 
  * of end_ids (copied). On failure the schema is freed too. */
 hearth_status hearth_json_constraint(hearth_constraint *out, const hearth_vocab_bytes *v, hearth_schema *schema,
                                      const int32_t *end_ids, int n_end, hearth_err *err);
+/* The same over v built from tok at its first use (under mu when threads
+ * share v; mu may be NULL). */
+hearth_status hearth_json_constraint_lazy(hearth_constraint *out, hearth_vocab_bytes *v, pthread_mutex_t *mu,
+                                          const hearth_tokenizer *tok, hearth_schema *schema, const int32_t *end_ids,
+                                          int n_end, hearth_err *err);
 
 #endif

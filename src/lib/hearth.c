@@ -31,14 +31,8 @@ static hearth_status json_constraint(hearth *h, const hearth_gen_opts *g, hearth
         json_decref(doc);
         if (st != HEARTH_OK) return st;
     }
-    pthread_mutex_lock(&h->vb_mu);
-    hearth_status st = h->vb.off ? HEARTH_OK : hearth_vocab_bytes_build(&h->vb, h->s.tok, err);
-    pthread_mutex_unlock(&h->vb_mu);
-    if (st != HEARTH_OK) {
-        hearth_schema_free(schema);
-        return st;
-    }
-    return hearth_json_constraint(&q->sampling.constraint, &h->vb, schema, q->stop_ids, q->n_stop, err);
+    return hearth_json_constraint_lazy(&q->sampling.constraint, &h->vb, &h->vb_mu, h->s.tok, schema, q->stop_ids,
+                                       q->n_stop, err);
 }
 
 hearth_status hearth_open(hearth **out, const hearth_open_opts *o, hearth_err *err) {
