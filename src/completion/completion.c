@@ -7,7 +7,6 @@
 #include "core/clock.h"
 #include "template/template.h"
 
-#include <math.h>
 #include <pthread.h>
 
 #include <stdatomic.h>
@@ -173,13 +172,6 @@ int hearth_cpl_ctx_has_chat(const hearth_cpl_ctx *c) { return c->tmpl != NULL; }
 const hearth_tokenizer *hearth_cpl_ctx_tok(const hearth_cpl_ctx *c) { return c->tok; }
 
 /* ---- prepare ---- */
-
-/* The constraint of JSON mode or of a schema (compiled already: the
- * constraint takes it); the vocabulary's bytes are made at the first. */
-static hearth_status json_constraint(hearth_cpl_ctx *c, hearth_schema *schema, hearth_constraint *out,
-                                     hearth_err *err) {
-    return hearth_json_constraint_lazy(out, &c->vb, &c->vb_mu, c->tok, schema, c->end_ids, c->n_end, err);
-}
 
 static hearth_status reject(hearth_cpl_error *e, hearth_status st, const char *param, const char *code,
                             const char *fmt, ...) __attribute__((format(printf, 5, 6)));
@@ -388,7 +380,9 @@ hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, h
         memcpy(g.stop_ids, c->end_ids, sizeof g.stop_ids[0] * (size_t)c->n_end);
         g.n_stop = c->n_end;
     }
-    if ((r->json_object || schema) && (st = json_constraint(c, schema, &g.sampling.constraint, &err)) != HEARTH_OK) {
+    if ((r->json_object || schema) &&
+        (st = hearth_json_constraint_lazy(&g.sampling.constraint, &c->vb, &c->vb_mu, c->tok, schema, c->end_ids,
+                                          c->n_end, &err)) != HEARTH_OK) {
         free(g.prompt);
         hearth_cpl_free(q);
         return reject(e, st, NULL, NULL, "%s", err.msg);
@@ -537,14 +531,9 @@ const float *hearth_cpl_embedding(hearth_cpl *q, int *dim) {
     if (!q->done || q->sum.finish == HEARTH_CPL_FINISH_ERROR || q->sum.finish == HEARTH_CPL_FINISH_CANCELED)
         return NULL;
     if (!q->emb) {
-        int n;
-        const float *h = q->seq ? hearth_seq_hidden(q->seq, &n) : NULL;
-        if (!h || !(q->emb = malloc(sizeof *q->emb * (size_t)n))) return NULL;
-        double ss = 0.0;
-        for (int i = 0; i < n; i++) ss += (double)h[i] * h[i];
-        float inv = ss > 0.0 ? (float)(1.0 / sqrt(ss)) : 0.0f;
-        for (int i = 0; i < n; i++) q->emb[i] = h[i] * inv;
-        q->emb_dim = n;
+        int n = q->seq ? hearth_seq_embedding(q->seq, NULL, 0) : 0;
+        if (!n || !(q->emb = malloc(sizeof *q->emb * (size_t)n))) return NULL;
+        q->emb_dim = hearth_seq_embedding(q->seq, q->emb, n);
     }
     *dim = q->emb_dim;
     return q->emb;

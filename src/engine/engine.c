@@ -20,6 +20,7 @@
 #include "core/sha256.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -133,12 +134,16 @@ void hearth_seq_summary_get(hearth_seq *s, hearth_seq_summary *out) {
     pthread_mutex_unlock(&s->mu);
 }
 
-const float *hearth_seq_hidden(hearth_seq *s, int *dim) {
+int hearth_seq_embedding(hearth_seq *s, float *out, int cap) {
     pthread_mutex_lock(&s->mu);
-    const float *h = s->has_hidden ? s->hidden : NULL;
-    *dim = h ? s->hidden_dim : 0;
+    int n = s->has_hidden ? s->hidden_dim : 0;
     pthread_mutex_unlock(&s->mu);
-    return h;
+    if (n == 0 || n > cap) return n; /* the engine writes hidden before has_hidden and never after */
+    double ss = 0.0;
+    for (int i = 0; i < n; i++) ss += (double)s->hidden[i] * s->hidden[i];
+    float inv = ss > 0.0 ? (float)(1.0 / sqrt(ss)) : 0.0f;
+    for (int i = 0; i < n; i++) out[i] = s->hidden[i] * inv;
+    return n;
 }
 
 void hearth_seq_cancel(hearth_seq *s) { atomic_store(&s->cancel, 1); }

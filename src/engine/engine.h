@@ -102,9 +102,11 @@ hearth_status hearth_engine_submit(hearth_engine *e, hearth_gen_request *r, hear
  * out (timeout_ms >= 0). */
 int hearth_seq_next(hearth_seq *s, hearth_token_event *ev, int timeout_ms);
 void hearth_seq_summary_get(hearth_seq *s, hearth_seq_summary *out);
-/* want_hidden: the final-normed hidden state of the prompt's last position,
- * [*dim] floats, once the first token event has come; else NULL. */
-const float *hearth_seq_hidden(hearth_seq *s, int *dim);
+/* want_hidden: the embedding - the final-normed hidden state of the
+ * prompt's last position, L2-normalized - into out[cap] once the first token
+ * event has come. Returns its dimension (out untouched when cap is smaller),
+ * 0 when there is none. */
+int hearth_seq_embedding(hearth_seq *s, float *out, int cap);
 /* Ask the engine to stop this sequence; it frees its KV at the next step. */
 void hearth_seq_cancel(hearth_seq *s);
 /* The consumer is done with the handle (cancels it if still running). */

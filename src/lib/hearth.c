@@ -8,7 +8,6 @@
 #include "engine/engine.h"
 #include "lib/session.h"
 
-#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -178,16 +177,9 @@ hearth_status hearth_embed(hearth *h, const char *text, float *out, int cap, int
     }
     hearth_seq_summary sum;
     hearth_seq_summary_get(seq, &sum);
-    int d;
-    const float *v = hearth_seq_hidden(seq, &d);
-    if (!v) st = hearth_err_set(err, HEARTH_EIO, "embed failed: %s", sum.error[0] ? sum.error : "no hidden state");
+    int d = hearth_seq_embedding(seq, out, cap);
+    if (!d) st = hearth_err_set(err, HEARTH_EIO, "embed failed: %s", sum.error[0] ? sum.error : "no hidden state");
     else if ((*dim = d) > cap) st = hearth_err_set(err, HEARTH_ERANGE, "embed: %d dimensions, room for %d", d, cap);
-    if (st == HEARTH_OK) { /* the same normalization as /v1/embeddings (hearth_cpl_embedding) */
-        double ss = 0.0;
-        for (int i = 0; i < d; i++) ss += (double)v[i] * v[i];
-        float inv = ss > 0.0 ? (float)(1.0 / sqrt(ss)) : 0.0f;
-        for (int i = 0; i < d; i++) out[i] = v[i] * inv;
-    }
     hearth_seq_release(seq);
     return st;
 }
