@@ -35,6 +35,7 @@ struct hearth_schema {
     int16_t *targets;
     int n_strs, cap_strs;
     char *refs[S_MAX_NODES]; /* the $ref each node was made for, or NULL */
+    int16_t *pick;           /* [n_nodes][256]: for an anyOf, the alternative a value's first byte starts, or -1 */
 };
 
 /* An error while compiling: err filled, -1 for the node. */
@@ -285,23 +286,29 @@ static void first_bytes(const hearth_schema *s, int n, uint8_t *set, int depth) 
     for (const char *c = starts; *c; c++) set[(uint8_t)*c] = 1;
 }
 
-/* anyOf's alternatives must start apart; integer beside number is number's. */
-static hearth_status check_anyof(const hearth_schema *s, hearth_err *err) {
+/* anyOf's alternatives must start apart (integer beside number is number's),
+ * so a value's first byte picks one: the table made here, once. */
+static hearth_status index_anyof(hearth_schema *s, hearth_err *err) {
+    if (!(s->pick = malloc(sizeof *s->pick * 256 * (size_t)s->n_nodes)))
+        return hearth_err_set(err, HEARTH_ENOMEM, "schema: out of memory");
     for (int n = 0; n < s->n_nodes; n++) {
         const snode *x = &s->node[n];
-        if (x->kind != S_ANYOF || x->n < 2) continue;
-        uint8_t seen[256] = {0};
+        int16_t *pick = s->pick + (size_t)n * 256;
+        for (int c = 0; c < 256; c++) pick[c] = -1;
+        if (x->kind != S_ANYOF) continue;
         for (int i = 0; i < x->n; i++) {
             uint8_t set[256] = {0};
             first_bytes(s, s->targets[x->first + i], set, 0);
-            for (int c = 0; c < 256; c++)
-                if (set[c] && seen[c])
+            for (int c = 0; c < 256; c++) {
+                if (!set[c]) continue;
+                if (pick[c] >= 0)
                     return hearth_err_set(err, HEARTH_ENOTSUP,
                                           "anyOf / oneOf / a list of types whose alternatives can start with the same "
                                           "byte ('%c') is not supported (an object beside null is; two objects, or "
                                           "integer beside number, are not)",
                                           c);
-            for (int c = 0; c < 256; c++) seen[c] |= set[c];
+                pick[c] = s->targets[x->first + i];
+            }
         }
     }
     return HEARTH_OK;
@@ -312,7 +319,7 @@ hearth_status hearth_schema_compile(hearth_schema **out, const json_t *schema, h
     hearth_schema *s = calloc(1, sizeof *s);
     if (!s) return hearth_err_set(err, HEARTH_ENOMEM, "schema: out of memory");
     s->root = compile(s, schema, schema, "schema", 0, err);
-    hearth_status st = s->root < 0 ? (err->status ? err->status : HEARTH_EINVAL) : check_anyof(s, err);
+    hearth_status st = s->root < 0 ? (err->status ? err->status : HEARTH_EINVAL) : index_anyof(s, err);
     if (st == HEARTH_OK) { /* the answer is one object */
         int r = s->root;
         while (s->node[r].kind == S_ANYOF && s->node[r].n == 1) r = s->targets[s->node[r].first];
@@ -334,6 +341,7 @@ void hearth_schema_free(hearth_schema *s) {
     for (int i = 0; i < s->n_nodes; i++) free(s->refs[i]);
     free(s->strs);
     free(s->targets);
+    free(s->pick);
     free(s);
 }
 
@@ -353,18 +361,8 @@ void hearth_schema_copy(hearth_schema_state *dst, const hearth_schema_state *src
 
 /* anyOf resolved by the value's first byte; -1 if no alternative starts so. */
 static int resolve(const hearth_schema *s, int n, uint8_t c) {
-    for (int guard = 0; s->node[n].kind == S_ANYOF && guard < 32; guard++) {
-        const snode *x = &s->node[n];
-        int next = -1;
-        for (int i = 0; i < x->n && next < 0; i++) {
-            uint8_t set[256] = {0};
-            first_bytes(s, s->targets[x->first + i], set, 0);
-            if (set[c]) next = s->targets[x->first + i];
-        }
-        if (next < 0) return -1;
-        n = next;
-    }
-    return s->node[n].kind == S_ANYOF ? -1 : n;
+    for (int guard = 0; n >= 0 && s->node[n].kind == S_ANYOF && guard < 32; guard++) n = s->pick[n * 256 + c];
+    return n >= 0 && s->node[n].kind != S_ANYOF ? n : -1;
 }
 
 static int is_ws(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
