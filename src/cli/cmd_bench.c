@@ -142,7 +142,7 @@ int cmd_bench(int argc, char **argv) {
         hearth_sampler smp;
         hearth_gen_stats gs;
         if (hearth_sampler_init(&smp, &sp, cfg->vocab_size, &err) != HEARTH_OK ||
-            hearth_generate(s.model, s.kv, 0, ids, (int)n_prompt, r < 0 && n_gen > 2 ? 2 : (int)n_gen, &smp, NULL, 0,
+            hearth_generate(s.model, s.kv, 0, 0, ids, (int)n_prompt, r < 0 && n_gen > 2 ? 2 : (int)n_gen, &smp, NULL, 0,
                             0, NULL, NULL, &gs, &err) != HEARTH_OK) {
             fprintf(stderr, "hearth bench: %s\n", err.msg);
             rc = 1;

@@ -6,7 +6,7 @@
 
 #include <stdlib.h>
 
-hearth_status hearth_generate(hearth_model *m, hearth_kv *kv, int slot, const int32_t *prompt, int n_prompt,
+hearth_status hearth_generate(hearth_model *m, hearth_kv *kv, int slot, int adapter, const int32_t *prompt, int n_prompt,
                               int max_new, hearth_sampler *smp, const int32_t *stop_ids, int n_stop, int lp_wanted,
                               hearth_token_fn fn, void *user, hearth_gen_stats *stats, hearth_err *err) {
     const hearth_model_config *c = hearth_model_config_get(m);
@@ -18,14 +18,16 @@ hearth_status hearth_generate(hearth_model *m, hearth_kv *kv, int slot, const in
                               ctx);
     if (max_new > ctx - n_prompt) max_new = ctx - n_prompt;
     hearth_chooser ch;
-    int32_t *seq = malloc(sizeof(int32_t) * (size_t)chunk), *pos = malloc(sizeof(int32_t) * (size_t)chunk);
+    int32_t *seq = malloc(sizeof(int32_t) * (size_t)chunk), *pos = malloc(sizeof(int32_t) * (size_t)chunk),
+            *ad = malloc(sizeof(int32_t) * (size_t)chunk);
     hearth_status st = hearth_chooser_init(&ch, 1, c->vocab_size, err);
     if (st != HEARTH_OK) {
         free(seq);
         free(pos);
+        free(ad);
         return st;
     }
-    if (!seq || !pos) {
+    if (!seq || !pos || !ad) {
         st = hearth_err_set(err, HEARTH_ENOMEM, "generate: out of memory");
         goto done;
     }
@@ -33,14 +35,16 @@ hearth_status hearth_generate(hearth_model *m, hearth_kv *kv, int slot, const in
         st = hearth_err_set(err, st, "generate: no room in the KV cache for %d positions", n_prompt + max_new);
         goto done;
     }
-    for (int i = 0; i < chunk; i++) seq[i] = slot;
+    for (int i = 0; i < chunk; i++) seq[i] = slot, ad[i] = adapter;
     hearth_sampler_accept_prompt(smp, prompt, n_prompt);
     double t0 = hearth_time_now();
     for (int p0 = 0; p0 < n_prompt; p0 += chunk) {
         int n = n_prompt - p0 < chunk ? n_prompt - p0 : chunk;
         for (int i = 0; i < n; i++) pos[i] = p0 + i;
         int last = n - 1, want = p0 + n == n_prompt;
-        if ((st = hearth_model_forward(m, kv, prompt + p0, seq, pos, n, &last, want, NULL, err))) goto done;
+        if ((st = hearth_model_set_row_adapters(m, adapter ? ad : NULL, n, err)) ||
+            (st = hearth_model_forward(m, kv, prompt + p0, seq, pos, n, &last, want, NULL, err)))
+            goto done;
     }
     int32_t cur;
     hearth_logprobs lp;
@@ -52,7 +56,9 @@ hearth_status hearth_generate(hearth_model *m, hearth_kv *kv, int slot, const in
     for (int i = 0; i < max_new; i++) {
         if (i > 0) {
             int32_t p = n_prompt + i - 1, zero = 0;
-            if ((st = hearth_model_forward(m, kv, &cur, seq, &p, 1, &zero, 1, NULL, err))) goto done;
+            if ((st = hearth_model_set_row_adapters(m, adapter ? ad : NULL, 1, err)) ||
+                (st = hearth_model_forward(m, kv, &cur, seq, &p, 1, &zero, 1, NULL, err)))
+                goto done;
             if ((st = hearth_choose(&ch, m, &smp, &want_lp, 1, &cur, &lp, err))) goto done;
         }
         hearth_sampler_accept(smp, cur);
@@ -69,5 +75,6 @@ done:
     hearth_chooser_deinit(&ch);
     free(seq);
     free(pos);
+    free(ad);
     return st;
 }

@@ -19,12 +19,68 @@ static void matmuls(const hearth_ops *o, void *ctx, float *const *y, const float
     for (int i = 0; i < n; i++) o->matmul(ctx, y[i], x, T, w[i]);
 }
 
+hearth_status hearth_model_set_row_adapters(hearth_model *m, const int32_t *ids, int T, hearth_err *err) {
+    m->lora_rows_set = 0;
+    if (!ids) return HEARTH_OK;
+    if (T < 1 || T > m->max_tokens) return hearth_err_set(err, HEARTH_EINVAL, "adapters: %d rows", T);
+    int any = 0;
+    for (int t = 0; t < T; t++) {
+        if (ids[t] < 0 || ids[t] > m->n_lora)
+            return hearth_err_set(err, HEARTH_EINVAL, "adapter id %d: %d adapters are loaded", ids[t], m->n_lora);
+        any |= ids[t];
+    }
+    if (!any) return HEARTH_OK;
+    memcpy(m->h_lora, ids, sizeof(int32_t) * (size_t)T);
+    m->lora_rows_set = T;
+    return HEARTH_OK;
+}
+
+/* The adapters of one forward: which are used, and whether by every row. */
+typedef struct {
+    int used[HEARTH_MAX_LORA], n_used;
+    int uniform; /* every row has the one adapter used[0]: no per-row mask */
+} lora_step;
+
+static void lora_plan(hearth_model *m, int T, lora_step *ls) {
+    ls->n_used = 0;
+    ls->uniform = 1;
+    if (m->lora_rows_set != T) return;
+    uint8_t seen[HEARTH_MAX_LORA + 1] = {0};
+    for (int t = 0; t < T; t++) {
+        int a = m->h_lora[t];
+        if (a != m->h_lora[0]) ls->uniform = 0;
+        if (a && !seen[a]) seen[a] = 1, ls->used[ls->n_used++] = a;
+    }
+    if (!ls->uniform) m->ops->upload(m->ops_ctx, m->lora_ids, m->h_lora, sizeof(int32_t) * (size_t)T);
+}
+
+/* y[T][out] += scale * B (A x) for the rows of each adapter of the step
+ * that adapts target tg of layer l (scale is in B). Every row is computed
+ * for each adapter and only its rows are added: a mixed batch costs the sum
+ * of its adapters' products. */
+static void lora_apply(hearth_model *m, const lora_step *ls, int l, int tg, float *y, const float *x, int T) {
+    const hearth_ops *o = m->ops;
+    for (int i = 0; i < ls->n_used; i++) {
+        const hearth_lora_pair *p = &m->lora[ls->used[i] - 1].pairs[(size_t)l * HEARTH_LORA_TARGETS + tg];
+        if (!p->a.data) continue;
+        o->matmul(m->ops_ctx, m->lora_t, x, T, &p->a);
+        o->matmul(m->ops_ctx, m->lora_y, m->lora_t, T, &p->b);
+        if (ls->uniform)
+            o->add(m->ops_ctx, y, m->lora_y, (size_t)T * p->b.rows);
+        else
+            o->add_rows(m->ops_ctx, y, m->lora_y, T, p->b.rows, m->lora_ids, ls->used[i]);
+    }
+}
+
 hearth_status hearth_model_forward(hearth_model *m, hearth_kv *kv, const int32_t *tokens, const int32_t *seq,
                                    const int32_t *pos, int T, const int32_t *logit_rows, int n_logit_rows,
                                    float *logits, hearth_err *err) {
     const hearth_model_config *c = &m->cfg;
     const hearth_ops *o = m->ops;
     void *ctx = m->ops_ctx;
+    lora_step ls; /* the adapters set for this forward, taken now whatever it returns */
+    lora_plan(m, T, &ls);
+    m->lora_rows_set = 0;
     if (T <= 0 || T > m->max_tokens || n_logit_rows < 0 || n_logit_rows > T || n_logit_rows > m->max_logit_rows)
         return hearth_err_set(err, HEARTH_EINVAL, "forward: %d tokens (max %d), %d logit rows (max %d)", T,
                               m->max_tokens, n_logit_rows, m->max_logit_rows);
@@ -67,6 +123,11 @@ hearth_status hearth_model_forward(hearth_model *m, hearth_kv *kv, const int32_t
         o->rmsnorm(ctx, m->xb, m->x, L->attn_norm, T, dim, c->rms_norm_eps);
         matmuls(o, ctx, (float *const[]){m->q, m->k, m->v}, m->xb, T,
                 (const hearth_weight *const[]){&L->wq, &L->wk, &L->wv}, 3);
+        if (ls.n_used) {
+            lora_apply(m, &ls, l, HEARTH_LORA_Q, m->q, m->xb, T);
+            lora_apply(m, &ls, l, HEARTH_LORA_K, m->k, m->xb, T);
+            lora_apply(m, &ls, l, HEARTH_LORA_V, m->v, m->xb, T);
+        }
         if (L->bq) {
             o->add_bias(ctx, m->q, L->bq, T, qd);
             o->add_bias(ctx, m->k, L->bk, T, kvd);
@@ -81,13 +142,19 @@ hearth_status hearth_model_forward(hearth_model *m, hearth_kv *kv, const int32_t
         o->kv_write(ctx, view, l, m->k, m->v, T, d_seq, d_pos);
         o->attention(ctx, m->att, m->q, T, view, l, d_seq, d_pos, nh, nkv, hd, scale, window);
         o->matmul(ctx, m->xb, m->att, T, &L->wo);
+        if (ls.n_used) lora_apply(m, &ls, l, HEARTH_LORA_O, m->xb, m->att, T);
         o->add(ctx, m->x, m->xb, (size_t)T * dim);
         o->rmsnorm(ctx, m->xb, m->x, L->ffn_norm, T, dim, c->rms_norm_eps);
         /* ARCH SWITCH: MoE routes each row to its experts here. */
         matmuls(o, ctx, (float *const[]){m->hb, m->hb2}, m->xb, T, (const hearth_weight *const[]){&L->w_gate, &L->w_up},
                 2);
+        if (ls.n_used) {
+            lora_apply(m, &ls, l, HEARTH_LORA_GATE, m->hb, m->xb, T);
+            lora_apply(m, &ls, l, HEARTH_LORA_UP, m->hb2, m->xb, T);
+        }
         o->swiglu(ctx, m->hb, m->hb, m->hb2, T, ffn);
         o->matmul(ctx, m->xb, m->hb, T, &L->w_down);
+        if (ls.n_used) lora_apply(m, &ls, l, HEARTH_LORA_DOWN, m->xb, m->hb, T);
         o->add(ctx, m->x, m->xb, (size_t)T * dim);
     }
     m->n_logit_rows = 0;

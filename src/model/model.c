@@ -91,7 +91,7 @@ static void fingerprint_tensor(hearth_model *m, const src_tensor *t) {
 
 /* Backend memory p becomes the model's (freed with the model); 0 when the
  * list cannot grow (p is then freed at once). */
-static int own(hearth_model *m, void *p) {
+int hearth_model_own(hearth_model *m, void *p) {
     if (m->n_owned == m->cap_owned) {
         int cap = m->cap_owned ? m->cap_owned * 2 : 64;
         void **n = realloc(m->owned, sizeof *n * (size_t)cap);
@@ -108,7 +108,7 @@ static int own(hearth_model *m, void *p) {
 
 static void *owned_alloc(hearth_model *m, size_t bytes) {
     void *p = m->ops->alloc(m->ops_ctx, bytes ? bytes : 1);
-    return p && own(m, p) ? p : NULL;
+    return p && hearth_model_own(m, p) ? p : NULL;
 }
 
 static hearth_status shape_error(const hearth_model *m, const src_tensor *t, int64_t rows, int64_t cols,
@@ -187,7 +187,7 @@ static hearth_status place_matrix(hearth_model *m, const src_tensor *t, hearth_w
         hearth_status st = m->ops->prepare_weight ? m->ops->prepare_weight(m->ops_ctx, w, err) : HEARTH_OK;
         if (st != HEARTH_OK) return hearth_err_wrap(err, st, "%s: tensor %s", m->path, t->name);
         if (w->data != t->data) {
-            if (!own(m, (void *)w->data)) return oom(m, t->name, t->nbytes, err);
+            if (!hearth_model_own(m, (void *)w->data)) return oom(m, t->name, t->nbytes, err);
             if (m->gguf) hearth_mmap_drop(t->data, t->nbytes); /* its mapped file pages are not read again */
         }
         return HEARTH_OK;
@@ -433,6 +433,7 @@ fail:
 
 void hearth_model_free(hearth_model *m) {
     if (!m) return;
+    hearth_model_lora_free_all(m);
     for (int i = 0; i < m->n_owned; i++) m->ops->free(m->ops_ctx, m->owned[i]);
     free(m->owned);
     free(m->h_rows);

@@ -80,4 +80,24 @@ hearth_status hearth_model_logits_row(hearth_model *m, int row, float *out, hear
  * (host). */
 hearth_status hearth_model_hidden_row(hearth_model *m, int row, float *out, hearth_err *err);
 
+/* ---- LoRA adapters (lora.c) ----
+ * Load PEFT's adapter directory dir beside the model under name, before the
+ * model serves (its scratch is taken from the backend then). *id receives
+ * the adapter's id, 1.. in load order. Errors name the file and the field or
+ * tensor at fault; what hearth does not apply (DoRA, rank patterns, biases,
+ * embedding / head adapters) is refused, not ignored. */
+#define HEARTH_MAX_LORA 16
+hearth_status hearth_model_add_lora(hearth_model *m, const char *name, const char *dir, int *id, hearth_err *err);
+int hearth_model_n_lora(const hearth_model *m);
+/* By id (1..n): name, directory, and the SHA-256 of its tensors and scale
+ * (the prefix cache keys an adapter's blocks apart with it); NULL if no such id. */
+const char *hearth_model_lora_name(const hearth_model *m, int id);
+const char *hearth_model_lora_path(const hearth_model *m, int id);
+const uint8_t *hearth_model_lora_fingerprint(const hearth_model *m, int id);
+/* The id of the adapter loaded under name, 0 if none. */
+int hearth_model_lora_find(const hearth_model *m, const char *name);
+/* The adapter of each of the next forward's T rows (0: none; NULL: none for
+ * any), applied to that row only. It holds for that one forward. */
+hearth_status hearth_model_set_row_adapters(hearth_model *m, const int32_t *ids, int T, hearth_err *err);
+
 #endif

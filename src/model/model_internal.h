@@ -8,6 +8,22 @@
 #include "io/safetensors.h"
 #include "model/model.h"
 
+/* A LoRA adapter's matrices (lora.c): for each layer and target, A [R, in]
+ * and B [out, R] (scale folded in), F32 in backend memory; data NULL where
+ * the adapter leaves the target alone. */
+enum { HEARTH_LORA_Q, HEARTH_LORA_K, HEARTH_LORA_V, HEARTH_LORA_O, HEARTH_LORA_GATE, HEARTH_LORA_UP,
+       HEARTH_LORA_DOWN, HEARTH_LORA_TARGETS };
+typedef struct {
+    hearth_weight a, b;
+} hearth_lora_pair;
+typedef struct {
+    char *name, *path;
+    int rank;                 /* R: the file's r rounded up to 16 */
+    float scale;
+    uint8_t fingerprint[32];
+    hearth_lora_pair *pairs;  /* [n_layers][HEARTH_LORA_TARGETS] */
+} hearth_lora;
+
 struct hearth_model {
     char *path;
     hearth_model_config cfg;
@@ -46,6 +62,20 @@ struct hearth_model {
     hearth_pick_params *d_pick_params; /* [T] */
     hearth_pick *d_picks;              /* [T] */
     int n_logit_rows;                  /* rows of logits the last forward left */
+
+    /* Adapters (lora.c) and what applying them takes: the next forward's
+     * adapter per row (h_lora, host; 0 = none; set by
+     * hearth_model_set_row_adapters), its copy in backend memory, and the
+     * products A x [max_tokens][lora_rank], B (A x) [max_tokens][widest out]. */
+    hearth_lora lora[HEARTH_MAX_LORA];
+    int n_lora, lora_rank, lora_rows_set;
+    int32_t *h_lora, *lora_ids;
+    float *lora_t, *lora_y;
 };
+
+/* Backend memory p becomes the model's (freed with it); 0 when the list
+ * cannot grow (p is then freed at once). */
+int hearth_model_own(hearth_model *m, void *p);
+void hearth_model_lora_free_all(hearth_model *m);
 
 #endif

@@ -137,6 +137,8 @@ typedef struct hearth_ops {
     void (*add_bias)(void *ctx, float *y, const float *b, int T, int n);
     /* y[n] += x[n] (residual) */
     void (*add)(void *ctx, float *y, const float *x, size_t n);
+    /* y[t][n] += x[t][n] for the rows t < T with ids[t] == id (a LoRA adapter's rows of a mixed batch) */
+    void (*add_rows)(void *ctx, float *y, const float *x, int T, int n, const int32_t *ids, int32_t id);
     /* out[T][n] = silu(gate[T][n]) * up[T][n]; out may alias gate. */
     void (*swiglu)(void *ctx, float *out, const float *gate, const float *up, int T, int n);
     /* Write k, v [T][kv_dim] at (seq[t], pos[t]) for layer l. */

@@ -77,7 +77,7 @@ static void rig_reference(rig *r, int n_req, int32_t out[][RIG_NEW]) {
         hearth_sampler_init(&s, &sp, vocab, NULL);
         rig_sink c = {out[i], 0};
         hearth_gen_stats gs;
-        hearth_generate(r->m, r->kv, 0, ids, n, RIG_NEW, &s, NULL, 0, 0, rig_collect, &c, &gs, NULL);
+        hearth_generate(r->m, r->kv, 0, 0, ids, n, RIG_NEW, &s, NULL, 0, 0, rig_collect, &c, &gs, NULL);
         hearth_sampler_deinit(&s);
     }
 }

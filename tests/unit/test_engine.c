@@ -124,7 +124,7 @@ TEST(engine_long_contexts_batched_equal_serial) {
         hearth_sampler_init(&smp, &sp, c->vocab_size, NULL);
         lp_sink sink = {want[i], want_lp[i], 0, NEW};
         hearth_gen_stats gs;
-        CHECK_EQ(hearth_generate(m, kv, 0, ids, len[i], NEW, &smp, NULL, 0, 1, lp_collect, &sink, &gs, NULL),
+        CHECK_EQ(hearth_generate(m, kv, 0, 0, ids, len[i], NEW, &smp, NULL, 0, 1, lp_collect, &sink, &gs, NULL),
                  HEARTH_OK);
         hearth_sampler_deinit(&smp);
     }

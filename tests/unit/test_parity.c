@@ -21,6 +21,7 @@ typedef struct {
     hearth_cpu_ctx *cpu;
     hearth_model *m;
     hearth_kv *kv;
+    int adapter; /* a LoRA adapter every forward applies, 0 = none */
 } engine;
 
 static int engine_open(engine *e, const char *path, int max_ctx, hearth_err *err) {
@@ -47,12 +48,13 @@ static void engine_close(engine *e) {
 /* Logits at every position of ids[n] -> out[n][vocab], in forwards of up to
  * chunk positions. */
 static int forward_chunks(engine *e, const int32_t *ids, int n, int chunk, float *out, hearth_err *err) {
-    int32_t seq[64], pos[64], rows[64];
+    int32_t seq[64], pos[64], rows[64], ad[64];
     if (hearth_kv_reserve(e->kv, 0, n)) return 0;
     int vocab = hearth_model_config_get(e->m)->vocab_size;
     for (int p0 = 0, k; p0 < n; p0 += k) {
         k = n - p0 < chunk ? n - p0 : chunk;
-        for (int i = 0; i < k; i++) seq[i] = 0, pos[i] = p0 + i, rows[i] = i;
+        for (int i = 0; i < k; i++) seq[i] = 0, pos[i] = p0 + i, rows[i] = i, ad[i] = e->adapter;
+        if (hearth_model_set_row_adapters(e->m, ad, k, err)) return 0;
         if (hearth_model_forward(e->m, e->kv, ids + p0, seq, pos, k, rows, k, out + (size_t)p0 * vocab, err))
             return 0;
     }
@@ -83,7 +85,7 @@ static int greedy(engine *e, const int32_t *prompt, int n, int n_new, id_list *o
     hearth_gen_stats gs;
     out->n = 0;
     if (hearth_sampler_init(&s, &sp, hearth_model_config_get(e->m)->vocab_size, err)) return 0;
-    int ok = hearth_generate(e->m, e->kv, 0, prompt, n, n_new, &s, NULL, 0, 0, collect, out, &gs, err) == HEARTH_OK;
+    int ok = hearth_generate(e->m, e->kv, 0, e->adapter, prompt, n, n_new, &s, NULL, 0, 0, collect, out, &gs, err) == HEARTH_OK;
     hearth_sampler_deinit(&s);
     return ok;
 }
@@ -103,14 +105,17 @@ static int argmax(const float *x, int n) {
     return b;
 }
 
-/* Check one model against one golden.json; tol < 0 means top-1 only. */
-static void check_golden(const char *model_path, const char *golden_path, const char *dir, double tol) {
+/* Check one model (with the LoRA adapter in adapter_dir, if not NULL)
+ * against one golden.json; tol < 0 means top-1 only. */
+static void check_golden_lora(const char *model_path, const char *adapter_dir, const char *golden_path,
+                              const char *dir, double tol) {
     hearth_err err = {0};
     json_error_t jerr;
     json_t *g = json_load_file(golden_path, 0, &jerr);
     CHECK_MSG(g, "%s: %s", golden_path, jerr.text);
     engine e;
-    int ok = engine_open(&e, model_path, 256, &err);
+    int ok = engine_open(&e, model_path, 256, &err) &&
+             (!adapter_dir || hearth_model_add_lora(e.m, "a", adapter_dir, &e.adapter, &err) == HEARTH_OK);
     if (!ok) {
         engine_close(&e);
         json_decref(g);
@@ -159,14 +164,18 @@ static void check_golden(const char *model_path, const char *golden_path, const 
         }
         if (got.n != nw || memcmp(got.ids, want, sizeof(int32_t) * (size_t)nw)) bad_greedy++;
     }
-    printf("  %s: max |dlogit| %.3g, top-1 mismatches %d, greedy mismatches %d\n", model_path, max_d, bad_top1,
-           bad_greedy);
+    printf("  %s%s%s: max |dlogit| %.3g, top-1 mismatches %d, greedy mismatches %d\n", model_path,
+           adapter_dir ? " + " : "", adapter_dir ? adapter_dir : "", max_d, bad_top1, bad_greedy);
     engine_close(&e);
     json_decref(g);
     if (failed) return;
     CHECK_MSG(bad_top1 == 0, "%s: %d positions with a different top-1", model_path, bad_top1);
     CHECK_MSG(bad_greedy == 0, "%s: %d greedy continuations differ", model_path, bad_greedy);
     if (tol >= 0) CHECK_MSG(max_d <= tol, "%s: max |dlogit| %.3g > %.3g", model_path, max_d, tol);
+}
+
+static void check_golden(const char *model_path, const char *golden_path, const char *dir, double tol) {
+    check_golden_lora(model_path, NULL, golden_path, dir, tol);
 }
 
 TEST(parity_tiny_hf_vs_pytorch) {
@@ -207,6 +216,38 @@ TEST(parity_tiny_gguf_vs_llamacpp) {
     }
     closedir(d);
     CHECK_MSG(n >= 4, "expected GGUF conversions in F32/F16/Q8_0/Q4_0, found %d", n);
+}
+
+/* LoRA adapters (tools/oracle/make_lora_goldens.py: PEFT on the tiny HF
+ * models, f32) applied by hearth to their base: f32 tolerance. llama3-all
+ * also over the base's GGUF conversion, whose q / k rows llama.cpp's
+ * converter permuted (lora.c permutes B's alike). The goldens move the
+ * logits 19-33 from the base's, so an adapter applied wrongly, or not at
+ * all, fails. */
+TEST(parity_lora_vs_peft) {
+    char root[1024];
+    snprintf(root, sizeof root, "%s", test_path("tests/fixtures/lora"));
+    DIR *d = opendir(root);
+    CHECK_MSG(d, "%s: missing (tools/oracle/make_lora_goldens.py writes it)", root);
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.') continue;
+        char dir[2048], golden[2100], base[2200];
+        snprintf(dir, sizeof dir, "%s/%s", root, de->d_name);
+        snprintf(golden, sizeof golden, "%s/golden.json", dir);
+        json_t *g = json_load_file(golden, 0, NULL);
+        CHECK_MSG(g && json_is_string(json_object_get(g, "base")), "%s: no base named", golden);
+        snprintf(base, sizeof base, "%s/%s", test_path("tests/fixtures/tiny"),
+                 json_string_value(json_object_get(g, "base")));
+        json_decref(g);
+        check_golden_lora(base, dir, golden, dir, 1e-4);
+        if (!strcmp(de->d_name, "llama3-all"))
+            check_golden_lora(test_path("tests/fixtures/tiny-gguf/llama3-f32.gguf"), dir, golden, dir, 1e-4);
+        n++;
+    }
+    closedir(d);
+    CHECK_MSG(n >= 3, "expected 3 adapters, found %d", n);
 }
 
 /* Logits of a model loaded with its q4_0 / q8_0 / q4_K weights panel-laid (the AVX2

@@ -260,6 +260,11 @@ static void cpu_add(void *ctx, float *y, const float *x, size_t n) {
     for (size_t i = 0; i < n; i++) y[i] += x[i];
 }
 
+static void cpu_add_rows(void *ctx, float *y, const float *x, int T, int n, const int32_t *ids, int32_t id) {
+    for (int t = 0; t < T; t++)
+        if (ids[t] == id) cpu_add(ctx, y + (size_t)t * n, x + (size_t)t * n, (size_t)n);
+}
+
 typedef struct {
     float *out;
     const float *gate, *up;
@@ -665,6 +670,7 @@ const hearth_ops hearth_cpu_ops = {
     .rope = cpu_rope,
     .add_bias = cpu_add_bias,
     .add = cpu_add,
+    .add_rows = cpu_add_rows,
     .swiglu = cpu_swiglu,
     .kv_write = cpu_kv_write,
     .attention = cpu_attention,

@@ -40,6 +40,7 @@ enum {
     R_ROPE,
     R_ADD_BIAS,
     R_ADD,
+    R_ADD_ROWS,
     R_SWIGLU,
     R_KV_WRITE,
     R_ATTN,
@@ -238,6 +239,9 @@ static void run_one(hearth_cuda_ctx *c, const rec *r) {
         break;
     case R_ADD_BIAS: cu_add_bias(L, (float *)r->p[0], (const float *)r->p[1], r->i[0], r->i[1]); break;
     case R_ADD: cu_add(L, (float *)r->p[0], (const float *)r->p[1], r->z[0]); break;
+    case R_ADD_ROWS:
+        cu_add_rows(L, (float *)r->p[0], (const float *)r->p[1], r->i[0], r->i[1], (const int32_t *)r->p[2], r->i[2]);
+        break;
     case R_SWIGLU:
         cu_swiglu(L, (float *)r->p[0], (const float *)r->p[1], (const float *)r->p[2], r->i[0], r->i[1]);
         break;
@@ -301,6 +305,9 @@ static int rec_reads(const rec *r, const void *p, size_t n) {
                overlap(r->p[2], f * (r->i[3] / 2), p, n);
     case R_ADD_BIAS: return overlap(r->p[0], f * r->i[0] * r->i[1], p, n) || overlap(r->p[1], f * r->i[1], p, n);
     case R_ADD: return overlap(r->p[0], f * r->z[0], p, n) || overlap(r->p[1], f * r->z[0], p, n);
+    case R_ADD_ROWS:
+        return overlap(r->p[0], f * r->i[0] * r->i[1], p, n) || overlap(r->p[1], f * r->i[0] * r->i[1], p, n) ||
+               overlap(r->p[2], 4 * (size_t)r->i[0], p, n);
     case R_SWIGLU: return overlap(r->p[1], f * r->i[0] * r->i[1], p, n) || overlap(r->p[2], f * r->i[0] * r->i[1], p, n);
     case R_KV_WRITE:
         return overlap(r->p[3], f * r->i[3] * r->i[2], p, n) || overlap(r->p[4], f * r->i[3] * r->i[2], p, n) ||
@@ -1513,6 +1520,16 @@ static void op_add(void *ctx, float *y, const float *x, size_t n) {
     r->z[0] = n;
 }
 
+static void op_add_rows(void *ctx, float *y, const float *x, int T, int n, const int32_t *ids, int32_t id) {
+    rec *r = push((hearth_cuda_ctx *)ctx, R_ADD_ROWS);
+    r->p[0] = y;
+    r->p[1] = x;
+    r->p[2] = ids;
+    r->i[0] = T;
+    r->i[1] = n;
+    r->i[2] = id;
+}
+
 static void op_swiglu(void *ctx, float *out, const float *gate, const float *up, int T, int n) {
     rec *r = push((hearth_cuda_ctx *)ctx, R_SWIGLU);
     r->p[0] = out;
@@ -1590,6 +1607,7 @@ extern "C" const hearth_ops hearth_cuda_ops = {
     /* .rope = */ op_rope,
     /* .add_bias = */ op_add_bias,
     /* .add = */ op_add,
+    /* .add_rows = */ op_add_rows,
     /* .swiglu = */ op_swiglu,
     /* .kv_write = */ op_kv_write,
     /* .attention = */ op_attention,

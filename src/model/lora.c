@@ -1,0 +1,336 @@
+/* lora.c - LoRA adapters in PEFT's format, loaded beside a model and applied
+ * per row of a forward (forward.c).
+ *
+ * An adapter directory holds what PEFT's save_pretrained writes:
+ *   adapter_config.json        {"peft_type": "LORA", "r", "lora_alpha", "use_rslora", ...}
+ *   adapter_model.safetensors  base_model.model.model.layers.<l>.<module>.lora_A.weight  [r, in]
+ *                              base_model.model.model.layers.<l>.<module>.lora_B.weight  [out, r]
+ * for <module> among self_attn.{q,k,v,o}_proj and mlp.{gate,up,down}_proj (a
+ * ".<adapter name>" before ".weight" is accepted). A target's output is
+ * W x + scale * B (A x), scale = lora_alpha / r (lora_alpha / sqrt(r) with
+ * use_rslora), as PEFT computes it in inference.
+ *
+ * At load each pair becomes two F32 matrices in backend memory: A padded to
+ * R = r rounded up to 16 rows (zeros), B [out, R] with the scale folded in
+ * and zero columns past r, so that the backends' float kernels see aligned
+ * shapes and the padding adds exact zeros. For a GGUF llama model, whose
+ * converter permuted the q and k rows for its rope pairing, B's q and k rows
+ * are permuted alike (llama.cpp's convert_lora_to_gguf does the same).
+ *
+ * What PEFT can also save and hearth does not apply is refused by name, never
+ * ignored: DoRA, rank / alpha patterns, modules_to_save, LoRA biases, and
+ * adapters of the embedding or the output head. */
+#include "model/model_internal.h"
+
+#include "core/file.h"
+#include "core/log.h"
+#include "ops/cpu/quant.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const MODULES[HEARTH_LORA_TARGETS] = {
+    [HEARTH_LORA_Q] = "self_attn.q_proj",   [HEARTH_LORA_K] = "self_attn.k_proj",
+    [HEARTH_LORA_V] = "self_attn.v_proj",   [HEARTH_LORA_O] = "self_attn.o_proj",
+    [HEARTH_LORA_GATE] = "mlp.gate_proj",   [HEARTH_LORA_UP] = "mlp.up_proj",
+    [HEARTH_LORA_DOWN] = "mlp.down_proj",
+};
+
+/* A target's [out, in] in the model. */
+static void target_shape(const hearth_model_config *c, int t, int *out, int *in) {
+    const int dim = c->hidden_size, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim,
+              ffn = c->intermediate_size;
+    static const int OUT = 0, IN = 1;
+    int s[HEARTH_LORA_TARGETS][2] = {{qd, dim}, {kvd, dim}, {kvd, dim}, {dim, qd}, {ffn, dim}, {ffn, dim}, {dim, ffn}};
+    *out = s[t][OUT];
+    *in = s[t][IN];
+}
+
+/* Parse "...layers.<l>.<module>.lora_<A|B>[.<name>].weight" -> layer, target,
+ * 0 for A / 1 for B. Returns 0 when the name is not such a key. */
+static int parse_key(const char *name, int *layer, int *target, int *which) {
+    const char *p = strstr(name, "layers.");
+    if (!p) return 0;
+    char *end;
+    long l = strtol(p + 7, &end, 10);
+    if (end == p + 7 || *end != '.' || l < 0 || l > 100000) return 0;
+    p = end + 1;
+    for (int t = 0; t < HEARTH_LORA_TARGETS; t++) {
+        size_t n = strlen(MODULES[t]);
+        if (strncmp(p, MODULES[t], n) || strncmp(p + n, ".lora_", 6)) continue;
+        const char *q = p + n + 6;
+        if (*q != 'A' && *q != 'B') return 0;
+        const char *rest = q + 1, *dot = rest[0] == '.' ? strchr(rest + 1, '.') : NULL;
+        if (strcmp(rest, ".weight") && (!dot || dot == rest + 1 || strcmp(dot, ".weight"))) return 0;
+        *layer = (int)l;
+        *target = t;
+        *which = *q == 'B';
+        return 1;
+    }
+    return 0;
+}
+
+/* Fields of PEFT's LoraConfig that change what the adapter computes, beyond
+ * y += scale * B (A x): any of them set (not null, false, {} or []) is
+ * refused by name. */
+static const char *const UNAPPLIED[] = {
+    "use_dora", "fan_in_fan_out", "rank_pattern", "alpha_pattern", "modules_to_save", "lora_bias",
+    "layer_replication", "trainable_token_indices", "target_parameters", "alora_invocation_tokens", "use_qalora",
+    "use_bdlora", "arrow_config", "monteclora_config",
+};
+
+/* The adapter's config: r, the scale, and a refusal of what is not applied. */
+static hearth_status read_config(const char *dir, int *r, float *scale, hearth_err *err) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/adapter_config.json", dir);
+    json_error_t je;
+    json_t *j = json_load_file(path, 0, &je);
+    if (!j) return hearth_err_set(err, HEARTH_EFORMAT, "%s: %s (line %d)", path, je.text, je.line);
+    hearth_status st = HEARTH_OK;
+    const json_t *pt = json_object_get(j, "peft_type"), *jr = json_object_get(j, "r"),
+                 *ja = json_object_get(j, "lora_alpha");
+    const char *refused = NULL;
+    if (pt && !(json_is_string(pt) && !strcmp(json_string_value(pt), "LORA")))
+        st = hearth_err_set(err, HEARTH_ENOTSUP, "%s: peft_type %s: only LORA adapters are supported", path,
+                            json_is_string(pt) ? json_string_value(pt) : "(not a string)");
+    else if (!json_is_integer(jr) || json_integer_value(jr) < 1 || json_integer_value(jr) > 4096)
+        st = hearth_err_set(err, HEARTH_EFORMAT, "%s: r: expected an integer rank in [1, 4096]", path);
+    else if (!json_is_number(ja) || !(json_number_value(ja) > 0))
+        st = hearth_err_set(err, HEARTH_EFORMAT, "%s: lora_alpha: expected a positive number", path);
+    else if (json_is_string(json_object_get(j, "bias")) && strcmp(json_string_value(json_object_get(j, "bias")), "none"))
+        refused = "bias (LoRA biases)";
+    else
+        for (size_t i = 0; i < sizeof UNAPPLIED / sizeof UNAPPLIED[0] && !refused; i++) {
+            const json_t *v = json_object_get(j, UNAPPLIED[i]);
+            if (v && !json_is_null(v) && !json_is_false(v) && !(json_is_object(v) && !json_object_size(v)) &&
+                !(json_is_array(v) && !json_array_size(v)))
+                refused = UNAPPLIED[i];
+        }
+    if (refused) st = hearth_err_set(err, HEARTH_ENOTSUP, "%s: %s is not supported", path, refused);
+    if (st == HEARTH_OK) {
+        *r = (int)json_integer_value(jr);
+        double a = json_number_value(ja);
+        *scale = (float)(json_is_true(json_object_get(j, "use_rslora")) ? a / sqrt((double)*r) : a / *r);
+    }
+    json_decref(j);
+    return st;
+}
+
+/* Row i of B (as stored, HF order) for output row o of the model. */
+static int b_row(const hearth_model *m, int target, int o) {
+    const hearth_model_config *c = &m->cfg;
+    if (!m->gguf || c->rope_neox || (target != HEARTH_LORA_Q && target != HEARTH_LORA_K)) return o;
+    /* GGUF row h*hd + 2j + i holds HF row h*hd + i*hd/2 + j */
+    const int hd = c->head_dim, h = o / hd, r = o % hd;
+    return h * hd + (r % 2) * (hd / 2) + r / 2;
+}
+
+static hearth_status put_matrix(hearth_model *m, hearth_weight *w, float *host, int rows, int cols,
+                                const char *what, hearth_err *err) {
+    size_t bytes = sizeof(float) * (size_t)rows * cols;
+    void *d = m->ops->alloc(m->ops_ctx, bytes);
+    if (!d || !hearth_model_own(m, d))
+        return hearth_err_set(err, HEARTH_ENOMEM, "out of %s memory for %s (%.1f MiB)", m->ops->name, what,
+                              bytes / 1048576.0);
+    m->ops->upload(m->ops_ctx, d, host, bytes);
+    *w = (hearth_weight){.data = d, .type = HEARTH_DT_F32, .rows = rows, .cols = cols, .row_bytes = 4 * (size_t)cols};
+    hearth_status st = m->ops->prepare_weight ? m->ops->prepare_weight(m->ops_ctx, w, err) : HEARTH_OK;
+    return st ? hearth_err_wrap(err, st, "%s", what) : HEARTH_OK;
+}
+
+/* One target's pair from the file into backend memory. */
+static hearth_status load_pair(hearth_model *m, hearth_lora *a, int layer, int target, const hearth_st_tensor *ta,
+                               const hearth_st_tensor *tb, int r, float scale, hearth_err *err) {
+    int out, in;
+    target_shape(&m->cfg, target, &out, &in);
+    if (ta->n_dims != 2 || ta->shape[0] != r || ta->shape[1] != in)
+        return hearth_err_set(err, HEARTH_EFORMAT, "%s: tensor %s: shape [%lld,%lld], expected [%d,%d]", a->path,
+                              ta->name, (long long)ta->shape[0], (long long)(ta->n_dims > 1 ? ta->shape[1] : 1), r,
+                              in);
+    if (tb->n_dims != 2 || tb->shape[0] != out || tb->shape[1] != r)
+        return hearth_err_set(err, HEARTH_EFORMAT, "%s: tensor %s: shape [%lld,%lld], expected [%d,%d]", a->path,
+                              tb->name, (long long)tb->shape[0], (long long)(tb->n_dims > 1 ? tb->shape[1] : 1), out,
+                              r);
+    const int R = a->rank;
+    size_t na = (size_t)R * in, nb = (size_t)out * R;
+    float *ha = calloc(na, sizeof(float)), *hb = calloc(nb, sizeof(float)), *row = malloc(sizeof(float) * r);
+    hearth_status st = HEARTH_OK;
+    if (!ha || !hb || !row) {
+        st = hearth_err_set(err, HEARTH_ENOMEM, "out of host memory for %s", ta->name);
+        goto done;
+    }
+    const size_t ea = hearth_dtype_row_bytes(ta->type, in), eb = hearth_dtype_row_bytes(tb->type, r);
+    for (int i = 0; i < r; i++)
+        hearth_cpu_dequantize_row((hearth_dtype)ta->type, (const uint8_t *)ta->data + ea * i, ha + (size_t)i * in, in);
+    for (int o = 0; o < out; o++) {
+        hearth_cpu_dequantize_row((hearth_dtype)tb->type, (const uint8_t *)tb->data + eb * b_row(m, target, o), row, r);
+        for (int j = 0; j < r; j++) hb[(size_t)o * R + j] = row[j] * scale;
+    }
+    hearth_lora_pair *p = &a->pairs[(size_t)layer * HEARTH_LORA_TARGETS + target];
+    char what[200];
+    snprintf(what, sizeof what, "%s: layer %d %s", a->path, layer, MODULES[target]);
+    if ((st = put_matrix(m, &p->a, ha, R, in, what, err)) == HEARTH_OK) st = put_matrix(m, &p->b, hb, out, R, what, err);
+done:
+    free(ha);
+    free(hb);
+    free(row);
+    return st;
+}
+
+/* Fingerprint: the scale, the rank and every byte of the tensors, in name order. */
+static void fingerprint(hearth_lora *a, const hearth_st_set *st, float scale) {
+    hearth_sha256 s;
+    hearth_sha256_init(&s);
+    hearth_sha256_update(&s, "hearth-lora-1", 13);
+    hearth_sha256_update(&s, &scale, sizeof scale);
+    hearth_sha256_update(&s, &a->rank, sizeof a->rank);
+    for (int64_t i = 0; i < hearth_st_n_tensors(st); i++) {
+        const hearth_st_tensor *t = hearth_st_tensor_at(st, i);
+        hearth_sha256_update(&s, t->name, strlen(t->name) + 1);
+        hearth_sha256_update(&s, t->data, t->nbytes);
+    }
+    hearth_sha256_final(&s, a->fingerprint);
+}
+
+/* The shared scratch the application needs: [max_tokens][R] and [max_tokens][widest out]. */
+static hearth_status scratch(hearth_model *m, int R, hearth_err *err) {
+    const hearth_model_config *c = &m->cfg;
+    if (!m->lora_ids) {
+        int wide = c->intermediate_size;
+        if (c->n_heads * c->head_dim > wide) wide = c->n_heads * c->head_dim;
+        if (c->hidden_size > wide) wide = c->hidden_size;
+        size_t bytes = sizeof(float) * (size_t)m->max_tokens * wide;
+        if (!(m->lora_y = m->ops->alloc(m->ops_ctx, bytes)) || !hearth_model_own(m, m->lora_y) ||
+            !(m->lora_ids = m->ops->alloc(m->ops_ctx, sizeof(int32_t) * (size_t)m->max_tokens)) ||
+            !hearth_model_own(m, m->lora_ids) ||
+            !(m->h_lora = calloc((size_t)m->max_tokens, sizeof(int32_t))))
+            return hearth_err_set(err, HEARTH_ENOMEM, "out of %s memory for the adapters' activations (%.1f MiB)",
+                                  m->ops->name, bytes / 1048576.0);
+    }
+    if (R > m->lora_rank) {
+        size_t bytes = sizeof(float) * (size_t)m->max_tokens * R;
+        if (!(m->lora_t = m->ops->alloc(m->ops_ctx, bytes)) || !hearth_model_own(m, m->lora_t))
+            return hearth_err_set(err, HEARTH_ENOMEM, "out of %s memory for the adapters' activations (%.1f MiB)",
+                                  m->ops->name, bytes / 1048576.0);
+        m->lora_rank = R;
+    }
+    return HEARTH_OK;
+}
+
+hearth_status hearth_model_add_lora(hearth_model *m, const char *name, const char *dir, int *id, hearth_err *err) {
+    *id = 0;
+    if (m->n_lora >= HEARTH_MAX_LORA)
+        return hearth_err_set(err, HEARTH_ERANGE, "%s: at most %d adapters", dir, HEARTH_MAX_LORA);
+    for (int i = 0; i < m->n_lora; i++)
+        if (!strcmp(m->lora[i].name, name))
+            return hearth_err_set(err, HEARTH_EINVAL, "adapter name '%s' is given twice", name);
+    if (!hearth_path_is_dir(dir))
+        return hearth_err_set(err, HEARTH_ENOENT, "%s: not a directory (a LoRA adapter is PEFT's directory: "
+                                                  "adapter_config.json + adapter_model.safetensors)", dir);
+    int r = 0;
+    float scale = 0;
+    hearth_status st = read_config(dir, &r, &scale, err);
+    if (st) return st;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
+    hearth_st_set *sts;
+    if ((st = hearth_st_open_file(&sts, path, err))) return st;
+    hearth_lora *a = &m->lora[m->n_lora];
+    memset(a, 0, sizeof *a);
+    const int L = m->cfg.n_layers;
+    a->rank = (r + 15) / 16 * 16;
+    a->scale = scale;
+    a->name = strdup(name);
+    a->path = strdup(dir);
+    a->pairs = calloc((size_t)L * HEARTH_LORA_TARGETS, sizeof *a->pairs);
+    const hearth_st_tensor **ta = calloc((size_t)L * HEARTH_LORA_TARGETS * 2, sizeof *ta);
+    if (!a->name || !a->path || !a->pairs || !ta) {
+        st = hearth_err_set(err, HEARTH_ENOMEM, "out of memory");
+        goto fail;
+    }
+    for (int64_t i = 0; i < hearth_st_n_tensors(sts); i++) {
+        const hearth_st_tensor *t = hearth_st_tensor_at(sts, i);
+        int l, tg, w;
+        if (!parse_key(t->name, &l, &tg, &w)) {
+            st = hearth_err_set(err, HEARTH_ENOTSUP, "%s: tensor %s: not a LoRA A or B of a layer's q/k/v/o, gate, "
+                                                     "up or down projection; not supported", path, t->name);
+            goto fail;
+        }
+        if (l >= L) {
+            st = hearth_err_set(err, HEARTH_EFORMAT, "%s: tensor %s: layer %d, the model has %d", path, t->name, l, L);
+            goto fail;
+        }
+        const hearth_st_tensor **slot = &ta[((size_t)l * HEARTH_LORA_TARGETS + tg) * 2 + w];
+        if (*slot) {
+            st = hearth_err_set(err, HEARTH_EFORMAT, "%s: tensors %s and %s are the same matrix", path, (*slot)->name,
+                                t->name);
+            goto fail;
+        }
+        *slot = t;
+    }
+    if ((st = scratch(m, a->rank, err))) goto fail;
+    int pairs = 0;
+    for (int i = 0; i < L * HEARTH_LORA_TARGETS; i++) {
+        if (!ta[2 * i] != !ta[2 * i + 1]) {
+            st = hearth_err_set(err, HEARTH_EFORMAT, "%s: tensor %s has no lora_%c beside it", path,
+                                (ta[2 * i] ? ta[2 * i] : ta[2 * i + 1])->name, ta[2 * i] ? 'B' : 'A');
+            goto fail;
+        }
+        if (!ta[2 * i]) continue;
+        st = load_pair(m, a, i / HEARTH_LORA_TARGETS, i % HEARTH_LORA_TARGETS, ta[2 * i], ta[2 * i + 1], r, scale,
+                       err);
+        if (st) goto fail;
+        pairs++;
+    }
+    if (!pairs) {
+        st = hearth_err_set(err, HEARTH_EFORMAT, "%s: no LoRA tensors", path);
+        goto fail;
+    }
+    fingerprint(a, sts, scale);
+    hearth_log_info("%s: adapter '%s': %d matrices of rank %d, scale %g", dir, name, pairs, r, scale);
+    free(ta);
+    hearth_st_close(sts);
+    *id = ++m->n_lora;
+    return HEARTH_OK;
+fail:
+    free(ta);
+    hearth_st_close(sts);
+    free(a->name);
+    free(a->path);
+    free(a->pairs);
+    memset(a, 0, sizeof *a); /* backend memory already taken stays owned by the model */
+    return st;
+}
+
+int hearth_model_n_lora(const hearth_model *m) { return m->n_lora; }
+
+const char *hearth_model_lora_name(const hearth_model *m, int id) {
+    return id >= 1 && id <= m->n_lora ? m->lora[id - 1].name : NULL;
+}
+
+const char *hearth_model_lora_path(const hearth_model *m, int id) {
+    return id >= 1 && id <= m->n_lora ? m->lora[id - 1].path : NULL;
+}
+
+const uint8_t *hearth_model_lora_fingerprint(const hearth_model *m, int id) {
+    return id >= 1 && id <= m->n_lora ? m->lora[id - 1].fingerprint : NULL;
+}
+
+int hearth_model_lora_find(const hearth_model *m, const char *name) {
+    for (int i = 0; i < m->n_lora; i++)
+        if (!strcmp(m->lora[i].name, name)) return i + 1;
+    return 0;
+}
+
+void hearth_model_lora_free_all(hearth_model *m) {
+    for (int i = 0; i < m->n_lora; i++) {
+        free(m->lora[i].name);
+        free(m->lora[i].path);
+        free(m->lora[i].pairs);
+    }
+    free(m->h_lora);
+    m->n_lora = 0;
+}
