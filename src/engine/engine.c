@@ -69,7 +69,7 @@ struct hearth_engine {
     int n_waiting;
     hearth_seq **running; /* [n_slots], NULL = free slot */
     struct admitted { double t; int slot; } *order; /* [n_slots] plan's scratch: running slots, first admitted first */
-    int32_t *b_tokens, *b_seq, *b_pos, *b_rows; /* [max_tokens] */
+    int32_t *b_tokens, *b_seq, *b_pos, *b_rows, *b_adapter; /* [max_tokens] */
     hearth_seq **row_seq;                        /* [max_tokens] owner of each logit row */
     hearth_sampler **row_smp;                    /* [max_tokens] */
     uint8_t *row_lp;                             /* [max_tokens] wants logprobs */
@@ -307,7 +307,8 @@ static void admit(hearth_engine *e) {
         if (any_running && blocks > hearth_kv_n_available_blocks(e->kv)) break; /* FIFO: no overtaking */
         wait_pop(e);
         s->slot = slot;
-        s->n_computed = hearth_kv_prefix_acquire(e->kv, slot, s->tokens, s->n_tokens);
+        s->n_computed = hearth_kv_prefix_acquire(e->kv, slot, hearth_model_lora_fingerprint(e->m, s->req.adapter),
+                                                 s->tokens, s->n_tokens);
         if (s->t_admit == 0) { /* first admission: the prompt's cache hit is what usage reports */
             s->t_admit = hearth_time_now();
             pthread_mutex_lock(&s->mu);
@@ -378,7 +379,7 @@ static int step(hearth_engine *e, double t_turn) {
         hand_out(e);
         return 0;
     }
-    int n = 0, n_rows = 0;
+    int n = 0, n_rows = 0, adapters = 0;
     for (int i = 0; i < e->o.n_slots; i++) {
         hearth_seq *s = e->running[i];
         if (!s || s->plan == 0) continue;
@@ -386,7 +387,9 @@ static int step(hearth_engine *e, double t_turn) {
             e->b_tokens[n + k] = s->tokens[s->n_computed + k];
             e->b_seq[n + k] = s->slot;
             e->b_pos[n + k] = s->n_computed + k;
+            e->b_adapter[n + k] = s->req.adapter;
         }
+        adapters |= s->req.adapter;
         n += s->plan;
         s->n_computed += s->plan;
         if (s->n_computed == s->n_tokens) {
@@ -397,8 +400,9 @@ static int step(hearth_engine *e, double t_turn) {
     hearth_err err = {0};
     double t0 = hearth_time_now();
     const double plan_s = t0 - t_plan;
-    hearth_status st = hearth_model_forward(e->m, e->kv, e->b_tokens, e->b_seq, e->b_pos, n, e->b_rows, n_rows,
-                                            NULL, &err);
+    hearth_status st = hearth_model_set_row_adapters(e->m, adapters ? e->b_adapter : NULL, n, &err);
+    if (st == HEARTH_OK)
+        st = hearth_model_forward(e->m, e->kv, e->b_tokens, e->b_seq, e->b_pos, n, e->b_rows, n_rows, NULL, &err);
     /* the last step's tokens go out while the device runs this one (its time is deliver_s, not step_s) */
     if (e->overlap) hearth_model_submit(e->m);
     const double t_out = hearth_time_now();
@@ -421,7 +425,9 @@ static int step(hearth_engine *e, double t_turn) {
     if (st == HEARTH_OK) /* full blocks computed this step join the prefix cache */
         for (int i = 0; i < e->o.n_slots; i++) {
             hearth_seq *s = e->running[i];
-            if (s && s->plan) hearth_kv_prefix_commit(e->kv, s->slot, s->tokens, s->n_computed);
+            if (s && s->plan)
+                hearth_kv_prefix_commit(e->kv, s->slot, hearth_model_lora_fingerprint(e->m, s->req.adapter), s->tokens,
+                                        s->n_computed);
         }
     double now = hearth_time_now();
     for (int r = 0; r < n_rows; r++) {
@@ -605,6 +611,7 @@ hearth_status hearth_engine_new(hearth_engine **out, hearth_model *m, hearth_kv 
     e->b_seq = malloc(T * 4);
     e->b_pos = malloc(T * 4);
     e->b_rows = malloc(T * 4);
+    e->b_adapter = malloc(T * 4);
     e->row_seq = malloc(T * sizeof *e->row_seq);
     e->row_smp = malloc(T * sizeof *e->row_smp);
     e->row_lp = malloc(T);
@@ -613,7 +620,7 @@ hearth_status hearth_engine_new(hearth_engine **out, hearth_model *m, hearth_kv 
     e->pend_seq = malloc(T * sizeof *e->pend_seq);
     e->pend_ev = malloc(T * sizeof *e->pend_ev);
     e->pend_fin = malloc(T * sizeof *e->pend_fin);
-    if (!e->running || !e->order || !e->b_tokens || !e->b_seq || !e->b_pos || !e->b_rows || !e->row_seq || !e->row_smp ||
+    if (!e->running || !e->order || !e->b_tokens || !e->b_seq || !e->b_pos || !e->b_rows || !e->b_adapter || !e->row_seq || !e->row_smp ||
         !e->row_lp || !e->row_id || !e->row_lps || !e->pend_seq || !e->pend_ev || !e->pend_fin) {
         hearth_engine_free(e);
         return hearth_err_set(err, HEARTH_ENOMEM, "engine: out of memory for step buffers");
@@ -660,6 +667,7 @@ void hearth_engine_free(hearth_engine *e) {
     free(e->b_seq);
     free(e->b_pos);
     free(e->b_rows);
+    free(e->b_adapter);
     free(e->row_seq);
     free(e->row_smp);
     free(e->row_lp);
@@ -684,6 +692,9 @@ hearth_status hearth_engine_submit(hearth_engine *e, hearth_gen_request *r, hear
             return hearth_err_set(err, HEARTH_ERANGE, "prompt token id %d outside the vocabulary [0, %d)",
                                   r->prompt[i], e->vocab);
     if (r->max_new <= 0) return hearth_err_set(err, HEARTH_EINVAL, "max_tokens must be at least 1");
+    if (r->adapter < 0 || r->adapter > hearth_model_n_lora(e->m))
+        return hearth_err_set(err, HEARTH_EINVAL, "adapter %d: %d LoRA adapters are loaded", r->adapter,
+                              hearth_model_n_lora(e->m));
     if (r->max_new > e->ctx - r->n_prompt) r->max_new = e->ctx - r->n_prompt; /* clamp to the room left */
     hearth_seq *s = calloc(1, sizeof *s);
     if (!s) return hearth_err_set(err, HEARTH_ENOMEM, "out of memory");

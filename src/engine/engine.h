@@ -33,6 +33,8 @@ typedef struct {
     int n_stop;
     int want_logprobs;
     int want_hidden; /* keep the final-normed hidden state of the prompt's last position (embeddings) */
+    int adapter;     /* LoRA adapter id (hearth_model_add_lora, before hearth_engine_new), 0 = none; the prefix
+                        cache shares KV only between sequences of the same adapter */
 } hearth_gen_request;
 
 typedef enum {

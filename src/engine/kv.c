@@ -246,10 +246,11 @@ static void block_key(const hearth_kv *kv, const uint8_t parent[32], const int32
     hearth_sha256_final(&s, out);
 }
 
-int hearth_kv_prefix_acquire(hearth_kv *kv, int slot, const int32_t *ids, int n) {
+int hearth_kv_prefix_acquire(hearth_kv *kv, int slot, const uint8_t root[32], const int32_t *ids, int n) {
     HEARTH_ASSERT(kv->slot_blocks[slot] == 0);
     int32_t *row = kv->table + (size_t)slot * kv->max_blocks_per_seq;
     uint8_t parent[32] = {0}, key[32];
+    if (root) memcpy(parent, root, 32);
     int bs = kv->block_size, got = 0;
     /* full blocks strictly before the last token */
     for (int i = 0; (i + 1) * bs <= n - 1 && i < kv->max_blocks_per_seq; i++) {
@@ -267,14 +268,17 @@ int hearth_kv_prefix_acquire(hearth_kv *kv, int slot, const int32_t *ids, int n)
     return got * bs;
 }
 
-void hearth_kv_prefix_commit(hearth_kv *kv, int slot, const int32_t *ids, int n_computed) {
+void hearth_kv_prefix_commit(hearth_kv *kv, int slot, const uint8_t root[32], const int32_t *ids, int n_computed) {
     int bs = kv->block_size, full = n_computed / bs;
     if (full > kv->slot_blocks[slot]) full = kv->slot_blocks[slot];
     int32_t *row = kv->table + (size_t)slot * kv->max_blocks_per_seq;
     int i = kv->slot_keyed[slot];
     if (i >= full) return;
     uint8_t parent[32] = {0}, key[32];
-    if (i > 0) memcpy(parent, kv->meta[row[i - 1]].key, 32);
+    if (i > 0)
+        memcpy(parent, kv->meta[row[i - 1]].key, 32);
+    else if (root)
+        memcpy(parent, root, 32);
     for (; i < full; i++) {
         block_key(kv, parent, ids + (size_t)i * bs, key);
         int b = row[i];

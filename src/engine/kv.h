@@ -44,10 +44,14 @@ int hearth_kv_max_ctx(const hearth_kv *kv);
 void hearth_kv_set_namespace(hearth_kv *kv, const uint8_t ns[32]);
 /* Acquire into an empty slot the cached blocks of the longest cached prefix
  * of ids[0, n) and return the positions they cover: a multiple of the block
- * size, always < n (the last token is always computed). */
-int hearth_kv_prefix_acquire(hearth_kv *kv, int slot, const int32_t *ids, int n);
-/* Register the slot's blocks that are full within ids[0, n_computed). */
-void hearth_kv_prefix_commit(hearth_kv *kv, int slot, const int32_t *ids, int n_computed);
+ * size, always < n (the last token is always computed). root (NULL: zeros)
+ * is the first block's parent key: a sequence's KV that depends on more than
+ * the weights and the ids (a LoRA adapter's fingerprint) chains from its own
+ * root, so that it is only ever shared with sequences of the same root. */
+int hearth_kv_prefix_acquire(hearth_kv *kv, int slot, const uint8_t root[32], const int32_t *ids, int n);
+/* Register the slot's blocks that are full within ids[0, n_computed), under
+ * the root it acquired with. */
+void hearth_kv_prefix_commit(hearth_kv *kv, int slot, const uint8_t root[32], const int32_t *ids, int n_computed);
 /* Blocks held by the cache and referenced by no sequence (evictable). */
 int hearth_kv_n_cached_blocks(const hearth_kv *kv);
 /* Blocks not held by any sequence: free or evictable. */

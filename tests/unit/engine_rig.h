@@ -10,7 +10,9 @@
 #include "engine/engine.h"
 #include "engine/generate.h"
 
+#include <jansson.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define RIG_MAX_REQ 96
@@ -21,7 +23,39 @@ typedef struct {
     void *ctx; /* borrowed */
     hearth_model *m;
     hearth_kv *kv;
+    int n_adapters; /* LoRA adapters loaded (rig_add_adapters): request i runs with adapter i % (n + 1) */
 } rig;
+
+static inline int rig_adapter(const rig *r, int i) { return i % (r->n_adapters + 1); }
+
+/* Load the PEFT adapter in dir, and a copy of it scaled by another
+ * lora_alpha (written under the test's scratch directory): two adapters that
+ * differ, for mixed batches. 1 on success. */
+static inline int rig_add_adapters(rig *r, const char *dir, double alpha2) {
+    hearth_err err = {0};
+    char cfg[1024], dir2[1024], path[1100], src[1100];
+    snprintf(dir2, sizeof dir2, "%s/lora-alpha-%g", test_tmpdir(), alpha2);
+    snprintf(cfg, sizeof cfg, "%s/adapter_config.json", dir);
+    json_t *j = json_load_file(cfg, 0, NULL);
+    int ok = j && json_object_set_new(j, "lora_alpha", json_real(alpha2)) == 0;
+    if (ok) {
+        mkdir(dir2, 0755);
+        snprintf(path, sizeof path, "%s/adapter_config.json", dir2);
+        ok = json_dump_file(j, path, 0) == 0;
+        snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir2);
+        snprintf(src, sizeof src, "%s/adapter_model.safetensors", dir);
+        char *abs = realpath(src, NULL); /* the link is read from dir2 */
+        unlink(path);
+        ok = ok && abs && symlink(abs, path) == 0;
+        free(abs);
+    }
+    json_decref(j);
+    int id1 = 0, id2 = 0;
+    if (ok && (hearth_model_add_lora(r->m, "one", dir, &id1, &err) || hearth_model_add_lora(r->m, "two", dir2, &id2, &err)))
+        printf("  %s\n", err.msg), ok = 0;
+    if (ok) r->n_adapters = 2;
+    return ok && id1 == 1 && id2 == 2;
+}
 
 static int rig_open_on(rig *r, const hearth_ops *ops, void *ctx, const char *path, hearth_dtype kv_type,
                        int n_blocks, int n_slots, int max_tokens) {
@@ -77,7 +111,7 @@ static void rig_reference(rig *r, int n_req, int32_t out[][RIG_NEW]) {
         hearth_sampler_init(&s, &sp, vocab, NULL);
         rig_sink c = {out[i], 0};
         hearth_gen_stats gs;
-        hearth_generate(r->m, r->kv, 0, 0, ids, n, RIG_NEW, &s, NULL, 0, 0, rig_collect, &c, &gs, NULL);
+        hearth_generate(r->m, r->kv, 0, rig_adapter(r, i), ids, n, RIG_NEW, &s, NULL, 0, 0, rig_collect, &c, &gs, NULL);
         hearth_sampler_deinit(&s);
     }
 }
@@ -87,15 +121,16 @@ static void rig_reference(rig *r, int n_req, int32_t out[][RIG_NEW]) {
  * want[0..k)) in one forward, its last row. -1 on failure. */
 static float rig_gap(rig *r, int i, const int32_t *want, int k, int32_t got) {
     int vocab = hearth_model_config_get(r->m)->vocab_size;
-    int32_t ids[64 + RIG_NEW], seq[64 + RIG_NEW], pos[64 + RIG_NEW];
+    int32_t ids[64 + RIG_NEW], seq[64 + RIG_NEW], pos[64 + RIG_NEW], ad[64 + RIG_NEW];
     int n;
     rig_prompt(i, ids, &n, vocab);
     for (int j = 0; j < k; j++) ids[n++] = want[j];
-    for (int j = 0; j < n; j++) seq[j] = 0, pos[j] = j;
+    for (int j = 0; j < n; j++) seq[j] = 0, pos[j] = j, ad[j] = rig_adapter(r, i);
     float *logits = malloc(sizeof(float) * (size_t)vocab);
     int32_t last = n - 1;
     float gap = -1;
     if (logits && hearth_kv_reserve(r->kv, 0, n) == HEARTH_OK &&
+        hearth_model_set_row_adapters(r->m, ad, n, NULL) == HEARTH_OK &&
         hearth_model_forward(r->m, r->kv, ids, seq, pos, n, &last, 1, logits, NULL) == HEARTH_OK)
         gap = fabsf(logits[want[k]] - logits[got]);
     hearth_kv_release_slot(r->kv, 0);
@@ -121,6 +156,7 @@ static void rig_batched_tie(rig *r, int n_req, int n_slots, int32_t want[][RIG_N
         q.prompt = malloc(sizeof(int32_t) * 64);
         rig_prompt(i, q.prompt, &q.n_prompt, vocab);
         q.max_new = RIG_NEW;
+        q.adapter = rig_adapter(r, i);
         hearth_sampling_default(&q.sampling);
         q.sampling.temperature = 0;
         CHECK_EQ(hearth_engine_submit(e, &q, &seqs[i], &err), HEARTH_OK);
