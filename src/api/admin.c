@@ -20,31 +20,44 @@ void api_health(hearth_api *a, hearth_http_response *r) {
               state == API_LOADING ? "the model is loading" : "the server is shutting down");
 }
 
-/* The model in OpenAI's shape and Anthropic's at once (their fields do not
- * collide), so that both SDKs list and retrieve it. */
-static json_t *model_obj(hearth_api *a) {
+/* A model in OpenAI's shape and Anthropic's at once (their fields do not
+ * collide), so that both SDKs list and retrieve it. A LoRA adapter is listed
+ * as vLLM lists one: its name, and the model it adapts as "parent". */
+static json_t *model_obj(hearth_api *a, const char *id) {
     time_t created = time(NULL) - (time_t)(hearth_time_now() - a->t_start);
     struct tm tm;
     char at[32];
     strftime(at, sizeof at, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&created, &tm));
-    return json_pack("{s:s,s:s,s:I,s:s,s:s,s:s,s:s}", "id", a->model_id, "object", "model", "created",
-                     (json_int_t)created, "owned_by", "hearth", "type", "model", "display_name", a->model_id,
-                     "created_at", at);
+    json_t *m = json_pack("{s:s,s:s,s:I,s:s,s:s,s:s,s:s}", "id", id, "object", "model", "created", (json_int_t)created,
+                          "owned_by", "hearth", "type", "model", "display_name", id, "created_at", at);
+    if (id != a->model_id) json_object_set_new(m, "parent", json_string(a->model_id));
+    return m;
 }
 
 void api_models(hearth_api *a, const char *path, hearth_http_response *r) {
+    const int n = hearth_cpl_n_adapters(a->cpl);
     if (!strcmp(path, "/v1/models")) {
-        api_json(r, 200, json_pack("{s:s,s:[o],s:b,s:s,s:s}", "object", "list", "data", model_obj(a), "has_more", 0,
-                                   "first_id", a->model_id, "last_id", a->model_id));
+        json_t *data = json_array();
+        json_array_append_new(data, model_obj(a, a->model_id));
+        for (int i = 1; i <= n; i++) json_array_append_new(data, model_obj(a, hearth_cpl_adapter_name(a->cpl, i)));
+        const char *last = n ? hearth_cpl_adapter_name(a->cpl, n) : a->model_id;
+        api_json(r, 200, json_pack("{s:s,s:o,s:b,s:s,s:s}", "object", "list", "data", data, "has_more", 0,
+                                   "first_id", a->model_id, "last_id", last));
         return;
     }
     const char *id = path + strlen("/v1/models/");
     if (!strcmp(id, a->model_id)) {
-        api_json(r, 200, model_obj(a));
+        api_json(r, 200, model_obj(a, a->model_id));
         return;
     }
-    api_error(r, 404, "invalid_request_error", "model", "model_not_found", "The model '%s' does not exist; this server serves '%s'.", id,
-              a->model_id);
+    for (int i = 1; i <= n; i++)
+        if (!strcmp(id, hearth_cpl_adapter_name(a->cpl, i))) {
+            api_json(r, 200, model_obj(a, hearth_cpl_adapter_name(a->cpl, i)));
+            return;
+        }
+    api_error(r, 404, "invalid_request_error", "model", "model_not_found",
+              "The model '%s' does not exist; this server serves '%s'%s.", id, a->model_id,
+              n ? " and its LoRA adapters" : "");
 }
 
 /* A consistent copy of the counters. */

@@ -307,7 +307,7 @@ static int parse_output_config(const json_t *b, hearth_cpl_request *r, hearth_cp
 int api_parse_messages(const json_t *b, int count_only, hearth_cpl_request *r, api_req_opts *o, hearth_cpl_error *e) {
     hearth_cpl_params *p = &r->p;
     r->chat = 1;
-    if (api_check_body(b, e)) return 1;
+    if (api_check_body(b, r, e)) return 1;
     if (parse_messages_field(b, r, e) || parse_tools(b, r, e) || parse_thinking(b, r, e) ||
         parse_output_config(b, r, e))
         return 1;
@@ -383,7 +383,7 @@ static json_t *full(api_job *j) {
                                                       json_string_value(json_object_get(fn, "arguments"))));
     }
     return json_pack("{s:s,s:s,s:s,s:s,s:o,s:s,s:o,s:o}", "id", j->id, "type", "message", "role", "assistant", "model",
-                     j->a->model_id, "content", content, "stop_reason", stop_reason(s), "stop_sequence",
+                     api_job_model(j), "content", content, "stop_reason", stop_reason(s), "stop_sequence",
                      s->stop_sequence ? json_string(s->stop_sequence) : json_null(), "usage", usage(s));
 }
 
@@ -460,7 +460,7 @@ static void stream_start(api_job *j) {
     const hearth_cpl_summary *s = hearth_cpl_summary_get(j->q);
     put(j, "message_start",
         json_pack("{s:s,s:{s:s,s:s,s:s,s:s,s:[],s:n,s:n,s:{s:i,s:i}}}", "type", "message_start", "message", "id",
-                  j->id, "type", "message", "role", "assistant", "model", j->a->model_id, "content", "stop_reason",
+                  j->id, "type", "message", "role", "assistant", "model", api_job_model(j), "content", "stop_reason",
                   "stop_sequence", "usage", "input_tokens", s->prompt_tokens, "output_tokens", 0));
 }
 

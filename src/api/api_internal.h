@@ -44,6 +44,9 @@ struct hearth_api {
     long ttft_n;
 };
 
+/* The model a job runs, as responses name it: its LoRA adapter's name, else the served model's id. */
+const char *api_job_model(const api_job *j);
+
 /* Count a response by status code. */
 void api_count_status(hearth_api *a, int status);
 
@@ -84,8 +87,9 @@ int api_get_int(const json_t *b, const char *k, long long lo, long long hi, int 
                 hearth_cpl_error *e);
 int api_get_bool(const json_t *b, const char *k, int *out, hearth_cpl_error *e);
 char *api_dup_str(const char *s, size_t n); /* NUL-terminated copy, or NULL */
-/* The body is an object, and its model (any name is served) a string if given. */
-int api_check_body(const json_t *b, hearth_cpl_error *e);
+/* The body is an object, and its model a string if given (any name is served: a LoRA adapter's runs it,
+ * another the base model); with r, r->model takes it. */
+int api_check_body(const json_t *b, hearth_cpl_request *r, hearth_cpl_error *e);
 int api_parse_stops(const json_t *stop, const char *param, hearth_cpl_request *r, hearth_cpl_error *e);
 void api_name_tool_result(const json_t *messages, json_t *tool_msg);
 /* tool_choice that forces a call (name: that tool; NULL: any of r->tools,

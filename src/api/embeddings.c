@@ -60,7 +60,7 @@ static void ignore(void *user, const hearth_cpl_event *ev) {}
 
 void api_embeddings(hearth_api *a, const hearth_http_request *rq, const json_t *b, hearth_http_response *r) {
     hearth_cpl_error e = {0};
-    if (api_check_body(b, &e)) {
+    if (api_check_body(b, NULL, &e)) {
         api_cpl_error(a, r, &e);
         return;
     }
@@ -94,14 +94,18 @@ void api_embeddings(hearth_api *a, const hearth_http_request *rq, const json_t *
     size_t started = 0;
     int bad = 0;
     for (size_t i = 0; i < n && !bad; i++) { /* every input started before any is waited for: one batch */
-        bad = one_input(many ? json_array_get(in, i) : in, i, &reqs[i], &e) ||
-              hearth_cpl_start(a->cpl, &reqs[i], &q[i], &e) != HEARTH_OK;
+        bad = one_input(many ? json_array_get(in, i) : in, i, &reqs[i], &e);
+        const char *mn = json_string_value(api_field(b, "model")); /* an adapter's name selects it */
+        if (!bad && mn && !(reqs[i].model = strdup(mn)))
+            bad = api_fail(&e, HEARTH_ENOMEM, NULL, "out of memory");
+        bad = bad || hearth_cpl_start(a->cpl, &reqs[i], &q[i], &e) != HEARTH_OK;
         if (!bad) started++;
         hearth_cpl_request_deinit(&reqs[i]);
     }
     json_t *data = json_array();
     long tokens = 0;
     int out_dim = 0;
+    const char *model = started ? hearth_cpl_model(q[0]) : NULL; /* the context's; outlives q */
     for (size_t i = 0; i < started; i++) {
         if (bad) hearth_cpl_cancel(q[i]); /* a later input was refused: the answer is the error */
         while (hearth_cpl_step(q[i], ignore, NULL, api_conn_gone, rq->conn)) { /* the one token is not read */
@@ -146,6 +150,7 @@ void api_embeddings(hearth_api *a, const hearth_http_request *rq, const json_t *
                   out_dim);
         return;
     }
-    api_json(r, 200, json_pack("{s:s,s:o,s:s,s:{s:I,s:I}}", "object", "list", "data", data, "model", a->model_id,
+    api_json(r, 200, json_pack("{s:s,s:o,s:s,s:{s:I,s:I}}", "object", "list", "data", data, "model",
+                               model ? model : a->model_id,
                                "usage", "prompt_tokens", (json_int_t)tokens, "total_tokens", (json_int_t)tokens));
 }

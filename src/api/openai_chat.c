@@ -73,7 +73,8 @@ static json_t *full(api_job *j) {
                                j->o.logprobs ? logprobs_json(j, 0, n) : json_null(), "finish_reason",
                                hearth_cpl_finish_name(s->finish));
     json_t *doc = json_pack("{s:s,s:s,s:I,s:s,s:[o],s:o}", "id", j->id, "object", "chat.completion", "created",
-                            (json_int_t)j->created, "model", j->a->model_id, "choices", choice, "usage", api_usage(s));
+                            (json_int_t)j->created, "model", api_job_model(j), "choices", choice, "usage",
+                            api_usage(s));
     return doc;
 }
 

@@ -61,7 +61,7 @@ static json_t *full(api_job *j) {
                                0, "logprobs", j->o.logprobs ? logprobs_json(j, 0, n, &off) : json_null(),
                                "finish_reason", hearth_cpl_finish_name(s->finish));
     return json_pack("{s:s,s:s,s:I,s:s,s:[o],s:o}", "id", j->id, "object", "text_completion", "created",
-                     (json_int_t)j->created, "model", j->a->model_id, "choices", choice, "usage", api_usage(s));
+                     (json_int_t)j->created, "model", api_job_model(j), "choices", choice, "usage", api_usage(s));
 }
 
 const api_proto API_TEXT = {

@@ -155,12 +155,16 @@ int api_parse_stops(const json_t *stop, const char *param, hearth_cpl_request *r
     return 0;
 }
 
-int api_check_body(const json_t *b, hearth_cpl_error *e) {
+int api_check_body(const json_t *b, hearth_cpl_request *r, hearth_cpl_error *e) {
     if (!json_is_object(b)) return api_fail(e, HEARTH_EINVAL, NULL, "The request body must be a JSON object.");
     json_t *model = api_field(b, "model");
     if (model && !json_is_string(model))
         return api_fail(e, HEARTH_EINVAL, "model", "Invalid type for 'model': expected a string, but got %s instead.",
                         api_type_name(model));
+    if (model && r) {
+        free(r->model);
+        if (!(r->model = strdup(json_string_value(model)))) return api_fail(e, HEARTH_ENOMEM, NULL, "out of memory");
+    }
     return 0;
 }
 
@@ -169,7 +173,7 @@ static int parse_common(const json_t *b, hearth_cpl_request *r, api_req_opts *o,
     hearth_cpl_params *p = &r->p;
     long long iv;
     int has;
-    if (api_check_body(b, e)) return 1;
+    if (api_check_body(b, r, e)) return 1;
     if (api_get_number(b, "temperature", 0, 2, &p->has_temperature, &p->temperature, e) ||
         api_get_number(b, "top_p", 0, 1, &p->has_top_p, &p->top_p, e) ||
         api_get_number(b, "min_p", 0, 1, &p->has_min_p, &p->min_p, e) ||

@@ -230,7 +230,7 @@ static int parse_refused(const json_t *b, hearth_cpl_request *r, hearth_cpl_erro
 int api_parse_responses(const json_t *b, hearth_cpl_request *r, api_req_opts *o, hearth_cpl_error *e) {
     hearth_cpl_params *p = &r->p;
     r->chat = 1;
-    if (api_check_body(b, e)) return 1;
+    if (api_check_body(b, r, e)) return 1;
     if (parse_refused(b, r, e) || parse_input(b, r, e) || parse_tools(b, r, e)) return 1;
     long long iv;
     int has = 0;
@@ -256,7 +256,7 @@ int api_parse_responses(const json_t *b, hearth_cpl_request *r, api_req_opts *o,
 static json_t *response_obj(api_job *j, const char *status, json_t *output, const hearth_cpl_summary *s) {
     json_t *r = json_pack("{s:s,s:s,s:I,s:s,s:n,s:n,s:s,s:o,s:b,s:{s:{s:s}},s:s,s:b}", "id", j->id, "object",
                           "response", "created_at", (json_int_t)j->created, "status", status, "error",
-                          "incomplete_details", "model", j->a->model_id, "output", output, "parallel_tool_calls", 1,
+                          "incomplete_details", "model", api_job_model(j), "output", output, "parallel_tool_calls", 1,
                           "text", "format", "type", "text", "truncation", "disabled", "store", 0);
     const char *k;
     json_t *v;

@@ -120,7 +120,7 @@ json_t *api_usage(const hearth_cpl_summary *s) {
 
 json_t *api_chunk_base(api_job *j) {
     return json_pack("{s:s,s:s,s:I,s:s}", "id", j->id, "object", j->proto->chunk_object, "created",
-                     (json_int_t)j->created, "model", j->a->model_id);
+                     (json_int_t)j->created, "model", api_job_model(j));
 }
 
 json_t *api_token_string(api_job *j, int32_t id) {
@@ -366,6 +366,11 @@ static void job_free(void *self) {
         }
     }
     job_end(j);
+}
+
+const char *api_job_model(const api_job *j) {
+    const char *m = hearth_cpl_model(j->q);
+    return m ? m : j->a->model_id;
 }
 
 void api_run(hearth_api *a, const hearth_http_request *rq, const api_proto *p, hearth_cpl_request *r,

@@ -60,7 +60,7 @@ void api_tokenize(hearth_api *a, const json_t *body, hearth_http_response *r) {
     hearth_cpl_error e = {0};
     int32_t *ids = NULL;
     int n = 0, pieces = 0;
-    int bad = api_check_body(body, &e) || api_get_bool(body, "with_pieces", &pieces, &e);
+    int bad = api_check_body(body, NULL, &e) || api_get_bool(body, "with_pieces", &pieces, &e);
     if (!bad) bad = api_field(body, "messages") ? api_parse_chat(body, &req, &o, &e) : parse_text(body, &req, &e);
     if (bad || hearth_cpl_tokenize(a->cpl, &req, &ids, &n, &e) != HEARTH_OK)
         api_cpl_error(a, r, &e);
@@ -73,7 +73,7 @@ void api_tokenize(hearth_api *a, const json_t *body, hearth_http_response *r) {
 
 void api_detokenize(hearth_api *a, const json_t *body, hearth_http_response *r) {
     hearth_cpl_error e = {0};
-    if (api_check_body(body, &e)) {
+    if (api_check_body(body, NULL, &e)) {
         api_cpl_error(a, r, &e);
         return;
     }

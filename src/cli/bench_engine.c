@@ -42,6 +42,7 @@ typedef struct {
     hearth_engine *e;
     const hearth_model_config *cfg;
     int n_req, n_prompt, n_gen;
+    int adapter; /* --lora: every request runs with adapter 1 */
     stream *st;
     pthread_mutex_t mu;
     int next, failed; /* the next request to submit; a submit failed */
@@ -66,6 +67,7 @@ static void *client(void *arg) {
         }
         q.n_prompt = r->n_prompt;
         q.max_new = r->n_gen;
+        q.adapter = r->adapter;
         hearth_sampling_default(&q.sampling);
         q.sampling.temperature = 0;
         stream *st = &r->st[i];
@@ -95,7 +97,8 @@ int cli_bench_engine(hearth_session *s, int n_par, int n_req, int n_prompt, int 
     hearth_engine *e;
     hearth_engine_opts o = {.n_slots = n_par, .max_waiting = n_clients + 1, .queue_cap = n_gen + 1, .warmup = 1};
     if (hearth_engine_new(&e, s->model, s->kv, &o, err) != HEARTH_OK) return 1;
-    run r = {.e = e, .cfg = hearth_model_config_get(s->model), .n_req = n_req, .n_prompt = n_prompt, .n_gen = n_gen};
+    run r = {.e = e, .cfg = hearth_model_config_get(s->model), .n_req = n_req, .n_prompt = n_prompt, .n_gen = n_gen,
+             .adapter = hearth_model_n_lora(s->model) > 0};
     r.st = calloc((size_t)n_req, sizeof *r.st);
     pthread_t *th = calloc((size_t)n_clients, sizeof *th);
     double *ttft = calloc((size_t)n_req, sizeof *ttft), *adm = calloc((size_t)n_req, sizeof *adm);
@@ -156,14 +159,15 @@ int cli_bench_engine(hearth_session *s, int n_par, int n_req, int n_prompt, int 
 }
 
 /* One stream through e; its TTFT in *ttft. */
-static int one_stream(hearth_engine *e, const int32_t *prompt, int n_prompt, int n_gen, double *ttft, int *n_cached,
-                      hearth_err *err) {
+static int one_stream(hearth_engine *e, const int32_t *prompt, int n_prompt, int n_gen, int adapter, double *ttft,
+                      int *n_cached, hearth_err *err) {
     hearth_gen_request q = {0};
     q.prompt = malloc(sizeof(int32_t) * (size_t)n_prompt);
     if (!q.prompt) return hearth_err_set(err, HEARTH_ENOMEM, "out of memory"), 1;
     memcpy(q.prompt, prompt, sizeof(int32_t) * (size_t)n_prompt);
     q.n_prompt = n_prompt;
     q.max_new = n_gen;
+    q.adapter = adapter;
     hearth_sampling_default(&q.sampling);
     q.sampling.temperature = 0;
     stream st = {.t_submit = hearth_time_now()};
@@ -195,8 +199,9 @@ int cli_bench_prefix(hearth_session *s, int n_prompt, int n_gen, int reps, heart
         }
         double cold, warm;
         int c0, c1;
-        if ((rc = one_stream(e, ids, n_prompt, n_gen, &cold, &c0, err))) break;
-        if ((rc = one_stream(e, ids, n_prompt, n_gen, &warm, &c1, err))) break;
+        const int ad = hearth_model_n_lora(s->model) > 0;
+        if ((rc = one_stream(e, ids, n_prompt, n_gen, ad, &cold, &c0, err))) break;
+        if ((rc = one_stream(e, ids, n_prompt, n_gen, ad, &warm, &c1, err))) break;
         printf("prefix | prompt %d | cold TTFT %.4f s (%d cached) | repeated TTFT %.4f s (%d cached) | %.1f%% of cold\n",
                n_prompt, cold, c0, warm, c1, 100.0 * warm / cold);
     }

@@ -37,6 +37,8 @@ typedef struct {
     const char *kv_type;       /* NULL = the device's default */
     double kv_budget_mib;      /* 0 = default */
     const struct hearth_cpl_params *flags; /* the verb's sampling defaults, or NULL */
+    const char *const *lora;   /* LoRA adapters, "NAME=DIR" or "DIR" (hearth_session_opts) */
+    int n_lora;
 } cli_stack_opts;
 /* On failure err says why and nothing is left open. */
 hearth_status cli_stack_open(cli_stack **out, const cli_stack_opts *o, hearth_err *err);

@@ -30,6 +30,7 @@ static void usage(FILE *f) {
             "                 for a slot (a steady state, as trtllm-bench's offline runs)\n"
             "  --kv-budget M  KV cache size in MiB (default: every stream at full context)\n"
             "  --kv-type T    f32, f16 or fp8 (e4m3) (default: f16)\n"
+            "  --lora DIR     every sequence runs with this LoRA adapter (PEFT's format)\n"
             "  --repeat       TTFT of a fresh prompt (cold) and of the same prompt again (prefix cache)\n"
             "  --profile      CUDA: device time per kernel group, printed at the end (runs without graphs)\n"
             "  --device D     cpu, cuda or cuda:N\n");
@@ -76,10 +77,11 @@ int cmd_bench(int argc, char **argv) {
             if (mib <= 0) return cli_usage_error("bench", "%s must be > 0", a);
             so.kv_budget_mib = mib;
             i++;
-        } else if (!strcmp(a, "--device") || !strcmp(a, "--kv-type")) {
+        } else if (!strcmp(a, "--device") || !strcmp(a, "--kv-type") || !strcmp(a, "--lora")) {
             if (!v) return cli_usage_error("bench", "%s needs a value", a);
             if (a[2] == 'd') so.device = v;
-            else so.kv_type = v;
+            else if (a[2] == 'k') so.kv_type = v;
+            else so.lora = (const char *const *)&argv[i + 1], so.n_lora = 1;
             i++;
         } else if (!strcmp(a, "--repeat")) {
             repeat = 1;
@@ -142,8 +144,8 @@ int cmd_bench(int argc, char **argv) {
         hearth_sampler smp;
         hearth_gen_stats gs;
         if (hearth_sampler_init(&smp, &sp, cfg->vocab_size, &err) != HEARTH_OK ||
-            hearth_generate(s.model, s.kv, 0, 0, ids, (int)n_prompt, r < 0 && n_gen > 2 ? 2 : (int)n_gen, &smp, NULL, 0,
-                            0, NULL, NULL, &gs, &err) != HEARTH_OK) {
+            hearth_generate(s.model, s.kv, 0, so.n_lora, ids, (int)n_prompt, r < 0 && n_gen > 2 ? 2 : (int)n_gen,
+                            &smp, NULL, 0, 0, NULL, NULL, &gs, &err) != HEARTH_OK) {
             fprintf(stderr, "hearth bench: %s\n", err.msg);
             rc = 1;
             hearth_sampler_deinit(&smp);

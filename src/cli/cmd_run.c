@@ -29,7 +29,9 @@ static void usage(FILE *f) {
             "  --threads T             CPU threads (default: one per core)\n"
             "  --ctx N                 context length (default: model's, at most 4096)\n"
             "  --device D              cpu, cuda or cuda:N\n"
-            "  --kv-type T             KV cache type, f32, f16 or fp8 (e4m3) (default: f16)\n");
+            "  --kv-type T             KV cache type, f32, f16 or fp8 (e4m3) (default: f16)\n"
+            "  --lora DIR              generate with this LoRA adapter (PEFT's format: adapter_config.json +\n"
+            "                          adapter_model.safetensors)\n");
 }
 
 typedef struct {
@@ -160,6 +162,9 @@ int cmd_run(int argc, char **argv) {
         } else if (!strcmp(a, "--kv-type")) {
             NEED_VALUE();
             so.kv_type = v;
+        } else if (!strcmp(a, "--lora")) {
+            NEED_VALUE();
+            so.lora = (const char *const *)&argv[i], so.n_lora = 1;
         } else if (a[0] == '-' && a[1]) {
             return cli_usage_error("run", "unknown option '%s'", a);
         } else if (!so.model_path) {
@@ -215,6 +220,7 @@ int cmd_run(int argc, char **argv) {
     /* One request through the engine: B=1 is the engine's ordinary path. */
     q.sampling = sp;
     q.max_new = (int)max_new;
+    q.adapter = so.n_lora; /* the adapter's id: 1, if one was given */
     if (!ignore_eos) {
         for (int i = 0; i < cfg->n_eos && q.n_stop < 8; i++) q.stop_ids[q.n_stop++] = cfg->eos_token_ids[i];
         if (s.tok)

@@ -107,6 +107,8 @@ hearth_status cli_stack_open(cli_stack **out, const cli_stack_opts *o, hearth_er
                            .max_tokens = o->max_tokens, /* 0: likewise */
                            .kv_type = o->kv_type,
                            .kv_budget_mib = o->kv_budget_mib,
+                           .lora = o->lora,
+                           .n_lora = o->n_lora,
                            .need_tokenizer = 1};
     char *tmpl = NULL;
     size_t tlen = 0;
@@ -129,6 +131,10 @@ hearth_status cli_stack_open(cli_stack **out, const cli_stack_opts *o, hearth_er
         .chat_template = tmpl,
         .chat_template_len = tlen,
     };
+    const char *names[HEARTH_MAX_LORA];
+    co.n_adapters = hearth_model_n_lora(k->s.model);
+    for (int i = 0; i < co.n_adapters; i++) names[i] = hearth_model_lora_name(k->s.model, i + 1);
+    co.adapters = names;
     if (o->flags) co.flags = *o->flags;
     if (!hearth_model_gguf(k->s.model)) { /* an HF directory may carry generation_config.json */
         hearth_gen_defaults g;
@@ -189,6 +195,11 @@ static void usage(FILE *f) {
             "  --threads T            CPU threads (default: one per core)\n"
             "  --device D             cpu, cuda or cuda:N\n"
             "  --model-name NAME      the id /v1/models reports (default: the file name)\n"
+            "  --lora [NAME=]DIR      a LoRA adapter in PEFT's format (adapter_config.json +\n"
+            "                         adapter_model.safetensors), served as model NAME (default: DIR's last\n"
+            "                         component) beside the base; repeatable (at most 16; alias --lora-modules).\n"
+            "                         A request whose \"model\" names it runs with it, in the same batches as\n"
+            "                         the others; /v1/models lists it\n"
             "  --chat-template-file F a Jinja chat template to use instead of the model's\n"
             "  --max-body BYTES       largest request body (default 16777216); larger gets 413\n"
             "  --drain-timeout S      on SIGINT/SIGTERM, seconds to let running requests finish (default 10)\n"
@@ -219,6 +230,7 @@ int cmd_serve(int argc, char **argv) {
     long max_body = 16L << 20, idle_s = 120;
     double drain_s = 10, dv;
     char defbuf[4096];
+    const char *lora[HEARTH_MAX_LORA];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define NEED_VALUE() \
@@ -260,6 +272,12 @@ int cmd_serve(int argc, char **argv) {
             NEED_VALUE();
             if (!cli_parse_float("serve", a, v, &so.kv_budget_mib)) return 2;
             if (so.kv_budget_mib <= 0) return cli_usage_error("serve", "%s must be > 0", a);
+        } else if (!strcmp(a, "--lora") || !strcmp(a, "--lora-modules")) {
+            NEED_VALUE();
+            if (so.n_lora == HEARTH_MAX_LORA)
+                return cli_usage_error("serve", "at most %d LoRA adapters", HEARTH_MAX_LORA);
+            lora[so.n_lora++] = v;
+            so.lora = lora;
         } else if (!strcmp(a, "--model-name")) {
             NEED_VALUE();
             model_name = v;

@@ -26,11 +26,14 @@ struct hearth_cpl_ctx {
     int n_end;
     pthread_mutex_t vb_mu; /* guards vb: the vocabulary's bytes for JSON mode, made at its first use */
     hearth_vocab_bytes vb;
+    char **adapters; /* [n_adapters]: LoRA adapter id i + 1 is adapters[i] */
+    int n_adapters;
 };
 
 struct hearth_cpl {
     hearth_cpl_ctx *c;
     hearth_seq *seq;
+    int adapter;
     hearth_sink sink;
     atomic_int cancel;
     int done, sink_stopped, client_gone;
@@ -89,6 +92,7 @@ void hearth_cpl_request_deinit(hearth_cpl_request *r) {
     free(r->prompt_ids);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->bias);
+    free(r->model);
     memset(r, 0, sizeof *r);
 }
 
@@ -154,6 +158,15 @@ hearth_status hearth_cpl_ctx_new(hearth_cpl_ctx **out, const hearth_cpl_ctx_opts
     d->repetition_penalty = 1.0f;
     hearth_cpl_params_overlay(d, &o->model_defaults);
     hearth_cpl_params_overlay(d, &o->flags);
+    if (o->n_adapters > 0 && !(c->adapters = calloc((size_t)o->n_adapters, sizeof *c->adapters))) {
+        hearth_cpl_ctx_free(c);
+        return hearth_err_set(err, HEARTH_ENOMEM, "completion: out of memory");
+    }
+    for (int i = 0; i < o->n_adapters; i++, c->n_adapters++)
+        if (!(c->adapters[i] = strdup(o->adapters[i]))) {
+            hearth_cpl_ctx_free(c);
+            return hearth_err_set(err, HEARTH_ENOMEM, "completion: out of memory");
+        }
     *out = c;
     return HEARTH_OK;
 }
@@ -165,8 +178,16 @@ void hearth_cpl_ctx_free(hearth_cpl_ctx *c) {
     hearth_tmpl_free(c->tmpl);
     free(c->bos);
     free(c->eos);
+    for (int i = 0; i < c->n_adapters; i++) free(c->adapters[i]);
+    free(c->adapters);
     free(c);
 }
+
+int hearth_cpl_n_adapters(const hearth_cpl_ctx *c) { return c->n_adapters; }
+const char *hearth_cpl_adapter_name(const hearth_cpl_ctx *c, int id) {
+    return id >= 1 && id <= c->n_adapters ? c->adapters[id - 1] : NULL;
+}
+const char *hearth_cpl_model(const hearth_cpl *q) { return hearth_cpl_adapter_name(q->c, q->adapter); }
 
 int hearth_cpl_ctx_has_chat(const hearth_cpl_ctx *c) { return c->tmpl != NULL; }
 const hearth_tokenizer *hearth_cpl_ctx_tok(const hearth_cpl_ctx *c) { return c->tok; }
@@ -357,6 +378,9 @@ hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, h
     q->want_lp = r->logprobs || r->top_logprobs > 0;
 
     hearth_gen_request g = {0};
+    for (int i = 0; r->model && i < c->n_adapters; i++)
+        if (!strcmp(r->model, c->adapters[i])) q->adapter = i + 1;
+    g.adapter = q->adapter;
     g.prompt = ids;
     g.n_prompt = (int)n_ids;
     g.max_new = r->embed ? 1 : max_new; /* an embedding: the prompt's pass and one (unread, greedy) token */

@@ -68,6 +68,8 @@ typedef struct {
     const char *format_field; /* the request field that asked for either, for errors */
     int continue_final; /* chat: the last message is the assistant's start of its answer (a prefill): the
                            prompt ends inside it, with no generation prompt, and the output continues it */
+    char *model;        /* the request's model name (owned), or NULL: a LoRA adapter's name runs that adapter,
+                           any other the base model (hearth_cpl_model says which ran) */
 } hearth_cpl_request;
 
 void hearth_cpl_request_init(hearth_cpl_request *r);
@@ -94,6 +96,8 @@ typedef struct {
     size_t chat_template_len;
     hearth_cpl_params flags;           /* the server's flags */
     hearth_cpl_params model_defaults;  /* generation_config.json */
+    const char *const *adapters;       /* the engine's LoRA adapters' names (adapter id = index + 1), copied */
+    int n_adapters;
 } hearth_cpl_ctx_opts;
 
 /* Parse the template, collect the end-of-generation ids. EFORMAT names the
@@ -101,6 +105,9 @@ typedef struct {
 hearth_status hearth_cpl_ctx_new(hearth_cpl_ctx **out, const hearth_cpl_ctx_opts *o, hearth_err *err);
 void hearth_cpl_ctx_free(hearth_cpl_ctx *c);
 int hearth_cpl_ctx_has_chat(const hearth_cpl_ctx *c);
+/* LoRA adapters that a request's model name selects: how many, and each one's name (id 1..n; NULL past them). */
+int hearth_cpl_n_adapters(const hearth_cpl_ctx *c);
+const char *hearth_cpl_adapter_name(const hearth_cpl_ctx *c, int id);
 const hearth_tokenizer *hearth_cpl_ctx_tok(const hearth_cpl_ctx *c);
 
 typedef enum {
@@ -133,6 +140,8 @@ typedef struct hearth_cpl hearth_cpl;
  * e says why (nothing was started). */
 hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, hearth_cpl **out,
                                hearth_cpl_error *e);
+/* The name of the LoRA adapter the completion runs with, NULL for the base model. */
+const char *hearth_cpl_model(const hearth_cpl *q);
 
 /* Client-liveness probe: non-zero when the client has gone. */
 typedef int (*hearth_cpl_gone_fn)(void *ctx);

@@ -170,6 +170,29 @@ static hearth_status kv_blocks(hearth_session *s, const hearth_session_opts *o, 
     return HEARTH_OK;
 }
 
+/* The adapters of o->lora, in order (ids 1..). */
+static hearth_status load_adapters(hearth_session *s, const hearth_session_opts *o, hearth_err *err) {
+    for (int i = 0; i < o->n_lora; i++) {
+        const char *arg = o->lora[i], *eq = strchr(arg, '='), *dir = eq ? eq + 1 : arg;
+        char name[256];
+        if (eq) {
+            snprintf(name, sizeof name, "%.*s", (int)(eq - arg), arg);
+        } else { /* the directory's last component */
+            size_t n = strlen(dir);
+            while (n > 1 && dir[n - 1] == '/') n--;
+            size_t b = n;
+            while (b > 0 && dir[b - 1] != '/') b--;
+            snprintf(name, sizeof name, "%.*s", (int)(n - b), dir + b);
+        }
+        if (!name[0] || !dir[0])
+            return hearth_err_set(err, HEARTH_EINVAL, "LoRA adapter '%s': expected NAME=DIR or DIR", arg);
+        int id;
+        hearth_status st = hearth_model_add_lora(s->model, name, dir, &id, err);
+        if (st) return hearth_err_wrap(err, st, "LoRA adapter '%s'", name);
+    }
+    return HEARTH_OK;
+}
+
 hearth_status hearth_session_open(hearth_session *s, const hearth_session_opts *o, hearth_err *err) {
     memset(s, 0, sizeof *s);
     double t0 = hearth_time_now();
@@ -200,6 +223,7 @@ hearth_status hearth_session_open(hearth_session *s, const hearth_session_opts *
         st = check_device_room(s, o->model_path, st, err);
         goto fail;
     }
+    if ((st = load_adapters(s, o, err))) goto fail; /* before the KV pool takes what memory is left */
     const hearth_model_config *c = hearth_model_config_get(s->model);
     s->n_slots = n_slots;
     int n_blocks = 0;

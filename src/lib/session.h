@@ -18,6 +18,8 @@ typedef struct {
     int need_tokenizer;  /* fail if the model has none */
     double kv_budget_mib; /* KV pool size; 0 = room for n_slots full contexts + cache headroom */
     const char *kv_type;  /* "f32", "f16" or "fp8" (= "e4m3"); NULL = f16 (as llama.cpp) */
+    const char *const *lora; /* LoRA adapters, "NAME=DIR" or "DIR" (named after its last component): ids 1.. */
+    int n_lora;
 } hearth_session_opts;
 
 typedef struct {

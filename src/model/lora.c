@@ -100,7 +100,8 @@ static hearth_status read_config(const char *dir, int *r, float *scale, hearth_e
         st = hearth_err_set(err, HEARTH_EFORMAT, "%s: r: expected an integer rank in [1, 4096]", path);
     else if (!json_is_number(ja) || !(json_number_value(ja) > 0))
         st = hearth_err_set(err, HEARTH_EFORMAT, "%s: lora_alpha: expected a positive number", path);
-    else if (json_is_string(json_object_get(j, "bias")) && strcmp(json_string_value(json_object_get(j, "bias")), "none"))
+    else if (json_is_string(json_object_get(j, "bias")) &&
+             strcmp(json_string_value(json_object_get(j, "bias")), "none"))
         refused = "bias (LoRA biases)";
     else
         for (size_t i = 0; i < sizeof UNAPPLIED / sizeof UNAPPLIED[0] && !refused; i++) {
@@ -172,7 +173,8 @@ static hearth_status load_pair(hearth_model *m, hearth_lora *a, int layer, int t
     hearth_lora_pair *p = &a->pairs[(size_t)layer * HEARTH_LORA_TARGETS + target];
     char what[200];
     snprintf(what, sizeof what, "%s: layer %d %s", a->path, layer, MODULES[target]);
-    if ((st = put_matrix(m, &p->a, ha, R, in, what, err)) == HEARTH_OK) st = put_matrix(m, &p->b, hb, out, R, what, err);
+    if ((st = put_matrix(m, &p->a, ha, R, in, what, err)) == HEARTH_OK)
+        st = put_matrix(m, &p->b, hb, out, R, what, err);
 done:
     free(ha);
     free(hb);

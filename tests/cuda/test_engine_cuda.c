@@ -52,6 +52,25 @@ TEST(cuda_engine_batching_bf16_model_f16_kv) { batching_case("llama3-bf16", HEAR
 TEST(cuda_engine_batching_f32_model_e4m3_kv) { batching_case("qwen2-f32", HEARTH_DT_E4M3, 0.0f); }
 TEST(cuda_engine_batching_bf16_model_e4m3_kv) { batching_case("llama3-bf16", HEARTH_DT_E4M3, 0.02f); }
 
+/* Requests with no adapter, adapter one and adapter two mixed in engines of
+ * 1, 8 and 64 slots (the per-row add) give each its serial output. */
+TEST(cuda_engine_lora_mixed_batches) {
+    rig r;
+    hearth_cuda_ctx *c;
+    CHECK_MSG(cuda_rig(&r, &c, "qwen2-f32", HEARTH_DT_F16, 512, 64), "cannot open the model on CUDA");
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s", test_path("tests/fixtures/lora/qwen2-rslora"));
+    CHECK_MSG(rig_add_adapters(&r, dir, 1.5), "cannot load the adapters");
+    static int32_t want[RIG_MAX_REQ][RIG_NEW];
+    rig_reference(&r, N_CUDA_REQ, want);
+    int pre = 0;
+    for (int slots = 1; slots <= 64; slots *= 8) rig_batched_tie(&r, N_CUDA_REQ, slots, want, &pre, 1e-3f);
+    hearth_err err = {0};
+    CHECK_MSG(hearth_cuda_ctx_error(c, &err) == HEARTH_OK, "cuda: %s", err.msg);
+    rig_free(&r);
+    hearth_cuda_ctx_free(c);
+}
+
 TEST(cuda_engine_preemption_keeps_output) {
     rig r;
     hearth_cuda_ctx *c;

@@ -576,7 +576,7 @@ TEST(cuda_rope_both_pairings) {
     }
 }
 
-TEST(cuda_add_add_bias_swiglu) {
+TEST(cuda_add_add_bias_add_rows_swiglu) {
     NEED_GPU();
     int T = 1 + irand(9), n = 1 + irand(3000); /* odd sizes: the scalar tails */
     size_t tn = (size_t)T * n;
@@ -595,6 +595,15 @@ TEST(cuda_add_add_bias_swiglu) {
     CU->add_bias(g_cu, yd, bd, T, n);
     down(got, yd, 4 * tn);
     int bias_ok = !memcmp(got, want, 4 * tn);
+    /* add_rows: the rows of adapter 2 among ids 0..3 */
+    int32_t ids[10];
+    for (int t = 0; t < T; t++) ids[t] = irand(4);
+    int32_t *idd = dup_host(ids, sizeof(int32_t) * (size_t)T);
+    CPU->add_rows(g_cpu, want, x, T, n, ids, 2);
+    CU->add_rows(g_cu, yd, xd, T, n, idd, 2);
+    down(got, yd, 4 * tn);
+    int rows_ok = !memcmp(got, want, 4 * tn);
+    dfree(idd);
     /* swiglu, out aliasing gate */
     CPU->swiglu(g_cpu, want, g, u, T, n);
     CU->swiglu(g_cu, gd, gd, ud, T, n);
@@ -616,6 +625,7 @@ TEST(cuda_add_add_bias_swiglu) {
     if (!check_cuda_ok()) return;
     CHECK_MSG(add_ok, "add T=%d n=%d differs", T, n);
     CHECK_MSG(bias_ok, "add_bias T=%d n=%d differs", T, n);
+    CHECK_MSG(rows_ok, "add_rows T=%d n=%d differs", T, n);
     CHECK_MSG(e <= 1e-5, "swiglu T=%d n=%d: rel err %.3g", T, n, e);
 }
 
@@ -2397,6 +2407,7 @@ typedef struct {
     void *ctx;
     hearth_model *m;
     hearth_kv *kv;
+    int adapter; /* a LoRA adapter every forward applies, 0 = none */
 } engine;
 
 static int engine_open(engine *e, const char *path, int cuda, int max_ctx, hearth_dtype kvt, hearth_err *err) {
@@ -2431,12 +2442,13 @@ static void engine_close(engine *e) {
 
 /* Logits at positions [p0, p0+n) of slot 0 for ids (one forward per 64). */
 static int forward_span(engine *e, const int32_t *ids, int p0, int n, float *out, hearth_err *err) {
-    int32_t seq[64], pos[64], rows[64];
+    int32_t seq[64], pos[64], rows[64], ad[64];
     if (hearth_kv_reserve(e->kv, 0, p0 + n)) return 0;
     int vocab = hearth_model_config_get(e->m)->vocab_size;
     for (int a = 0; a < n; a += 64) {
         int k = n - a < 64 ? n - a : 64;
-        for (int i = 0; i < k; i++) seq[i] = 0, pos[i] = p0 + a + i, rows[i] = i;
+        for (int i = 0; i < k; i++) seq[i] = 0, pos[i] = p0 + a + i, rows[i] = i, ad[i] = e->adapter;
+        if (hearth_model_set_row_adapters(e->m, ad, k, err)) return 0;
         if (hearth_model_forward(e->m, e->kv, ids + a, seq, pos, k, rows, k, out + (size_t)a * vocab, err)) return 0;
     }
     return 1;
@@ -2462,84 +2474,117 @@ static int read_f32(const char *path, float *out, size_t n) {
 #include <dirent.h>
 #include <jansson.h>
 
+/* One model (with the LoRA adapter in adapter_dir, if not NULL) through the
+ * CUDA backend against the golden.json in golden_dir: f32 max |dlogit| <=
+ * 1e-4, else top-1 at every position. 0 with why filled on a failure. */
+static int parity_case(const char *name, const char *model_dir, const char *adapter_dir, const char *golden_dir,
+                       int f32, char *why, size_t why_n) {
+    char golden[2100];
+    snprintf(golden, sizeof golden, "%s/golden.json", golden_dir);
+    json_error_t jerr;
+    json_t *g = json_load_file(golden, 0, &jerr);
+    if (!g) return snprintf(why, why_n, "%s: %s", golden, jerr.text), 0;
+    hearth_err err = {0};
+    engine e;
+    if (!engine_open(&e, model_dir, 1, 256, HEARTH_DT_F32, &err) ||
+        (adapter_dir && hearth_model_add_lora(e.m, "a", adapter_dir, &e.adapter, &err))) {
+        engine_close(&e);
+        json_decref(g);
+        return snprintf(why, why_n, "%s: %s", model_dir, err.msg), 0;
+    }
+    int vocab = hearth_model_config_get(e.m)->vocab_size;
+    double max_d = 0;
+    int bad_top1 = 0, fail = 0;
+    size_t si;
+    json_t *sj;
+    json_array_foreach(json_object_get(g, "sequences"), si, sj) {
+        int32_t ids[256];
+        int n = 0;
+        size_t ii;
+        json_t *v;
+        json_array_foreach(json_object_get(sj, "input_ids"), ii, v) if (n < 256) ids[n++] =
+            (int32_t)json_integer_value(v);
+        char lp[2300];
+        snprintf(lp, sizeof lp, "%s/%s", golden_dir, json_string_value(json_object_get(sj, "logits_file")));
+        float *want = malloc(4 * (size_t)n * vocab), *got = malloc(4 * (size_t)n * vocab);
+        if (!read_f32(lp, want, (size_t)n * vocab) || !forward_span(&e, ids, 0, n, got, &err)) {
+            fail = 1;
+        } else {
+            for (int p = 0; p < n; p++) {
+                float m1, m2;
+                if (argmax2(want + (size_t)p * vocab, vocab, &m1) != argmax2(got + (size_t)p * vocab, vocab, &m2))
+                    bad_top1++;
+                for (int vv = 0; vv < vocab; vv++) {
+                    double dd = fabs((double)want[(size_t)p * vocab + vv] - got[(size_t)p * vocab + vv]);
+                    if (!(dd <= max_d)) max_d = isnan(dd) ? INFINITY : dd;
+                }
+            }
+        }
+        hearth_kv_release_slot(e.kv, 0);
+        free(want);
+        free(got);
+    }
+    printf("  cuda %s: max |dlogit| %.3g, top-1 mismatches %d\n", name, max_d, bad_top1);
+    int ok = check_cuda_ok();
+    engine_close(&e);
+    json_decref(g);
+    if (!ok) return snprintf(why, why_n, "%s: a CUDA error", name), 0;
+    if (fail || bad_top1 || (f32 && !(max_d <= 1e-4)))
+        return snprintf(why, why_n, "%s: %s, %d top-1 mismatches, max |dlogit| %.3g", name,
+                        fail ? err.msg : "logits", bad_top1, max_d),
+               0;
+    return 1;
+}
+
 /* The tiny HF models through the CUDA backend against the PyTorch goldens,
  * with the CPU test's tolerances: f32 max |dlogit| <= 1e-4; bf16 top-1 at
  * every position. */
 TEST(cuda_parity_tiny_vs_pytorch) {
     NEED_GPU();
-    const char *root = test_path("tests/fixtures/tiny");
-    char rootc[1024];
-    snprintf(rootc, sizeof rootc, "%s", root);
+    char rootc[1024], why[1024];
+    snprintf(rootc, sizeof rootc, "%s", test_path("tests/fixtures/tiny"));
     DIR *d = opendir(rootc);
     CHECK_MSG(d, "%s: missing", rootc);
-    int n_models = 0;
+    int n_models = 0, ok = 1;
     struct dirent *de;
-    while ((de = readdir(d))) {
+    while (ok && (de = readdir(d))) {
         if (de->d_name[0] == '.') continue;
-        char dir[2048], golden[2100];
+        char dir[2048];
         snprintf(dir, sizeof dir, "%s/%s", rootc, de->d_name);
-        snprintf(golden, sizeof golden, "%s/golden.json", dir);
-        int f32 = strstr(de->d_name, "-f32") != NULL;
-        json_error_t jerr;
-        json_t *g = json_load_file(golden, 0, &jerr);
-        if (!g) {
-            closedir(d);
-            CHECK_MSG(0, "%s: %s", golden, jerr.text);
-        }
-        hearth_err err = {0};
-        engine e;
-        if (!engine_open(&e, dir, 1, 256, HEARTH_DT_F32, &err)) {
-            engine_close(&e);
-            json_decref(g);
-            closedir(d);
-            CHECK_MSG(0, "%s: %s", dir, err.msg);
-        }
-        int vocab = hearth_model_config_get(e.m)->vocab_size;
-        double max_d = 0;
-        int bad_top1 = 0, fail = 0;
-        size_t si;
-        json_t *sj;
-        json_array_foreach(json_object_get(g, "sequences"), si, sj) {
-            int32_t ids[256];
-            int n = 0;
-            size_t ii;
-            json_t *v;
-            json_array_foreach(json_object_get(sj, "input_ids"), ii, v) if (n < 256) ids[n++] =
-                (int32_t)json_integer_value(v);
-            char lp[2300];
-            snprintf(lp, sizeof lp, "%s/%s", dir, json_string_value(json_object_get(sj, "logits_file")));
-            float *want = malloc(4 * (size_t)n * vocab), *got = malloc(4 * (size_t)n * vocab);
-            if (!read_f32(lp, want, (size_t)n * vocab) || !forward_span(&e, ids, 0, n, got, &err)) {
-                fail = 1;
-            } else {
-                for (int p = 0; p < n; p++) {
-                    float m1, m2;
-                    if (argmax2(want + (size_t)p * vocab, vocab, &m1) != argmax2(got + (size_t)p * vocab, vocab, &m2))
-                        bad_top1++;
-                    for (int vv = 0; vv < vocab; vv++) {
-                        double dd = fabs((double)want[(size_t)p * vocab + vv] - got[(size_t)p * vocab + vv]);
-                        if (!(dd <= max_d)) max_d = isnan(dd) ? INFINITY : dd;
-                    }
-                }
-            }
-            hearth_kv_release_slot(e.kv, 0);
-            free(want);
-            free(got);
-        }
-        printf("  cuda %s: max |dlogit| %.3g, top-1 mismatches %d\n", de->d_name, max_d, bad_top1);
-        int ok = check_cuda_ok();
-        engine_close(&e);
-        json_decref(g);
+        ok = parity_case(de->d_name, dir, NULL, dir, strstr(de->d_name, "-f32") != NULL, why, sizeof why);
         n_models++;
-        if (!ok) break;
-        if (fail || bad_top1 || (f32 && !(max_d <= 1e-4))) {
-            closedir(d);
-            CHECK_MSG(0, "%s: %s, %d top-1 mismatches, max |dlogit| %.3g", de->d_name,
-                      fail ? err.msg : "logits", bad_top1, max_d);
-        }
     }
     closedir(d);
+    CHECK_MSG(ok, "%s", why);
     CHECK_MSG(n_models >= 8, "expected 8 tiny models, found %d", n_models);
+}
+
+/* LoRA adapters (PyTorch + PEFT goldens, tools/oracle/make_lora_goldens.py)
+ * through the CUDA backend, f32 tolerance, as test_parity.c on the CPU. */
+TEST(cuda_parity_lora_vs_peft) {
+    NEED_GPU();
+    char rootc[1024], why[1024];
+    snprintf(rootc, sizeof rootc, "%s", test_path("tests/fixtures/lora"));
+    DIR *d = opendir(rootc);
+    CHECK_MSG(d, "%s: missing", rootc);
+    int n = 0, ok = 1;
+    struct dirent *de;
+    while (ok && (de = readdir(d))) {
+        if (de->d_name[0] == '.') continue;
+        char dir[2048], golden[2100], base[2300];
+        snprintf(dir, sizeof dir, "%s/%s", rootc, de->d_name);
+        snprintf(golden, sizeof golden, "%s/golden.json", dir);
+        json_t *g = json_load_file(golden, 0, NULL);
+        snprintf(base, sizeof base, "tests/fixtures/tiny/%s", g ? json_string_value(json_object_get(g, "base")) : "?");
+        json_decref(g);
+        char basec[2400];
+        snprintf(basec, sizeof basec, "%s", test_path(base));
+        ok = parity_case(de->d_name, basec, dir, dir, 1, why, sizeof why);
+        n++;
+    }
+    closedir(d);
+    CHECK_MSG(ok, "%s", why);
+    CHECK_MSG(n >= 3, "expected 3 adapters, found %d", n);
 }
 
 /* The default model, greedy for 64 tokens, CUDA against CPU with the same
