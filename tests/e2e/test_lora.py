@@ -7,47 +7,23 @@ random (PEFT's file layout written with numpy); their numerics against PyTorch
 import concurrent.futures as cf
 import json
 import pathlib
-import struct
+import sys
 import tempfile
 
-import numpy as np
 import pytest
 
-from conftest import DEFAULT_MODEL, run_hearth
+from conftest import DEFAULT_MODEL, ROOT, run_hearth
 from test_server import Server
 
+sys.path.insert(0, str(ROOT / "tools" / "bench"))
+from make_lora_adapter import llama_shapes, write_adapter as write_any  # noqa: E402
+
 # SmolLM2-135M: hidden 576, 30 layers, 9 heads / 3 KV heads of 64, FFN 1536
-DIM, LAYERS, QD, KVD, FFN = 576, 30, 576, 192, 1536
-SHAPES = {"self_attn.q_proj": (QD, DIM), "self_attn.k_proj": (KVD, DIM), "self_attn.v_proj": (KVD, DIM),
-          "self_attn.o_proj": (DIM, QD), "mlp.gate_proj": (FFN, DIM), "mlp.up_proj": (FFN, DIM),
-          "mlp.down_proj": (DIM, FFN)}
+SHAPES, LAYERS = llama_shapes(576, 9, 3, 64, 1536), 30
 
 
-def write_adapter(d, seed, r=8, alpha=16, extra=None, modules=SHAPES):
-    """PEFT's save_pretrained layout: adapter_config.json + adapter_model.safetensors (F32)."""
-    d = pathlib.Path(d)
-    d.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(seed)
-    tensors = {}
-    for layer in range(LAYERS):
-        for mod, (out, inp) in modules.items():
-            key = f"base_model.model.model.layers.{layer}.{mod}"
-            tensors[f"{key}.lora_A.weight"] = rng.normal(0, 0.03, (r, inp)).astype("<f4")
-            tensors[f"{key}.lora_B.weight"] = rng.normal(0, 0.03, (out, r)).astype("<f4")
-    header, off, blobs = {}, 0, []
-    for k in sorted(tensors):
-        b = tensors[k].tobytes()
-        header[k] = {"dtype": "F32", "shape": list(tensors[k].shape), "data_offsets": [off, off + len(b)]}
-        off += len(b)
-        blobs.append(b)
-    h = json.dumps(header).encode()
-    h += b" " * (-len(h) % 8)
-    (d / "adapter_model.safetensors").write_bytes(struct.pack("<Q", len(h)) + h + b"".join(blobs))
-    cfg = {"peft_type": "LORA", "r": r, "lora_alpha": alpha, "target_modules": [m.split(".")[1] for m in modules],
-           "bias": "none", "use_rslora": False, "use_dora": False, "task_type": "CAUSAL_LM"}
-    cfg.update(extra or {})
-    (d / "adapter_config.json").write_text(json.dumps(cfg))
-    return d
+def write_adapter(d, seed, extra=None, modules=SHAPES):
+    return write_any(d, modules, LAYERS, seed, r=8, alpha=16, extra=extra)
 
 
 @pytest.fixture(scope="module")

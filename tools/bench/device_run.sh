@@ -19,6 +19,8 @@
 #               decode at batch 1 after 512 tokens, prefill 512 / 2048 (~3 min)
 #   issue6      hearth bench at saturation: 512 streams x 1000 / 1000, e4m3 KV (~1 min)
 #   streams     hearth bench at 1, 8, 64 and 256 streams, 128/128 and 1000/1000 (~3 min)
+#   lora        hearth bench on the 8B shape (BF16) without and with a rank-16 LoRA adapter on every
+#               projection (tools/bench/make_lora_adapter.py): batch 1 after 512 tokens, 64 streams of 128 / 128
 #   peer        the peers beside issue7 and streams: llama.cpp on the same files, llama-bench (prefill
 #               512 / 2048, decode after 512) for the three types and llama-batched-bench 128/128 at
 #               1-256 streams, then PyTorch (tools/bench/peer_torch.py; ~2 min in all); needs .dev/llama.tar.xz, packed here after tools/bench/build_llamacpp_cuda.sh:
@@ -89,7 +91,18 @@ for suite in "$@"; do
         hdr "peer_torch.py --prefill 512,2048 --prompt 512 --gen 128 --reps 3 (PyTorch + transformers, bf16, sdpa)"
         timeout 200 python3 tools/bench/peer_torch.py --prefill 512,2048 --prompt 512 --gen 128 --reps 3 2>&1 |
             grep -E "^(torch|peer)" ;;
-    *) echo "device_run: unknown suite '$suite' (tests flash attn issue7 issue6 streams peer)" ;;
+    lora)
+        m=$(model bf16)
+        [ -s /tmp/l8b-lora/adapter_model.safetensors ] || timeout 120 python3 tools/bench/make_lora_adapter.py \
+            /tmp/l8b-lora --rank 16 --alpha 32
+        for l in "" "--lora /tmp/l8b-lora" "" "--lora /tmp/l8b-lora"; do
+            hdr "hearth bench --prompt 512 --gen 128 ${l:-(base)}"
+            timeout 120 $B/hearth bench "$m" --device cuda --prompt 512 --gen 128 --reps 3 $l 2>&1 | grep -E "^model"
+            hdr "hearth bench --parallel 64 --prompt 128 --gen 128 ${l:-(base)}"
+            timeout 120 $B/hearth bench "$m" --device cuda --prompt 128 --gen 128 --parallel 64 $l 2>&1 |
+                grep -E "^engine \|" | head -2
+        done ;;
+    *) echo "device_run: unknown suite '$suite' (tests flash attn issue7 issue6 streams peer lora)" ;;
     esac
 done
 hdr done
