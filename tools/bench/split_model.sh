@@ -18,7 +18,7 @@ split)
     mkdir -p .dev .dev1 .dev2 .git/info
     for d in .dev .dev1 .dev2; do grep -qx "/$d/" .git/info/exclude 2>/dev/null || echo "/$d/" >> .git/info/exclude; done
     rm -f .dev*/part.a?
-    split -b 44000000 "$M" /tmp/hearth-part.
+    split -b 38000000 "$M" /tmp/hearth-part.
     mv /tmp/hearth-part.aa .dev1/part.aa
     mv /tmp/hearth-part.ab .dev2/part.ab
     mv /tmp/hearth-part.ac .dev/part.ac
