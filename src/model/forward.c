@@ -54,21 +54,16 @@ static void lora_plan(hearth_model *m, int T, lora_step *ls) {
     if (!ls->uniform) m->ops->upload(m->ops_ctx, m->lora_ids, m->h_lora, sizeof(int32_t) * (size_t)T);
 }
 
-/* y[T][out] += scale * B (A x) for the rows of each adapter of the step
- * that adapts target tg of layer l (scale is in B). Every row is computed
- * for each adapter and only its rows are added: a mixed batch costs the sum
- * of its adapters' products. */
-static void lora_apply(hearth_model *m, const lora_step *ls, int l, int tg, float *y, const float *x, int T) {
-    const hearth_ops *o = m->ops;
+/* Group g of layer l (model_internal.h) of every adapter the step uses:
+ * y[i] += B_i (A_i x) for their rows. A mixed batch computes every row for
+ * each adapter and keeps only its rows' sums. */
+static void lora_apply(hearth_model *m, const lora_step *ls, int l, int g, float *const *y, const float *x, int T) {
     for (int i = 0; i < ls->n_used; i++) {
-        const hearth_lora_pair *p = &m->lora[ls->used[i] - 1].pairs[(size_t)l * HEARTH_LORA_TARGETS + tg];
-        if (!p->a.data) continue;
-        o->matmul(m->ops_ctx, m->lora_t, x, T, &p->a);
-        o->matmul(m->ops_ctx, m->lora_y, m->lora_t, T, &p->b);
-        if (ls->uniform)
-            o->add(m->ops_ctx, y, m->lora_y, (size_t)T * p->b.rows);
-        else
-            o->add_rows(m->ops_ctx, y, m->lora_y, T, p->b.rows, m->lora_ids, ls->used[i]);
+        const hearth_lora *a = &m->lora[ls->used[i] - 1];
+        const hearth_lora_group *G = &a->groups[(size_t)l * HEARTH_LORA_GROUPS + g];
+        if (G->a)
+            m->ops->lora(m->ops_ctx, y, x, T, G->in, G->a, G->b, a->rank, G->out, G->n,
+                         ls->uniform ? NULL : m->lora_ids, ls->used[i], m->lora_tmp);
     }
 }
 
@@ -123,11 +118,7 @@ hearth_status hearth_model_forward(hearth_model *m, hearth_kv *kv, const int32_t
         o->rmsnorm(ctx, m->xb, m->x, L->attn_norm, T, dim, c->rms_norm_eps);
         matmuls(o, ctx, (float *const[]){m->q, m->k, m->v}, m->xb, T,
                 (const hearth_weight *const[]){&L->wq, &L->wk, &L->wv}, 3);
-        if (ls.n_used) {
-            lora_apply(m, &ls, l, HEARTH_LORA_Q, m->q, m->xb, T);
-            lora_apply(m, &ls, l, HEARTH_LORA_K, m->k, m->xb, T);
-            lora_apply(m, &ls, l, HEARTH_LORA_V, m->v, m->xb, T);
-        }
+        if (ls.n_used) lora_apply(m, &ls, l, HEARTH_LORA_QKV, (float *const[]){m->q, m->k, m->v}, m->xb, T);
         if (L->bq) {
             o->add_bias(ctx, m->q, L->bq, T, qd);
             o->add_bias(ctx, m->k, L->bk, T, kvd);
@@ -142,19 +133,16 @@ hearth_status hearth_model_forward(hearth_model *m, hearth_kv *kv, const int32_t
         o->kv_write(ctx, view, l, m->k, m->v, T, d_seq, d_pos);
         o->attention(ctx, m->att, m->q, T, view, l, d_seq, d_pos, nh, nkv, hd, scale, window);
         o->matmul(ctx, m->xb, m->att, T, &L->wo);
-        if (ls.n_used) lora_apply(m, &ls, l, HEARTH_LORA_O, m->xb, m->att, T);
+        if (ls.n_used) lora_apply(m, &ls, l, HEARTH_LORA_O, (float *const[]){m->xb}, m->att, T);
         o->add(ctx, m->x, m->xb, (size_t)T * dim);
         o->rmsnorm(ctx, m->xb, m->x, L->ffn_norm, T, dim, c->rms_norm_eps);
         /* ARCH SWITCH: MoE routes each row to its experts here. */
         matmuls(o, ctx, (float *const[]){m->hb, m->hb2}, m->xb, T, (const hearth_weight *const[]){&L->w_gate, &L->w_up},
                 2);
-        if (ls.n_used) {
-            lora_apply(m, &ls, l, HEARTH_LORA_GATE, m->hb, m->xb, T);
-            lora_apply(m, &ls, l, HEARTH_LORA_UP, m->hb2, m->xb, T);
-        }
+        if (ls.n_used) lora_apply(m, &ls, l, HEARTH_LORA_GATE_UP, (float *const[]){m->hb, m->hb2}, m->xb, T);
         o->swiglu(ctx, m->hb, m->hb, m->hb2, T, ffn);
         o->matmul(ctx, m->xb, m->hb, T, &L->w_down);
-        if (ls.n_used) lora_apply(m, &ls, l, HEARTH_LORA_DOWN, m->xb, m->hb, T);
+        if (ls.n_used) lora_apply(m, &ls, l, HEARTH_LORA_DOWN, (float *const[]){m->xb}, m->hb, T);
         o->add(ctx, m->x, m->xb, (size_t)T * dim);
     }
     m->n_logit_rows = 0;

@@ -32,19 +32,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const MODULES[HEARTH_LORA_TARGETS] = {
-    [HEARTH_LORA_Q] = "self_attn.q_proj",   [HEARTH_LORA_K] = "self_attn.k_proj",
-    [HEARTH_LORA_V] = "self_attn.v_proj",   [HEARTH_LORA_O] = "self_attn.o_proj",
-    [HEARTH_LORA_GATE] = "mlp.gate_proj",   [HEARTH_LORA_UP] = "mlp.up_proj",
-    [HEARTH_LORA_DOWN] = "mlp.down_proj",
+/* The projections an adapter may adapt, in the order of their groups. */
+enum { T_Q, T_K, T_V, T_O, T_GATE, T_UP, T_DOWN, N_TARGETS };
+static const char *const MODULES[N_TARGETS] = {
+    [T_Q] = "self_attn.q_proj", [T_K] = "self_attn.k_proj", [T_V] = "self_attn.v_proj", [T_O] = "self_attn.o_proj",
+    [T_GATE] = "mlp.gate_proj", [T_UP] = "mlp.up_proj",     [T_DOWN] = "mlp.down_proj",
 };
+static const int FIRST_OF[HEARTH_LORA_GROUPS] = {T_Q, T_O, T_GATE, T_DOWN}; /* a group's first member */
+static const int SIZE_OF[HEARTH_LORA_GROUPS] = {3, 1, 2, 1};
 
 /* A target's [out, in] in the model. */
 static void target_shape(const hearth_model_config *c, int t, int *out, int *in) {
     const int dim = c->hidden_size, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim,
               ffn = c->intermediate_size;
     static const int OUT = 0, IN = 1;
-    int s[HEARTH_LORA_TARGETS][2] = {{qd, dim}, {kvd, dim}, {kvd, dim}, {dim, qd}, {ffn, dim}, {ffn, dim}, {dim, ffn}};
+    int s[N_TARGETS][2] = {{qd, dim}, {kvd, dim}, {kvd, dim}, {dim, qd}, {ffn, dim}, {ffn, dim}, {dim, ffn}};
     *out = s[t][OUT];
     *in = s[t][IN];
 }
@@ -58,7 +60,7 @@ static int parse_key(const char *name, int *layer, int *target, int *which) {
     long l = strtol(p + 7, &end, 10);
     if (end == p + 7 || *end != '.' || l < 0 || l > 100000) return 0;
     p = end + 1;
-    for (int t = 0; t < HEARTH_LORA_TARGETS; t++) {
+    for (int t = 0; t < N_TARGETS; t++) {
         size_t n = strlen(MODULES[t]);
         if (strncmp(p, MODULES[t], n) || strncmp(p + n, ".lora_", 6)) continue;
         const char *q = p + n + 6;
@@ -123,62 +125,85 @@ static hearth_status read_config(const char *dir, int *r, float *scale, hearth_e
 /* Row i of B (as stored, HF order) for output row o of the model. */
 static int b_row(const hearth_model *m, int target, int o) {
     const hearth_model_config *c = &m->cfg;
-    if (!m->gguf || c->rope_neox || (target != HEARTH_LORA_Q && target != HEARTH_LORA_K)) return o;
+    if (!m->gguf || c->rope_neox || (target != T_Q && target != T_K)) return o;
     /* GGUF row h*hd + 2j + i holds HF row h*hd + i*hd/2 + j */
     const int hd = c->head_dim, h = o / hd, r = o % hd;
     return h * hd + (r % 2) * (hd / 2) + r / 2;
 }
 
-static hearth_status put_matrix(hearth_model *m, hearth_weight *w, float *host, int rows, int cols,
-                                const char *what, hearth_err *err) {
-    size_t bytes = sizeof(float) * (size_t)rows * cols;
+/* Host data of n floats into backend memory the model owns. */
+static hearth_status put(hearth_model *m, float **dst, const float *host, size_t n, const char *what,
+                         hearth_err *err) {
+    size_t bytes = sizeof(float) * n;
     void *d = m->ops->alloc(m->ops_ctx, bytes);
     if (!d || !hearth_model_own(m, d))
         return hearth_err_set(err, HEARTH_ENOMEM, "out of %s memory for %s (%.1f MiB)", m->ops->name, what,
                               bytes / 1048576.0);
     m->ops->upload(m->ops_ctx, d, host, bytes);
-    *w = (hearth_weight){.data = d, .type = HEARTH_DT_F32, .rows = rows, .cols = cols, .row_bytes = 4 * (size_t)cols};
-    hearth_status st = m->ops->prepare_weight ? m->ops->prepare_weight(m->ops_ctx, w, err) : HEARTH_OK;
-    return st ? hearth_err_wrap(err, st, "%s", what) : HEARTH_OK;
+    *dst = d;
+    return HEARTH_OK;
 }
 
-/* One target's pair from the file into backend memory. */
-static hearth_status load_pair(hearth_model *m, hearth_lora *a, int layer, int target, const hearth_st_tensor *ta,
-                               const hearth_st_tensor *tb, int r, float scale, hearth_err *err) {
+/* Copy one target's pair from the file into its group's stacks (ha: its
+ * rows of the group's A [n R][in]; hb: its rows of B [sum out][R]), B scaled. */
+static void stack_pair(const hearth_model *m, int target, const hearth_st_tensor *ta, const hearth_st_tensor *tb,
+                       int r, int R, float scale, float *ha, float *hb) {
     int out, in;
     target_shape(&m->cfg, target, &out, &in);
-    if (ta->n_dims != 2 || ta->shape[0] != r || ta->shape[1] != in)
-        return hearth_err_set(err, HEARTH_EFORMAT, "%s: tensor %s: shape [%lld,%lld], expected [%d,%d]", a->path,
-                              ta->name, (long long)ta->shape[0], (long long)(ta->n_dims > 1 ? ta->shape[1] : 1), r,
-                              in);
-    if (tb->n_dims != 2 || tb->shape[0] != out || tb->shape[1] != r)
-        return hearth_err_set(err, HEARTH_EFORMAT, "%s: tensor %s: shape [%lld,%lld], expected [%d,%d]", a->path,
-                              tb->name, (long long)tb->shape[0], (long long)(tb->n_dims > 1 ? tb->shape[1] : 1), out,
-                              r);
-    const int R = a->rank;
-    size_t na = (size_t)R * in, nb = (size_t)out * R;
-    float *ha = calloc(na, sizeof(float)), *hb = calloc(nb, sizeof(float)), *row = malloc(sizeof(float) * r);
-    hearth_status st = HEARTH_OK;
-    if (!ha || !hb || !row) {
-        st = hearth_err_set(err, HEARTH_ENOMEM, "out of host memory for %s", ta->name);
-        goto done;
-    }
     const size_t ea = hearth_dtype_row_bytes(ta->type, in), eb = hearth_dtype_row_bytes(tb->type, r);
     for (int i = 0; i < r; i++)
         hearth_cpu_dequantize_row((hearth_dtype)ta->type, (const uint8_t *)ta->data + ea * i, ha + (size_t)i * in, in);
+    float row[4096]; /* r <= 4096 (read_config) */
     for (int o = 0; o < out; o++) {
         hearth_cpu_dequantize_row((hearth_dtype)tb->type, (const uint8_t *)tb->data + eb * b_row(m, target, o), row, r);
         for (int j = 0; j < r; j++) hb[(size_t)o * R + j] = row[j] * scale;
     }
-    hearth_lora_pair *p = &a->pairs[(size_t)layer * HEARTH_LORA_TARGETS + target];
+}
+
+/* The pair's shapes: A [r, in], B [out, r]. */
+static hearth_status check_pair(const hearth_model *m, const char *path, int target, const hearth_st_tensor *ta,
+                                const hearth_st_tensor *tb, int r, hearth_err *err) {
+    int out, in;
+    target_shape(&m->cfg, target, &out, &in);
+    const hearth_st_tensor *t[2] = {ta, tb};
+    const int64_t want[2][2] = {{r, in}, {out, r}};
+    for (int k = 0; k < 2; k++)
+        if (t[k]->n_dims != 2 || t[k]->shape[0] != want[k][0] || t[k]->shape[1] != want[k][1])
+            return hearth_err_set(err, HEARTH_EFORMAT, "%s: tensor %s: shape [%lld,%lld], expected [%lld,%lld]", path,
+                                  t[k]->name, (long long)t[k]->shape[0],
+                                  (long long)(t[k]->n_dims > 1 ? t[k]->shape[1] : 1), (long long)want[k][0],
+                                  (long long)want[k][1]);
+    return HEARTH_OK;
+}
+
+/* One group of one layer (ta: the layer's [N_TARGETS][2] tensors, NULL where
+ * absent) into backend memory. */
+static hearth_status load_group(hearth_model *m, hearth_lora *a, const char *path, int layer, int g,
+                                const hearth_st_tensor *const *ta, int r, float scale, hearth_err *err) {
+    hearth_lora_group *G = &a->groups[(size_t)layer * HEARTH_LORA_GROUPS + g];
+    const int R = a->rank, first = FIRST_OF[g];
+    int any = 0, sum_out = 0, in = 0;
+    G->n = SIZE_OF[g];
+    for (int i = 0; i < G->n; i++) {
+        target_shape(&m->cfg, first + i, &G->out[i], &in);
+        sum_out += G->out[i];
+        if (ta[2 * (first + i)]) any = 1;
+    }
+    G->in = in;
+    if (!any) return HEARTH_OK;
+    float *ha = calloc((size_t)G->n * R * in, sizeof(float)), *hb = calloc((size_t)sum_out * R, sizeof(float));
+    hearth_status st = ha && hb ? HEARTH_OK : hearth_err_set(err, HEARTH_ENOMEM, "out of host memory for %s", path);
+    for (int i = 0, o = 0; st == HEARTH_OK && i < G->n; o += G->out[i++]) {
+        const hearth_st_tensor *A = ta[2 * (first + i)], *B = ta[2 * (first + i) + 1];
+        if (A && !(st = check_pair(m, path, first + i, A, B, r, err)))
+            stack_pair(m, first + i, A, B, r, R, scale, ha + (size_t)i * R * in, hb + (size_t)o * R);
+    }
     char what[200];
-    snprintf(what, sizeof what, "%s: layer %d %s", a->path, layer, MODULES[target]);
-    if ((st = put_matrix(m, &p->a, ha, R, in, what, err)) == HEARTH_OK)
-        st = put_matrix(m, &p->b, hb, out, R, what, err);
-done:
+    snprintf(what, sizeof what, "%s: layer %d", a->path, layer);
+    if (st == HEARTH_OK && (st = put(m, &G->a, ha, (size_t)G->n * R * in, what, err)) == HEARTH_OK)
+        st = put(m, &G->b, hb, (size_t)sum_out * R, what, err);
     free(ha);
     free(hb);
-    free(row);
     return st;
 }
 
@@ -197,24 +222,20 @@ static void fingerprint(hearth_lora *a, const hearth_st_set *st, float scale) {
     hearth_sha256_final(&s, a->fingerprint);
 }
 
-/* The shared scratch the application needs: [max_tokens][R] and [max_tokens][widest out]. */
+/* What applying adapters takes, shared by all: the rows' adapter ids (host
+ * and backend) and the op's scratch, T x (3 R + the widest output) floats. */
 static hearth_status scratch(hearth_model *m, int R, hearth_err *err) {
     const hearth_model_config *c = &m->cfg;
-    if (!m->lora_ids) {
-        int wide = c->intermediate_size;
-        if (c->n_heads * c->head_dim > wide) wide = c->n_heads * c->head_dim;
-        if (c->hidden_size > wide) wide = c->hidden_size;
-        size_t bytes = sizeof(float) * (size_t)m->max_tokens * wide;
-        if (!(m->lora_y = m->ops->alloc(m->ops_ctx, bytes)) || !hearth_model_own(m, m->lora_y) ||
-            !(m->lora_ids = m->ops->alloc(m->ops_ctx, sizeof(int32_t) * (size_t)m->max_tokens)) ||
-            !hearth_model_own(m, m->lora_ids) ||
-            !(m->h_lora = calloc((size_t)m->max_tokens, sizeof(int32_t))))
-            return hearth_err_set(err, HEARTH_ENOMEM, "out of %s memory for the adapters' activations (%.1f MiB)",
-                                  m->ops->name, bytes / 1048576.0);
-    }
+    int wide = c->intermediate_size;
+    if (c->n_heads * c->head_dim > wide) wide = c->n_heads * c->head_dim;
+    if (c->hidden_size > wide) wide = c->hidden_size;
+    const size_t T = (size_t)m->max_tokens, bytes = sizeof(float) * T * (3 * (size_t)R + wide);
+    if ((!m->h_lora && !(m->h_lora = calloc(T, sizeof(int32_t)))) ||
+        (!m->lora_ids && (!(m->lora_ids = m->ops->alloc(m->ops_ctx, sizeof(int32_t) * T)) ||
+                          !hearth_model_own(m, m->lora_ids))))
+        return hearth_err_set(err, HEARTH_ENOMEM, "out of memory for the adapters' row ids");
     if (R > m->lora_rank) {
-        size_t bytes = sizeof(float) * (size_t)m->max_tokens * R;
-        if (!(m->lora_t = m->ops->alloc(m->ops_ctx, bytes)) || !hearth_model_own(m, m->lora_t))
+        if (!(m->lora_tmp = m->ops->alloc(m->ops_ctx, bytes)) || !hearth_model_own(m, m->lora_tmp))
             return hearth_err_set(err, HEARTH_ENOMEM, "out of %s memory for the adapters' activations (%.1f MiB)",
                                   m->ops->name, bytes / 1048576.0);
         m->lora_rank = R;
@@ -247,9 +268,9 @@ hearth_status hearth_model_add_lora(hearth_model *m, const char *name, const cha
     a->scale = scale;
     a->name = strdup(name);
     a->path = strdup(dir);
-    a->pairs = calloc((size_t)L * HEARTH_LORA_TARGETS, sizeof *a->pairs);
-    const hearth_st_tensor **ta = calloc((size_t)L * HEARTH_LORA_TARGETS * 2, sizeof *ta);
-    if (!a->name || !a->path || !a->pairs || !ta) {
+    a->groups = calloc((size_t)L * HEARTH_LORA_GROUPS, sizeof *a->groups);
+    const hearth_st_tensor **ta = calloc((size_t)L * N_TARGETS * 2, sizeof *ta);
+    if (!a->name || !a->path || !a->groups || !ta) {
         st = hearth_err_set(err, HEARTH_ENOMEM, "out of memory");
         goto fail;
     }
@@ -265,7 +286,7 @@ hearth_status hearth_model_add_lora(hearth_model *m, const char *name, const cha
             st = hearth_err_set(err, HEARTH_EFORMAT, "%s: tensor %s: layer %d, the model has %d", path, t->name, l, L);
             goto fail;
         }
-        const hearth_st_tensor **slot = &ta[((size_t)l * HEARTH_LORA_TARGETS + tg) * 2 + w];
+        const hearth_st_tensor **slot = &ta[((size_t)l * N_TARGETS + tg) * 2 + w];
         if (*slot) {
             st = hearth_err_set(err, HEARTH_EFORMAT, "%s: tensors %s and %s are the same matrix", path, (*slot)->name,
                                 t->name);
@@ -275,18 +296,17 @@ hearth_status hearth_model_add_lora(hearth_model *m, const char *name, const cha
     }
     if ((st = scratch(m, a->rank, err))) goto fail;
     int pairs = 0;
-    for (int i = 0; i < L * HEARTH_LORA_TARGETS; i++) {
+    for (int i = 0; i < L * N_TARGETS; i++) {
         if (!ta[2 * i] != !ta[2 * i + 1]) {
             st = hearth_err_set(err, HEARTH_EFORMAT, "%s: tensor %s has no lora_%c beside it", path,
                                 (ta[2 * i] ? ta[2 * i] : ta[2 * i + 1])->name, ta[2 * i] ? 'B' : 'A');
             goto fail;
         }
-        if (!ta[2 * i]) continue;
-        st = load_pair(m, a, i / HEARTH_LORA_TARGETS, i % HEARTH_LORA_TARGETS, ta[2 * i], ta[2 * i + 1], r, scale,
-                       err);
-        if (st) goto fail;
-        pairs++;
+        pairs += ta[2 * i] != NULL;
     }
+    for (int l = 0; l < L; l++)
+        for (int g = 0; g < HEARTH_LORA_GROUPS; g++)
+            if ((st = load_group(m, a, path, l, g, ta + (size_t)l * N_TARGETS * 2, r, scale, err))) goto fail;
     if (!pairs) {
         st = hearth_err_set(err, HEARTH_EFORMAT, "%s: no LoRA tensors", path);
         goto fail;
@@ -302,7 +322,7 @@ fail:
     hearth_st_close(sts);
     free(a->name);
     free(a->path);
-    free(a->pairs);
+    free(a->groups);
     memset(a, 0, sizeof *a); /* backend memory already taken stays owned by the model */
     return st;
 }
@@ -331,7 +351,7 @@ void hearth_model_lora_free_all(hearth_model *m) {
     for (int i = 0; i < m->n_lora; i++) {
         free(m->lora[i].name);
         free(m->lora[i].path);
-        free(m->lora[i].pairs);
+        free(m->lora[i].groups);
     }
     free(m->h_lora);
     m->n_lora = 0;

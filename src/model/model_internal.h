@@ -8,20 +8,23 @@
 #include "io/safetensors.h"
 #include "model/model.h"
 
-/* A LoRA adapter's matrices (lora.c): for each layer and target, A [R, in]
- * and B [out, R] (scale folded in), F32 in backend memory; data NULL where
- * the adapter leaves the target alone. */
-enum { HEARTH_LORA_Q, HEARTH_LORA_K, HEARTH_LORA_V, HEARTH_LORA_O, HEARTH_LORA_GATE, HEARTH_LORA_UP,
-       HEARTH_LORA_DOWN, HEARTH_LORA_TARGETS };
+/* A LoRA adapter's matrices (lora.c), F32 in backend memory, grouped by the
+ * input they multiply (the op set's lora op takes a group at once): per
+ * layer q, k and v; o; gate and up; down. A group's A matrices are stacked
+ * [n R, in], its B matrices (scale folded in) [sum of out, R]; a member the
+ * adapter leaves alone is zeros there. a NULL: the adapter leaves the whole
+ * group alone. */
+enum { HEARTH_LORA_QKV, HEARTH_LORA_O, HEARTH_LORA_GATE_UP, HEARTH_LORA_DOWN, HEARTH_LORA_GROUPS };
 typedef struct {
-    hearth_weight a, b;
-} hearth_lora_pair;
+    float *a, *b;
+    int n, out[3], in;
+} hearth_lora_group;
 typedef struct {
     char *name, *path;
     int rank;                 /* R: the file's r rounded up to 16 */
     float scale;
     uint8_t fingerprint[32];
-    hearth_lora_pair *pairs;  /* [n_layers][HEARTH_LORA_TARGETS] */
+    hearth_lora_group *groups; /* [n_layers][HEARTH_LORA_GROUPS] */
 } hearth_lora;
 
 struct hearth_model {
@@ -66,11 +69,11 @@ struct hearth_model {
     /* Adapters (lora.c) and what applying them takes: the next forward's
      * adapter per row (h_lora, host; 0 = none; set by
      * hearth_model_set_row_adapters), its copy in backend memory, and the
-     * products A x [max_tokens][lora_rank], B (A x) [max_tokens][widest out]. */
+     * lora op's scratch, [max_tokens][3 lora_rank + widest output]. */
     hearth_lora lora[HEARTH_MAX_LORA];
     int n_lora, lora_rank, lora_rows_set;
     int32_t *h_lora, *lora_ids;
-    float *lora_t, *lora_y;
+    float *lora_tmp;
 };
 
 /* Backend memory p becomes the model's (freed with it); 0 when the list

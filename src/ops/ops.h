@@ -137,8 +137,13 @@ typedef struct hearth_ops {
     void (*add_bias)(void *ctx, float *y, const float *b, int T, int n);
     /* y[n] += x[n] (residual) */
     void (*add)(void *ctx, float *y, const float *x, size_t n);
-    /* y[t][n] += x[t][n] for the rows t < T with ids[t] == id (a LoRA adapter's rows of a mixed batch) */
-    void (*add_rows)(void *ctx, float *y, const float *x, int T, int n, const int32_t *ids, int32_t id);
+    /* LoRA over the n <= 3 matrices of one input (q, k, v; gate, up; o; down): for i < n,
+     *   y[i][T][n_out[i]] += (x[T][K] @ A_i^T) @ B_i^T
+     * where A_i is rows [i R, (i + 1) R) of a [n R][K] and B_i rows [o_i, o_i + n_out[i]) of b [sum n_out][R],
+     * o_i = n_out[0] + .. + n_out[i - 1] (F32, backend memory; R a multiple of 16). Only rows t with
+     * ids[t] == id change (ids NULL: every row). tmp: backend scratch of T x (n R + max n_out[i]) floats. */
+    void (*lora)(void *ctx, float *const *y, const float *x, int T, int K, const float *a, const float *b, int R,
+                 const int *n_out, int n, const int32_t *ids, int32_t id, float *tmp);
     /* out[T][n] = silu(gate[T][n]) * up[T][n]; out may alias gate. */
     void (*swiglu)(void *ctx, float *out, const float *gate, const float *up, int T, int n);
     /* Write k, v [T][kv_dim] at (seq[t], pos[t]) for layer l. */

@@ -576,7 +576,7 @@ TEST(cuda_rope_both_pairings) {
     }
 }
 
-TEST(cuda_add_add_bias_add_rows_swiglu) {
+TEST(cuda_add_add_bias_swiglu) {
     NEED_GPU();
     int T = 1 + irand(9), n = 1 + irand(3000); /* odd sizes: the scalar tails */
     size_t tn = (size_t)T * n;
@@ -595,15 +595,6 @@ TEST(cuda_add_add_bias_add_rows_swiglu) {
     CU->add_bias(g_cu, yd, bd, T, n);
     down(got, yd, 4 * tn);
     int bias_ok = !memcmp(got, want, 4 * tn);
-    /* add_rows: the rows of adapter 2 among ids 0..3 */
-    int32_t ids[10];
-    for (int t = 0; t < T; t++) ids[t] = irand(4);
-    int32_t *idd = dup_host(ids, sizeof(int32_t) * (size_t)T);
-    CPU->add_rows(g_cpu, want, x, T, n, ids, 2);
-    CU->add_rows(g_cu, yd, xd, T, n, idd, 2);
-    down(got, yd, 4 * tn);
-    int rows_ok = !memcmp(got, want, 4 * tn);
-    dfree(idd);
     /* swiglu, out aliasing gate */
     CPU->swiglu(g_cpu, want, g, u, T, n);
     CU->swiglu(g_cu, gd, gd, ud, T, n);
@@ -625,8 +616,63 @@ TEST(cuda_add_add_bias_add_rows_swiglu) {
     if (!check_cuda_ok()) return;
     CHECK_MSG(add_ok, "add T=%d n=%d differs", T, n);
     CHECK_MSG(bias_ok, "add_bias T=%d n=%d differs", T, n);
-    CHECK_MSG(rows_ok, "add_rows T=%d n=%d differs", T, n);
     CHECK_MSG(e <= 1e-5, "swiglu T=%d n=%d: rel err %.3g", T, n, e);
+}
+
+/* The lora op over random groups of 1..3 members, ranks 16 / 32, every row or
+ * one adapter's rows of a mixed batch (ids), against the CPU's. */
+static int lora_case(int T, int K, int R, int n, int masked) {
+    int n_out[3] = {1 + irand(700), 1 + irand(300), 1 + irand(300)}, sum = 0, wide = 0;
+    for (int i = 0; i < n; i++) sum += n_out[i], wide = n_out[i] > wide ? n_out[i] : wide;
+    float *a = rand_vec((size_t)n * R * K), *b = rand_vec((size_t)sum * R), *x = rand_vec((size_t)T * K);
+    float *yh[3], *yd[3], *want[3];
+    int32_t ids[64];
+    for (int t = 0; t < T; t++) ids[t] = irand(3);
+    for (int i = 0; i < n; i++) {
+        yh[i] = rand_vec((size_t)T * n_out[i]);
+        want[i] = malloc(4 * (size_t)T * n_out[i]);
+        memcpy(want[i], yh[i], 4 * (size_t)T * n_out[i]);
+        yd[i] = dup_host(yh[i], 4 * (size_t)T * n_out[i]);
+    }
+    float *tmp = malloc(4 * (size_t)T * (n * R + wide));
+    float *ad = dup_host(a, 4 * (size_t)n * R * K), *bd = dup_host(b, 4 * (size_t)sum * R),
+          *xd = dup_host(x, 4 * (size_t)T * K), *tmpd = dup_host(tmp, 4 * (size_t)T * (n * R + wide));
+    int32_t *idd = dup_host(ids, sizeof ids);
+    CPU->lora(g_cpu, want, x, T, K, a, b, R, n_out, n, masked ? ids : NULL, 1, tmp);
+    CU->lora(g_cu, yd, xd, T, K, ad, bd, R, n_out, n, masked ? idd : NULL, 1, tmpd);
+    double worst = 0;
+    int same_rows = 1;
+    for (int i = 0; i < n; i++) {
+        float *got = malloc(4 * (size_t)T * n_out[i]);
+        down(got, yd[i], 4 * (size_t)T * n_out[i]);
+        size_t at;
+        double e = rel_err(got, want[i], (size_t)T * n_out[i], &at);
+        worst = e > worst || isnan(e) ? e : worst;
+        for (int t = 0; t < T; t++) /* rows of other adapters are untouched, bit for bit */
+            if (masked && ids[t] != 1 && memcmp(got + (size_t)t * n_out[i], yh[i] + (size_t)t * n_out[i],
+                                                4 * (size_t)n_out[i]))
+                same_rows = 0;
+        free(got);
+        dfree(yd[i]);
+        free(yh[i]);
+        free(want[i]);
+    }
+    dfree(ad), dfree(bd), dfree(xd), dfree(tmpd), dfree(idd);
+    free(a), free(b), free(x), free(tmp);
+    printf("  lora T=%d K=%d R=%d n=%d%s: rel err %.3g\n", T, K, R, n, masked ? " (mixed)" : "", worst);
+    return worst <= 1e-5 && same_rows;
+}
+
+TEST(cuda_lora_shrink_expand) {
+    NEED_GPU();
+    static const int cases[][5] = {{1, 576, 16, 3, 0}, {1, 1536, 16, 1, 0}, {5, 576, 32, 2, 1}, {17, 96, 16, 3, 1},
+                                   {64, 130, 16, 1, 0}, {33, 512, 48, 3, 1}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const int *c = cases[k];
+        int ok = lora_case(c[0], c[1], c[2], c[3], c[4]);
+        if (!check_cuda_ok()) return;
+        CHECK_MSG(ok, "lora T=%d K=%d R=%d n=%d masked=%d differs from the CPU's", c[0], c[1], c[2], c[3], c[4]);
+    }
 }
 
 /* ---- kv_write + attention -------------------------------------------------------- */

@@ -260,9 +260,20 @@ static void cpu_add(void *ctx, float *y, const float *x, size_t n) {
     for (size_t i = 0; i < n; i++) y[i] += x[i];
 }
 
-static void cpu_add_rows(void *ctx, float *y, const float *x, int T, int n, const int32_t *ids, int32_t id) {
-    for (int t = 0; t < T; t++)
-        if (ids[t] == id) cpu_add(ctx, y + (size_t)t * n, x + (size_t)t * n, (size_t)n);
+/* Two matmuls a member (A_i x into tmp, then B_i of that into tmp's second
+ * part), then the masked add. */
+static void cpu_lora(void *ctx, float *const *y, const float *x, int T, int K, const float *a, const float *b, int R,
+                     const int *n_out, int n, const int32_t *ids, int32_t id, float *tmp) {
+    hearth_cpu_ctx *c = ctx;
+    float *t = tmp, *u = tmp + (size_t)T * R;
+    for (int i = 0, o = 0; i < n; o += n_out[i++]) {
+        hearth_cpu_matmul(c->pool, t, x, T, a + (size_t)i * R * K, HEARTH_DT_F32, HEARTH_LAYOUT_STORED, K, R,
+                          c->mm_scratch);
+        hearth_cpu_matmul(c->pool, u, t, T, b + (size_t)o * R, HEARTH_DT_F32, HEARTH_LAYOUT_STORED, R, n_out[i],
+                          c->mm_scratch);
+        for (int r = 0; r < T; r++)
+            if (!ids || ids[r] == id) cpu_add(ctx, y[i] + (size_t)r * n_out[i], u + (size_t)r * n_out[i], n_out[i]);
+    }
 }
 
 typedef struct {
@@ -670,7 +681,7 @@ const hearth_ops hearth_cpu_ops = {
     .rope = cpu_rope,
     .add_bias = cpu_add_bias,
     .add = cpu_add,
-    .add_rows = cpu_add_rows,
+    .lora = cpu_lora,
     .swiglu = cpu_swiglu,
     .kv_write = cpu_kv_write,
     .attention = cpu_attention,

@@ -1,5 +1,4 @@
-/* add.cu - the residual add y[n] += x[n], and the same over the rows of one
- * LoRA adapter in a mixed batch. */
+/* add.cu - the residual add y[n] += x[n]. */
 #include "ops/cuda/cuda_internal.cuh"
 
 __global__ void add_kernel(float *y, const float *x, size_t n) {
@@ -19,16 +18,3 @@ void cu_add(const cu_launch *L, float *y, const float *x, size_t n) {
     cu_launch_k(L, add_kernel, dim3(cu_div_up((long)n, 1024)), dim3(256), 0, y, x, n);
 }
 
-__global__ void add_rows_kernel(float *y, const float *x, int n, const int32_t *ids, int32_t id) {
-    pdl_wait();
-    const int t = blockIdx.y;
-    if (ids[t] == id)
-        for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-            y[(size_t)t * n + i] += x[(size_t)t * n + i];
-    pdl_launch();
-}
-
-void cu_add_rows(const cu_launch *L, float *y, const float *x, int T, int n, const int32_t *ids, int32_t id) {
-    cu_launch_k(L, add_rows_kernel, dim3(cu_div_up(n, 256) < 16 ? cu_div_up(n, 256) : 16, T), dim3(256), 0, y, x,
-                n, ids, id);
-}

@@ -40,7 +40,7 @@ enum {
     R_ROPE,
     R_ADD_BIAS,
     R_ADD,
-    R_ADD_ROWS,
+    R_LORA,
     R_SWIGLU,
     R_KV_WRITE,
     R_ATTN,
@@ -239,9 +239,12 @@ static void run_one(hearth_cuda_ctx *c, const rec *r) {
         break;
     case R_ADD_BIAS: cu_add_bias(L, (float *)r->p[0], (const float *)r->p[1], r->i[0], r->i[1]); break;
     case R_ADD: cu_add(L, (float *)r->p[0], (const float *)r->p[1], r->z[0]); break;
-    case R_ADD_ROWS:
-        cu_add_rows(L, (float *)r->p[0], (const float *)r->p[1], r->i[0], r->i[1], (const int32_t *)r->p[2], r->i[2]);
+    case R_LORA: {
+        float *y[3] = {(float *)r->p[0], (float *)r->p[1], (float *)r->p[2]};
+        cu_lora(L, y, (const float *)r->p[3], r->i[0], r->i[1], (const float *)r->p[4], (const float *)r->p[5],
+                r->i[2], r->i + 4, r->i[3], (const int32_t *)r->p[6], r->i[7], (float *)r->p[7]);
         break;
+    }
     case R_SWIGLU:
         cu_swiglu(L, (float *)r->p[0], (const float *)r->p[1], (const float *)r->p[2], r->i[0], r->i[1]);
         break;
@@ -305,9 +308,6 @@ static int rec_reads(const rec *r, const void *p, size_t n) {
                overlap(r->p[2], f * (r->i[3] / 2), p, n);
     case R_ADD_BIAS: return overlap(r->p[0], f * r->i[0] * r->i[1], p, n) || overlap(r->p[1], f * r->i[1], p, n);
     case R_ADD: return overlap(r->p[0], f * r->z[0], p, n) || overlap(r->p[1], f * r->z[0], p, n);
-    case R_ADD_ROWS:
-        return overlap(r->p[0], f * r->i[0] * r->i[1], p, n) || overlap(r->p[1], f * r->i[0] * r->i[1], p, n) ||
-               overlap(r->p[2], 4 * (size_t)r->i[0], p, n);
     case R_SWIGLU: return overlap(r->p[1], f * r->i[0] * r->i[1], p, n) || overlap(r->p[2], f * r->i[0] * r->i[1], p, n);
     case R_KV_WRITE:
         return overlap(r->p[3], f * r->i[3] * r->i[2], p, n) || overlap(r->p[4], f * r->i[3] * r->i[2], p, n) ||
@@ -713,7 +713,7 @@ static int run_unit(hearth_cuda_ctx *c, const rec *recs, int i, int n, char *lab
         break;
     default: {
         static const char *names[] = {"?", "upload", "copy", "matmul", "embed", "rmsnorm", "rope", "add_bias",
-                                      "add", "swiglu", "kv_write", "attention", "pick", "download"};
+                                      "add", "lora", "swiglu", "kv_write", "attention", "pick", "download"};
         snprintf(label, lsz, "%s", names[r->kind]);
     }
     }
@@ -1520,14 +1520,23 @@ static void op_add(void *ctx, float *y, const float *x, size_t n) {
     r->z[0] = n;
 }
 
-static void op_add_rows(void *ctx, float *y, const float *x, int T, int n, const int32_t *ids, int32_t id) {
-    rec *r = push((hearth_cuda_ctx *)ctx, R_ADD_ROWS);
-    r->p[0] = y;
-    r->p[1] = x;
-    r->p[2] = ids;
+/* p0..2 y, p3 x, p4 a, p5 b, p6 ids, p7 tmp; i0 T, i1 K, i2 R, i3 n, i4..6 n_out, i7 id. Not in rec_reads:
+ * a fused kernel's dead-store check takes it to read everything. */
+static void op_lora(void *ctx, float *const *y, const float *x, int T, int K, const float *a, const float *b, int R,
+                    const int *n_out, int n, const int32_t *ids, int32_t id, float *tmp) {
+    HEARTH_ASSERT(n >= 1 && n <= 3 && R % 16 == 0 && T >= 1);
+    rec *r = push((hearth_cuda_ctx *)ctx, R_LORA);
+    for (int i = 0; i < n; i++) r->p[i] = y[i], r->i[4 + i] = n_out[i];
+    r->p[3] = x;
+    r->p[4] = a;
+    r->p[5] = b;
+    r->p[6] = ids;
+    r->p[7] = tmp;
     r->i[0] = T;
-    r->i[1] = n;
-    r->i[2] = id;
+    r->i[1] = K;
+    r->i[2] = R;
+    r->i[3] = n;
+    r->i[7] = id;
 }
 
 static void op_swiglu(void *ctx, float *out, const float *gate, const float *up, int T, int n) {
@@ -1607,7 +1616,7 @@ extern "C" const hearth_ops hearth_cuda_ops = {
     /* .rope = */ op_rope,
     /* .add_bias = */ op_add_bias,
     /* .add = */ op_add,
-    /* .add_rows = */ op_add_rows,
+    /* .lora = */ op_lora,
     /* .swiglu = */ op_swiglu,
     /* .kv_write = */ op_kv_write,
     /* .attention = */ op_attention,
