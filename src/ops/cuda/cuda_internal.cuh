@@ -576,9 +576,6 @@ void cu_rope(const cu_launch *L, float *x, int T, int n_heads, int head_dim, con
              const float *inv_freq, int rot_dim, int neox);
 void cu_add_bias(const cu_launch *L, float *y, const float *b, int T, int n);
 void cu_add(const cu_launch *L, float *y, const float *x, size_t n);
-/* ops.h `lora` (lora.cu): R a multiple of 4, tmp T x n R floats, b's rows 16-byte aligned. */
-void cu_lora(const cu_launch *L, float *const *y, const float *x, int T, int K, const float *a, const float *b, int R,
-             const int *n_out, int n, const int32_t *ids, int32_t id, float *tmp);
 void cu_swiglu(const cu_launch *L, float *out, const float *gate, const float *up, int T, int n);
 /* The recorder's fusion of swiglu with the preparation (bf16 / f16 copy of
  * out, into prep) that the next matmul needs; cu_swiglu_prep_fits says which kinds. */

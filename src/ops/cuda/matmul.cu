@@ -42,6 +42,14 @@ static void gemm(const cu_launch *L, cu_mm_state *s, cudaDataType_t ab, const vo
     if (st != CUBLAS_STATUS_SUCCESS) cu_note(L, cudaErrorUnknown);
 }
 
+void cu_gemm_f32(const cu_launch *L, cu_mm_state *s, const float *A, int lda, const float *x, int ldx, float *C, int m,
+                 int n, int k, int ldc, int accumulate) {
+    const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    cublasStatus_t st = cublasGemmEx(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, A, CUDA_R_32F, lda, x, CUDA_R_32F,
+                                     ldx, &beta, C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (st != CUBLAS_STATUS_SUCCESS) cu_note(L, cudaErrorUnknown);
+}
+
 /* x as a GEMM over float weights of type t reads it (f32: x itself; f16 /
  * bf16: the prepared copy), and the weights' cuBLAS type in *ab. */
 static const void *float_input(const cu_launch *L, cu_mm_state *s, hearth_dtype t, const float *x, int T, int K,

@@ -241,7 +241,7 @@ static void run_one(hearth_cuda_ctx *c, const rec *r) {
     case R_ADD: cu_add(L, (float *)r->p[0], (const float *)r->p[1], r->z[0]); break;
     case R_LORA: {
         float *y[3] = {(float *)r->p[0], (float *)r->p[1], (float *)r->p[2]};
-        cu_lora(L, y, (const float *)r->p[3], r->i[0], r->i[1], (const float *)r->p[4], (const float *)r->p[5],
+        cu_lora(L, &c->mm, y, (const float *)r->p[3], r->i[0], r->i[1], (const float *)r->p[4], (const float *)r->p[5],
                 r->i[2], r->i + 4, r->i[3], (const int32_t *)r->p[6], r->i[7], (float *)r->p[7]);
         break;
     }
