@@ -30,7 +30,8 @@ static void usage(FILE *f) {
             "  --max-tokens N         longest answer (default: the room left in the context)\n"
             "  --seed S               seed for sampling\n"
             "  --ctx N  --threads T  --device D\n"
-            "  --chat-template-file F a Jinja chat template to use instead of the model's\n");
+            "  --chat-template-file F a Jinja chat template to use instead of the model's\n"
+            "  --lora DIR             answer with this LoRA adapter (PEFT's format)\n");
 }
 
 typedef struct {
@@ -117,6 +118,9 @@ int cmd_chat(int argc, char **argv) {
         } else if (!strcmp(a, "--chat-template-file")) {
             NEED_VALUE();
             so.template_file = v;
+        } else if (!strcmp(a, "--lora")) {
+            NEED_VALUE();
+            so.lora = (const char *const *)&argv[i], so.n_lora = 1;
         } else if (a[0] == '-' && a[1]) {
             return cli_usage_error("chat", "unknown option '%s'", a);
         } else if (!so.model_path) {
@@ -180,6 +184,11 @@ int cmd_chat(int argc, char **argv) {
         hearth_cpl_request_init(&r);
         r.chat = 1;
         r.messages = json_incref(history);
+        if (so.n_lora && !(r.model = strdup(hearth_cpl_adapter_name(cpl, 1)))) { /* the adapter, by its name */
+            fprintf(stderr, "hearth chat: out of memory\n");
+            hearth_cpl_request_deinit(&r);
+            break;
+        }
         hearth_cpl *q;
         hearth_cpl_error e;
         hearth_status st = hearth_cpl_start(cpl, &r, &q, &e);

@@ -116,3 +116,13 @@ def test_an_adapter_for_another_shape_is_refused(tmp_path):
     bad = write_adapter(tmp_path / "small", 4, modules={"self_attn.q_proj": (64, 64)})
     r = run_hearth("run", DEFAULT_MODEL, "Hi", "-n", 2, "--lora", bad)
     assert r.returncode != 0 and "shape" in r.stderr and "q_proj" in r.stderr, r.stderr
+
+
+def test_chat_verb_answers_with_the_adapter(server, adapters):
+    want = server.client().chat.completions.create(model="tutor", messages=[{"role": "user", "content": "Hi"}],
+                                                   max_tokens=12, temperature=0).choices[0].message.content
+    base = server.client().chat.completions.create(model="m", messages=[{"role": "user", "content": "Hi"}],
+                                                   max_tokens=12, temperature=0).choices[0].message.content
+    r = run_hearth("chat", DEFAULT_MODEL, "--temp", 0, "--max-tokens", 12, "--lora", adapters[0], input="Hi\n")
+    assert r.returncode == 0, r.stderr
+    assert want.strip() in r.stdout and want != base, (r.stdout, want, base)
