@@ -97,23 +97,52 @@ static int rig_collect(void *u, int32_t id, const hearth_logprobs *lp) {
     return 0;
 }
 
-/* Reference: each prompt alone through hearth_generate (serial path). */
-static void rig_reference(rig *r, int n_req, int32_t out[][RIG_NEW]) {
+/* Request i's prompt alone through hearth_generate (the serial path) with
+ * adapter `adapter`, greedy, into out. */
+static inline hearth_status rig_serial(rig *r, int i, int adapter, int32_t out[RIG_NEW]) {
     int vocab = hearth_model_config_get(r->m)->vocab_size;
-    for (int i = 0; i < n_req; i++) {
-        int32_t ids[64];
-        int n;
-        rig_prompt(i, ids, &n, vocab);
-        hearth_sampling sp;
-        hearth_sampling_default(&sp);
-        sp.temperature = 0;
-        hearth_sampler s;
-        hearth_sampler_init(&s, &sp, vocab, NULL);
-        rig_sink c = {out[i], 0};
-        hearth_gen_stats gs;
-        hearth_generate(r->m, r->kv, 0, rig_adapter(r, i), ids, n, RIG_NEW, &s, NULL, 0, 0, rig_collect, &c, &gs, NULL);
-        hearth_sampler_deinit(&s);
-    }
+    int32_t ids[64];
+    int n;
+    rig_prompt(i, ids, &n, vocab);
+    hearth_sampling sp;
+    hearth_sampling_default(&sp);
+    sp.temperature = 0;
+    hearth_sampler s;
+    hearth_sampler_init(&s, &sp, vocab, NULL);
+    rig_sink c = {out, 0};
+    hearth_gen_stats gs;
+    hearth_status st = hearth_generate(r->m, r->kv, 0, adapter, ids, n, RIG_NEW, &s, NULL, 0, 0, rig_collect, &c, &gs,
+                                       NULL);
+    hearth_sampler_deinit(&s);
+    return st;
+}
+
+/* Reference: each prompt alone through the serial path, with its adapter. */
+static void rig_reference(rig *r, int n_req, int32_t out[][RIG_NEW]) {
+    for (int i = 0; i < n_req; i++) rig_serial(r, i, rig_adapter(r, i), out[i]);
+}
+
+/* Run one greedy request of n_new tokens (adapter: its LoRA adapter, 0 =
+ * none) through the engine; returns the summary, output in out. */
+static inline hearth_seq_summary rig_one(hearth_engine *e, const int32_t *ids, int n, int n_new, int adapter,
+                                         int32_t *out) {
+    hearth_gen_request q = {0};
+    hearth_seq_summary sum = {0};
+    q.prompt = malloc(sizeof(int32_t) * (size_t)n);
+    memcpy(q.prompt, ids, sizeof(int32_t) * (size_t)n);
+    q.n_prompt = n;
+    q.max_new = n_new;
+    q.adapter = adapter;
+    hearth_sampling_default(&q.sampling);
+    q.sampling.temperature = 0;
+    hearth_seq *s;
+    if (hearth_engine_submit(e, &q, &s, NULL) != HEARTH_OK) return sum;
+    hearth_token_event ev;
+    int k = 0;
+    while (hearth_seq_next(s, &ev, -1) == 1) out[k++] = ev.id;
+    hearth_seq_summary_get(s, &sum);
+    hearth_seq_release(s);
+    return sum;
 }
 
 /* How far apart the logits of the serial token and of the batched token are

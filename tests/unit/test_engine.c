@@ -355,24 +355,8 @@ TEST(engine_hand_out_after_next_forward) {
     unsetenv("HEARTH_ENGINE_OVERLAP");
 }
 
-/* Run one request through the engine; returns the summary, output in out. */
 static hearth_seq_summary one(hearth_engine *e, const int32_t *ids, int n, int n_new, int32_t *out) {
-    hearth_gen_request q = {0};
-    hearth_seq_summary sum = {0};
-    q.prompt = malloc(sizeof(int32_t) * (size_t)n);
-    memcpy(q.prompt, ids, sizeof(int32_t) * (size_t)n);
-    q.n_prompt = n;
-    q.max_new = n_new;
-    hearth_sampling_default(&q.sampling);
-    q.sampling.temperature = 0;
-    hearth_seq *s;
-    if (hearth_engine_submit(e, &q, &s, NULL) != HEARTH_OK) return sum;
-    hearth_token_event ev;
-    int k = 0;
-    while (hearth_seq_next(s, &ev, -1) == 1) out[k++] = ev.id;
-    hearth_seq_summary_get(s, &sum);
-    hearth_seq_release(s);
-    return sum;
+    return rig_one(e, ids, n, n_new, 0, out);
 }
 
 TEST(engine_prefix_cache_multi_turn) {

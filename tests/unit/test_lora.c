@@ -40,22 +40,7 @@ TEST(lora_mixed_batches_equal_serial) {
     rig_reference(&r, N, want);
     /* the adapters matter: requests 3, 4, 5 share no prompt, so compare one prompt under all three */
     int32_t a[3][RIG_NEW];
-    int vocab = hearth_model_config_get(r.m)->vocab_size;
-    for (int ad = 0; ad < 3; ad++) {
-        int32_t ids[64];
-        int n;
-        rig_prompt(7, ids, &n, vocab);
-        hearth_sampling sp;
-        hearth_sampling_default(&sp);
-        sp.temperature = 0;
-        hearth_sampler s;
-        hearth_sampler_init(&s, &sp, vocab, NULL);
-        rig_sink c = {a[ad], 0};
-        hearth_gen_stats gs;
-        CHECK_EQ(hearth_generate(r.m, r.kv, 0, ad, ids, n, RIG_NEW, &s, NULL, 0, 0, rig_collect, &c, &gs, NULL),
-                 HEARTH_OK);
-        hearth_sampler_deinit(&s);
-    }
+    for (int ad = 0; ad < 3; ad++) CHECK_EQ(rig_serial(&r, 7, ad, a[ad]), HEARTH_OK);
     CHECK(memcmp(a[0], a[1], sizeof a[0]) != 0);
     CHECK(memcmp(a[1], a[2], sizeof a[0]) != 0);
     CHECK(memcmp(a[0], a[2], sizeof a[0]) != 0);
@@ -65,23 +50,7 @@ TEST(lora_mixed_batches_equal_serial) {
 }
 
 static hearth_seq_summary one(hearth_engine *e, const int32_t *ids, int n, int adapter, int32_t *out) {
-    hearth_gen_request q = {0};
-    hearth_seq_summary sum = {0};
-    q.prompt = malloc(sizeof(int32_t) * (size_t)n);
-    memcpy(q.prompt, ids, sizeof(int32_t) * (size_t)n);
-    q.n_prompt = n;
-    q.max_new = 8;
-    q.adapter = adapter;
-    hearth_sampling_default(&q.sampling);
-    q.sampling.temperature = 0;
-    hearth_seq *s;
-    if (hearth_engine_submit(e, &q, &s, NULL) != HEARTH_OK) return sum;
-    hearth_token_event ev;
-    int k = 0;
-    while (hearth_seq_next(s, &ev, -1) == 1) out[k++] = ev.id;
-    hearth_seq_summary_get(s, &sum);
-    hearth_seq_release(s);
-    return sum;
+    return rig_one(e, ids, n, 8, adapter, out);
 }
 
 /* One prompt under adapter one, two, none, one again: only the repeat finds
