@@ -6,9 +6,9 @@
 
 #include <stdlib.h>
 
-hearth_status hearth_generate(hearth_model *m, hearth_kv *kv, int slot, int adapter, const int32_t *prompt, int n_prompt,
-                              int max_new, hearth_sampler *smp, const int32_t *stop_ids, int n_stop, int lp_wanted,
-                              hearth_token_fn fn, void *user, hearth_gen_stats *stats, hearth_err *err) {
+hearth_status hearth_generate(hearth_model *m, hearth_kv *kv, int slot, int adapter, const int32_t *prompt,
+                              int n_prompt, int max_new, hearth_sampler *smp, const int32_t *stop_ids, int n_stop,
+                              int lp_wanted, hearth_token_fn fn, void *user, hearth_gen_stats *stats, hearth_err *err) {
     const hearth_model_config *c = hearth_model_config_get(m);
     int chunk = hearth_model_max_tokens(m), ctx = hearth_kv_max_ctx(kv);
     *stats = (hearth_gen_stats){.n_prompt = n_prompt};

@@ -20,8 +20,8 @@ typedef struct {
 /* Generate into KV slot `slot` (released again before returning), with
  * LoRA adapter `adapter` (0: none; hearth_model_add_lora). lp_wanted:
  * compute logprobs for the callback. */
-hearth_status hearth_generate(hearth_model *m, hearth_kv *kv, int slot, int adapter, const int32_t *prompt, int n_prompt,
-                              int max_new, hearth_sampler *smp, const int32_t *stop_ids, int n_stop, int lp_wanted,
-                              hearth_token_fn fn, void *user, hearth_gen_stats *stats, hearth_err *err);
+hearth_status hearth_generate(hearth_model *m, hearth_kv *kv, int slot, int adapter, const int32_t *prompt,
+                              int n_prompt, int max_new, hearth_sampler *smp, const int32_t *stop_ids, int n_stop,
+                              int lp_wanted, hearth_token_fn fn, void *user, hearth_gen_stats *stats, hearth_err *err);
 
 #endif

@@ -10,10 +10,12 @@
  * W x + scale * B (A x), scale = lora_alpha / r (lora_alpha / sqrt(r) with
  * use_rslora), as PEFT computes it in inference.
  *
- * At load each pair becomes two F32 matrices in backend memory: A padded to
- * R = r rounded up to 16 rows (zeros), B [out, R] with the scale folded in
- * and zero columns past r, so that the backends' float kernels see aligned
- * shapes and the padding adds exact zeros. For a GGUF llama model, whose
+ * At load the pairs are stacked in F32 in backend memory by the input they
+ * multiply (q, k and v; o; gate and up; down: the op set's lora op takes one
+ * such group): each A padded to R = r rounded up to 16 rows (zeros), each B
+ * [out, R] with the scale folded in and zero columns past r, a member the
+ * adapter leaves alone zeros, so that the kernels see aligned shapes and the
+ * padding adds exact zeros. For a GGUF llama model, whose
  * converter permuted the q and k rows for its rope pairing, B's q and k rows
  * are permuted alike (llama.cpp's convert_lora_to_gguf does the same).
  *
