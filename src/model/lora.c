@@ -13,9 +13,10 @@
  * At load the pairs are stacked in F32 in backend memory by the input they
  * multiply (q, k and v; o; gate and up; down: the op set's lora op takes one
  * such group): each A padded to R = r rounded up to 16 rows (zeros), each B
- * [out, R] with the scale folded in and zero columns past r, a member the
- * adapter leaves alone zeros, so that the kernels see aligned shapes and the
- * padding adds exact zeros. For a GGUF llama model, whose
+ * [out, R] with the scale folded in and zero columns past r (transposed,
+ * [R, out] beside the others', for a backend with ops->lora_b_t: the CPU's
+ * expand adds a row of B^T a rank), a member the adapter leaves alone zeros,
+ * so that the kernels see aligned shapes and the padding adds exact zeros. For a GGUF llama model, whose
  * converter permuted the q and k rows for its rope pairing, B's q and k rows
  * are permuted alike (llama.cpp's convert_lora_to_gguf does the same).
  *
@@ -147,9 +148,10 @@ static hearth_status put(hearth_model *m, float **dst, const float *host, size_t
 }
 
 /* Copy one target's pair from the file into its group's stacks (ha: its
- * rows of the group's A [n R][in]; hb: its rows of B [sum out][R]), B scaled. */
+ * rows of the group's A [n R][in]; hb: its first row of B [sum out][R], or
+ * with bt its first column of B^T [R][ld]), B scaled. */
 static void stack_pair(const hearth_model *m, int target, const hearth_st_tensor *ta, const hearth_st_tensor *tb,
-                       int r, int R, float scale, float *ha, float *hb) {
+                       int r, int R, float scale, float *ha, float *hb, int bt, int ld) {
     int out, in;
     target_shape(&m->cfg, target, &out, &in);
     const size_t ea = hearth_dtype_row_bytes(ta->type, in), eb = hearth_dtype_row_bytes(tb->type, r);
@@ -158,7 +160,7 @@ static void stack_pair(const hearth_model *m, int target, const hearth_st_tensor
     float row[4096]; /* r <= 4096 (read_config) */
     for (int o = 0; o < out; o++) {
         hearth_cpu_dequantize_row((hearth_dtype)tb->type, (const uint8_t *)tb->data + eb * b_row(m, target, o), row, r);
-        for (int j = 0; j < r; j++) hb[(size_t)o * R + j] = row[j] * scale;
+        for (int j = 0; j < r; j++) hb[bt ? (size_t)j * ld + o : (size_t)o * R + j] = row[j] * scale;
     }
 }
 
@@ -198,7 +200,8 @@ static hearth_status load_group(hearth_model *m, hearth_lora *a, const char *pat
     for (int i = 0, o = 0; st == HEARTH_OK && i < G->n; o += G->out[i++]) {
         const hearth_st_tensor *A = ta[2 * (first + i)], *B = ta[2 * (first + i) + 1];
         if (A && !(st = check_pair(m, path, first + i, A, B, r, err)))
-            stack_pair(m, first + i, A, B, r, R, scale, ha + (size_t)i * R * in, hb + (size_t)o * R);
+            stack_pair(m, first + i, A, B, r, R, scale, ha + (size_t)i * R * in,
+                       m->ops->lora_b_t ? hb + o : hb + (size_t)o * R, m->ops->lora_b_t, sum_out);
     }
     char what[200];
     snprintf(what, sizeof what, "%s: layer %d", a->path, layer);

@@ -11,9 +11,10 @@
 /* A LoRA adapter's matrices (lora.c), F32 in backend memory, grouped by the
  * input they multiply (the op set's lora op takes a group at once): per
  * layer q, k and v; o; gate and up; down. A group's A matrices are stacked
- * [n R, in], its B matrices (scale folded in) [sum of out, R]; a member the
- * adapter leaves alone is zeros there. a NULL: the adapter leaves the whole
- * group alone. */
+ * [n R, in], its B matrices (scale folded in) stacked [sum of out, R], or
+ * transposed side by side [R, sum of out] for a backend with ops->lora_b_t;
+ * a member the adapter leaves alone is zeros there. a NULL: the adapter
+ * leaves the whole group alone. */
 enum { HEARTH_LORA_QKV, HEARTH_LORA_O, HEARTH_LORA_GATE_UP, HEARTH_LORA_DOWN, HEARTH_LORA_GROUPS };
 typedef struct {
     float *a, *b;

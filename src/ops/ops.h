@@ -112,6 +112,8 @@ typedef struct hearth_ops {
     int kv_e4m3;
     /* 1 when the backend's KV blocks are laid out head by head (hearth_kv_view.head_dim). */
     int kv_heads;
+    /* 1 when the lora op takes each group's B matrices transposed, side by side; 0: stacked by rows. */
+    int lora_b_t;
     /* Backend memory: NULL on out-of-memory (a clean error, never a crash). */
     void *(*alloc)(void *ctx, size_t bytes);
     void (*free)(void *ctx, void *p);
@@ -139,9 +141,10 @@ typedef struct hearth_ops {
     void (*add)(void *ctx, float *y, const float *x, size_t n);
     /* LoRA over the n <= 3 matrices of one input (q, k, v; gate, up; o; down): for i < n,
      *   y[i][T][n_out[i]] += (x[T][K] @ A_i^T) @ B_i^T
-     * where A_i is rows [i R, (i + 1) R) of a [n R][K] and B_i rows [o_i, o_i + n_out[i]) of b [sum n_out][R],
-     * o_i = n_out[0] + .. + n_out[i - 1] (F32, backend memory; R a multiple of 16). Only rows t with
-     * ids[t] == id change (ids NULL: every row). tmp: backend scratch of T x (n R + max n_out[i]) floats. */
+     * where A_i is rows [i R, (i + 1) R) of a [n R][K], and B_i rows [o_i, o_i + n_out[i]) of b [sum n_out][R]
+     * or, where lora_b_t is set, B_i^T columns [o_i, o_i + n_out[i]) of b [R][sum n_out]; o_i = n_out[0] + .. +
+     * n_out[i - 1] (F32, backend memory; R a multiple of 16). Only rows t with ids[t] == id change (ids NULL:
+     * every row). tmp: backend scratch of T x (n R + max n_out[i]) floats. */
     void (*lora)(void *ctx, float *const *y, const float *x, int T, int K, const float *a, const float *b, int R,
                  const int *n_out, int n, const int32_t *ids, int32_t id, float *tmp);
     /* out[T][n] = silu(gate[T][n]) * up[T][n]; out may alias gate. */

@@ -260,20 +260,48 @@ static void cpu_add(void *ctx, float *y, const float *x, size_t n) {
     for (size_t i = 0; i < n; i++) y[i] += x[i];
 }
 
-/* Two matmuls a member (A_i x into tmp, then B_i of that into tmp's second
- * part), then the masked add. */
+
+typedef struct {
+    float *const *y;
+    const float *tmp, *b;
+    const int *n_out;
+    int n, R, cols, wide;
+    const int32_t *ids;
+    int32_t id;
+    const hearth_vec_ops *vec;
+    float *u; /* [T][wide] */
+} lora_job;
+
+/* y_i[t] += sum_r tmp[t][i R + r] B_i^T[r], the sum made apart (add_scaled
+ * in rank order, the same bits on every ISA; a zero product skipped, which
+ * changes no bit), then added to y once. */
+static void lora_expand_rows(const void *arg, int t0, int t1) {
+    const lora_job *j = arg;
+    for (int t = t0; t < t1; t++) {
+        if (j->ids && j->ids[t] != j->id) continue;
+        float *u = j->u + (size_t)t * j->wide;
+        for (int i = 0, o = 0; i < j->n; o += j->n_out[i++]) {
+            const float *tr = j->tmp + ((size_t)t * j->n + i) * j->R;
+            memset(u, 0, sizeof(float) * (size_t)j->n_out[i]);
+            for (int r = 0; r < j->R; r++)
+                if (tr[r] != 0.0f) j->vec->add_scaled(u, tr[r], j->b + (size_t)r * j->cols + o, j->n_out[i]);
+            float *yr = j->y[i] + (size_t)t * j->n_out[i];
+            for (int k = 0; k < j->n_out[i]; k++) yr[k] += u[k];
+        }
+    }
+}
+
+/* One matmul for the group's stacked A (tmp[T][n R]), then the expand over
+ * the rows, split across the pool. */
 static void cpu_lora(void *ctx, float *const *y, const float *x, int T, int K, const float *a, const float *b, int R,
                      const int *n_out, int n, const int32_t *ids, int32_t id, float *tmp) {
     hearth_cpu_ctx *c = ctx;
-    float *t = tmp, *u = tmp + (size_t)T * R;
-    for (int i = 0, o = 0; i < n; o += n_out[i++]) {
-        hearth_cpu_matmul(c->pool, t, x, T, a + (size_t)i * R * K, HEARTH_DT_F32, HEARTH_LAYOUT_STORED, K, R,
-                          c->mm_scratch);
-        hearth_cpu_matmul(c->pool, u, t, T, b + (size_t)o * R, HEARTH_DT_F32, HEARTH_LAYOUT_STORED, R, n_out[i],
-                          c->mm_scratch);
-        for (int r = 0; r < T; r++)
-            if (!ids || ids[r] == id) cpu_add(ctx, y[i] + (size_t)r * n_out[i], u + (size_t)r * n_out[i], n_out[i]);
-    }
+    lora_job j = {y, tmp, b, n_out, n, R, 0, 0, ids, id, NULL, tmp + (size_t)T * n * R};
+    for (int i = 0; i < n; i++) j.cols += n_out[i], j.wide = n_out[i] > j.wide ? n_out[i] : j.wide;
+    const hearth_attn_ops *ak;
+    isa_kernels(&j.vec, &ak);
+    hearth_cpu_matmul(c->pool, tmp, x, T, a, HEARTH_DT_F32, HEARTH_LAYOUT_STORED, K, n * R, c->mm_scratch);
+    run_rows(c, T, lora_expand_rows, &j);
 }
 
 typedef struct {
@@ -669,6 +697,7 @@ const hearth_ops hearth_cpu_ops = {
     .kv_f16 = 1,
     .kv_e4m3 = 1,
     .kv_heads = 1,
+    .lora_b_t = 1, /* the expand adds a row of B^T a rank (add_scaled) */
     .alloc = cpu_alloc,
     .free = cpu_free,
     .upload = cpu_copy,

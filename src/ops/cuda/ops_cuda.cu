@@ -1604,6 +1604,7 @@ extern "C" const hearth_ops hearth_cuda_ops = {
     /* .kv_f16 = */ 1,
     /* .kv_e4m3 = */ 1,
     /* .kv_heads = */ 0,
+    /* .lora_b_t = */ 0, /* lora.cu's expand reads a row of B (float4s) an output */
     /* .alloc = */ op_alloc,
     /* .free = */ op_free,
     /* .upload = */ op_upload,
