@@ -138,8 +138,8 @@ static int b_row(const hearth_model *m, int target, int o) {
 static hearth_status put(hearth_model *m, float **dst, const float *host, size_t n, const char *what,
                          hearth_err *err) {
     size_t bytes = sizeof(float) * n;
-    void *d = m->ops->alloc(m->ops_ctx, bytes);
-    if (!d || !hearth_model_own(m, d))
+    void *d = hearth_model_alloc(m, bytes);
+    if (!d)
         return hearth_err_set(err, HEARTH_ENOMEM, "out of %s memory for %s (%.1f MiB)", m->ops->name, what,
                               bytes / 1048576.0);
     m->ops->upload(m->ops_ctx, d, host, bytes);
@@ -236,11 +236,10 @@ static hearth_status scratch(hearth_model *m, int R, hearth_err *err) {
     if (c->hidden_size > wide) wide = c->hidden_size;
     const size_t T = (size_t)m->max_tokens, bytes = sizeof(float) * T * (3 * (size_t)R + wide);
     if ((!m->h_lora && !(m->h_lora = calloc(T, sizeof(int32_t)))) ||
-        (!m->lora_ids && (!(m->lora_ids = m->ops->alloc(m->ops_ctx, sizeof(int32_t) * T)) ||
-                          !hearth_model_own(m, m->lora_ids))))
+        (!m->lora_ids && !(m->lora_ids = hearth_model_alloc(m, sizeof(int32_t) * T))))
         return hearth_err_set(err, HEARTH_ENOMEM, "out of memory for the adapters' row ids");
     if (R > m->lora_rank) {
-        if (!(m->lora_tmp = m->ops->alloc(m->ops_ctx, bytes)) || !hearth_model_own(m, m->lora_tmp))
+        if (!(m->lora_tmp = hearth_model_alloc(m, bytes)))
             return hearth_err_set(err, HEARTH_ENOMEM, "out of %s memory for the adapters' activations (%.1f MiB)",
                                   m->ops->name, bytes / 1048576.0);
         m->lora_rank = R;
@@ -252,9 +251,8 @@ hearth_status hearth_model_add_lora(hearth_model *m, const char *name, const cha
     *id = 0;
     if (m->n_lora >= HEARTH_MAX_LORA)
         return hearth_err_set(err, HEARTH_ERANGE, "%s: at most %d adapters", dir, HEARTH_MAX_LORA);
-    for (int i = 0; i < m->n_lora; i++)
-        if (!strcmp(m->lora[i].name, name))
-            return hearth_err_set(err, HEARTH_EINVAL, "adapter name '%s' is given twice", name);
+    if (hearth_model_lora_find(m, name))
+        return hearth_err_set(err, HEARTH_EINVAL, "adapter name '%s' is given twice", name);
     if (!hearth_path_is_dir(dir))
         return hearth_err_set(err, HEARTH_ENOENT, "%s: not a directory (a LoRA adapter is PEFT's directory: "
                                                   "adapter_config.json + adapter_model.safetensors)", dir);
@@ -299,7 +297,6 @@ hearth_status hearth_model_add_lora(hearth_model *m, const char *name, const cha
         }
         *slot = t;
     }
-    if ((st = scratch(m, a->rank, err))) goto fail;
     int pairs = 0;
     for (int i = 0; i < L * N_TARGETS; i++) {
         if (!ta[2 * i] != !ta[2 * i + 1]) {
@@ -309,13 +306,14 @@ hearth_status hearth_model_add_lora(hearth_model *m, const char *name, const cha
         }
         pairs += ta[2 * i] != NULL;
     }
-    for (int l = 0; l < L; l++)
-        for (int g = 0; g < HEARTH_LORA_GROUPS; g++)
-            if ((st = load_group(m, a, path, l, g, ta + (size_t)l * N_TARGETS * 2, r, scale, err))) goto fail;
     if (!pairs) {
         st = hearth_err_set(err, HEARTH_EFORMAT, "%s: no LoRA tensors", path);
         goto fail;
     }
+    if ((st = scratch(m, a->rank, err))) goto fail;
+    for (int l = 0; l < L; l++)
+        for (int g = 0; g < HEARTH_LORA_GROUPS; g++)
+            if ((st = load_group(m, a, path, l, g, ta + (size_t)l * N_TARGETS * 2, r, scale, err))) goto fail;
     fingerprint(a, sts, scale);
     hearth_log_info("%s: adapter '%s': %d matrices of rank %d, scale %g", dir, name, pairs, r, scale);
     free(ta);
@@ -336,10 +334,6 @@ int hearth_model_n_lora(const hearth_model *m) { return m->n_lora; }
 
 const char *hearth_model_lora_name(const hearth_model *m, int id) {
     return id >= 1 && id <= m->n_lora ? m->lora[id - 1].name : NULL;
-}
-
-const char *hearth_model_lora_path(const hearth_model *m, int id) {
-    return id >= 1 && id <= m->n_lora ? m->lora[id - 1].path : NULL;
 }
 
 const uint8_t *hearth_model_lora_fingerprint(const hearth_model *m, int id) {

@@ -91,7 +91,7 @@ static void fingerprint_tensor(hearth_model *m, const src_tensor *t) {
 
 /* Backend memory p becomes the model's (freed with the model); 0 when the
  * list cannot grow (p is then freed at once). */
-int hearth_model_own(hearth_model *m, void *p) {
+static int own(hearth_model *m, void *p) {
     if (m->n_owned == m->cap_owned) {
         int cap = m->cap_owned ? m->cap_owned * 2 : 64;
         void **n = realloc(m->owned, sizeof *n * (size_t)cap);
@@ -106,9 +106,9 @@ int hearth_model_own(hearth_model *m, void *p) {
     return 1;
 }
 
-static void *owned_alloc(hearth_model *m, size_t bytes) {
+void *hearth_model_alloc(hearth_model *m, size_t bytes) {
     void *p = m->ops->alloc(m->ops_ctx, bytes ? bytes : 1);
-    return p && hearth_model_own(m, p) ? p : NULL;
+    return p && own(m, p) ? p : NULL;
 }
 
 static hearth_status shape_error(const hearth_model *m, const src_tensor *t, int64_t rows, int64_t cols,
@@ -187,12 +187,12 @@ static hearth_status place_matrix(hearth_model *m, const src_tensor *t, hearth_w
         hearth_status st = m->ops->prepare_weight ? m->ops->prepare_weight(m->ops_ctx, w, err) : HEARTH_OK;
         if (st != HEARTH_OK) return hearth_err_wrap(err, st, "%s: tensor %s", m->path, t->name);
         if (w->data != t->data) {
-            if (!hearth_model_own(m, (void *)w->data)) return oom(m, t->name, t->nbytes, err);
+            if (!own(m, (void *)w->data)) return oom(m, t->name, t->nbytes, err);
             if (m->gguf) hearth_mmap_drop(t->data, t->nbytes); /* its mapped file pages are not read again */
         }
         return HEARTH_OK;
     }
-    if (!dst && !(dst = owned_alloc(m, t->nbytes))) return oom(m, t->name, t->nbytes, err);
+    if (!dst && !(dst = hearth_model_alloc(m, t->nbytes))) return oom(m, t->name, t->nbytes, err);
     upload(m, dst, t->data, t->nbytes);
     w->data = dst;
     hearth_status st = m->ops->prepare_weight ? m->ops->prepare_weight(m->ops_ctx, w, err) : HEARTH_OK;
@@ -228,7 +228,7 @@ static hearth_status load_qkv(hearth_model *m, int layer, int64_t qd, int64_t kv
     }
     const int device = !m->ops->host_memory;
     uint8_t *block = NULL;
-    if (device && w[0]->type == w[1]->type && w[1]->type == w[2]->type && !(block = owned_alloc(m, total)))
+    if (device && w[0]->type == w[1]->type && w[1]->type == w[2]->type && !(block = hearth_model_alloc(m, total)))
         return oom(m, t[0].name, total, err);
     for (int i = 0; i < 3; i++)
         if ((st = place_matrix(m, &t[i], w[i], block ? block + at[i] : NULL, err))) return st;
@@ -264,7 +264,7 @@ static hearth_status load_vector(hearth_model *m, int role, int layer, int64_t n
     float *tmp = malloc(sizeof(float) * (size_t)n);
     if (!tmp) return oom(m, t.name, sizeof(float) * (size_t)n, err);
     hearth_cpu_dequantize_row((hearth_dtype)t.type, t.data, tmp, n);
-    float *d = owned_alloc(m, sizeof(float) * (size_t)n);
+    float *d = hearth_model_alloc(m, sizeof(float) * (size_t)n);
     if (d) m->ops->upload(m->ops_ctx, d, tmp, sizeof(float) * (size_t)n);
     free(tmp);
     if (!d) return oom(m, t.name, sizeof(float) * (size_t)n, err);
@@ -309,7 +309,7 @@ static hearth_status load_rope(hearth_model *m, hearth_err *err) {
             f[i] = scaled;
         }
     }
-    float *d = owned_alloc(m, sizeof(float) * (size_t)half);
+    float *d = hearth_model_alloc(m, sizeof(float) * (size_t)half);
     if (d) m->ops->upload(m->ops_ctx, d, f, sizeof(float) * (size_t)half);
     free(f);
     if (!d) return oom(m, "rope frequencies", sizeof(float) * (size_t)half, err);
@@ -334,7 +334,7 @@ static hearth_status alloc_activations(hearth_model *m, hearth_err *err) {
         {(void **)&m->d_picks, L * sizeof(hearth_pick)},
     };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
-        *bufs[i].p = owned_alloc(m, bufs[i].bytes);
+        *bufs[i].p = hearth_model_alloc(m, bufs[i].bytes);
         if (!*bufs[i].p) return oom(m, "activations", bufs[i].bytes, err);
     }
     m->h_rows = malloc(3 * T * sizeof *m->h_rows);

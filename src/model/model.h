@@ -89,10 +89,9 @@ hearth_status hearth_model_hidden_row(hearth_model *m, int row, float *out, hear
 #define HEARTH_MAX_LORA 16
 hearth_status hearth_model_add_lora(hearth_model *m, const char *name, const char *dir, int *id, hearth_err *err);
 int hearth_model_n_lora(const hearth_model *m);
-/* By id (1..n): name, directory, and the SHA-256 of its tensors and scale
- * (the prefix cache keys an adapter's blocks apart with it); NULL if no such id. */
+/* By id (1..n): name, and the SHA-256 of its tensors and scale (the prefix
+ * cache keys an adapter's blocks apart with it); NULL if no such id. */
 const char *hearth_model_lora_name(const hearth_model *m, int id);
-const char *hearth_model_lora_path(const hearth_model *m, int id);
 const uint8_t *hearth_model_lora_fingerprint(const hearth_model *m, int id);
 /* The id of the adapter loaded under name, 0 if none. */
 int hearth_model_lora_find(const hearth_model *m, const char *name);

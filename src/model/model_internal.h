@@ -77,9 +77,9 @@ struct hearth_model {
     float *lora_tmp;
 };
 
-/* Backend memory p becomes the model's (freed with it); 0 when the list
- * cannot grow (p is then freed at once). */
-int hearth_model_own(hearth_model *m, void *p);
+/* Backend memory of the model's own (freed with it), or NULL when the
+ * backend or the list of what the model owns has no room. */
+void *hearth_model_alloc(hearth_model *m, size_t bytes);
 void hearth_model_lora_free_all(hearth_model *m);
 
 #endif
