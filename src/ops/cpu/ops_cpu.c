@@ -260,7 +260,6 @@ static void cpu_add(void *ctx, float *y, const float *x, size_t n) {
     for (size_t i = 0; i < n; i++) y[i] += x[i];
 }
 
-
 typedef struct {
     float *const *y;
     const float *tmp, *b;

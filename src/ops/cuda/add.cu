@@ -17,4 +17,3 @@ __global__ void add_kernel(float *y, const float *x, size_t n) {
 void cu_add(const cu_launch *L, float *y, const float *x, size_t n) {
     cu_launch_k(L, add_kernel, dim3(cu_div_up((long)n, 1024)), dim3(256), 0, y, x, n);
 }
-

@@ -18,10 +18,10 @@ struct cu_mm_state {
     void *c_buf;          /* which of xprep / xprep2 holds it */
 };
 
-/* ops.h `lora` (lora.cu): R a multiple of 4, tmp T x n R floats, b's rows 16-byte aligned; mm: cuBLAS for more
+/* ops.h `lora` (lora.cu): R a multiple of 16, tmp T x n R floats, b's rows 16-byte aligned; mm: cuBLAS for more
  * than 8 rows. */
-void cu_lora(const cu_launch *L, cu_mm_state *mm, float *const *y, const float *x, int T, int K, const float *a, const float *b, int R,
-             const int *n_out, int n, const int32_t *ids, int32_t id, float *tmp);
+void cu_lora(const cu_launch *L, cu_mm_state *mm, float *const *y, const float *x, int T, int K, const float *a,
+             const float *b, int R, const int *n_out, int n, const int32_t *ids, int32_t id, float *tmp);
 void cu_mm_invalidate(cu_mm_state *s);
 /* C[n][m] (ldc apart) = x[n][k] (ldx apart) @ A^T for A [m][k] (lda apart), or C += it with accumulate: one f32
  * cuBLAS GEMM, f32 compute (no TF32). */
