@@ -625,6 +625,9 @@ static int lora_case(int T, int K, int R, int n, int masked) {
     int n_out[3] = {1 + irand(700), 1 + irand(300), 1 + irand(300)}, sum = 0, wide = 0;
     for (int i = 0; i < n; i++) sum += n_out[i], wide = n_out[i] > wide ? n_out[i] : wide;
     float *a = rand_vec((size_t)n * R * K), *b = rand_vec((size_t)sum * R), *x = rand_vec((size_t)T * K);
+    float *bt = malloc(4 * (size_t)sum * R); /* the same B, transposed: for a backend with lora_b_t */
+    for (int o = 0; o < sum; o++)
+        for (int r = 0; r < R; r++) bt[(size_t)r * sum + o] = b[(size_t)o * R + r];
     float *yh[3], *yd[3], *want[3];
     int32_t ids[64];
     for (int t = 0; t < T; t++) ids[t] = irand(3);
@@ -635,10 +638,10 @@ static int lora_case(int T, int K, int R, int n, int masked) {
         yd[i] = dup_host(yh[i], 4 * (size_t)T * n_out[i]);
     }
     float *tmp = malloc(4 * (size_t)T * (n * R + wide));
-    float *ad = dup_host(a, 4 * (size_t)n * R * K), *bd = dup_host(b, 4 * (size_t)sum * R),
+    float *ad = dup_host(a, 4 * (size_t)n * R * K), *bd = dup_host(CU->lora_b_t ? bt : b, 4 * (size_t)sum * R),
           *xd = dup_host(x, 4 * (size_t)T * K), *tmpd = dup_host(tmp, 4 * (size_t)T * (n * R + wide));
     int32_t *idd = dup_host(ids, sizeof ids);
-    CPU->lora(g_cpu, want, x, T, K, a, b, R, n_out, n, masked ? ids : NULL, 1, tmp);
+    CPU->lora(g_cpu, want, x, T, K, a, CPU->lora_b_t ? bt : b, R, n_out, n, masked ? ids : NULL, 1, tmp);
     CU->lora(g_cu, yd, xd, T, K, ad, bd, R, n_out, n, masked ? idd : NULL, 1, tmpd);
     double worst = 0;
     int same_rows = 1;
@@ -658,7 +661,7 @@ static int lora_case(int T, int K, int R, int n, int masked) {
         free(want[i]);
     }
     dfree(ad), dfree(bd), dfree(xd), dfree(tmpd), dfree(idd);
-    free(a), free(b), free(x), free(tmp);
+    free(a), free(b), free(bt), free(x), free(tmp);
     printf("  lora T=%d K=%d R=%d n=%d%s: rel err %.3g\n", T, K, R, n, masked ? " (mixed)" : "", worst);
     return worst <= 1e-5 && same_rows;
 }
