@@ -28,33 +28,46 @@ typedef struct {
 
 static inline int rig_adapter(const rig *r, int i) { return i % (r->n_adapters + 1); }
 
+/* A copy of the PEFT adapter in dir under the test's scratch directory
+ * (lora-<tag>), its config's field set to value (JSON text), its tensors
+ * linked: the directory, static until the next call, or NULL. */
+static inline const char *rig_adapter_variant(const char *dir, const char *tag, const char *field,
+                                              const char *value) {
+    static char out[1024];
+    char path[1100], src[1100];
+    snprintf(out, sizeof out, "%s/lora-%s", test_tmpdir(), tag);
+    mkdir(out, 0755);
+    snprintf(src, sizeof src, "%s/adapter_config.json", dir);
+    json_t *j = json_load_file(src, 0, NULL);
+    if (!j) return NULL;
+    json_object_set_new(j, field, json_loads(value, JSON_DECODE_ANY, NULL));
+    snprintf(path, sizeof path, "%s/adapter_config.json", out);
+    int bad = json_dump_file(j, path, 0) != 0;
+    json_decref(j);
+    snprintf(path, sizeof path, "%s/adapter_model.safetensors", out);
+    snprintf(src, sizeof src, "%s/adapter_model.safetensors", dir);
+    char *abs = realpath(src, NULL); /* the link is read from out */
+    unlink(path);
+    bad = bad || !abs || symlink(abs, path);
+    free(abs);
+    return bad ? NULL : out;
+}
+
 /* Load the PEFT adapter in dir, and a copy of it scaled by another
- * lora_alpha (written under the test's scratch directory): two adapters that
- * differ, for mixed batches. 1 on success. */
+ * lora_alpha: two adapters that differ, for mixed batches. 1 on success. */
 static inline int rig_add_adapters(rig *r, const char *dir, double alpha2) {
     hearth_err err = {0};
-    char cfg[1024], dir2[1024], path[1100], src[1100];
-    snprintf(dir2, sizeof dir2, "%s/lora-alpha-%g", test_tmpdir(), alpha2);
-    snprintf(cfg, sizeof cfg, "%s/adapter_config.json", dir);
-    json_t *j = json_load_file(cfg, 0, NULL);
-    int ok = j && json_object_set_new(j, "lora_alpha", json_real(alpha2)) == 0;
-    if (ok) {
-        mkdir(dir2, 0755);
-        snprintf(path, sizeof path, "%s/adapter_config.json", dir2);
-        ok = json_dump_file(j, path, 0) == 0;
-        snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir2);
-        snprintf(src, sizeof src, "%s/adapter_model.safetensors", dir);
-        char *abs = realpath(src, NULL); /* the link is read from dir2 */
-        unlink(path);
-        ok = ok && abs && symlink(abs, path) == 0;
-        free(abs);
-    }
-    json_decref(j);
+    char alpha[32];
+    snprintf(alpha, sizeof alpha, "%.17g", alpha2);
+    const char *dir2 = rig_adapter_variant(dir, "alpha", "lora_alpha", alpha);
     int id1 = 0, id2 = 0;
-    if (ok && (hearth_model_add_lora(r->m, "one", dir, &id1, &err) || hearth_model_add_lora(r->m, "two", dir2, &id2, &err)))
-        printf("  %s\n", err.msg), ok = 0;
-    if (ok) r->n_adapters = 2;
-    return ok && id1 == 1 && id2 == 2;
+    if (!dir2 || hearth_model_add_lora(r->m, "one", dir, &id1, &err) ||
+        hearth_model_add_lora(r->m, "two", dir2, &id2, &err)) {
+        printf("  %s\n", dir2 ? err.msg : "cannot write the second adapter");
+        return 0;
+    }
+    r->n_adapters = 2;
+    return id1 == 1 && id2 == 2;
 }
 
 static int rig_open_on(rig *r, const hearth_ops *ops, void *ctx, const char *path, hearth_dtype kv_type,

@@ -85,27 +85,11 @@ TEST(lora_prefix_cache_keeps_adapters_apart) {
     close_tiny(&r);
 }
 
-/* An adapter directory written from the fixture's, with its config's field
- * set to value (JSON) and, if drop is set, that field removed instead. */
+/* The fixture's adapter with one config field changed (rig_adapter_variant). */
 static const char *variant(const char *tag, const char *field, const char *value) {
-    static char dir[1024];
-    char path[1100], src[1100];
-    snprintf(dir, sizeof dir, "%s/lora-%s", test_tmpdir(), tag);
-    mkdir(dir, 0755);
-    snprintf(src, sizeof src, "%s/adapter_config.json", test_path(LORA_DIR));
-    json_t *j = json_load_file(src, 0, NULL);
-    if (!j) return NULL;
-    json_object_set_new(j, field, json_loads(value, JSON_DECODE_ANY, NULL));
-    snprintf(path, sizeof path, "%s/adapter_config.json", dir);
-    json_dump_file(j, path, 0);
-    json_decref(j);
-    snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
-    snprintf(src, sizeof src, "%s/adapter_model.safetensors", test_path(LORA_DIR));
-    char *abs = realpath(src, NULL); /* the link is read from dir */
-    unlink(path);
-    int bad = !abs || symlink(abs, path);
-    free(abs);
-    return bad ? NULL : dir;
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s", test_path(LORA_DIR));
+    return rig_adapter_variant(dir, tag, field, value);
 }
 
 static void refused(hearth_model *m, const char *dir, const char *needle) {
