@@ -9,6 +9,7 @@
 #include "core/dtype.h"
 #include "core/file.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -374,4 +375,47 @@ int64_t hearth_st_numel(const hearth_st_tensor *t) {
     int64_t n = 1;
     for (int d = 0; d < t->n_dims; d++) n *= t->shape[d];
     return n;
+}
+
+hearth_status hearth_st_write_f32(const char *path, const hearth_st_f32 *t, int n, hearth_err *err) {
+    json_t *h = json_object();
+    size_t off = 0;
+    for (int i = 0; h && i < n; i++) {
+        json_t *shape = json_array();
+        size_t numel = 1;
+        for (int d = 0; d < t[i].n_dims; d++) {
+            json_array_append_new(shape, json_integer(t[i].shape[d]));
+            numel *= (size_t)t[i].shape[d];
+        }
+        json_object_set_new(h, t[i].name, json_pack("{s:s, s:o, s:[I, I]}", "dtype", "F32", "shape", shape,
+                                                    "data_offsets", (json_int_t)off,
+                                                    (json_int_t)(off + numel * sizeof(float))));
+        off += numel * sizeof(float);
+    }
+    char *js = h ? json_dumps(h, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(h);
+    if (!js) return hearth_err_set(err, HEARTH_ENOMEM, "%s: out of memory for the header", path);
+    size_t len = strlen(js), padded = (len + 7) / 8 * 8; /* the data starts 8-aligned */
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    int ok = f != NULL;
+    if (ok) {
+        uint64_t n8 = padded; /* little-endian on every host hearth builds for (x86-64) */
+        ok = fwrite(&n8, 8, 1, f) == 1 && fwrite(js, 1, len, f) == len;
+        for (size_t i = len; ok && i < padded; i++) ok = fputc(' ', f) != EOF;
+        for (int i = 0; ok && i < n; i++) {
+            size_t numel = 1;
+            for (int d = 0; d < t[i].n_dims; d++) numel *= (size_t)t[i].shape[d];
+            ok = fwrite(t[i].data, sizeof(float), numel, f) == numel;
+        }
+        ok = fclose(f) == 0 && ok;
+    }
+    free(js);
+    if (!ok || rename(tmp, path) != 0) {
+        hearth_status st = hearth_err_set(err, HEARTH_EIO, "%s: cannot write it (%s)", path, strerror(errno));
+        remove(tmp);
+        return st;
+    }
+    return HEARTH_OK;
 }

@@ -64,4 +64,17 @@ const char *hearth_st_tensor_file(const hearth_st_set *s, const hearth_st_tensor
 /* Elements of t (product of its shape; 1 for a scalar). */
 int64_t hearth_st_numel(const hearth_st_tensor *t);
 
+/* ---- Writing (the adapters training makes) ---- */
+typedef struct {
+    const char *name;
+    int n_dims;
+    int64_t shape[HEARTH_ST_MAX_DIMS];
+    const float *data; /* prod(shape) floats */
+} hearth_st_f32;
+
+/* Write n F32 tensors to path, the header listing them in the order given,
+ * through a temporary file renamed over path (a reader never sees half a
+ * file). Errors name the path. */
+hearth_status hearth_st_write_f32(const char *path, const hearth_st_f32 *t, int n, hearth_err *err);
+
 #endif

@@ -35,8 +35,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The projections an adapter may adapt, in the order of their groups. */
-enum { T_Q, T_K, T_V, T_O, T_GATE, T_UP, T_DOWN, N_TARGETS };
+/* The projections (model.h), by shorter names. */
+enum {
+    T_Q = HEARTH_LORA_T_Q, T_K = HEARTH_LORA_T_K, T_V = HEARTH_LORA_T_V, T_O = HEARTH_LORA_T_O,
+    T_GATE = HEARTH_LORA_T_GATE, T_UP = HEARTH_LORA_T_UP, T_DOWN = HEARTH_LORA_T_DOWN, N_TARGETS = HEARTH_LORA_TARGETS
+};
 static const char *const MODULES[N_TARGETS] = {
     [T_Q] = "self_attn.q_proj", [T_K] = "self_attn.k_proj", [T_V] = "self_attn.v_proj", [T_O] = "self_attn.o_proj",
     [T_GATE] = "mlp.gate_proj", [T_UP] = "mlp.up_proj",     [T_DOWN] = "mlp.down_proj",
@@ -44,8 +47,9 @@ static const char *const MODULES[N_TARGETS] = {
 static const int FIRST_OF[HEARTH_LORA_GROUPS] = {T_Q, T_O, T_GATE, T_DOWN}; /* a group's first member */
 static const int SIZE_OF[HEARTH_LORA_GROUPS] = {3, 1, 2, 1};
 
-/* A target's [out, in] in the model. */
-static void target_shape(const hearth_model_config *c, int t, int *out, int *in) {
+const char *hearth_lora_module(int target) { return target >= 0 && target < N_TARGETS ? MODULES[target] : NULL; }
+
+void hearth_lora_target_shape(const hearth_model_config *c, int t, int *out, int *in) {
     const int dim = c->hidden_size, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim,
               ffn = c->intermediate_size;
     static const int OUT = 0, IN = 1;
@@ -87,8 +91,14 @@ static const char *const UNAPPLIED[] = {
     "use_bdlora", "arrow_config", "monteclora_config",
 };
 
-/* The adapter's config: r, the scale, and a refusal of what is not applied. */
-static hearth_status read_config(const char *dir, int *r, float *scale, hearth_err *err) {
+/* What an adapter's config says that hearth applies. */
+typedef struct {
+    int r, rslora;
+    float alpha, scale;
+} lora_config;
+
+/* The adapter's config: r, alpha, the scale, and a refusal of what is not applied. */
+static hearth_status read_config(const char *dir, lora_config *lc, hearth_err *err) {
     char path[4200];
     snprintf(path, sizeof path, "%s/adapter_config.json", dir);
     json_error_t je;
@@ -117,16 +127,17 @@ static hearth_status read_config(const char *dir, int *r, float *scale, hearth_e
         }
     if (refused) st = hearth_err_set(err, HEARTH_ENOTSUP, "%s: %s is not supported", path, refused);
     if (st == HEARTH_OK) {
-        *r = (int)json_integer_value(jr);
+        lc->r = (int)json_integer_value(jr);
+        lc->alpha = (float)json_number_value(ja);
+        lc->rslora = json_is_true(json_object_get(j, "use_rslora"));
         double a = json_number_value(ja);
-        *scale = (float)(json_is_true(json_object_get(j, "use_rslora")) ? a / sqrt((double)*r) : a / *r);
+        lc->scale = (float)(lc->rslora ? a / sqrt((double)lc->r) : a / lc->r);
     }
     json_decref(j);
     return st;
 }
 
-/* Row i of B (as stored, HF order) for output row o of the model. */
-static int b_row(const hearth_model *m, int target, int o) {
+int hearth_model_lora_file_row(const hearth_model *m, int target, int o) {
     const hearth_model_config *c = &m->cfg;
     if (!m->gguf || c->rope_neox || (target != T_Q && target != T_K)) return o;
     /* GGUF row h*hd + 2j + i holds HF row h*hd + i*hd/2 + j */
@@ -153,13 +164,13 @@ static hearth_status put(hearth_model *m, float **dst, const float *host, size_t
 static void stack_pair(const hearth_model *m, int target, const hearth_st_tensor *ta, const hearth_st_tensor *tb,
                        int r, int R, float scale, float *ha, float *hb, int bt, int ld) {
     int out, in;
-    target_shape(&m->cfg, target, &out, &in);
+    hearth_lora_target_shape(&m->cfg, target, &out, &in);
     const size_t ea = hearth_dtype_row_bytes(ta->type, in), eb = hearth_dtype_row_bytes(tb->type, r);
     for (int i = 0; i < r; i++)
         hearth_cpu_dequantize_row((hearth_dtype)ta->type, (const uint8_t *)ta->data + ea * i, ha + (size_t)i * in, in);
     float row[4096]; /* r <= 4096 (read_config) */
     for (int o = 0; o < out; o++) {
-        hearth_cpu_dequantize_row((hearth_dtype)tb->type, (const uint8_t *)tb->data + eb * b_row(m, target, o), row, r);
+        hearth_cpu_dequantize_row((hearth_dtype)tb->type, (const uint8_t *)tb->data + eb * hearth_model_lora_file_row(m, target, o), row, r);
         for (int j = 0; j < r; j++) hb[bt ? (size_t)j * ld + o : (size_t)o * R + j] = row[j] * scale;
     }
 }
@@ -168,7 +179,7 @@ static void stack_pair(const hearth_model *m, int target, const hearth_st_tensor
 static hearth_status check_pair(const hearth_model *m, const char *path, int target, const hearth_st_tensor *ta,
                                 const hearth_st_tensor *tb, int r, hearth_err *err) {
     int out, in;
-    target_shape(&m->cfg, target, &out, &in);
+    hearth_lora_target_shape(&m->cfg, target, &out, &in);
     const hearth_st_tensor *t[2] = {ta, tb};
     const int64_t want[2][2] = {{r, in}, {out, r}};
     for (int k = 0; k < 2; k++)
@@ -189,7 +200,7 @@ static hearth_status load_group(hearth_model *m, hearth_lora *a, const char *pat
     int any = 0, sum_out = 0, in = 0;
     G->n = SIZE_OF[g];
     for (int i = 0; i < G->n; i++) {
-        target_shape(&m->cfg, first + i, &G->out[i], &in);
+        hearth_lora_target_shape(&m->cfg, first + i, &G->out[i], &in);
         sum_out += G->out[i];
         if (ta[2 * (first + i)]) any = 1;
     }
@@ -210,6 +221,37 @@ static hearth_status load_group(hearth_model *m, hearth_lora *a, const char *pat
     free(ha);
     free(hb);
     return st;
+}
+
+/* The file's tensors by layer and target: ta[(l * N_TARGETS + t) * 2] its A,
+ * + 1 its B (ta holds n_layers * N_TARGETS * 2 zeroed slots); every name a
+ * LoRA A or B of a layer's projection, every A beside its B, at least one. */
+static hearth_status collect(const hearth_model *m, const char *path, const hearth_st_set *sts,
+                             const hearth_st_tensor **ta, int *pairs, hearth_err *err) {
+    const int L = m->cfg.n_layers;
+    for (int64_t i = 0; i < hearth_st_n_tensors(sts); i++) {
+        const hearth_st_tensor *t = hearth_st_tensor_at(sts, i);
+        int l, tg, w;
+        if (!parse_key(t->name, &l, &tg, &w))
+            return hearth_err_set(err, HEARTH_ENOTSUP, "%s: tensor %s: not a LoRA A or B of a layer's q/k/v/o, gate, "
+                                                       "up or down projection; not supported", path, t->name);
+        if (l >= L)
+            return hearth_err_set(err, HEARTH_EFORMAT, "%s: tensor %s: layer %d, the model has %d", path, t->name, l, L);
+        const hearth_st_tensor **slot = &ta[((size_t)l * N_TARGETS + tg) * 2 + w];
+        if (*slot)
+            return hearth_err_set(err, HEARTH_EFORMAT, "%s: tensors %s and %s are the same matrix", path, (*slot)->name,
+                                  t->name);
+        *slot = t;
+    }
+    *pairs = 0;
+    for (int i = 0; i < L * N_TARGETS; i++) {
+        if (!ta[2 * i] != !ta[2 * i + 1])
+            return hearth_err_set(err, HEARTH_EFORMAT, "%s: tensor %s has no lora_%c beside it", path,
+                                  (ta[2 * i] ? ta[2 * i] : ta[2 * i + 1])->name, ta[2 * i] ? 'B' : 'A');
+        *pairs += ta[2 * i] != NULL;
+    }
+    if (!*pairs) return hearth_err_set(err, HEARTH_EFORMAT, "%s: no LoRA tensors", path);
+    return HEARTH_OK;
 }
 
 /* Fingerprint: the scale, the rank and every byte of the tensors, in name order. */
@@ -256,10 +298,11 @@ hearth_status hearth_model_add_lora(hearth_model *m, const char *name, const cha
     if (!hearth_path_is_dir(dir))
         return hearth_err_set(err, HEARTH_ENOENT, "%s: not a directory (a LoRA adapter is PEFT's directory: "
                                                   "adapter_config.json + adapter_model.safetensors)", dir);
-    int r = 0;
-    float scale = 0;
-    hearth_status st = read_config(dir, &r, &scale, err);
+    lora_config lc;
+    hearth_status st = read_config(dir, &lc, err);
     if (st) return st;
+    const int r = lc.r;
+    const float scale = lc.scale;
     char path[4200];
     snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
     hearth_st_set *sts;
@@ -277,39 +320,8 @@ hearth_status hearth_model_add_lora(hearth_model *m, const char *name, const cha
         st = hearth_err_set(err, HEARTH_ENOMEM, "out of memory");
         goto fail;
     }
-    for (int64_t i = 0; i < hearth_st_n_tensors(sts); i++) {
-        const hearth_st_tensor *t = hearth_st_tensor_at(sts, i);
-        int l, tg, w;
-        if (!parse_key(t->name, &l, &tg, &w)) {
-            st = hearth_err_set(err, HEARTH_ENOTSUP, "%s: tensor %s: not a LoRA A or B of a layer's q/k/v/o, gate, "
-                                                     "up or down projection; not supported", path, t->name);
-            goto fail;
-        }
-        if (l >= L) {
-            st = hearth_err_set(err, HEARTH_EFORMAT, "%s: tensor %s: layer %d, the model has %d", path, t->name, l, L);
-            goto fail;
-        }
-        const hearth_st_tensor **slot = &ta[((size_t)l * N_TARGETS + tg) * 2 + w];
-        if (*slot) {
-            st = hearth_err_set(err, HEARTH_EFORMAT, "%s: tensors %s and %s are the same matrix", path, (*slot)->name,
-                                t->name);
-            goto fail;
-        }
-        *slot = t;
-    }
-    int pairs = 0;
-    for (int i = 0; i < L * N_TARGETS; i++) {
-        if (!ta[2 * i] != !ta[2 * i + 1]) {
-            st = hearth_err_set(err, HEARTH_EFORMAT, "%s: tensor %s has no lora_%c beside it", path,
-                                (ta[2 * i] ? ta[2 * i] : ta[2 * i + 1])->name, ta[2 * i] ? 'B' : 'A');
-            goto fail;
-        }
-        pairs += ta[2 * i] != NULL;
-    }
-    if (!pairs) {
-        st = hearth_err_set(err, HEARTH_EFORMAT, "%s: no LoRA tensors", path);
-        goto fail;
-    }
+    int pairs;
+    if ((st = collect(m, path, sts, ta, &pairs, err))) goto fail;
     if ((st = scratch(m, a->rank, err))) goto fail;
     for (int l = 0; l < L; l++)
         for (int g = 0; g < HEARTH_LORA_GROUPS; g++)
@@ -328,6 +340,53 @@ fail:
     free(a->groups);
     memset(a, 0, sizeof *a); /* backend memory already taken stays owned by the model */
     return st;
+}
+
+hearth_status hearth_lora_pairs_read(hearth_lora_pairs *p, const hearth_model *m, const char *dir, hearth_err *err) {
+    memset(p, 0, sizeof *p);
+    lora_config lc;
+    hearth_status st = read_config(dir, &lc, err);
+    if (st) return st;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
+    hearth_st_set *sts;
+    if ((st = hearth_st_open_file(&sts, path, err))) return st;
+    p->r = lc.r, p->rslora = lc.rslora, p->alpha = lc.alpha, p->scale = lc.scale;
+    p->n = m->cfg.n_layers * N_TARGETS;
+    p->a = calloc((size_t)p->n, sizeof *p->a);
+    p->b = calloc((size_t)p->n, sizeof *p->b);
+    const hearth_st_tensor **ta = calloc((size_t)p->n * 2, sizeof *ta);
+    int pairs;
+    if (!p->a || !p->b || !ta) st = hearth_err_set(err, HEARTH_ENOMEM, "out of memory");
+    else st = collect(m, path, sts, ta, &pairs, err);
+    for (int i = 0; st == HEARTH_OK && i < p->n; i++) {
+        const hearth_st_tensor *A = ta[2 * i], *B = ta[2 * i + 1];
+        if (!A || (st = check_pair(m, path, i % N_TARGETS, A, B, p->r, err))) continue;
+        int out, in;
+        hearth_lora_target_shape(&m->cfg, i % N_TARGETS, &out, &in);
+        p->a[i] = malloc(sizeof(float) * (size_t)p->r * in);
+        p->b[i] = malloc(sizeof(float) * (size_t)out * p->r);
+        if (!p->a[i] || !p->b[i]) {
+            st = hearth_err_set(err, HEARTH_ENOMEM, "out of memory for %s", path);
+            break;
+        }
+        hearth_cpu_dequantize_row((hearth_dtype)A->type, A->data, p->a[i], (int64_t)p->r * in);
+        hearth_cpu_dequantize_row((hearth_dtype)B->type, B->data, p->b[i], (int64_t)out * p->r);
+    }
+    free(ta);
+    hearth_st_close(sts);
+    if (st) hearth_lora_pairs_free(p);
+    return st;
+}
+
+void hearth_lora_pairs_free(hearth_lora_pairs *p) {
+    for (int i = 0; i < p->n; i++) {
+        if (p->a) free(p->a[i]);
+        if (p->b) free(p->b[i]);
+    }
+    free(p->a);
+    free(p->b);
+    memset(p, 0, sizeof *p);
 }
 
 int hearth_model_n_lora(const hearth_model *m) { return m->n_lora; }

@@ -448,6 +448,13 @@ const hearth_model_config *hearth_model_config_get(const hearth_model *m) { retu
 const hearth_gguf *hearth_model_gguf(const hearth_model *m) { return m->gguf; }
 const char *hearth_model_path(const hearth_model *m) { return m->path; }
 size_t hearth_model_weight_bytes(const hearth_model *m) { return m->weight_bytes; }
+const hearth_layer_weights *hearth_model_layer(const hearth_model *m, int l) {
+    return l >= 0 && l < m->cfg.n_layers ? &m->layers[l] : NULL;
+}
+const hearth_weight *hearth_model_embedding(const hearth_model *m) { return &m->tok_embd; }
+const hearth_weight *hearth_model_head(const hearth_model *m) { return &m->output; }
+const float *hearth_model_out_norm(const hearth_model *m) { return m->out_norm; }
+const hearth_rope *hearth_model_rope(const hearth_model *m) { return &m->rope; }
 int hearth_model_kv_dim(const hearth_model *m) { return m->cfg.n_kv_heads * m->cfg.head_dim; }
 int hearth_model_max_tokens(const hearth_model *m) { return m->max_tokens; }
 int hearth_model_on_device(const hearth_model *m) { return !m->ops->host_memory; }

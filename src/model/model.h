@@ -95,6 +95,38 @@ const char *hearth_model_lora_name(const hearth_model *m, int id);
 const uint8_t *hearth_model_lora_fingerprint(const hearth_model *m, int id);
 /* The id of the adapter loaded under name, 0 if none. */
 int hearth_model_lora_find(const hearth_model *m, const char *name);
+/* The projections an adapter may adapt (PEFT's target_modules), in the order
+ * of the stacks of model_internal.h: q, k, v; o; gate, up; down. */
+enum { HEARTH_LORA_T_Q, HEARTH_LORA_T_K, HEARTH_LORA_T_V, HEARTH_LORA_T_O, HEARTH_LORA_T_GATE, HEARTH_LORA_T_UP,
+       HEARTH_LORA_T_DOWN, HEARTH_LORA_TARGETS };
+/* "self_attn.q_proj" .. "mlp.down_proj": a target's module path in a layer. */
+const char *hearth_lora_module(int target);
+/* A target's [out, in] in a model of config c. */
+void hearth_lora_target_shape(const hearth_model_config *c, int target, int *out, int *in);
+/* The row of target's B in an adapter file (HF order) that the model's output
+ * row o takes: o itself but for a GGUF llama model's q and k, whose
+ * converter permuted the rows for its rope pairing. */
+int hearth_model_lora_file_row(const hearth_model *m, int target, int o);
+/* An adapter directory's pairs as its file holds them (host F32, the file's
+ * row order, unscaled), for training: a[l * HEARTH_LORA_TARGETS + t] [r][in],
+ * b[...] [out][r], both NULL where the adapter leaves a target alone. The
+ * same checks and refusals as hearth_model_add_lora. */
+typedef struct {
+    int r, rslora;
+    float alpha, scale;
+    float **a, **b; /* [n_layers * HEARTH_LORA_TARGETS] */
+    int n;          /* their length */
+} hearth_lora_pairs;
+hearth_status hearth_lora_pairs_read(hearth_lora_pairs *p, const hearth_model *m, const char *dir, hearth_err *err);
+void hearth_lora_pairs_free(hearth_lora_pairs *p);
+
+/* ---- What training (train/) reads of a model on a host backend ---- */
+const hearth_layer_weights *hearth_model_layer(const hearth_model *m, int l);
+const hearth_weight *hearth_model_embedding(const hearth_model *m); /* [vocab, dim] */
+const hearth_weight *hearth_model_head(const hearth_model *m);      /* [vocab, dim] */
+const float *hearth_model_out_norm(const hearth_model *m);          /* [dim] */
+const hearth_rope *hearth_model_rope(const hearth_model *m);
+
 /* The adapter of each of the next forward's T rows (0: none; NULL: none for
  * any), applied to that row only. It holds for that one forward. */
 hearth_status hearth_model_set_row_adapters(hearth_model *m, const int32_t *ids, int T, hearth_err *err);

@@ -1,0 +1,43 @@
+/* data.h - training examples for LoRA fine-tuning, read from a JSONL file
+ * and tokenized with the model's own tokenizer and chat template.
+ *
+ * One JSON object a line, in one of the shapes the HF / TRL trainers take:
+ *   {"text": "..."}                               every token is a label
+ *   {"prompt": "...", "completion": "..."}        the completion's tokens are the labels
+ *   {"messages": [{"role": ..., "content": ...}]} the chat template renders the
+ *                                                 conversation; the assistant turns'
+ *                                                 tokens are the labels
+ * Blank lines are skipped; anything else is an error naming the file, the
+ * line and what is wrong. */
+#ifndef HEARTH_TRAIN_DATA_H
+#define HEARTH_TRAIN_DATA_H
+
+#include "core/status.h"
+#include "tok/tok.h"
+
+#include <stdint.h>
+
+typedef struct {
+    int32_t *tokens; /* [n] */
+    uint8_t *label;  /* [n]: 1 where tokens[i] is predicted (from position i - 1) and counts in the loss;
+                        label[0] = 0 always */
+    int n;           /* 2 <= n <= max_len */
+    int line;        /* the JSONL line it came from (1-based) */
+} hearth_train_example;
+
+typedef struct {
+    hearth_train_example *ex;
+    int n;
+    int n_truncated; /* examples cut to max_len tokens */
+    long n_labels;   /* label tokens over all examples */
+} hearth_train_data;
+
+/* Read and tokenize path. tok: the model's tokenizer; chat_template: the
+ * model's template source (NULL when it has none: "messages" lines are then
+ * an error). Examples longer than max_len tokens are cut to their first
+ * max_len; an example with no label left is an error. */
+hearth_status hearth_train_data_load(hearth_train_data *d, const char *path, const hearth_tokenizer *tok,
+                                     const char *chat_template, int max_len, hearth_err *err);
+void hearth_train_data_free(hearth_train_data *d);
+
+#endif
