@@ -221,6 +221,15 @@ static hearth_status get_string(const loader *L, const json_t *o, const char *ke
     return HEARTH_OK;
 }
 
+/* The end of a text or a completion, learnt: the specials the tokenizer
+ * puts after a text, or else its EOS (as TRL's SFTTrainer appends
+ * eos_token), so that a model learns to stop where its examples stop. */
+static hearth_status close_text(const loader *L, seq *s, hearth_err *err) {
+    const int32_t eos = hearth_tok_eos(L->tok);
+    if (L->n_post) return seq_add(s, L->post, (size_t)L->n_post, 1) != HEARTH_OK ? oom(err) : HEARTH_OK;
+    return eos >= 0 && seq_add(s, &eos, 1, 1) != HEARTH_OK ? oom(err) : HEARTH_OK;
+}
+
 static hearth_status shape_text(const loader *L, const json_t *o, seq *s, hearth_err *err) {
     const char *text;
     hearth_status st = get_string(L, o, "text", &text, err);
@@ -230,8 +239,7 @@ static hearth_status shape_text(const loader *L, const json_t *o, seq *s, hearth
     /* Every token but the first (load_line clears its label: nothing predicts it). */
     if (seq_add(s, L->pre, (size_t)L->n_pre, 1) != HEARTH_OK) return oom(err);
     if ((st = add_pieces(L, text, b, lab, NULL, 1, s, err)) != HEARTH_OK) return st;
-    if (seq_add(s, L->post, (size_t)L->n_post, 1) != HEARTH_OK) return oom(err);
-    return HEARTH_OK;
+    return close_text(L, s, err);
 }
 
 static hearth_status shape_prompt(const loader *L, const json_t *o, seq *s, hearth_err *err) {
@@ -251,7 +259,7 @@ static hearth_status shape_prompt(const loader *L, const json_t *o, seq *s, hear
      * the model should learn to write next), so they are labels too. */
     if (seq_add(s, L->pre, (size_t)L->n_pre, 0) != HEARTH_OK) st = oom(err);
     if (st == HEARTH_OK) st = add_pieces(L, text, b, lab, what, 2, s, err);
-    if (st == HEARTH_OK && seq_add(s, L->post, (size_t)L->n_post, 1) != HEARTH_OK) st = oom(err);
+    if (st == HEARTH_OK) st = close_text(L, s, err);
     free(text);
     return st;
 }
@@ -386,7 +394,6 @@ static hearth_status load_line(loader *L, const char *line, size_t len, int max_
     if (!o) return bad_line(L, err, HEARTH_EFORMAT, "bad JSON at byte %d: %s", je.position, je.text);
     hearth_status st = HEARTH_OK;
     seq s = {0};
-    const char *extra = NULL;
     const char *key;
     json_t *v;
     int has_text = json_object_get(o, "text") != NULL, has_msgs = json_object_get(o, "messages") != NULL;
@@ -409,19 +416,8 @@ static hearth_status load_line(loader *L, const char *line, size_t len, int max_
             }
         goto done;
     }
-    /* Extra keys are refused: a misspelt field ("completions") would
-     * otherwise silently change what is learnt. */
-    json_object_foreach(o, key, v) {
-        int known = has_text ? !strcmp(key, "text")
-                  : has_msgs ? !strcmp(key, "messages") || !strcmp(key, "tools")
-                             : !strcmp(key, "prompt") || !strcmp(key, "completion");
-        if (!known) extra = key;
-    }
-    if (extra) {
-        st = bad_line(L, err, HEARTH_EFORMAT, "unexpected key \"%s\" in a {\"%s\"} example", extra,
-                      has_text ? "text" : has_msgs ? "messages" : "prompt\", \"completion");
-        goto done;
-    }
+    /* Other keys (an id, a source: a dataset's other columns) are left
+     * alone, as the HF trainers drop them. */
     st = has_text ? shape_text(L, o, &s, err) : has_msgs ? shape_messages(L, o, &s, err) : shape_prompt(L, o, &s, err);
     if (st != HEARTH_OK) goto done;
     *truncated = s.n > (size_t)max_len;

@@ -7,8 +7,11 @@
  *   {"messages": [{"role": ..., "content": ...}]} the chat template renders the
  *                                                 conversation; the assistant turns'
  *                                                 tokens are the labels
- * Blank lines are skipped; anything else is an error naming the file, the
- * line and what is wrong. */
+ * A text and a completion end with the specials the tokenizer puts after a
+ * text, or else its EOS, learnt (as TRL's SFTTrainer appends eos_token), so
+ * a model learns to stop. A line's other keys (a dataset's other columns)
+ * are ignored; blank lines are skipped; anything else is an error naming
+ * the file, the line and what is wrong. */
 #ifndef HEARTH_TRAIN_DATA_H
 #define HEARTH_TRAIN_DATA_H
 

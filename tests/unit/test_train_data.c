@@ -87,6 +87,15 @@ static int enc_append(const rig *r, const char *text, int add_special, int32_t *
     return 1;
 }
 
+/* The tokenizer's EOS appended to *ids / *n: what closes a text or a completion. */
+static int eos_append(const rig *r, int32_t **ids, size_t *n) {
+    int32_t *q = realloc(*ids, (*n + 1) * sizeof *q);
+    if (!q) return 0;
+    q[(*n)++] = hearth_tok_eos(r->tok);
+    *ids = q;
+    return 1;
+}
+
 static int same_ids(const hearth_train_example *ex, const int32_t *want, size_t n) {
     if ((size_t)ex->n != n) {
         test_fail(__FILE__, __LINE__, "example of line %d: %d tokens, expected %zu", ex->line, ex->n, n);
@@ -147,13 +156,15 @@ TEST(train_data_text) {
     hearth_train_data d;
     hearth_err err = {0};
     /* blank lines (also CRLF ones) are skipped but counted */
-    const char *path = write_jsonl("text.jsonl", "\n{\"text\": \"Hello world, this is hearth.\"}\r\n  \n"
+    /* a dataset's other columns ("id") are left alone */
+    const char *path = write_jsonl("text.jsonl", "\n{\"id\": 7, \"text\": \"Hello world, this is hearth.\"}\r\n  \n"
                                                  "{\"text\": \"<|im_start|>user\\nHi<|im_end|>\"}\n");
     hearth_status st = hearth_train_data_load(&d, path, r.tok, NULL, 512, &err);
     int32_t *want = NULL, *want2 = NULL;
     size_t n_want = 0, n_want2 = 0;
     int ok = st == HEARTH_OK && d.n == 2 && enc_append(&r, "Hello world, this is hearth.", 1, &want, &n_want) &&
-             enc_append(&r, "<|im_start|>user\nHi<|im_end|>", 1, &want2, &n_want2);
+             eos_append(&r, &want, &n_want) && enc_append(&r, "<|im_start|>user\nHi<|im_end|>", 1, &want2, &n_want2) &&
+             eos_append(&r, &want2, &n_want2);
     if (!ok) test_fail(__FILE__, __LINE__, "load: %s (%d examples)", err.msg, d.n);
     ok = ok && same_ids(&d.ex[0], want, n_want) && same_ids(&d.ex[1], want2, n_want2);
     if (ok) {
@@ -165,7 +176,9 @@ TEST(train_data_text) {
         for (int i = 1; i < d.ex[0].n; i++) CHECK_EQ(d.ex[0].label[i], 1);
         /* special tokens written in the text are those tokens, as HF reads them */
         CHECK_EQ(d.ex[1].tokens[0], hearth_tok_find(r.tok, "<|im_start|>"));
-        CHECK_EQ(d.ex[1].tokens[d.ex[1].n - 1], hearth_tok_find(r.tok, "<|im_end|>"));
+        CHECK_EQ(d.ex[1].tokens[d.ex[1].n - 2], hearth_tok_find(r.tok, "<|im_end|>"));
+        /* then the EOS, learnt (TRL's SFTTrainer appends eos_token) */
+        CHECK_EQ(d.ex[1].tokens[d.ex[1].n - 1], hearth_tok_eos(r.tok));
         CHECK_EQ(d.n_labels, (long)(n_want - 1 + n_want2 - 1));
         CHECK_EQ(d.n_truncated, 0);
     }
@@ -189,12 +202,12 @@ TEST(train_data_prompt_completion) {
     size_t n_prompt = 0, n = 0;
     int ok = st == HEARTH_OK && d.n == 1 && enc_append(&r, "The capital of France is", 1, &want, &n);
     n_prompt = n;
-    ok = ok && enc_append(&r, " Paris.", 0, &want, &n);
+    ok = ok && enc_append(&r, " Paris.", 0, &want, &n) && eos_append(&r, &want, &n);
     if (!ok) test_fail(__FILE__, __LINE__, "load: %s", err.msg);
     if (ok && same_ids(&d.ex[0], want, n)) {
         for (int i = 0; i < d.ex[0].n; i++) CHECK_EQ(d.ex[0].label[i], (size_t)i >= n_prompt);
         CHECK_EQ(d.n_labels, (long)(n - n_prompt));
-        char *s = decode_range(&r, &d.ex[0], (int)n_prompt, d.ex[0].n);
+        char *s = decode_range(&r, &d.ex[0], (int)n_prompt, d.ex[0].n - 1);
         CHECK_STR(s, " Paris.");
         free(s);
     }
@@ -218,9 +231,9 @@ TEST(train_data_prompt_completion_spm) {
     int32_t *whole = NULL, *prompt = NULL, *whole2 = NULL, *prompt2 = NULL;
     size_t n_whole = 0, n_prompt = 0, n_whole2 = 0, n_prompt2 = 0;
     int ok = st == HEARTH_OK && d.n == 2 &&
-             enc_append(&r, "The capital of France is Paris.", 1, &whole, &n_whole) &&
+             enc_append(&r, "The capital of France is Paris.", 1, &whole, &n_whole) && eos_append(&r, &whole, &n_whole) &&
              enc_append(&r, "The capital of France is", 1, &prompt, &n_prompt) &&
-             enc_append(&r, "Answer: \"Paris\"", 1, &whole2, &n_whole2) &&
+             enc_append(&r, "Answer: \"Paris\"", 1, &whole2, &n_whole2) && eos_append(&r, &whole2, &n_whole2) &&
              enc_append(&r, "Answer: \"", 1, &prompt2, &n_prompt2);
     if (!ok) test_fail(__FILE__, __LINE__, "load: %s", err.msg);
     if (ok && same_ids(&d.ex[0], whole, n_whole) && same_ids(&d.ex[1], whole2, n_whole2)) {
@@ -363,10 +376,10 @@ TEST(train_data_truncate) {
     CHECK(!memcmp(d.ex[0].tokens, want, 4 * sizeof *want));
     free(want);
     CHECK_EQ(d.ex[1].n, 4);
-    CHECK_EQ(d.ex[2].n, 2);
+    CHECK_EQ(d.ex[2].n, 3); /* "one", " two", EOS */
     CHECK_EQ(d.n_truncated, 2);
-    /* 3 + 2 ("a", " b" unlabelled) + 1 */
-    CHECK_EQ(d.n_labels, 3 + 2 + 1);
+    /* 3 + 2 ("a", " b" unlabelled) + 2 */
+    CHECK_EQ(d.n_labels, 3 + 2 + 2);
     hearth_train_data_free(&d);
     /* a completion wholly past max_len leaves nothing to learn: refused */
     CHECK(load_fails(&r, NULL,
@@ -389,12 +402,10 @@ TEST(train_data_malformed) {
     CHECK(load_fails(&r, t, "{\"text\": 5}\n", 512, "line 1", "\"text\" must be a string", NULL));
     CHECK(load_fails(&r, t, "{\"text\": \"a\", \"text\": \"b\"}\n", 512, "line 1", "duplicate", NULL));
     CHECK(load_fails(&r, t, "{\"text\": \"a b\", \"prompt\": \"c\"}\n", 512, "line 1", "mix", NULL));
-    CHECK(load_fails(&r, t, "{\"text\": \"a b\", \"source\": \"web\"}\n", 512, "line 1", "\"source\"", NULL));
     CHECK(load_fails(&r, t, "{\"prompt\": \"a b\"}\n", 512, "line 1", "no \"completion\"", NULL));
     CHECK(load_fails(&r, t, "{\"prompt\": \"a b\", \"completion\": [\"c\"]}\n", 512, "line 1", "\"completion\"",
                      "an array", NULL));
-    CHECK(load_fails(&r, t, "{\"prompt\": \"a b\", \"completion\": \"\"}\n", 512, "line 1", "no token", NULL));
-    CHECK(load_fails(&r, t, "{\"text\": \"a\"}\n", 512, "line 1", "at least 2", NULL));
+    CHECK(load_fails(&r, t, "{\"text\": \"\"}\n", 512, "line 1", "at least 2", NULL));
     CHECK(load_fails(&r, t, "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}]}\n", 512, "line 1",
                      "assistant", NULL));
     CHECK(load_fails(&r, t, "{\"messages\": []}\n", 512, "line 1", "non-empty", NULL));
