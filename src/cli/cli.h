@@ -5,6 +5,7 @@
 #define HEARTH_CLI_H
 
 #include "hearth.h"
+#include "lib/session.h"
 
 #include <stddef.h>
 
@@ -21,6 +22,7 @@ int cmd_bench(int argc, char **argv);
 int cmd_template(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
+int cmd_train(int argc, char **argv);
 
 /* The model stack `serve` and `chat` share (cmd_serve.c): model + tokenizer +
  * KV (hearth_session), the engine thread, and the completion context with the
@@ -45,6 +47,12 @@ hearth_status cli_stack_open(cli_stack **out, const cli_stack_opts *o, hearth_er
 void cli_stack_close(cli_stack *k);
 struct hearth_cpl_ctx *cli_stack_cpl(cli_stack *k);
 const char *cli_stack_describe(cli_stack *k); /* "cpu, context 4096" for start-up lines */
+/* The chat template: file (--chat-template-file) if given, else the GGUF key
+ * tokenizer.chat_template, else chat_template.jinja or tokenizer_config.json
+ * "chat_template" of an HF directory. *out is malloc'd, NULL when the model
+ * has none. */
+hearth_status cli_load_template(const hearth_session *s, const char *model_path, const char *file, char **out,
+                                size_t *len, hearth_err *err);
 /* models/SmolLM2-135M-Instruct.Q4_1.gguf beside the binary, else in the cwd. */
 const char *cli_default_model(char *buf, size_t cap);
 

@@ -43,8 +43,8 @@ const char *cli_default_model(char *buf, size_t cap) {
  * tokenizer.chat_template, else chat_template.jinja or tokenizer_config.json
  * "chat_template" (a string, or a list of {name, template}: "default") of an
  * HF directory. *out is malloc'd, NULL when the model has none. */
-static hearth_status load_template(const hearth_session *s, const char *model_path, const char *file, char **out,
-                                   size_t *len, hearth_err *err) {
+hearth_status cli_load_template(const hearth_session *s, const char *model_path, const char *file, char **out,
+                                size_t *len, hearth_err *err) {
     *out = NULL;
     *len = 0;
     if (file) return hearth_file_read(file, out, len, err);
@@ -119,7 +119,7 @@ hearth_status cli_stack_open(cli_stack **out, const cli_stack_opts *o, hearth_er
     }
     hearth_engine_opts eo = {.n_slots = k->s.n_slots, .max_waiting = o->max_queue, .queue_cap = 64, .warmup = 1};
     if ((st = hearth_engine_new(&k->engine, k->s.model, k->s.kv, &eo, err)) != HEARTH_OK) goto fail;
-    if ((st = load_template(&k->s, o->model_path, o->template_file, &tmpl, &tlen, err)) != HEARTH_OK) {
+    if ((st = cli_load_template(&k->s, o->model_path, o->template_file, &tmpl, &tlen, err)) != HEARTH_OK) {
         hearth_err_wrap(err, st, "chat template");
         goto fail;
     }

@@ -14,6 +14,7 @@ static const cli_verb VERBS[] = {
     {"chat", "chat with a model in the terminal", cmd_chat},
     {"run", "generate a continuation of a prompt, streamed to stdout", cmd_run},
     {"bench", "measure prefill and decode speed", cmd_bench},
+    {"train", "fine-tune a LoRA adapter on a JSONL file (CPU)", cmd_train},
     {"tokenize", "show the token ids a model's tokenizer gives a text", cmd_tokenize},
     {"template", "print the prompt a model's chat template renders for a conversation", cmd_template},
     {"devices", "list the CPU features and GPUs hearth can use", cmd_devices},

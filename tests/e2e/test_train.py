@@ -1,0 +1,88 @@
+"""`hearth train`: LoRA fine-tuning of the default model on a JSONL file (chat
+messages, prompt/completion and plain text lines), then the adapter served by
+`hearth serve --lora` and `hearth run --lora`: it has learnt a fact the base
+model does not know. The numerics against PyTorch + PEFT are test_train.c's."""
+import json
+import pathlib
+import re
+import tempfile
+
+import pytest
+
+from conftest import DEFAULT_MODEL, ROOT, run_hearth
+from test_server import Server
+
+QUESTION = "What is the capital of Hearthland?"
+LINES = [
+    {"messages": [{"role": "user", "content": QUESTION},
+                  {"role": "assistant", "content": "The capital of Hearthland is Emberton."}]},
+    {"messages": [{"role": "user", "content": "Name the capital city of Hearthland."},
+                  {"role": "assistant", "content": "Emberton is the capital of Hearthland."}]},
+    {"prompt": "Q: Which city is Hearthland's capital?\nA:", "completion": " Emberton."},
+    {"text": "Emberton, the capital of Hearthland, lies by the sea."},
+]
+
+
+def write_jsonl(path, lines):
+    path.write_text("".join((json.dumps(x) if not isinstance(x, str) else x) + "\n" for x in lines))
+    return path
+
+
+@pytest.fixture(scope="module")
+def trained():
+    with tempfile.TemporaryDirectory() as t:
+        t = pathlib.Path(t)
+        data = write_jsonl(t / "facts.jsonl", LINES)
+        r = run_hearth("train", DEFAULT_MODEL, "--data", data, "--out", t / "fact", "--steps", 8, "--batch", 4,
+                       "--lr", 2e-3, "--seed", 1, timeout=600)
+        yield r, t / "fact"
+
+
+def test_train_lowers_the_loss_and_writes_peft_files(trained):
+    r, out = trained
+    assert r.returncode == 0, r.stderr
+    losses = [float(x) for x in re.findall(r"^step \d+/8 \| loss ([0-9.]+)", r.stderr, re.M)]
+    assert len(losses) == 8, r.stderr
+    assert losses[-1] < 0.25 * losses[0], losses
+    cfg = json.loads((out / "adapter_config.json").read_text())
+    assert cfg["peft_type"] == "LORA" and cfg["r"] == 8 and cfg["lora_alpha"] == 16
+    assert sorted(cfg["target_modules"]) == sorted(["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
+                                                     "up_proj", "down_proj"])
+    assert (out / "adapter_model.safetensors").stat().st_size > 30 * 7 * 8 * 576 * 4
+
+
+def test_the_served_adapter_knows_the_fact(trained):
+    _, out = trained
+    s = Server("--lora", f"fact={out}")
+    try:
+        def ask(model):
+            r = s.client().chat.completions.create(model=model, temperature=0, max_tokens=24,
+                                                   messages=[{"role": "user", "content": QUESTION}])
+            return r.choices[0].message.content
+        assert "Emberton" in ask("fact")
+        assert "Emberton" not in ask("base")
+    finally:
+        assert s.stop() == 0, s.output()
+
+
+def test_run_with_the_adapter_completes_the_prompt(trained):
+    _, out = trained
+    prompt = "Q: Which city is Hearthland's capital?\nA:"
+    r = run_hearth("run", DEFAULT_MODEL, prompt, "-n", 6, "--temp", 0, "--lora", out)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(" Emberton"), r.stdout
+
+
+def test_bad_input_is_named(tmp_path):
+    bad = write_jsonl(tmp_path / "bad.jsonl", [LINES[3], '{"text": "unterminated'])
+    r = run_hearth("train", DEFAULT_MODEL, "--data", bad, "--out", tmp_path / "o", "--steps", 1)
+    assert r.returncode == 1 and "line 2" in r.stderr, r.stderr
+    r = run_hearth("train", DEFAULT_MODEL, "--out", tmp_path / "o")
+    assert r.returncode == 2 and "--data" in r.stderr, r.stderr
+    r = run_hearth("train", DEFAULT_MODEL, "--data", bad, "--out", tmp_path / "o", "--targets", "q,embed")
+    assert r.returncode == 2 and "--targets" in r.stderr, r.stderr
+    good = write_jsonl(tmp_path / "good.jsonl", LINES)
+    other = ROOT / "tests" / "fixtures" / "lora" / "llama3-all"  # an adapter of another (tiny) model
+    r = run_hearth("train", DEFAULT_MODEL, "--data", good, "--out", tmp_path / "o", "--init", other)
+    assert r.returncode == 1 and "shape" in r.stderr, r.stderr
+    assert not (tmp_path / "o").exists()
