@@ -57,6 +57,7 @@ struct hearth_lora_trainer {
     hearth_lora_train_opts o;
     float scale;
     int r, T_max, window;
+    int adapter_off; /* the forward leaves the adapter out (the base model: DPO's reference) */
     int64_t steps;
     lt_pair *p;     /* [n_layers][NT] */
     float **wt;     /* [n_layers][NT]: the frozen weights transposed, F32 [in][out] */
@@ -261,7 +262,7 @@ static void att_bwd_head(void *arg, int h, int n_tasks) {
 /* y [T][out] += scale B (A x), keeping A x. */
 static void lora_fwd(hearth_lora_trainer *t, int l, int tg, const float *x, float *y, int T) {
     lt_pair *p = pair(t, l, tg);
-    if (!p->a) return;
+    if (!p->a || t->adapter_off) return;
     float *ua = t->L[l].ua[tg];
     mm_f(t, ua, x, T, p->a, p->in, t->r);
     mm_f(t, t->tmp, ua, T, p->b, t->r, p->out);
@@ -408,9 +409,11 @@ static void layer_bwd(hearth_lora_trainer *t, int l, float *dx, int T) {
     norm_bwd(dx, t->dxn, A->x, A->r1, W->attn_norm, T, dim, 1);
 }
 
-/* The loss of the rows with a label after them, and its gradient (scaled by
- * gs) at the last layer's output into dx [T][dim] (zero elsewhere). */
-static double head(hearth_lora_trainer *t, const int32_t *tokens, const uint8_t *label, int T, float gs, float *dx) {
+/* The loss of the rows with a label after them, and with grad its gradient
+ * (scaled by gs) at the last layer's output into dx [T][dim] (zero
+ * elsewhere). */
+static double head(hearth_lora_trainer *t, const int32_t *tokens, const uint8_t *label, int T, float gs, int grad,
+                   float *dx) {
     const hearth_model_config *c = t->c;
     const int dim = c->hidden_size, V = c->vocab_size;
     int n = 0;
@@ -433,10 +436,12 @@ static double head(hearth_lora_trainer *t, const int32_t *tokens, const uint8_t 
             for (int v = 0; v < V; v++) sum += dz[v] = expf(z[v] - mx);
             const int y = tokens[t->rows[c0 + j] + 1];
             loss += mx + log(sum) - z[y];
+            if (!grad) continue;
             const float inv = (float)(1.0 / sum);
             for (int v = 0; v < V; v++) dz[v] *= inv * gs;
             dz[y] -= gs;
         }
+        if (!grad) continue;
         mm_f(t, t->dxn, t->dlog, C, t->head_t, V, dim);
         norm_bwd(t->xn, t->dxn, t->dxm, rs, hearth_model_out_norm(t->m), C, dim, 0);
         for (int j = 0; j < C; j++)
@@ -445,8 +450,10 @@ static double head(hearth_lora_trainer *t, const int32_t *tokens, const uint8_t 
     return loss;
 }
 
-hearth_status hearth_lora_trainer_accumulate(hearth_lora_trainer *t, const int32_t *tokens, const uint8_t *label,
-                                             int n, float grad_scale, double *loss_sum, hearth_err *err) {
+/* The forward (with the adapter unless adapter_off), the summed
+ * cross-entropy of the labels, and with grad the backward. */
+static hearth_status run(hearth_lora_trainer *t, const int32_t *tokens, const uint8_t *label, int n, float grad_scale,
+                         int grad, double *loss_sum, hearth_err *err) {
     const hearth_model_config *c = t->c;
     const int dim = c->hidden_size;
     *loss_sum = 0;
@@ -459,9 +466,24 @@ hearth_status hearth_lora_trainer_accumulate(hearth_lora_trainer *t, const int32
     float *x = t->dx; /* the residual stream, layer by layer (dx is free until the backward) */
     for (int i = 0; i < n; i++) weight_row(hearth_model_embedding(t->m), tokens[i], x + (size_t)i * dim);
     for (int l = 0; l < c->n_layers; l++) layer_fwd(t, l, l ? t->xf : x, t->xf, n);
-    *loss_sum = head(t, tokens, label, n, grad_scale, t->dx);
-    for (int l = c->n_layers - 1; l >= 0; l--) layer_bwd(t, l, t->dx, n); /* the head scaled the gradient */
+    *loss_sum = head(t, tokens, label, n, grad_scale, grad, t->dx);
+    for (int l = c->n_layers - 1; grad && l >= 0; l--) layer_bwd(t, l, t->dx, n); /* the head scaled the gradient */
     return HEARTH_OK;
+}
+
+hearth_status hearth_lora_trainer_accumulate(hearth_lora_trainer *t, const int32_t *tokens, const uint8_t *label,
+                                             int n, float grad_scale, double *loss_sum, hearth_err *err) {
+    return run(t, tokens, label, n, grad_scale, 1, loss_sum, err);
+}
+
+hearth_status hearth_lora_trainer_logp(hearth_lora_trainer *t, const int32_t *tokens, const uint8_t *label, int n,
+                                       int with_adapter, double *logp_sum, hearth_err *err) {
+    t->adapter_off = !with_adapter;
+    double ce = 0;
+    hearth_status st = run(t, tokens, label, n, 0, 0, &ce, err);
+    t->adapter_off = 0;
+    *logp_sum = -ce;
+    return st;
 }
 
 /* ---- AdamW ---- */

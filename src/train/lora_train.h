@@ -49,6 +49,11 @@ void hearth_lora_trainer_free(hearth_lora_trainer *t);
  * cross-entropy of its labels in *loss_sum. */
 hearth_status hearth_lora_trainer_accumulate(hearth_lora_trainer *t, const int32_t *tokens, const uint8_t *label,
                                              int n, float grad_scale, double *loss_sum, hearth_err *err);
+/* The forward alone: the summed log-probability of the labels of one
+ * sequence, with the adapter or without it (the base model, which DPO takes
+ * as its reference). */
+hearth_status hearth_lora_trainer_logp(hearth_lora_trainer *t, const int32_t *tokens, const uint8_t *label, int n,
+                                       int with_adapter, double *logp_sum, hearth_err *err);
 /* One AdamW update at learning rate lr from the gradient accumulated since
  * the last step, then the gradient zeroed. *grad_norm (may be NULL): its L2
  * norm before clipping. */
