@@ -437,3 +437,309 @@ TEST(train_data_malformed) {
     CHECK_CONTAINS(err.msg, "does-not-exist.jsonl");
     rig_close(&r);
 }
+
+/* ---- preference pairs ---- */
+
+/* a and b: the same tokens and labels (what names them in a failure). */
+static int same_example(const hearth_train_example *a, const hearth_train_example *b, const char *what) {
+    if (a->n != b->n) {
+        test_fail(__FILE__, __LINE__, "%s: %d tokens, expected %d", what, a->n, b->n);
+        return 0;
+    }
+    for (int i = 0; i < a->n; i++)
+        if (a->tokens[i] != b->tokens[i] || a->label[i] != b->label[i]) {
+            test_fail(__FILE__, __LINE__, "%s: token %d is %d (label %d), expected %d (label %d)", what, i,
+                      a->tokens[i], a->label[i], b->tokens[i], b->label[i]);
+            return 0;
+        }
+    return 1;
+}
+
+/* The labelled tokens of ex, decoded run by run into out ("|" between runs). */
+static void labelled_runs(const rig *r, const hearth_train_example *ex, char *out, size_t cap) {
+    out[0] = 0;
+    for (int i = 0; i < ex->n;) {
+        if (!ex->label[i]) {
+            i++;
+            continue;
+        }
+        int j = i;
+        while (j < ex->n && ex->label[j]) j++;
+        char *s = decode_range(r, ex, i, j);
+        if (out[0]) strncat(out, "|", cap - strlen(out) - 1);
+        if (s) strncat(out, s, cap - strlen(out) - 1);
+        free(s);
+        i = j;
+    }
+}
+
+/* As load_fails, for hearth_train_prefs_load. */
+static int prefs_fail(const rig *r, const char *tmpl, const char *content, int max_len, ...) {
+    hearth_train_prefs d;
+    hearth_err err = {0};
+    const char *path = write_jsonl("badprefs.jsonl", content);
+    hearth_status st = hearth_train_prefs_load(&d, path, r->tok, tmpl, max_len, &err);
+    if (st == HEARTH_OK) {
+        test_fail(__FILE__, __LINE__, "loaded %d pairs from a bad file: %s", d.n, content);
+        hearth_train_prefs_free(&d);
+        return 0;
+    }
+    if (d.n || d.p || d.n_truncated) {
+        test_fail(__FILE__, __LINE__, "a failed load left %d pairs", d.n);
+        return 0;
+    }
+    if (!strstr(err.msg, path)) {
+        test_fail(__FILE__, __LINE__, "\"%s\" does not name the file", err.msg);
+        return 0;
+    }
+    va_list ap;
+    va_start(ap, max_len);
+    for (const char *needle; (needle = va_arg(ap, const char *));)
+        if (!strstr(err.msg, needle)) {
+            test_fail(__FILE__, __LINE__, "\"%s\" does not contain \"%s\" (file: %s)", err.msg, needle, content);
+            va_end(ap);
+            return 0;
+        }
+    va_end(ap);
+    return 1;
+}
+
+/* A standard pair's sides are exactly the {"prompt", "completion"} examples
+ * of the same prompt, with either tokenizer (SPM: BOS, and the response as the
+ * tail of the whole text's ids). */
+TEST(train_data_prefs_standard) {
+    const char *models[2] = {SMOL, SPM};
+    for (int m = 0; m < 2; m++) {
+        rig r;
+        if (!rig_open(&r, models[m])) return;
+        hearth_train_prefs d;
+        hearth_train_data sft;
+        hearth_err err = {0}, err2 = {0};
+        const char *path = write_jsonl(
+            "prefs.jsonl", "{\"prompt\": \"The capital of France is\", \"chosen\": \" Paris.\", \"rejected\": "
+                           "\" Lyon, of course.\", \"score\": 0.5}\n\n"
+                           "{\"rejected\": \"No.\", \"prompt\": \"<|im_start|>user\\nHi<|im_end|>\\n\", \"chosen\": "
+                           "\"Hello!\"}\n");
+        hearth_status st = hearth_train_prefs_load(&d, path, r.tok, r.tmpl, 512, &err);
+        const char *path2 =
+            write_jsonl("prefs-sft.jsonl",
+                        "{\"prompt\": \"The capital of France is\", \"completion\": \" Paris.\"}\n"
+                        "{\"prompt\": \"The capital of France is\", \"completion\": \" Lyon, of course.\"}\n"
+                        "{\"prompt\": \"<|im_start|>user\\nHi<|im_end|>\\n\", \"completion\": \"Hello!\"}\n"
+                        "{\"prompt\": \"<|im_start|>user\\nHi<|im_end|>\\n\", \"completion\": \"No.\"}\n");
+        hearth_status st2 = hearth_train_data_load(&sft, path2, r.tok, r.tmpl, 512, &err2);
+        int ok = st == HEARTH_OK && d.n == 2 && st2 == HEARTH_OK && sft.n == 4;
+        if (!ok) test_fail(__FILE__, __LINE__, "%s: load: %s / %s", models[m], err.msg, err2.msg);
+        for (int i = 0; ok && i < 2; i++)
+            ok = same_example(&d.p[i].chosen, &sft.ex[2 * i], "chosen") &&
+                 same_example(&d.p[i].rejected, &sft.ex[2 * i + 1], "rejected");
+        if (ok) {
+            CHECK_EQ(d.p[0].line, 1);
+            CHECK_EQ(d.p[1].line, 3);
+            CHECK_EQ(d.p[1].chosen.line, 3);
+            CHECK_EQ(d.p[1].rejected.line, 3);
+            CHECK_EQ(d.n_truncated, 0);
+            /* the response and its EOS are the labels */
+            char runs[256];
+            labelled_runs(&r, &d.p[0].rejected, runs, sizeof runs);
+            if (m == 0) CHECK_STR(runs, " Lyon, of course.<|im_end|>"); /* SmolLM2-Instruct's EOS */
+            CHECK_EQ(d.p[0].rejected.tokens[d.p[0].rejected.n - 1], hearth_tok_eos(r.tok));
+            CHECK_EQ(d.p[0].rejected.label[d.p[0].rejected.n - 1], 1);
+        }
+        hearth_train_prefs_free(&d);
+        hearth_train_prefs_free(&d); /* twice: safe */
+        hearth_train_data_free(&sft);
+        if (m == 1) /* SPM: "is " + "Paris" is refused as for a completion, naming the side */
+            CHECK(prefs_fail(&r, NULL,
+                             "{\"prompt\": \"The capital of France is \", \"chosen\": \" Paris.\", \"rejected\": "
+                             "\"Paris.\"}\n",
+                             512, "line 1", "boundary between the prompt and \"rejected\"", NULL));
+        rig_close(&r);
+        if (!ok) return;
+    }
+}
+
+/* A conversational pair: each side the rendering of prompt + response, whose
+ * labels are exactly the response's assistant text and end-of-turn (not the
+ * prompt's earlier assistant turn); the implicit-prompt form gives the same. */
+TEST(train_data_prefs_conversational) {
+    rig r;
+    if (!rig_open(&r, SMOL)) return;
+    CHECK(r.tmpl != NULL);
+#define U1 "{\"role\": \"user\", \"content\": \"What is the capital of France?\"}"
+#define A1 "{\"role\": \"assistant\", \"content\": \"Paris.\"}"
+#define U2 "{\"role\": \"user\", \"content\": \"And of Italy?\"}"
+#define GOOD "{\"role\": \"assistant\", \"content\": \"Rome.\"}"
+#define BAD "{\"role\": \"assistant\", \"content\": \"Milan, I think.\"}"
+    const char *path =
+        write_jsonl("cprefs.jsonl", "{\"prompt\": [" U1 ", " A1 ", " U2 "], \"chosen\": [" GOOD "], \"rejected\": [" BAD
+                                    "]}\n"
+                                    "{\"chosen\": [" U1 ", " A1 ", " U2 ", " GOOD "], \"rejected\": [" U1 ", " A1
+                                    ", " U2 ", " BAD "]}\n");
+    hearth_train_prefs d;
+    hearth_err err = {0};
+    hearth_status st = hearth_train_prefs_load(&d, path, r.tok, r.tmpl, 512, &err);
+    CHECK_MSG(st == HEARTH_OK && d.n == 2, "load: %s", err.msg);
+    const char *render = "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+                         "Face<|im_end|>\n<|im_start|>user\nWhat is the capital of France?<|im_end|>\n"
+                         "<|im_start|>assistant\nParis.<|im_end|>\n<|im_start|>user\nAnd of Italy?<|im_end|>\n"
+                         "<|im_start|>assistant\n";
+    char text[1024];
+    int32_t *want = NULL;
+    size_t n_want = 0;
+    snprintf(text, sizeof text, "%sRome.<|im_end|>\n", render);
+    CHECK(enc_append(&r, text, 0, &want, &n_want));
+    int ok = same_ids(&d.p[0].chosen, want, n_want);
+    free(want);
+    want = NULL, n_want = 0;
+    snprintf(text, sizeof text, "%sMilan, I think.<|im_end|>\n", render);
+    CHECK(enc_append(&r, text, 0, &want, &n_want));
+    ok = ok && same_ids(&d.p[0].rejected, want, n_want);
+    free(want);
+    if (ok) {
+        char runs[512];
+        labelled_runs(&r, &d.p[0].chosen, runs, sizeof runs);
+        CHECK_STR(runs, "Rome.<|im_end|>\n");
+        labelled_runs(&r, &d.p[0].rejected, runs, sizeof runs);
+        CHECK_STR(runs, "Milan, I think.<|im_end|>\n");
+        /* the implicit prompt: the same examples */
+        CHECK(same_example(&d.p[1].chosen, &d.p[0].chosen, "implicit chosen"));
+        CHECK(same_example(&d.p[1].rejected, &d.p[0].rejected, "implicit rejected"));
+        CHECK_EQ(d.p[1].line, 2);
+    }
+    hearth_train_prefs_free(&d);
+
+    /* A response of several messages (a tool call, its result, the answer):
+     * its assistant messages are labelled, the tool's result is not. */
+    const char *tmpl =
+        "{% for m in messages %}<|im_start|>{{ m.role }}\n{% if m.tool_calls %}{% for c in m.tool_calls %}"
+        "<tool_call>{{ c.function.name }}</tool_call>{% endfor %}{% else %}{{ m.content }}{% endif %}<|im_end|>\n"
+        "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+    path = write_jsonl(
+        "tprefs.jsonl",
+        "{\"prompt\": [{\"role\": \"user\", \"content\": \"Weather in Paris?\"}], \"chosen\": ["
+        "{\"role\": \"assistant\", \"content\": null, \"tool_calls\": [{\"type\": \"function\", \"function\": "
+        "{\"name\": \"weather\", \"arguments\": {\"city\": \"Paris\"}}}]},"
+        "{\"role\": \"tool\", \"content\": \"sunny\"}, {\"role\": \"assistant\", \"content\": \"Sunny.\"}], "
+        "\"rejected\": [{\"role\": \"assistant\", \"content\": \"I cannot know.\"}]}\n");
+    st = hearth_train_prefs_load(&d, path, r.tok, tmpl, 512, &err);
+    CHECK_MSG(st == HEARTH_OK && d.n == 1, "load: %s", err.msg);
+    char runs[512];
+    labelled_runs(&r, &d.p[0].chosen, runs, sizeof runs);
+    int ok2 = !strcmp(runs, "<tool_call>weather</tool_call><|im_end|>\n|Sunny.<|im_end|>\n");
+    if (!ok2) test_fail(__FILE__, __LINE__, "chosen's labels: \"%s\"", runs);
+    labelled_runs(&r, &d.p[0].rejected, runs, sizeof runs);
+    if (ok2 && strcmp(runs, "I cannot know.<|im_end|>\n")) test_fail(__FILE__, __LINE__, "rejected's labels: \"%s\"", runs);
+    hearth_train_prefs_free(&d);
+    rig_close(&r);
+}
+
+TEST(train_data_prefs_truncate) {
+    rig r;
+    if (!rig_open(&r, SMOL)) return;
+    hearth_train_prefs d;
+    hearth_err err = {0};
+    /* max_len 5: "a", " b", then the response; " c" + EOS fits */
+    const char *path = write_jsonl("tprefs.jsonl", "{\"prompt\": \"a b\", \"chosen\": \" c d e f g\", \"rejected\": \" c\"}\n"
+                                                   "{\"prompt\": \"a b\", \"chosen\": \" c\", \"rejected\": \" d\"}\n"
+                                                   "{\"prompt\": \"a b\", \"chosen\": \" c d e f\", \"rejected\": "
+                                                   "\" d e f g\"}\n");
+    hearth_status st = hearth_train_prefs_load(&d, path, r.tok, NULL, 5, &err);
+    CHECK_MSG(st == HEARTH_OK && d.n == 3, "load: %s", err.msg);
+    CHECK_EQ(d.p[0].chosen.n, 5);
+    CHECK_EQ(d.p[0].rejected.n, 4);
+    CHECK_EQ(d.p[1].chosen.n, 4);
+    CHECK_EQ(d.p[2].chosen.n, 5);
+    CHECK_EQ(d.p[2].rejected.n, 5);
+    CHECK_EQ(d.n_truncated, 2); /* pairs, not sides: 1 + 0 + 1 */
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ(d.p[i].chosen.label[0], 0);
+        CHECK_EQ(d.p[i].chosen.label[1], 0);
+        CHECK_EQ(d.p[i].chosen.label[2], 1);
+    }
+    hearth_train_prefs_free(&d);
+    /* a side with no label left is refused, naming it and max_len */
+    CHECK(prefs_fail(&r, NULL,
+                     "{\"prompt\": \"a b\", \"chosen\": \" c\", \"rejected\": \" d\"}\n"
+                     "{\"prompt\": \"one two three four five\", \"chosen\": \" six\", \"rejected\": \" seven\"}\n",
+                     4, "line 2", "\"chosen\"", "max_len (4)", NULL));
+    /* sides that differ only past max_len are the same pair once cut */
+    CHECK(prefs_fail(&r, NULL, "{\"prompt\": \"a b\", \"chosen\": \" c d e f\", \"rejected\": \" c d e g\"}\n", 4,
+                     "line 1", "same", "max_len (4)", NULL));
+    rig_close(&r);
+}
+
+TEST(train_data_prefs_malformed) {
+    rig r;
+    if (!rig_open(&r, SMOL)) return;
+    const char *t = r.tmpl;
+    const char *ok = "{\"prompt\": \"Q\", \"chosen\": \" yes\", \"rejected\": \" no\"}\n";
+    char two[1024];
+#define SECOND(line) (snprintf(two, sizeof two, "%s%s\n", ok, line), two)
+    CHECK(prefs_fail(&r, t, SECOND("{\"prompt\": \"a\", \"chosen\": \"b\"}"), 512, "line 2", "no \"rejected\"", NULL));
+    CHECK(prefs_fail(&r, t, SECOND("{\"prompt\": \"a\", \"rejected\": \"b\"}"), 512, "line 2", "no \"chosen\"", NULL));
+    CHECK(prefs_fail(&r, t, SECOND("{\"prompt\": \"a\", \"chosen\": \"b\", \"rejected\": 3}"), 512, "line 2",
+                     "\"rejected\" must be a string", "a number", NULL));
+    CHECK(prefs_fail(&r, t, SECOND("{\"prompt\": \"a\", \"chosen\": \"\", \"rejected\": \"c\"}"), 512, "line 2",
+                     "\"chosen\" is empty", NULL));
+    CHECK(prefs_fail(&r, t, SECOND("{\"prompt\": \"Q\", \"chosen\": \" same\", \"rejected\": \" same\"}"), 512,
+                     "line 2", "same tokens", NULL));
+    CHECK(prefs_fail(&r, t, SECOND("{\"prompt\": 5, \"chosen\": \"b\", \"rejected\": \"c\"}"), 512, "line 2",
+                     "\"prompt\" must be a string or a list", NULL));
+    CHECK(prefs_fail(&r, t, SECOND("{\"prompt\": \"a\", \"chosen\": null, \"rejected\": \"c\"}"), 512, "line 2",
+                     "\"chosen\" must be", NULL));
+    /* an SFT line, an empty object, bad JSON */
+    CHECK(prefs_fail(&r, t, SECOND("{\"text\": \"a b\"}"), 512, "line 2", "key \"text\"", NULL));
+    CHECK(prefs_fail(&r, t, SECOND("{}"), 512, "line 2", "preference pair", NULL));
+    CHECK(prefs_fail(&r, t, SECOND("{\"prompt\": \"a\""), 512, "line 2", "JSON", NULL));
+    CHECK(prefs_fail(&r, t, SECOND("[1]"), 512, "line 2", "object", NULL));
+    /* an implicit prompt in text is not taken */
+    CHECK(prefs_fail(&r, t, SECOND("{\"chosen\": \"Q yes\", \"rejected\": \"Q no\"}"), 512, "line 2",
+                     "implicit prompt", NULL));
+    /* mixed shapes */
+    CHECK(prefs_fail(&r, t, SECOND("{\"prompt\": \"a\", \"chosen\": [" GOOD "], \"rejected\": \"c\"}"), 512,
+                     "line 2", "\"chosen\" must be a string", NULL));
+    CHECK(prefs_fail(&r, t, SECOND("{\"prompt\": [" U1 "], \"chosen\": [" GOOD "], \"rejected\": \"c\"}"), 512,
+                     "line 2", "\"rejected\" must be a list of messages", NULL));
+    /* conversational */
+    CHECK(prefs_fail(&r, t, SECOND("{\"prompt\": [" U1 "], \"chosen\": [], \"rejected\": [" BAD "]}"), 512, "line 2",
+                     "\"chosen\" must be a non-empty array", NULL));
+    CHECK(prefs_fail(&r, t, SECOND("{\"prompt\": [], \"chosen\": [" GOOD "], \"rejected\": [" BAD "]}"), 512,
+                     "line 2", "\"prompt\" must be a non-empty array", NULL));
+    CHECK(prefs_fail(&r, t, SECOND("{\"prompt\": [" U1 "], \"chosen\": [" GOOD "], \"rejected\": [" U2 "]}"), 512,
+                     "line 2", "\"rejected\" has no assistant message", NULL));
+    CHECK(prefs_fail(&r, t, SECOND("{\"prompt\": [" U1 "], \"chosen\": [" U2 ", " GOOD "], \"rejected\": [" BAD "]}"),
+                     512, "line 2", "\"chosen\" must begin with an assistant message", NULL));
+    CHECK(prefs_fail(&r, t,
+                     SECOND("{\"prompt\": [" U1 "], \"chosen\": [" GOOD "], \"rejected\": [" BAD
+                            ", {\"role\": \"user\", \"content\": 3}]}"),
+                     512, "line 2", "rejected[1].content", NULL));
+    CHECK(prefs_fail(&r, t,
+                     SECOND("{\"prompt\": [" U1 "], \"chosen\": [" GOOD
+                            "], \"rejected\": [{\"role\": \"assistant\", \"content\": \"\"}]}"),
+                     512, "line 2", "\"rejected\" is empty", NULL));
+    CHECK(prefs_fail(&r, t, SECOND("{\"prompt\": [" U1 "], \"chosen\": [" GOOD "], \"rejected\": [" GOOD "]}"), 512,
+                     "line 2", "same tokens", NULL));
+    /* implicit prompt: the sides must share what comes before their responses */
+    CHECK(prefs_fail(&r, t, SECOND("{\"chosen\": [" U1 ", " GOOD "], \"rejected\": [" U2 ", " BAD "]}"), 512,
+                     "line 2", "first differ at message 0", "\"user\"", NULL));
+    CHECK(prefs_fail(&r, t, SECOND("{\"chosen\": [" U1 ", " GOOD "], \"rejected\": [" U1 ", " GOOD "]}"), 512,
+                     "line 2", "same conversation", NULL));
+    CHECK(prefs_fail(&r, t, SECOND("{\"chosen\": [" U1 ", " GOOD "], \"rejected\": [" U1 ", " GOOD ", " U2 ", " BAD "]}"),
+                     512, "line 2", "\"chosen\" ends where", NULL));
+    /* no chat template; one that renders the last turn otherwise names the side's message */
+    CHECK(prefs_fail(&r, NULL, SECOND("{\"prompt\": [" U1 "], \"chosen\": [" GOOD "], \"rejected\": [" BAD "]}"), 512,
+                     "line 2", "chat template", NULL));
+    CHECK(prefs_fail(&r, "{% for m in messages %}{% if loop.last %}LAST {% endif %}{{ m.content }}\n{% endfor %}",
+                     "{\"prompt\": [" U1 ", " A1 ", " U2 "], \"chosen\": [" GOOD "], \"rejected\": [" BAD "]}\n", 512,
+                     "line 1", "chosen[0] (assistant)", NULL));
+    CHECK(prefs_fail(&r, t, "\n\n", 512, "no preference pairs", NULL));
+    CHECK(prefs_fail(&r, t, ok, 1, "max_len", NULL));
+#undef SECOND
+    rig_close(&r);
+}
+#undef U1
+#undef A1
+#undef U2
+#undef GOOD
+#undef BAD
