@@ -409,18 +409,29 @@ static void layer_bwd(hearth_lora_trainer *t, int l, float *dx, int T) {
     norm_bwd(dx, t->dxn, A->x, A->r1, W->attn_norm, T, dim, 1);
 }
 
-/* The loss of the rows with a label after them, and with grad its gradient
- * (scaled by gs) at the last layer's output into dx [T][dim] (zero
- * elsewhere). */
-static double head(hearth_lora_trainer *t, const int32_t *tokens, const uint8_t *label, int T, float gs, int grad,
-                   float *dx) {
+/* What the head computes of a sequence: the cross-entropy of token i (from
+ * row i - 1) summed over the labels into labels, over every token into
+ * all_sum with all; with grad, the gradient of sum_i w_i CE_i (w_i = gs for a
+ * label, 0 otherwise, unless w is given) at the last layer's output. */
+typedef struct {
+    const uint8_t *label;
+    int all, grad;
+    const float *w;
+    float gs;
+    double labels, all_sum;
+} head_job;
+
+static float head_weight(const head_job *h, int i) { return h->w ? h->w[i] : h->label[i] ? h->gs : 0.0f; }
+
+/* The head over the rows it needs, a pass of HEAD_ROWS at a time; dx [T][dim]
+ * gets the gradient (zero at the other rows). */
+static void head(hearth_lora_trainer *t, const int32_t *tokens, int T, head_job *h, float *dx) {
     const hearth_model_config *c = t->c;
     const int dim = c->hidden_size, V = c->vocab_size;
     int n = 0;
     for (int i = 0; i + 1 < T; i++)
-        if (label[i + 1]) t->rows[n++] = i;
+        if (h->label[i + 1] || h->all || (h->grad && head_weight(h, i + 1) != 0)) t->rows[n++] = i;
     memset(dx, 0, sizeof(float) * (size_t)T * dim);
-    double loss = 0;
     float rs[HEAD_ROWS];
     for (int c0 = 0; c0 < n; c0 += HEAD_ROWS) {
         const int C = n - c0 < HEAD_ROWS ? n - c0 : HEAD_ROWS;
@@ -434,29 +445,28 @@ static double head(hearth_lora_trainer *t, const int32_t *tokens, const uint8_t 
             for (int v = 0; v < V; v++) mx = z[v] > mx ? z[v] : mx;
             double sum = 0;
             for (int v = 0; v < V; v++) sum += dz[v] = expf(z[v] - mx);
-            const int y = tokens[t->rows[c0 + j] + 1];
-            loss += mx + log(sum) - z[y];
-            if (!grad) continue;
-            const float inv = (float)(1.0 / sum);
-            for (int v = 0; v < V; v++) dz[v] *= inv * gs;
-            dz[y] -= gs;
+            const int i = t->rows[c0 + j] + 1, y = tokens[i];
+            const double ce = mx + log(sum) - z[y];
+            if (h->label[i]) h->labels += ce;
+            h->all_sum += ce;
+            if (!h->grad) continue;
+            const float g = head_weight(h, i), inv = (float)(1.0 / sum);
+            for (int v = 0; v < V; v++) dz[v] *= inv * g;
+            dz[y] -= g;
         }
-        if (!grad) continue;
+        if (!h->grad) continue;
         mm_f(t, t->dxn, t->dlog, C, t->head_t, V, dim);
         norm_bwd(t->xn, t->dxn, t->dxm, rs, hearth_model_out_norm(t->m), C, dim, 0);
         for (int j = 0; j < C; j++)
             memcpy(dx + (size_t)t->rows[c0 + j] * dim, t->xn + (size_t)j * dim, sizeof(float) * dim);
     }
-    return loss;
 }
 
-/* The forward (with the adapter unless adapter_off), the summed
- * cross-entropy of the labels, and with grad the backward. */
-static hearth_status run(hearth_lora_trainer *t, const int32_t *tokens, const uint8_t *label, int n, float grad_scale,
-                         int grad, double *loss_sum, hearth_err *err) {
+/* The forward (with the adapter unless adapter_off), the head's job, and
+ * with h->grad the backward. */
+static hearth_status run(hearth_lora_trainer *t, const int32_t *tokens, int n, head_job *h, hearth_err *err) {
     const hearth_model_config *c = t->c;
     const int dim = c->hidden_size;
-    *loss_sum = 0;
     if (n < 2 || n > t->T_max)
         return hearth_err_set(err, HEARTH_EINVAL, "train: a sequence of %d tokens (2 .. %d)", n, t->T_max);
     for (int i = 0; i < n; i++)
@@ -466,23 +476,40 @@ static hearth_status run(hearth_lora_trainer *t, const int32_t *tokens, const ui
     float *x = t->dx; /* the residual stream, layer by layer (dx is free until the backward) */
     for (int i = 0; i < n; i++) weight_row(hearth_model_embedding(t->m), tokens[i], x + (size_t)i * dim);
     for (int l = 0; l < c->n_layers; l++) layer_fwd(t, l, l ? t->xf : x, t->xf, n);
-    *loss_sum = head(t, tokens, label, n, grad_scale, grad, t->dx);
-    for (int l = c->n_layers - 1; grad && l >= 0; l--) layer_bwd(t, l, t->dx, n); /* the head scaled the gradient */
+    head(t, tokens, n, h, t->dx);
+    for (int l = c->n_layers - 1; h->grad && l >= 0; l--) layer_bwd(t, l, t->dx, n); /* the head scaled it */
     return HEARTH_OK;
 }
 
 hearth_status hearth_lora_trainer_accumulate(hearth_lora_trainer *t, const int32_t *tokens, const uint8_t *label,
                                              int n, float grad_scale, double *loss_sum, hearth_err *err) {
-    return run(t, tokens, label, n, grad_scale, 1, loss_sum, err);
+    head_job h = {.label = label, .grad = 1, .gs = grad_scale};
+    hearth_status st = run(t, tokens, n, &h, err);
+    *loss_sum = h.labels;
+    return st;
 }
 
 hearth_status hearth_lora_trainer_logp(hearth_lora_trainer *t, const int32_t *tokens, const uint8_t *label, int n,
-                                       int with_adapter, double *logp_sum, hearth_err *err) {
+                                       int with_adapter, double *logp_sum, double *logp_all, hearth_err *err) {
+    head_job h = {.label = label, .all = logp_all != NULL};
     t->adapter_off = !with_adapter;
-    double ce = 0;
-    hearth_status st = run(t, tokens, label, n, 0, 0, &ce, err);
+    hearth_status st = run(t, tokens, n, &h, err);
     t->adapter_off = 0;
-    *logp_sum = -ce;
+    *logp_sum = -h.labels;
+    if (logp_all) *logp_all = -h.all_sum;
+    return st;
+}
+
+hearth_status hearth_lora_trainer_accumulate_w(hearth_lora_trainer *t, const int32_t *tokens, const float *w, int n,
+                                               hearth_err *err) {
+    uint8_t none[1] = {0};
+    head_job h = {.label = none, .grad = 1, .w = w};
+    if (n > t->T_max) return run(t, tokens, n, &h, err); /* the error */
+    uint8_t *lab = calloc((size_t)n, 1); /* no label: only the weights */
+    if (!lab) return hearth_err_set(err, HEARTH_ENOMEM, "train: out of memory");
+    h.label = lab;
+    hearth_status st = run(t, tokens, n, &h, err);
+    free(lab);
     return st;
 }
 

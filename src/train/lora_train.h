@@ -50,10 +50,16 @@ void hearth_lora_trainer_free(hearth_lora_trainer *t);
 hearth_status hearth_lora_trainer_accumulate(hearth_lora_trainer *t, const int32_t *tokens, const uint8_t *label,
                                              int n, float grad_scale, double *loss_sum, hearth_err *err);
 /* The forward alone: the summed log-probability of the labels of one
- * sequence, with the adapter or without it (the base model, which DPO takes
- * as its reference). */
+ * sequence, and with logp_all (may be NULL) of every token but the first,
+ * with the adapter or without it (the base model, which DPO takes as its
+ * reference). */
 hearth_status hearth_lora_trainer_logp(hearth_lora_trainer *t, const int32_t *tokens, const uint8_t *label, int n,
-                                       int with_adapter, double *logp_sum, hearth_err *err);
+                                       int with_adapter, double *logp_sum, double *logp_all, hearth_err *err);
+/* Forward and backward of one sequence, adding the gradient of
+ * sum_i w[i] CE_i (CE_i: the cross-entropy of token i from position i - 1;
+ * w[0] is not read), for losses that weigh tokens apart (ORPO). */
+hearth_status hearth_lora_trainer_accumulate_w(hearth_lora_trainer *t, const int32_t *tokens, const float *w, int n,
+                                               hearth_err *err);
 /* One AdamW update at learning rate lr from the gradient accumulated since
  * the last step, then the gradient zeroed. *grad_norm (may be NULL): its L2
  * norm before clipping. */
