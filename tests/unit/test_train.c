@@ -8,6 +8,7 @@
 #include "io/safetensors.h"
 #include "ops/cpu/ops_cpu.h"
 #include "train/lora_train.h"
+#include "train/pref.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -83,15 +84,17 @@ static double against_file(const tr_rig *r, const char *path, int grads) {
     return mag > 0 ? d / mag : INFINITY;
 }
 
-static void case_vs_peft(const char *name) {
-    char dir[512], path[600];
-    snprintf(dir, sizeof dir, "tests/fixtures/train/%s", name);
+/* A case's golden.json and the optimizer settings it names. */
+static json_t *golden(const char *dir, hearth_lora_train_opts *o) {
+    char path[600];
     snprintf(path, sizeof path, "%s/golden.json", test_path(dir));
     json_error_t je;
     json_t *g = json_load_file(path, 0, &je);
-    CHECK_MSG(g, "%s: %s", path, je.text);
-    if (!g) return;
-    hearth_lora_train_opts o = {
+    if (!g) {
+        test_fail(__FILE__, __LINE__, "%s: %s", path, je.text);
+        return NULL;
+    }
+    *o = (hearth_lora_train_opts){
         .lr = (float)json_number_value(json_object_get(g, "lr")),
         .beta1 = (float)json_number_value(json_array_get(json_object_get(g, "betas"), 0)),
         .beta2 = (float)json_number_value(json_array_get(json_object_get(g, "betas"), 1)),
@@ -99,6 +102,15 @@ static void case_vs_peft(const char *name) {
         .weight_decay = (float)json_number_value(json_object_get(g, "weight_decay")),
         .max_len = 64,
     };
+    return g;
+}
+
+static void case_vs_peft(const char *name) {
+    char dir[512], path[600];
+    snprintf(dir, sizeof dir, "tests/fixtures/train/%s", name);
+    hearth_lora_train_opts o;
+    json_t *g = golden(dir, &o);
+    if (!g) return;
     char model[200], init[600];
     snprintf(model, sizeof model, "tests/fixtures/%s", json_string_value(json_object_get(g, "model")));
     snprintf(init, sizeof init, "%s/init", dir);
@@ -288,4 +300,85 @@ TEST(train_saved_adapter_serves_its_loss) {
     CHECK(loss < 0.9 * first);
     CHECK_MSG(fabs(served - loss) <= 1e-4 * loss, "served %.6f, trained %.6f", served, loss);
     CHECK(fabs(base - first) <= 1e-4 * first); /* the base model is where training started (B = 0) */
+}
+
+/* {"tokens": [...], "labels": [...]} -> e (malloc'd). */
+static void json_example(const json_t *q, hearth_train_example *e) {
+    const json_t *tk = json_object_get(q, "tokens"), *lb = json_object_get(q, "labels");
+    e->n = (int)json_array_size(tk);
+    e->tokens = malloc(sizeof(int32_t) * (size_t)e->n);
+    e->label = malloc((size_t)e->n);
+    for (int i = 0; i < e->n; i++) {
+        e->tokens[i] = (int32_t)json_integer_value(json_array_get(tk, (size_t)i));
+        e->label[i] = (uint8_t)json_integer_value(json_array_get(lb, (size_t)i));
+    }
+}
+
+static void case_pref(const char *name) {
+    char dir[512], path[600], model[200], init[600];
+    snprintf(dir, sizeof dir, "tests/fixtures/pref/%s", name);
+    hearth_lora_train_opts o;
+    json_t *g = golden(dir, &o);
+    if (!g) return;
+    const hearth_pref_method m = strcmp(json_string_value(json_object_get(g, "method")), "dpo") ? HEARTH_PREF_ORPO
+                                                                                              : HEARTH_PREF_DPO;
+    const float beta = (float)json_number_value(json_object_get(g, "beta"));
+    snprintf(model, sizeof model, "tests/fixtures/%s", json_string_value(json_object_get(g, "model")));
+    snprintf(init, sizeof init, "%s/init", dir);
+    tr_rig r;
+    if (!tr_open(&r, model, &o, init)) {
+        json_decref(g);
+        return;
+    }
+    const json_t *pairs = json_object_get(g, "pairs"), *batches = json_object_get(g, "batches");
+    hearth_train_prefs d = {.n = (int)json_array_size(pairs)};
+    d.p = calloc((size_t)d.n, sizeof *d.p);
+    for (int i = 0; i < d.n; i++) {
+        json_example(json_object_get(json_array_get(pairs, (size_t)i), "chosen"), &d.p[i].chosen);
+        json_example(json_object_get(json_array_get(pairs, (size_t)i), "rejected"), &d.p[i].rejected);
+    }
+    double ref[64];
+    hearth_err err = {0};
+    if (m == HEARTH_PREF_DPO) CHECK_EQ(hearth_pref_reference(r.t, &d, ref, &err), HEARTH_OK);
+    double worst = 0;
+    for (size_t s = 0; s < json_array_size(batches); s++) {
+        const json_t *b = json_array_get(batches, s);
+        int idx[16], P = (int)json_array_size(b);
+        for (int i = 0; i < P; i++) idx[i] = (int)json_integer_value(json_array_get(b, (size_t)i));
+        hearth_pref_stats st;
+        CHECK_EQ(hearth_pref_accumulate(r.t, m, beta, &d, m == HEARTH_PREF_DPO ? ref : NULL, idx, P, &st, &err),
+                 HEARTH_OK);
+        const double want = json_number_value(json_array_get(json_object_get(g, "losses"), s));
+        worst = fabs(st.loss - want) / want > worst ? fabs(st.loss - want) / want : worst;
+        CHECK_MSG(fabs(st.loss - want) <= 1e-5 * want, "%s step %zu: loss %.7f, PyTorch %.7f", name, s, st.loss, want);
+        if (m == HEARTH_PREF_DPO)
+            CHECK_NEAR(st.accuracy, json_number_value(json_array_get(json_object_get(g, "accuracies"), s)), 1e-9);
+        if (s == 0) {
+            snprintf(path, sizeof path, "%s/grads0.safetensors", test_path(dir));
+            double e = against_file(&r, path, 1);
+            printf("  %s: step-0 gradient max |d| / max |g| %.2e\n", name, e);
+            CHECK_MSG(e < 1e-5, "%s: the first gradient differs from PyTorch's by %.2e", name, e);
+        }
+        hearth_lora_trainer_step(r.t, o.lr, NULL);
+    }
+    snprintf(path, sizeof path, "%s/final/adapter_model.safetensors", test_path(dir));
+    double e = against_file(&r, path, 0);
+    printf("  %s: losses within %.2e of PyTorch's; adapter after %zu steps max |d| / max |w| %.2e\n", name, worst,
+           json_array_size(batches), e);
+    CHECK_MSG(e < 1e-4, "%s: the trained adapter differs from PyTorch's by %.2e", name, e);
+    for (int i = 0; i < d.n; i++) {
+        free(d.p[i].chosen.tokens), free(d.p[i].chosen.label);
+        free(d.p[i].rejected.tokens), free(d.p[i].rejected.label);
+    }
+    free(d.p);
+    tr_close(&r);
+    json_decref(g);
+}
+
+/* DPO (sigmoid loss, the base model as reference) and ORPO (the chosen
+ * sequence's NLL and the odds ratio), three AdamW steps over four pairs,
+ * against TRL's formulas in PyTorch + PEFT (tools/oracle/make_pref_goldens.py). */
+TEST(train_dpo_orpo_vs_pytorch) {
+    case_pref("llama3-dpo");
+    case_pref("qwen2-orpo");
 }
