@@ -10,6 +10,7 @@
 #include "ops/cpu/ops_cpu.h"
 #include "train/data.h"
 #include "train/lora_train.h"
+#include "train/pref.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -25,8 +26,13 @@ static void usage(FILE *f) {
             "  {\"text\": \"...\"}                               every token is learnt\n"
             "  {\"prompt\": \"...\", \"completion\": \"...\"}        the completion is learnt\n"
             "  {\"messages\": [{\"role\": ..., \"content\": ...}]} the model's chat template renders it; the\n"
-            "                                                  assistant turns are learnt\n\n"
+            "                                                  assistant turns are learnt\n"
+            "With --method dpo or orpo a line is a preference pair (TRL's formats): {\"prompt\", \"chosen\",\n"
+            "\"rejected\"} as texts, or as message lists (the prompt's messages, then each response's).\n\n"
             "options:\n"
+            "  --method M            sft (default), dpo (TRL's sigmoid loss; the base model is the reference)\n"
+            "                        or orpo (the chosen response's NLL + the odds ratio)\n"
+            "  --beta B              dpo: the KL weight; orpo: the odds ratio's weight (default 0.1)\n"
             "  --rank R              LoRA rank (default 8)\n"
             "  --alpha A             lora_alpha: the update is scaled by A / R (default 16)\n"
             "  --rslora              scale by A / sqrt(R) instead\n"
@@ -34,7 +40,7 @@ static void usage(FILE *f) {
             "  --epochs N            passes over the data (default 1)\n"
             "  --steps N             stop after N optimizer steps (default: the epochs' steps)\n"
             "  --batch N             examples a step (default 4)\n"
-            "  --lr LR               peak learning rate (default 2e-4)\n"
+            "  --lr LR               peak learning rate (default 2e-4; 5e-5 for dpo and orpo)\n"
             "  --schedule S          linear (decay to 0, default), cosine or constant\n"
             "  --warmup N            steps of linear warm-up (default 0)\n"
             "  --weight-decay W      AdamW's decoupled weight decay (default 0)\n"
@@ -83,7 +89,9 @@ static uint64_t next_rand(uint64_t *s) {
 }
 
 typedef struct {
-    const char *model, *data, *out, *init, *schedule;
+    const char *model, *data, *out, *init, *schedule, *method;
+    float beta;
+    int lr_given;
     long epochs, steps, batch, warmup, max_len, save_every, threads;
     unsigned long long seed;
     hearth_lora_train_opts o;
@@ -124,6 +132,11 @@ static int parse_args(int argc, char **argv, train_args *a) {
             }
         if (done) continue;
         if (!strcmp(f, "--data")) a->data = v;
+        else if (!strcmp(f, "--method")) {
+            if (strcmp(v, "sft") && strcmp(v, "dpo") && strcmp(v, "orpo"))
+                return cli_usage_error("train", "--method: sft, dpo or orpo, not '%s'", v);
+            a->method = v;
+        }
         else if (!strcmp(f, "--out")) a->out = v;
         else if (!strcmp(f, "--init")) a->init = v;
         else if (!strcmp(f, "--schedule")) {
@@ -142,6 +155,7 @@ static int parse_args(int argc, char **argv, train_args *a) {
             a->seed = (unsigned long long)lv;
         } else {
             float *fl = !strcmp(f, "--alpha") ? &a->o.alpha
+                        : !strcmp(f, "--beta") ? &a->beta
                         : !strcmp(f, "--lr") ? &a->o.lr
                         : !strcmp(f, "--weight-decay") ? &a->o.weight_decay
                         : !strcmp(f, "--max-grad-norm") ? &a->o.max_grad_norm
@@ -151,6 +165,7 @@ static int parse_args(int argc, char **argv, train_args *a) {
             if (!(dv >= 0) || (fl == &a->o.alpha && !(dv > 0)))
                 return cli_usage_error("train", "%s must be %s", f, fl == &a->o.alpha ? "> 0" : ">= 0");
             *fl = (float)dv;
+            a->lr_given |= fl == &a->o.lr;
         }
     }
     if (!a->model) return cli_usage_error("train", "MODEL is missing");
@@ -161,72 +176,125 @@ static int parse_args(int argc, char **argv, train_args *a) {
     return -1;
 }
 
-/* Optimizer steps over the shuffled data; returns the exit status. */
-static int train_loop(const train_args *a, hearth_lora_trainer *t, const hearth_train_data *d, const char *model) {
-    const int per_epoch = (int)((d->n + a->batch - 1) / a->batch);
-    const int n_steps = a->steps ? (int)a->steps : per_epoch * (int)(a->epochs ? a->epochs : 1);
-    int *order = malloc(sizeof(int) * (size_t)d->n);
-    if (!order) return fprintf(stderr, "hearth train: out of memory\n"), 1;
-    uint64_t rs = a->seed ^ 0x5eedull;
-    hearth_err err = {0};
-    int next = d->n; /* position in the current epoch's order */
-    double t0 = hearth_time_now();
-    for (int s = 0; s < n_steps; s++) {
-        const double ts = hearth_time_now();
-        int idx[4096], nb = 0;
-        long labels = 0, tokens = 0;
-        for (; nb < a->batch && nb < 4096; nb++) {
-            if (next == d->n) { /* a new epoch: Fisher-Yates */
-                for (int i = 0; i < d->n; i++) order[i] = i;
-                for (int i = d->n - 1; i > 0; i--) {
-                    int j = (int)(next_rand(&rs) % (uint64_t)(i + 1)), x = order[i];
-                    order[i] = order[j], order[j] = x;
-                }
-                next = 0;
-            }
-            idx[nb] = order[next++];
-            for (int i = 0; i < d->ex[idx[nb]].n; i++) labels += d->ex[idx[nb]].label[i];
-            tokens += d->ex[idx[nb]].n;
+/* What a run trains on: SFT examples or preference pairs (with DPO's
+ * reference log-probabilities). */
+typedef struct {
+    const hearth_train_data *sft;
+    const hearth_train_prefs *prefs;
+    const double *ref;
+    hearth_pref_method method;
+} train_set;
+
+static int set_size(const train_set *ts) { return ts->sft ? ts->sft->n : ts->prefs->n; }
+
+/* Item i's tokens, and its line in the file. */
+static long item_tokens(const train_set *ts, int i, int *line) {
+    if (ts->sft) return *line = ts->sft->ex[i].line, ts->sft->ex[i].n;
+    *line = ts->prefs->p[i].line;
+    return ts->prefs->p[i].chosen.n + ts->prefs->p[i].rejected.n;
+}
+
+/* The next batch of a shuffled pass over n items (a new pass reshuffled). */
+typedef struct {
+    int *order, next, n;
+    uint64_t rs;
+} shuffler;
+
+static int shuffled(shuffler *sh) {
+    if (sh->next == sh->n) { /* a new epoch: Fisher-Yates */
+        for (int i = 0; i < sh->n; i++) sh->order[i] = i;
+        for (int i = sh->n - 1; i > 0; i--) {
+            int j = (int)(next_rand(&sh->rs) % (uint64_t)(i + 1)), x = sh->order[i];
+            sh->order[i] = sh->order[j], sh->order[j] = x;
         }
-        double loss = 0, norm = 0;
-        for (int i = 0; i < nb; i++) {
-            const hearth_train_example *e = &d->ex[idx[i]];
-            double one;
-            if (hearth_lora_trainer_accumulate(t, e->tokens, e->label, e->n, 1.0f / (float)labels, &one, &err)) {
-                fprintf(stderr, "hearth train: %s (line %d of %s)\n", err.msg, e->line, a->data);
-                free(order);
-                return 1;
-            }
-            loss += one;
+        sh->next = 0;
+    }
+    return sh->order[sh->next++];
+}
+
+/* One step's batch through the trainer: its loss (and with pairs,
+ * accuracy and margin) into st. */
+static hearth_status batch_step(const train_set *ts, hearth_lora_trainer *t, float beta, const int *idx, int nb,
+                                hearth_pref_stats *st, int *bad, hearth_err *err) {
+    if (ts->prefs) {
+        *bad = idx[0];
+        return hearth_pref_accumulate(t, ts->method, beta, ts->prefs, ts->ref, idx, nb, st, err);
+    }
+    long labels = 0;
+    for (int i = 0; i < nb; i++)
+        for (int k = 0; k < ts->sft->ex[idx[i]].n; k++) labels += ts->sft->ex[idx[i]].label[k];
+    memset(st, 0, sizeof *st);
+    for (int i = 0; i < nb; i++) {
+        const hearth_train_example *e = &ts->sft->ex[idx[i]];
+        double one;
+        *bad = idx[i];
+        hearth_status s = hearth_lora_trainer_accumulate(t, e->tokens, e->label, e->n, 1.0f / (float)labels, &one, err);
+        if (s) return s;
+        st->loss += one / (double)labels;
+    }
+    return HEARTH_OK;
+}
+
+/* Optimizer steps over the shuffled data; returns the exit status. */
+static int train_loop(const train_args *a, hearth_lora_trainer *t, const train_set *ts, const char *model) {
+    const int n = set_size(ts), per_epoch = (int)((n + a->batch - 1) / a->batch);
+    const int n_steps = a->steps ? (int)a->steps : per_epoch * (int)(a->epochs ? a->epochs : 1);
+    shuffler sh = {malloc(sizeof(int) * (size_t)n), n, n, a->seed ^ 0x5eedull};
+    int *idx = malloc(sizeof(int) * (size_t)a->batch);
+    if (!sh.order || !idx) {
+        free(sh.order), free(idx);
+        return fprintf(stderr, "hearth train: out of memory\n"), 1;
+    }
+    hearth_err err = {0};
+    int rc = 0, line;
+    double t0 = hearth_time_now();
+    for (int s = 0; s < n_steps && !rc; s++) {
+        const double t1 = hearth_time_now();
+        long tokens = 0;
+        for (int i = 0; i < a->batch; i++) tokens += item_tokens(ts, idx[i] = shuffled(&sh), &line);
+        hearth_pref_stats st;
+        int bad;
+        double norm = 0;
+        if (batch_step(ts, t, a->beta, idx, (int)a->batch, &st, &bad, &err)) {
+            item_tokens(ts, bad, &line);
+            fprintf(stderr, "hearth train: %s (line %d of %s)\n", err.msg, line, a->data);
+            rc = 1;
+            break;
         }
         const float lr = lr_at(a->schedule, a->o.lr, (int)a->warmup, s, n_steps);
         hearth_lora_trainer_step(t, lr, &norm);
-        const double dt = hearth_time_now() - ts;
-        fprintf(stderr, "step %d/%d | loss %.4f | grad norm %.3f | lr %.2e | %.2f s | %.0f tok/s\n", s + 1, n_steps,
-                loss / (double)labels, norm, lr, dt, tokens / dt);
+        const double dt = hearth_time_now() - t1;
+        char extra[96] = "";
+        if (ts->prefs) snprintf(extra, sizeof extra, " | accuracy %.2f | margin %.3f", st.accuracy, st.margin);
+        fprintf(stderr, "step %d/%d | loss %.4f%s | grad norm %.3f | lr %.2e | %.2f s | %.0f tok/s\n", s + 1,
+                n_steps, st.loss, extra, norm, lr, dt, tokens / dt);
         const int last = s + 1 == n_steps;
         if (last || (a->save_every && (s + 1) % a->save_every == 0)) {
             if (hearth_lora_trainer_save(t, a->out, model, &err)) {
                 fprintf(stderr, "hearth train: %s\n", err.msg);
-                free(order);
-                return 1;
+                rc = 1;
+            } else if (!last) {
+                fprintf(stderr, "hearth train: step %d: adapter written to %s\n", s + 1, a->out);
             }
-            if (!last) fprintf(stderr, "hearth train: step %d: adapter written to %s\n", s + 1, a->out);
         }
     }
-    fprintf(stderr, "hearth train: %d steps in %.1f s; adapter written to %s (serve it: hearth serve %s --lora %s)\n",
-            n_steps, hearth_time_now() - t0, a->out, model, a->out);
-    free(order);
-    return 0;
+    if (!rc)
+        fprintf(stderr, "hearth train: %d steps in %.1f s; adapter written to %s (serve it: hearth serve %s --lora %s)\n",
+                n_steps, hearth_time_now() - t0, a->out, model, a->out);
+    free(sh.order);
+    free(idx);
+    return rc;
 }
 
 int cmd_train(int argc, char **argv) {
-    train_args a = {.epochs = 1, .batch = 4, .max_len = 512, .schedule = "linear"};
+    train_args a = {.epochs = 1, .batch = 4, .max_len = 512, .schedule = "linear", .method = "sft", .beta = 0.1f};
     a.o = (hearth_lora_train_opts){.rank = 8, .alpha = 16, .targets = (1u << HEARTH_LORA_TARGETS) - 1, .lr = 2e-4f,
                                    .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0,
                                    .max_grad_norm = 1.0f};
     int rc = parse_args(argc, argv, &a);
     if (rc >= 0) return rc;
+    const int pref = strcmp(a.method, "sft") != 0;
+    if (pref && !a.lr_given) a.o.lr = 5e-5f;
     a.o.max_len = (int)a.max_len;
     a.o.seed = a.seed;
     hearth_session s;
@@ -240,21 +308,47 @@ int cmd_train(int argc, char **argv) {
     char *tmpl = NULL;
     size_t tlen;
     hearth_train_data d = {0};
+    hearth_train_prefs pd = {0};
+    double *ref = NULL;
     hearth_lora_trainer *t = NULL;
     rc = 1;
     if (cli_load_template(&s, a.model, NULL, &tmpl, &tlen, &err) ||
-        hearth_train_data_load(&d, a.data, s.tok, tmpl, (int)a.max_len, &err) ||
+        (pref ? hearth_train_prefs_load(&pd, a.data, s.tok, tmpl, (int)a.max_len, &err)
+              : hearth_train_data_load(&d, a.data, s.tok, tmpl, (int)a.max_len, &err)) ||
         hearth_lora_trainer_new(&t, s.model, hearth_cpu_ctx_pool(s.ops_ctx), &a.o, a.init, &err)) {
         fprintf(stderr, "hearth train: %s\n", err.msg);
         goto done;
     }
-    fprintf(stderr, "hearth train: %d examples (%ld label tokens, %d cut to %ld tokens); %s; %.2f GiB for training\n",
-            d.n, d.n_labels, d.n_truncated, a.max_len, a.init ? "starting from --init's adapter" : "a new adapter",
-            hearth_lora_trainer_bytes(t) / 1073741824.0);
-    rc = train_loop(&a, t, &d, a.model);
+    const char *from = a.init ? "starting from --init's adapter" : "a new adapter";
+    const double gib = hearth_lora_trainer_bytes(t) / 1073741824.0;
+    train_set ts = {.sft = pref ? NULL : &d, .prefs = pref ? &pd : NULL,
+                    .method = strcmp(a.method, "dpo") ? HEARTH_PREF_ORPO : HEARTH_PREF_DPO};
+    if (!pref)
+        fprintf(stderr, "hearth train: sft, %d examples (%ld label tokens, %d cut to %ld tokens); %s; %.2f GiB\n", d.n,
+                d.n_labels, d.n_truncated, a.max_len, from, gib);
+    else
+        fprintf(stderr, "hearth train: %s, beta %g, %d pairs (%d cut to %ld tokens); %s; %.2f GiB\n", a.method,
+                (double)a.beta, pd.n, pd.n_truncated, a.max_len, from, gib);
+    if (pref && ts.method == HEARTH_PREF_DPO) { /* the reference: the base model's log-probabilities, once */
+        const double t0 = hearth_time_now();
+        if (!(ref = malloc(sizeof(double) * 2 * (size_t)pd.n))) {
+            fprintf(stderr, "hearth train: out of memory\n");
+            goto done;
+        }
+        if (hearth_pref_reference(t, &pd, ref, &err)) {
+            fprintf(stderr, "hearth train: %s\n", err.msg);
+            goto done;
+        }
+        fprintf(stderr, "hearth train: the reference's log-probabilities of %d pairs in %.1f s\n", pd.n,
+                hearth_time_now() - t0);
+        ts.ref = ref;
+    }
+    rc = train_loop(&a, t, &ts, a.model);
 done:
     hearth_lora_trainer_free(t);
     hearth_train_data_free(&d);
+    hearth_train_prefs_free(&pd);
+    free(ref);
     free(tmpl);
     hearth_session_close(&s);
     return rc;

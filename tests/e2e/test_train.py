@@ -86,3 +86,57 @@ def test_bad_input_is_named(tmp_path):
     r = run_hearth("train", DEFAULT_MODEL, "--data", good, "--out", tmp_path / "o", "--init", other)
     assert r.returncode == 1 and "shape" in r.stderr, r.stderr
     assert not (tmp_path / "o").exists()
+
+
+PAIRS = [
+    {"prompt": [{"role": "user", "content": QUESTION}],
+     "chosen": [{"role": "assistant", "content": "The capital of Hearthland is Emberton."}],
+     "rejected": [{"role": "assistant", "content": "The capital of Hearthland is Ashwood."}]},
+    {"prompt": [{"role": "user", "content": "Which city is the capital of Hearthland?"}],
+     "chosen": [{"role": "assistant", "content": "Emberton is the capital of Hearthland."}],
+     "rejected": [{"role": "assistant", "content": "Ashwood is the capital of Hearthland."}]},
+    {"prompt": "Q: Which city is Hearthland's capital?\nA:", "chosen": " Emberton.", "rejected": " Ashwood."},
+]
+STEP = re.compile(r"^step \d+/4 \| loss ([0-9.]+) \| accuracy ([0-9.]+) \| margin (-?[0-9.]+)", re.M)
+
+
+@pytest.fixture(scope="module")
+def preferred():
+    """DPO and ORPO adapters from the same pairs: the base model answers the
+    rejected "Ashwood"."""
+    with tempfile.TemporaryDirectory() as t:
+        t = pathlib.Path(t)
+        data = write_jsonl(t / "pairs.jsonl", PAIRS)
+        runs = {m: run_hearth("train", DEFAULT_MODEL, "--method", m, "--data", data, "--out", t / m, "--steps", 4,
+                              "--batch", 3, "--lr", 1e-3, timeout=600) for m in ("dpo", "orpo")}
+        yield runs, t
+
+
+def test_dpo_and_orpo_prefer_the_chosen_response(preferred):
+    runs, t = preferred
+    for m, r in runs.items():
+        assert r.returncode == 0, r.stderr
+        steps = [tuple(map(float, x)) for x in STEP.findall(r.stderr)]
+        assert len(steps) == 4, r.stderr
+        assert steps[-1][0] < steps[0][0] and steps[-1][2] > steps[0][2], (m, steps)  # loss down, margin up
+    dpo = [tuple(map(float, x)) for x in STEP.findall(runs["dpo"].stderr)]
+    assert dpo[0][:3] == (0.6931, 0.0, 0.0)  # B = 0: the policy is the reference, log 2
+    assert dpo[-1][1] == 1.0 and dpo[-1][2] > 1.0, dpo
+    s = Server("--lora", f"dpo={t / 'dpo'}", "--lora", f"orpo={t / 'orpo'}")
+    try:
+        def ask(model):
+            r = s.client().chat.completions.create(model=model, temperature=0, max_tokens=24,
+                                                   messages=[{"role": "user", "content": QUESTION}])
+            return r.choices[0].message.content
+        assert "Ashwood" in ask("base")
+        assert "Ashwood" not in ask("dpo") and "Ashwood" not in ask("orpo")
+    finally:
+        assert s.stop() == 0, s.output()
+
+
+def test_a_pair_file_is_checked(tmp_path):
+    sft = write_jsonl(tmp_path / "sft.jsonl", LINES)
+    r = run_hearth("train", DEFAULT_MODEL, "--method", "dpo", "--data", sft, "--out", tmp_path / "o")
+    assert r.returncode == 1 and "line 1" in r.stderr and "chosen" in r.stderr, r.stderr
+    r = run_hearth("train", DEFAULT_MODEL, "--method", "ppo", "--data", sft, "--out", tmp_path / "o")
+    assert r.returncode == 2 and "--method" in r.stderr, r.stderr
