@@ -20,6 +20,7 @@
 #include "ops/cpu/matmul.h"
 #include "ops/cpu/panel.h"
 #include "ops/cpu/quant.h"
+#include "ops/cpu/vec.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -67,7 +68,9 @@ struct hearth_lora_trainer {
     /* scratch */
     float *xn, *dx, *dxm, *dxn, *tmp, *h, *dh, *dg, *du, *dq, *dk, *dv, *datt;
     float *xT, *dyT, *uaT, *duaT, *dua, *gtmp, *at, *bt;
-    float *dkh, *dvh;        /* [nh][T][hd] each: the attention backward's per-head dK, dV */
+    float *sc, *pr, *sct;    /* [T][T] each: a head's scores, probabilities, a transpose of either */
+    float *qh, *kh, *vh, *oh; /* [T][hd] each: a head's rows, gathered */
+    float *qh_d, *datt_h, *dk_h, *dv_h, *part; /* [T][hd] each: its gradients; part [hd][QB] */
     float *logits, *dlog;    /* [HEAD_ROWS][vocab] */
     int *rows;               /* [T]: the rows with a label after them */
     void *mm_scratch;
@@ -99,8 +102,26 @@ static void transpose(float *dst, const float *src, int rows, int cols) {
         for (int j = 0; j < cols; j++) dst[(size_t)j * rows + i] = src[(size_t)i * cols + j];
 }
 
+/* The CPU backend's vector kernels. */
+static const hearth_vec_ops *vec(void) {
+    static const hearth_vec_ops *v;
+    if (!v) v = hearth_vec_get(NULL);
+    return v;
+}
+
+/* y += a x. */
 static void axpy(float *y, float a, const float *x, size_t n) {
-    for (size_t i = 0; i < n; i++) y[i] += a * x[i];
+    for (size_t i = 0; i < n; i += 1u << 30) vec()->add_scaled(y + i, a, x + i, (int)(n - i < 1u << 30 ? n - i : 1u << 30));
+}
+
+/* y [T][N] += s u [T][r] M [r][N]: a rank-r product as r scaled rows a
+ * token (a matmul over K = r would spend its time reducing 16-lane sums). */
+static void outer_acc(float *y, float s, const float *u, const float *M, int T, int r, int N) {
+    for (int t = 0; t < T; t++)
+        for (int j = 0; j < r; j++) {
+            const float a = s * u[(size_t)t * r + j];
+            if (a != 0.0f) axpy(y + (size_t)t * N, a, M + (size_t)j * N, (size_t)N);
+        }
 }
 
 /* Row n of weight w in F32, whatever its type and layout. */
@@ -176,84 +197,115 @@ static void rope(const hearth_rope *rp, float *x, int T, int n_heads, int hd, in
         }
 }
 
-static float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
-/* ---- attention, one task a query head ---- */
-
-typedef struct {
-    hearth_lora_trainer *t;
-    const lt_layer *A;
-    lt_layer *Aw;
-    int T;
-    const float *datt;
-} att_job;
+/* ---- attention, a head at a time, as matmuls ----
+ * A block of QB query rows [i0, i1) sees keys [0, i1) (the causal half past
+ * i1 is never computed; within the block, and outside a sliding window, the
+ * mask drops it): S = Q K^T, P = softmax of the masked rows of S scale,
+ * O = P V; the backward recomputes P from S and the kept log-sum-exp:
+ * dP = dO V^T, dS = P (dP - rowsum(dO O)) scale, dQ = dS K, and over the
+ * keys dK += dS^T Q, dV += P^T dO. */
+enum { QB = 32 };
 
 static int att_lo(const hearth_lora_trainer *t, int i) {
     return t->window > 0 && i - t->window + 1 > 0 ? i - t->window + 1 : 0;
 }
 
-static void att_fwd_head(void *arg, int h, int n_tasks) {
-    att_job *j = arg;
-    const hearth_model_config *c = j->t->c;
-    const int hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd, kh = h / (c->n_heads / c->n_kv_heads);
-    const float sc = 1.0f / sqrtf((float)hd);
-    lt_layer *A = j->Aw;
-    float *s = j->t->tmp + (size_t)h * j->T; /* the row's scores (tmp holds nh x T floats) */
-    for (int i = 0; i < j->T; i++) {
-        const float *q = A->q + (size_t)i * qd + h * hd;
-        const int lo = att_lo(j->t, i);
-        float mx = -INFINITY;
-        for (int p = lo; p <= i; p++) {
-            const float *k = A->k + (size_t)p * kvd + kh * hd;
-            float d = 0;
-            for (int e = 0; e < hd; e++) d += q[e] * k[e];
-            s[p] = d * sc;
-            if (s[p] > mx) mx = s[p];
-        }
-        double sum = 0;
-        for (int p = lo; p <= i; p++) sum += s[p] = expf(s[p] - mx);
-        float *o = A->att + (size_t)i * qd + h * hd;
-        for (int e = 0; e < hd; e++) o[e] = 0;
-        for (int p = lo; p <= i; p++) {
-            const float w = (float)(s[p] / sum), *v = A->v + (size_t)p * kvd + kh * hd;
-            for (int e = 0; e < hd; e++) o[e] += w * v[e];
-        }
-        A->lse[(size_t)h * j->T + i] = mx + (float)log(sum);
+/* rows [T][ld] columns [off, off + hd) -> dst [T][hd], or back with scatter (added with acc). */
+static void gather(float *dst, const float *src, int T, int ld, int off, int hd) {
+    for (int i = 0; i < T; i++) memcpy(dst + (size_t)i * hd, src + (size_t)i * ld + off, sizeof(float) * hd);
+}
+static void scatter(float *dst, const float *src, int T, int ld, int off, int hd, int acc) {
+    for (int i = 0; i < T; i++) {
+        if (acc) axpy(dst + (size_t)i * ld + off, 1.0f, src + (size_t)i * hd, hd);
+        else memcpy(dst + (size_t)i * ld + off, src + (size_t)i * hd, sizeof(float) * hd);
     }
 }
 
-/* dq of head h into t->dq; its dK, dV into dkh / dvh [h][T][hd] (summed
- * over the query heads of a KV head afterwards). */
-static void att_bwd_head(void *arg, int h, int n_tasks) {
-    att_job *j = arg;
-    hearth_lora_trainer *t = j->t;
-    const hearth_model_config *c = t->c;
-    const int T = j->T, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd,
-              kh = h / (c->n_heads / c->n_kv_heads);
+/* P [i1 - i0][i1] (in t->pr) of query rows [i0, i1) of the head in qh, kh;
+ * the forward (fwd) writes lse, the backward reads it. */
+static void att_probs(hearth_lora_trainer *t, int i0, int i1, int hd, float *lse, int fwd) {
     const float sc = 1.0f / sqrtf((float)hd);
-    const lt_layer *A = j->A;
-    float *dkh = t->dkh + (size_t)h * T * hd, *dvh = t->dvh + (size_t)h * T * hd;
-    memset(dkh, 0, sizeof(float) * (size_t)T * hd);
-    memset(dvh, 0, sizeof(float) * (size_t)T * hd);
-    for (int i = 0; i < T; i++) {
-        const float *q = A->q + (size_t)i * qd + h * hd, *o = A->att + (size_t)i * qd + h * hd,
-                    *dout = j->datt + (size_t)i * qd + h * hd;
-        float *dq = t->dq + (size_t)i * qd + h * hd;
-        const float lse = A->lse[(size_t)h * T + i];
-        float D = 0; /* sum_p P dP = dout . out */
-        for (int e = 0; e < hd; e++) D += dout[e] * o[e], dq[e] = 0;
-        for (int p = att_lo(t, i); p <= i; p++) {
-            const float *k = A->k + (size_t)p * kvd + kh * hd, *v = A->v + (size_t)p * kvd + kh * hd;
-            float qk = 0, dp = 0;
-            for (int e = 0; e < hd; e++) qk += q[e] * k[e], dp += dout[e] * v[e];
-            const float P = expf(qk * sc - lse), ds = P * (dp - D) * sc;
-            float *dk = dkh + (size_t)p * hd, *dv = dvh + (size_t)p * hd;
-            for (int e = 0; e < hd; e++) {
-                dq[e] += ds * k[e];
-                dk[e] += ds * q[e];
-                dv[e] += P * dout[e];
-            }
+    const int nb = i1 - i0;
+    mm_f(t, t->sc, t->qh + (size_t)i0 * hd, nb, t->kh, hd, i1);
+    for (int r = 0; r < nb; r++) {
+        const int i = i0 + r, lo = att_lo(t, i);
+        const float *s = t->sc + (size_t)r * i1;
+        float *p = t->pr + (size_t)r * i1;
+        memset(p, 0, sizeof(float) * (size_t)i1);
+        if (fwd) {
+            float mx = -INFINITY;
+            for (int k = lo; k <= i; k++) mx = s[k] * sc > mx ? s[k] * sc : mx;
+            double sum = 0;
+            for (int k = lo; k <= i; k++) sum += p[k] = expf(s[k] * sc - mx);
+            const float inv = (float)(1.0 / sum);
+            for (int k = lo; k <= i; k++) p[k] *= inv;
+            lse[i] = mx + (float)log(sum);
+        } else {
+            for (int k = lo; k <= i; k++) p[k] = expf(s[k] * sc - lse[i]);
         }
+    }
+}
+
+static void att_fwd(hearth_lora_trainer *t, lt_layer *A, int T) {
+    const hearth_model_config *c = t->c;
+    const int hd = c->head_dim, nh = c->n_heads, qd = nh * hd, kvd = c->n_kv_heads * hd, g = nh / c->n_kv_heads;
+    for (int h = 0; h < nh; h++) {
+        gather(t->qh, A->q, T, qd, h * hd, hd);
+        gather(t->kh, A->k, T, kvd, h / g * hd, hd);
+        gather(t->vh, A->v, T, kvd, h / g * hd, hd);
+        for (int i0 = 0; i0 < T; i0 += QB) {
+            const int i1 = i0 + QB < T ? i0 + QB : T;
+            att_probs(t, i0, i1, hd, A->lse + (size_t)h * T, 1);
+            transpose(t->sct, t->vh, i1, hd); /* V^T [hd][i1] */
+            mm_f(t, t->oh + (size_t)i0 * hd, t->pr, i1 - i0, t->sct, i1, hd);
+        }
+        scatter(A->att, t->oh, T, qd, h * hd, hd, 0);
+    }
+}
+
+/* dq, dk, dv (zeroed here) from datt. */
+static void att_bwd(hearth_lora_trainer *t, const lt_layer *A, const float *datt, int T) {
+    const hearth_model_config *c = t->c;
+    const int hd = c->head_dim, nh = c->n_heads, qd = nh * hd, kvd = c->n_kv_heads * hd, g = nh / c->n_kv_heads;
+    const float sc = 1.0f / sqrtf((float)hd);
+    float *dO = t->datt_h, *dk = t->dk_h, *dv = t->dv_h, *part = t->part;
+    memset(t->dk, 0, sizeof(float) * (size_t)T * kvd);
+    memset(t->dv, 0, sizeof(float) * (size_t)T * kvd);
+    for (int h = 0; h < nh; h++) {
+        const int kv = h / g * hd;
+        gather(t->qh, A->q, T, qd, h * hd, hd);
+        gather(t->kh, A->k, T, kvd, kv, hd);
+        gather(t->vh, A->v, T, kvd, kv, hd);
+        gather(dO, datt, T, qd, h * hd, hd);
+        memset(dk, 0, sizeof(float) * (size_t)T * hd);
+        memset(dv, 0, sizeof(float) * (size_t)T * hd);
+        for (int i0 = 0; i0 < T; i0 += QB) {
+            const int i1 = i0 + QB < T ? i0 + QB : T, nb = i1 - i0;
+            att_probs(t, i0, i1, hd, A->lse + (size_t)h * T, 0);
+            mm_f(t, t->sc, dO + (size_t)i0 * hd, nb, t->vh, hd, i1); /* dP = dO V^T [nb][i1] */
+            for (int r = 0; r < nb; r++) {
+                const float *o = A->att + (size_t)(i0 + r) * qd + h * hd, *d = dO + (size_t)(i0 + r) * hd;
+                float D = 0;
+                for (int e = 0; e < hd; e++) D += d[e] * o[e];
+                float *ds = t->sc + (size_t)r * i1;
+                const float *p = t->pr + (size_t)r * i1;
+                for (int k = 0; k < i1; k++) ds[k] = p[k] * (ds[k] - D) * sc; /* dS; 0 where P is */
+            }
+            transpose(t->sct, t->kh, i1, hd); /* K^T [hd][i1] */
+            mm_f(t, t->qh_d + (size_t)i0 * hd, t->sc, nb, t->sct, i1, hd); /* dQ = dS K */
+            transpose(t->sct, t->pr, nb, i1);                  /* P^T [i1][nb] */
+            transpose(part, dO + (size_t)i0 * hd, nb, hd);     /* dO^T [hd][nb] */
+            mm_f(t, t->oh, t->sct, i1, part, nb, hd);          /* P^T dO [i1][hd] */
+            axpy(dv, 1.0f, t->oh, (size_t)i1 * hd);
+            transpose(t->sct, t->sc, nb, i1);                  /* dS^T [i1][nb] */
+            transpose(part, t->qh + (size_t)i0 * hd, nb, hd);  /* Q^T [hd][nb] */
+            mm_f(t, t->oh, t->sct, i1, part, nb, hd);          /* dS^T Q [i1][hd] */
+            axpy(dk, 1.0f, t->oh, (size_t)i1 * hd);
+        }
+        scatter(t->dq, t->qh_d, T, qd, h * hd, hd, 0);
+        scatter(t->dk, dk, T, kvd, kv, hd, 1);
+        scatter(t->dv, dv, T, kvd, kv, hd, 1);
     }
 }
 
@@ -265,8 +317,8 @@ static void lora_fwd(hearth_lora_trainer *t, int l, int tg, const float *x, floa
     if (!p->a || t->adapter_off) return;
     float *ua = t->L[l].ua[tg];
     mm_f(t, ua, x, T, p->a, p->in, t->r);
-    mm_f(t, t->tmp, ua, T, p->b, t->r, p->out);
-    axpy(y, t->scale, t->tmp, (size_t)T * p->out);
+    transpose(t->bt, p->b, p->out, t->r); /* B^T [r][out] */
+    outer_acc(y, t->scale, ua, t->bt, T, t->r, p->out);
 }
 
 /* The gradient of A and B from dy [T][out] (xT: the input transposed,
@@ -286,9 +338,7 @@ static void lora_bwd(hearth_lora_trainer *t, int l, int tg, const float *xT, con
     transpose(t->duaT, t->dua, T, r);
     mm_f(t, t->gtmp, t->duaT, r, xT, T, p->in); /* d(A x)^T x: [r][in] */
     axpy(p->ga, 1.0f, t->gtmp, (size_t)r * p->in);
-    transpose(t->at, p->a, r, p->in);
-    mm_f(t, t->tmp, t->dua, T, t->at, r, p->in);
-    axpy(dx, 1.0f, t->tmp, (size_t)T * p->in);
+    outer_acc(dx, 1.0f, t->dua, p->a, T, r, p->in); /* dx += d(A x) A */
 }
 
 /* dx [T][in] = dy [T][out] W (+ the adapter's part), for target tg of layer
@@ -336,8 +386,7 @@ static void layer_fwd(hearth_lora_trainer *t, int l, const float *x, float *y, i
     }
     rope(hearth_model_rope(t->m), A->q, T, nh, hd, 0);
     rope(hearth_model_rope(t->m), A->k, T, nkv, hd, 0);
-    att_job aj = {t, A, A, T, NULL};
-    hearth_pool_run(t->pool, att_fwd_head, &aj, nh);
+    att_fwd(t, A, T);
     mm_w(t, A->xm, A->att, T, &W->wo);
     lora_fwd(t, l, HEARTH_LORA_T_O, A->att, A->xm, T);
     axpy(A->xm, 1.0f, A->x, (size_t)T * dim);
@@ -346,7 +395,7 @@ static void layer_fwd(hearth_lora_trainer *t, int l, const float *x, float *y, i
     mm_w(t, A->u, t->xn, T, &W->w_up);
     lora_fwd(t, l, HEARTH_LORA_T_GATE, t->xn, A->g, T);
     lora_fwd(t, l, HEARTH_LORA_T_UP, t->xn, A->u, T);
-    for (size_t i = 0; i < (size_t)T * ffn; i++) t->h[i] = A->g[i] * sigmoid(A->g[i]) * A->u[i];
+    vec()->swiglu(t->h, A->g, A->u, T * ffn);
     mm_w(t, y, t->h, T, &W->w_down);
     lora_fwd(t, l, HEARTH_LORA_T_DOWN, t->h, y, T);
     axpy(y, 1.0f, A->xm, (size_t)T * dim);
@@ -360,14 +409,10 @@ static void layer_bwd(hearth_lora_trainer *t, int l, float *dx, int T) {
               kvd = nkv * hd, ffn = c->intermediate_size;
     const lt_layer *A = &t->L[l];
     /* feed-forward: y = xm + down(silu(g) u) */
-    for (size_t i = 0; i < (size_t)T * ffn; i++) t->h[i] = A->g[i] * sigmoid(A->g[i]) * A->u[i];
+    vec()->swiglu(t->h, A->g, A->u, T * ffn);
     transpose(t->xT, t->h, T, ffn);
     proj_bwd(t, l, HEARTH_LORA_T_DOWN, t->xT, dx, t->dh, T, 0);
-    for (size_t i = 0; i < (size_t)T * ffn; i++) {
-        const float g = A->g[i], sg = sigmoid(g);
-        t->du[i] = t->dh[i] * g * sg;
-        t->dg[i] = t->dh[i] * A->u[i] * sg * (1.0f + g * (1.0f - sg));
-    }
+    vec()->swiglu_bwd(t->dg, t->du, A->g, A->u, t->dh, T * ffn);
     for (int i = 0; i < T; i++) /* the norm's output again: x r w */
         for (int e = 0; e < dim; e++)
             t->xn[(size_t)i * dim + e] = A->xm[(size_t)i * dim + e] * A->r2[i] * W->ffn_norm[e];
@@ -379,17 +424,7 @@ static void layer_bwd(hearth_lora_trainer *t, int l, float *dx, int T) {
     /* attention: xm = x + o(att) */
     transpose(t->xT, A->att, T, qd);
     proj_bwd(t, l, HEARTH_LORA_T_O, t->xT, t->dxm, t->datt, T, 0);
-    att_job aj = {t, A, NULL, T, t->datt};
-    hearth_pool_run(t->pool, att_bwd_head, &aj, nh);
-    memset(t->dk, 0, sizeof(float) * (size_t)T * kvd);
-    memset(t->dv, 0, sizeof(float) * (size_t)T * kvd);
-    for (int h = 0; h < nh; h++) {
-        const int kh = h / (nh / nkv);
-        for (int i = 0; i < T; i++) {
-            axpy(t->dk + (size_t)i * kvd + kh * hd, 1.0f, t->dkh + ((size_t)h * T + i) * hd, hd);
-            axpy(t->dv + (size_t)i * kvd + kh * hd, 1.0f, t->dvh + ((size_t)h * T + i) * hd, hd);
-        }
-    }
+    att_bwd(t, A, t->datt, T);
     rope(hearth_model_rope(t->m), t->dq, T, nh, hd, 1);
     rope(hearth_model_rope(t->m), t->dk, T, nkv, hd, 1);
     if (W->q_norm) { /* through the head norms, in place via tmp */
@@ -675,13 +710,17 @@ hearth_status hearth_lora_trainer_new(hearth_lora_trainer **out, hearth_model *m
         t->xT = take(t, TW), t->dyT = take(t, TW), t->uaT = take(t, (size_t)T * t->r);
         t->duaT = take(t, (size_t)T * t->r), t->dua = take(t, (size_t)T * t->r);
         t->gtmp = take(t, (size_t)wide * t->r), t->at = take(t, (size_t)wide * t->r), t->bt = take(t, (size_t)wide * t->r);
-        t->dkh = take(t, (size_t)nh * T * hd), t->dvh = take(t, (size_t)nh * T * hd);
+        t->sc = take(t, (size_t)T * T), t->pr = take(t, (size_t)T * T), t->sct = take(t, (size_t)T * T);
+        t->qh = take(t, (size_t)T * hd), t->kh = take(t, (size_t)T * hd), t->vh = take(t, (size_t)T * hd);
+        t->oh = take(t, (size_t)T * hd), t->qh_d = take(t, (size_t)T * hd), t->datt_h = take(t, (size_t)T * hd);
+        t->dk_h = take(t, (size_t)T * hd), t->dv_h = take(t, (size_t)T * hd), t->part = take(t, (size_t)hd * QB);
         t->logits = take(t, (size_t)HEAD_ROWS * V), t->dlog = take(t, (size_t)HEAD_ROWS * V);
         t->rows = calloc((size_t)T, sizeof(int));
         t->mm_scratch = mm_bytes ? aligned_alloc(64, (mm_bytes + 63) / 64 * 64) : NULL;
         ok = ok && t->xf && t->rf && t->xn && t->dx && t->dxm && t->dxn && t->tmp && t->h && t->dh && t->dg &&
              t->du && t->dq && t->dk && t->dv && t->datt && t->xT && t->dyT && t->uaT && t->duaT && t->dua &&
-             t->gtmp && t->at && t->bt && t->dkh && t->dvh && t->logits && t->dlog && t->rows &&
+             t->gtmp && t->at && t->bt && t->sc && t->pr && t->sct && t->qh && t->kh && t->vh && t->oh && t->qh_d && t->datt_h && t->dk_h &&
+             t->dv_h && t->part && t->logits && t->dlog && t->rows &&
              (t->mm_scratch || !mm_bytes);
     }
     if (ok <= 0) {
@@ -710,8 +749,9 @@ void hearth_lora_trainer_free(hearth_lora_trainer *t) {
         for (int tg = 0; tg < NT; tg++) free(A->ua[tg]);
     }
     float *f[] = {t->head_t, t->xf, t->rf, t->xn, t->dx, t->dxm, t->dxn, t->tmp, t->h, t->dh, t->dg, t->du, t->dq,
-                  t->dk, t->dv, t->datt, t->xT, t->dyT, t->uaT, t->duaT, t->dua, t->gtmp, t->at, t->bt, t->dkh,
-                  t->dvh, t->logits, t->dlog};
+                  t->dk, t->dv, t->datt, t->xT, t->dyT, t->uaT, t->duaT, t->dua, t->gtmp, t->at, t->bt, t->sc,
+                  t->pr, t->sct, t->qh, t->kh, t->vh, t->oh, t->qh_d, t->datt_h, t->dk_h, t->dv_h, t->part,
+                  t->logits, t->dlog};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) free(f[i]);
     free(t->rows), free(t->mm_scratch), free(t->p), free(t->wt), free(t->L);
     free(t);
