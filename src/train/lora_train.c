@@ -30,7 +30,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-enum { NT = HEARTH_LORA_TARGETS, HEAD_ROWS = 32 /* logit rows a pass of the loss */ };
+enum { NT = HEARTH_LORA_TARGETS, HEAD_ROWS = 128 /* logit rows a pass of the loss (each pass streams the head) */ };
 
 typedef struct {
     float *a, *b;             /* [r][in], [out][r], the model's row order */
@@ -68,9 +68,8 @@ struct hearth_lora_trainer {
     /* scratch */
     float *xn, *dx, *dxm, *dxn, *tmp, *h, *dh, *dg, *du, *dq, *dk, *dv, *datt;
     float *xT, *dyT, *uaT, *duaT, *dua, *gtmp, *at, *bt;
-    float *sc, *pr, *sct;    /* [T][T] each: a head's scores, probabilities, a transpose of either */
-    float *qh, *kh, *vh, *oh; /* [T][hd] each: a head's rows, gathered */
-    float *qh_d, *datt_h, *dk_h, *dv_h, *part; /* [T][hd] each: its gradients; part [hd][QB] */
+    struct att_ws *att;      /* [nh]: the attention's workspaces, a head each */
+    float *att_f;            /* their floats */
     float *logits, *dlog;    /* [HEAD_ROWS][vocab] */
     int *rows;               /* [T]: the rows with a label after them */
     void *mm_scratch;
@@ -198,14 +197,41 @@ static void rope(const hearth_rope *rp, float *x, int T, int n_heads, int hd, in
 }
 
 
-/* ---- attention, a head at a time, as matmuls ----
+/* ---- attention: a task a query head, its matmuls on its thread ----
  * A block of QB query rows [i0, i1) sees keys [0, i1) (the causal half past
  * i1 is never computed; within the block, and outside a sliding window, the
  * mask drops it): S = Q K^T, P = softmax of the masked rows of S scale,
  * O = P V; the backward recomputes P from S and the kept log-sum-exp:
  * dP = dO V^T, dS = P (dP - rowsum(dO O)) scale, dQ = dS K, and over the
- * keys dK += dS^T Q, dV += P^T dO. */
+ * keys dK += dS^T Q, dV += P^T dO (each head's own, summed per KV head
+ * after the tasks). */
 enum { QB = 32 };
+
+/* One head's workspace (in t->att_f, sized at creation for T_max). */
+typedef struct att_ws {
+    float *sc, *pr; /* [QB][T]: a block's scores (or dS), probabilities */
+    float *tr;      /* [max(hd, QB)][T]: a transposed operand */
+    float *part;    /* [hd][QB] */
+    float *qh, *kh, *vh, *oh, *dO, *dq, *dk, *dv; /* [T][hd] */
+} att_ws;
+
+/* How many floats att_ws takes, and its pointers into f. */
+static size_t att_ws_floats(int T, int hd) {
+    return 2 * (size_t)QB * T + (size_t)(hd > QB ? hd : QB) * T + (size_t)hd * QB + 8 * (size_t)T * hd;
+}
+static void att_ws_at(att_ws *w, float *f, int T, int hd) {
+    w->sc = f, f += (size_t)QB * T;
+    w->pr = f, f += (size_t)QB * T;
+    w->tr = f, f += (size_t)(hd > QB ? hd : QB) * T;
+    w->part = f, f += (size_t)hd * QB;
+    float **r[] = {&w->qh, &w->kh, &w->vh, &w->oh, &w->dO, &w->dq, &w->dk, &w->dv};
+    for (int i = 0; i < 8; i++) *r[i] = f, f += (size_t)T * hd;
+}
+
+/* y [T][N] = x [T][K] W^T with W F32 [N][K], on the calling thread. */
+static void mm_1(float *y, const float *x, int T, const float *w, int K, int N) {
+    hearth_cpu_matmul(NULL, y, x, T, w, HEARTH_DT_F32, HEARTH_LAYOUT_STORED, K, N, NULL);
+}
 
 static int att_lo(const hearth_lora_trainer *t, int i) {
     return t->window > 0 && i - t->window + 1 > 0 ? i - t->window + 1 : 0;
@@ -222,16 +248,16 @@ static void scatter(float *dst, const float *src, int T, int ld, int off, int hd
     }
 }
 
-/* P [i1 - i0][i1] (in t->pr) of query rows [i0, i1) of the head in qh, kh;
- * the forward (fwd) writes lse, the backward reads it. */
-static void att_probs(hearth_lora_trainer *t, int i0, int i1, int hd, float *lse, int fwd) {
+/* P [i1 - i0][i1] (in w->pr) of query rows [i0, i1) of the head in w->qh,
+ * w->kh; the forward (fwd) writes lse, the backward reads it. */
+static void att_probs(const hearth_lora_trainer *t, att_ws *w, int i0, int i1, int hd, float *lse, int fwd) {
     const float sc = 1.0f / sqrtf((float)hd);
     const int nb = i1 - i0;
-    mm_f(t, t->sc, t->qh + (size_t)i0 * hd, nb, t->kh, hd, i1);
+    mm_1(w->sc, w->qh + (size_t)i0 * hd, nb, w->kh, hd, i1);
     for (int r = 0; r < nb; r++) {
         const int i = i0 + r, lo = att_lo(t, i);
-        const float *s = t->sc + (size_t)r * i1;
-        float *p = t->pr + (size_t)r * i1;
+        const float *s = w->sc + (size_t)r * i1;
+        float *p = w->pr + (size_t)r * i1;
         memset(p, 0, sizeof(float) * (size_t)i1);
         if (fwd) {
             float mx = -INFINITY;
@@ -247,65 +273,87 @@ static void att_probs(hearth_lora_trainer *t, int i0, int i1, int hd, float *lse
     }
 }
 
-static void att_fwd(hearth_lora_trainer *t, lt_layer *A, int T) {
-    const hearth_model_config *c = t->c;
-    const int hd = c->head_dim, nh = c->n_heads, qd = nh * hd, kvd = c->n_kv_heads * hd, g = nh / c->n_kv_heads;
-    for (int h = 0; h < nh; h++) {
-        gather(t->qh, A->q, T, qd, h * hd, hd);
-        gather(t->kh, A->k, T, kvd, h / g * hd, hd);
-        gather(t->vh, A->v, T, kvd, h / g * hd, hd);
-        for (int i0 = 0; i0 < T; i0 += QB) {
-            const int i1 = i0 + QB < T ? i0 + QB : T;
-            att_probs(t, i0, i1, hd, A->lse + (size_t)h * T, 1);
-            transpose(t->sct, t->vh, i1, hd); /* V^T [hd][i1] */
-            mm_f(t, t->oh + (size_t)i0 * hd, t->pr, i1 - i0, t->sct, i1, hd);
-        }
-        scatter(A->att, t->oh, T, qd, h * hd, hd, 0);
+typedef struct {
+    hearth_lora_trainer *t;
+    lt_layer *A;
+    const float *datt;
+    int T;
+} att_job;
+
+static void att_fwd_head(void *arg, int h, int n_tasks) {
+    const att_job *j = arg;
+    const hearth_model_config *c = j->t->c;
+    const int T = j->T, hd = c->head_dim, nh = c->n_heads, qd = nh * hd, kvd = c->n_kv_heads * hd,
+              kv = h / (nh / c->n_kv_heads) * hd;
+    att_ws *w = &j->t->att[h];
+    gather(w->qh, j->A->q, T, qd, h * hd, hd);
+    gather(w->kh, j->A->k, T, kvd, kv, hd);
+    gather(w->vh, j->A->v, T, kvd, kv, hd);
+    for (int i0 = 0; i0 < T; i0 += QB) {
+        const int i1 = i0 + QB < T ? i0 + QB : T;
+        att_probs(j->t, w, i0, i1, hd, j->A->lse + (size_t)h * T, 1);
+        transpose(w->tr, w->vh, i1, hd); /* V^T [hd][i1] */
+        mm_1(w->oh + (size_t)i0 * hd, w->pr, i1 - i0, w->tr, i1, hd);
     }
+    scatter(j->A->att, w->oh, T, qd, h * hd, hd, 0);
 }
 
-/* dq, dk, dv (zeroed here) from datt. */
+/* dq of head h into t->dq; its dK, dV kept in its workspace. */
+static void att_bwd_head(void *arg, int h, int n_tasks) {
+    const att_job *j = arg;
+    const hearth_model_config *c = j->t->c;
+    const int T = j->T, hd = c->head_dim, nh = c->n_heads, qd = nh * hd, kvd = c->n_kv_heads * hd,
+              kv = h / (nh / c->n_kv_heads) * hd;
+    const float sc = 1.0f / sqrtf((float)hd);
+    att_ws *w = &j->t->att[h];
+    gather(w->qh, j->A->q, T, qd, h * hd, hd);
+    gather(w->kh, j->A->k, T, kvd, kv, hd);
+    gather(w->vh, j->A->v, T, kvd, kv, hd);
+    gather(w->dO, j->datt, T, qd, h * hd, hd);
+    memset(w->dk, 0, sizeof(float) * (size_t)T * hd);
+    memset(w->dv, 0, sizeof(float) * (size_t)T * hd);
+    for (int i0 = 0; i0 < T; i0 += QB) {
+        const int i1 = i0 + QB < T ? i0 + QB : T, nb = i1 - i0;
+        att_probs(j->t, w, i0, i1, hd, j->A->lse + (size_t)h * T, 0);
+        mm_1(w->sc, w->dO + (size_t)i0 * hd, nb, w->vh, hd, i1); /* dP = dO V^T [nb][i1] */
+        for (int r = 0; r < nb; r++) {
+            const float *o = j->A->att + (size_t)(i0 + r) * qd + h * hd, *d = w->dO + (size_t)(i0 + r) * hd;
+            float D = 0;
+            for (int e = 0; e < hd; e++) D += d[e] * o[e];
+            float *ds = w->sc + (size_t)r * i1;
+            const float *p = w->pr + (size_t)r * i1;
+            for (int k = 0; k < i1; k++) ds[k] = p[k] * (ds[k] - D) * sc; /* dS; 0 where P is */
+        }
+        transpose(w->tr, w->kh, i1, hd); /* K^T [hd][i1] */
+        mm_1(w->dq + (size_t)i0 * hd, w->sc, nb, w->tr, i1, hd); /* dQ = dS K */
+        transpose(w->tr, w->pr, nb, i1);                     /* P^T [i1][nb] */
+        transpose(w->part, w->dO + (size_t)i0 * hd, nb, hd); /* dO^T [hd][nb] */
+        mm_1(w->oh, w->tr, i1, w->part, nb, hd);             /* P^T dO [i1][hd] */
+        axpy(w->dv, 1.0f, w->oh, (size_t)i1 * hd);
+        transpose(w->tr, w->sc, nb, i1);                     /* dS^T [i1][nb] */
+        transpose(w->part, w->qh + (size_t)i0 * hd, nb, hd); /* Q^T [hd][nb] */
+        mm_1(w->oh, w->tr, i1, w->part, nb, hd);             /* dS^T Q [i1][hd] */
+        axpy(w->dk, 1.0f, w->oh, (size_t)i1 * hd);
+    }
+    scatter(j->t->dq, w->dq, T, qd, h * hd, hd, 0);
+}
+
+static void att_fwd(hearth_lora_trainer *t, lt_layer *A, int T) {
+    att_job j = {t, A, NULL, T};
+    hearth_pool_run(t->pool, att_fwd_head, &j, t->c->n_heads);
+}
+
+/* dq, dk, dv from datt. */
 static void att_bwd(hearth_lora_trainer *t, const lt_layer *A, const float *datt, int T) {
     const hearth_model_config *c = t->c;
-    const int hd = c->head_dim, nh = c->n_heads, qd = nh * hd, kvd = c->n_kv_heads * hd, g = nh / c->n_kv_heads;
-    const float sc = 1.0f / sqrtf((float)hd);
-    float *dO = t->datt_h, *dk = t->dk_h, *dv = t->dv_h, *part = t->part;
+    const int hd = c->head_dim, nh = c->n_heads, kvd = c->n_kv_heads * hd, g = nh / c->n_kv_heads;
+    att_job j = {t, (lt_layer *)A, datt, T};
+    hearth_pool_run(t->pool, att_bwd_head, &j, nh);
     memset(t->dk, 0, sizeof(float) * (size_t)T * kvd);
     memset(t->dv, 0, sizeof(float) * (size_t)T * kvd);
-    for (int h = 0; h < nh; h++) {
-        const int kv = h / g * hd;
-        gather(t->qh, A->q, T, qd, h * hd, hd);
-        gather(t->kh, A->k, T, kvd, kv, hd);
-        gather(t->vh, A->v, T, kvd, kv, hd);
-        gather(dO, datt, T, qd, h * hd, hd);
-        memset(dk, 0, sizeof(float) * (size_t)T * hd);
-        memset(dv, 0, sizeof(float) * (size_t)T * hd);
-        for (int i0 = 0; i0 < T; i0 += QB) {
-            const int i1 = i0 + QB < T ? i0 + QB : T, nb = i1 - i0;
-            att_probs(t, i0, i1, hd, A->lse + (size_t)h * T, 0);
-            mm_f(t, t->sc, dO + (size_t)i0 * hd, nb, t->vh, hd, i1); /* dP = dO V^T [nb][i1] */
-            for (int r = 0; r < nb; r++) {
-                const float *o = A->att + (size_t)(i0 + r) * qd + h * hd, *d = dO + (size_t)(i0 + r) * hd;
-                float D = 0;
-                for (int e = 0; e < hd; e++) D += d[e] * o[e];
-                float *ds = t->sc + (size_t)r * i1;
-                const float *p = t->pr + (size_t)r * i1;
-                for (int k = 0; k < i1; k++) ds[k] = p[k] * (ds[k] - D) * sc; /* dS; 0 where P is */
-            }
-            transpose(t->sct, t->kh, i1, hd); /* K^T [hd][i1] */
-            mm_f(t, t->qh_d + (size_t)i0 * hd, t->sc, nb, t->sct, i1, hd); /* dQ = dS K */
-            transpose(t->sct, t->pr, nb, i1);                  /* P^T [i1][nb] */
-            transpose(part, dO + (size_t)i0 * hd, nb, hd);     /* dO^T [hd][nb] */
-            mm_f(t, t->oh, t->sct, i1, part, nb, hd);          /* P^T dO [i1][hd] */
-            axpy(dv, 1.0f, t->oh, (size_t)i1 * hd);
-            transpose(t->sct, t->sc, nb, i1);                  /* dS^T [i1][nb] */
-            transpose(part, t->qh + (size_t)i0 * hd, nb, hd);  /* Q^T [hd][nb] */
-            mm_f(t, t->oh, t->sct, i1, part, nb, hd);          /* dS^T Q [i1][hd] */
-            axpy(dk, 1.0f, t->oh, (size_t)i1 * hd);
-        }
-        scatter(t->dq, t->qh_d, T, qd, h * hd, hd, 0);
-        scatter(t->dk, dk, T, kvd, kv, hd, 1);
-        scatter(t->dv, dv, T, kvd, kv, hd, 1);
+    for (int h = 0; h < nh; h++) { /* in head order: the same sums whatever the threads */
+        scatter(t->dk, t->att[h].dk, T, kvd, h / g * hd, hd, 1);
+        scatter(t->dv, t->att[h].dv, T, kvd, h / g * hd, hd, 1);
     }
 }
 
@@ -710,17 +758,16 @@ hearth_status hearth_lora_trainer_new(hearth_lora_trainer **out, hearth_model *m
         t->xT = take(t, TW), t->dyT = take(t, TW), t->uaT = take(t, (size_t)T * t->r);
         t->duaT = take(t, (size_t)T * t->r), t->dua = take(t, (size_t)T * t->r);
         t->gtmp = take(t, (size_t)wide * t->r), t->at = take(t, (size_t)wide * t->r), t->bt = take(t, (size_t)wide * t->r);
-        t->sc = take(t, (size_t)T * T), t->pr = take(t, (size_t)T * T), t->sct = take(t, (size_t)T * T);
-        t->qh = take(t, (size_t)T * hd), t->kh = take(t, (size_t)T * hd), t->vh = take(t, (size_t)T * hd);
-        t->oh = take(t, (size_t)T * hd), t->qh_d = take(t, (size_t)T * hd), t->datt_h = take(t, (size_t)T * hd);
-        t->dk_h = take(t, (size_t)T * hd), t->dv_h = take(t, (size_t)T * hd), t->part = take(t, (size_t)hd * QB);
+        t->att_f = take(t, (size_t)nh * att_ws_floats(T, hd));
+        t->att = calloc((size_t)nh, sizeof *t->att);
+        for (int h = 0; t->att_f && t->att && h < nh; h++)
+            att_ws_at(&t->att[h], t->att_f + (size_t)h * att_ws_floats(T, hd), T, hd);
         t->logits = take(t, (size_t)HEAD_ROWS * V), t->dlog = take(t, (size_t)HEAD_ROWS * V);
         t->rows = calloc((size_t)T, sizeof(int));
         t->mm_scratch = mm_bytes ? aligned_alloc(64, (mm_bytes + 63) / 64 * 64) : NULL;
         ok = ok && t->xf && t->rf && t->xn && t->dx && t->dxm && t->dxn && t->tmp && t->h && t->dh && t->dg &&
              t->du && t->dq && t->dk && t->dv && t->datt && t->xT && t->dyT && t->uaT && t->duaT && t->dua &&
-             t->gtmp && t->at && t->bt && t->sc && t->pr && t->sct && t->qh && t->kh && t->vh && t->oh && t->qh_d && t->datt_h && t->dk_h &&
-             t->dv_h && t->part && t->logits && t->dlog && t->rows &&
+             t->gtmp && t->at && t->bt && t->att_f && t->att && t->logits && t->dlog && t->rows &&
              (t->mm_scratch || !mm_bytes);
     }
     if (ok <= 0) {
@@ -749,11 +796,10 @@ void hearth_lora_trainer_free(hearth_lora_trainer *t) {
         for (int tg = 0; tg < NT; tg++) free(A->ua[tg]);
     }
     float *f[] = {t->head_t, t->xf, t->rf, t->xn, t->dx, t->dxm, t->dxn, t->tmp, t->h, t->dh, t->dg, t->du, t->dq,
-                  t->dk, t->dv, t->datt, t->xT, t->dyT, t->uaT, t->duaT, t->dua, t->gtmp, t->at, t->bt, t->sc,
-                  t->pr, t->sct, t->qh, t->kh, t->vh, t->oh, t->qh_d, t->datt_h, t->dk_h, t->dv_h, t->part,
+                  t->dk, t->dv, t->datt, t->xT, t->dyT, t->uaT, t->duaT, t->dua, t->gtmp, t->at, t->bt, t->att_f,
                   t->logits, t->dlog};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) free(f[i]);
-    free(t->rows), free(t->mm_scratch), free(t->p), free(t->wt), free(t->L);
+    free(t->att), free(t->rows), free(t->mm_scratch), free(t->p), free(t->wt), free(t->L);
     free(t);
 }
 
