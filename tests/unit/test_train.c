@@ -105,8 +105,36 @@ static json_t *golden(const char *dir, hearth_lora_train_opts *o) {
     return g;
 }
 
+/* Step s's loss against the golden's (and at step 0 the accumulated
+ * gradient against grads0.safetensors), then the step. */
+static void golden_step(tr_rig *r, const char *name, const char *dir, const json_t *g, size_t s, double loss,
+                        double *worst) {
+    char path[600];
+    const double want = json_number_value(json_array_get(json_object_get(g, "losses"), s));
+    *worst = fabs(loss - want) / want > *worst ? fabs(loss - want) / want : *worst;
+    CHECK_MSG(fabs(loss - want) <= 1e-5 * fmax(want, 1.0), "%s step %zu: loss %.7f, PyTorch %.7f", name, s, loss,
+              want);
+    if (s == 0) {
+        snprintf(path, sizeof path, "%s/grads0.safetensors", test_path(dir));
+        double e = against_file(r, path, 1);
+        printf("  %s: step-0 gradient max |d| / max |g| %.2e\n", name, e);
+        CHECK_MSG(e < 1e-5, "%s: the first gradient differs from PyTorch's by %.2e", name, e);
+    }
+    hearth_lora_trainer_step(r->t, (float)json_number_value(json_object_get(g, "lr")), NULL);
+}
+
+/* The adapter after the golden's steps against final/. */
+static void golden_final(const tr_rig *r, const char *name, const char *dir, size_t steps, double worst) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/final/adapter_model.safetensors", test_path(dir));
+    double e = against_file(r, path, 0);
+    printf("  %s: losses within %.2e of PyTorch's; adapter after %zu steps max |d| / max |w| %.2e\n", name, worst,
+           steps, e);
+    CHECK_MSG(e < 1e-4, "%s: the trained adapter differs from PyTorch's by %.2e", name, e);
+}
+
 static void case_vs_peft(const char *name) {
-    char dir[512], path[600];
+    char dir[512];
     snprintf(dir, sizeof dir, "tests/fixtures/train/%s", name);
     hearth_lora_train_opts o;
     json_t *g = golden(dir, &o);
@@ -143,23 +171,9 @@ static void case_vs_peft(const char *name) {
                      HEARTH_OK);
             loss += one;
         }
-        loss /= labels;
-        const double want = json_number_value(json_array_get(json_object_get(g, "losses"), s));
-        if (fabs(loss - want) / want > worst_loss) worst_loss = fabs(loss - want) / want;
-        CHECK_MSG(fabs(loss - want) <= 1e-5 * want, "%s step %zu: loss %.7f, PEFT %.7f", name, s, loss, want);
-        if (s == 0) {
-            snprintf(path, sizeof path, "%s/grads0.safetensors", test_path(dir));
-            double e = against_file(&r, path, 1);
-            printf("  %s: step-0 gradient max |d| / max |g| %.2e\n", name, e);
-            CHECK_MSG(e < 1e-5, "%s: the first gradient differs from PEFT's by %.2e", name, e);
-        }
-        hearth_lora_trainer_step(r.t, o.lr, NULL);
+        golden_step(&r, name, dir, g, s, loss / labels, &worst_loss);
     }
-    snprintf(path, sizeof path, "%s/final/adapter_model.safetensors", test_path(dir));
-    double e = against_file(&r, path, 0);
-    printf("  %s: losses within %.2e of PEFT's; adapter after %zu steps max |d| / max |w| %.2e\n", name,
-           worst_loss, json_array_size(batches), e);
-    CHECK_MSG(e < 1e-4, "%s: the trained adapter differs from PEFT's by %.2e", name, e);
+    golden_final(&r, name, dir, json_array_size(batches), worst_loss);
     tr_close(&r);
     json_decref(g);
 }
@@ -315,7 +329,7 @@ static void json_example(const json_t *q, hearth_train_example *e) {
 }
 
 static void case_pref(const char *name) {
-    char dir[512], path[600], model[200], init[600];
+    char dir[512], model[200], init[600];
     snprintf(dir, sizeof dir, "tests/fixtures/pref/%s", name);
     hearth_lora_train_opts o;
     json_t *g = golden(dir, &o);
@@ -348,25 +362,11 @@ static void case_pref(const char *name) {
         hearth_pref_stats st;
         CHECK_EQ(hearth_pref_accumulate(r.t, m, beta, &d, m == HEARTH_PREF_DPO ? ref : NULL, idx, P, &st, &err),
                  HEARTH_OK);
-        const double want = json_number_value(json_array_get(json_object_get(g, "losses"), s));
-        worst = fabs(st.loss - want) / want > worst ? fabs(st.loss - want) / want : worst;
-        CHECK_MSG(fabs(st.loss - want) <= 1e-5 * fmax(want, 1.0), "%s step %zu: loss %.7f, PyTorch %.7f", name, s,
-                  st.loss, want);
         if (m == HEARTH_PREF_DPO)
             CHECK_NEAR(st.accuracy, json_number_value(json_array_get(json_object_get(g, "accuracies"), s)), 1e-9);
-        if (s == 0) {
-            snprintf(path, sizeof path, "%s/grads0.safetensors", test_path(dir));
-            double e = against_file(&r, path, 1);
-            printf("  %s: step-0 gradient max |d| / max |g| %.2e\n", name, e);
-            CHECK_MSG(e < 1e-5, "%s: the first gradient differs from PyTorch's by %.2e", name, e);
-        }
-        hearth_lora_trainer_step(r.t, o.lr, NULL);
+        golden_step(&r, name, dir, g, s, st.loss, &worst);
     }
-    snprintf(path, sizeof path, "%s/final/adapter_model.safetensors", test_path(dir));
-    double e = against_file(&r, path, 0);
-    printf("  %s: losses within %.2e of PyTorch's; adapter after %zu steps max |d| / max |w| %.2e\n", name, worst,
-           json_array_size(batches), e);
-    CHECK_MSG(e < 1e-4, "%s: the trained adapter differs from PyTorch's by %.2e", name, e);
+    golden_final(&r, name, dir, json_array_size(batches), worst);
     for (int i = 0; i < d.n; i++) {
         free(d.p[i].chosen.tokens), free(d.p[i].chosen.label);
         free(d.p[i].rejected.tokens), free(d.p[i].rejected.label);

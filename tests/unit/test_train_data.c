@@ -118,6 +118,21 @@ static char *decode_range(const rig *r, const hearth_train_example *ex, int a, i
     return out;
 }
 
+/* A failed load's message names the file and contains each of the
+ * NULL-terminated needles in ap. */
+static int names_all(const char *msg, const char *path, const char *content, va_list ap) {
+    if (!strstr(msg, path)) {
+        test_fail(__FILE__, __LINE__, "\"%s\" does not name the file", msg);
+        return 0;
+    }
+    for (const char *needle; (needle = va_arg(ap, const char *));)
+        if (!strstr(msg, needle)) {
+            test_fail(__FILE__, __LINE__, "\"%s\" does not contain \"%s\" (file: %s)", msg, needle, content);
+            return 0;
+        }
+    return 1;
+}
+
 /* Load content as a file and expect a failure whose message contains each of
  * the NULL-terminated needles; d must be left empty. */
 static int load_fails(const rig *r, const char *tmpl, const char *content, int max_len, ...) {
@@ -134,20 +149,11 @@ static int load_fails(const rig *r, const char *tmpl, const char *content, int m
         test_fail(__FILE__, __LINE__, "a failed load left %d examples", d.n);
         return 0;
     }
-    if (!strstr(err.msg, path)) {
-        test_fail(__FILE__, __LINE__, "\"%s\" does not name the file", err.msg);
-        return 0;
-    }
     va_list ap;
     va_start(ap, max_len);
-    for (const char *needle; (needle = va_arg(ap, const char *));)
-        if (!strstr(err.msg, needle)) {
-            test_fail(__FILE__, __LINE__, "\"%s\" does not contain \"%s\"", err.msg, needle);
-            va_end(ap);
-            return 0;
-        }
+    int ok = names_all(err.msg, path, content, ap);
     va_end(ap);
-    return 1;
+    return ok;
 }
 
 TEST(train_data_text) {
@@ -488,20 +494,11 @@ static int prefs_fail(const rig *r, const char *tmpl, const char *content, int m
         test_fail(__FILE__, __LINE__, "a failed load left %d pairs", d.n);
         return 0;
     }
-    if (!strstr(err.msg, path)) {
-        test_fail(__FILE__, __LINE__, "\"%s\" does not name the file", err.msg);
-        return 0;
-    }
     va_list ap;
     va_start(ap, max_len);
-    for (const char *needle; (needle = va_arg(ap, const char *));)
-        if (!strstr(err.msg, needle)) {
-            test_fail(__FILE__, __LINE__, "\"%s\" does not contain \"%s\" (file: %s)", err.msg, needle, content);
-            va_end(ap);
-            return 0;
-        }
+    int ok = names_all(err.msg, path, content, ap);
     va_end(ap);
-    return 1;
+    return ok;
 }
 
 /* A standard pair's sides are exactly the {"prompt", "completion"} examples

@@ -88,7 +88,6 @@ used, no network is needed; PEFT from .dev/wheels if not installed):
   python3 tools/oracle/make_pref_goldens.py [--out DIR] [--cases llama3-dpo,qwen2-orpo]
 (--out defaults to tests/fixtures; the fixtures go to <out>/pref/<case>/.)
 """
-import argparse
 import os
 import sys
 import time
@@ -99,8 +98,8 @@ import transformers
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_train_goldens import (ALL, BETAS, EPS, INIT_STD, LR, WEIGHT_DECAY, all_logits,  # noqa: E402
-                                dump_json, fail, forward_logits, import_peft, load_base, log,
-                                max_diff, reload_check, save_adapter)
+                                cli_main, fail, forward_logits, load_base, log,
+                                max_diff, reload_check, save_adapter, write_golden)
 
 PROMPT_LENS = (9, 14, 6, 20)
 CHOSEN_LENS = (7, 12, 5, 9)
@@ -399,42 +398,11 @@ def run_case(name, spec, args, peft):
                    "loss_after": loss_after, "checks": checks,
                    "device": "cpu", "dtype": "float32", "attn_implementation": "eager",
                    "script": "tools/oracle/make_pref_goldens.py"})
-    with open(os.path.join(out, "golden.json"), "w") as f:
-        f.write(dump_json(golden))
-
-    sizes = {}
-    for root, _, files in os.walk(out):
-        for fn in files:
-            p = os.path.join(root, fn)
-            sizes[os.path.relpath(p, out)] = os.path.getsize(p)
-    log(f"    wrote {sum(sizes.values())} bytes: " + ", ".join(f"{k} {v}" for k, v in sorted(sizes.items())))
-    log(f"{name}: done in {time.time() - t0:.1f} s")
+    write_golden(out, golden, name, t0)
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default="tests/fixtures", help="writes <out>/pref/<case>/")
-    ap.add_argument("--tiny", default="tests/fixtures/tiny", help="where the tiny HF models are")
-    ap.add_argument("--cases", default="", help="comma-separated subset of " + ",".join(CASES))
-    ap.add_argument("--wheels", default=".dev/wheels", help="peft/accelerate wheels, used when not installed")
-    ap.add_argument("--threads", type=int, default=1)
-    args = ap.parse_args()
-    names = [c for c in args.cases.split(",") if c] or list(CASES)
-    unknown = [c for c in names if c not in CASES]
-    if unknown:
-        fail(f"unknown case(s) {unknown}; known: {list(CASES)}")
-
-    peft = import_peft(args.wheels)
-    torch.set_num_threads(args.threads)
-    try:
-        torch.use_deterministic_algorithms(True, warn_only=True)
-    except Exception as e:  # older torch without warn_only
-        log(f"deterministic algorithms not enabled: {e}")
-    torch.set_grad_enabled(True)
-    log(f"torch {torch.__version__}, transformers {transformers.__version__}, peft {peft.__version__}, "
-        f"{args.threads} thread(s)")
-    for name in names:
-        run_case(name, CASES[name], args, peft)
+    cli_main(CASES, run_case, "pref")
 
 
 if __name__ == "__main__":

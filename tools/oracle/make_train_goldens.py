@@ -348,9 +348,13 @@ def run_case(name, spec, args, peft):
                    "step_details": details, "loss_after": loss_after, "checks": checks,
                    "device": "cpu", "dtype": "float32", "attn_implementation": "eager",
                    "script": "tools/oracle/make_train_goldens.py"})
+    write_golden(out, golden, name, t0)
+
+
+def write_golden(out, golden, name, t0):
+    """golden.json into out, and a line of what the case wrote."""
     with open(os.path.join(out, "golden.json"), "w") as f:
         f.write(dump_json(golden))
-
     sizes = {}
     for root, _, files in os.walk(out):
         for fn in files:
@@ -360,18 +364,19 @@ def run_case(name, spec, args, peft):
     log(f"{name}: done in {time.time() - t0:.1f} s")
 
 
-def main():
+def cli_main(cases, run_case, sub):
+    """The command line both oracles share: run the chosen cases into <out>/<sub>/<case>/."""
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default="tests/fixtures", help="writes <out>/train/<case>/")
+    ap.add_argument("--out", default="tests/fixtures", help=f"writes <out>/{sub}/<case>/")
     ap.add_argument("--tiny", default="tests/fixtures/tiny", help="where the tiny HF models are")
-    ap.add_argument("--cases", default="", help="comma-separated subset of " + ",".join(CASES))
+    ap.add_argument("--cases", default="", help="comma-separated subset of " + ",".join(cases))
     ap.add_argument("--wheels", default=".dev/wheels", help="peft/accelerate wheels, used when not installed")
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
-    names = [c for c in args.cases.split(",") if c] or list(CASES)
-    unknown = [c for c in names if c not in CASES]
+    names = [c for c in args.cases.split(",") if c] or list(cases)
+    unknown = [c for c in names if c not in cases]
     if unknown:
-        fail(f"unknown case(s) {unknown}; known: {list(CASES)}")
+        fail(f"unknown case(s) {unknown}; known: {list(cases)}")
 
     peft = import_peft(args.wheels)
     torch.set_num_threads(args.threads)
@@ -383,7 +388,11 @@ def main():
     log(f"torch {torch.__version__}, transformers {transformers.__version__}, peft {peft.__version__}, "
         f"{args.threads} thread(s)")
     for name in names:
-        run_case(name, CASES[name], args, peft)
+        run_case(name, cases[name], args, peft)
+
+
+def main():
+    cli_main(CASES, run_case, "train")
 
 
 if __name__ == "__main__":
