@@ -118,7 +118,7 @@ static void golden_step(tr_rig *r, const char *name, const char *dir, const json
         snprintf(path, sizeof path, "%s/grads0.safetensors", test_path(dir));
         double e = against_file(r, path, 1);
         printf("  %s: step-0 gradient max |d| / max |g| %.2e\n", name, e);
-        CHECK_MSG(e < 1e-5, "%s: the first gradient differs from PyTorch's by %.2e", name, e);
+        CHECK_MSG(e < 3e-5, "%s: the first gradient differs from PyTorch's by %.2e", name, e);
     }
     hearth_lora_trainer_step(r->t, (float)json_number_value(json_object_get(g, "lr")), NULL);
 }
