@@ -17,6 +17,7 @@
 #include "core/dtype.h"
 #include "core/log.h"
 #include "io/safetensors.h"
+#include "ops/cpu/gemm.h"
 #include "ops/cpu/matmul.h"
 #include "ops/cpu/panel.h"
 #include "ops/cpu/quant.h"
@@ -61,13 +62,13 @@ struct hearth_lora_trainer {
     int adapter_off; /* the forward leaves the adapter out (the base model: DPO's reference) */
     int64_t steps;
     lt_pair *p;     /* [n_layers][NT] */
-    float **wt;     /* [n_layers][NT]: the frozen weights transposed, F32 [in][out] */
-    float *head_t;  /* [dim][vocab] */
+    float **wf;     /* [n_layers][NT]: the frozen weights in F32, [out][in] as stored */
+    float *head_f;  /* [vocab][dim] */
     lt_layer *L;
     float *xf, *rf; /* the last layer's output [T][dim], the final norm's inverse RMS [T] */
     /* scratch */
     float *xn, *dx, *dxm, *dxn, *tmp, *h, *dh, *dg, *du, *dq, *dk, *dv, *datt;
-    float *xT, *dyT, *uaT, *duaT, *dua, *gtmp, *at, *bt;
+    float *xT, *dyT, *uaT, *duaT, *dua, *gtmp, *bt;
     struct att_ws *att;      /* [nh]: the attention's workspaces, a head each */
     float *att_f;            /* their floats */
     float *logits, *dlog;    /* [HEAD_ROWS][vocab] */
@@ -113,16 +114,6 @@ static void axpy(float *y, float a, const float *x, size_t n) {
     for (size_t i = 0; i < n; i += 1u << 30) vec()->add_scaled(y + i, a, x + i, (int)(n - i < 1u << 30 ? n - i : 1u << 30));
 }
 
-/* y [T][N] += s u [T][r] M [r][N]: a rank-r product as r scaled rows a
- * token (a matmul over K = r would spend its time reducing 16-lane sums). */
-static void outer_acc(float *y, float s, const float *u, const float *M, int T, int r, int N) {
-    for (int t = 0; t < T; t++)
-        for (int j = 0; j < r; j++) {
-            const float a = s * u[(size_t)t * r + j];
-            if (a != 0.0f) axpy(y + (size_t)t * N, a, M + (size_t)j * N, (size_t)N);
-        }
-}
-
 /* Row n of weight w in F32, whatever its type and layout. */
 static void weight_row(const hearth_weight *w, int n, float *dst) {
     if (w->layout != HEARTH_LAYOUT_PANEL8) {
@@ -138,17 +129,16 @@ static void weight_row(const hearth_weight *w, int n, float *dst) {
     }
 }
 
-/* W [N][K] -> F32 [K][N]. */
-static float *transposed(const hearth_weight *w) {
-    float *d = malloc(sizeof(float) * (size_t)w->rows * w->cols), *row = malloc(sizeof(float) * (size_t)w->cols);
-    if (d && row)
-        for (int n = 0; n < w->rows; n++) {
-            weight_row(w, n, row);
-            for (int k = 0; k < w->cols; k++) d[(size_t)k * w->rows + n] = row[k];
-        }
-    free(row);
-    if (!row) free(d);
-    return row ? d : NULL;
+/* W [N][K] in F32, NULL on out of memory. */
+static float *dequantized(const hearth_weight *w) {
+    float *d = malloc(sizeof(float) * (size_t)w->rows * w->cols);
+    for (int n = 0; d && n < w->rows; n++) weight_row(w, n, d + (size_t)n * w->cols);
+    return d;
+}
+
+/* y [T][N] (+)= x [T][K] B [K][N] (gemm.h), on the pool or (pool NULL) the calling thread. */
+static void mm_nn(hearth_pool *pool, float *y, const float *x, int T, const float *b, int K, int N, int acc) {
+    hearth_cpu_gemm_nn(pool, y, x, T, b, K, N, acc);
 }
 
 /* ---- norms, rope, SwiGLU ---- */
@@ -211,19 +201,17 @@ enum { QB = 32 };
 typedef struct att_ws {
     float *sc, *pr; /* [QB][T]: a block's scores (or dS), probabilities */
     float *tr;      /* [max(hd, QB)][T]: a transposed operand */
-    float *part;    /* [hd][QB] */
     float *qh, *kh, *vh, *oh, *dO, *dq, *dk, *dv; /* [T][hd] */
 } att_ws;
 
 /* How many floats att_ws takes, and its pointers into f. */
 static size_t att_ws_floats(int T, int hd) {
-    return 2 * (size_t)QB * T + (size_t)(hd > QB ? hd : QB) * T + (size_t)hd * QB + 8 * (size_t)T * hd;
+    return 2 * (size_t)QB * T + (size_t)(hd > QB ? hd : QB) * T + 8 * (size_t)T * hd;
 }
 static void att_ws_at(att_ws *w, float *f, int T, int hd) {
     w->sc = f, f += (size_t)QB * T;
     w->pr = f, f += (size_t)QB * T;
     w->tr = f, f += (size_t)(hd > QB ? hd : QB) * T;
-    w->part = f, f += (size_t)hd * QB;
     float **r[] = {&w->qh, &w->kh, &w->vh, &w->oh, &w->dO, &w->dq, &w->dk, &w->dv};
     for (int i = 0; i < 8; i++) *r[i] = f, f += (size_t)T * hd;
 }
@@ -292,8 +280,7 @@ static void att_fwd_head(void *arg, int h, int n_tasks) {
     for (int i0 = 0; i0 < T; i0 += QB) {
         const int i1 = i0 + QB < T ? i0 + QB : T;
         att_probs(j->t, w, i0, i1, hd, j->A->lse + (size_t)h * T, 1);
-        transpose(w->tr, w->vh, i1, hd); /* V^T [hd][i1] */
-        mm_1(w->oh + (size_t)i0 * hd, w->pr, i1 - i0, w->tr, i1, hd);
+        mm_nn(NULL, w->oh + (size_t)i0 * hd, w->pr, i1 - i0, w->vh, i1, hd, 0); /* P V */
     }
     scatter(j->A->att, w->oh, T, qd, h * hd, hd, 0);
 }
@@ -324,16 +311,11 @@ static void att_bwd_head(void *arg, int h, int n_tasks) {
             const float *p = w->pr + (size_t)r * i1;
             for (int k = 0; k < i1; k++) ds[k] = p[k] * (ds[k] - D) * sc; /* dS; 0 where P is */
         }
-        transpose(w->tr, w->kh, i1, hd); /* K^T [hd][i1] */
-        mm_1(w->dq + (size_t)i0 * hd, w->sc, nb, w->tr, i1, hd); /* dQ = dS K */
-        transpose(w->tr, w->pr, nb, i1);                     /* P^T [i1][nb] */
-        transpose(w->part, w->dO + (size_t)i0 * hd, nb, hd); /* dO^T [hd][nb] */
-        mm_1(w->oh, w->tr, i1, w->part, nb, hd);             /* P^T dO [i1][hd] */
-        axpy(w->dv, 1.0f, w->oh, (size_t)i1 * hd);
-        transpose(w->tr, w->sc, nb, i1);                     /* dS^T [i1][nb] */
-        transpose(w->part, w->qh + (size_t)i0 * hd, nb, hd); /* Q^T [hd][nb] */
-        mm_1(w->oh, w->tr, i1, w->part, nb, hd);             /* dS^T Q [i1][hd] */
-        axpy(w->dk, 1.0f, w->oh, (size_t)i1 * hd);
+        mm_nn(NULL, w->dq + (size_t)i0 * hd, w->sc, nb, w->kh, i1, hd, 0); /* dQ = dS K */
+        transpose(w->tr, w->pr, nb, i1);                                  /* P^T [i1][nb] */
+        mm_nn(NULL, w->dv, w->tr, i1, w->dO + (size_t)i0 * hd, nb, hd, 1); /* dV += P^T dO */
+        transpose(w->tr, w->sc, nb, i1);                                  /* dS^T [i1][nb] */
+        mm_nn(NULL, w->dk, w->tr, i1, w->qh + (size_t)i0 * hd, nb, hd, 1); /* dK += dS^T Q */
     }
     scatter(j->t->dq, w->dq, T, qd, h * hd, hd, 0);
 }
@@ -365,8 +347,9 @@ static void lora_fwd(hearth_lora_trainer *t, int l, int tg, const float *x, floa
     if (!p->a || t->adapter_off) return;
     float *ua = t->L[l].ua[tg];
     mm_f(t, ua, x, T, p->a, p->in, t->r);
-    transpose(t->bt, p->b, p->out, t->r); /* B^T [r][out] */
-    outer_acc(y, t->scale, ua, t->bt, T, t->r, p->out);
+    transpose(t->bt, p->b, p->out, t->r); /* B^T [r][out], scaled */
+    for (size_t i = 0; i < (size_t)t->r * p->out; i++) t->bt[i] *= t->scale;
+    mm_nn(t->pool, y, ua, T, t->bt, t->r, p->out, 1);
 }
 
 /* The gradient of A and B from dy [T][out] (xT: the input transposed,
@@ -386,7 +369,7 @@ static void lora_bwd(hearth_lora_trainer *t, int l, int tg, const float *xT, con
     transpose(t->duaT, t->dua, T, r);
     mm_f(t, t->gtmp, t->duaT, r, xT, T, p->in); /* d(A x)^T x: [r][in] */
     axpy(p->ga, 1.0f, t->gtmp, (size_t)r * p->in);
-    outer_acc(dx, 1.0f, t->dua, p->a, T, r, p->in); /* dx += d(A x) A */
+    mm_nn(t->pool, dx, t->dua, T, p->a, r, p->in, 1); /* dx += d(A x) A */
 }
 
 /* dx [T][in] = dy [T][out] W (+ the adapter's part), for target tg of layer
@@ -394,12 +377,7 @@ static void lora_bwd(hearth_lora_trainer *t, int l, int tg, const float *xT, con
 static void proj_bwd(hearth_lora_trainer *t, int l, int tg, const float *xT, const float *dy, float *dx, int T,
                      int acc) {
     const hearth_weight *w = frozen(t, l, tg);
-    if (acc) {
-        mm_f(t, t->tmp, dy, T, t->wt[(size_t)l * NT + tg], w->rows, w->cols);
-        axpy(dx, 1.0f, t->tmp, (size_t)T * w->cols);
-    } else {
-        mm_f(t, dx, dy, T, t->wt[(size_t)l * NT + tg], w->rows, w->cols);
-    }
+    mm_nn(t->pool, dx, dy, T, t->wf[(size_t)l * NT + tg], w->rows, w->cols, acc); /* dy W */
     lora_bwd(t, l, tg, xT, dy, dx, T);
 }
 
@@ -538,7 +516,7 @@ static void head(hearth_lora_trainer *t, const int32_t *tokens, int T, head_job 
             dz[y] -= g;
         }
         if (!h->grad) continue;
-        mm_f(t, t->dxn, t->dlog, C, t->head_t, V, dim);
+        mm_nn(t->pool, t->dxn, t->dlog, C, t->head_f, V, dim, 0);
         norm_bwd(t->xn, t->dxn, t->dxm, rs, hearth_model_out_norm(t->m), C, dim, 0);
         for (int j = 0; j < C; j++)
             memcpy(dx + (size_t)t->rows[c0 + j] * dim, t->xn + (size_t)j * dim, sizeof(float) * dim);
@@ -714,16 +692,16 @@ hearth_status hearth_lora_trainer_new(hearth_lora_trainer **out, hearth_model *m
     int wide = ffn > qd ? ffn : qd;
     wide = wide > dim ? wide : dim;
     t->p = calloc((size_t)L * NT, sizeof *t->p);
-    t->wt = calloc((size_t)L * NT, sizeof *t->wt);
+    t->wf = calloc((size_t)L * NT, sizeof *t->wf);
     t->L = calloc((size_t)L, sizeof *t->L);
-    int ok = t->p && t->wt && t->L;
+    int ok = t->p && t->wf && t->L;
     if (ok && (st = make_pairs(t, init_dir ? &init : NULL, err))) ok = -1;
     hearth_lora_pairs_free(&init);
     size_t mm_bytes = 0;
     for (int l = 0; ok > 0 && l < L; l++) {
         for (int tg = 0; ok && tg < NT; tg++) {
             const hearth_weight *w = frozen(t, l, tg);
-            ok = (t->wt[(size_t)l * NT + tg] = transposed(w)) != NULL;
+            ok = (t->wf[(size_t)l * NT + tg] = dequantized(w)) != NULL;
             t->bytes += sizeof(float) * (size_t)w->rows * w->cols;
             size_t b = hearth_cpu_matmul_scratch_bytes((hearth_dtype)w->type, T, w->cols);
             mm_bytes = b > mm_bytes ? b : mm_bytes;
@@ -745,7 +723,7 @@ hearth_status hearth_lora_trainer_new(hearth_lora_trainer **out, hearth_model *m
     }
     if (ok > 0) {
         const hearth_weight *hw = hearth_model_head(m);
-        ok = (t->head_t = transposed(hw)) != NULL;
+        ok = (t->head_f = dequantized(hw)) != NULL;
         t->bytes += sizeof(float) * (size_t)hw->rows * hw->cols;
         size_t b = hearth_cpu_matmul_scratch_bytes((hearth_dtype)hw->type, HEAD_ROWS, hw->cols);
         mm_bytes = b > mm_bytes ? b : mm_bytes;
@@ -757,7 +735,7 @@ hearth_status hearth_lora_trainer_new(hearth_lora_trainer **out, hearth_model *m
         t->dk = take(t, (size_t)T * kvd), t->dv = take(t, (size_t)T * kvd), t->datt = take(t, (size_t)T * qd);
         t->xT = take(t, TW), t->dyT = take(t, TW), t->uaT = take(t, (size_t)T * t->r);
         t->duaT = take(t, (size_t)T * t->r), t->dua = take(t, (size_t)T * t->r);
-        t->gtmp = take(t, (size_t)wide * t->r), t->at = take(t, (size_t)wide * t->r), t->bt = take(t, (size_t)wide * t->r);
+        t->gtmp = take(t, (size_t)wide * t->r), t->bt = take(t, (size_t)wide * t->r);
         t->att_f = take(t, (size_t)nh * att_ws_floats(T, hd));
         t->att = calloc((size_t)nh, sizeof *t->att);
         for (int h = 0; t->att_f && t->att && h < nh; h++)
@@ -767,7 +745,7 @@ hearth_status hearth_lora_trainer_new(hearth_lora_trainer **out, hearth_model *m
         t->mm_scratch = mm_bytes ? aligned_alloc(64, (mm_bytes + 63) / 64 * 64) : NULL;
         ok = ok && t->xf && t->rf && t->xn && t->dx && t->dxm && t->dxn && t->tmp && t->h && t->dh && t->dg &&
              t->du && t->dq && t->dk && t->dv && t->datt && t->xT && t->dyT && t->uaT && t->duaT && t->dua &&
-             t->gtmp && t->at && t->bt && t->att_f && t->att && t->logits && t->dlog && t->rows &&
+             t->gtmp && t->bt && t->att_f && t->att && t->logits && t->dlog && t->rows &&
              (t->mm_scratch || !mm_bytes);
     }
     if (ok <= 0) {
@@ -787,7 +765,7 @@ void hearth_lora_trainer_free(hearth_lora_trainer *t) {
         lt_pair *p = &t->p[i];
         free(p->a), free(p->b), free(p->ga), free(p->gb), free(p->ma), free(p->va), free(p->mb), free(p->vb);
     }
-    for (int i = 0; t->wt && i < L * NT; i++) free(t->wt[i]);
+    for (int i = 0; t->wf && i < L * NT; i++) free(t->wf[i]);
     for (int l = 0; t->L && l < L; l++) {
         lt_layer *A = &t->L[l];
         float *f[] = {A->x, A->r1, A->qpre, A->rq, A->kpre, A->rk, A->q, A->k, A->v, A->att, A->lse, A->xm, A->r2,
@@ -795,11 +773,11 @@ void hearth_lora_trainer_free(hearth_lora_trainer *t) {
         for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) free(f[i]);
         for (int tg = 0; tg < NT; tg++) free(A->ua[tg]);
     }
-    float *f[] = {t->head_t, t->xf, t->rf, t->xn, t->dx, t->dxm, t->dxn, t->tmp, t->h, t->dh, t->dg, t->du, t->dq,
-                  t->dk, t->dv, t->datt, t->xT, t->dyT, t->uaT, t->duaT, t->dua, t->gtmp, t->at, t->bt, t->att_f,
+    float *f[] = {t->head_f, t->xf, t->rf, t->xn, t->dx, t->dxm, t->dxn, t->tmp, t->h, t->dh, t->dg, t->du, t->dq,
+                  t->dk, t->dv, t->datt, t->xT, t->dyT, t->uaT, t->duaT, t->dua, t->gtmp, t->bt, t->att_f,
                   t->logits, t->dlog};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) free(f[i]);
-    free(t->att), free(t->rows), free(t->mm_scratch), free(t->p), free(t->wt), free(t->L);
+    free(t->att), free(t->rows), free(t->mm_scratch), free(t->p), free(t->wf), free(t->L);
     free(t);
 }
 

@@ -4,11 +4,13 @@
 
 #include "core/half.h"
 #include "core/pool.h"
+#include "ops/cpu/gemm.h"
 #include "ops/cpu/matmul.h"
 #include "ops/cpu/matmul_impl.h"
 #include "ops/cpu/panel.h"
 #include "ops/cpu/quant.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -668,4 +670,47 @@ TEST(cpu_isa_capped_by_env) {
     else unsetenv("HEARTH_CPU_ISA");
     free(saved);
     hearth_cpu_isa_force(HEARTH_CPU_ISA_AUTO);
+}
+
+/* hearth_cpu_gemm_nn against a double-precision product, on every ISA this
+ * CPU runs, alone and on a pool, for shapes with ragged tiles (tokens not a
+ * multiple of 8, columns of 48 / 24, rows past a block of 128) and with
+ * accumulation; y poisoned first where it is not accumulated into. */
+TEST(gemm_nn_matches_a_double_product) {
+    static const int shapes[][3] = {{1, 1, 1}, {7, 50, 13}, {9, 129, 49}, {17, 300, 97}, {8, 8, 1536}, {33, 64, 24}};
+    hearth_pool *pool;
+    CHECK_EQ(hearth_pool_new(&pool, 2, NULL), HEARTH_OK);
+    const int before = hearth_cpu_isa_current();
+    uint64_t seed = 12345;
+    for (int isa = HEARTH_CPU_ISA_SCALAR; isa <= HEARTH_CPU_ISA_AVX512; isa++) {
+        if (!hearth_cpu_isa_force(isa)) continue;
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            const int T = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
+            float *x = malloc(sizeof(float) * T * K), *b = malloc(sizeof(float) * K * N), *y = malloc(sizeof(float) * T * N);
+            double *want = malloc(sizeof(double) * T * N);
+            for (int i = 0; i < T * K; i++) x[i] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / (1 << 24) - 0.5f;
+            for (int i = 0; i < K * N; i++) b[i] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / (1 << 24) - 0.5f;
+            for (int t = 0; t < T; t++)
+                for (int n = 0; n < N; n++) {
+                    double a = 0;
+                    for (int k = 0; k < K; k++) a += (double)x[t * K + k] * b[k * N + n];
+                    want[t * N + n] = a;
+                }
+            for (int run = 0; run < 4; run++) { /* alone / pool, then each accumulating onto 1 */
+                const int acc = run >= 2;
+                for (int i = 0; i < T * N; i++) y[i] = acc ? 1.0f : NAN;
+                hearth_cpu_gemm_nn(run % 2 ? pool : NULL, y, x, T, b, K, N, acc);
+                double worst = 0;
+                for (int i = 0; i < T * N; i++) {
+                    double e = fabs(y[i] - (want[i] + acc));
+                    worst = e > worst || e != e ? e : worst;
+                }
+                CHECK_MSG(worst <= 1e-5 * K, "%s T %d K %d N %d run %d: max error %g", hearth_cpu_isa_name(isa), T, K,
+                          N, run, worst);
+            }
+            free(x), free(b), free(y), free(want);
+        }
+    }
+    hearth_cpu_isa_force(before);
+    hearth_pool_free(pool);
 }
