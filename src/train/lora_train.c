@@ -68,7 +68,7 @@ struct hearth_lora_trainer {
     float *xf, *rf; /* the last layer's output [T][dim], the final norm's inverse RMS [T] */
     /* scratch */
     float *xn, *dx, *dxm, *dxn, *tmp, *h, *dh, *dg, *du, *dq, *dk, *dv, *datt;
-    float *xT, *dyT, *uaT, *duaT, *dua, *gtmp, *bt;
+    float *uaT, *duaT, *dua, *gtmp, *bt;
     struct att_ws *att;      /* [nh]: the attention's workspaces, a head each */
     float *att_f;            /* their floats */
     float *logits, *dlog;    /* [HEAD_ROWS][vocab] */
@@ -352,33 +352,31 @@ static void lora_fwd(hearth_lora_trainer *t, int l, int tg, const float *x, floa
     mm_nn(t->pool, y, ua, T, t->bt, t->r, p->out, 1);
 }
 
-/* The gradient of A and B from dy [T][out] (xT: the input transposed,
- * [in][T]), and dx [T][in] += its part through the adapter. */
-static void lora_bwd(hearth_lora_trainer *t, int l, int tg, const float *xT, const float *dy, float *dx, int T) {
+/* The gradient of A and B from dy [T][out] (x: the input, [T][in]), and
+ * dx [T][in] += its part through the adapter. */
+static void lora_bwd(hearth_lora_trainer *t, int l, int tg, const float *x, const float *dy, float *dx, int T) {
     lt_pair *p = pair(t, l, tg);
     if (!p->a) return;
     const int r = t->r;
-    const float *ua = t->L[l].ua[tg];
-    transpose(t->dyT, dy, T, p->out);
-    transpose(t->uaT, ua, T, r);
-    mm_f(t, t->gtmp, t->dyT, p->out, t->uaT, T, r); /* dy^T (A x): [out][r] */
-    axpy(p->gb, t->scale, t->gtmp, (size_t)p->out * r);
+    transpose(t->uaT, t->L[l].ua[tg], T, r);
+    mm_nn(t->pool, t->gtmp, t->uaT, r, dy, T, p->out, 0); /* (A x)^T dy: [r][out] */
+    for (int j = 0; j < r; j++)
+        for (int o = 0; o < p->out; o++) p->gb[(size_t)o * r + j] += t->scale * t->gtmp[(size_t)j * p->out + o];
     transpose(t->bt, p->b, p->out, r);
     mm_f(t, t->dua, dy, T, t->bt, p->out, r); /* dy B: [T][r] */
     for (size_t i = 0; i < (size_t)T * r; i++) t->dua[i] *= t->scale;
     transpose(t->duaT, t->dua, T, r);
-    mm_f(t, t->gtmp, t->duaT, r, xT, T, p->in); /* d(A x)^T x: [r][in] */
-    axpy(p->ga, 1.0f, t->gtmp, (size_t)r * p->in);
-    mm_nn(t->pool, dx, t->dua, T, p->a, r, p->in, 1); /* dx += d(A x) A */
+    mm_nn(t->pool, p->ga, t->duaT, r, x, T, p->in, 1); /* += d(A x)^T x: [r][in] */
+    mm_nn(t->pool, dx, t->dua, T, p->a, r, p->in, 1);  /* dx += d(A x) A */
 }
 
 /* dx [T][in] = dy [T][out] W (+ the adapter's part), for target tg of layer
- * l whose input (transposed) is xT; acc: add to dx instead. */
-static void proj_bwd(hearth_lora_trainer *t, int l, int tg, const float *xT, const float *dy, float *dx, int T,
+ * l whose input is x; acc: add to dx instead. */
+static void proj_bwd(hearth_lora_trainer *t, int l, int tg, const float *x, const float *dy, float *dx, int T,
                      int acc) {
     const hearth_weight *w = frozen(t, l, tg);
     mm_nn(t->pool, dx, dy, T, t->wf[(size_t)l * NT + tg], w->rows, w->cols, acc); /* dy W */
-    lora_bwd(t, l, tg, xT, dy, dx, T);
+    lora_bwd(t, l, tg, x, dy, dx, T);
 }
 
 /* ---- forward and backward of a sequence ---- */
@@ -436,20 +434,17 @@ static void layer_bwd(hearth_lora_trainer *t, int l, float *dx, int T) {
     const lt_layer *A = &t->L[l];
     /* feed-forward: y = xm + down(silu(g) u) */
     vec()->swiglu(t->h, A->g, A->u, T * ffn);
-    transpose(t->xT, t->h, T, ffn);
-    proj_bwd(t, l, HEARTH_LORA_T_DOWN, t->xT, dx, t->dh, T, 0);
+    proj_bwd(t, l, HEARTH_LORA_T_DOWN, t->h, dx, t->dh, T, 0);
     vec()->swiglu_bwd(t->dg, t->du, A->g, A->u, t->dh, T * ffn);
     for (int i = 0; i < T; i++) /* the norm's output again: x r w */
         for (int e = 0; e < dim; e++)
             t->xn[(size_t)i * dim + e] = A->xm[(size_t)i * dim + e] * A->r2[i] * W->ffn_norm[e];
-    transpose(t->xT, t->xn, T, dim);
-    proj_bwd(t, l, HEARTH_LORA_T_GATE, t->xT, t->dg, t->dxn, T, 0);
-    proj_bwd(t, l, HEARTH_LORA_T_UP, t->xT, t->du, t->dxn, T, 1);
+    proj_bwd(t, l, HEARTH_LORA_T_GATE, t->xn, t->dg, t->dxn, T, 0);
+    proj_bwd(t, l, HEARTH_LORA_T_UP, t->xn, t->du, t->dxn, T, 1);
     memcpy(t->dxm, dx, sizeof(float) * (size_t)T * dim);
     norm_bwd(t->dxm, t->dxn, A->xm, A->r2, W->ffn_norm, T, dim, 1);
     /* attention: xm = x + o(att) */
-    transpose(t->xT, A->att, T, qd);
-    proj_bwd(t, l, HEARTH_LORA_T_O, t->xT, t->dxm, t->datt, T, 0);
+    proj_bwd(t, l, HEARTH_LORA_T_O, A->att, t->dxm, t->datt, T, 0);
     att_bwd(t, A, t->datt, T);
     rope(hearth_model_rope(t->m), t->dq, T, nh, hd, 1);
     rope(hearth_model_rope(t->m), t->dk, T, nkv, hd, 1);
@@ -462,10 +457,9 @@ static void layer_bwd(hearth_lora_trainer *t, int l, float *dx, int T) {
     for (int i = 0; i < T; i++)
         for (int e = 0; e < dim; e++)
             t->xn[(size_t)i * dim + e] = A->x[(size_t)i * dim + e] * A->r1[i] * W->attn_norm[e];
-    transpose(t->xT, t->xn, T, dim);
-    proj_bwd(t, l, HEARTH_LORA_T_Q, t->xT, t->dq, t->dxn, T, 0);
-    proj_bwd(t, l, HEARTH_LORA_T_K, t->xT, t->dk, t->dxn, T, 1);
-    proj_bwd(t, l, HEARTH_LORA_T_V, t->xT, t->dv, t->dxn, T, 1);
+    proj_bwd(t, l, HEARTH_LORA_T_Q, t->xn, t->dq, t->dxn, T, 0);
+    proj_bwd(t, l, HEARTH_LORA_T_K, t->xn, t->dk, t->dxn, T, 1);
+    proj_bwd(t, l, HEARTH_LORA_T_V, t->xn, t->dv, t->dxn, T, 1);
     memcpy(dx, t->dxm, sizeof(float) * (size_t)T * dim);
     norm_bwd(dx, t->dxn, A->x, A->r1, W->attn_norm, T, dim, 1);
 }
@@ -733,7 +727,7 @@ hearth_status hearth_lora_trainer_new(hearth_lora_trainer **out, hearth_model *m
         t->dxn = take(t, TW), t->tmp = take(t, TW), t->h = take(t, (size_t)T * ffn), t->dh = take(t, (size_t)T * ffn);
         t->dg = take(t, (size_t)T * ffn), t->du = take(t, (size_t)T * ffn), t->dq = take(t, (size_t)T * qd);
         t->dk = take(t, (size_t)T * kvd), t->dv = take(t, (size_t)T * kvd), t->datt = take(t, (size_t)T * qd);
-        t->xT = take(t, TW), t->dyT = take(t, TW), t->uaT = take(t, (size_t)T * t->r);
+        t->uaT = take(t, (size_t)T * t->r);
         t->duaT = take(t, (size_t)T * t->r), t->dua = take(t, (size_t)T * t->r);
         t->gtmp = take(t, (size_t)wide * t->r), t->bt = take(t, (size_t)wide * t->r);
         t->att_f = take(t, (size_t)nh * att_ws_floats(T, hd));
@@ -744,7 +738,7 @@ hearth_status hearth_lora_trainer_new(hearth_lora_trainer **out, hearth_model *m
         t->rows = calloc((size_t)T, sizeof(int));
         t->mm_scratch = mm_bytes ? aligned_alloc(64, (mm_bytes + 63) / 64 * 64) : NULL;
         ok = ok && t->xf && t->rf && t->xn && t->dx && t->dxm && t->dxn && t->tmp && t->h && t->dh && t->dg &&
-             t->du && t->dq && t->dk && t->dv && t->datt && t->xT && t->dyT && t->uaT && t->duaT && t->dua &&
+             t->du && t->dq && t->dk && t->dv && t->datt && t->uaT && t->duaT && t->dua &&
              t->gtmp && t->bt && t->att_f && t->att && t->logits && t->dlog && t->rows &&
              (t->mm_scratch || !mm_bytes);
     }
@@ -774,7 +768,7 @@ void hearth_lora_trainer_free(hearth_lora_trainer *t) {
         for (int tg = 0; tg < NT; tg++) free(A->ua[tg]);
     }
     float *f[] = {t->head_f, t->xf, t->rf, t->xn, t->dx, t->dxm, t->dxn, t->tmp, t->h, t->dh, t->dg, t->du, t->dq,
-                  t->dk, t->dv, t->datt, t->xT, t->dyT, t->uaT, t->duaT, t->dua, t->gtmp, t->bt, t->att_f,
+                  t->dk, t->dv, t->datt, t->uaT, t->duaT, t->dua, t->gtmp, t->bt, t->att_f,
                   t->logits, t->dlog};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) free(f[i]);
     free(t->att), free(t->rows), free(t->mm_scratch), free(t->p), free(t->wf), free(t->L);
