@@ -49,6 +49,8 @@ static void usage(FILE *f) {
             "  --seed S              data order and A's initialisation (default 0)\n"
             "  --init DIR            start from this adapter (its rank, alpha and targets)\n"
             "  --save-every N        also write DIR every N steps (default: at the end only)\n"
+            "  --eval FILE.jsonl     held-out examples (sft): their loss before training, at the end, and\n"
+            "                        every --eval-every N steps\n"
             "  --threads T           CPU threads (default: one per core)\n");
 }
 
@@ -89,10 +91,10 @@ static uint64_t next_rand(uint64_t *s) {
 }
 
 typedef struct {
-    const char *model, *data, *out, *init, *schedule, *method;
+    const char *model, *data, *out, *init, *schedule, *method, *eval;
     float beta;
     int lr_given;
-    long epochs, steps, batch, warmup, max_len, save_every, threads;
+    long epochs, steps, batch, warmup, max_len, save_every, eval_every, threads;
     unsigned long long seed;
     hearth_lora_train_opts o;
 } train_args;
@@ -122,7 +124,7 @@ static int parse_args(int argc, char **argv, train_args *a) {
             long *v;
         } ints[] = {{"--epochs", &a->epochs},   {"--steps", &a->steps},           {"--batch", &a->batch},
                     {"--warmup", &a->warmup},   {"--max-len", &a->max_len},       {"--save-every", &a->save_every},
-                    {"--threads", &a->threads}};
+                    {"--threads", &a->threads}, {"--eval-every", &a->eval_every}};
         int done = 0;
         for (size_t k = 0; k < sizeof ints / sizeof ints[0] && !done; k++)
             if (!strcmp(f, ints[k].flag)) {
@@ -139,6 +141,7 @@ static int parse_args(int argc, char **argv, train_args *a) {
         }
         else if (!strcmp(f, "--out")) a->out = v;
         else if (!strcmp(f, "--init")) a->init = v;
+        else if (!strcmp(f, "--eval")) a->eval = v;
         else if (!strcmp(f, "--schedule")) {
             if (strcmp(v, "linear") && strcmp(v, "cosine") && strcmp(v, "constant"))
                 return cli_usage_error("train", "--schedule: linear, cosine or constant, not '%s'", v);
@@ -179,7 +182,7 @@ static int parse_args(int argc, char **argv, train_args *a) {
 /* What a run trains on: SFT examples or preference pairs (with DPO's
  * reference log-probabilities). */
 typedef struct {
-    const hearth_train_data *sft;
+    const hearth_train_data *sft, *eval;
     const hearth_train_prefs *prefs;
     const double *ref;
     hearth_pref_method method;
@@ -235,6 +238,25 @@ static hearth_status batch_step(const train_set *ts, hearth_lora_trainer *t, flo
     return HEARTH_OK;
 }
 
+/* The held-out examples' loss (the forward alone, with the adapter): their
+ * summed cross-entropy over their label count, printed with its perplexity. */
+static int eval_report(const train_args *a, hearth_lora_trainer *t, const hearth_train_data *e, const char *when) {
+    double sum = 0, lp;
+    hearth_err err = {0};
+    const double t0 = hearth_time_now();
+    for (int i = 0; i < e->n; i++) {
+        if (hearth_lora_trainer_logp(t, e->ex[i].tokens, e->ex[i].label, e->ex[i].n, 1, &lp, NULL, &err)) {
+            fprintf(stderr, "hearth train: %s (line %d of %s)\n", err.msg, e->ex[i].line, a->eval);
+            return 1;
+        }
+        sum -= lp;
+    }
+    const double loss = sum / (double)e->n_labels;
+    fprintf(stderr, "eval %s | loss %.4f | perplexity %.3f | %d examples, %ld labels | %.2f s\n", when, loss,
+            exp(loss), e->n, e->n_labels, hearth_time_now() - t0);
+    return 0;
+}
+
 /* Optimizer steps over the shuffled data; returns the exit status. */
 static int train_loop(const train_args *a, hearth_lora_trainer *t, const train_set *ts, const char *model) {
     const int n = set_size(ts), per_epoch = (int)((n + a->batch - 1) / a->batch);
@@ -246,7 +268,7 @@ static int train_loop(const train_args *a, hearth_lora_trainer *t, const train_s
         return fprintf(stderr, "hearth train: out of memory\n"), 1;
     }
     hearth_err err = {0};
-    int rc = 0, line;
+    int rc = ts->eval ? eval_report(a, t, ts->eval, "before training") : 0, line;
     double t0 = hearth_time_now();
     for (int s = 0; s < n_steps && !rc; s++) {
         const double t1 = hearth_time_now();
@@ -269,6 +291,11 @@ static int train_loop(const train_args *a, hearth_lora_trainer *t, const train_s
         fprintf(stderr, "step %d/%d | loss %.4f%s | grad norm %.3f | lr %.2e | %.2f s | %.0f tok/s\n", s + 1,
                 n_steps, st.loss, extra, norm, lr, dt, tokens / dt);
         const int last = s + 1 == n_steps;
+        if (ts->eval && (last || (a->eval_every && (s + 1) % a->eval_every == 0))) {
+            char when[32];
+            snprintf(when, sizeof when, "step %d", s + 1);
+            if ((rc = eval_report(a, t, ts->eval, when))) break;
+        }
         if (last || (a->save_every && (s + 1) % a->save_every == 0)) {
             if (hearth_lora_trainer_save(t, a->out, model, &err)) {
                 fprintf(stderr, "hearth train: %s\n", err.msg);
@@ -295,6 +322,7 @@ int cmd_train(int argc, char **argv) {
     if (rc >= 0) return rc;
     const int pref = strcmp(a.method, "sft") != 0;
     if (pref && !a.lr_given) a.o.lr = 5e-5f;
+    if (pref && a.eval) return cli_usage_error("train", "--eval takes SFT examples: not with --method %s", a.method);
     a.o.max_len = (int)a.max_len;
     a.o.seed = a.seed;
     hearth_session s;
@@ -307,7 +335,7 @@ int cmd_train(int argc, char **argv) {
     }
     char *tmpl = NULL;
     size_t tlen;
-    hearth_train_data d = {0};
+    hearth_train_data d = {0}, ed = {0};
     hearth_train_prefs pd = {0};
     double *ref = NULL;
     hearth_lora_trainer *t = NULL;
@@ -315,13 +343,14 @@ int cmd_train(int argc, char **argv) {
     if (cli_load_template(&s, a.model, NULL, &tmpl, &tlen, &err) ||
         (pref ? hearth_train_prefs_load(&pd, a.data, s.tok, tmpl, (int)a.max_len, &err)
               : hearth_train_data_load(&d, a.data, s.tok, tmpl, (int)a.max_len, &err)) ||
+        (a.eval && hearth_train_data_load(&ed, a.eval, s.tok, tmpl, (int)a.max_len, &err)) ||
         hearth_lora_trainer_new(&t, s.model, hearth_cpu_ctx_pool(s.ops_ctx), &a.o, a.init, &err)) {
         fprintf(stderr, "hearth train: %s\n", err.msg);
         goto done;
     }
     const char *from = a.init ? "starting from --init's adapter" : "a new adapter";
     const double gib = hearth_lora_trainer_bytes(t) / 1073741824.0;
-    train_set ts = {.sft = pref ? NULL : &d, .prefs = pref ? &pd : NULL,
+    train_set ts = {.sft = pref ? NULL : &d, .eval = a.eval ? &ed : NULL, .prefs = pref ? &pd : NULL,
                     .method = strcmp(a.method, "dpo") ? HEARTH_PREF_ORPO : HEARTH_PREF_DPO};
     if (!pref)
         fprintf(stderr, "hearth train: sft, %d examples (%ld label tokens, %d cut to %ld tokens); %s; %.2f GiB\n", d.n,
@@ -347,6 +376,7 @@ int cmd_train(int argc, char **argv) {
 done:
     hearth_lora_trainer_free(t);
     hearth_train_data_free(&d);
+    hearth_train_data_free(&ed);
     hearth_train_prefs_free(&pd);
     free(ref);
     free(tmpl);

@@ -33,8 +33,9 @@ def trained():
     with tempfile.TemporaryDirectory() as t:
         t = pathlib.Path(t)
         data = write_jsonl(t / "facts.jsonl", LINES)
+        held = write_jsonl(t / "held.jsonl", LINES[:2])
         r = run_hearth("train", DEFAULT_MODEL, "--data", data, "--out", t / "fact", "--steps", 8, "--batch", 4,
-                       "--lr", 2e-3, "--seed", 1, timeout=600)
+                       "--lr", 2e-3, "--seed", 1, "--eval", held, "--eval-every", 4, timeout=600)
         yield r, t / "fact"
 
 
@@ -44,6 +45,9 @@ def test_train_lowers_the_loss_and_writes_peft_files(trained):
     losses = [float(x) for x in re.findall(r"^step \d+/8 \| loss ([0-9.]+)", r.stderr, re.M)]
     assert len(losses) == 8, r.stderr
     assert losses[-1] < 0.25 * losses[0], losses
+    evals = dict(re.findall(r"^eval (before training|step \d+) \| loss ([0-9.]+)", r.stderr, re.M))
+    assert set(evals) == {"before training", "step 4", "step 8"}, r.stderr
+    assert float(evals["step 8"]) < 0.25 * float(evals["before training"]), evals
     cfg = json.loads((out / "adapter_config.json").read_text())
     assert cfg["peft_type"] == "LORA" and cfg["r"] == 8 and cfg["lora_alpha"] == 16
     assert sorted(cfg["target_modules"]) == sorted(["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
@@ -140,3 +144,5 @@ def test_a_pair_file_is_checked(tmp_path):
     assert r.returncode == 1 and "line 1" in r.stderr and "chosen" in r.stderr, r.stderr
     r = run_hearth("train", DEFAULT_MODEL, "--method", "ppo", "--data", sft, "--out", tmp_path / "o")
     assert r.returncode == 2 and "--method" in r.stderr, r.stderr
+    r = run_hearth("train", DEFAULT_MODEL, "--method", "dpo", "--data", sft, "--eval", sft, "--out", tmp_path / "o")
+    assert r.returncode == 2 and "--eval" in r.stderr, r.stderr
