@@ -306,7 +306,8 @@ static int train_loop(const train_args *a, hearth_lora_trainer *t, const train_s
         }
     }
     if (!rc)
-        fprintf(stderr, "hearth train: %d steps in %.1f s; adapter written to %s (serve it: hearth serve %s --lora %s)\n",
+        fprintf(stderr,
+                "hearth train: %d steps in %.1f s; adapter written to %s (serve it: hearth serve %s --lora %s)\n",
                 n_steps, hearth_time_now() - t0, a->out, model, a->out);
     free(sh.order);
     free(idx);

@@ -35,25 +35,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The projections (model.h), by shorter names. */
-enum {
-    T_Q = HEARTH_LORA_T_Q, T_K = HEARTH_LORA_T_K, T_V = HEARTH_LORA_T_V, T_O = HEARTH_LORA_T_O,
-    T_GATE = HEARTH_LORA_T_GATE, T_UP = HEARTH_LORA_T_UP, T_DOWN = HEARTH_LORA_T_DOWN, N_TARGETS = HEARTH_LORA_TARGETS
+static const char *const MODULES[HEARTH_LORA_TARGETS] = {
+    [HEARTH_LORA_T_Q] = "self_attn.q_proj",  [HEARTH_LORA_T_K] = "self_attn.k_proj",
+    [HEARTH_LORA_T_V] = "self_attn.v_proj",  [HEARTH_LORA_T_O] = "self_attn.o_proj",
+    [HEARTH_LORA_T_GATE] = "mlp.gate_proj",  [HEARTH_LORA_T_UP] = "mlp.up_proj",
+    [HEARTH_LORA_T_DOWN] = "mlp.down_proj",
 };
-static const char *const MODULES[N_TARGETS] = {
-    [T_Q] = "self_attn.q_proj", [T_K] = "self_attn.k_proj", [T_V] = "self_attn.v_proj", [T_O] = "self_attn.o_proj",
-    [T_GATE] = "mlp.gate_proj", [T_UP] = "mlp.up_proj",     [T_DOWN] = "mlp.down_proj",
-};
-static const int FIRST_OF[HEARTH_LORA_GROUPS] = {T_Q, T_O, T_GATE, T_DOWN}; /* a group's first member */
+/* a group's first member */
+static const int FIRST_OF[HEARTH_LORA_GROUPS] = {HEARTH_LORA_T_Q, HEARTH_LORA_T_O, HEARTH_LORA_T_GATE,
+                                                 HEARTH_LORA_T_DOWN};
 static const int SIZE_OF[HEARTH_LORA_GROUPS] = {3, 1, 2, 1};
 
-const char *hearth_lora_module(int target) { return target >= 0 && target < N_TARGETS ? MODULES[target] : NULL; }
+const char *hearth_lora_module(int target) {
+    return target >= 0 && target < HEARTH_LORA_TARGETS ? MODULES[target] : NULL;
+}
 
 void hearth_lora_target_shape(const hearth_model_config *c, int t, int *out, int *in) {
     const int dim = c->hidden_size, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim,
               ffn = c->intermediate_size;
     static const int OUT = 0, IN = 1;
-    int s[N_TARGETS][2] = {{qd, dim}, {kvd, dim}, {kvd, dim}, {dim, qd}, {ffn, dim}, {ffn, dim}, {dim, ffn}};
+    int s[HEARTH_LORA_TARGETS][2] = {{qd, dim}, {kvd, dim}, {kvd, dim}, {dim, qd}, {ffn, dim}, {ffn, dim}, {dim, ffn}};
     *out = s[t][OUT];
     *in = s[t][IN];
 }
@@ -67,7 +68,7 @@ static int parse_key(const char *name, int *layer, int *target, int *which) {
     long l = strtol(p + 7, &end, 10);
     if (end == p + 7 || *end != '.' || l < 0 || l > 100000) return 0;
     p = end + 1;
-    for (int t = 0; t < N_TARGETS; t++) {
+    for (int t = 0; t < HEARTH_LORA_TARGETS; t++) {
         size_t n = strlen(MODULES[t]);
         if (strncmp(p, MODULES[t], n) || strncmp(p + n, ".lora_", 6)) continue;
         const char *q = p + n + 6;
@@ -139,7 +140,7 @@ static hearth_status read_config(const char *dir, lora_config *lc, hearth_err *e
 
 int hearth_model_lora_file_row(const hearth_model *m, int target, int o) {
     const hearth_model_config *c = &m->cfg;
-    if (!m->gguf || c->rope_neox || (target != T_Q && target != T_K)) return o;
+    if (!m->gguf || c->rope_neox || (target != HEARTH_LORA_T_Q && target != HEARTH_LORA_T_K)) return o;
     /* GGUF row h*hd + 2j + i holds HF row h*hd + i*hd/2 + j */
     const int hd = c->head_dim, h = o / hd, r = o % hd;
     return h * hd + (r % 2) * (hd / 2) + r / 2;
@@ -170,7 +171,8 @@ static void stack_pair(const hearth_model *m, int target, const hearth_st_tensor
         hearth_cpu_dequantize_row((hearth_dtype)ta->type, (const uint8_t *)ta->data + ea * i, ha + (size_t)i * in, in);
     float row[4096]; /* r <= 4096 (read_config) */
     for (int o = 0; o < out; o++) {
-        hearth_cpu_dequantize_row((hearth_dtype)tb->type, (const uint8_t *)tb->data + eb * hearth_model_lora_file_row(m, target, o), row, r);
+        const uint8_t *src = (const uint8_t *)tb->data + eb * hearth_model_lora_file_row(m, target, o);
+        hearth_cpu_dequantize_row((hearth_dtype)tb->type, src, row, r);
         for (int j = 0; j < r; j++) hb[bt ? (size_t)j * ld + o : (size_t)o * R + j] = row[j] * scale;
     }
 }
@@ -191,7 +193,7 @@ static hearth_status check_pair(const hearth_model *m, const char *path, int tar
     return HEARTH_OK;
 }
 
-/* One group of one layer (ta: the layer's [N_TARGETS][2] tensors, NULL where
+/* One group of one layer (ta: the layer's [HEARTH_LORA_TARGETS][2] tensors, NULL where
  * absent) into backend memory. */
 static hearth_status load_group(hearth_model *m, hearth_lora *a, const char *path, int layer, int g,
                                 const hearth_st_tensor *const *ta, int r, float scale, hearth_err *err) {
@@ -223,8 +225,8 @@ static hearth_status load_group(hearth_model *m, hearth_lora *a, const char *pat
     return st;
 }
 
-/* The file's tensors by layer and target: ta[(l * N_TARGETS + t) * 2] its A,
- * + 1 its B (ta holds n_layers * N_TARGETS * 2 zeroed slots); every name a
+/* The file's tensors by layer and target: ta[(l * HEARTH_LORA_TARGETS + t) * 2] its A,
+ * + 1 its B (ta holds n_layers * HEARTH_LORA_TARGETS * 2 zeroed slots); every name a
  * LoRA A or B of a layer's projection, every A beside its B, at least one. */
 static hearth_status collect(const hearth_model *m, const char *path, const hearth_st_set *sts,
                              const hearth_st_tensor **ta, int *pairs, hearth_err *err) {
@@ -236,15 +238,16 @@ static hearth_status collect(const hearth_model *m, const char *path, const hear
             return hearth_err_set(err, HEARTH_ENOTSUP, "%s: tensor %s: not a LoRA A or B of a layer's q/k/v/o, gate, "
                                                        "up or down projection; not supported", path, t->name);
         if (l >= L)
-            return hearth_err_set(err, HEARTH_EFORMAT, "%s: tensor %s: layer %d, the model has %d", path, t->name, l, L);
-        const hearth_st_tensor **slot = &ta[((size_t)l * N_TARGETS + tg) * 2 + w];
+            return hearth_err_set(err, HEARTH_EFORMAT, "%s: tensor %s: layer %d, the model has %d", path, t->name, l,
+                                  L);
+        const hearth_st_tensor **slot = &ta[((size_t)l * HEARTH_LORA_TARGETS + tg) * 2 + w];
         if (*slot)
             return hearth_err_set(err, HEARTH_EFORMAT, "%s: tensors %s and %s are the same matrix", path, (*slot)->name,
                                   t->name);
         *slot = t;
     }
     *pairs = 0;
-    for (int i = 0; i < L * N_TARGETS; i++) {
+    for (int i = 0; i < L * HEARTH_LORA_TARGETS; i++) {
         if (!ta[2 * i] != !ta[2 * i + 1])
             return hearth_err_set(err, HEARTH_EFORMAT, "%s: tensor %s has no lora_%c beside it", path,
                                   (ta[2 * i] ? ta[2 * i] : ta[2 * i + 1])->name, ta[2 * i] ? 'B' : 'A');
@@ -315,7 +318,7 @@ hearth_status hearth_model_add_lora(hearth_model *m, const char *name, const cha
     a->name = strdup(name);
     a->path = strdup(dir);
     a->groups = calloc((size_t)L * HEARTH_LORA_GROUPS, sizeof *a->groups);
-    const hearth_st_tensor **ta = calloc((size_t)L * N_TARGETS * 2, sizeof *ta);
+    const hearth_st_tensor **ta = calloc((size_t)L * HEARTH_LORA_TARGETS * 2, sizeof *ta);
     if (!a->name || !a->path || !a->groups || !ta) {
         st = hearth_err_set(err, HEARTH_ENOMEM, "out of memory");
         goto fail;
@@ -325,7 +328,7 @@ hearth_status hearth_model_add_lora(hearth_model *m, const char *name, const cha
     if ((st = scratch(m, a->rank, err))) goto fail;
     for (int l = 0; l < L; l++)
         for (int g = 0; g < HEARTH_LORA_GROUPS; g++)
-            if ((st = load_group(m, a, path, l, g, ta + (size_t)l * N_TARGETS * 2, r, scale, err))) goto fail;
+            if ((st = load_group(m, a, path, l, g, ta + (size_t)l * HEARTH_LORA_TARGETS * 2, r, scale, err))) goto fail;
     fingerprint(a, sts, scale);
     hearth_log_info("%s: adapter '%s': %d matrices of rank %d, scale %g", dir, name, pairs, r, scale);
     free(ta);
@@ -352,7 +355,7 @@ hearth_status hearth_lora_pairs_read(hearth_lora_pairs *p, const hearth_model *m
     hearth_st_set *sts;
     if ((st = hearth_st_open_file(&sts, path, err))) return st;
     p->r = lc.r, p->rslora = lc.rslora, p->alpha = lc.alpha, p->scale = lc.scale;
-    p->n = m->cfg.n_layers * N_TARGETS;
+    p->n = m->cfg.n_layers * HEARTH_LORA_TARGETS;
     p->a = calloc((size_t)p->n, sizeof *p->a);
     p->b = calloc((size_t)p->n, sizeof *p->b);
     const hearth_st_tensor **ta = calloc((size_t)p->n * 2, sizeof *ta);
@@ -361,9 +364,9 @@ hearth_status hearth_lora_pairs_read(hearth_lora_pairs *p, const hearth_model *m
     else st = collect(m, path, sts, ta, &pairs, err);
     for (int i = 0; st == HEARTH_OK && i < p->n; i++) {
         const hearth_st_tensor *A = ta[2 * i], *B = ta[2 * i + 1];
-        if (!A || (st = check_pair(m, path, i % N_TARGETS, A, B, p->r, err))) continue;
+        if (!A || (st = check_pair(m, path, i % HEARTH_LORA_TARGETS, A, B, p->r, err))) continue;
         int out, in;
-        hearth_lora_target_shape(&m->cfg, i % N_TARGETS, &out, &in);
+        hearth_lora_target_shape(&m->cfg, i % HEARTH_LORA_TARGETS, &out, &in);
         p->a[i] = malloc(sizeof(float) * (size_t)p->r * in);
         p->b[i] = malloc(sizeof(float) * (size_t)out * p->r);
         if (!p->a[i] || !p->b[i]) {

@@ -9,9 +9,10 @@
  * probabilities are recomputed from q, k and the log-sum-exp (as flash
  * attention's backward does), so nothing of T x T is kept.
  *
- * Matmuls go through hearth_cpu_matmul: x W^T with the model's weights as
- * the inference runs them, dy W with their F32 transposes, and the
- * adapter's small products with F32 operands transposed as each needs. */
+ * x W^T with the model's weights goes through hearth_cpu_matmul, as the
+ * inference runs it; the backward's dy W through hearth_cpu_gemm_nn with F32
+ * copies of the weights as stored (ops/cpu/gemm.h), as do the attention's
+ * and the adapter's products that take an operand along its output. */
 #include "train/lora_train.h"
 
 #include "core/dtype.h"
@@ -65,7 +66,7 @@ struct hearth_lora_trainer {
     float **wf;     /* [n_layers][NT]: the frozen weights in F32, [out][in] as stored */
     float *head_f;  /* [vocab][dim] */
     lt_layer *L;
-    float *xf, *rf; /* the last layer's output [T][dim], the final norm's inverse RMS [T] */
+    float *xf;      /* the last layer's output [T][dim] */
     /* scratch */
     float *xn, *dx, *dxm, *dxn, *tmp, *h, *dh, *dg, *du, *dq, *dk, *dv, *datt;
     float *uaT, *duaT, *dua, *gtmp, *bt;
@@ -92,9 +93,9 @@ static void mm_w(hearth_lora_trainer *t, float *y, const float *x, int T, const 
     hearth_cpu_matmul(t->pool, y, x, T, w->data, (hearth_dtype)w->type, w->layout, w->cols, w->rows, t->mm_scratch);
 }
 
-/* y[T][N] = x[T][K] W^T with W F32 [N][K]. */
-static void mm_f(hearth_lora_trainer *t, float *y, const float *x, int T, const float *w, int K, int N) {
-    hearth_cpu_matmul(t->pool, y, x, T, w, HEARTH_DT_F32, HEARTH_LAYOUT_STORED, K, N, NULL);
+/* y[T][N] = x[T][K] W^T with W F32 [N][K], on the pool or (NULL) the calling thread. */
+static void mm_f(hearth_pool *pool, float *y, const float *x, int T, const float *w, int K, int N) {
+    hearth_cpu_matmul(pool, y, x, T, w, HEARTH_DT_F32, HEARTH_LAYOUT_STORED, K, N, NULL);
 }
 
 static void transpose(float *dst, const float *src, int rows, int cols) {
@@ -111,7 +112,8 @@ static const hearth_vec_ops *vec(void) {
 
 /* y += a x. */
 static void axpy(float *y, float a, const float *x, size_t n) {
-    for (size_t i = 0; i < n; i += 1u << 30) vec()->add_scaled(y + i, a, x + i, (int)(n - i < 1u << 30 ? n - i : 1u << 30));
+    const size_t chunk = 1u << 30; /* the kernel counts in int */
+    for (size_t i = 0; i < n; i += chunk) vec()->add_scaled(y + i, a, x + i, (int)(n - i < chunk ? n - i : chunk));
 }
 
 /* Row n of weight w in F32, whatever its type and layout. */
@@ -216,11 +218,6 @@ static void att_ws_at(att_ws *w, float *f, int T, int hd) {
     for (int i = 0; i < 8; i++) *r[i] = f, f += (size_t)T * hd;
 }
 
-/* y [T][N] = x [T][K] W^T with W F32 [N][K], on the calling thread. */
-static void mm_1(float *y, const float *x, int T, const float *w, int K, int N) {
-    hearth_cpu_matmul(NULL, y, x, T, w, HEARTH_DT_F32, HEARTH_LAYOUT_STORED, K, N, NULL);
-}
-
 static int att_lo(const hearth_lora_trainer *t, int i) {
     return t->window > 0 && i - t->window + 1 > 0 ? i - t->window + 1 : 0;
 }
@@ -241,7 +238,7 @@ static void scatter(float *dst, const float *src, int T, int ld, int off, int hd
 static void att_probs(const hearth_lora_trainer *t, att_ws *w, int i0, int i1, int hd, float *lse, int fwd) {
     const float sc = 1.0f / sqrtf((float)hd);
     const int nb = i1 - i0;
-    mm_1(w->sc, w->qh + (size_t)i0 * hd, nb, w->kh, hd, i1);
+    mm_f(NULL, w->sc, w->qh + (size_t)i0 * hd, nb, w->kh, hd, i1);
     for (int r = 0; r < nb; r++) {
         const int i = i0 + r, lo = att_lo(t, i);
         const float *s = w->sc + (size_t)r * i1;
@@ -302,7 +299,7 @@ static void att_bwd_head(void *arg, int h, int n_tasks) {
     for (int i0 = 0; i0 < T; i0 += QB) {
         const int i1 = i0 + QB < T ? i0 + QB : T, nb = i1 - i0;
         att_probs(j->t, w, i0, i1, hd, j->A->lse + (size_t)h * T, 0);
-        mm_1(w->sc, w->dO + (size_t)i0 * hd, nb, w->vh, hd, i1); /* dP = dO V^T [nb][i1] */
+        mm_f(NULL, w->sc, w->dO + (size_t)i0 * hd, nb, w->vh, hd, i1); /* dP = dO V^T [nb][i1] */
         for (int r = 0; r < nb; r++) {
             const float *o = j->A->att + (size_t)(i0 + r) * qd + h * hd, *d = w->dO + (size_t)(i0 + r) * hd;
             float D = 0;
@@ -346,7 +343,7 @@ static void lora_fwd(hearth_lora_trainer *t, int l, int tg, const float *x, floa
     lt_pair *p = pair(t, l, tg);
     if (!p->a || t->adapter_off) return;
     float *ua = t->L[l].ua[tg];
-    mm_f(t, ua, x, T, p->a, p->in, t->r);
+    mm_f(t->pool, ua, x, T, p->a, p->in, t->r);
     transpose(t->bt, p->b, p->out, t->r); /* B^T [r][out], scaled */
     for (size_t i = 0; i < (size_t)t->r * p->out; i++) t->bt[i] *= t->scale;
     mm_nn(t->pool, y, ua, T, t->bt, t->r, p->out, 1);
@@ -363,7 +360,7 @@ static void lora_bwd(hearth_lora_trainer *t, int l, int tg, const float *x, cons
     for (int j = 0; j < r; j++)
         for (int o = 0; o < p->out; o++) p->gb[(size_t)o * r + j] += t->scale * t->gtmp[(size_t)j * p->out + o];
     transpose(t->bt, p->b, p->out, r);
-    mm_f(t, t->dua, dy, T, t->bt, p->out, r); /* dy B: [T][r] */
+    mm_f(t->pool, t->dua, dy, T, t->bt, p->out, r); /* dy B: [T][r] */
     for (size_t i = 0; i < (size_t)T * r; i++) t->dua[i] *= t->scale;
     transpose(t->duaT, t->dua, T, r);
     mm_nn(t->pool, p->ga, t->duaT, r, x, T, p->in, 1); /* += d(A x)^T x: [r][in] */
@@ -467,7 +464,8 @@ static void layer_bwd(hearth_lora_trainer *t, int l, float *dx, int T) {
 /* What the head computes of a sequence: the cross-entropy of token i (from
  * row i - 1) summed over the labels into labels, over every token into
  * all_sum with all; with grad, the gradient of sum_i w_i CE_i (w_i = gs for a
- * label, 0 otherwise, unless w is given) at the last layer's output. */
+ * label, 0 otherwise, unless w is given) at the last layer's output. label
+ * NULL: none. */
 typedef struct {
     const uint8_t *label;
     int all, grad;
@@ -476,7 +474,8 @@ typedef struct {
     double labels, all_sum;
 } head_job;
 
-static float head_weight(const head_job *h, int i) { return h->w ? h->w[i] : h->label[i] ? h->gs : 0.0f; }
+static int head_label(const head_job *h, int i) { return h->label && h->label[i]; }
+static float head_weight(const head_job *h, int i) { return h->w ? h->w[i] : head_label(h, i) ? h->gs : 0.0f; }
 
 /* The head over the rows it needs, a pass of HEAD_ROWS at a time; dx [T][dim]
  * gets the gradient (zero at the other rows). */
@@ -485,7 +484,7 @@ static void head(hearth_lora_trainer *t, const int32_t *tokens, int T, head_job 
     const int dim = c->hidden_size, V = c->vocab_size;
     int n = 0;
     for (int i = 0; i + 1 < T; i++)
-        if (h->label[i + 1] || h->all || (h->grad && head_weight(h, i + 1) != 0)) t->rows[n++] = i;
+        if (head_label(h, i + 1) || h->all || (h->grad && head_weight(h, i + 1) != 0)) t->rows[n++] = i;
     memset(dx, 0, sizeof(float) * (size_t)T * dim);
     float rs[HEAD_ROWS];
     for (int c0 = 0; c0 < n; c0 += HEAD_ROWS) {
@@ -502,7 +501,7 @@ static void head(hearth_lora_trainer *t, const int32_t *tokens, int T, head_job 
             for (int v = 0; v < V; v++) sum += dz[v] = expf(z[v] - mx);
             const int i = t->rows[c0 + j] + 1, y = tokens[i];
             const double ce = mx + log(sum) - z[y];
-            if (h->label[i]) h->labels += ce;
+            if (head_label(h, i)) h->labels += ce;
             h->all_sum += ce;
             if (!h->grad) continue;
             const float g = head_weight(h, i), inv = (float)(1.0 / sum);
@@ -557,15 +556,8 @@ hearth_status hearth_lora_trainer_logp(hearth_lora_trainer *t, const int32_t *to
 
 hearth_status hearth_lora_trainer_accumulate_w(hearth_lora_trainer *t, const int32_t *tokens, const float *w, int n,
                                                hearth_err *err) {
-    uint8_t none[1] = {0};
-    head_job h = {.label = none, .grad = 1, .w = w};
-    if (n > t->T_max) return run(t, tokens, n, &h, err); /* the error */
-    uint8_t *lab = calloc((size_t)n, 1); /* no label: only the weights */
-    if (!lab) return hearth_err_set(err, HEARTH_ENOMEM, "train: out of memory");
-    h.label = lab;
-    hearth_status st = run(t, tokens, n, &h, err);
-    free(lab);
-    return st;
+    head_job h = {.grad = 1, .w = w}; /* no labels: only the weights */
+    return run(t, tokens, n, &h, err);
 }
 
 /* ---- AdamW ---- */
@@ -596,7 +588,8 @@ void hearth_lora_trainer_step(hearth_lora_trainer *t, float lr, double *grad_nor
     const int n = t->c->n_layers * NT;
     double ss = 0;
     for (int i = 0; i < n; i++)
-        if (t->p[i].a) ss += sumsq(t->p[i].ga, (size_t)t->r * t->p[i].in) + sumsq(t->p[i].gb, (size_t)t->p[i].out * t->r);
+        if (t->p[i].a)
+            ss += sumsq(t->p[i].ga, (size_t)t->r * t->p[i].in) + sumsq(t->p[i].gb, (size_t)t->p[i].out * t->r);
     const double norm = sqrt(ss);
     if (grad_norm) *grad_norm = norm;
     /* torch.nn.utils.clip_grad_norm_'s factor */
@@ -643,7 +636,8 @@ static hearth_status make_pairs(hearth_lora_trainer *t, const hearth_lora_pairs 
             if (init) {
                 memcpy(p->a, init->a[l * NT + tg], sizeof(float) * na);
                 for (int o = 0; o < p->out; o++)
-                    memcpy(p->b + (size_t)o * r, init->b[l * NT + tg] + (size_t)hearth_model_lora_file_row(t->m, tg, o) * r,
+                    memcpy(p->b + (size_t)o * r,
+                           init->b[l * NT + tg] + (size_t)hearth_model_lora_file_row(t->m, tg, o) * r,
                            sizeof(float) * r);
             } else { /* PEFT: kaiming_uniform_(a = sqrt(5)) = U(-1/sqrt(in), 1/sqrt(in)); B = 0 */
                 const float bound = 1.0f / sqrtf((float)p->in);
@@ -722,7 +716,7 @@ hearth_status hearth_lora_trainer_new(hearth_lora_trainer **out, hearth_model *m
         size_t b = hearth_cpu_matmul_scratch_bytes((hearth_dtype)hw->type, HEAD_ROWS, hw->cols);
         mm_bytes = b > mm_bytes ? b : mm_bytes;
         const size_t TW = (size_t)T * wide;
-        t->xf = take(t, (size_t)T * dim), t->rf = take(t, T);
+        t->xf = take(t, (size_t)T * dim);
         t->xn = take(t, TW), t->dx = take(t, (size_t)T * dim), t->dxm = take(t, (size_t)T * dim);
         t->dxn = take(t, TW), t->tmp = take(t, TW), t->h = take(t, (size_t)T * ffn), t->dh = take(t, (size_t)T * ffn);
         t->dg = take(t, (size_t)T * ffn), t->du = take(t, (size_t)T * ffn), t->dq = take(t, (size_t)T * qd);
@@ -737,7 +731,7 @@ hearth_status hearth_lora_trainer_new(hearth_lora_trainer **out, hearth_model *m
         t->logits = take(t, (size_t)HEAD_ROWS * V), t->dlog = take(t, (size_t)HEAD_ROWS * V);
         t->rows = calloc((size_t)T, sizeof(int));
         t->mm_scratch = mm_bytes ? aligned_alloc(64, (mm_bytes + 63) / 64 * 64) : NULL;
-        ok = ok && t->xf && t->rf && t->xn && t->dx && t->dxm && t->dxn && t->tmp && t->h && t->dh && t->dg &&
+        ok = ok && t->xf && t->xn && t->dx && t->dxm && t->dxn && t->tmp && t->h && t->dh && t->dg &&
              t->du && t->dq && t->dk && t->dv && t->datt && t->uaT && t->duaT && t->dua &&
              t->gtmp && t->bt && t->att_f && t->att && t->logits && t->dlog && t->rows &&
              (t->mm_scratch || !mm_bytes);
@@ -746,7 +740,7 @@ hearth_status hearth_lora_trainer_new(hearth_lora_trainer **out, hearth_model *m
         const double gib = t->bytes / 1073741824.0;
         hearth_lora_trainer_free(t);
         return ok < 0 ? st : hearth_err_set(err, HEARTH_ENOMEM, "train: out of memory (%.2f GiB of activations, "
-                                                                "gradients and F32 transposes asked so far)", gib);
+                                                                "gradients and F32 weights asked so far)", gib);
     }
     *out = t;
     return HEARTH_OK;
@@ -767,7 +761,7 @@ void hearth_lora_trainer_free(hearth_lora_trainer *t) {
         for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) free(f[i]);
         for (int tg = 0; tg < NT; tg++) free(A->ua[tg]);
     }
-    float *f[] = {t->head_f, t->xf, t->rf, t->xn, t->dx, t->dxm, t->dxn, t->tmp, t->h, t->dh, t->dg, t->du, t->dq,
+    float *f[] = {t->head_f, t->xf, t->xn, t->dx, t->dxm, t->dxn, t->tmp, t->h, t->dh, t->dg, t->du, t->dq,
                   t->dk, t->dv, t->datt, t->uaT, t->duaT, t->dua, t->gtmp, t->bt, t->att_f,
                   t->logits, t->dlog};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) free(f[i]);

@@ -11,7 +11,7 @@
  *
  * The frozen weights are used as the inference forward uses them (the CPU
  * matmul of ops/cpu, quantized types included); the backward multiplies by
- * their transposes, kept in F32 (4 bytes a weight: 0.5 GB for a 135M model).
+ * F32 copies of them (4 bytes a weight: 0.5 GB for a 135M model).
  * Sequences run one at a time, positions 0..n-1, causal attention (with the
  * model's sliding window). One thread at a time per trainer. */
 #ifndef HEARTH_TRAIN_LORA_TRAIN_H

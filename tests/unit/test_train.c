@@ -221,7 +221,8 @@ TEST(train_gradient_vs_finite_differences) {
         for (int tg = 0; tg < HEARTH_LORA_TARGETS; tg++)
             for (int w = 0; w < 2; w++) {
                 int n, ng;
-                float *p = hearth_lora_trainer_tensor(r.t, l, tg, w, &n), *g = hearth_lora_trainer_tensor(r.t, l, tg, 2 + w, &ng);
+                float *p = hearth_lora_trainer_tensor(r.t, l, tg, w, &n),
+                      *g = hearth_lora_trainer_tensor(r.t, l, tg, 2 + w, &ng);
                 CHECK(p && g && n == ng);
                 int best = 0;
                 for (int i = 1; i < n; i++)

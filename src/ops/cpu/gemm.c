@@ -46,7 +46,8 @@ tile512(float *y, const float *x, const float *p, int nk, int K, int N, int w, i
         }
     }
     _Pragma("GCC unroll 8") for (int r = 0; r < rows; r++)
-        _Pragma("GCC unroll 3") for (int v = 0; v < 3; v++) _mm512_mask_storeu_ps(y + (size_t)r * N + 16 * v, m[v], c[r][v]);
+        _Pragma("GCC unroll 3") for (int v = 0; v < 3; v++)
+            _mm512_mask_storeu_ps(y + (size_t)r * N + 16 * v, m[v], c[r][v]);
 }
 
 __attribute__((target("avx2,fma"), always_inline)) static inline void
@@ -59,7 +60,8 @@ tile256(float *y, const float *x, const float *p, int nk, int K, int N, int w, i
             for (int n = 0; n < W256; n++) keep[r][n] = acc && n < w ? y[(size_t)r * N + n] : 0.0f;
     __m256 c[TT][3];
     _Pragma("GCC unroll 8") for (int r = 0; r < rows; r++)
-        _Pragma("GCC unroll 3") for (int v = 0; v < 3; v++) c[r][v] = acc || w < W256 ? _mm256_loadu_ps(yy + (size_t)r * ld + 8 * v) : _mm256_setzero_ps();
+        _Pragma("GCC unroll 3") for (int v = 0; v < 3; v++)
+            c[r][v] = acc || w < W256 ? _mm256_loadu_ps(yy + (size_t)r * ld + 8 * v) : _mm256_setzero_ps();
     for (int k = 0; k < nk; k++) {
         const float *pk = p + (size_t)k * W256;
         const __m256 b0 = _mm256_loadu_ps(pk), b1 = _mm256_loadu_ps(pk + 8), b2 = _mm256_loadu_ps(pk + 16);
@@ -105,7 +107,8 @@ typedef struct {
 static void gemm_task(void *ctx, int task, int n_tasks) {
     const gemm_job *j = ctx;
     float pk[KB * W512]; /* 24 KB: a packed block of a column tile */
-    const int a = (int)((long long)j->n_tiles * task / n_tasks), z = (int)((long long)j->n_tiles * (task + 1) / n_tasks);
+    const int a = (int)((long long)j->n_tiles * task / n_tasks),
+              z = (int)((long long)j->n_tiles * (task + 1) / n_tasks);
     for (int tile = a; tile < z; tile++) {
         const int n0 = tile * j->width, w = j->N - n0 < j->width ? j->N - n0 : j->width;
         for (int k0 = 0; k0 < j->K; k0 += KB) {
