@@ -7,7 +7,6 @@
  * projection, learning rate 2e-4). */
 #include "cli/cli.h"
 #include "core/clock.h"
-#include "ops/cpu/ops_cpu.h"
 #include "train/data.h"
 #include "train/lora_train.h"
 #include "train/pref.h"
@@ -20,7 +19,7 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: hearth train MODEL --data FILE.jsonl --out DIR [options]\n\n"
-            "Fine-tune a LoRA adapter on MODEL (a GGUF file or a Hugging Face directory) on the CPU and write it\n"
+            "Fine-tune a LoRA adapter on MODEL (a GGUF file or a Hugging Face directory) and write it\n"
             "as PEFT's adapter directory (adapter_config.json + adapter_model.safetensors) to DIR; serve it with\n"
             "`hearth serve MODEL --lora DIR`. A line of FILE.jsonl is one example:\n"
             "  {\"text\": \"...\"}                               every token is learnt\n"
@@ -51,6 +50,7 @@ static void usage(FILE *f) {
             "  --save-every N        also write DIR every N steps (default: at the end only)\n"
             "  --eval FILE.jsonl     held-out examples (sft): their loss before training, at the end, and\n"
             "                        every --eval-every N steps\n"
+            "  --device D            cpu, cuda or cuda:N (default: cuda when a GPU is present)\n"
             "  --threads T           CPU threads (default: one per core)\n");
 }
 
@@ -91,7 +91,7 @@ static uint64_t next_rand(uint64_t *s) {
 }
 
 typedef struct {
-    const char *model, *data, *out, *init, *schedule, *method, *eval;
+    const char *model, *data, *out, *init, *schedule, *method, *eval, *device;
     float beta;
     int lr_given;
     long epochs, steps, batch, warmup, max_len, save_every, eval_every, threads;
@@ -142,6 +142,7 @@ static int parse_args(int argc, char **argv, train_args *a) {
         else if (!strcmp(f, "--out")) a->out = v;
         else if (!strcmp(f, "--init")) a->init = v;
         else if (!strcmp(f, "--eval")) a->eval = v;
+        else if (!strcmp(f, "--device")) a->device = v;
         else if (!strcmp(f, "--schedule")) {
             if (strcmp(v, "linear") && strcmp(v, "cosine") && strcmp(v, "constant"))
                 return cli_usage_error("train", "--schedule: linear, cosine or constant, not '%s'", v);
@@ -327,8 +328,9 @@ int cmd_train(int argc, char **argv) {
     a.o.max_len = (int)a.max_len;
     a.o.seed = a.seed;
     hearth_session s;
-    hearth_session_opts so = {.model_path = a.model, .device = "cpu", .threads = (int)a.threads, .n_slots = 1,
-                              .ctx = 64, .max_tokens = 64, .need_tokenizer = 1};
+    /* a forward of up to max_len rows; the engine's KV cache is not used (the trainer keeps its own k, v) */
+    hearth_session_opts so = {.model_path = a.model, .device = a.device, .threads = (int)a.threads, .n_slots = 1,
+                              .ctx = 64, .max_tokens = (int)a.max_len, .kv_budget_mib = 16, .need_tokenizer = 1};
     hearth_err err = {0};
     if (hearth_session_open(&s, &so, &err) != HEARTH_OK) {
         fprintf(stderr, "hearth train: %s\n", err.msg);
@@ -345,7 +347,7 @@ int cmd_train(int argc, char **argv) {
         (pref ? hearth_train_prefs_load(&pd, a.data, s.tok, tmpl, (int)a.max_len, &err)
               : hearth_train_data_load(&d, a.data, s.tok, tmpl, (int)a.max_len, &err)) ||
         (a.eval && hearth_train_data_load(&ed, a.eval, s.tok, tmpl, (int)a.max_len, &err)) ||
-        hearth_lora_trainer_new(&t, s.model, hearth_cpu_ctx_pool(s.ops_ctx), &a.o, a.init, &err)) {
+        hearth_lora_trainer_new(&t, s.model, &a.o, a.init, &err)) {
         fprintf(stderr, "hearth train: %s\n", err.msg);
         goto done;
     }
@@ -354,11 +356,11 @@ int cmd_train(int argc, char **argv) {
     train_set ts = {.sft = pref ? NULL : &d, .eval = a.eval ? &ed : NULL, .prefs = pref ? &pd : NULL,
                     .method = strcmp(a.method, "dpo") ? HEARTH_PREF_ORPO : HEARTH_PREF_DPO};
     if (!pref)
-        fprintf(stderr, "hearth train: sft, %d examples (%ld label tokens, %d cut to %ld tokens); %s; %.2f GiB\n", d.n,
-                d.n_labels, d.n_truncated, a.max_len, from, gib);
+        fprintf(stderr, "hearth train: sft, %d examples (%ld label tokens, %d cut to %ld tokens); %s; %.2f GiB (%s)\n",
+                d.n, d.n_labels, d.n_truncated, a.max_len, from, gib, s.ops->name);
     else
-        fprintf(stderr, "hearth train: %s, beta %g, %d pairs (%d cut to %ld tokens); %s; %.2f GiB\n", a.method,
-                (double)a.beta, pd.n, pd.n_truncated, a.max_len, from, gib);
+        fprintf(stderr, "hearth train: %s, beta %g, %d pairs (%d cut to %ld tokens); %s; %.2f GiB (%s)\n", a.method,
+                (double)a.beta, pd.n, pd.n_truncated, a.max_len, from, gib, s.ops->name);
     if (pref && ts.method == HEARTH_PREF_DPO) { /* the reference: the base model's log-probabilities, once */
         const double t0 = hearth_time_now();
         if (!(ref = malloc(sizeof(double) * 2 * (size_t)pd.n))) {

@@ -458,6 +458,10 @@ const hearth_rope *hearth_model_rope(const hearth_model *m) { return &m->rope; }
 int hearth_model_kv_dim(const hearth_model *m) { return m->cfg.n_kv_heads * m->cfg.head_dim; }
 int hearth_model_max_tokens(const hearth_model *m) { return m->max_tokens; }
 int hearth_model_on_device(const hearth_model *m) { return !m->ops->host_memory; }
+const hearth_ops *hearth_model_ops(const hearth_model *m, void **ctx) {
+    *ctx = m->ops_ctx;
+    return m->ops;
+}
 void hearth_model_submit(hearth_model *m) {
     if (m->ops->submit) m->ops->submit(m->ops_ctx);
 }

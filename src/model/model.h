@@ -120,7 +120,9 @@ typedef struct {
 hearth_status hearth_lora_pairs_read(hearth_lora_pairs *p, const hearth_model *m, const char *dir, hearth_err *err);
 void hearth_lora_pairs_free(hearth_lora_pairs *p);
 
-/* ---- What training (train/) reads of a model on a host backend ---- */
+/* ---- What training (train/) reads of a model (backend memory, as the ops take it) ---- */
+/* The backend the model runs on, and (*ctx) its context. */
+const hearth_ops *hearth_model_ops(const hearth_model *m, void **ctx);
 const hearth_layer_weights *hearth_model_layer(const hearth_model *m, int l);
 const hearth_weight *hearth_model_embedding(const hearth_model *m); /* [vocab, dim] */
 const hearth_weight *hearth_model_head(const hearth_model *m);      /* [vocab, dim] */

@@ -102,6 +102,61 @@ typedef struct hearth_rope {
     int neox;
 } hearth_rope;
 
+/* What a LoRA trainer (train/lora_train.c) needs beyond inference's ops: a
+ * backward through the frozen model to the adapter, and AdamW. Buffers are
+ * f32 row-major backend memory unless said; ops run in issue order with the
+ * inference ops (hearth_ops.train; NULL where a backend cannot train). */
+typedef struct hearth_train_ops {
+    /* Rows of logits the loss takes a pass (the backend's trade of memory for passes). */
+    int head_rows;
+    /* C[M][N] = alpha op(A) op(B) + beta C, beta 0 or 1: op(A) is A [M][K], or with ta A^T of A [K][M];
+     * op(B) is B [K][N], or with tb B^T of B [N][K]. */
+    void (*gemm)(void *ctx, float *c, const float *a, const float *b, int M, int N, int K, int ta, int tb,
+                 float alpha, float beta);
+    /* A copy of weight w (backend memory; the backend's choice of element type) for matmul_t, made once;
+     * NULL on out of memory. *bytes: its size. Freed with hearth_ops.free. */
+    void *(*weight_copy)(void *ctx, const hearth_weight *w, size_t *bytes);
+    /* dx[T][w->cols] = dy[T][w->rows] W (acc: +=), W the copy weight_copy made of w. */
+    void (*matmul_t)(void *ctx, float *dx, const float *dy, int T, const void *copy, const hearth_weight *w, int acc);
+    /* y[rows][dim] = x / rms(x) * w, rs[rows] = 1 / rms(x) (y may not alias x). */
+    void (*rmsnorm)(void *ctx, float *y, float *rs, const float *x, const float *w, int rows, int dim, float eps);
+    /* dx[rows][dim] (acc: +=) the gradient through that norm of dy, from its x and rs. */
+    void (*rmsnorm_bwd)(void *ctx, float *dx, const float *dy, const float *x, const float *rs, const float *w,
+                        int rows, int dim, int acc);
+    /* x[T][n_heads][head_dim] rotated in place at positions 0..T-1; inverse: by minus the angle (the backward). */
+    void (*rope)(void *ctx, float *x, int T, int n_heads, int head_dim, const hearth_rope *rope, int inverse);
+    /* dg, du [n] from h = silu(g) u and dh (dg may alias dh). */
+    void (*swiglu_bwd)(void *ctx, float *dg, float *du, const float *g, const float *u, const float *dh, size_t n);
+    /* Causal attention of one sequence at positions 0..T-1 (window 0: unlimited, else the last `window`
+     * positions), q [T][nh hd], k, v [T][nkv hd] (GQA: head h reads kv head h / (nh / nkv)), scale
+     * 1 / sqrt(hd): out [T][nh hd] and lse [nh][T], the log-sum-exp of each row's scaled scores. ws:
+     * attn_ws_bytes(T_max, ..) of backend memory. */
+    size_t (*attn_ws_bytes)(int T_max, int nh, int nkv, int hd);
+    void (*attn)(void *ctx, float *out, float *lse, const float *q, const float *k, const float *v, int T, int nh,
+                 int nkv, int hd, int window, void *ws);
+    /* dq [T][nh hd], dk, dv [T][nkv hd] (overwritten) from dout, with attn's out and lse. */
+    void (*attn_bwd)(void *ctx, float *dq, float *dk, float *dv, const float *dout, const float *out,
+                     const float *lse, const float *q, const float *k, const float *v, int T, int nh, int nkv, int hd,
+                     int window, void *ws);
+    /* dst[j][dim] = src[rows[j]][dim] (gather), or dst[rows[j]][dim] = src[j][dim] (scatter), j < n. */
+    void (*gather_rows)(void *ctx, float *dst, const float *src, const int32_t *rows, int n, int dim);
+    void (*scatter_rows)(void *ctx, float *dst, const float *src, const int32_t *rows, int n, int dim);
+    /* Per row j < n of logits z [n][V]: ce[j] = logsumexp(z[j]) - z[j][y[j]] (double); with w (non-NULL),
+     * dz[j] = w[j] (softmax(z[j]) - onehot(y[j])) (dz may alias z; zeros where w[j] == 0). */
+    void (*cross_entropy)(void *ctx, float *dz, double *ce, const float *z, const int32_t *y, const float *w, int n,
+                          int V);
+    /* y[n] += a x[n] */
+    void (*axpy)(void *ctx, float *y, float a, const float *x, size_t n);
+    /* p[bytes] = 0 */
+    void (*zero)(void *ctx, void *p, size_t bytes);
+    /* *out += sum of x[i]^2 (out: one double of backend memory) */
+    void (*sumsq)(void *ctx, double *out, const float *x, size_t n);
+    /* torch.optim.AdamW over n parameters w with gradient g (scaled by gs first; zeroed after) and moments
+     * m, v: w *= 1 - lr wd; m, v updated; w -= lr / bc1 m / (sqrt(v) / sqrt(bc2) + eps). */
+    void (*adamw)(void *ctx, float *w, float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,
+                  float eps, float wd, float gs, double bc1, double bc2);
+} hearth_train_ops;
+
 typedef struct hearth_ops {
     const char *name;
     /* 1 when backend memory is host memory: the model then points weights
@@ -182,6 +237,8 @@ typedef struct hearth_ops {
      * (hearth_model_submit: the engine hands out the last step's tokens
      * while the device runs the next). */
     void (*submit)(void *ctx);
+    /* LoRA training's ops (above); NULL: this backend does not train. */
+    const hearth_train_ops *train;
 } hearth_ops;
 
 #endif

@@ -1,5 +1,6 @@
-/* lora_train.h - LoRA fine-tuning of a model on the CPU: the forward with
- * its activations kept, the backward through the frozen weights to the
+/* lora_train.h - LoRA fine-tuning of a model on its backend (the CPU or
+ * CUDA: any whose op set has hearth_ops.train): the forward with its
+ * activations kept, the backward through the frozen weights to the
  * adapter's A and B, AdamW, and PEFT's adapter directory out.
  *
  * The trainable parameters are PEFT's: per adapted projection A [r, in] and
@@ -9,15 +10,15 @@
  * PyTorch loop compute for a batch run one sequence at a time); AdamW is
  * torch.optim.AdamW's (decoupled weight decay, bias-corrected moments).
  *
- * The frozen weights are used as the inference forward uses them (the CPU
- * matmul of ops/cpu, quantized types included); the backward multiplies by
- * F32 copies of them (4 bytes a weight: 0.5 GB for a 135M model).
+ * The frozen weights are used as the inference forward uses them (the
+ * backend's matmul, quantized types included); the backward multiplies by
+ * the backend's copies of them (F32 on the CPU: 4 bytes a weight, 0.5 GB
+ * for a 135M model; BF16 on CUDA unless the weight is F32).
  * Sequences run one at a time, positions 0..n-1, causal attention (with the
  * model's sliding window). One thread at a time per trainer. */
 #ifndef HEARTH_TRAIN_LORA_TRAIN_H
 #define HEARTH_TRAIN_LORA_TRAIN_H
 
-#include "core/pool.h"
 #include "model/model.h"
 
 #include <stdint.h>
@@ -35,12 +36,12 @@ typedef struct {
 
 typedef struct hearth_lora_trainer hearth_lora_trainer;
 
-/* A trainer for model m (loaded on the CPU backend), its matmuls run on
- * pool. init_dir: a PEFT adapter to start from (its r, alpha, rsLoRA and
+/* A trainer for model m, on the backend m was loaded on (its forward's
+ * max_tokens at least opts->max_len). init_dir: a PEFT adapter to start from (its r, alpha, rsLoRA and
  * targets replace opts'), or NULL for PEFT's initialisation (A uniform in
  * +-1/sqrt(in) from opts->seed, B zero). */
-hearth_status hearth_lora_trainer_new(hearth_lora_trainer **out, hearth_model *m, hearth_pool *pool,
-                                      const hearth_lora_train_opts *opts, const char *init_dir, hearth_err *err);
+hearth_status hearth_lora_trainer_new(hearth_lora_trainer **out, hearth_model *m, const hearth_lora_train_opts *opts,
+                                      const char *init_dir, hearth_err *err);
 void hearth_lora_trainer_free(hearth_lora_trainer *t);
 
 /* Forward and backward of one sequence (n tokens, 2 <= n <= max_len;
@@ -76,7 +77,7 @@ hearth_status hearth_lora_trainer_save(const hearth_lora_trainer *t, const char 
 int hearth_lora_trainer_get(const hearth_lora_trainer *t, int l, int tg, float *a, float *b, float *ga, float *gb);
 /* For tests: target tg of layer l's A [r][in] (what 0), B [out][r] (1), or
  * their gradients (2, 3) in place, in the model's row order; NULL when it is
- * not adapted. *n: its length. */
+ * not adapted or not in host memory. *n: its length. */
 float *hearth_lora_trainer_tensor(hearth_lora_trainer *t, int l, int tg, int what, int *n);
 /* Bytes the trainer holds beyond the model (for the CLI's report). */
 size_t hearth_lora_trainer_bytes(const hearth_lora_trainer *t);

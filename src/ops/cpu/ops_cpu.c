@@ -9,6 +9,7 @@
 #include "core/log.h"
 #include "ops/cpu/matmul.h"
 #include "ops/cpu/matmul_impl.h"
+#include "ops/cpu/train.h"
 #include "ops/cpu/panel.h"
 #include "ops/cpu/pick.h"
 #include "ops/cpu/quant.h"
@@ -715,4 +716,5 @@ const hearth_ops hearth_cpu_ops = {
     .attention = cpu_attention,
     .pick = cpu_pick,
     .prepare_weight = cpu_prepare_weight,
+    .train = &hearth_cpu_train_ops,
 };
