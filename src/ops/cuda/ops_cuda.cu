@@ -17,10 +17,15 @@
  * Invariants: records are zeroed before they are filled (memcmp identity);
  * the matmul x cache is reset at the start of each run of records, so eager
  * runs and captures make the same decisions; the ctx never allocates device
- * memory after ctx_new but for alloc(), graph instantiation and the scratch
- * that the weights need, reserved at load (prepare_weight). */
+ * memory after ctx_new but for alloc(), graph instantiation, the scratch
+ * that the weights need, reserved at load (prepare_weight), and the training
+ * ops' scratch (cu_train_scratch: training is not the per-token path).
+ *
+ * Training ops (train*.cu) are not recorded: cu_train_begin issues the
+ * records, and the op launches straight on the stream behind them. */
 #include "ops/cuda/matmul.cuh"
 #include "ops/cuda/sm_share.h"
+#include "ops/cuda/train_cuda.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -157,6 +162,8 @@ struct hearth_cuda_ctx {
     int mm_qkv;           /* q, k and v as one GEMM on the cuBLAS path (qkv_stack_unit) */
     float *stack;         /* that GEMM's output, [T][Nq + Nk + Nv]: reserved at load (prepare_set) */
     size_t stack_bytes;
+    void *train_tmp;      /* the training ops' scratch (cu_train_scratch), grown on demand */
+    size_t train_tmp_bytes;
     int profile, pdl_saved;
     cudaEvent_t prof_ev[PROF_EVENTS];
     struct {
@@ -1031,10 +1038,11 @@ extern "C" hearth_status hearth_cuda_ctx_new(hearth_cuda_ctx **out, int device, 
     c->max_tokens = max_tokens;
     c->max_cols = max_cols;
     c->max_ctx = max_ctx;
-    c->graphs_on = 1;
     c->fuse = 1;
     {
-        const char *s = getenv("HEARTH_ATTN_CLUSTER");
+        const char *s = getenv("HEARTH_GRAPHS"); /* 0: no graph capture or replay (A/B benchmarks) */
+        c->graphs_on = !(s && atoi(s) == 0);
+        s = getenv("HEARTH_ATTN_CLUSTER");
         c->attn_cluster_cap = s ? atoi(s) : 16;
         s = getenv("HEARTH_ATTN_ROWS_MIN");
         c->attn_rows_min = s && atoi(s) > 0 ? atoi(s) : HEARTH_CUDA_ATTN_ROWS_MIN;
@@ -1121,6 +1129,7 @@ extern "C" void hearth_cuda_ctx_free(hearth_cuda_ctx *c) {
     cudaFree(c->mm.xprep2);
     cudaFree(c->mm.deq);
     cudaFree(c->stack);
+    cudaFree(c->train_tmp);
     cudaFree(c->part);
     cudaFree(c->att_cnt);
     if (c->stage) cudaFreeHost(c->stage);
@@ -1330,6 +1339,44 @@ extern "C" double hearth_cuda_copy_bandwidth(hearth_cuda_ctx *c, size_t bytes, i
     cudaFree(b);
     free(ms);
     return gbs;
+}
+
+/* ---- the training ops' hook (train_cuda.h) ---------------------------------- */
+
+cu_train cu_train_begin(hearth_cuda_ctx *c) {
+    flush(c, 0);
+    /* an attention unit recorded next must not take the train op for a KV
+     * writer at known rows (it does not read early behind an unknown one) */
+    c->kvw_last = kvw_unknown;
+    cu_train t;
+    t.c = c;
+    t.L = c->L;
+    t.L.pdl = 0;
+    t.L.pdl_early = 0;
+    t.blas = c->mm.blas;
+    return t;
+}
+
+void cu_train_end(cu_train *t, const char *where) { check_launch(t->c, where); }
+
+void *cu_train_scratch(cu_train *t, size_t bytes) {
+    hearth_cuda_ctx *c = t->c;
+    if (bytes <= c->train_tmp_bytes) return c->train_tmp;
+    /* work already launched may still read the old buffer */
+    note(c, cudaStreamSynchronize(c->stream), "train scratch (a kernel failed)");
+    cudaFree(c->train_tmp);
+    c->train_tmp = NULL;
+    c->train_tmp_bytes = 0;
+    size_t want = bytes + bytes / 4; /* room for a somewhat longer sequence next time */
+    cudaError_t e = cudaMalloc(&c->train_tmp, want);
+    if (e != cudaSuccess) {
+        c->train_tmp = NULL;
+        cudaGetLastError();
+        note(c, e, "train scratch");
+        return NULL;
+    }
+    c->train_tmp_bytes = want;
+    return c->train_tmp;
 }
 
 /* ---- the op table ---------------------------------------------------------- */
@@ -1625,4 +1672,5 @@ extern "C" const hearth_ops hearth_cuda_ops = {
     /* .prepare_weight = */ op_prepare_weight,
     /* .prepare_set = */ op_prepare_set,
     /* .submit = */ op_submit,
+    /* .train = */ &hearth_cuda_train_ops,
 };
