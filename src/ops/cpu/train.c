@@ -70,9 +70,20 @@ static void cpu_gemm(void *ctx, float *c, const float *a, const float *b, int M,
         free(bt), free(tmp);
         return;
     }
-    /* op(A) and op(B) as gemm_nn takes them; alpha folded into a moved A, else applied after */
+    if (!ta && !tb && N < 48) { /* a narrow B (an adapter's rank): as dot products against B^T, which is small */
+        float *bt = malloc(sizeof(float) * (size_t)K * N), *y = acc ? malloc(sizeof(float) * (size_t)M * N) : c;
+        HEARTH_ASSERT(bt && y);
+        transpose(bt, b, K, N, 1.0f);
+        mm_dot(pool, y, a, M, bt, K, N);
+        if (acc) add_scaled(c, alpha, y, (size_t)M * N), free(y);
+        else if (alpha != 1.0f)
+            for (size_t i = 0; i < (size_t)M * N; i++) c[i] *= alpha;
+        free(bt);
+        return;
+    }
+    /* op(A) and op(B) as gemm_nn takes them, alpha folded into the one moved (A first), else applied after */
     float *am = NULL, *bm = NULL;
-    const int scale_after = alpha != 1.0f && !ta;
+    const int scale_after = alpha != 1.0f && !ta && !tb;
     if (ta) {
         am = malloc(sizeof(float) * (size_t)M * K);
         HEARTH_ASSERT(am);
@@ -81,12 +92,12 @@ static void cpu_gemm(void *ctx, float *c, const float *a, const float *b, int M,
     if (tb) {
         bm = malloc(sizeof(float) * (size_t)K * N);
         HEARTH_ASSERT(bm);
-        transpose(bm, b, N, K, 1.0f);
+        transpose(bm, b, N, K, ta ? 1.0f : alpha);
     }
     if (scale_after && acc) { /* c += alpha A B through a temporary */
         float *tmp = malloc(sizeof(float) * (size_t)M * N);
         HEARTH_ASSERT(tmp);
-        hearth_cpu_gemm_nn(pool, tmp, a, M, bm ? bm : b, K, N, 0);
+        hearth_cpu_gemm_nn(pool, tmp, a, M, b, K, N, 0);
         add_scaled(c, alpha, tmp, (size_t)M * N);
         free(tmp);
     } else {
@@ -347,12 +358,16 @@ static void cpu_cross_entropy(void *ctx, float *dz, double *ce, const float *z, 
         const float *zr = z + (size_t)j * V;
         float *dr = dz + (size_t)j * V, mx = -INFINITY;
         for (int v = 0; v < V; v++) mx = zr[v] > mx ? zr[v] : mx;
+        const float zy = zr[y[j]];
         double sum = 0;
-        for (int v = 0; v < V; v++) sum += expf(zr[v] - mx);
-        ce[j] = mx + log(sum) - zr[y[j]];
+        if (w) /* exp(z - max) kept in dz (each read before it is written, so dz may be z) */
+            for (int v = 0; v < V; v++) sum += dr[v] = expf(zr[v] - mx);
+        else
+            for (int v = 0; v < V; v++) sum += expf(zr[v] - mx);
+        ce[j] = mx + log(sum) - zy;
         if (!w) continue;
         const float g = w[j], inv = (float)(1.0 / sum);
-        for (int v = 0; v < V; v++) dr[v] = expf(zr[v] - mx) * inv * g;
+        for (int v = 0; v < V; v++) dr[v] *= inv * g;
         dr[y[j]] -= g;
     }
 }
