@@ -51,6 +51,8 @@ static void usage(FILE *f) {
             "  --eval FILE.jsonl     held-out examples (sft): their loss before training, at the end, and\n"
             "                        every --eval-every N steps\n"
             "  --device D            cpu, cuda or cuda:N (default: cuda when a GPU is present)\n"
+            "  --pack N              run a step's examples N tokens a forward, each attending to itself (default:\n"
+            "                        on a GPU min(batch x max-len, 4096), which uses its width; on the CPU max-len)\n"
             "  --threads T           CPU threads (default: one per core)\n");
 }
 
@@ -94,7 +96,7 @@ typedef struct {
     const char *model, *data, *out, *init, *schedule, *method, *eval, *device;
     float beta;
     int lr_given;
-    long epochs, steps, batch, warmup, max_len, save_every, eval_every, threads;
+    long epochs, steps, batch, warmup, max_len, save_every, eval_every, threads, pack;
     unsigned long long seed;
     hearth_lora_train_opts o;
 } train_args;
@@ -124,7 +126,7 @@ static int parse_args(int argc, char **argv, train_args *a) {
             long *v;
         } ints[] = {{"--epochs", &a->epochs},   {"--steps", &a->steps},           {"--batch", &a->batch},
                     {"--warmup", &a->warmup},   {"--max-len", &a->max_len},       {"--save-every", &a->save_every},
-                    {"--threads", &a->threads}, {"--eval-every", &a->eval_every}};
+                    {"--threads", &a->threads}, {"--eval-every", &a->eval_every}, {"--pack", &a->pack}};
         int done = 0;
         for (size_t k = 0; k < sizeof ints / sizeof ints[0] && !done; k++)
             if (!strcmp(f, ints[k].flag)) {
@@ -187,7 +189,10 @@ typedef struct {
     const hearth_train_prefs *prefs;
     const double *ref;
     hearth_pref_method method;
+    int pack; /* SFT: the most tokens a forward takes over several examples */
 } train_set;
+
+enum { MAX_PACK = 64 }; /* examples a pack */
 
 static int set_size(const train_set *ts) { return ts->sft ? ts->sft->n : ts->prefs->n; }
 
@@ -228,11 +233,20 @@ static hearth_status batch_step(const train_set *ts, hearth_lora_trainer *t, flo
     for (int i = 0; i < nb; i++)
         for (int k = 0; k < ts->sft->ex[idx[i]].n; k++) labels += ts->sft->ex[idx[i]].label[k];
     memset(st, 0, sizeof *st);
-    for (int i = 0; i < nb; i++) {
-        const hearth_train_example *e = &ts->sft->ex[idx[i]];
-        double one;
+    /* the examples in order, as many a pack as its budget holds */
+    const int32_t *tok[MAX_PACK];
+    const uint8_t *lab[MAX_PACK];
+    int n[MAX_PACK];
+    for (int i = 0; i < nb;) {
+        int k = 0, T = 0;
         *bad = idx[i];
-        hearth_status s = hearth_lora_trainer_accumulate(t, e->tokens, e->label, e->n, 1.0f / (float)labels, &one, err);
+        for (; i < nb && k < MAX_PACK; i++, k++) {
+            const hearth_train_example *e = &ts->sft->ex[idx[i]];
+            if (k && T + e->n > ts->pack) break;
+            tok[k] = e->tokens, lab[k] = e->label, n[k] = e->n, T += e->n;
+        }
+        double one;
+        hearth_status s = hearth_lora_trainer_accumulate_pack(t, k, tok, lab, n, 1.0f / (float)labels, &one, err);
         if (s) return s;
         st->loss += one / (double)labels;
     }
@@ -316,7 +330,8 @@ static int train_loop(const train_args *a, hearth_lora_trainer *t, const train_s
 }
 
 int cmd_train(int argc, char **argv) {
-    train_args a = {.epochs = 1, .batch = 4, .max_len = 512, .schedule = "linear", .method = "sft", .beta = 0.1f};
+    train_args a = {.epochs = 1, .batch = 4, .max_len = 512, .schedule = "linear", .method = "sft", .beta = 0.1f,
+                    .pack = -1};
     a.o = (hearth_lora_train_opts){.rank = 8, .alpha = 16, .targets = (1u << HEARTH_LORA_TARGETS) - 1, .lr = 2e-4f,
                                    .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0,
                                    .max_grad_norm = 1.0f};
@@ -327,10 +342,15 @@ int cmd_train(int argc, char **argv) {
     if (pref && a.eval) return cli_usage_error("train", "--eval takes SFT examples: not with --method %s", a.method);
     a.o.max_len = (int)a.max_len;
     a.o.seed = a.seed;
+    if (a.pack < 0) { /* a GPU is faster with more rows a forward; the CPU gains nothing from them */
+        const long wide = a.batch * a.max_len < 4096 ? a.batch * a.max_len : 4096;
+        a.pack = strcmp(hearth_session_device(a.device), "cpu") ? wide : a.max_len;
+    }
+    a.o.pack = (int)(a.pack > a.max_len ? a.pack : a.max_len);
     hearth_session s;
-    /* a forward of up to max_len rows; the engine's KV cache is not used (the trainer keeps its own k, v) */
+    /* a forward of up to pack rows; the engine's KV cache is not used (the trainer keeps its own k, v) */
     hearth_session_opts so = {.model_path = a.model, .device = a.device, .threads = (int)a.threads, .n_slots = 1,
-                              .ctx = 64, .max_tokens = (int)a.max_len, .kv_budget_mib = 16, .need_tokenizer = 1};
+                              .ctx = 64, .max_tokens = a.o.pack, .kv_budget_mib = 16, .need_tokenizer = 1};
     hearth_err err = {0};
     if (hearth_session_open(&s, &so, &err) != HEARTH_OK) {
         fprintf(stderr, "hearth train: %s\n", err.msg);
@@ -353,7 +373,8 @@ int cmd_train(int argc, char **argv) {
     }
     const char *from = a.init ? "starting from --init's adapter" : "a new adapter";
     const double gib = hearth_lora_trainer_bytes(t) / 1073741824.0;
-    train_set ts = {.sft = pref ? NULL : &d, .eval = a.eval ? &ed : NULL, .prefs = pref ? &pd : NULL,
+    train_set ts = {.pack = a.o.pack, .sft = pref ? NULL : &d, .eval = a.eval ? &ed : NULL,
+                    .prefs = pref ? &pd : NULL,
                     .method = strcmp(a.method, "dpo") ? HEARTH_PREF_ORPO : HEARTH_PREF_DPO};
     if (!pref)
         fprintf(stderr, "hearth train: sft, %d examples (%ld label tokens, %d cut to %ld tokens); %s; %.2f GiB (%s)\n",

@@ -24,13 +24,7 @@ static hearth_status open_backend(hearth_session *s, const hearth_session_opts *
     int max_cols = cfg->hidden_size;
     if (qd > max_cols) max_cols = qd;
     if (cfg->intermediate_size > max_cols) max_cols = cfg->intermediate_size;
-    /* CUDA is chosen when a GPU is present and no device was named. */
-    /* The CUDA runtime is only initialised where an NVIDIA driver exists:
-     * starting it in a server process without one changed how the process
-     * notices a client's closed socket (tests/e2e/test_server_lifecycle.py). */
-    const char *dev = o->device                                                  ? o->device
-                      : access("/dev/nvidiactl", F_OK) == 0 && hearth_cuda_device_count() > 0 ? "cuda"
-                                                                                  : "cpu";
+    const char *dev = hearth_session_device(o->device);
     if (!strcmp(dev, "cpu")) {
         hearth_cpu_ctx *c;
         if (s->max_tokens <= 0) s->max_tokens = 512;
@@ -191,6 +185,15 @@ static hearth_status load_adapters(hearth_session *s, const hearth_session_opts 
         if (st) return hearth_err_wrap(err, st, "LoRA adapter '%s'", name);
     }
     return HEARTH_OK;
+}
+
+const char *hearth_session_device(const char *device) {
+    /* The CUDA runtime is only initialised where an NVIDIA driver exists:
+     * starting it in a server process without one changed how the process
+     * notices a client's closed socket (tests/e2e/test_server_lifecycle.py). */
+    return device                                                                      ? device
+           : access("/dev/nvidiactl", F_OK) == 0 && hearth_cuda_device_count() > 0 ? "cuda"
+                                                                                   : "cpu";
 }
 
 hearth_status hearth_session_open(hearth_session *s, const hearth_session_opts *o, hearth_err *err) {

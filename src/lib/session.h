@@ -34,6 +34,10 @@ typedef struct {
     double load_s;
 } hearth_session;
 
+/* The device a session of opts.device opens: device itself, or when NULL "cuda" where a GPU is present,
+ * else "cpu". */
+const char *hearth_session_device(const char *device);
+
 /* Open everything; on failure prints nothing, fills err, cleans up. */
 hearth_status hearth_session_open(hearth_session *s, const hearth_session_opts *o, hearth_err *err);
 void hearth_session_close(hearth_session *s);

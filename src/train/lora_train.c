@@ -58,7 +58,7 @@ struct hearth_lora_trainer {
     void *ctx;
     hearth_lora_train_opts o;
     float scale;
-    int r, T_max, window, head_rows;
+    int r, T_max, seq_max, window, head_rows; /* rows a forward (a pack), tokens a sequence */
     int adapter_off; /* the forward leaves the adapter out (the base model: DPO's reference) */
     int64_t steps;
     lt_pair *p;     /* [n_layers][NT] */
@@ -73,8 +73,11 @@ struct hearth_lora_trainer {
     int32_t *tok_d, *rows_d, *y_d; /* [T]: the tokens, the head's rows and their targets */
     float *w_d;               /* [T]: the rows' loss weights */
     double *ce_d, *norm_d;    /* [T]: the rows' cross-entropy; the gradient's squared norm */
+    /* the pack the forward runs: sequence s is rows [seg_off[s], seg_off[s] + seg_n[s]) */
+    int n_seqs, *seg_off, *seg_n;
     /* host */
-    int32_t *rows, *y;
+    int32_t *tok_h, *rows, *y;
+    uint8_t *lab;
     float *w;
     double *ce;
     size_t bytes;
@@ -129,7 +132,40 @@ static void proj_bwd(hearth_lora_trainer *t, int l, int tg, const float *x, cons
     lora_bwd(t, l, tg, x, dy, dx, T);
 }
 
-/* ---- forward and backward of a sequence ---- */
+/* ---- forward and backward of a pack of sequences ----
+ * Every op but rope and attention works row by row, so a pack's sequences
+ * share them; rope (positions from 0) and attention (a sequence attends to
+ * itself) run a sequence at a time. */
+
+/* x [T][nheads hd] rotated at each sequence's positions (inverse: the backward). */
+static void seg_rope(const hearth_lora_trainer *t, float *x, int nheads, int inverse) {
+    const int hd = t->c->head_dim;
+    for (int s = 0; s < t->n_seqs; s++)
+        t->tr->rope(t->ctx, x + (size_t)t->seg_off[s] * nheads * hd, t->seg_n[s], nheads, hd,
+                    hearth_model_rope(t->m), inverse);
+}
+
+/* The attention of each sequence (lse: sequence s's [nh][n] at lse + nh off). */
+static void seg_attn(const hearth_lora_trainer *t, lt_layer *A) {
+    const hearth_model_config *c = t->c;
+    const int hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads, qd = nh * hd, kvd = nkv * hd;
+    for (int s = 0; s < t->n_seqs; s++) {
+        const size_t o = (size_t)t->seg_off[s];
+        t->tr->attn(t->ctx, A->att + o * qd, A->lse + o * nh, A->q + o * qd, A->k + o * kvd, A->v + o * kvd,
+                    t->seg_n[s], nh, nkv, hd, t->window, t->att_ws);
+    }
+}
+
+static void seg_attn_bwd(const hearth_lora_trainer *t, const lt_layer *A) {
+    const hearth_model_config *c = t->c;
+    const int hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads, qd = nh * hd, kvd = nkv * hd;
+    for (int s = 0; s < t->n_seqs; s++) {
+        const size_t o = (size_t)t->seg_off[s];
+        t->tr->attn_bwd(t->ctx, t->dq + o * qd, t->dk + o * kvd, t->dv + o * kvd, t->datt + o * qd, A->att + o * qd,
+                        A->lse + o * nh, A->q + o * qd, A->k + o * kvd, A->v + o * kvd, t->seg_n[s], nh, nkv, hd,
+                        t->window, t->att_ws);
+    }
+}
 
 static void layer_fwd(hearth_lora_trainer *t, int l, const float *x, float *y, int T) {
     const hearth_model_config *c = t->c;
@@ -160,9 +196,9 @@ static void layer_fwd(hearth_lora_trainer *t, int l, const float *x, float *y, i
         tr->rmsnorm(ctx, A->q, A->rq, A->qpre, W->q_norm, T * nh, hd, eps);
         tr->rmsnorm(ctx, A->k, A->rk, A->kpre, W->k_norm, T * nkv, hd, eps);
     }
-    tr->rope(ctx, A->q, T, nh, hd, hearth_model_rope(t->m), 0);
-    tr->rope(ctx, A->k, T, nkv, hd, hearth_model_rope(t->m), 0);
-    tr->attn(ctx, A->att, A->lse, A->q, A->k, A->v, T, nh, nkv, hd, t->window, t->att_ws);
+    seg_rope(t, A->q, nh, 0);
+    seg_rope(t, A->k, nkv, 0);
+    seg_attn(t, A);
     ops->matmul(ctx, A->xm, A->att, T, &W->wo);
     lora_fwd(t, l, HEARTH_LORA_T_O, A->att, A->xm, T);
     ops->add(ctx, A->xm, A->x, (size_t)T * dim);
@@ -198,10 +234,9 @@ static void layer_bwd(hearth_lora_trainer *t, int l, float *dx, int T) {
     tr->rmsnorm_bwd(ctx, t->dxm, t->dxn, A->xm, A->r2, W->ffn_norm, T, dim, 1);
     /* attention: xm = x + o(att) */
     proj_bwd(t, l, HEARTH_LORA_T_O, A->att, t->dxm, t->datt, T, 0);
-    tr->attn_bwd(ctx, t->dq, t->dk, t->dv, t->datt, A->att, A->lse, A->q, A->k, A->v, T, nh, nkv, hd, t->window,
-                 t->att_ws);
-    tr->rope(ctx, t->dq, T, nh, hd, hearth_model_rope(t->m), 1);
-    tr->rope(ctx, t->dk, T, nkv, hd, hearth_model_rope(t->m), 1);
+    seg_attn_bwd(t, A);
+    seg_rope(t, t->dq, nh, 1);
+    seg_rope(t, t->dk, nkv, 1);
     if (W->q_norm) { /* through the head norms, in place via tmp */
         tr->rmsnorm_bwd(ctx, t->tmp, t->dq, A->qpre, A->rq, W->q_norm, T * nh, hd, 0);
         copy(t, t->dq, t->tmp, (size_t)T * qd);
@@ -216,36 +251,42 @@ static void layer_bwd(hearth_lora_trainer *t, int l, float *dx, int T) {
     tr->rmsnorm_bwd(ctx, dx, t->dxn, A->x, A->r1, W->attn_norm, T, dim, 1);
 }
 
-/* What the head computes of a sequence: the cross-entropy of token i (from
- * row i - 1) summed over the labels into labels, over every token into
- * all_sum with all; with grad, the gradient of sum_i w_i CE_i (w_i = gs for a
- * label, 0 otherwise, unless w is given) at the last layer's output. label
- * NULL: none. */
+/* What the head computes of a pack: the cross-entropy of token i of a
+ * sequence (from its row i - 1) summed over the labels into labels, over
+ * every token into all_sum with all; with grad, the gradient of
+ * sum_i w_i CE_i (w_i = gs for a label, 0 otherwise, unless w is given) at
+ * the last layer's output. label NULL: none. */
 typedef struct {
-    const uint8_t *label;
-    int all, grad;
-    const float *w;
+    const int32_t *const *tokens;
+    const uint8_t *const *label;
+    const float *const *w;
+    const int *n;
+    int n_seqs, all, grad;
     float gs;
     double labels, all_sum;
 } head_job;
 
-static int head_label(const head_job *h, int i) { return h->label && h->label[i]; }
-static float head_weight(const head_job *h, int i) { return h->w ? h->w[i] : head_label(h, i) ? h->gs : 0.0f; }
+static int head_label(const head_job *h, int s, int i) { return h->label && h->label[s] && h->label[s][i]; }
+static float head_weight(const head_job *h, int s, int i) {
+    return h->w ? h->w[s][i] : head_label(h, s, i) ? h->gs : 0.0f;
+}
 
 /* The head over the rows it needs, head_rows a pass; dx [T][dim] gets the
  * gradient (zero at the other rows). */
-static void head(hearth_lora_trainer *t, const int32_t *tokens, int T, head_job *h, float *dx) {
+static void head(hearth_lora_trainer *t, int T, head_job *h, float *dx) {
     const hearth_model_config *c = t->c;
     const hearth_ops *ops = t->ops;
     const hearth_train_ops *tr = t->tr;
     void *ctx = t->ctx;
     const int dim = c->hidden_size, V = c->vocab_size;
     int n = 0;
-    for (int i = 0; i + 1 < T; i++)
-        if (head_label(h, i + 1) || h->all || (h->grad && head_weight(h, i + 1) != 0)) {
-            t->rows[n] = i, t->y[n] = tokens[i + 1], t->w[n] = h->grad ? head_weight(h, i + 1) : 0.0f;
-            n++;
-        }
+    for (int s = 0; s < h->n_seqs; s++)
+        for (int i = 0; i + 1 < h->n[s]; i++)
+            if (head_label(h, s, i + 1) || h->all || (h->grad && head_weight(h, s, i + 1) != 0)) {
+                t->rows[n] = t->seg_off[s] + i, t->y[n] = h->tokens[s][i + 1], t->lab[n] = head_label(h, s, i + 1);
+                t->w[n] = h->grad ? head_weight(h, s, i + 1) : 0.0f;
+                n++;
+            }
     tr->zero(ctx, dx, sizeof(float) * (size_t)T * dim);
     if (!n) return;
     ops->upload(ctx, t->rows_d, t->rows, sizeof(int32_t) * n);
@@ -264,43 +305,60 @@ static void head(hearth_lora_trainer *t, const int32_t *tokens, int T, head_job 
     }
     ops->download(ctx, t->ce, t->ce_d, sizeof(double) * n);
     for (int j = 0; j < n; j++) {
-        if (head_label(h, t->rows[j] + 1)) h->labels += t->ce[j];
+        if (t->lab[j]) h->labels += t->ce[j];
         h->all_sum += t->ce[j];
     }
 }
 
-/* The forward (with the adapter unless adapter_off), the head's job, and
- * with h->grad the backward. */
-static hearth_status run(hearth_lora_trainer *t, const int32_t *tokens, int n, head_job *h, hearth_err *err) {
+/* The forward of h's pack (with the adapter unless adapter_off), the head's
+ * job, and with h->grad the backward. */
+static hearth_status run(hearth_lora_trainer *t, head_job *h, hearth_err *err) {
     const hearth_model_config *c = t->c;
-    if (n < 2 || n > t->T_max)
-        return hearth_err_set(err, HEARTH_EINVAL, "train: a sequence of %d tokens (2 .. %d)", n, t->T_max);
-    for (int i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
-            return hearth_err_set(err, HEARTH_ERANGE, "train: token id %d out of range [0, %d)", tokens[i],
-                                  c->vocab_size);
+    int T = 0;
+    if (h->n_seqs < 1) return hearth_err_set(err, HEARTH_EINVAL, "train: an empty pack");
+    for (int s = 0; s < h->n_seqs; s++) {
+        const int n = h->n[s];
+        if (n < 2 || n > t->seq_max)
+            return hearth_err_set(err, HEARTH_EINVAL, "train: a sequence of %d tokens (2 .. %d)", n, t->seq_max);
+        if (T + n > t->T_max)
+            return hearth_err_set(err, HEARTH_EINVAL, "train: a pack of more than %d tokens", t->T_max);
+        for (int i = 0; i < n; i++)
+            if (h->tokens[s][i] < 0 || h->tokens[s][i] >= c->vocab_size)
+                return hearth_err_set(err, HEARTH_ERANGE, "train: token id %d out of range [0, %d)", h->tokens[s][i],
+                                      c->vocab_size);
+        t->seg_off[s] = T, t->seg_n[s] = n;
+        memcpy(t->tok_h + T, h->tokens[s], sizeof(int32_t) * n);
+        T += n;
+    }
+    t->n_seqs = h->n_seqs;
     float *x = t->dx; /* the residual stream, layer by layer (dx is free until the backward) */
-    t->ops->upload(t->ctx, t->tok_d, tokens, sizeof(int32_t) * n);
-    t->ops->embed(t->ctx, x, hearth_model_embedding(t->m), t->tok_d, n);
-    for (int l = 0; l < c->n_layers; l++) layer_fwd(t, l, l ? t->xf : x, t->xf, n);
-    head(t, tokens, n, h, t->dx);
-    for (int l = c->n_layers - 1; h->grad && l >= 0; l--) layer_bwd(t, l, t->dx, n); /* the head scaled it */
+    t->ops->upload(t->ctx, t->tok_d, t->tok_h, sizeof(int32_t) * T);
+    t->ops->embed(t->ctx, x, hearth_model_embedding(t->m), t->tok_d, T);
+    for (int l = 0; l < c->n_layers; l++) layer_fwd(t, l, l ? t->xf : x, t->xf, T);
+    head(t, T, h, t->dx);
+    for (int l = c->n_layers - 1; h->grad && l >= 0; l--) layer_bwd(t, l, t->dx, T); /* the head scaled it */
     return HEARTH_OK;
 }
 
-hearth_status hearth_lora_trainer_accumulate(hearth_lora_trainer *t, const int32_t *tokens, const uint8_t *label,
-                                             int n, float grad_scale, double *loss_sum, hearth_err *err) {
-    head_job h = {.label = label, .grad = 1, .gs = grad_scale};
-    hearth_status st = run(t, tokens, n, &h, err);
+hearth_status hearth_lora_trainer_accumulate_pack(hearth_lora_trainer *t, int n_seqs, const int32_t *const *tokens,
+                                                  const uint8_t *const *label, const int *n, float grad_scale,
+                                                  double *loss_sum, hearth_err *err) {
+    head_job h = {.tokens = tokens, .label = label, .n = n, .n_seqs = n_seqs, .grad = 1, .gs = grad_scale};
+    hearth_status st = run(t, &h, err);
     *loss_sum = h.labels;
     return st;
 }
 
+hearth_status hearth_lora_trainer_accumulate(hearth_lora_trainer *t, const int32_t *tokens, const uint8_t *label,
+                                             int n, float grad_scale, double *loss_sum, hearth_err *err) {
+    return hearth_lora_trainer_accumulate_pack(t, 1, &tokens, &label, &n, grad_scale, loss_sum, err);
+}
+
 hearth_status hearth_lora_trainer_logp(hearth_lora_trainer *t, const int32_t *tokens, const uint8_t *label, int n,
                                        int with_adapter, double *logp_sum, double *logp_all, hearth_err *err) {
-    head_job h = {.label = label, .all = logp_all != NULL};
+    head_job h = {.tokens = &tokens, .label = &label, .n = &n, .n_seqs = 1, .all = logp_all != NULL};
     t->adapter_off = !with_adapter;
-    hearth_status st = run(t, tokens, n, &h, err);
+    hearth_status st = run(t, &h, err);
     t->adapter_off = 0;
     *logp_sum = -h.labels;
     if (logp_all) *logp_all = -h.all_sum;
@@ -309,8 +367,8 @@ hearth_status hearth_lora_trainer_logp(hearth_lora_trainer *t, const int32_t *to
 
 hearth_status hearth_lora_trainer_accumulate_w(hearth_lora_trainer *t, const int32_t *tokens, const float *w, int n,
                                                hearth_err *err) {
-    head_job h = {.grad = 1, .w = w}; /* no labels: only the weights */
-    return run(t, tokens, n, &h, err);
+    head_job h = {.tokens = &tokens, .w = &w, .n = &n, .n_seqs = 1, .grad = 1}; /* no labels: only the weights */
+    return run(t, &h, err);
 }
 
 /* ---- AdamW ---- */
@@ -384,7 +442,8 @@ static hearth_status make_pairs(hearth_lora_trainer *t, const hearth_lora_pairs 
             if (init) {
                 memcpy(ha, init->a[l * NT + tg], sizeof(float) * na);
                 for (int o = 0; o < p->out; o++)
-                    memcpy(hb + (size_t)o * r, init->b[l * NT + tg] + (size_t)hearth_model_lora_file_row(t->m, tg, o) * r,
+                    memcpy(hb + (size_t)o * r,
+                           init->b[l * NT + tg] + (size_t)hearth_model_lora_file_row(t->m, tg, o) * r,
                            sizeof(float) * r);
             } else { /* PEFT: kaiming_uniform_(a = sqrt(5)) = U(-1/sqrt(in), 1/sqrt(in)); B = 0 */
                 const float bound = 1.0f / sqrtf((float)p->in);
@@ -441,16 +500,18 @@ static int make_scratch(hearth_lora_trainer *t) {
     t->dg = take(t, (size_t)T * ffn), t->du = take(t, (size_t)T * ffn), t->dq = take(t, (size_t)T * qd);
     t->dk = take(t, (size_t)T * kvd), t->dv = take(t, (size_t)T * kvd), t->datt = take(t, (size_t)T * qd);
     t->dua = take(t, (size_t)T * t->r), t->rtmp = take(t, T);
-    t->att_ws = take_b(t, t->tr->attn_ws_bytes(T, nh, c->n_kv_heads, hd));
+    t->att_ws = take_b(t, t->tr->attn_ws_bytes(t->seq_max, nh, c->n_kv_heads, hd));
     t->logits = take(t, (size_t)t->head_rows * V);
     t->tok_d = take_b(t, sizeof(int32_t) * T), t->rows_d = take_b(t, sizeof(int32_t) * T);
     t->y_d = take_b(t, sizeof(int32_t) * T), t->w_d = take(t, T);
     t->ce_d = take_b(t, sizeof(double) * T), t->norm_d = take_b(t, sizeof(double));
-    t->rows = malloc(sizeof(int32_t) * T), t->y = malloc(sizeof(int32_t) * T);
-    t->w = malloc(sizeof(float) * T), t->ce = malloc(sizeof(double) * T);
+    t->rows = malloc(sizeof(int32_t) * T), t->y = malloc(sizeof(int32_t) * T), t->tok_h = malloc(sizeof(int32_t) * T);
+    t->w = malloc(sizeof(float) * T), t->ce = malloc(sizeof(double) * T), t->lab = malloc((size_t)T);
+    t->seg_off = malloc(sizeof(int) * T), t->seg_n = malloc(sizeof(int) * T);
     return t->head_c && t->xf && t->xn && t->dx && t->dxm && t->dxn && t->tmp && t->h && t->dh && t->dg && t->du &&
            t->dq && t->dk && t->dv && t->datt && t->dua && t->rtmp && t->att_ws && t->logits && t->tok_d &&
-           t->rows_d && t->y_d && t->w_d && t->ce_d && t->norm_d && t->rows && t->y && t->w && t->ce;
+           t->rows_d && t->y_d && t->w_d && t->ce_d && t->norm_d && t->rows && t->y && t->w && t->ce && t->tok_h &&
+           t->lab && t->seg_off && t->seg_n;
 }
 
 hearth_status hearth_lora_trainer_new(hearth_lora_trainer **out, hearth_model *m, const hearth_lora_train_opts *opts,
@@ -460,9 +521,10 @@ hearth_status hearth_lora_trainer_new(hearth_lora_trainer **out, hearth_model *m
     const hearth_ops *ops = hearth_model_ops(m, &ctx);
     if (!hearth_model_layer(m, 0) || !ops->train)
         return hearth_err_set(err, HEARTH_ENOTSUP, "train: the %s backend cannot train", ops->name);
-    if (opts->max_len < 2 || opts->max_len > hearth_model_max_tokens(m))
-        return hearth_err_set(err, HEARTH_EINVAL, "train: max_len %d (2 .. the model's %d rows a forward)",
-                              opts->max_len, hearth_model_max_tokens(m));
+    const int pack = opts->pack > opts->max_len ? opts->pack : opts->max_len;
+    if (opts->max_len < 2 || pack > hearth_model_max_tokens(m))
+        return hearth_err_set(err, HEARTH_EINVAL, "train: max_len %d, pack %d (2 .. the model's %d rows a forward)",
+                              opts->max_len, pack, hearth_model_max_tokens(m));
     hearth_lora_pairs init = {0};
     hearth_status st = HEARTH_OK;
     if (init_dir && (st = hearth_lora_pairs_read(&init, m, init_dir, err))) return st;
@@ -482,7 +544,8 @@ hearth_status hearth_lora_trainer_new(hearth_lora_trainer **out, hearth_model *m
                               opts->rank, opts->alpha);
     }
     t->scale = t->o.rslora ? t->o.alpha / sqrtf((float)t->r) : t->o.alpha / t->r;
-    t->T_max = t->o.max_len;
+    t->seq_max = t->o.max_len;
+    t->T_max = pack;
     t->head_rows = t->tr->head_rows < t->T_max ? t->tr->head_rows : t->T_max;
     t->window = c->sliding_window > 0 ? c->sliding_window : 0;
     const int L = c->n_layers;
@@ -525,7 +588,8 @@ void hearth_lora_trainer_free(hearth_lora_trainer *t) {
                  t->dk, t->dv, t->datt, t->dua, t->rtmp, t->att_ws, t->logits, t->tok_d, t->rows_d, t->y_d,
                  t->w_d, t->ce_d, t->norm_d};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) release(t, f[i]);
-    free(t->rows), free(t->y), free(t->w), free(t->ce), free(t->p), free(t->wc), free(t->L);
+    free(t->rows), free(t->y), free(t->w), free(t->ce), free(t->tok_h), free(t->lab), free(t->seg_off), free(t->seg_n);
+    free(t->p), free(t->wc), free(t->L);
     free(t);
 }
 

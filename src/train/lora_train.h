@@ -31,13 +31,14 @@ typedef struct {
     float lr, beta1, beta2, eps, weight_decay;
     float max_grad_norm; /* clip the step's gradient to this L2 norm; 0 = no clipping */
     int max_len;         /* the longest sequence accumulate takes */
+    int pack;            /* the most tokens a forward takes over a pack of sequences (0: max_len) */
     uint64_t seed;       /* A's initialisation (B starts at zero, as PEFT's) */
 } hearth_lora_train_opts;
 
 typedef struct hearth_lora_trainer hearth_lora_trainer;
 
 /* A trainer for model m, on the backend m was loaded on (its forward's
- * max_tokens at least opts->max_len). init_dir: a PEFT adapter to start from (its r, alpha, rsLoRA and
+ * max_tokens at least opts->max_len and opts->pack). init_dir: a PEFT adapter to start from (its r, alpha, rsLoRA and
  * targets replace opts'), or NULL for PEFT's initialisation (A uniform in
  * +-1/sqrt(in) from opts->seed, B zero). */
 hearth_status hearth_lora_trainer_new(hearth_lora_trainer **out, hearth_model *m, const hearth_lora_train_opts *opts,
@@ -50,6 +51,13 @@ void hearth_lora_trainer_free(hearth_lora_trainer *t);
  * cross-entropy of its labels in *loss_sum. */
 hearth_status hearth_lora_trainer_accumulate(hearth_lora_trainer *t, const int32_t *tokens, const uint8_t *label,
                                              int n, float grad_scale, double *loss_sum, hearth_err *err);
+/* The same for n_seqs sequences at once (a pack: each attends only to
+ * itself; their tokens together at most opts->pack): one forward and
+ * backward of all their rows, which a GPU runs faster than each alone. The
+ * gradient and the losses are the sum of each sequence's (to rounding). */
+hearth_status hearth_lora_trainer_accumulate_pack(hearth_lora_trainer *t, int n_seqs, const int32_t *const *tokens,
+                                                  const uint8_t *const *label, const int *n, float grad_scale,
+                                                  double *loss_sum, hearth_err *err);
 /* The forward alone: the summed log-probability of the labels of one
  * sequence, and with logp_all (may be NULL) of every token but the first,
  * with the adapter or without it (the base model, which DPO takes as its

@@ -391,7 +391,7 @@ TEST(cuda_train_op_attention_and_backward) {
             double mdv = 0.0;
             for (size_t i = 0; i < nk; i++) mdv = fmax(mdv, fabs(dv[i]));
             const double eo = dev_err(outd, out, nq), el = dev_err(lsed, lse, nl),
-                         eq = dev_err_floor(dqd, dq, nq, 1e-2 * mdv), ek = dev_err_floor(dkd, dk, nk, 1e-2 * mdv),
+                         eq = dev_err_floor(dqd, dq, nq, mdv), ek = dev_err_floor(dkd, dk, nk, mdv),
                          ev = dev_err(dvd, dv, nk);
             dfree(qd), dfree(kd), dfree(vd), dfree(doutd), dfree(outd), dfree(lsed), dfree(dqd), dfree(dkd),
                 dfree(dvd);

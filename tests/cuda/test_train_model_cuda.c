@@ -96,3 +96,8 @@ TEST(cuda_train_matches_cpu_quantized) {
     cross_backend("tests/fixtures/tiny-gguf/llama2-q4_0.gguf");
     cross_backend("tests/fixtures/tiny-gguf/llama3-f16.gguf");
 }
+
+TEST(cuda_train_pack_equals_alone) {
+    case_pack_equals_alone("tests/fixtures/tiny-gguf/llama3-f32.gguf");
+    case_pack_equals_alone("tests/fixtures/tiny/qwen3-f32");
+}

@@ -36,6 +36,11 @@ TEST(train_lora_vs_peft) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) case_vs_peft(cases[i]);
 }
 
+TEST(train_pack_equals_alone) {
+    case_pack_equals_alone("tests/fixtures/tiny-gguf/llama3-f32.gguf");
+    case_pack_equals_alone("tests/fixtures/tiny/qwen3-f32");
+}
+
 /* n seeded token ids below vocab, every one after the first a label. */
 static void random_seq(int32_t *ids, uint8_t *lab, int n, int vocab, uint64_t seed) {
     for (int i = 0; i < n; i++) {

@@ -226,4 +226,63 @@ static void case_pref(const char *name) {
     json_decref(g);
 }
 
+/* Three sequences of a tiny llama (permuted GGUF q / k, rope by adjacent pairs) and a qwen3 (head norms) as
+ * one pack give the losses and the gradient of the three run alone (each attends only to itself: a pack
+ * that leaked across them would differ at once), to 1e-5. */
+static void case_pack_equals_alone(const char *model) {
+    const hearth_lora_train_opts o = {.rank = 4, .alpha = 8, .targets = 0x7f, .lr = 1e-2f, .beta1 = 0.9f,
+                                      .beta2 = 0.999f, .eps = 1e-8f, .max_len = 30, .pack = 64, .seed = 3};
+    tr_rig a, b;
+    if (!tr_open(&a, model, &o, NULL)) return;
+    if (!tr_open(&b, model, &o, NULL)) {
+        tr_close(&a);
+        return;
+    }
+    const int vocab = hearth_model_config_get(a.m)->vocab_size, n[3] = {30, 17, 12};
+    int32_t ids[3][30];
+    uint8_t lab[3][30];
+    uint64_t seed = 5;
+    for (int s = 0; s < 3; s++)
+        for (int i = 0; i < n[s]; i++) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            ids[s][i] = (int32_t)((seed >> 33) % (uint64_t)vocab);
+            lab[s][i] = i > 3;
+        }
+    hearth_err err = {0};
+    double alone = 0, packed, one;
+    for (int step = 0; step < 2; step++) { /* the second step with B no longer zero */
+        alone = 0;
+        for (int s = 0; s < 3; s++) {
+            CHECK_EQ(hearth_lora_trainer_accumulate(a.t, ids[s], lab[s], n[s], 0.01f, &one, &err), HEARTH_OK);
+            alone += one;
+        }
+        const int32_t *tk[3] = {ids[0], ids[1], ids[2]};
+        const uint8_t *lb[3] = {lab[0], lab[1], lab[2]};
+        CHECK_EQ(hearth_lora_trainer_accumulate_pack(b.t, 3, tk, lb, n, 0.01f, &packed, &err), HEARTH_OK);
+        CHECK_MSG(fabs(alone - packed) <= 1e-5 * alone, "%s step %d: loss %.7f alone, %.7f packed", model, step,
+                  alone, packed);
+        double d = 0, mag = 0;
+        float *ga = malloc(sizeof(float) * 65536), *gb = malloc(sizeof(float) * 65536),
+              *ha = malloc(sizeof(float) * 65536), *hb = malloc(sizeof(float) * 65536);
+        const hearth_model_config *c = hearth_model_config_get(a.m);
+        for (int l = 0; l < c->n_layers; l++)
+            for (int tg = 0; tg < HEARTH_LORA_TARGETS; tg++) {
+                int out, in;
+                hearth_lora_target_shape(c, tg, &out, &in);
+                hearth_lora_trainer_get(a.t, l, tg, NULL, NULL, ga, gb);
+                hearth_lora_trainer_get(b.t, l, tg, NULL, NULL, ha, hb);
+                diff(ha, ga, (size_t)o.rank * in, &d, &mag);
+                diff(hb, gb, (size_t)out * o.rank, &d, &mag);
+            }
+        free(ga), free(gb), free(ha), free(hb);
+        CHECK_MSG(d <= 1e-5 * mag, "%s step %d: gradient max |d| %.3g of max |g| %.3g", model, step, d, mag);
+        printf("  %s step %d: loss %.7f alone, %.7f packed; gradient max |d| / max |g| %.2e\n", model, step, alone,
+               packed, mag > 0 ? d / mag : 0.0);
+        hearth_lora_trainer_step(a.t, o.lr, NULL);
+        hearth_lora_trainer_step(b.t, o.lr, NULL);
+    }
+    tr_close(&a);
+    tr_close(&b);
+}
+
 #endif
