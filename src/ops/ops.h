@@ -114,7 +114,8 @@ typedef struct hearth_train_ops {
     void (*gemm)(void *ctx, float *c, const float *a, const float *b, int M, int N, int K, int ta, int tb,
                  float alpha, float beta);
     /* A copy of weight w (backend memory; the backend's choice of element type) for matmul_t, made once;
-     * NULL on out of memory. *bytes: its size. Freed with hearth_ops.free. */
+     * NULL on out of memory. *bytes: its size, freed with hearth_ops.free; or 0 when w's own rows serve as
+     * they are (then it is w->data, not to be freed). */
     void *(*weight_copy)(void *ctx, const hearth_weight *w, size_t *bytes);
     /* dx[T][w->cols] = dy[T][w->rows] W (acc: +=), W the copy weight_copy made of w. */
     void (*matmul_t)(void *ctx, float *dx, const float *dy, int T, const void *copy, const hearth_weight *w, int acc);

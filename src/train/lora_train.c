@@ -64,6 +64,7 @@ struct hearth_lora_trainer {
     lt_pair *p;     /* [n_layers][NT] */
     void **wc;      /* [n_layers][NT]: the backend's copies of the frozen weights (matmul_t) */
     void *head_c;   /* the head's */
+    uint8_t *wc_own; /* [n_layers * NT + 1] (the head last): 1 where the copy is the trainer's to free */
     lt_layer *L;
     float *xf;      /* the last layer's output [T][dim] */
     /* backend scratch */
@@ -478,6 +479,7 @@ static int make_layer(hearth_lora_trainer *t, int l, int qkn) {
     for (int tg = 0; ok && tg < NT; tg++) { /* the frozen weight's copy for the backward */
         size_t b = 0;
         ok = (t->wc[(size_t)l * NT + tg] = t->tr->weight_copy(t->ctx, frozen(t, l, tg), &b)) != NULL;
+        t->wc_own[(size_t)l * NT + tg] = b > 0;
         t->bytes += b;
     }
     return ok;
@@ -492,6 +494,7 @@ static int make_scratch(hearth_lora_trainer *t) {
     wide = wide > dim ? wide : dim;
     size_t b = 0;
     t->head_c = t->tr->weight_copy(t->ctx, hearth_model_head(t->m), &b);
+    t->wc_own[(size_t)c->n_layers * NT] = b > 0;
     t->bytes += b;
     const size_t TW = (size_t)T * wide;
     t->xf = take(t, (size_t)T * dim);
@@ -551,8 +554,9 @@ hearth_status hearth_lora_trainer_new(hearth_lora_trainer **out, hearth_model *m
     const int L = c->n_layers;
     t->p = calloc((size_t)L * NT, sizeof *t->p);
     t->wc = calloc((size_t)L * NT, sizeof *t->wc);
+    t->wc_own = calloc((size_t)L * NT + 1, 1);
     t->L = calloc((size_t)L, sizeof *t->L);
-    int ok = t->p && t->wc && t->L;
+    int ok = t->p && t->wc && t->wc_own && t->L;
     if (ok && (st = make_pairs(t, init_dir ? &init : NULL, err))) ok = -1;
     hearth_lora_pairs_free(&init);
     for (int l = 0; ok > 0 && l < L; l++) ok = make_layer(t, l, hearth_model_layer(m, l)->q_norm != NULL);
@@ -576,7 +580,9 @@ void hearth_lora_trainer_free(hearth_lora_trainer *t) {
         float *f[] = {p->a, p->b, p->ga, p->gb, p->ma, p->va, p->mb, p->vb};
         for (size_t k = 0; k < sizeof f / sizeof f[0]; k++) release(t, f[k]);
     }
-    for (int i = 0; t->wc && i < L * NT; i++) release(t, t->wc[i]);
+    for (int i = 0; t->wc && t->wc_own && i < L * NT; i++)
+        if (t->wc_own[i]) release(t, t->wc[i]);
+    if (t->wc_own && t->wc_own[L * NT]) release(t, t->head_c);
     for (int l = 0; t->L && l < L; l++) {
         lt_layer *A = &t->L[l];
         float *f[] = {A->x, A->r1, A->qpre, A->rq, A->kpre, A->rk, A->q, A->k, A->v, A->att, A->lse, A->xm, A->r2,
@@ -584,12 +590,12 @@ void hearth_lora_trainer_free(hearth_lora_trainer *t) {
         for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) release(t, f[i]);
         for (int tg = 0; tg < NT; tg++) release(t, A->ua[tg]);
     }
-    void *f[] = {t->head_c, t->xf, t->xn, t->dx, t->dxm, t->dxn, t->tmp, t->h, t->dh, t->dg, t->du, t->dq,
+    void *f[] = {t->xf, t->xn, t->dx, t->dxm, t->dxn, t->tmp, t->h, t->dh, t->dg, t->du, t->dq,
                  t->dk, t->dv, t->datt, t->dua, t->rtmp, t->att_ws, t->logits, t->tok_d, t->rows_d, t->y_d,
                  t->w_d, t->ce_d, t->norm_d};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) release(t, f[i]);
     free(t->rows), free(t->y), free(t->w), free(t->ce), free(t->tok_h), free(t->lab), free(t->seg_off), free(t->seg_n);
-    free(t->p), free(t->wc), free(t->L);
+    free(t->p), free(t->wc), free(t->wc_own), free(t->L);
     free(t);
 }
 

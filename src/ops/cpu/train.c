@@ -125,8 +125,12 @@ static void weight_row(const hearth_weight *w, int n, float *dst) {
     }
 }
 
-/* An F32 copy [rows][cols]: the backward's products are f32 on the CPU. */
+/* An F32 copy [rows][cols]: the backward's products are f32 on the CPU (an F32 weight's own rows). */
 static void *cpu_weight_copy(void *ctx, const hearth_weight *w, size_t *bytes) {
+    if (w->type == HEARTH_DT_F32 && w->layout == HEARTH_LAYOUT_STORED && w->row_bytes == sizeof(float) * w->cols) {
+        *bytes = 0;
+        return (void *)w->data;
+    }
     *bytes = sizeof(float) * (size_t)w->rows * w->cols;
     float *d = malloc(*bytes);
     for (int n = 0; d && n < w->rows; n++) weight_row(w, n, d + (size_t)n * w->cols);
