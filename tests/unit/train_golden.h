@@ -121,20 +121,28 @@ static void golden_final(const tr_rig *r, const char *name, const char *dir, siz
     CHECK_MSG(e < 1e-4, "%s: the trained adapter differs from PyTorch's by %.2e", name, e);
 }
 
-static void case_vs_peft(const char *name) {
-    char dir[512];
-    snprintf(dir, sizeof dir, "tests/fixtures/train/%s", name);
+/* Case name of tests/fixtures/KIND: its golden (NULL on a failure, recorded) and a rig on its model from
+ * its init/ adapter; dir [512] gets the case's directory. */
+static json_t *golden_open(const char *kind, const char *name, char *dir, tr_rig *r) {
+    char model[200], init[600];
+    snprintf(dir, 512, "tests/fixtures/%s/%s", kind, name);
     hearth_lora_train_opts o;
     json_t *g = golden(dir, &o);
-    if (!g) return;
-    char model[200], init[600];
+    if (!g) return NULL;
     snprintf(model, sizeof model, "tests/fixtures/%s", json_string_value(json_object_get(g, "model")));
     snprintf(init, sizeof init, "%s/init", dir);
-    tr_rig r;
-    if (!tr_open(&r, model, &o, init)) {
+    if (!tr_open(r, model, &o, init)) {
         json_decref(g);
-        return;
+        return NULL;
     }
+    return g;
+}
+
+static void case_vs_peft(const char *name) {
+    char dir[512];
+    tr_rig r;
+    json_t *g = golden_open("train", name, dir, &r);
+    if (!g) return;
     const json_t *seqs = json_object_get(g, "sequences"), *batches = json_object_get(g, "batches");
     double worst_loss = 0;
     for (size_t s = 0; s < json_array_size(batches); s++) {
@@ -179,21 +187,13 @@ static void json_example(const json_t *q, hearth_train_example *e) {
 }
 
 static void case_pref(const char *name) {
-    char dir[512], model[200], init[600];
-    snprintf(dir, sizeof dir, "tests/fixtures/pref/%s", name);
-    hearth_lora_train_opts o;
-    json_t *g = golden(dir, &o);
+    char dir[512];
+    tr_rig r;
+    json_t *g = golden_open("pref", name, dir, &r);
     if (!g) return;
     const hearth_pref_method m = strcmp(json_string_value(json_object_get(g, "method")), "dpo") ? HEARTH_PREF_ORPO
                                                                                               : HEARTH_PREF_DPO;
     const float beta = (float)json_number_value(json_object_get(g, "beta"));
-    snprintf(model, sizeof model, "tests/fixtures/%s", json_string_value(json_object_get(g, "model")));
-    snprintf(init, sizeof init, "%s/init", dir);
-    tr_rig r;
-    if (!tr_open(&r, model, &o, init)) {
-        json_decref(g);
-        return;
-    }
     const json_t *pairs = json_object_get(g, "pairs"), *batches = json_object_get(g, "batches");
     hearth_train_prefs d = {.n = (int)json_array_size(pairs)};
     d.p = calloc((size_t)d.n, sizeof *d.p);
