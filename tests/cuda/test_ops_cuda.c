@@ -15,28 +15,21 @@
  *   embed, kv_write, add, add_bias: exact; rmsnorm, rope, swiglu: 1e-5;
  *   attention: f32 decode kernel 3e-5 (relative; 4k-position sums), f16 tensor-core prefill kernel 4e-3
  *     (the same for f32, f16 and e4m3 caches: both sides read the same stored values, widened exactly). */
-#include "../unit/testhelp.h"
+#include "cuda_rig.h"
 
 #include "core/fp8.h"
 #include "core/half.h"
 #include "engine/kv.h"
 #include "model/model.h"
 #include "ops/cpu/matmul.h"
-#include "ops/cpu/ops_cpu.h"
 #include "ops/cpu/quant.h"
 #include "ops/cuda/cuda_info.h"
-#include "ops/cuda/ops_cuda.h"
 
 #include <float.h>
 #include <math.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <time.h>
-#include <unistd.h>
 
 enum { MAX_TOKENS = 128, MAX_COLS = 8192, MAX_CTX = 4096 };
 
-static hearth_cuda_ctx *g_cu;
 /* From how many rows, over contexts of how many positions, decode attention
  * takes the tensor-core rows kernel (hearth_cuda_ctx_set_attn_rows_min; the
  * defaults unless a test sets them; 9+ rows at any context). */
@@ -44,72 +37,18 @@ static int g_rows_min = HEARTH_CUDA_ATTN_ROWS_MIN, g_rows_ctx = HEARTH_CUDA_ATTN
 static int rows_kernel(hearth_dtype kt, int hd, int T, int ctx_len) {
     return kt != HEARTH_DT_F32 && (hd == 64 || hd == 128) && T >= g_rows_min && (T >= 9 || ctx_len >= g_rows_ctx);
 }
-static hearth_cpu_ctx *g_cpu;
-static uint64_t g_rng;
-static const hearth_ops *CU = &hearth_cuda_ops, *CPU = &hearth_cpu_ops;
-
-static uint64_t rnd(void) {
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return g_rng;
-}
-static float frand(void) { return (float)((rnd() >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f; }
-/* roughly normal, with an occasional outlier as real activations have */
-static float nrand(void) {
-    float s = frand() + frand() + frand();
-    if (rnd() % 97 == 0) s *= 8.0f;
-    return s;
-}
-static int irand(int n) { return (int)(rnd() % (uint64_t)n); }
 
 static int setup(void) {
     if (g_cu) return 1;
-    const char *s = getenv("HEARTH_TEST_SEED");
-    g_rng = s ? strtoull(s, NULL, 0) : ((uint64_t)time(NULL) << 20) ^ (uint64_t)getpid() * 2654435761u;
-    if (!g_rng) g_rng = 1;
-    printf("  seed 0x%llx (HEARTH_TEST_SEED repeats it)\n", (unsigned long long)g_rng);
-    hearth_err err = {0};
-    if (hearth_cuda_ctx_new(&g_cu, 0, MAX_TOKENS, MAX_COLS, MAX_CTX, &err) != HEARTH_OK) {
-        test_fail(__FILE__, __LINE__, "cuda context: %s", err.msg);
-        g_cu = NULL;
-        return 0;
-    }
+    if (!rig_contexts(MAX_TOKENS, MAX_COLS, MAX_CTX)) return 0;
     /* not HEARTH_ATTN_ROWS_MIN / _CTX: the tolerances follow g_rows_min, g_rows_ctx */
     hearth_cuda_ctx_set_attn_rows_min(g_cu, g_rows_min, g_rows_ctx);
-    if (hearth_cpu_ctx_new(&g_cpu, 0, MAX_TOKENS, MAX_COLS, MAX_CTX, &err) != HEARTH_OK) {
-        test_fail(__FILE__, __LINE__, "cpu context: %s", err.msg);
-        return 0;
-    }
     return 1;
 }
 #define NEED_GPU()                                                                 \
     do {                                                                           \
         if (!setup()) return;                                                      \
     } while (0)
-
-/* ---- device buffers -------------------------------------------------------- */
-
-static void *dnew(size_t bytes) { return CU->alloc(g_cu, bytes); }
-static void dfree(void *p) { CU->free(g_cu, p); }
-static void *dup_host(const void *h, size_t bytes) {
-    void *d = dnew(bytes);
-    if (d) CU->upload(g_cu, d, h, bytes);
-    return d;
-}
-static void poison(void *d, size_t bytes) {
-    uint8_t *h = malloc(bytes);
-    memset(h, 0xff, bytes); /* 0xffffffff is a NaN */
-    CU->upload(g_cu, d, h, bytes);
-    free(h);
-}
-static void down(void *h, const void *d, size_t bytes) { CU->download(g_cu, h, d, bytes); }
-
-static float *rand_vec(size_t n) {
-    float *v = malloc(sizeof(float) * n);
-    for (size_t i = 0; i < n; i++) v[i] = nrand();
-    return v;
-}
 
 /* max|a - b| / max|b|; infinity when a NaN appears on either side. */
 static double rel_err(const float *a, const float *b, size_t n, size_t *at) {
@@ -125,15 +64,6 @@ static double rel_err(const float *a, const float *b, size_t n, size_t *at) {
         if (fabs(b[i]) > mb) mb = fabs(b[i]);
     }
     return md / (mb > 0.0 ? mb : 1.0);
-}
-
-static int check_cuda_ok(void) {
-    hearth_err err = {0};
-    if (hearth_cuda_ctx_error(g_cu, &err) != HEARTH_OK) {
-        test_fail(__FILE__, __LINE__, "sticky CUDA error: %s", err.msg);
-        return 0;
-    }
-    return 1;
 }
 
 /* ---- matmul ------------------------------------------------------------------ */
