@@ -127,10 +127,10 @@ TEST(cuda_train_op_gemm) {
 /* ---- weight_copy + matmul_t ---------------------------------------------------------- */
 
 /* A weight of type t [rows][cols] on both sides (the device one prepared as the loader does, its rows split
- * with want_split, else as stored), dx = dy W with acc 0 then 1; returns the larger relative error, -1 on a
- * failure (reported). */
-static double matmul_t_case(hearth_dtype t, int rows, int cols, int T, int want_split) {
-    const size_t rb = hearth_dtype_row_bytes(t, cols);
+ * with want_split, else as stored; pad bytes after each row), dx = dy W with acc 0 then 1; returns the larger
+ * relative error, -1 on a failure (reported). An unpadded F32 or BF16 weight is its own copy (0 bytes). */
+static double matmul_t_case(hearth_dtype t, int rows, int cols, int T, int want_split, int pad) {
+    const size_t rb = hearth_dtype_row_bytes(t, cols) + (size_t)pad;
     uint8_t *w = malloc(rb * (size_t)rows);
     float *row = malloc(sizeof(float) * (size_t)cols);
     for (int r = 0; r < rows; r++) {
@@ -148,7 +148,9 @@ static double matmul_t_case(hearth_dtype t, int rows, int cols, int T, int want_
     void *cpu_copy = TCPU->weight_copy(g_cpu, &wh, &cpu_bytes);
     TCPU->matmul_t(g_cpu, want0, dy, T, cpu_copy, &wh, 0);
     TCPU->matmul_t(g_cpu, want1, dy, T, cpu_copy, &wh, 1);
-    CPU->free(g_cpu, cpu_copy);
+    if (cpu_bytes) CPU->free(g_cpu, cpu_copy);
+    else if (cpu_copy != wh.data || t != HEARTH_DT_F32 || pad)
+        test_fail(__FILE__, __LINE__, "the CPU's %s copy: 0 bytes, not the weight", hearth_dtype_get(t)->name);
 
     double e = -1;
     void *wd = dup_host(w, rb * (size_t)rows);
@@ -165,7 +167,8 @@ static double matmul_t_case(hearth_dtype t, int rows, int cols, int T, int want_
     } else {
         void *copy = TCU->weight_copy(g_cu, &wdv, &cu_bytes);
         const size_t el = t == HEARTH_DT_F32 ? 4 : 2;
-        if (!copy || cu_bytes != el * (size_t)rows * cols) {
+        const int own = (t == HEARTH_DT_F32 || t == HEARTH_DT_BF16) && !pad;
+        if (!copy || (own ? copy != wdv.data || cu_bytes : cu_bytes != el * (size_t)rows * cols)) {
             test_fail(__FILE__, __LINE__, "weight_copy %s: %p, %zu bytes", hearth_dtype_get(t)->name, copy, cu_bytes);
         } else {
             poison(dxd, 4 * nx);
@@ -176,7 +179,7 @@ static double matmul_t_case(hearth_dtype t, int rows, int cols, int T, int want_
             const double e1 = dev_err(dxd, want1, nx);
             e = e0 > e1 ? e0 : e1;
         }
-        dfree(copy);
+        if (cu_bytes) dfree(copy);
     }
     dfree(wd), dfree(dyd), dfree(dxd);
     free(w), free(dy), free(dx0), free(want0), free(want1);
@@ -187,29 +190,31 @@ TEST(cuda_train_op_weight_copy_matmul_t) {
     NEED_GPU();
     static const struct {
         hearth_dtype t;
-        int cols, split;
+        int cols, split, pad;
         double tol;
     } cases[] = {
-        {HEARTH_DT_F32, 0, 0, 1e-5},  /* cols: 0 = odd, random */
-        {HEARTH_DT_BF16, 0, 0, 1e-2}, /* bf16 dy (the header says why) */
-        {HEARTH_DT_F16, 0, 0, 1e-2},
-        {HEARTH_DT_Q4_0, 256, 1, 1e-2}, /* 8 blocks of 18 bytes: rows 16-byte aligned, split */
-        {HEARTH_DT_Q4_0, 256, 0, 1e-2}, /* the same kept as stored */
-        {HEARTH_DT_Q8_0, 512, 1, 1e-2},
-        {HEARTH_DT_Q4_1, 256, 0, 1e-2},
-        {HEARTH_DT_Q4_K, 512, 1, 1e-2},
-        {HEARTH_DT_Q6_K, 256, 0, 1e-2}, /* one block of 210 bytes: not aligned, stored */
+        {HEARTH_DT_F32, 0, 0, 0, 1e-5},  /* cols: 0 = odd, random; its own copy */
+        {HEARTH_DT_F32, 0, 0, 8, 1e-5},  /* padded rows: copied */
+        {HEARTH_DT_BF16, 0, 0, 0, 1e-2}, /* bf16 dy (the header says why) */
+        {HEARTH_DT_BF16, 0, 0, 4, 1e-2},
+        {HEARTH_DT_F16, 0, 0, 0, 1e-2},
+        {HEARTH_DT_Q4_0, 256, 1, 0, 1e-2}, /* 8 blocks of 18 bytes: rows 16-byte aligned, split */
+        {HEARTH_DT_Q4_0, 256, 0, 0, 1e-2}, /* the same kept as stored */
+        {HEARTH_DT_Q8_0, 512, 1, 0, 1e-2},
+        {HEARTH_DT_Q4_1, 256, 0, 0, 1e-2},
+        {HEARTH_DT_Q4_K, 512, 1, 0, 1e-2},
+        {HEARTH_DT_Q6_K, 256, 0, 0, 1e-2}, /* one block of 210 bytes: not aligned, stored */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const int rows = 33 + irand(200), cols = cases[i].cols ? cases[i].cols : 1 + 2 * irand(300), T = 1 + irand(70);
-        double e = matmul_t_case(cases[i].t, rows, cols, T, cases[i].split);
+        double e = matmul_t_case(cases[i].t, rows, cols, T, cases[i].split, cases[i].pad);
         if (e < 0) return;
         if (!check_cuda_ok()) return;
         CHECK_MSG(e <= cases[i].tol, "matmul_t %s rows %d cols %d T %d: rel err %.3g (tolerance %g)",
                   hearth_dtype_get(cases[i].t)->name, rows, cols, T, e, cases[i].tol);
     }
     /* dy's bf16 copy past the 64 MiB scratch (a vocabulary head's shape): taken in chunks of rows */
-    double e = matmul_t_case(HEARTH_DT_BF16, 33000, 32, 1100, 0);
+    double e = matmul_t_case(HEARTH_DT_BF16, 33000, 32, 1100, 0, 4);
     if (e < 0) return;
     if (!check_cuda_ok()) return;
     CHECK_MSG(e <= 1e-2, "matmul_t bf16 rows 33000 cols 32 T 1100 (chunked): rel err %.3g", e);
