@@ -301,9 +301,11 @@ TEST(cuda_train_op_swiglu_bwd) {
 
 /* ---- attention ------------------------------------------------------------------------------ */
 
-TEST(cuda_train_op_attention_and_backward) {
-    NEED_GPU();
-    const int nh = 4, nkv = 2, hd = 64, Tmax = 100;
+/* Heads nh over nkv kv heads: g = nh / nkv query heads a kv head. CUDA batches a product over the g heads
+ * of each kv head when g exceeds the kv heads a pass takes (here all nkv), else over the kv heads for each
+ * of the g: (4, 2) and (4, 4) (MHA) take the second way, (8, 2) the first. */
+static void attention_heads(int nh, int nkv) {
+    const int hd = 64, Tmax = 100;
     static const int Ts[] = {1, 17, 100};
     void *cpu_ws = malloc(TCPU->attn_ws_bytes(Tmax, nh, nkv, hd));
     void *cu_ws = dnew(TCU->attn_ws_bytes(Tmax, nh, nkv, hd));
@@ -337,13 +339,21 @@ TEST(cuda_train_op_attention_and_backward) {
             free(q), free(k), free(v), free(dout), free(out), free(lse), free(dq), free(dk), free(dv);
             if (!check_cuda_ok()) break;
             if (!(eo <= 1e-5 && el <= 1e-5 && eq <= 1e-5 && ek <= 1e-5 && ev <= 1e-5)) {
-                test_fail(__FILE__, __LINE__, "attention T %d window %d: out %.3g lse %.3g dq %.3g dk %.3g dv %.3g",
+                test_fail(__FILE__, __LINE__,
+                          "attention nh %d nkv %d T %d window %d: out %.3g lse %.3g dq %.3g dk %.3g dv %.3g", nh, nkv,
                           T, window, eo, el, eq, ek, ev);
                 break;
             }
         }
     free(cpu_ws);
     dfree(cu_ws);
+}
+
+TEST(cuda_train_op_attention_and_backward) {
+    NEED_GPU();
+    attention_heads(4, 2);
+    attention_heads(8, 2);
+    attention_heads(4, 4);
 }
 
 /* ---- rows, the loss -------------------------------------------------------------------------- */

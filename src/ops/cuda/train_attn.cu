@@ -2,32 +2,53 @@
  * attn_bwd, ops.h): causal, optionally windowed attention of one sequence at
  * positions 0..T-1, and its backward, with the scores materialized.
  *
- * Kv head j is read by the g = nh / nkv query heads j g .. j g + g - 1; the
- * kv heads are taken one after the other, each through planes of the
- * workspace that the next one reuses (one stream: in order):
- *   P  [g][T][T]  scores S = Q K^T scale, then the probabilities P
- *   dP [g][T][T]  dP = dO V^T, then dS = P (dP - D) scale
- *   Qp, dOp [g][T][hd]  the g heads' q and dout rows packed, so that dK and dV
- *                 are one GEMM each over the g heads (a sum over k = g T)
- * each part rounded up to 256 bytes: attn_ws_bytes is about 8 g T^2 bytes
- * (g 4, T 4096: 512 MiB), whatever nh. The forward uses only P.
+ * Kv head j is read by the g = nh / nkv query heads j g .. j g + g - 1. A
+ * pass takes G kv heads (as many as ATT_WS_BUDGET of planes holds at this T,
+ * at least one; all of them at training's usual lengths), i.e. heads
+ * h0 .. h0 + G g - 1 in order, through planes of the workspace:
+ *   P  [G g][T][T]  scores S = Q K^T scale, then the probabilities P
+ *   dP [G g][T][T]  dP = dO V^T, then dS = P (dP - D) scale
+ *   Qp, dOp [G g][T][hd]  the heads' q and dout rows packed, so that each kv
+ *                 head's dK and dV are a GEMM over its g heads (k = g T)
+ * each part rounded up to 256 bytes; the forward uses only P.
  *
- * A kv head's products are each one strided-batched cuBLAS GEMM over its g
- * query heads (the K / V operand's batch stride 0); f32 with f32 sums (no
- * TF32). Row i attends keys lo(i) .. i, lo(i) = max(0, i - window + 1) with
- * a window, else 0; everything else in a row of P or dS is 0, so the GEMMs
- * run over whole T x T planes. The causal half they waste is the simple
- * trade at training's lengths (a few thousand positions). */
+ * A pass's products are strided-batched cuBLAS GEMMs, f32 with f32 sums (no
+ * TF32): a product over its heads is min(g, G) calls, batched over the g
+ * heads of each kv head (the K / V operand's batch stride 0) or over the G
+ * kv heads for each of the g heads a kv head has, whichever is fewer; dK and
+ * dV one call each. Row i attends keys lo(i) .. i, lo(i) = max(0, i - window
+ * + 1) with a window, else 0; everything else in a row of P or dS is 0, so
+ * the GEMMs run over whole T x T planes. The causal half they waste is the
+ * simple trade at training's lengths (a few thousand positions). */
 #include "ops/cuda/train_cuda.h"
 
 #define ATT_NT 128
 
+#define ATT_WS_BUDGET ((size_t)1 << 30)
+
 /* n floats rounded up to 256 bytes, so that every part of the workspace starts aligned */
 static size_t up64(size_t n) { return (n + 63) & ~(size_t)63; }
 
+/* Bytes of a pass of G kv heads at T. */
+static size_t pass_bytes(size_t G, size_t g, size_t T, size_t hd) {
+    return sizeof(float) * (2 * up64(G * g * T * T) + 2 * up64(G * g * T * hd));
+}
+
+/* Kv heads a pass at T: as many as ATT_WS_BUDGET holds, at least one. */
+static int kv_per_pass(int T, int nh, int nkv, int hd) {
+    const size_t g = (size_t)(nh / nkv);
+    int G = nkv;
+    while (G > 1 && pass_bytes((size_t)G, g, (size_t)T, (size_t)hd) > ATT_WS_BUDGET) G--;
+    return G;
+}
+
+/* A pass at any T <= T_max fits: G(T) passes of T take at most max(the budget, one kv head at T_max) or all
+ * nkv at T_max, whichever is less. */
 size_t cu_train_attn_ws_bytes(int T_max, int nh, int nkv, int hd) {
-    const size_t g = (size_t)(nh / nkv), T = (size_t)T_max;
-    return sizeof(float) * (2 * up64(g * T * T) + 2 * up64(g * T * (size_t)hd));
+    const size_t g = (size_t)(nh / nkv), one = pass_bytes(1, g, (size_t)T_max, (size_t)hd),
+                 all = pass_bytes((size_t)nkv, g, (size_t)T_max, (size_t)hd);
+    const size_t cap = all < ATT_WS_BUDGET ? all : ATT_WS_BUDGET;
+    return cap > one ? cap : one;
 }
 
 /* Row r = hl T + i of the g planes of scaled scores S [g][T][T], in place: P = softmax over keys lo(i)..i, 0
@@ -79,24 +100,45 @@ __global__ void __launch_bounds__(ATT_NT) tr_attn_bwd_rows_kernel(float *S, floa
     }
 }
 
-/* The g query heads' scaled scores against kv head j: P[hl] = Q_{h0 + hl} K_j^T scale, i.e. column-major
- * P^T (T x T) = K (K read column-major is K^T, ld nkv hd: transposed) Q^T (ld nh hd). */
-static void scores(cu_train *t, float *P, const float *q, const float *k, int T, int nh, int nkv, int hd, int j,
-                   float scale) {
+/* Per head h of a pass (kv heads j0 .. j0 + G - 1, heads h0 = j0 g ..): C_h [T][T] (plane h - h0 of C) =
+ * alpha A_h B_{h/g}^T, A's head columns of ld nh hd (q or dout), B's of ld nkv hd (k or v). Column-major:
+ * C_h^T = B_j (read as B_j^T, transposed) A_h^T. */
+static void heads_abt(cu_train *t, float *C, const float *A, const float *B, int T, int nh, int nkv, int hd, int j0,
+                      int G, float alpha) {
     const int g = nh / nkv;
     const float zero = 0.0f;
-    cu_blas_note(t, cublasSgemmStridedBatched(t->blas, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hd, &scale, k + (size_t)j * hd,
-                                              nkv * hd, 0, q + (size_t)j * g * hd, nh * hd, hd, &zero, P, T,
-                                              (long long)T * T, g));
+    const long long TT = (long long)T * T;
+    if (G >= g) /* a call per head of a kv head, over the G kv heads */
+        for (int jj = 0; jj < g; jj++)
+            cu_blas_note(t, cublasSgemmStridedBatched(t->blas, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hd, &alpha,
+                                                      B + (size_t)j0 * hd, nkv * hd, hd, A + ((size_t)j0 * g + jj) * hd,
+                                                      nh * hd, (long long)g * hd, &zero, C + (size_t)jj * TT, T,
+                                                      g * TT, G));
+    else /* a call per kv head, over its g heads */
+        for (int j = j0; j < j0 + G; j++)
+            cu_blas_note(t, cublasSgemmStridedBatched(t->blas, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hd, &alpha,
+                                                      B + (size_t)j * hd, nkv * hd, 0, A + (size_t)j * g * hd,
+                                                      nh * hd, hd, &zero, C + (size_t)(j - j0) * g * TT, T, TT, g));
 }
 
-/* out's g head columns of kv head j: O_h = P_h V_j, i.e. O^T (hd x T, ld nh hd) = V^T (ld nkv hd) P^T (ld T). */
-static void apply(cu_train *t, float *o, const float *P, const float *v, int T, int nh, int nkv, int hd, int j) {
+/* Per head h of a pass: O_h (head columns of o, ld nh hd) = P_h B_{h/g} (v, or k for dQ; ld nkv hd).
+ * Column-major: O_h^T = B_j^T P_h^T. */
+static void heads_pb(cu_train *t, float *o, const float *P, const float *B, int T, int nh, int nkv, int hd, int j0,
+                     int G) {
     const int g = nh / nkv;
     const float one = 1.0f, zero = 0.0f;
-    cu_blas_note(t, cublasSgemmStridedBatched(t->blas, CUBLAS_OP_N, CUBLAS_OP_N, hd, T, T, &one, v + (size_t)j * hd,
-                                              nkv * hd, 0, P, T, (long long)T * T, &zero, o + (size_t)j * g * hd,
-                                              nh * hd, hd, g));
+    const long long TT = (long long)T * T;
+    if (G >= g)
+        for (int jj = 0; jj < g; jj++)
+            cu_blas_note(t, cublasSgemmStridedBatched(t->blas, CUBLAS_OP_N, CUBLAS_OP_N, hd, T, T, &one,
+                                                      B + (size_t)j0 * hd, nkv * hd, hd, P + (size_t)jj * TT, T,
+                                                      g * TT, &zero, o + ((size_t)j0 * g + jj) * hd, nh * hd,
+                                                      (long long)g * hd, G));
+    else
+        for (int j = j0; j < j0 + G; j++)
+            cu_blas_note(t, cublasSgemmStridedBatched(t->blas, CUBLAS_OP_N, CUBLAS_OP_N, hd, T, T, &one,
+                                                      B + (size_t)j * hd, nkv * hd, 0, P + (size_t)(j - j0) * g * TT,
+                                                      T, TT, &zero, o + (size_t)j * g * hd, nh * hd, hd, g));
 }
 
 void cu_train_attn(void *ctx, float *out, float *lse, const float *q, const float *k, const float *v, int T, int nh,
@@ -104,14 +146,15 @@ void cu_train_attn(void *ctx, float *out, float *lse, const float *q, const floa
     HEARTH_ASSERT(nkv > 0 && nh % nkv == 0 && hd > 0);
     if (T <= 0) return;
     cu_train t = cu_train_begin((hearth_cuda_ctx *)ctx);
-    const int g = nh / nkv;
+    const int g = nh / nkv, Gmax = kv_per_pass(T, nh, nkv, hd);
     const float scale = 1.0f / sqrtf((float)hd);
     float *P = (float *)ws;
-    for (int j = 0; j < nkv; j++) {
-        scores(&t, P, q, k, T, nh, nkv, hd, j, scale);
-        cu_launch_k(&t.L, tr_attn_softmax_kernel, dim3(g * T), dim3(ATT_NT), 0, P, lse + (size_t)j * g * T, T,
+    for (int j0 = 0; j0 < nkv; j0 += Gmax) {
+        const int G = nkv - j0 < Gmax ? nkv - j0 : Gmax;
+        heads_abt(&t, P, q, k, T, nh, nkv, hd, j0, G, scale);
+        cu_launch_k(&t.L, tr_attn_softmax_kernel, dim3(G * g * T), dim3(ATT_NT), 0, P, lse + (size_t)j0 * g * T, T,
                     window);
-        apply(&t, out, P, v, T, nh, nkv, hd, j);
+        heads_pb(&t, out, P, v, T, nh, nkv, hd, j0, G);
     }
     cu_train_end(&t, "train attention");
 }
@@ -122,28 +165,27 @@ void cu_train_attn_bwd(void *ctx, float *dq, float *dk, float *dv, const float *
     HEARTH_ASSERT(nkv > 0 && nh % nkv == 0 && hd > 0);
     if (T <= 0) return;
     cu_train t = cu_train_begin((hearth_cuda_ctx *)ctx);
-    const int g = nh / nkv;
+    const int g = nh / nkv, Gmax = kv_per_pass(T, nh, nkv, hd);
     const float scale = 1.0f / sqrtf((float)hd), one = 1.0f, zero = 0.0f;
-    const size_t plane = up64((size_t)g * T * T), rows = up64((size_t)g * T * hd);
+    const size_t plane = up64((size_t)Gmax * g * T * T), rows = up64((size_t)Gmax * g * T * hd);
     float *P = (float *)ws, *dP = P + plane, *Qp = dP + plane, *dOp = Qp + rows;
-    for (int j = 0; j < nkv; j++) {
-        const size_t hc = (size_t)j * g * hd; /* the g heads' first column in q, dq, dout */
-        scores(&t, P, q, k, T, nh, nkv, hd, j, scale);
-        /* dP_h = dO_h V_j^T: as the scores, dout for q and v for k, unscaled */
-        cu_blas_note(&t, cublasSgemmStridedBatched(t.blas, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hd, &one,
-                                                   v + (size_t)j * hd, nkv * hd, 0, dout + hc, nh * hd, hd, &zero,
-                                                   dP, T, (long long)T * T, g));
-        cu_launch_k(&t.L, tr_attn_bwd_rows_kernel, dim3(g * T), dim3(ATT_NT), 0, P, dP, Qp, dOp, q, dout, out, lse,
-                    T, nh, hd, j * g, window, scale);
-        /* dQ_h = dS_h K_j: as apply, dS for P and k for v */
-        apply(&t, dq, dP, k, T, nh, nkv, hd, j);
-        /* dK_j = sum_h dS_h^T Q_h = dS_stack^T Qp with dS_stack [gT][T]: column-major dK^T (hd x T, ld nkv hd)
-         * = Qp^T (ld hd) dS_stack (read column-major it is dS_stack^T, ld T: transposed), k = g T; dV_j alike
-         * from P and dOp */
-        cu_blas_note(&t, cublasSgemm(t.blas, CUBLAS_OP_N, CUBLAS_OP_T, hd, T, g * T, &one, Qp, hd, dP, T, &zero,
-                                     dk + (size_t)j * hd, nkv * hd));
-        cu_blas_note(&t, cublasSgemm(t.blas, CUBLAS_OP_N, CUBLAS_OP_T, hd, T, g * T, &one, dOp, hd, P, T, &zero,
-                                     dv + (size_t)j * hd, nkv * hd));
+    for (int j0 = 0; j0 < nkv; j0 += Gmax) {
+        const int G = nkv - j0 < Gmax ? nkv - j0 : Gmax;
+        heads_abt(&t, P, q, k, T, nh, nkv, hd, j0, G, scale);
+        heads_abt(&t, dP, dout, v, T, nh, nkv, hd, j0, G, 1.0f); /* dP_h = dO_h V_j^T */
+        cu_launch_k(&t.L, tr_attn_bwd_rows_kernel, dim3(G * g * T), dim3(ATT_NT), 0, P, dP, Qp, dOp, q, dout, out,
+                    lse, T, nh, hd, j0 * g, window, scale);
+        heads_pb(&t, dq, dP, k, T, nh, nkv, hd, j0, G); /* dQ_h = dS_h K_j */
+        /* dK_j = sum of its heads' dS_h^T Q_h = dS_j^T Qp_j with dS_j [g T][T] (its g planes): column-major
+         * dK_j^T (hd x T, ld nkv hd) = Qp_j^T (ld hd) dS_j (read column-major dS_j^T, ld T: transposed),
+         * k = g T, one call over the pass's kv heads; dV_j alike from P and dOp */
+        const long long GT = (long long)g * T;
+        cu_blas_note(&t, cublasSgemmStridedBatched(t.blas, CUBLAS_OP_N, CUBLAS_OP_T, hd, T, g * T, &one, Qp, hd,
+                                                   GT * hd, dP, T, GT * T, &zero, dk + (size_t)j0 * hd, nkv * hd, hd,
+                                                   G));
+        cu_blas_note(&t, cublasSgemmStridedBatched(t.blas, CUBLAS_OP_N, CUBLAS_OP_T, hd, T, g * T, &one, dOp, hd,
+                                                   GT * hd, P, T, GT * T, &zero, dv + (size_t)j0 * hd, nkv * hd, hd,
+                                                   G));
     }
     cu_train_end(&t, "train attention backward");
 }
