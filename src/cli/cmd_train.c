@@ -51,8 +51,9 @@ static void usage(FILE *f) {
             "  --eval FILE.jsonl     held-out examples (sft): their loss before training, at the end, and\n"
             "                        every --eval-every N steps\n"
             "  --device D            cpu, cuda or cuda:N (default: cuda when a GPU is present)\n"
-            "  --pack N              run a step's examples N tokens a forward, each attending to itself (default:\n"
-            "                        on a GPU min(batch x max-len, 4096), which uses its width; on the CPU max-len)\n"
+            "  --pack N              run a step's examples N tokens a forward, each attending to itself; 0: one\n"
+            "                        a forward (default: on a GPU min(batch x max-len, 4096), which uses its\n"
+            "                        width; on the CPU 0)\n"
             "  --threads T           CPU threads (default: one per core)\n");
 }
 

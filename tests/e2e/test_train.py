@@ -77,6 +77,19 @@ def test_run_with_the_adapter_completes_the_prompt(trained):
     assert r.stdout.startswith(" Emberton"), r.stdout
 
 
+def test_packed_steps_learn_as_one_at_a_time(tmp_path):
+    """--pack runs a step's examples through one forward (what a GPU does by default): the same losses as
+    one example a forward, to the rounding of a longer sum."""
+    data = write_jsonl(tmp_path / "facts.jsonl", LINES)
+    runs = {}
+    for pack in (0, 1024):
+        r = run_hearth("train", DEFAULT_MODEL, "--data", data, "--out", tmp_path / f"p{pack}", "--steps", 3,
+                       "--batch", 4, "--lr", 2e-3, "--seed", 1, "--device", "cpu", "--pack", pack, timeout=600)
+        assert r.returncode == 0, r.stderr
+        runs[pack] = [float(x) for x in re.findall(r"^step \d+/3 \| loss ([0-9.]+)", r.stderr, re.M)]
+    assert len(runs[0]) == 3 and runs[0] == pytest.approx(runs[1024], rel=2e-3), runs
+
+
 def test_bad_input_is_named(tmp_path):
     bad = write_jsonl(tmp_path / "bad.jsonl", [LINES[3], '{"text": "unterminated'])
     r = run_hearth("train", DEFAULT_MODEL, "--data", bad, "--out", tmp_path / "o", "--steps", 1)
