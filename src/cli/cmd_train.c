@@ -50,6 +50,9 @@ static void usage(FILE *f) {
             "  --save-every N        also write DIR every N steps (default: at the end only)\n"
             "  --eval FILE.jsonl     held-out examples (sft): their loss before training, at the end, and\n"
             "                        every --eval-every N steps\n"
+            "  --gradient-checkpointing\n"
+            "                        keep each layer's input only and run its forward again in the backward:\n"
+            "                        the activations of one layer, not all, for a third more compute\n"
             "  --device D            cpu, cuda or cuda:N (default: cuda when a GPU is present)\n"
             "  --pack N              run a step's examples N tokens a forward, each attending to itself; 0: one\n"
             "                        a forward (default: on a GPU min(batch x max-len, 4096), which uses its\n"
@@ -116,8 +119,8 @@ static int parse_args(int argc, char **argv, train_args *a) {
             a->model = f;
             continue;
         }
-        if (!strcmp(f, "--rslora")) {
-            a->o.rslora = 1;
+        if (!strcmp(f, "--rslora") || !strcmp(f, "--gradient-checkpointing")) {
+            *(f[2] == 'r' ? &a->o.rslora : &a->o.checkpoint) = 1;
             continue;
         }
         if (!v) return cli_usage_error("train", "%s needs a value", f);

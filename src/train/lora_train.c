@@ -65,7 +65,8 @@ struct hearth_lora_trainer {
     void **wc;      /* [n_layers][NT]: the backend's copies of the frozen weights (matmul_t) */
     void *head_c;   /* the head's */
     uint8_t *wc_own; /* [n_layers * NT + 1] (the head last): 1 where the copy is the trainer's to free */
-    lt_layer *L;
+    lt_layer *L;    /* [n_layers], or with checkpointing one, which every layer's forward reuses */
+    float **xs;     /* checkpointing: [n_layers] layer l's input [T][dim], its forward run again in the backward */
     float *xf;      /* the last layer's output [T][dim] */
     /* backend scratch */
     float *xn, *dx, *dxm, *dxn, *tmp, *h, *dh, *dg, *du, *dq, *dk, *dv, *datt, *dua, *rtmp;
@@ -92,6 +93,9 @@ static const hearth_weight *frozen(const hearth_lora_trainer *t, int l, int tg) 
 
 static lt_pair *pair(const hearth_lora_trainer *t, int l, int tg) { return &t->p[(size_t)l * NT + tg]; }
 
+/* What layer l's forward keeps (with checkpointing: the one set every layer shares). */
+static lt_layer *kept(const hearth_lora_trainer *t, int l) { return &t->L[t->xs ? 0 : l]; }
+
 static void copy(const hearth_lora_trainer *t, float *dst, const float *src, size_t n) {
     t->ops->copy(t->ctx, dst, src, sizeof(float) * n);
 }
@@ -108,7 +112,7 @@ static void gemm(const hearth_lora_trainer *t, float *c, const float *a, const f
 static void lora_fwd(hearth_lora_trainer *t, int l, int tg, const float *x, float *y, int T) {
     lt_pair *p = pair(t, l, tg);
     if (!p->a || t->adapter_off) return;
-    float *ua = t->L[l].ua[tg];
+    float *ua = kept(t, l)->ua[tg];
     gemm(t, ua, x, p->a, T, t->r, p->in, 0, 1, 1.0f, 0.0f);
     gemm(t, y, ua, p->b, T, p->out, t->r, 0, 1, t->scale, 1.0f);
 }
@@ -119,7 +123,7 @@ static void lora_bwd(hearth_lora_trainer *t, int l, int tg, const float *x, cons
     lt_pair *p = pair(t, l, tg);
     if (!p->a) return;
     const int r = t->r;
-    gemm(t, p->gb, dy, t->L[l].ua[tg], p->out, r, T, 1, 0, t->scale, 1.0f); /* += scale dy^T (A x) */
+    gemm(t, p->gb, dy, kept(t, l)->ua[tg], p->out, r, T, 1, 0, t->scale, 1.0f); /* += scale dy^T (A x) */
     gemm(t, t->dua, dy, p->b, T, r, p->out, 0, 0, t->scale, 0.0f);         /* d(A x) = scale dy B */
     gemm(t, p->ga, t->dua, x, r, p->in, T, 1, 0, 1.0f, 1.0f);               /* += d(A x)^T x */
     gemm(t, dx, t->dua, p->a, T, p->in, r, 0, 0, 1.0f, 1.0f);               /* dx += d(A x) A */
@@ -177,8 +181,9 @@ static void layer_fwd(hearth_lora_trainer *t, int l, const float *x, float *y, i
     const int dim = c->hidden_size, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads, qd = nh * hd,
               kvd = nkv * hd, ffn = c->intermediate_size;
     const float eps = c->rms_norm_eps;
-    lt_layer *A = &t->L[l];
+    lt_layer *A = kept(t, l);
     copy(t, A->x, x, (size_t)T * dim); /* x may be y: read A->x from here on */
+    if (t->xs && t->xs[l] != x) copy(t, t->xs[l], x, (size_t)T * dim);
     tr->rmsnorm(ctx, t->xn, A->r1, A->x, W->attn_norm, T, dim, eps);
     ops->matmul(ctx, A->q, t->xn, T, &W->wq);
     ops->matmul(ctx, A->k, t->xn, T, &W->wk);
@@ -223,7 +228,7 @@ static void layer_bwd(hearth_lora_trainer *t, int l, float *dx, int T) {
     const int dim = c->hidden_size, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads, qd = nh * hd,
               kvd = nkv * hd, ffn = c->intermediate_size;
     const float eps = c->rms_norm_eps;
-    const lt_layer *A = &t->L[l];
+    const lt_layer *A = kept(t, l);
     /* feed-forward: y = xm + down(silu(g) u) */
     t->ops->swiglu(ctx, t->h, A->g, A->u, T, ffn);
     proj_bwd(t, l, HEARTH_LORA_T_DOWN, t->h, dx, t->dh, T, 0);
@@ -337,7 +342,10 @@ static hearth_status run(hearth_lora_trainer *t, head_job *h, hearth_err *err) {
     t->ops->embed(t->ctx, x, hearth_model_embedding(t->m), t->tok_d, T);
     for (int l = 0; l < c->n_layers; l++) layer_fwd(t, l, l ? t->xf : x, t->xf, T);
     head(t, T, h, t->dx);
-    for (int l = c->n_layers - 1; h->grad && l >= 0; l--) layer_bwd(t, l, t->dx, T); /* the head scaled it */
+    for (int l = c->n_layers - 1; h->grad && l >= 0; l--) {
+        if (t->xs) layer_fwd(t, l, t->xs[l], t->xf, T); /* what the backward needs, again (xf is free now) */
+        layer_bwd(t, l, t->dx, T); /* the head scaled dx */
+    }
     return HEARTH_OK;
 }
 
@@ -458,11 +466,21 @@ static hearth_status make_pairs(hearth_lora_trainer *t, const hearth_lora_pairs 
     return HEARTH_OK;
 }
 
-/* The buffers of one layer (the qwen3 head norms' with qkn); 0 on out of memory. */
-static int make_layer(hearth_lora_trainer *t, int l, int qkn) {
+/* What layer l's forward keeps (the qwen3 head norms' with qkn; A x of the targets in bits tgs), and its
+ * frozen weights' copies; with checkpointing its input alone, the rest once (l 0) for every layer; 0 on out
+ * of memory. */
+static int make_layer(hearth_lora_trainer *t, int l, int qkn, unsigned tgs) {
     const hearth_model_config *c = t->c;
     const int T = t->T_max, dim = c->hidden_size, nh = c->n_heads, nkv = c->n_kv_heads, qd = nh * c->head_dim,
               kvd = nkv * c->head_dim, ffn = c->intermediate_size;
+    for (int tg = 0; tg < NT; tg++) { /* the frozen weight's copy for the backward */
+        size_t b = 0;
+        if (!(t->wc[(size_t)l * NT + tg] = t->tr->weight_copy(t->ctx, frozen(t, l, tg), &b))) return 0;
+        t->wc_own[(size_t)l * NT + tg] = b > 0;
+        t->bytes += b;
+    }
+    if (t->xs && !(t->xs[l] = take(t, (size_t)T * dim))) return 0;
+    if (t->xs && l > 0) return 1;
     lt_layer *A = &t->L[l];
     A->x = take(t, (size_t)T * dim), A->r1 = take(t, T), A->q = take(t, (size_t)T * qd);
     A->k = take(t, (size_t)T * kvd), A->v = take(t, (size_t)T * kvd), A->att = take(t, (size_t)T * qd);
@@ -475,13 +493,7 @@ static int make_layer(hearth_lora_trainer *t, int l, int qkn) {
         ok = ok && A->qpre && A->rq && A->kpre && A->rk;
     }
     for (int tg = 0; ok && tg < NT; tg++)
-        if (pair(t, l, tg)->a) ok = (A->ua[tg] = take(t, (size_t)T * t->r)) != NULL;
-    for (int tg = 0; ok && tg < NT; tg++) { /* the frozen weight's copy for the backward */
-        size_t b = 0;
-        ok = (t->wc[(size_t)l * NT + tg] = t->tr->weight_copy(t->ctx, frozen(t, l, tg), &b)) != NULL;
-        t->wc_own[(size_t)l * NT + tg] = b > 0;
-        t->bytes += b;
-    }
+        if (tgs >> tg & 1) ok = (A->ua[tg] = take(t, (size_t)T * t->r)) != NULL;
     return ok;
 }
 
@@ -556,10 +568,21 @@ hearth_status hearth_lora_trainer_new(hearth_lora_trainer **out, hearth_model *m
     t->wc = calloc((size_t)L * NT, sizeof *t->wc);
     t->wc_own = calloc((size_t)L * NT + 1, 1);
     t->L = calloc((size_t)L, sizeof *t->L);
-    int ok = t->p && t->wc && t->wc_own && t->L;
+    t->xs = t->o.checkpoint ? calloc((size_t)L, sizeof *t->xs) : NULL;
+    int ok = t->p && t->wc && t->wc_own && t->L && (t->xs || !t->o.checkpoint);
     if (ok && (st = make_pairs(t, init_dir ? &init : NULL, err))) ok = -1;
     hearth_lora_pairs_free(&init);
-    for (int l = 0; ok > 0 && l < L; l++) ok = make_layer(t, l, hearth_model_layer(m, l)->q_norm != NULL);
+    int qkn = 0; /* with checkpointing the shared set serves every layer: the union of what they keep */
+    unsigned tgs = 0;
+    for (int l = 0; l < L; l++) {
+        qkn |= hearth_model_layer(m, l)->q_norm != NULL;
+        for (int tg = 0; tg < NT; tg++) tgs |= (unsigned)(pair(t, l, tg)->a != NULL) << tg;
+    }
+    for (int l = 0; ok > 0 && l < L; l++) {
+        unsigned own = 0;
+        for (int tg = 0; tg < NT; tg++) own |= (unsigned)(pair(t, l, tg)->a != NULL) << tg;
+        ok = make_layer(t, l, t->xs ? qkn : hearth_model_layer(m, l)->q_norm != NULL, t->xs ? tgs : own);
+    }
     if (ok > 0) ok = make_scratch(t);
     if (ok <= 0) {
         const double gib = t->bytes / 1073741824.0;
@@ -589,13 +612,14 @@ void hearth_lora_trainer_free(hearth_lora_trainer *t) {
                       A->g, A->u};
         for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) release(t, f[i]);
         for (int tg = 0; tg < NT; tg++) release(t, A->ua[tg]);
+        if (t->xs) release(t, t->xs[l]);
     }
     void *f[] = {t->xf, t->xn, t->dx, t->dxm, t->dxn, t->tmp, t->h, t->dh, t->dg, t->du, t->dq,
                  t->dk, t->dv, t->datt, t->dua, t->rtmp, t->att_ws, t->logits, t->tok_d, t->rows_d, t->y_d,
                  t->w_d, t->ce_d, t->norm_d};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) release(t, f[i]);
     free(t->rows), free(t->y), free(t->w), free(t->ce), free(t->tok_h), free(t->lab), free(t->seg_off), free(t->seg_n);
-    free(t->p), free(t->wc), free(t->wc_own), free(t->L);
+    free(t->p), free(t->wc), free(t->wc_own), free(t->L), free(t->xs);
     free(t);
 }
 

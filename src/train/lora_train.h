@@ -32,6 +32,8 @@ typedef struct {
     float max_grad_norm; /* clip the step's gradient to this L2 norm; 0 = no clipping */
     int max_len;         /* the longest sequence accumulate takes */
     int pack;            /* the most tokens a forward takes over a pack of sequences (0: max_len) */
+    int checkpoint;      /* gradient checkpointing: keep each layer's input only and run its forward again
+                            in the backward (a third more compute; the activations of one layer, not all) */
     uint64_t seed;       /* A's initialisation (B starts at zero, as PEFT's) */
 } hearth_lora_train_opts;
 

@@ -77,17 +77,21 @@ def test_run_with_the_adapter_completes_the_prompt(trained):
     assert r.stdout.startswith(" Emberton"), r.stdout
 
 
-def test_packed_steps_learn_as_one_at_a_time(tmp_path):
-    """--pack runs a step's examples through one forward (what a GPU does by default): the same losses as
-    one example a forward, to the rounding of a longer sum."""
+def test_packs_and_checkpointing_learn_as_one_at_a_time(tmp_path):
+    """--pack runs a step's examples through one forward (what a GPU does by default), and
+    --gradient-checkpointing runs each layer's forward again in the backward: the same losses as one
+    example a forward with everything kept, to the rounding of a longer sum."""
     data = write_jsonl(tmp_path / "facts.jsonl", LINES)
     runs = {}
-    for pack in (0, 1024):
-        r = run_hearth("train", DEFAULT_MODEL, "--data", data, "--out", tmp_path / f"p{pack}", "--steps", 3,
-                       "--batch", 4, "--lr", 2e-3, "--seed", 1, "--device", "cpu", "--pack", pack, timeout=600)
+    for name, extra in (("alone", ["--pack", 0]), ("packed", ["--pack", 1024]),
+                        ("checkpointed", ["--gradient-checkpointing"])):
+        r = run_hearth("train", DEFAULT_MODEL, "--data", data, "--out", tmp_path / name, "--steps", 3,
+                       "--batch", 4, "--lr", 2e-3, "--seed", 1, "--device", "cpu", *extra, timeout=600)
         assert r.returncode == 0, r.stderr
-        runs[pack] = [float(x) for x in re.findall(r"^step \d+/3 \| loss ([0-9.]+)", r.stderr, re.M)]
-    assert len(runs[0]) == 3 and runs[0] == pytest.approx(runs[1024], rel=2e-3), runs
+        runs[name] = [float(x) for x in re.findall(r"^step \d+/3 \| loss ([0-9.]+)", r.stderr, re.M)]
+    assert len(runs["alone"]) == 3, runs
+    assert runs["alone"] == pytest.approx(runs["packed"], rel=2e-3), runs
+    assert runs["alone"] == pytest.approx(runs["checkpointed"], rel=1e-6), runs
 
 
 def test_bad_input_is_named(tmp_path):

@@ -36,9 +36,14 @@ TEST(train_lora_vs_peft) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) case_vs_peft(cases[i]);
 }
 
+TEST(train_checkpoint_equals_kept) {
+    case_pack_equals_alone("tests/fixtures/tiny-gguf/llama3-f32.gguf", 1);
+    case_pack_equals_alone("tests/fixtures/tiny/qwen3-f32", 1);
+}
+
 TEST(train_pack_equals_alone) {
-    case_pack_equals_alone("tests/fixtures/tiny-gguf/llama3-f32.gguf");
-    case_pack_equals_alone("tests/fixtures/tiny/qwen3-f32");
+    case_pack_equals_alone("tests/fixtures/tiny-gguf/llama3-f32.gguf", 0);
+    case_pack_equals_alone("tests/fixtures/tiny/qwen3-f32", 0);
 }
 
 /* n seeded token ids below vocab, every one after the first a label. */

@@ -226,15 +226,18 @@ static void case_pref(const char *name) {
     json_decref(g);
 }
 
-/* Three sequences of a tiny llama (permuted GGUF q / k, rope by adjacent pairs) and a qwen3 (head norms) as
- * one pack give the losses and the gradient of the three run alone (each attends only to itself: a pack
- * that leaked across them would differ at once), to 1e-5. */
-static void case_pack_equals_alone(const char *model) {
+/* Three sequences of a tiny llama (permuted GGUF q / k, rope by adjacent pairs) or a qwen3 (head norms),
+ * two steps: as one pack, and with gradient checkpointing (each layer's forward run again in the backward)
+ * when checkpoint is set, they give the losses and the gradient of the three run alone without it, to
+ * 1e-5 (each sequence of a pack attends only to itself: one that leaked across them would differ at once). */
+static void case_pack_equals_alone(const char *model, int checkpoint) {
     const hearth_lora_train_opts o = {.rank = 4, .alpha = 8, .targets = 0x7f, .lr = 1e-2f, .beta1 = 0.9f,
                                       .beta2 = 0.999f, .eps = 1e-8f, .max_len = 30, .pack = 64, .seed = 3};
+    hearth_lora_train_opts ob = o;
+    ob.checkpoint = checkpoint;
     tr_rig a, b;
     if (!tr_open(&a, model, &o, NULL)) return;
-    if (!tr_open(&b, model, &o, NULL)) {
+    if (!tr_open(&b, model, &ob, NULL)) {
         tr_close(&a);
         return;
     }
@@ -276,8 +279,8 @@ static void case_pack_equals_alone(const char *model) {
             }
         free(ga), free(gb), free(ha), free(hb);
         CHECK_MSG(d <= 1e-5 * mag, "%s step %d: gradient max |d| %.3g of max |g| %.3g", model, step, d, mag);
-        printf("  %s step %d: loss %.7f alone, %.7f packed; gradient max |d| / max |g| %.2e\n", model, step, alone,
-               packed, mag > 0 ? d / mag : 0.0);
+        printf("  %s step %d: loss %.7f alone, %.7f packed%s; gradient max |d| / max |g| %.2e\n", model, step,
+               alone, packed, checkpoint ? " and checkpointed" : "", mag > 0 ? d / mag : 0.0);
         hearth_lora_trainer_step(a.t, o.lr, NULL);
         hearth_lora_trainer_step(b.t, o.lr, NULL);
     }
