@@ -3,8 +3,9 @@
  * inference, hearth_ops.train for the backward and AdamW, so one trainer
  * runs on every backend that has them (the CPU, CUDA).
  *
- * The forward mirrors model/forward.c for one sequence and keeps what the
- * backward needs, per layer: the layer's input and its two norms' inverse
+ * The forward mirrors model/forward.c for a pack of sequences (each attends
+ * to itself) and keeps what the backward needs, per layer (with gradient
+ * checkpointing only the layer's input, the rest run again in the backward): the layer's input and its two norms' inverse
  * RMS, q (and k) before the qwen3 head norm, q and k after rope, v, the
  * attention's output and log-sum-exp per query, the residual after
  * attention, the gate and up products, and A x of each adapted projection.
@@ -14,7 +15,8 @@
  *
  * x W^T with the model's weights is the inference matmul; the backward's
  * dy W goes through the backend's copy of each frozen weight (F32 on the
- * CPU, BF16 on CUDA unless the weight is F32). */
+ * CPU, BF16 on CUDA unless the weight is F32), or the weight itself where its
+ * rows serve as they are. */
 #include "train/lora_train.h"
 
 #include "core/dtype.h"
