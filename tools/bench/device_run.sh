@@ -19,6 +19,10 @@
 #               decode at batch 1 after 512 tokens, prefill 512 / 2048 (~3 min)
 #   issue6      hearth bench at saturation: 512 streams x 1000 / 1000, e4m3 KV (~1 min)
 #   streams     hearth bench at 1, 8, 64 and 256 streams, 128/128 and 1000/1000 (~3 min)
+#   train       test_cuda train, then LoRA SFT on the 8B shape (BF16, rank 16, 4 x 512 tokens a step): hearth
+#               train packed, one sequence a forward and with --gradient-checkpointing, beside PyTorch + PEFT
+#               (tools/bench/peer_train_torch_gpu.py) batched and one at a time; needs .dev/wheels (peft,
+#               accelerate) carried too (~3 min)
 #   lora        hearth bench on the 8B shape (BF16) without and with a rank-16 LoRA adapter on every
 #               projection (tools/bench/make_lora_adapter.py): batch 1 after 512 tokens, 64 streams of 128 / 128
 #   peer        the peers beside issue7 and streams: llama.cpp on the same files, llama-bench (prefill
@@ -102,7 +106,28 @@ for suite in "$@"; do
             timeout 120 $B/hearth bench "$m" --device cuda --prompt 128 --gen 128 --parallel 64 $l 2>&1 |
                 grep -E "^engine \|" | head -2
         done ;;
-    *) echo "device_run: unknown suite '$suite' (tests flash attn issue7 issue6 streams peer lora)" ;;
+    train)
+        hdr "test_cuda train"
+        timeout 240 $B/test_cuda train 2>&1 | grep -v "^ok" | tail -40
+        m=$(model bf16)
+        python3 -c 'import json, random
+r = random.Random(1)
+with open("/tmp/t8b.jsonl", "w") as f:
+    for _ in range(48):
+        f.write(json.dumps({"text": " ".join("t%d" % r.randrange(300, 128000) for _ in range(600))}) + "\n")'
+        for extra in "" "--pack 512" "--gradient-checkpointing"; do
+            hdr "hearth train --device cuda, rank 16, 4 x 512 a step ${extra:-(packed)}"
+            timeout 300 $B/hearth train "$m" --data /tmp/t8b.jsonl --out /tmp/o8b --steps 5 --batch 4 --max-len 512 \
+                --rank 16 --alpha 32 --device cuda $extra 2>&1 | grep -E "^step|GiB|error|out of"
+        done
+        mkdir -p /tmp/py && for w in .dev/wheels/peft-*.whl .dev/wheels/accelerate-*.whl; do
+            python3 -m zipfile -e "$w" /tmp/py; done
+        for micro in 4 1; do
+            hdr "PyTorch + PEFT, bf16, rank 16, 4 x 512 a step, $micro a forward"
+            PYTHONPATH=/tmp/py timeout 300 python3 tools/bench/peer_train_torch_gpu.py --batch 4 --micro $micro \
+                --steps 5 2>&1 | tail -6
+        done ;;
+    *) echo "device_run: unknown suite '$suite' (tests flash attn issue7 issue6 streams peer lora train)" ;;
     esac
 done
 hdr done
