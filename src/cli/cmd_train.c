@@ -377,15 +377,18 @@ int cmd_train(int argc, char **argv) {
     }
     const char *from = a.init ? "starting from --init's adapter" : "a new adapter";
     const double gib = hearth_lora_trainer_bytes(t) / 1073741824.0;
+    char how[96]; /* where and how it runs */
+    snprintf(how, sizeof how, "%s%s%s", s.ops->name, a.o.pack > a.o.max_len && !pref ? ", packs" : "",
+             a.o.checkpoint ? ", checkpointed" : "");
     train_set ts = {.pack = a.o.pack, .sft = pref ? NULL : &d, .eval = a.eval ? &ed : NULL,
                     .prefs = pref ? &pd : NULL,
                     .method = strcmp(a.method, "dpo") ? HEARTH_PREF_ORPO : HEARTH_PREF_DPO};
     if (!pref)
         fprintf(stderr, "hearth train: sft, %d examples (%ld label tokens, %d cut to %ld tokens); %s; %.2f GiB (%s)\n",
-                d.n, d.n_labels, d.n_truncated, a.max_len, from, gib, s.ops->name);
+                d.n, d.n_labels, d.n_truncated, a.max_len, from, gib, how);
     else
         fprintf(stderr, "hearth train: %s, beta %g, %d pairs (%d cut to %ld tokens); %s; %.2f GiB (%s)\n", a.method,
-                (double)a.beta, pd.n, pd.n_truncated, a.max_len, from, gib, s.ops->name);
+                (double)a.beta, pd.n, pd.n_truncated, a.max_len, from, gib, how);
     if (pref && ts.method == HEARTH_PREF_DPO) { /* the reference: the base model's log-probabilities, once */
         const double t0 = hearth_time_now();
         if (!(ref = malloc(sizeof(double) * 2 * (size_t)pd.n))) {
