@@ -156,6 +156,9 @@ typedef struct hearth_train_ops {
      * m, v: w *= 1 - lr wd; m, v updated; w -= lr / bc1 m / (sqrt(v) / sqrt(bc2) + eps). */
     void (*adamw)(void *ctx, float *w, float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,
                   float eps, float wd, float gs, double bc1, double bc2);
+    /* The first failure inside an op so far (a device fault; scratch an op could not get), HEARTH_OK if none
+     * (err names it). NULL: this backend's ops do not fail. */
+    hearth_status (*failed)(void *ctx, hearth_err *err);
 } hearth_train_ops;
 
 typedef struct hearth_ops {

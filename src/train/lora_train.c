@@ -348,7 +348,9 @@ static hearth_status run(hearth_lora_trainer *t, head_job *h, hearth_err *err) {
         if (t->xs) layer_fwd(t, l, t->xs[l], t->xf, T); /* what the backward needs, again (xf is free now) */
         layer_bwd(t, l, t->dx, T); /* the head scaled dx */
     }
-    return HEARTH_OK;
+    /* a device that failed inside an op stops the training: a failure in this forward (the head's download
+     * waited for it), or in the last backward and step, is seen here */
+    return t->tr->failed ? t->tr->failed(t->ctx, err) : HEARTH_OK;
 }
 
 hearth_status hearth_lora_trainer_accumulate_pack(hearth_lora_trainer *t, int n_seqs, const int32_t *const *tokens,

@@ -89,6 +89,10 @@ static void op_matmul_t(void *ctx, float *dx, const float *dy, int T, const void
     cu_train_end(&t, "train matmul_t");
 }
 
+static hearth_status op_failed(void *ctx, hearth_err *err) {
+    return hearth_cuda_ctx_error((hearth_cuda_ctx *)ctx, err);
+}
+
 extern "C" const hearth_train_ops hearth_cuda_train_ops = {
     /* .head_rows = */ 1024,
     /* .gemm = */ op_gemm,
@@ -108,4 +112,5 @@ extern "C" const hearth_train_ops hearth_cuda_train_ops = {
     /* .zero = */ cu_train_zero,
     /* .sumsq = */ cu_train_sumsq,
     /* .adamw = */ cu_train_adamw,
+    /* .failed = */ op_failed,
 };
