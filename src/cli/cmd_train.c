@@ -119,8 +119,12 @@ static int parse_args(int argc, char **argv, train_args *a) {
             a->model = f;
             continue;
         }
-        if (!strcmp(f, "--rslora") || !strcmp(f, "--gradient-checkpointing")) {
-            *(f[2] == 'r' ? &a->o.rslora : &a->o.checkpoint) = 1;
+        if (!strcmp(f, "--rslora")) {
+            a->o.rslora = 1;
+            continue;
+        }
+        if (!strcmp(f, "--gradient-checkpointing")) {
+            a->o.checkpoint = 1;
             continue;
         }
         if (!v) return cli_usage_error("train", "%s needs a value", f);
