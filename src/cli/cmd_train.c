@@ -48,8 +48,8 @@ static void usage(FILE *f) {
             "  --seed S              data order and A's initialisation (default 0)\n"
             "  --init DIR            start from this adapter (its rank, alpha and targets)\n"
             "  --save-every N        also write DIR every N steps (default: at the end only)\n"
-            "  --eval FILE.jsonl     held-out examples (sft): their loss before training, at the end, and\n"
-            "                        every --eval-every N steps\n"
+            "  --eval FILE.jsonl     held-out examples (or pairs, with dpo / orpo): their loss (and the pairs'\n"
+            "                        accuracy and margin) before training, at the end, and every --eval-every N steps\n"
             "  --gradient-checkpointing\n"
             "                        keep each layer's input only and run its forward again in the backward:\n"
             "                        the activations of one layer, not all, for a third more compute\n"
@@ -194,8 +194,8 @@ static int parse_args(int argc, char **argv, train_args *a) {
  * reference log-probabilities). */
 typedef struct {
     const hearth_train_data *sft, *eval;
-    const hearth_train_prefs *prefs;
-    const double *ref;
+    const hearth_train_prefs *prefs, *eval_prefs;
+    const double *ref, *eval_ref; /* DPO's reference log-probabilities of prefs, eval_prefs */
     hearth_pref_method method;
     int pack; /* SFT: the most tokens a forward takes over several examples */
 } train_set;
@@ -261,9 +261,29 @@ static hearth_status batch_step(const train_set *ts, hearth_lora_trainer *t, flo
     return HEARTH_OK;
 }
 
+/* The held-out pairs' loss, accuracy and margin (the forward alone, with the adapter). */
+static int eval_pairs(const train_args *a, hearth_lora_trainer *t, const train_set *ts, const char *when) {
+    const hearth_train_prefs *e = ts->eval_prefs;
+    hearth_err err = {0};
+    hearth_pref_stats st;
+    const double t0 = hearth_time_now();
+    int *idx = malloc(sizeof(int) * (size_t)e->n);
+    if (!idx) return fprintf(stderr, "hearth train: out of memory\n"), 1;
+    for (int i = 0; i < e->n; i++) idx[i] = i;
+    const hearth_status s = hearth_pref_evaluate(t, ts->method, a->beta, e, ts->eval_ref, idx, e->n, &st, &err);
+    free(idx);
+    if (s) return fprintf(stderr, "hearth train: %s (%s)\n", err.msg, a->eval), 1;
+    fprintf(stderr, "eval %s | loss %.4f | accuracy %.2f | margin %.3f | %d pairs | %.2f s\n", when, st.loss,
+            st.accuracy, st.margin, e->n, hearth_time_now() - t0);
+    return 0;
+}
+
 /* The held-out examples' loss (the forward alone, with the adapter): their
- * summed cross-entropy over their label count, printed with its perplexity. */
-static int eval_report(const train_args *a, hearth_lora_trainer *t, const hearth_train_data *e, const char *when) {
+ * summed cross-entropy over their label count, printed with its perplexity;
+ * or the held-out pairs'. */
+static int eval_report(const train_args *a, hearth_lora_trainer *t, const train_set *ts, const char *when) {
+    if (ts->eval_prefs) return eval_pairs(a, t, ts, when);
+    const hearth_train_data *e = ts->eval;
     double sum = 0, lp;
     hearth_err err = {0};
     const double t0 = hearth_time_now();
@@ -291,7 +311,8 @@ static int train_loop(const train_args *a, hearth_lora_trainer *t, const train_s
         return fprintf(stderr, "hearth train: out of memory\n"), 1;
     }
     hearth_err err = {0};
-    int rc = ts->eval ? eval_report(a, t, ts->eval, "before training") : 0, line;
+    const int has_eval = ts->eval || ts->eval_prefs;
+    int rc = has_eval ? eval_report(a, t, ts, "before training") : 0, line;
     double t0 = hearth_time_now();
     for (int s = 0; s < n_steps && !rc; s++) {
         const double t1 = hearth_time_now();
@@ -314,10 +335,10 @@ static int train_loop(const train_args *a, hearth_lora_trainer *t, const train_s
         fprintf(stderr, "step %d/%d | loss %.4f%s | grad norm %.3f | lr %.2e | %.2f s | %.0f tok/s\n", s + 1,
                 n_steps, st.loss, extra, norm, lr, dt, tokens / dt);
         const int last = s + 1 == n_steps;
-        if (ts->eval && (last || (a->eval_every && (s + 1) % a->eval_every == 0))) {
+        if (has_eval && (last || (a->eval_every && (s + 1) % a->eval_every == 0))) {
             char when[32];
             snprintf(when, sizeof when, "step %d", s + 1);
-            if ((rc = eval_report(a, t, ts->eval, when))) break;
+            if ((rc = eval_report(a, t, ts, when))) break;
         }
         if (last || (a->save_every && (s + 1) % a->save_every == 0)) {
             if (hearth_lora_trainer_save(t, a->out, model, &err)) {
@@ -347,7 +368,6 @@ int cmd_train(int argc, char **argv) {
     if (rc >= 0) return rc;
     const int pref = strcmp(a.method, "sft") != 0;
     if (pref && !a.lr_given) a.o.lr = 5e-5f;
-    if (pref && a.eval) return cli_usage_error("train", "--eval takes SFT examples: not with --method %s", a.method);
     a.o.max_len = (int)a.max_len;
     a.o.seed = a.seed;
     if (a.pack < 0) { /* a GPU is faster with more rows a forward; the CPU gains nothing from them */
@@ -367,14 +387,15 @@ int cmd_train(int argc, char **argv) {
     char *tmpl = NULL;
     size_t tlen;
     hearth_train_data d = {0}, ed = {0};
-    hearth_train_prefs pd = {0};
-    double *ref = NULL;
+    hearth_train_prefs pd = {0}, epd = {0};
+    double *ref = NULL, *eref = NULL;
     hearth_lora_trainer *t = NULL;
     rc = 1;
     if (cli_load_template(&s, a.model, NULL, &tmpl, &tlen, &err) ||
         (pref ? hearth_train_prefs_load(&pd, a.data, s.tok, tmpl, (int)a.max_len, &err)
               : hearth_train_data_load(&d, a.data, s.tok, tmpl, (int)a.max_len, &err)) ||
-        (a.eval && hearth_train_data_load(&ed, a.eval, s.tok, tmpl, (int)a.max_len, &err)) ||
+        (a.eval && (pref ? hearth_train_prefs_load(&epd, a.eval, s.tok, tmpl, (int)a.max_len, &err)
+                         : hearth_train_data_load(&ed, a.eval, s.tok, tmpl, (int)a.max_len, &err))) ||
         hearth_lora_trainer_new(&t, s.model, &a.o, a.init, &err)) {
         fprintf(stderr, "hearth train: %s\n", err.msg);
         goto done;
@@ -384,8 +405,8 @@ int cmd_train(int argc, char **argv) {
     char how[96]; /* where and how it runs */
     snprintf(how, sizeof how, "%s%s%s", s.ops->name, a.o.pack > a.o.max_len && !pref ? ", packs" : "",
              a.o.checkpoint ? ", checkpointed" : "");
-    train_set ts = {.pack = a.o.pack, .sft = pref ? NULL : &d, .eval = a.eval ? &ed : NULL,
-                    .prefs = pref ? &pd : NULL,
+    train_set ts = {.pack = a.o.pack, .sft = pref ? NULL : &d, .eval = a.eval && !pref ? &ed : NULL,
+                    .prefs = pref ? &pd : NULL, .eval_prefs = a.eval && pref ? &epd : NULL,
                     .method = strcmp(a.method, "dpo") ? HEARTH_PREF_ORPO : HEARTH_PREF_DPO};
     if (!pref)
         fprintf(stderr, "hearth train: sft, %d examples (%ld label tokens, %d cut to %ld tokens); %s; %.2f GiB (%s)\n",
@@ -395,17 +416,20 @@ int cmd_train(int argc, char **argv) {
                 (double)a.beta, pd.n, pd.n_truncated, a.max_len, from, gib, how);
     if (pref && ts.method == HEARTH_PREF_DPO) { /* the reference: the base model's log-probabilities, once */
         const double t0 = hearth_time_now();
-        if (!(ref = malloc(sizeof(double) * 2 * (size_t)pd.n))) {
+        const int ne = ts.eval_prefs ? epd.n : 0;
+        ref = malloc(sizeof(double) * 2 * (size_t)pd.n);
+        eref = malloc(sizeof(double) * 2 * (size_t)(ne + 1));
+        if (!ref || !eref) {
             fprintf(stderr, "hearth train: out of memory\n");
             goto done;
         }
-        if (hearth_pref_reference(t, &pd, ref, &err)) {
+        if (hearth_pref_reference(t, &pd, ref, &err) || (ne && hearth_pref_reference(t, &epd, eref, &err))) {
             fprintf(stderr, "hearth train: %s\n", err.msg);
             goto done;
         }
-        fprintf(stderr, "hearth train: the reference's log-probabilities of %d pairs in %.1f s\n", pd.n,
+        fprintf(stderr, "hearth train: the reference's log-probabilities of %d pairs in %.1f s\n", pd.n + ne,
                 hearth_time_now() - t0);
-        ts.ref = ref;
+        ts.ref = ref, ts.eval_ref = eref;
     }
     rc = train_loop(&a, t, &ts, a.model);
 done:
@@ -413,7 +437,8 @@ done:
     hearth_train_data_free(&d);
     hearth_train_data_free(&ed);
     hearth_train_prefs_free(&pd);
-    free(ref);
+    hearth_train_prefs_free(&epd);
+    free(ref), free(eref);
     free(tmpl);
     hearth_session_close(&s);
     return rc;

@@ -39,9 +39,10 @@ static hearth_status backward(hearth_lora_trainer *t, const hearth_train_example
     return hearth_lora_trainer_accumulate_w(t, e->tokens, w, e->n, err);
 }
 
-hearth_status hearth_pref_accumulate(hearth_lora_trainer *t, hearth_pref_method m, float beta,
-                                     const hearth_train_prefs *d, const double *ref, const int *idx, int P,
-                                     hearth_pref_stats *s, hearth_err *err) {
+/* The pairs' loss into s, and with grad its gradient added to the trainer's. */
+static hearth_status run_pairs(hearth_lora_trainer *t, hearth_pref_method m, float beta, const hearth_train_prefs *d,
+                               const double *ref, const int *idx, int P, int grad, hearth_pref_stats *s,
+                               hearth_err *err) {
     memset(s, 0, sizeof *s);
     long chosen_tokens = 0; /* ORPO's NLL: every chosen token but the first, over the batch */
     int longest = 2;
@@ -79,8 +80,20 @@ hearth_status hearth_pref_accumulate(hearth_lora_trainer *t, hearth_pref_method 
             c_lab = beta * sl * log_odds_d(a) / ((double)P * nc);
             r_lab = -beta * sl * log_odds_d(b) / ((double)P * nr);
         }
-        if ((st = backward(t, c, c_all, c_lab, w, err)) == HEARTH_OK) st = backward(t, r, 0, r_lab, w, err);
+        if (grad && (st = backward(t, c, c_all, c_lab, w, err)) == HEARTH_OK) st = backward(t, r, 0, r_lab, w, err);
     }
     free(w);
     return st;
+}
+
+hearth_status hearth_pref_accumulate(hearth_lora_trainer *t, hearth_pref_method m, float beta,
+                                     const hearth_train_prefs *d, const double *ref, const int *idx, int P,
+                                     hearth_pref_stats *s, hearth_err *err) {
+    return run_pairs(t, m, beta, d, ref, idx, P, 1, s, err);
+}
+
+hearth_status hearth_pref_evaluate(hearth_lora_trainer *t, hearth_pref_method m, float beta,
+                                   const hearth_train_prefs *d, const double *ref, const int *idx, int P,
+                                   hearth_pref_stats *s, hearth_err *err) {
+    return run_pairs(t, m, beta, d, ref, idx, P, 0, s, err);
 }

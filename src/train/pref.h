@@ -36,4 +36,9 @@ hearth_status hearth_pref_accumulate(hearth_lora_trainer *t, hearth_pref_method 
                                      const hearth_train_prefs *d, const double *ref, const int *idx, int P,
                                      hearth_pref_stats *s, hearth_err *err);
 
+/* The same loss, accuracy and margin with the forward alone (held-out pairs; nothing accumulated). */
+hearth_status hearth_pref_evaluate(hearth_lora_trainer *t, hearth_pref_method m, float beta,
+                                   const hearth_train_prefs *d, const double *ref, const int *idx, int P,
+                                   hearth_pref_stats *s, hearth_err *err);
+
 #endif

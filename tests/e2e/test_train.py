@@ -119,6 +119,8 @@ PAIRS = [
     {"prompt": "Q: Which city is Hearthland's capital?\nA:", "chosen": " Emberton.", "rejected": " Ashwood."},
 ]
 STEP = re.compile(r"^step \d+/4 \| loss ([0-9.]+) \| accuracy ([0-9.]+) \| margin (-?[0-9.]+)", re.M)
+EVAL = re.compile(r"^eval (before training|step \d) \| loss ([0-9.]+) \| accuracy ([0-9.]+) \| margin (-?[0-9.]+) "
+                  r"\| 2 pairs", re.M)
 
 
 @pytest.fixture(scope="module")
@@ -128,8 +130,10 @@ def preferred():
     with tempfile.TemporaryDirectory() as t:
         t = pathlib.Path(t)
         data = write_jsonl(t / "pairs.jsonl", PAIRS)
+        held = write_jsonl(t / "held.jsonl", PAIRS[:2])
         runs = {m: run_hearth("train", DEFAULT_MODEL, "--method", m, "--data", data, "--out", t / m, "--steps", 4,
-                              "--batch", 3, "--lr", 1e-3, timeout=600) for m in ("dpo", "orpo")}
+                              "--batch", 3, "--lr", 1e-3, "--eval", held, "--eval-every", 2, timeout=600)
+                for m in ("dpo", "orpo")}
         yield runs, t
 
 
@@ -140,9 +144,15 @@ def test_dpo_and_orpo_prefer_the_chosen_response(preferred):
         steps = [tuple(map(float, x)) for x in STEP.findall(r.stderr)]
         assert len(steps) == 4, r.stderr
         assert steps[-1][0] < steps[0][0] and steps[-1][2] > steps[0][2], (m, steps)  # loss down, margin up
+        evals = {w: tuple(map(float, x)) for w, *x in EVAL.findall(r.stderr)}  # held-out pairs: loss, acc, margin
+        assert set(evals) == {"before training", "step 2", "step 4"}, r.stderr
+        assert evals["step 4"][0] < evals["before training"][0], (m, evals)
+        assert evals["step 4"][2] > evals["before training"][2], (m, evals)
     dpo = [tuple(map(float, x)) for x in STEP.findall(runs["dpo"].stderr)]
     assert dpo[0][:3] == (0.6931, 0.0, 0.0)  # B = 0: the policy is the reference, log 2
     assert dpo[-1][1] == 1.0 and dpo[-1][2] > 1.0, dpo
+    dpo_eval = dict((w, tuple(map(float, x))) for w, *x in EVAL.findall(runs["dpo"].stderr))
+    assert dpo_eval["before training"] == (0.6931, 0.0, 0.0), dpo_eval
     s = Server("--lora", f"dpo={t / 'dpo'}", "--lora", f"orpo={t / 'orpo'}")
     try:
         def ask(model):
@@ -161,5 +171,6 @@ def test_a_pair_file_is_checked(tmp_path):
     assert r.returncode == 1 and "line 1" in r.stderr and "chosen" in r.stderr, r.stderr
     r = run_hearth("train", DEFAULT_MODEL, "--method", "ppo", "--data", sft, "--out", tmp_path / "o")
     assert r.returncode == 2 and "--method" in r.stderr, r.stderr
-    r = run_hearth("train", DEFAULT_MODEL, "--method", "dpo", "--data", sft, "--eval", sft, "--out", tmp_path / "o")
-    assert r.returncode == 2 and "--eval" in r.stderr, r.stderr
+    pairs = write_jsonl(tmp_path / "pairs.jsonl", PAIRS)
+    r = run_hearth("train", DEFAULT_MODEL, "--method", "dpo", "--data", pairs, "--eval", sft, "--out", tmp_path / "o")
+    assert r.returncode == 1 and "line 1" in r.stderr and "chosen" in r.stderr, r.stderr  # --eval takes pairs
