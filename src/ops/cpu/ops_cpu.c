@@ -35,6 +35,7 @@ struct hearth_cpu_ctx {
     float *att_part;    /* [att_part_n]: segments' partial outputs of rows that span several */
     size_t att_part_n;
     int n_att_tasks;
+    size_t train_oom; /* bytes a training op could not get (the first failure), 0 if none */
 };
 
 static size_t max_scratch_bytes(int T, int K) {
@@ -104,6 +105,16 @@ void hearth_cpu_ctx_free(hearth_cpu_ctx *c) {
 }
 
 hearth_pool *hearth_cpu_ctx_pool(hearth_cpu_ctx *c) { return c->pool; }
+
+void hearth_cpu_ctx_train_oom(hearth_cpu_ctx *c, size_t bytes) {
+    if (!c->train_oom) c->train_oom = bytes ? bytes : 1;
+}
+
+hearth_status hearth_cpu_ctx_train_failed(hearth_cpu_ctx *c, hearth_err *err) {
+    if (!c->train_oom) return HEARTH_OK;
+    return hearth_err_set(err, HEARTH_ENOMEM, "train: out of memory for a product's scratch (%.1f MiB)",
+                          c->train_oom / 1048576.0);
+}
 
 static void *cpu_alloc(void *ctx, size_t bytes) { return aligned_alloc(64, (bytes + 63) & ~(size_t)63); }
 static void cpu_free(void *ctx, void *p) { free(p); }

@@ -19,6 +19,10 @@ hearth_pool *hearth_cpu_ctx_pool(hearth_cpu_ctx *c);
  * positions) to at most n floats, so that a batch is cut into more passes;
  * n is kept no larger than ctx_new made it. */
 void hearth_cpu_ctx_cap_att_part(hearth_cpu_ctx *c, size_t n);
+/* A training op (train.c) that could not get its scratch notes it (the op then does nothing);
+ * hearth_cpu_ctx_train_failed reports the first, as hearth_train_ops.failed. */
+void hearth_cpu_ctx_train_oom(hearth_cpu_ctx *c, size_t bytes);
+hearth_status hearth_cpu_ctx_train_failed(hearth_cpu_ctx *c, hearth_err *err);
 
 extern const hearth_ops hearth_cpu_ops;
 

@@ -48,6 +48,13 @@ static void mm_dot(hearth_pool *pool, float *y, const float *x, int T, const flo
 
 /* ---- gemm ---- */
 
+/* n floats of a product's scratch, or NULL with the failure noted in the context (hearth_train_ops.failed). */
+static float *scratch(void *ctx, size_t n) {
+    float *p = malloc(sizeof(float) * (n ? n : 1));
+    if (!p) hearth_cpu_ctx_train_oom(ctx, sizeof(float) * n);
+    return p;
+}
+
 static void cpu_gemm(void *ctx, float *c, const float *a, const float *b, int M, int N, int K, int ta, int tb,
                      float alpha, float beta) {
     hearth_pool *pool = pool_of(ctx);
@@ -58,8 +65,11 @@ static void cpu_gemm(void *ctx, float *c, const float *a, const float *b, int M,
         return;
     }
     if (ta && !tb && (size_t)M > (size_t)N) { /* A^T B with A the large one: (B^T A)^T, only B moved */
-        float *bt = malloc(sizeof(float) * (size_t)K * N), *tmp = malloc(sizeof(float) * (size_t)N * M);
-        HEARTH_ASSERT(bt && tmp);
+        float *bt = scratch(ctx, (size_t)K * N), *tmp = scratch(ctx, (size_t)N * M);
+        if (!bt || !tmp) {
+            free(bt), free(tmp);
+            return;
+        }
         transpose(bt, b, K, N, 1.0f);
         hearth_cpu_gemm_nn(pool, tmp, bt, N, a, K, M, 0); /* [N][M] */
         for (int j = 0; j < N; j++)
@@ -71,8 +81,12 @@ static void cpu_gemm(void *ctx, float *c, const float *a, const float *b, int M,
         return;
     }
     if (!ta && !tb && N < 48) { /* a narrow B (an adapter's rank): as dot products against B^T, which is small */
-        float *bt = malloc(sizeof(float) * (size_t)K * N), *y = acc ? malloc(sizeof(float) * (size_t)M * N) : c;
-        HEARTH_ASSERT(bt && y);
+        float *bt = scratch(ctx, (size_t)K * N), *y = acc ? scratch(ctx, (size_t)M * N) : c;
+        if (!bt || !y) {
+            free(bt);
+            if (y != c) free(y);
+            return;
+        }
         transpose(bt, b, K, N, 1.0f);
         mm_dot(pool, y, a, M, bt, K, N);
         if (acc) add_scaled(c, alpha, y, (size_t)M * N), free(y);
@@ -82,30 +96,24 @@ static void cpu_gemm(void *ctx, float *c, const float *a, const float *b, int M,
         return;
     }
     /* op(A) and op(B) as gemm_nn takes them, alpha folded into the one moved (A first), else applied after */
-    float *am = NULL, *bm = NULL;
     const int scale_after = alpha != 1.0f && !ta && !tb;
-    if (ta) {
-        am = malloc(sizeof(float) * (size_t)M * K);
-        HEARTH_ASSERT(am);
-        transpose(am, a, K, M, alpha);
+    float *am = ta ? scratch(ctx, (size_t)M * K) : NULL, *bm = tb ? scratch(ctx, (size_t)K * N) : NULL;
+    float *tmp = scale_after && acc ? scratch(ctx, (size_t)M * N) : NULL;
+    if ((ta && !am) || (tb && !bm) || (scale_after && acc && !tmp)) {
+        free(am), free(bm), free(tmp);
+        return;
     }
-    if (tb) {
-        bm = malloc(sizeof(float) * (size_t)K * N);
-        HEARTH_ASSERT(bm);
-        transpose(bm, b, N, K, ta ? 1.0f : alpha);
-    }
-    if (scale_after && acc) { /* c += alpha A B through a temporary */
-        float *tmp = malloc(sizeof(float) * (size_t)M * N);
-        HEARTH_ASSERT(tmp);
+    if (ta) transpose(am, a, K, M, alpha);
+    if (tb) transpose(bm, b, N, K, ta ? 1.0f : alpha);
+    if (tmp) { /* c += alpha A B through a temporary */
         hearth_cpu_gemm_nn(pool, tmp, a, M, b, K, N, 0);
         add_scaled(c, alpha, tmp, (size_t)M * N);
-        free(tmp);
     } else {
         hearth_cpu_gemm_nn(pool, c, am ? am : a, M, bm ? bm : b, K, N, acc);
         if (scale_after)
             for (size_t i = 0; i < (size_t)M * N; i++) c[i] *= alpha;
     }
-    free(am), free(bm);
+    free(am), free(bm), free(tmp);
 }
 
 /* ---- frozen weights for the backward ---- */
@@ -386,6 +394,8 @@ static void cpu_sumsq(void *ctx, double *out, const float *x, size_t n) {
     *out += s;
 }
 
+static hearth_status cpu_failed(void *ctx, hearth_err *err) { return hearth_cpu_ctx_train_failed(ctx, err); }
+
 static void cpu_adamw(void *ctx, float *w, float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,
                       float eps, float wd, float gs, double bc1, double bc2) {
     const float step = (float)(lr / bc1), rbc2 = (float)(1.0 / sqrt(bc2)), decay = 1.0f - lr * wd;
@@ -418,4 +428,5 @@ const hearth_train_ops hearth_cpu_train_ops = {
     .zero = cpu_zero,
     .sumsq = cpu_sumsq,
     .adamw = cpu_adamw,
+    .failed = cpu_failed,
 };
