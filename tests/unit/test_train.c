@@ -13,12 +13,7 @@ static int tr_open(tr_rig *r, const char *model, const hearth_lora_train_opts *o
     hearth_cpu_ctx *cpu = NULL;
     hearth_status st = hearth_cpu_ctx_new(&cpu, 2, 64, 512, 256, &err);
     r->ctx = cpu;
-    if (st || hearth_model_load(&r->m, test_path(model), &hearth_cpu_ops, r->ctx, 64, 0, &err) ||
-        hearth_lora_trainer_new(&r->t, r->m, o, init ? test_path(init) : NULL, &err)) {
-        test_fail(__FILE__, __LINE__, "%s: %s", model, err.msg);
-        return 0;
-    }
-    return 1;
+    return tr_load(r, st, &hearth_cpu_ops, model, o, init, &err);
 }
 
 static void tr_close(tr_rig *r) {

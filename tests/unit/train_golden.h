@@ -25,6 +25,17 @@ typedef struct {
 static int tr_open(tr_rig *r, const char *model, const hearth_lora_train_opts *o, const char *init);
 static void tr_close(tr_rig *r);
 
+/* tr_open's part after its backend's context (st: how making it went; r->ctx): the model on ops and a trainer. */
+static int tr_load(tr_rig *r, hearth_status st, const hearth_ops *ops, const char *model,
+                   const hearth_lora_train_opts *o, const char *init, hearth_err *err) {
+    if (st || hearth_model_load(&r->m, test_path(model), ops, r->ctx, 64, 0, err) ||
+        hearth_lora_trainer_new(&r->t, r->m, o, init ? test_path(init) : NULL, err)) {
+        test_fail(__FILE__, __LINE__, "%s: %s", model, err->msg);
+        return 0;
+    }
+    return 1;
+}
+
 /* Largest |a - b| over n, and largest |b|. */
 static void diff(const float *a, const float *b, size_t n, double *d, double *mag) {
     for (size_t i = 0; i < n; i++) {
