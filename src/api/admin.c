@@ -132,6 +132,10 @@ void api_stats(hearth_api *a, hearth_http_response *r) {
         json_object_set_new(eng, "prefix_hit_rate",
                             json_real(s.es.prefix_lookups ? (double)s.es.prefix_hits / s.es.prefix_lookups : 0.0));
         json_object_set_new(eng, "rows_a_step", json_real(s.es.steps ? (double)s.es.step_rows / s.es.steps : 0.0));
+        json_object_set_new(eng, "spec_draft_tokens", json_integer(s.es.spec_drafted));
+        json_object_set_new(eng, "spec_accepted_tokens", json_integer(s.es.spec_accepted));
+        json_object_set_new(eng, "spec_acceptance_rate",
+                            json_real(s.es.spec_drafted ? (double)s.es.spec_accepted / s.es.spec_drafted : 0.0));
         json_object_set_new(doc, "engine", eng);
     }
     api_json(r, 200, doc);
@@ -198,6 +202,12 @@ void api_metrics(hearth_api *a, hearth_http_response *r) {
     P("# HELP hearth_engine_steps_total Engine batch steps.\n# TYPE hearth_engine_steps_total counter\n"
       "hearth_engine_steps_total %ld\n",
       s.es.steps);
+    P("# HELP hearth_spec_draft_tokens_total Tokens drafted by prompt lookup and checked (speculative decoding).\n"
+      "# TYPE hearth_spec_draft_tokens_total counter\nhearth_spec_draft_tokens_total %ld\n",
+      s.es.spec_drafted);
+    P("# HELP hearth_spec_accepted_tokens_total Drafted tokens that the sampler chose.\n"
+      "# TYPE hearth_spec_accepted_tokens_total counter\nhearth_spec_accepted_tokens_total %ld\n",
+      s.es.spec_accepted);
     P("# HELP hearth_ready 1 when the model is loaded and serving.\n# TYPE hearth_ready gauge\nhearth_ready %d\n",
       s.state == API_READY);
     P("# HELP hearth_uptime_seconds Seconds since the server started.\n# TYPE hearth_uptime_seconds gauge\n"

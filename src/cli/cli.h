@@ -41,7 +41,19 @@ typedef struct {
     const struct hearth_cpl_params *flags; /* the verb's sampling defaults, or NULL */
     const char *const *lora;   /* LoRA adapters, "NAME=DIR" or "DIR" (hearth_session_opts) */
     int n_lora;
+    int spec_tokens, spec_ngram_min, spec_ngram_max; /* speculative decoding by prompt lookup (hearth_engine_opts) */
 } cli_stack_opts;
+/* --spec-ngram K, --spec-ngram-min N, --spec-ngram-max N at argv[*i] (value at argv[*i + 1]): 1 when
+ * taken (into *o, *i past the value), 0 when a is another flag, -1 on a bad value (printed). */
+int cli_spec_flag(const char *verb, int argc, char **argv, int *i, cli_stack_opts *o);
+#define CLI_SPEC_USAGE                                                                                      \
+    "  --spec-ngram K         speculative decoding by prompt lookup: behind each token, up to K tokens\n"   \
+    "                         drafted from the latest earlier occurrence of the last few, checked in the\n" \
+    "                         same forward; the output is unchanged, a step yields up to K + 1 tokens\n"    \
+    "                         (vLLM's ngram method; default 0 = off)\n"                                     \
+    "  --spec-ngram-max N     longest suffix looked up (default 4)\n"                                       \
+    "  --spec-ngram-min N     shortest suffix looked up (default 2)\n"
+
 /* On failure err says why and nothing is left open. */
 hearth_status cli_stack_open(cli_stack **out, const cli_stack_opts *o, hearth_err *err);
 void cli_stack_close(cli_stack *k);

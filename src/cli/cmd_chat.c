@@ -31,7 +31,7 @@ static void usage(FILE *f) {
             "  --seed S               seed for sampling\n"
             "  --ctx N  --threads T  --device D\n"
             "  --chat-template-file F a Jinja chat template to use instead of the model's\n"
-            "  --lora DIR             answer with this LoRA adapter (PEFT's format)\n");
+            "  --lora DIR             answer with this LoRA adapter (PEFT's format)\n" CLI_SPEC_USAGE);
 }
 
 typedef struct {
@@ -88,6 +88,9 @@ int cmd_chat(int argc, char **argv) {
 #define NEED_VALUE() \
     if (!v) return cli_usage_error("chat", "%s needs a value", a); \
     i++
+        int spec = cli_spec_flag("chat", argc, argv, &i, &so);
+        if (spec < 0) return 2;
+        if (spec > 0) continue;
         if (cli_is_help(a)) {
             usage(stdout);
             return 0;

@@ -31,7 +31,7 @@ static void usage(FILE *f) {
             "  --device D              cpu, cuda or cuda:N\n"
             "  --kv-type T             KV cache type, f32, f16 or fp8 (e4m3) (default: f16)\n"
             "  --lora DIR              generate with this LoRA adapter (PEFT's format: adapter_config.json +\n"
-            "                          adapter_model.safetensors)\n");
+            "                          adapter_model.safetensors)\n" CLI_SPEC_USAGE);
 }
 
 typedef struct {
@@ -91,11 +91,15 @@ int cmd_run(int argc, char **argv) {
     double dv;
     int print_ids = 0, ignore_eos = 0, json = 0;
     const char *schema_file = NULL;
+    cli_stack_opts spec = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define NEED_VALUE() \
     if (!v) return cli_usage_error("run", "%s needs a value", a); \
     i++
+        int sf = cli_spec_flag("run", argc, argv, &i, &spec);
+        if (sf < 0) return 2;
+        if (sf > 0) continue;
         if (cli_is_help(a)) {
             usage(stdout);
             return 0;
@@ -186,6 +190,7 @@ int cmd_run(int argc, char **argv) {
     if ((json || schema_file) && ignore_eos)
         return cli_usage_error("run", "--json and --json-schema end the answer with the object: not with --ignore-eos");
     so.need_tokenizer = !print_ids || prompt || json || schema_file;
+    so.spec_tokens = spec.spec_tokens;
     json_t *schema_doc = NULL;
     if (schema_file) {
         json_error_t je;
@@ -238,7 +243,10 @@ int cmd_run(int argc, char **argv) {
     if (s.tok) hearth_detok_init(&out.detok, s.tok, 1);
     hearth_seq_summary sum = {0};
     if (max_new > 0) {
-        hearth_engine_opts eo = {.n_slots = 1};
+        hearth_engine_opts eo = {.n_slots = 1,
+                                 .spec_tokens = spec.spec_tokens,
+                                 .spec_ngram_min = spec.spec_ngram_min,
+                                 .spec_ngram_max = spec.spec_ngram_max};
         hearth_seq *seq;
         if (hearth_engine_new(&eng, s.model, s.kv, &eo, &err) != HEARTH_OK) goto done;
         q.prompt = ids;
@@ -260,10 +268,18 @@ int cmd_run(int argc, char **argv) {
     }
     printf("\n");
     fflush(stdout);
-    if (max_new > 0)
+    if (max_new > 0) {
         fprintf(stderr, "hearth: prompt %d tokens, %.1f tok/s; decode %d tokens, %.1f tok/s; load %.2f s (%s)\n",
                 sum.n_prompt, sum.n_prompt / sum.prefill_s, sum.n_gen,
                 sum.n_gen > 1 ? (sum.n_gen - 1) / sum.decode_s : 0.0, s.load_s, s.ops->name);
+        hearth_engine_stats es;
+        hearth_engine_stats_get(eng, &es);
+        if (spec.spec_tokens > 0)
+            fprintf(stderr, "hearth: drafted %ld tokens, %ld accepted (%.0f%%); %ld forwards for %d tokens\n",
+                    es.spec_drafted, es.spec_accepted,
+                    es.spec_drafted ? 100.0 * (double)es.spec_accepted / (double)es.spec_drafted : 0.0, es.steps,
+                    sum.n_gen);
+    }
     rc = 0;
 done:
     if (rc) fprintf(stderr, "hearth run: %s\n", err.msg);

@@ -109,6 +109,7 @@ hearth_status cli_stack_open(cli_stack **out, const cli_stack_opts *o, hearth_er
                            .kv_budget_mib = o->kv_budget_mib,
                            .lora = o->lora,
                            .n_lora = o->n_lora,
+                           .spec_tokens = o->spec_tokens,
                            .need_tokenizer = 1};
     char *tmpl = NULL;
     size_t tlen = 0;
@@ -117,7 +118,13 @@ hearth_status cli_stack_open(cli_stack **out, const cli_stack_opts *o, hearth_er
         free(k);
         return st;
     }
-    hearth_engine_opts eo = {.n_slots = k->s.n_slots, .max_waiting = o->max_queue, .queue_cap = 64, .warmup = 1};
+    hearth_engine_opts eo = {.n_slots = k->s.n_slots,
+                             .max_waiting = o->max_queue,
+                             .queue_cap = 64,
+                             .warmup = 1,
+                             .spec_tokens = o->spec_tokens,
+                             .spec_ngram_min = o->spec_ngram_min,
+                             .spec_ngram_max = o->spec_ngram_max};
     if ((st = hearth_engine_new(&k->engine, k->s.model, k->s.kv, &eo, err)) != HEARTH_OK) goto fail;
     if ((st = cli_load_template(&k->s, o->model_path, o->template_file, &tmpl, &tlen, err)) != HEARTH_OK) {
         hearth_err_wrap(err, st, "chat template");
@@ -201,6 +208,7 @@ static void usage(FILE *f) {
             "                         A request whose \"model\" names it runs with it, in the same batches as\n"
             "                         the others; /v1/models lists it\n"
             "  --chat-template-file F a Jinja chat template to use instead of the model's\n"
+            CLI_SPEC_USAGE
             "  --max-body BYTES       largest request body (default 16777216); larger gets 413\n"
             "  --drain-timeout S      on SIGINT/SIGTERM, seconds to let running requests finish (default 10)\n"
             "  --idle-timeout S       close a connection idle this long (default 120)\n"
@@ -243,6 +251,9 @@ int cmd_serve(int argc, char **argv) {
         if (lv < (lo)) return cli_usage_error("serve", "%s must be at least %d", a, (int)(lo)); \
         dst = lv;                                                                            \
     }
+        int spec = cli_spec_flag("serve", argc, argv, &i, &so);
+        if (spec < 0) return 2;
+        if (spec > 0) continue;
         if (cli_is_help(a)) {
             usage(stdout);
             return 0;

@@ -14,7 +14,7 @@ static const cli_verb VERBS[] = {
     {"chat", "chat with a model in the terminal", cmd_chat},
     {"run", "generate a continuation of a prompt, streamed to stdout", cmd_run},
     {"bench", "measure prefill and decode speed", cmd_bench},
-    {"train", "fine-tune a LoRA adapter on a JSONL file (CPU)", cmd_train},
+    {"train", "fine-tune a LoRA adapter on a JSONL file (CPU or GPU)", cmd_train},
     {"tokenize", "show the token ids a model's tokenizer gives a text", cmd_tokenize},
     {"template", "print the prompt a model's chat template renders for a conversation", cmd_template},
     {"devices", "list the CPU features and GPUs hearth can use", cmd_devices},
@@ -65,6 +65,23 @@ int cli_parse_float(const char *verb, const char *flag, const char *s, double *o
         return 0;
     }
     *out = v;
+    return 1;
+}
+
+int cli_spec_flag(const char *verb, int argc, char **argv, int *i, cli_stack_opts *o) {
+    const char *a = argv[*i];
+    int *dst = !strcmp(a, "--spec-ngram")       ? &o->spec_tokens
+               : !strcmp(a, "--spec-ngram-min") ? &o->spec_ngram_min
+               : !strcmp(a, "--spec-ngram-max") ? &o->spec_ngram_max
+                                                : NULL;
+    if (!dst) return 0;
+    long v;
+    if (*i + 1 >= argc) return cli_usage_error(verb, "%s needs a value", a), -1;
+    if (!cli_parse_int(verb, a, argv[*i + 1], &v)) return -1;
+    const long lo = dst == &o->spec_tokens ? 0 : 1;
+    if (v < lo || v > 32) return cli_usage_error(verb, "%s must be in [%ld, 32]", a, lo), -1;
+    *dst = (int)v;
+    *i += 1;
     return 1;
 }
 

@@ -16,6 +16,7 @@ typedef struct {
     hearth_pick_params *params; /* [cap] */
     hearth_pick *picks;         /* [cap] */
     uint8_t *by_pick;            /* [cap] row chosen by the pick op */
+    uint64_t (*rng)[4];         /* [cap] a pick row's sampler stream after its key was drawn */
     float *logits;              /* [vocab] one host row */
     long rows_pick, rows_host; /* counters */
 } hearth_chooser;
@@ -23,9 +24,18 @@ typedef struct {
 hearth_status hearth_chooser_init(hearth_chooser *c, int max_rows, int vocab, hearth_err *err);
 void hearth_chooser_deinit(hearth_chooser *c);
 
-/* For row r < n_rows: ids[r] from sampler smp[r] (which accepts nothing;
- * the caller calls hearth_sampler_accept), and lps[r] when want_lp[r]. */
+/* For row r < n_rows: ids[r] from sampler smp[r], which accepts it, and
+ * lps[r] when want_lp[r].
+ *
+ * Drafts (speculative decoding): draft NULL, or draft[r] >= 0 where row r + 1
+ * is the same sequence's next position, fed the drafted token draft[r]. The
+ * rows of such a run are chosen in order, each after its sampler accepted the
+ * one before, and the run stops at the first row whose token is not the
+ * draft: the rows after it get ids[r] = -1. So each token is drawn from what
+ * the sampler would have seen one forward at a time (its penalties,
+ * constraint and random stream included): a draft changes how many tokens a
+ * forward yields, never which. */
 hearth_status hearth_choose(hearth_chooser *c, hearth_model *m, hearth_sampler *const *smp, const uint8_t *want_lp,
-                            int n_rows, int32_t *ids, hearth_logprobs *lps, hearth_err *err);
+                            const int32_t *draft, int n_rows, int32_t *ids, hearth_logprobs *lps, hearth_err *err);
 
 #endif

@@ -14,6 +14,7 @@
 #include "engine/engine.h"
 
 #include "engine/choose.h"
+#include "engine/draft.h"
 
 #include "core/clock.h"
 #include "core/log.h"
@@ -42,8 +43,9 @@ struct hearth_seq {
     hearth_gen_request req;
     int32_t *tokens; /* [n_prompt + max_new] */
     int n_tokens, n_computed, n_gen, slot;
-    int plan; /* rows planned for the current step */
-    int pend; /* 1 while a chosen token waits in the engine's hand-out list */
+    int plan;  /* rows planned for the current step */
+    int draft; /* of which drafted tokens behind its decode row (tokens[n_tokens, n_tokens + draft)) */
+    int pend;  /* chosen tokens waiting in the engine's hand-out list */
     hearth_sampler sampler;
     float *hidden; /* [hidden_dim] want_hidden: set with the first token, read by the consumer after it */
     int hidden_dim, has_hidden;
@@ -71,6 +73,7 @@ struct hearth_engine {
     struct admitted { double t; int slot; } *order; /* [n_slots] plan's scratch: running slots, first admitted first */
     int32_t *b_tokens, *b_seq, *b_pos, *b_rows, *b_adapter; /* [max_tokens] */
     hearth_seq **row_seq;                        /* [max_tokens] owner of each logit row */
+    int32_t *row_draft;                          /* [max_tokens] the draft the next row is fed, -1: none */
     hearth_sampler **row_smp;                    /* [max_tokens] */
     uint8_t *row_lp;                             /* [max_tokens] wants logprobs */
     int32_t *row_id;                             /* [max_tokens] chosen token */
@@ -155,11 +158,12 @@ void hearth_seq_release(hearth_seq *s) {
 
 /* ---- engine side ---- */
 
-static int queue_full(hearth_seq *s) {
+/* Events the sequence's queue can still take (a token waiting to be handed out takes its place). */
+static int queue_room(hearth_seq *s) {
     pthread_mutex_lock(&s->mu);
-    int full = s->q_count + s->pend >= s->q_cap; /* a token waiting to be handed out takes its place */
+    int room = s->q_cap - s->q_count - s->pend;
     pthread_mutex_unlock(&s->mu);
-    return full;
+    return room;
 }
 
 static void push_event(hearth_seq *s, const hearth_token_event *ev) {
@@ -245,6 +249,7 @@ static hearth_seq *wait_pop(hearth_engine *e) {
 static void preempt(hearth_engine *e, hearth_seq *s) {
     leave_slot(e, s);
     s->n_computed = 0;
+    s->draft = 0;
     s->summary.n_preempted++;
     wait_push_front(e, s);
     pthread_mutex_lock(&e->mu);
@@ -329,6 +334,35 @@ static int admitted_first(const void *a, const void *b) {
     return x->t < y->t ? -1 : x->t > y->t ? 1 : x->slot - y->slot;
 }
 
+static int min_int(int a, int b) { return a < b ? a : b; }
+
+/* Speculative decoding: behind each decoding sequence's row (planned, one
+ * each, in admission order), the tokens that prompt lookup drafts for it,
+ * within what the step has left of rows (before any prefill) and of logit
+ * rows (one is kept for every running sequence), within its max_new, its
+ * context and its event queue, and only where its KV blocks are at hand: a
+ * draft never preempts. Returns the rows added. */
+static int plan_drafts(hearth_engine *e, int n, int n_run) {
+    int added = 0, logits_left = hearth_model_max_logit_rows(e->m) - n_run;
+    const int g_min = e->o.spec_ngram_min > 0 ? e->o.spec_ngram_min : 2;
+    const int g_max = e->o.spec_ngram_max > 0 ? e->o.spec_ngram_max : 4;
+    for (int i = 0; i < n_run; i++) {
+        hearth_seq *s = e->running[e->order[i].slot];
+        if (!s || s->plan != 1 || s->n_gen == 0) continue; /* its decode row (a prompt's end gives no draft) */
+        int k = min_int(e->o.spec_tokens, min_int(e->max_tokens - n - added, logits_left - added));
+        k = min_int(k, min_int(s->req.max_new - s->n_gen - 1, e->ctx - s->n_tokens - 1));
+        k = min_int(k, queue_room(s) - 1);
+        if (k <= 0) continue;
+        k = hearth_draft_ngram(s->tokens, s->n_tokens, g_min, g_max < g_min ? g_min : g_max, k,
+                               s->tokens + s->n_tokens);
+        if (k == 0 || hearth_kv_reserve(e->kv, s->slot, s->n_tokens + k) != HEARTH_OK) continue;
+        s->draft = k;
+        s->plan += k;
+        added += k;
+    }
+    return added;
+}
+
 /* Plan the batch: decode rows first (latency; the budget holds one for each
  * slot), then prefill chunks in admission order (first come, first served:
  * a later request in a lower slot never takes the budget from an earlier
@@ -338,17 +372,21 @@ static int admitted_first(const void *a, const void *b) {
 static int plan(hearth_engine *e) {
     int n = 0, n_run = 0;
     for (int i = 0; i < e->o.n_slots; i++)
-        if (e->running[i]) e->running[i]->plan = 0, e->order[n_run++] = (struct admitted){e->running[i]->t_admit, i};
+        if (e->running[i]) {
+            e->running[i]->plan = e->running[i]->draft = 0;
+            e->order[n_run++] = (struct admitted){e->running[i]->t_admit, i};
+        }
     /* t_admit is kept across preemption, so a preempted sequence keeps its place */
     qsort(e->order, (size_t)n_run, sizeof *e->order, admitted_first);
     for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1 && e->o.spec_tokens > 0) n += plan_drafts(e, n, n_run);
         for (int i = 0; i < n_run && n < e->max_tokens; i++) {
             /* by slot: a sequence preempted or finished earlier in this plan has left it */
             hearth_seq *s = e->running[e->order[i].slot];
             if (!s) continue;
             int todo = s->n_tokens - s->n_computed, is_decode = todo == 1;
             if (todo <= 0 || is_decode != (pass == 0)) continue;
-            if (queue_full(s)) continue; /* backpressure: paused until the reader catches up */
+            if (queue_room(s) <= 0) continue; /* backpressure: paused until the reader catches up */
             int chunk = todo < e->max_tokens - n ? todo : e->max_tokens - n;
             hearth_status st;
             while ((st = hearth_kv_reserve(e->kv, s->slot, s->n_computed + chunk)) == HEARTH_EBUSY) {
@@ -370,6 +408,46 @@ static int plan(hearth_engine *e) {
     return n;
 }
 
+/* A sequence that fed drafts keeps the rows up to its first refused one
+ * (hearth_choose): its KV past them is rewritten by the next step, its
+ * full blocks within them join the prefix cache. */
+static void keep_drafts(hearth_engine *e, hearth_seq *s, int r0, int *kept) {
+    int k = 1;
+    while (k <= s->draft && e->row_id[r0 + k] >= 0) k++;
+    s->n_computed -= 1 + s->draft - k; /* the last known token and the k - 1 drafts kept */
+    hearth_kv_prefix_commit(e->kv, s->slot, hearth_model_lora_fingerprint(e->m, s->req.adapter), s->tokens,
+                            s->n_computed);
+    pthread_mutex_lock(&e->mu);
+    e->stats.spec_drafted += s->draft;
+    e->stats.spec_accepted += k - 1;
+    pthread_mutex_unlock(&e->mu);
+    s->draft = 0;
+    *kept = k;
+}
+
+/* Row r's token joins s and waits in the hand-out list, with the end it
+ * brings (returned; the sequence then left its slot). */
+static hearth_finish take_token(hearth_engine *e, hearth_seq *s, int r, double now) {
+    hearth_token_event *ev = &e->pend_ev[e->n_pend];
+    *ev = (hearth_token_event){0};
+    ev->has_logprobs = s->req.want_logprobs;
+    ev->id = e->row_id[r]; /* the chooser had the sampler accept it */
+    if (ev->has_logprobs) ev->lp = e->row_lps[r];
+    if (s->t_first == 0) s->t_first = now;
+    s->tokens[s->n_tokens++] = ev->id;
+    s->n_gen++;
+    int is_stop = 0;
+    for (int k = 0; k < s->req.n_stop; k++) is_stop |= s->req.stop_ids[k] == ev->id;
+    hearth_finish fin = HEARTH_FINISH_NONE;
+    if (is_stop) fin = HEARTH_FINISH_STOP;
+    else if (s->n_gen >= s->req.max_new || s->n_tokens >= e->ctx) fin = HEARTH_FINISH_LENGTH;
+    if (fin != HEARTH_FINISH_NONE) leave_slot(e, s); /* its blocks go back now; the end goes out with the token */
+    e->pend_seq[e->n_pend] = s;
+    e->pend_fin[e->n_pend++] = fin;
+    s->pend++;
+    return fin;
+}
+
 /* Build one batch, run it, sample. Returns 1 if any work was done (the
  * turn's time since t_turn then counted before the tokens go out, so that
  * a consumer who sees its last token reads stats that hold its step). */
@@ -379,7 +457,7 @@ static int step(hearth_engine *e, double t_turn) {
         hand_out(e);
         return 0;
     }
-    int n = 0, n_rows = 0, adapters = 0;
+    int n = 0, n_rows = 0, adapters = 0, any_draft = 0;
     for (int i = 0; i < e->o.n_slots; i++) {
         hearth_seq *s = e->running[i];
         if (!s || s->plan == 0) continue;
@@ -392,10 +470,14 @@ static int step(hearth_engine *e, double t_turn) {
         adapters |= s->req.adapter;
         n += s->plan;
         s->n_computed += s->plan;
-        if (s->n_computed == s->n_tokens) {
-            e->b_rows[n_rows] = n - 1;
-            e->row_seq[n_rows++] = s;
-        }
+        any_draft |= s->draft;
+        /* a chunk that ends the known tokens: logits for its last row, and for each drafted token's row after it */
+        if (s->n_computed == s->n_tokens + s->draft)
+            for (int j = s->draft; j >= 0; j--) {
+                e->b_rows[n_rows] = n - 1 - j;
+                e->row_draft[n_rows] = j > 0 ? s->tokens[s->n_tokens + s->draft - j] : -1;
+                e->row_seq[n_rows++] = s;
+            }
     }
     hearth_err err = {0};
     double t0 = hearth_time_now();
@@ -413,7 +495,8 @@ static int step(hearth_engine *e, double t_turn) {
         e->row_lp[r] = (uint8_t)e->row_seq[r]->req.want_logprobs;
     }
     if (st == HEARTH_OK)
-        st = hearth_choose(&e->chooser, e->m, e->row_smp, e->row_lp, n_rows, e->row_id, e->row_lps, &err);
+        st = hearth_choose(&e->chooser, e->m, e->row_smp, e->row_lp, any_draft ? e->row_draft : NULL, n_rows,
+                           e->row_id, e->row_lps, &err);
     pthread_mutex_lock(&e->mu);
     e->stats.steps++;
     e->stats.step_rows += n;
@@ -422,16 +505,18 @@ static int step(hearth_engine *e, double t_turn) {
     e->stats.rows_by_pick_op = e->chooser.rows_pick;
     e->stats.rows_by_host_sampler = e->chooser.rows_host;
     pthread_mutex_unlock(&e->mu);
-    if (st == HEARTH_OK) /* full blocks computed this step join the prefix cache */
+    if (st == HEARTH_OK) /* full blocks computed this step join the prefix cache (with drafts: below) */
         for (int i = 0; i < e->o.n_slots; i++) {
             hearth_seq *s = e->running[i];
-            if (s && s->plan)
+            if (s && s->plan && !s->draft)
                 hearth_kv_prefix_commit(e->kv, s->slot, hearth_model_lora_fingerprint(e->m, s->req.adapter), s->tokens,
                                         s->n_computed);
         }
     double now = hearth_time_now();
-    for (int r = 0; r < n_rows; r++) {
+    for (int r = 0; r < n_rows;) {
         hearth_seq *s = e->row_seq[r];
+        const int r0 = r;
+        r += 1 + s->draft; /* its rows: the last known token's, then each draft's */
         if (s->slot < 0) continue;
         if (st != HEARTH_OK) {
             finish(e, s, HEARTH_FINISH_ERROR, err.msg);
@@ -439,7 +524,7 @@ static int step(hearth_engine *e, double t_turn) {
         }
         if (s->req.want_hidden && s->n_gen == 0) { /* the prompt's last position: its row of this forward */
             hearth_err herr = {0};
-            if (hearth_model_hidden_row(e->m, r, s->hidden, &herr) != HEARTH_OK) {
+            if (hearth_model_hidden_row(e->m, r0, s->hidden, &herr) != HEARTH_OK) {
                 finish(e, s, HEARTH_FINISH_ERROR, herr.msg);
                 continue;
             }
@@ -447,24 +532,10 @@ static int step(hearth_engine *e, double t_turn) {
             s->has_hidden = 1;
             pthread_mutex_unlock(&s->mu);
         }
-        hearth_token_event *ev = &e->pend_ev[e->n_pend];
-        *ev = (hearth_token_event){0};
-        ev->has_logprobs = s->req.want_logprobs;
-        ev->id = e->row_id[r];
-        if (ev->has_logprobs) ev->lp = e->row_lps[r];
-        hearth_sampler_accept(&s->sampler, ev->id);
-        if (s->t_first == 0) s->t_first = now;
-        s->tokens[s->n_tokens++] = ev->id;
-        s->n_gen++;
-        int is_stop = 0;
-        for (int k = 0; k < s->req.n_stop; k++) is_stop |= s->req.stop_ids[k] == ev->id;
-        hearth_finish fin = HEARTH_FINISH_NONE;
-        if (is_stop) fin = HEARTH_FINISH_STOP;
-        else if (s->n_gen >= s->req.max_new || s->n_tokens >= e->ctx) fin = HEARTH_FINISH_LENGTH;
-        if (fin != HEARTH_FINISH_NONE) leave_slot(e, s); /* its blocks go back now; the end goes out with the token */
-        e->pend_seq[e->n_pend] = s;
-        e->pend_fin[e->n_pend++] = fin;
-        s->pend = 1;
+        int kept = 1;
+        if (s->draft) keep_drafts(e, s, r0, &kept);
+        for (int j = 0; j < kept; j++)
+            if (take_token(e, s, r0 + j, now) != HEARTH_FINISH_NONE) break; /* an end drops the tokens after it */
     }
     double t_end = hearth_time_now();
     pthread_mutex_lock(&e->mu);
@@ -613,6 +684,7 @@ hearth_status hearth_engine_new(hearth_engine **out, hearth_model *m, hearth_kv 
     e->b_rows = malloc(T * 4);
     e->b_adapter = malloc(T * 4);
     e->row_seq = malloc(T * sizeof *e->row_seq);
+    e->row_draft = malloc(T * sizeof *e->row_draft);
     e->row_smp = malloc(T * sizeof *e->row_smp);
     e->row_lp = malloc(T);
     e->row_id = malloc(T * sizeof *e->row_id);
@@ -621,8 +693,8 @@ hearth_status hearth_engine_new(hearth_engine **out, hearth_model *m, hearth_kv 
     e->pend_ev = malloc(T * sizeof *e->pend_ev);
     e->pend_fin = malloc(T * sizeof *e->pend_fin);
     if (!e->running || !e->order || !e->b_tokens || !e->b_seq || !e->b_pos || !e->b_rows || !e->b_adapter ||
-        !e->row_seq || !e->row_smp || !e->row_lp || !e->row_id || !e->row_lps || !e->pend_seq || !e->pend_ev ||
-        !e->pend_fin) {
+        !e->row_seq || !e->row_draft || !e->row_smp || !e->row_lp || !e->row_id || !e->row_lps || !e->pend_seq ||
+        !e->pend_ev || !e->pend_fin) {
         hearth_engine_free(e);
         return hearth_err_set(err, HEARTH_ENOMEM, "engine: out of memory for step buffers");
     }
@@ -670,6 +742,7 @@ void hearth_engine_free(hearth_engine *e) {
     free(e->b_rows);
     free(e->b_adapter);
     free(e->row_seq);
+    free(e->row_draft);
     free(e->row_smp);
     free(e->row_lp);
     free(e->row_id);

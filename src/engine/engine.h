@@ -10,7 +10,9 @@
  * or cancelled sequences (their KV blocks go back at once). A lone request
  * takes the same path: B=1 is not a separate engine. When KV blocks run out
  * the newest running sequence is preempted (its blocks freed, recomputed
- * later from its prompt + output so far); its output is unchanged.
+ * later from its prompt + output so far); its output is unchanged. With
+ * opts.spec_tokens a decoding sequence's row brings drafted tokens behind it
+ * (speculative decoding), of which it keeps those its sampler chooses.
  *
  * Threads: hearth_engine_submit / hearth_seq_* may be called from any
  * thread; the model and KV are touched by the engine thread only. */
@@ -74,6 +76,7 @@ typedef struct {
      * plan_s + step_s + deliver_s + admission, cancellation, committing full blocks, gauges) */
     double plan_s, deliver_s, turn_s;
     long rows_by_pick_op, rows_by_host_sampler;
+    long spec_drafted, spec_accepted; /* drafted tokens fed to forwards, and those the sampler chose */
 } hearth_engine_stats;
 
 typedef struct hearth_engine hearth_engine;
@@ -84,6 +87,10 @@ typedef struct {
     int max_waiting; /* mailbox bound; submit beyond it is EBUSY */
     int queue_cap;   /* per-sequence event queue bound (backpressure) */
     int warmup;      /* on a device backend, run each step shape once before serving (see engine.c) */
+    /* Speculative decoding by prompt lookup (draft.h): up to spec_tokens drafted tokens a decoding sequence
+     * a step, from the latest earlier match of its last spec_ngram_max .. spec_ngram_min tokens (0 = 4, 2).
+     * 0 = off. The model must keep logits for n_slots x (1 + spec_tokens) rows (hearth_model_load). */
+    int spec_tokens, spec_ngram_min, spec_ngram_max;
 } hearth_engine_opts;
 
 /* Start the engine thread over model + kv (borrowed; outlive the engine). */

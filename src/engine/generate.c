@@ -50,7 +50,7 @@ hearth_status hearth_generate(hearth_model *m, hearth_kv *kv, int slot, int adap
     hearth_logprobs lp;
     uint8_t want_lp = (uint8_t)(lp_wanted != 0);
     /* the first token is part of the prefill (its choice waits for the device) */
-    if (max_new > 0 && (st = hearth_choose(&ch, m, &smp, &want_lp, 1, &cur, &lp, err))) goto done;
+    if (max_new > 0 && (st = hearth_choose(&ch, m, &smp, &want_lp, NULL, 1, &cur, &lp, err))) goto done;
     double t1 = hearth_time_now();
     stats->prefill_s = t1 - t0;
     for (int i = 0; i < max_new; i++) {
@@ -59,10 +59,9 @@ hearth_status hearth_generate(hearth_model *m, hearth_kv *kv, int slot, int adap
             if ((st = hearth_model_set_row_adapters(m, adapter ? ad : NULL, 1, err)) ||
                 (st = hearth_model_forward(m, kv, &cur, seq, &p, 1, &zero, 1, NULL, err)))
                 goto done;
-            if ((st = hearth_choose(&ch, m, &smp, &want_lp, 1, &cur, &lp, err))) goto done;
+            if ((st = hearth_choose(&ch, m, &smp, &want_lp, NULL, 1, &cur, &lp, err))) goto done;
         }
-        hearth_sampler_accept(smp, cur);
-        stats->n_gen++;
+        stats->n_gen++; /* hearth_choose had the sampler accept it */
         int is_stop = 0;
         for (int k = 0; k < n_stop; k++) is_stop |= stop_ids[k] == cur;
         int halt = fn ? fn(user, cur, lp_wanted ? &lp : NULL) : 0;

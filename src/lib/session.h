@@ -20,6 +20,7 @@ typedef struct {
     const char *kv_type;  /* "f32", "f16" or "fp8" (= "e4m3"); NULL = f16 (as llama.cpp) */
     const char *const *lora; /* LoRA adapters, "NAME=DIR" or "DIR" (named after its last component): ids 1.. */
     int n_lora;
+    int spec_tokens;     /* drafted tokens a sequence a step (hearth_engine_opts): logit rows for them */
 } hearth_session_opts;
 
 typedef struct {

@@ -457,6 +457,7 @@ const float *hearth_model_out_norm(const hearth_model *m) { return m->out_norm; 
 const hearth_rope *hearth_model_rope(const hearth_model *m) { return &m->rope; }
 int hearth_model_kv_dim(const hearth_model *m) { return m->cfg.n_kv_heads * m->cfg.head_dim; }
 int hearth_model_max_tokens(const hearth_model *m) { return m->max_tokens; }
+int hearth_model_max_logit_rows(const hearth_model *m) { return m->max_logit_rows; }
 int hearth_model_on_device(const hearth_model *m) { return !m->ops->host_memory; }
 const hearth_ops *hearth_model_ops(const hearth_model *m, void **ctx) {
     *ctx = m->ops_ctx;

@@ -51,6 +51,8 @@ int hearth_model_kv_dim(const hearth_model *m);
 const uint8_t *hearth_model_fingerprint(const hearth_model *m);
 /* Most tokens one forward call takes (as given at load). */
 int hearth_model_max_tokens(const hearth_model *m);
+/* Most rows of one forward call that ask for logits. */
+int hearth_model_max_logit_rows(const hearth_model *m);
 /* 1 when the backend runs on a device (its memory is not host memory). */
 int hearth_model_on_device(const hearth_model *m);
 

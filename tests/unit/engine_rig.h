@@ -24,6 +24,7 @@ typedef struct {
     hearth_model *m;
     hearth_kv *kv;
     int n_adapters; /* LoRA adapters loaded (rig_add_adapters): request i runs with adapter i % (n + 1) */
+    int spec;       /* rig_batched's engines draft this many tokens a step (prompt lookup), 0 = none */
 } rig;
 
 static inline int rig_adapter(const rig *r, int i) { return i % (r->n_adapters + 1); }
@@ -70,12 +71,13 @@ static inline int rig_add_adapters(rig *r, const char *dir, double alpha2) {
     return id1 == 1 && id2 == 2;
 }
 
-static int rig_open_on(rig *r, const hearth_ops *ops, void *ctx, const char *path, hearth_dtype kv_type,
-                       int n_blocks, int n_slots, int max_tokens) {
+/* spec: the drafted tokens a step its engines may take (the model keeps logits for them, as the session) */
+static int rig_open_on_spec(rig *r, const hearth_ops *ops, void *ctx, const char *path, hearth_dtype kv_type,
+                            int n_blocks, int n_slots, int max_tokens, int spec) {
     hearth_err err = {0};
     memset(r, 0, sizeof *r);
-    r->ops = ops, r->ctx = ctx;
-    if (hearth_model_load(&r->m, path, ops, ctx, max_tokens, n_slots, &err)) { /* logits for a row a sequence, as the session */
+    r->ops = ops, r->ctx = ctx, r->spec = spec;
+    if (hearth_model_load(&r->m, path, ops, ctx, max_tokens, n_slots * (1 + spec), &err)) { /* as the session */
         printf("  %s\n", err.msg);
         return 0;
     }
@@ -86,6 +88,11 @@ static int rig_open_on(rig *r, const hearth_ops *ops, void *ctx, const char *pat
         return 0;
     }
     return 1;
+}
+
+static inline int rig_open_on(rig *r, const hearth_ops *ops, void *ctx, const char *path, hearth_dtype kv_type,
+                              int n_blocks, int n_slots, int max_tokens) {
+    return rig_open_on_spec(r, ops, ctx, path, kv_type, n_blocks, n_slots, max_tokens, 0);
 }
 
 static void rig_free(rig *r) {
@@ -187,7 +194,7 @@ static float rig_gap(rig *r, int i, const int32_t *want, int k, int32_t got) {
  * batch sizes), and prints each such case; tie = 0 demands identity. */
 static void rig_batched_tie(rig *r, int n_req, int n_slots, int32_t want[][RIG_NEW], int *preempted, float tie) {
     hearth_engine *e;
-    hearth_engine_opts o = {.n_slots = n_slots, .max_waiting = RIG_MAX_REQ, .queue_cap = 4};
+    hearth_engine_opts o = {.n_slots = n_slots, .max_waiting = RIG_MAX_REQ, .queue_cap = 4, .spec_tokens = r->spec};
     hearth_err err = {0};
     int baseline = hearth_kv_n_available_blocks(r->kv);
     CHECK_EQ(hearth_engine_new(&e, r->m, r->kv, &o, &err), HEARTH_OK);
@@ -243,6 +250,11 @@ static void rig_batched_tie(rig *r, int n_req, int n_slots, int32_t want[][RIG_N
               n_req, n_slots, first_bad);
     CHECK_EQ(st.requests_ok, n_req);
     CHECK_EQ(hearth_kv_n_available_blocks(r->kv), baseline); /* nothing held: no leak */
+    if (r->spec) { /* drafts were taken and refused, or the check checked nothing */
+        printf("  %d slots: %ld tokens drafted, %ld accepted, %ld steps for %ld tokens\n", n_slots, st.spec_drafted,
+               st.spec_accepted, st.steps, st.tokens_out);
+        CHECK(st.spec_accepted > 0 && st.spec_drafted > st.spec_accepted);
+    }
 }
 
 static void rig_batched(rig *r, int n_req, int n_slots, int32_t want[][RIG_NEW], int *preempted) {

@@ -5,6 +5,7 @@
 #include "testhelp.h"
 
 #include "engine_rig.h"
+#include "engine/draft.h"
 #include "core/clock.h"
 #include "ops/cpu/ops_cpu.h"
 
@@ -12,16 +13,21 @@
 #define N_NEW RIG_NEW
 
 /* The tiny qwen2 model on a CPU context of its own (threads: its pool's, the engine thread's included). */
-static int rig_open_threads(rig *r, hearth_dtype kvt, int n_blocks, int n_slots, int max_tokens, int threads) {
+static int rig_open_spec(rig *r, hearth_dtype kvt, int n_blocks, int n_slots, int max_tokens, int threads,
+                         int spec) {
     hearth_cpu_ctx *cpu;
     memset(r, 0, sizeof *r);
     if (hearth_cpu_ctx_new(&cpu, threads, max_tokens, 512, 256, NULL)) return 0;
-    if (rig_open_on(r, &hearth_cpu_ops, cpu, test_path("tests/fixtures/tiny/qwen2-f32"), kvt, n_blocks,
-                    n_slots, max_tokens))
+    if (rig_open_on_spec(r, &hearth_cpu_ops, cpu, test_path("tests/fixtures/tiny/qwen2-f32"), kvt, n_blocks,
+                         n_slots, max_tokens, spec))
         return 1;
     rig_free(r);
     hearth_cpu_ctx_free(cpu);
     return 0;
+}
+
+static int rig_open_threads(rig *r, hearth_dtype kvt, int n_blocks, int n_slots, int max_tokens, int threads) {
+    return rig_open_spec(r, kvt, n_blocks, n_slots, max_tokens, threads, 0);
 }
 
 static int rig_open_kv(rig *r, hearth_dtype kvt, int n_blocks, int n_slots, int max_tokens) {
@@ -359,14 +365,15 @@ static hearth_seq_summary one(hearth_engine *e, const int32_t *ids, int n, int n
     return rig_one(e, ids, n, n_new, 0, out);
 }
 
-TEST(engine_prefix_cache_multi_turn) {
+/* spec: the engine drafts (speculative decoding), whose kept drafts' full blocks join the cache too */
+static void multi_turn_case(int spec) {
     rig r, fresh;
-    int ok = rig_open(&r, 64, 4, 64) && rig_open(&fresh, 64, 4, 64);
+    int ok = rig_open_spec(&r, HEARTH_DT_F32, 64, 4, 64, 2, spec) && rig_open(&fresh, 64, 4, 64);
     CHECK_MSG(ok, "cannot open the tiny model");
     hearth_engine *e, *e2;
-    hearth_engine_opts o = {.n_slots = 4};
+    hearth_engine_opts o = {.n_slots = 4, .spec_tokens = spec}, o2 = {.n_slots = 4};
     CHECK_EQ(hearth_engine_new(&e, r.m, r.kv, &o, NULL), HEARTH_OK);
-    CHECK_EQ(hearth_engine_new(&e2, fresh.m, fresh.kv, &o, NULL), HEARTH_OK);
+    CHECK_EQ(hearth_engine_new(&e2, fresh.m, fresh.kv, &o2, NULL), HEARTH_OK);
     int vocab = hearth_model_config_get(r.m)->vocab_size;
     int32_t conv[200], out[64], out2[64];
     int n = 40;
@@ -392,12 +399,16 @@ TEST(engine_prefix_cache_multi_turn) {
     hearth_engine_stats_get(e, &st);
     CHECK_EQ(st.prefix_hits, 2);
     CHECK(st.kv_blocks_cached > 0);
+    if (spec) printf("  drafted %ld, accepted %ld\n", st.spec_drafted, st.spec_accepted);
+    CHECK(spec ? st.spec_accepted > 0 : st.spec_drafted == 0);
     hearth_engine_free(e);
     hearth_engine_free(e2);
     CHECK_EQ(hearth_kv_n_available_blocks(r.kv), 64);
     rig_close(&r);
     rig_close(&fresh);
 }
+
+TEST(engine_prefix_cache_multi_turn) { multi_turn_case(0); }
 
 /* A pool too small to keep every finished prompt cached: the LRU evicts the
  * oldest cached blocks to admit new work, outputs stay those of the serial
@@ -436,4 +447,126 @@ TEST(engine_prefix_cache_eviction_keeps_output) {
     CHECK_EQ(hearth_kv_n_available_blocks(r.kv), 12);
     rig_close(&r);
     rig_close(&fresh);
+}
+
+/* ---- speculative decoding by prompt lookup (engine/draft.h) ---- */
+
+TEST(draft_ngram_continues_the_latest_match) {
+    int32_t out[8];
+    const int32_t a[] = {1, 2, 3, 4, 5, 9, 2, 3, 4, 7, 8, 2, 3, 4};
+    /* "2 3 4" last came before "7 8": the latest match wins, and the longest suffix ("3 4" is shorter) */
+    CHECK_EQ(hearth_draft_ngram(a, 14, 2, 4, 3, out), 3);
+    CHECK(out[0] == 7 && out[1] == 8 && out[2] == 2);
+    CHECK_EQ(hearth_draft_ngram(a, 14, 2, 4, 8, out), 5); /* the continuation runs to the end of the ids */
+    CHECK(out[0] == 7 && out[1] == 8 && out[2] == 2 && out[3] == 3 && out[4] == 4);
+    const int32_t b[] = {1, 2, 3, 9, 3, 5, 6};
+    CHECK_EQ(hearth_draft_ngram(b, 7, 2, 4, 4, out), 0); /* "5 6" never came before */
+    const int32_t c[] = {1, 2, 9, 8, 9};
+    CHECK_EQ(hearth_draft_ngram(c, 5, 2, 4, 4, out), 0);  /* one token's match is below g_min 2 */
+    CHECK_EQ(hearth_draft_ngram(c, 5, 1, 4, 4, out), 2);  /* ... and with g_min 1: what followed the first 9 */
+    CHECK(out[0] == 8 && out[1] == 9);
+    const int32_t d[] = {5, 5, 5, 5};
+    CHECK_EQ(hearth_draft_ngram(d, 4, 2, 4, 4, out), 1); /* "5 5 5" at 0 is followed by the last 5 alone */
+    CHECK_EQ(out[0], 5);
+    CHECK_EQ(hearth_draft_ngram(d, 1, 1, 4, 4, out), 0); /* nothing before the only token */
+    CHECK_EQ(hearth_draft_ngram(a, 14, 2, 4, 0, out), 0);
+}
+
+/* Greedy requests with drafts: every request's tokens are its serial ones,
+ * alone and 4 and 16 at once, with tokens handed out after the next forward
+ * (the device engines' order) and under KV pressure (preemption); drafts were
+ * both kept and refused. */
+TEST(engine_spec_ngram_keeps_greedy_output) {
+    rig r;
+    int ok = rig_open_spec(&r, HEARTH_DT_F32, 64, 16, 64, 2, 4);
+    CHECK_MSG(ok, "cannot open the tiny model");
+    int32_t want[N_REQ][N_NEW];
+    reference(&r, want);
+    int pre;
+    for (int slots = 1; slots <= 16; slots *= 4) run_batched(&r, slots, want, &pre);
+    setenv("HEARTH_ENGINE_OVERLAP", "1", 1);
+    run_batched(&r, 4, want, &pre);
+    unsetenv("HEARTH_ENGINE_OVERLAP");
+    rig_close(&r);
+    ok = rig_open_spec(&r, HEARTH_DT_F32, 8, 8, 32, 2, 3); /* as preemption_case: the pool runs dry */
+    CHECK_MSG(ok, "cannot open the tiny model");
+    reference(&r, want);
+    run_batched(&r, 8, want, &pre);
+    printf("  preemptions: %d\n", pre);
+    CHECK(pre > 0);
+    rig_close(&r);
+}
+
+TEST(engine_spec_ngram_prefix_cache_multi_turn) { multi_turn_case(4); }
+
+/* Request i of a sampled run: a prompt that repeats itself (so that lookup
+ * drafts), seed i, the sampler's state moved by every token. */
+static hearth_seq *submit_sampled(hearth_engine *e, int i, int vocab, int host_path) {
+    hearth_gen_request q = {0};
+    q.n_prompt = 30;
+    q.prompt = malloc(sizeof(int32_t) * 30);
+    for (int k = 0; k < 30; k++) q.prompt[k] = (int32_t)((i * 13 + (k % 7) * 29 + 3) % vocab);
+    q.max_new = 40;
+    q.want_logprobs = 1;
+    hearth_sampling_default(&q.sampling);
+    q.sampling.temperature = 0.7f;
+    q.sampling.seed = 1000 + (uint64_t)i;
+    q.sampling.has_seed = 1;
+    q.sampling.top_logprobs = 3;
+    if (host_path) { /* processors: the host sampler, whose penalties follow each accepted token */
+        q.sampling.repetition_penalty = 1.3f;
+        q.sampling.frequency_penalty = 0.2f;
+        q.sampling.top_k = 20;
+    }
+    hearth_seq *s = NULL;
+    if (hearth_engine_submit(e, &q, &s, NULL) != HEARTH_OK) free(q.prompt);
+    return s;
+}
+
+/* Tokens and logprobs of 6 sampled requests through an engine drafting spec tokens, 3 at once. */
+static long sampled_run(rig *r, int spec, int host_path, int32_t ids[6][40], float lps[6][40][4]) {
+    hearth_engine *e;
+    hearth_engine_opts o = {.n_slots = 3, .max_waiting = 16, .queue_cap = 8, .spec_tokens = spec};
+    if (hearth_engine_new(&e, r->m, r->kv, &o, NULL) != HEARTH_OK) return -1;
+    int vocab = hearth_model_config_get(r->m)->vocab_size;
+    hearth_seq *seqs[6];
+    for (int i = 0; i < 6; i++) seqs[i] = submit_sampled(e, i, vocab, host_path);
+    memset(ids, 0xff, sizeof(int32_t) * 6 * 40);
+    for (int i = 0; i < 6; i++) {
+        hearth_token_event ev;
+        int n = 0;
+        while (seqs[i] && hearth_seq_next(seqs[i], &ev, -1) == 1 && n < 40) {
+            ids[i][n] = ev.id;
+            lps[i][n][0] = ev.lp.chosen.logprob;
+            for (int t = 0; t < 3; t++) lps[i][n][1 + t] = ev.lp.top[t].logprob;
+            n++;
+        }
+        if (seqs[i]) hearth_seq_release(seqs[i]);
+    }
+    hearth_engine_stats st;
+    hearth_engine_stats_get(e, &st);
+    hearth_engine_free(e);
+    return st.spec_accepted;
+}
+
+/* Sampled requests draw the same tokens (a seed's) and report the same
+ * logprobs bit for bit with drafts as without: through the pick op
+ * (temperature alone) and through the host sampler (penalties, top_k). */
+TEST(engine_spec_ngram_keeps_sampled_output) {
+    rig r;
+    int ok = rig_open_spec(&r, HEARTH_DT_F32, 64, 3, 64, 2, 4);
+    CHECK_MSG(ok, "cannot open the tiny model");
+    static int32_t a[6][40], b[6][40];
+    static float la[6][40][4], lb[6][40][4];
+    for (int host = 0; host < 2; host++) {
+        CHECK_EQ(sampled_run(&r, 0, host, a, la), 0);
+        long kept = sampled_run(&r, 4, host, b, lb);
+        printf("  %s: %ld drafts kept\n", host ? "host sampler" : "pick op", kept);
+        CHECK(kept > 0);
+        CHECK(memcmp(a, b, sizeof a) == 0);
+        CHECK(memcmp(la, lb, sizeof la) == 0);
+        CHECK(a[0][39] >= 0); /* every request ran to its length */
+    }
+    CHECK_EQ(hearth_kv_n_available_blocks(r.kv), 64);
+    rig_close(&r);
 }
