@@ -61,6 +61,8 @@ typedef struct {
     int threads;        /* CPU threads; 0 = one per core */
     int ctx;            /* context length; 0 = the model's, at most 4096 */
     int parallel;       /* sequences generated at once (continuous batching); 0 = 4 */
+    int spec_ngram;     /* speculative decoding by prompt lookup: up to this many drafted tokens checked behind each
+                           token (the output is unchanged; `hearth serve --spec-ngram`); 0 = off */
 } hearth_open_opts;
 
 /* Load the model, its tokenizer and start its engine thread. *out is freed

@@ -45,6 +45,7 @@ struct hearth_seq {
     int n_tokens, n_computed, n_gen, slot;
     int plan;  /* rows planned for the current step */
     int draft; /* of which drafted tokens behind its decode row (tokens[n_tokens, n_tokens + draft)) */
+    int draft_cap; /* most tokens its next draft may have: one past the last refusal, doubled after a draft kept whole */
     int pend;  /* chosen tokens waiting in the engine's hand-out list */
     hearth_sampler sampler;
     float *hidden; /* [hidden_dim] want_hidden: set with the first token, read by the consumer after it */
@@ -349,7 +350,8 @@ static int plan_drafts(hearth_engine *e, int n, int n_run) {
     for (int i = 0; i < n_run; i++) {
         hearth_seq *s = e->running[e->order[i].slot];
         if (!s || s->plan != 1 || s->n_gen == 0) continue; /* its decode row (a prompt's end gives no draft) */
-        int k = min_int(e->o.spec_tokens, min_int(e->max_tokens - n - added, logits_left - added));
+        if (s->draft_cap <= 0) s->draft_cap = e->o.spec_tokens;
+        int k = min_int(s->draft_cap, min_int(e->max_tokens - n - added, logits_left - added));
         k = min_int(k, min_int(s->req.max_new - s->n_gen - 1, e->ctx - s->n_tokens - 1));
         k = min_int(k, queue_room(s) - 1);
         if (k <= 0) continue;
@@ -421,6 +423,8 @@ static void keep_drafts(hearth_engine *e, hearth_seq *s, int r0, int *kept) {
     e->stats.spec_drafted += s->draft;
     e->stats.spec_accepted += k - 1;
     pthread_mutex_unlock(&e->mu);
+    /* text that stops following its lookup drafts little, text that copies drafts long */
+    s->draft_cap = k - 1 == s->draft ? min_int(2 * s->draft_cap, e->o.spec_tokens) : k;
     s->draft = 0;
     *kept = k;
 }

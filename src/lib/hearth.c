@@ -41,14 +41,15 @@ hearth_status hearth_open(hearth **out, const hearth_open_opts *o, hearth_err *e
     if (!h) return hearth_err_set(err, HEARTH_ENOMEM, "out of memory");
     pthread_mutex_init(&h->vb_mu, NULL);
     hearth_session_opts so = {.model_path = o->model, .device = o->device, .threads = o->threads, .ctx = o->ctx,
-                              .n_slots = o->parallel > 0 ? o->parallel : 4, .need_tokenizer = 1};
+                              .n_slots = o->parallel > 0 ? o->parallel : 4, .need_tokenizer = 1,
+                              .spec_tokens = o->spec_ngram};
     hearth_status st = hearth_session_open(&h->s, &so, err);
     if (st != HEARTH_OK) {
         pthread_mutex_destroy(&h->vb_mu);
         free(h);
         return st;
     }
-    hearth_engine_opts eo = {.n_slots = so.n_slots, .warmup = 1};
+    hearth_engine_opts eo = {.n_slots = so.n_slots, .warmup = 1, .spec_tokens = o->spec_ngram};
     if ((st = hearth_engine_new(&h->engine, h->s.model, h->s.kv, &eo, err)) != HEARTH_OK) {
         hearth_session_close(&h->s);
         pthread_mutex_destroy(&h->vb_mu);

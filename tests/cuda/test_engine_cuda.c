@@ -11,7 +11,9 @@
 
 #define N_CUDA_REQ 64
 
-static int cuda_rig(rig *r, hearth_cuda_ctx **c, const char *model, hearth_dtype kvt, int n_blocks, int n_slots) {
+/* spec: drafted tokens a step its engines may take (rig_open_on_spec) */
+static int cuda_rig_spec(rig *r, hearth_cuda_ctx **c, const char *model, hearth_dtype kvt, int n_blocks, int n_slots,
+                         int spec) {
     hearth_err err = {0};
     if (hearth_cuda_ctx_new(c, 0, 64, 1024, 256, &err) != HEARTH_OK) {
         printf("  cuda context: %s\n", err.msg);
@@ -19,10 +21,14 @@ static int cuda_rig(rig *r, hearth_cuda_ctx **c, const char *model, hearth_dtype
     }
     char path[512];
     snprintf(path, sizeof path, "tests/fixtures/tiny/%s", model);
-    if (rig_open_on(r, &hearth_cuda_ops, *c, test_path(path), kvt, n_blocks, n_slots, 64)) return 1;
+    if (rig_open_on_spec(r, &hearth_cuda_ops, *c, test_path(path), kvt, n_blocks, n_slots, 64, spec)) return 1;
     rig_free(r);
     hearth_cuda_ctx_free(*c);
     return 0;
+}
+
+static int cuda_rig(rig *r, hearth_cuda_ctx **c, const char *model, hearth_dtype kvt, int n_blocks, int n_slots) {
+    return cuda_rig_spec(r, c, model, kvt, n_blocks, n_slots, 0);
 }
 
 /* tie: 0 for the f32 model (identical outputs); for bf16 weights the GPU's
@@ -70,6 +76,26 @@ TEST(cuda_engine_lora_mixed_batches) {
     rig_free(&r);
     hearth_cuda_ctx_free(c);
 }
+
+/* Speculative decoding by prompt lookup: 4 drafted tokens behind each decode
+ * row, in engines of 1, 8 and 64 slots, give each request its serial greedy
+ * output (the f32 model: the same tokens); drafts were kept and refused. */
+static void spec_case(hearth_dtype kvt) {
+    rig r;
+    hearth_cuda_ctx *c;
+    CHECK_MSG(cuda_rig_spec(&r, &c, "qwen2-f32", kvt, 512, 64, 4), "cannot open the model on CUDA");
+    static int32_t want[RIG_MAX_REQ][RIG_NEW];
+    rig_reference(&r, N_CUDA_REQ, want);
+    int pre = 0;
+    for (int slots = 1; slots <= 64; slots *= 8) rig_batched(&r, N_CUDA_REQ, slots, want, &pre);
+    hearth_err err = {0};
+    CHECK_MSG(hearth_cuda_ctx_error(c, &err) == HEARTH_OK, "cuda: %s", err.msg);
+    rig_free(&r);
+    hearth_cuda_ctx_free(c);
+}
+
+TEST(cuda_engine_spec_ngram_f16_kv) { spec_case(HEARTH_DT_F16); }
+TEST(cuda_engine_spec_ngram_e4m3_kv) { spec_case(HEARTH_DT_E4M3); }
 
 TEST(cuda_engine_preemption_keeps_output) {
     rig r;

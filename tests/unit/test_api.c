@@ -81,6 +81,25 @@ TEST(api_generate_text_batched_and_stoppable) {
     CHECK_CONTAINS(err.msg, "/nonexistent/model.gguf");
 }
 
+/* hearth_open_opts.spec_ngram: the library's engine drafts by prompt lookup, and the text is the same. */
+TEST(api_spec_ngram_keeps_text) {
+    hearth_open_opts o = {.model = test_path("models/SmolLM2-135M-Instruct.Q4_1.gguf"), .threads = 2, .ctx = 512};
+    const char *prompt = "Copy the list exactly.\napple, banana, cherry, date, elderberry, fig, grape\nCopy: apple,";
+    job j[2];
+    for (int spec = 0; spec < 2; spec++) {
+        o.spec_ngram = spec ? 4 : 0;
+        hearth *h;
+        hearth_err err = {0};
+        CHECK_MSG(hearth_open(&h, &o, &err) == HEARTH_OK, "%s", err.msg);
+        j[spec] = (job){.h = h, .prompt = prompt};
+        run_job(&j[spec]);
+        CHECK_EQ(j[spec].st, HEARTH_OK);
+        hearth_close(h);
+    }
+    CHECK(strstr(j[0].out.text, "cherry") != NULL); /* it copies, so lookup drafts */
+    CHECK_STR(j[1].out.text, j[0].out.text);
+}
+
 TEST(api_json_schema_and_embeddings) {
     hearth_open_opts o = {.model = test_path("models/SmolLM2-135M-Instruct.Q4_1.gguf"), .threads = 2, .ctx = 512};
     hearth *h;

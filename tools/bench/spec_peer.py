@@ -2,10 +2,14 @@
 
 hearth: `hearth serve MODEL --parallel 1 --spec-ngram K` (and without it), one
 streamed /v1/completions request at a time through the official OpenAI SDK.
-llama.cpp: llama-cpp-python (built from source by `scripts/setup.sh --oracle`)
-with its prompt-lookup draft model, `LlamaPromptLookupDecoding(num_pred_tokens=K)`
-(and without a draft model), streamed create_completion. Both greedy, the same
-raw prompts, the same threads, alternated.
+llama-server (--llama-server BIN, built by tools/bench/build_llamacpp_cpu.sh):
+`-np 1 --spec-type ngram-simple` with its default n-gram sizes (lookup 12,
+draft 48) and with `--spec-ngram-simple-size-n 3 --spec-ngram-simple-size-m K`,
+and without, through the same client.
+llama-cpp-python (built from source by `scripts/setup.sh --oracle`) with its
+prompt-lookup draft model, `LlamaPromptLookupDecoding(num_pred_tokens=K)` (and
+without a draft model), streamed create_completion. All greedy, the same raw
+prompts, the same threads, alternated.
 
 Decode tok/s = (tokens - 1) / (time of the last token - time of the first):
 prefill is left out (llama-cpp-python computes every prompt row's logits when it
@@ -61,13 +65,13 @@ def free_port():
         return s.getsockname()[1]
 
 
-class Hearth:
-    def __init__(self, binary, model, threads, k):
+class Server:
+    """hearth serve or llama-server: an OpenAI-compatible server on a free port."""
+
+    def __init__(self, args):
         self.port = free_port()
-        args = [binary, "serve", model, "--port", str(self.port), "--threads", str(threads), "--parallel", "1"]
-        if k:
-            args += ["--spec-ngram", str(k)]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen([*args, "--port", str(self.port)], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
         url = f"http://127.0.0.1:{self.port}"
         for _ in range(600):
             try:
@@ -87,7 +91,7 @@ class Hearth:
                 text += ch.choices[0].text
             if ch.usage:
                 n = ch.usage.completion_tokens
-        return text, n, t
+        return text, n or len(t), t
 
     def close(self):
         self.proc.terminate()
@@ -114,6 +118,20 @@ class LlamaCpp:
         self.llm.close()
 
 
+def open_engine(a, engine, k):
+    if engine == "hearth":
+        spec = ["--spec-ngram", str(k)] if k else []
+        return Server([a.bin, "serve", a.model, "--threads", str(a.threads), "--parallel", "1", *spec])
+    if engine.startswith("llama-server"):
+        spec = ["--spec-type", "ngram-simple"] if k else []
+        if k and engine == "llama-server":
+            spec += ["--spec-ngram-simple-size-n", "3", "--spec-ngram-simple-size-m", str(k)]
+        # --no-repack: the extra buffer types (AMX on this Xeon) crash here, as tools/oracle/llamacpp_util.py says
+        return Server([a.llama_server, "-m", a.model, "-t", str(a.threads), "-tb", str(a.threads), "-c", "2048",
+                       "-np", "1", "--no-warmup", "--no-repack", *spec])
+    return LlamaCpp(a.model, a.threads, k)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=str(ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
@@ -122,38 +140,42 @@ def main():
     ap.add_argument("--gen", type=int, default=200)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--llama-server", help="llama-server binary (tools/bench/build_llamacpp_cpu.sh)")
     a = ap.parse_args()
     rates, texts = {}, {}
+    engines = ["hearth", "llama-cpp-python"]
+    if a.llama_server:
+        engines[1:1] = ["llama-server", "llama-server (its n-gram defaults)"]
     for rep in range(a.reps):
-        for engine in ("hearth", "llama.cpp"):
+        for engine in engines:
             for k in (0, a.k):
-                e = Hearth(a.bin, a.model, a.threads, k) if engine == "hearth" else LlamaCpp(a.model, a.threads, k)
+                if engine == "llama-server (its n-gram defaults)" and k == 0:
+                    continue  # the same run as llama-server's
+                e = open_engine(a, engine, k)
                 try:
                     for name, prompt in PROMPTS.items():
                         text, n, t = e.run(prompt, a.gen)
                         rate = (n - 1) / (t[-1] - t[0]) if n > 1 and t[-1] > t[0] else float("nan")
                         rates.setdefault((engine, k, name), []).append(rate)
                         texts[(engine, k, name)] = text
-                        print(f"rep {rep} {engine:9s} k={k} {name:5s} {n:4d} tokens {rate:7.1f} tok/s", flush=True)
+                        print(f"rep {rep} {engine} k={k} {name:5s} {n:4d} tokens {rate:7.1f} tok/s", flush=True)
                 finally:
                     e.close()
     print(f"\ndecode tok/s, median of {a.reps} (threads {a.threads}, {a.gen} tokens at most, K = {a.k})")
-    print("| prompt | hearth | hearth K | speed-up | llama.cpp | llama.cpp K | speed-up | hearth K / llama.cpp K |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| prompt | engine | without | with drafts | speed-up | hearth with / this with |")
+    print("|---|---|---|---|---|---|")
+    med = {key: statistics.median(v) for key, v in rates.items()}
     for name in PROMPTS:
-        h0, hk = (statistics.median(rates[("hearth", k, name)]) for k in (0, a.k))
-        l0, lk = (statistics.median(rates[("llama.cpp", k, name)]) for k in (0, a.k))
-        print(f"| {name} | {h0:.1f} | {hk:.1f} | {hk / h0:.2f}x | {l0:.1f} | {lk:.1f} | {lk / l0:.2f}x | "
-              f"{hk / lk:.2f}x |")
+        hk = med[("hearth", a.k, name)]
+        for engine in engines:
+            base = med[("llama-server" if engine.startswith("llama-server") else engine, 0, name)]
+            with_k = med[(engine, a.k, name)]
+            print(f"| {name} | {engine} | {base:.1f} | {with_k:.1f} | {with_k / base:.2f}x | {hk / with_k:.2f}x |")
     for name in PROMPTS:
-        same_h = texts[("hearth", 0, name)] == texts[("hearth", a.k, name)]
-        same_l = texts[("llama.cpp", 0, name)] == texts[("llama.cpp", a.k, name)]
-        same_x = texts[("hearth", 0, name)] == texts[("llama.cpp", 0, name)]
-        print(f"{name}: hearth's text with K {'equals' if same_h else 'DIFFERS from'} without; llama.cpp's "
-              f"{'equals' if same_l else 'DIFFERS from'} its own; hearth's and llama.cpp's "
-              f"{'are the same' if same_x else 'differ'}")
-        if not same_x:
-            print(f"  hearth:    {texts[('hearth', 0, name)][:160]!r}\n  llama.cpp: {texts[('llama.cpp', 0, name)][:160]!r}")
+        for engine in engines:
+            same = texts[(engine, a.k, name)] == texts[("llama-server" if engine.startswith("llama-server") else engine,
+                                                        0, name)]
+            print(f"{name}: {engine}'s text with drafts {'equals' if same else 'DIFFERS from'} its text without")
 
 
 if __name__ == "__main__":
