@@ -7,7 +7,10 @@
  * the best of many short batches (a call's time when nothing else runs), not
  * the mean.
  *
- *   build/bench_matmul [-t threads] [-i scalar|avx2|avx512] [-l stored|auto] [-s seconds] [type...]
+ *   build/bench_matmul [-t threads] [-i scalar|avx2|avx512] [-l stored|auto] [-s seconds] [-T 1,2,..] [type...]
+ *
+ * -T: instead, the default model's gate/up (576 x 1536) and down (1536 x 576)
+ * products at those token counts (a few rows: batched decode, drafted tokens).
  *
  * q4_0 / q4_1 / q8_0 weights are panel-laid where the model would lay them
  * so at load (ops/cpu/panel.h; a '*' after the type), unless -l stored.
@@ -132,7 +135,7 @@ int main(int argc, char **argv) {
     int threads = 0, stored = 0;
     double secs = 0.3;
     const char *types[16];
-    int n_types = 0;
+    int n_types = 0, n_rows_list = 0, rows_list[16];
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-t") && i + 1 < argc) {
             threads = atoi(argv[++i]);
@@ -149,10 +152,13 @@ int main(int argc, char **argv) {
             }
         } else if (!strcmp(argv[i], "-l") && i + 1 < argc) {
             stored = !strcmp(argv[++i], "stored");
+        } else if (!strcmp(argv[i], "-T") && i + 1 < argc) {
+            for (char *p = argv[++i]; *p && n_rows_list < 16; p += *p == ',') rows_list[n_rows_list++] = (int)strtol(p, &p, 10);
         } else if (n_types < 16 && argv[i][0] != '-') {
             types[n_types++] = argv[i];
         } else {
-            fprintf(stderr, "usage: %s [-t threads] [-i scalar|avx2|avx512] [-l stored|auto] [-s seconds] [type...]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-t threads] [-i scalar|avx2|avx512] [-l stored|auto] [-s seconds] [-T 1,2,..] "
+                            "[type...]\n", argv[0]);
             return 1;
         }
     }
@@ -164,10 +170,16 @@ int main(int argc, char **argv) {
     }
     static const hearth_dtype all[] = {HEARTH_DT_Q4_0, HEARTH_DT_Q4_1, HEARTH_DT_Q8_0, HEARTH_DT_Q4_K,
                                        HEARTH_DT_Q6_K, HEARTH_DT_F16, HEARTH_DT_BF16, HEARTH_DT_F32};
-    static const shape shapes[] = {
+    shape shapes[32] = {
         {1, 576, 1536, "decode"}, {1, 4096, 4096, "decode"}, {1, 4096, 4096, "cold"},
         {128, 576, 1536, "prefill"}, {128, 4096, 4096, "prefill"},
     };
+    size_t n_shapes = 5;
+    if (n_rows_list > 0) n_shapes = 0;
+    for (int i = 0; i < n_rows_list; i++) {
+        shapes[n_shapes++] = (shape){rows_list[i], 576, 1536, "gate"};
+        shapes[n_shapes++] = (shape){rows_list[i], 1536, 576, "down"};
+    }
     printf("isa %s, %d threads\n", hearth_cpu_isa_name(hearth_cpu_isa_current()), hearth_pool_size(pool));
     printf("%-5s %-7s %4s %5s %5s %10s %8s %9s %9s %6s\n", "type", "shape", "T", "K", "N", "us/call", "GB/s",
            "GFLOP/s", "read GB/s", "of-bw");
@@ -178,7 +190,7 @@ int main(int argc, char **argv) {
         int want = n_types == 0;
         for (int i = 0; i < n_types; i++) want |= !strcmp(types[i], name);
         if (!want) continue;
-        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        for (size_t si = 0; si < n_shapes; si++) {
             shape s = shapes[si];
             if (s.K % hearth_dtype_get(t)->block) continue;
             size_t rb = hearth_dtype_row_bytes(t, s.K), wbytes = rb * (size_t)s.N;

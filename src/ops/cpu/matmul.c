@@ -9,9 +9,10 @@
  * runs a task never changes a result (matmul.h).
  *
  * Kernels (matmul_avx512.c, matmul_avx2.c; matmul_scalar.c is the definition):
- *   q8_0/q4_0/q4_1, T < 5: 16 rows at a time, one exact integer dot per row
- *     and block out of VPDPBUSD partials and a transpose-add tree (decode);
- *   q8_0/q4_0/q4_1, T >= 5, and q4_K/q6_K always: 16-row panels repacked so
+ *   q8_0/q4_0/q4_1, T < 3 (AVX-512; AVX2: T < 5): 16 rows at a time, one exact
+ *     integer dot per row and block out of VPDPBUSD partials and a
+ *     transpose-add tree (decode);
+ *   q8_0/q4_0/q4_1, T >= 3 (AVX2: 5), and q4_K/q6_K always: 16-row panels repacked so
  *     that a vector holds four codes of every row; broadcast activations give
  *     per-row dots directly (prefill; 8 tokens per pass over the panel);
  *   f32/f16/bf16: 4 rows x 6 tokens of 16-lane FMA chains.

@@ -281,7 +281,12 @@ INLINE void gemv_q4(const mm_job *j, int n, int nr, int t0, const int tt, const 
  * panel: four activation codes broadcast per VPDPBUSD give 16 rows' partial
  * dots at once, so a block's exact integer dot per row needs no reduction.
  * Between K chunks the running accumulators live in y. */
-enum { GEMM_MIN_T = 5, GEMM_C = 8, KC_BLOCKS = 16 };
+/* GEMM_MIN_T 3: from three tokens the panels beat the decode kernels (which
+ * cost a pass per token) 1.6x at T = 3 and 1.7x at T = 4 on the default
+ * model's gate shape, q4_1, 2 threads (bench_matmul -T, session 38); at
+ * T = 2 they win 1.35x in cache but lose ~3% in the model, where the weights
+ * stream from DRAM and the repacking shows. */
+enum { GEMM_MIN_T = 3, GEMM_C = 8, KC_BLOCKS = 16 };
 enum { Q_Q8_0, Q_Q4_0, Q_Q4_1 };
 
 typedef struct {
