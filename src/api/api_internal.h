@@ -128,6 +128,7 @@ struct api_job {
     api_buf out;       /* the SSE bytes of the current step */
     int phase;      /* 0 = nothing sent, 1 = streaming, 2 = over */
     int lp_sent;    /* logprob records already sent */
+    int echo_sent;  /* the proto's echo_chunk went out */
     long text_off;  /* bytes of text sent (legacy logprobs text_offset) */
     json_t *chunks; /* the chunks of the current step */
     int blk_kind;   /* Anthropic, Responses: the open content block's / output item's event kind, or -1 */
@@ -161,6 +162,9 @@ struct api_proto {
     json_t *(*empty_chunk)(api_job *j);
     /* streamed: set the finish reason on a chunk */
     void (*chunk_finish)(api_job *j, json_t *c, const char *finish);
+    /* streamed, or NULL: a chunk that goes before this step's others, once (the echoed prompt), or NULL while
+     * it is not ready; over: the completion ended */
+    json_t *(*echo_chunk)(api_job *j, int over);
     /* the whole response (non-streamed) */
     json_t *(*full)(api_job *j);
 };

@@ -3,7 +3,7 @@
  *
  * Every field we act on is type- and range-checked and an error names it
  * (param). Fields we cannot honour yet are refused with a clear 400 rather
- * than ignored (n > 1, JSON schemas beyond json_mode.h's subset, echo,
+ * than ignored (n > 1, JSON schemas beyond json_mode.h's subset,
  * suffix, best_of, image and audio input). Fields that do not change
  * what is generated (model, user, metadata, store, service_tier,
  * parallel_tool_calls) are accepted. A null value counts as absent, as the
@@ -194,7 +194,7 @@ static int parse_common(const json_t *b, hearth_cpl_request *r, api_req_opts *o,
     if (has) p->has_seed = 1, p->seed = (uint64_t)iv;
     /* max_completion_tokens is the newer name; it wins when both are given */
     has = 0;
-    if (api_get_int(b, "max_tokens", 1, 1 << 30, &has, &iv, e)) return 1;
+    if (api_get_int(b, "max_tokens", r->echo ? 0 : 1, 1 << 30, &has, &iv, e)) return 1; /* echo: 0 = the prompt alone */
     if (has) p->has_max_tokens = 1, p->max_tokens = (int)iv;
     has = 0;
     if (api_get_int(b, "max_completion_tokens", 1, 1 << 30, &has, &iv, e)) return 1;
@@ -611,6 +611,7 @@ static int ids_from(const json_t *a, const char *where, hearth_cpl_request *r, h
 int api_parse_text(const json_t *b, hearth_cpl_request *r, api_req_opts *o, hearth_cpl_error *e) {
     r->chat = 0;
     r->prompt_field = "prompt";
+    if (api_get_bool(b, "echo", &r->echo, e)) return 1;
     if (parse_common(b, r, o, e)) return 1;
     json_t *p = api_field(b, "prompt");
     if (!p) return api_fail(e, HEARTH_EINVAL, "prompt", "Missing required parameter: 'prompt'.");
@@ -641,9 +642,6 @@ int api_parse_text(const json_t *b, hearth_cpl_request *r, api_req_opts *o, hear
                         api_type_name(p));
     }
     if (!r->prompt && !r->prompt_ids) return api_fail(e, HEARTH_ENOMEM, NULL, "out of memory");
-    int echo = 0;
-    if (api_get_bool(b, "echo", &echo, e)) return 1;
-    if (echo) return api_fail(e, HEARTH_ENOTSUP, "echo", "'echo' is not supported yet by this server.");
     if (api_field(b, "suffix")) return api_fail(e, HEARTH_ENOTSUP, "suffix",
                                                 "'suffix' is not supported by this model.");
     int has = 0;

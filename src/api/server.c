@@ -291,6 +291,8 @@ static int job_next(void *self, const char **data, size_t *len) {
     json_decref(j->chunks);
     j->chunks = json_array();
     int more = hearth_cpl_step(j->q, on_event_chunk, j, api_conn_gone, j->conn);
+    json_t *echo = NULL; /* made before the answer's records, whose text offsets follow it */
+    if (j->proto->echo_chunk && !j->echo_sent && (echo = j->proto->echo_chunk(j, !more))) j->echo_sent = 1;
     if (j->o.logprobs) { /* this step's records ride on its first content chunk */
         int n;
         hearth_cpl_logprobs(j->q, &n);
@@ -304,6 +306,7 @@ static int job_next(void *self, const char **data, size_t *len) {
             j->lp_sent = n;
         }
     }
+    if (echo) json_array_insert_new(j->chunks, 0, echo);
     size_t i;
     json_t *c;
     json_array_foreach(j->chunks, i, c) sse_put(j, c);

@@ -110,6 +110,9 @@ hearth_status cli_stack_open(cli_stack **out, const cli_stack_opts *o, hearth_er
                            .lora = o->lora,
                            .n_lora = o->n_lora,
                            .spec_tokens = o->spec_tokens,
+                           /* /v1/completions' echo with logprobs: 256 prompt positions a step (on the 8B's
+                            * vocabulary, 128 MiB of logits) */
+                           .prompt_logprob_rows = 256,
                            .need_tokenizer = 1};
     char *tmpl = NULL;
     size_t tlen = 0;

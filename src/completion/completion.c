@@ -44,6 +44,10 @@ struct hearth_cpl {
     hearth_cpl_summary sum;
     float *emb; /* embed: the normalized vector, made at the first ask */
     int emb_dim;
+    char *echo;        /* echo: the prompt's text */
+    size_t echo_len;
+    int echo_ready;    /* the prompt's records may be read (the first token was pulled, or it is over) */
+    int prompt_only;   /* echo with max_tokens 0: the one token the engine makes is not the answer's */
 };
 
 /* ---- settings ---- */
@@ -337,6 +341,8 @@ hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, h
     }
     int room = c->ctx - (int)n_ids;
     int max_new = p.has_max_tokens ? p.max_tokens : room;
+    const int prompt_only = r->echo && p.has_max_tokens && p.max_tokens == 0;
+    if (prompt_only) max_new = 1; /* the prompt's pass, and a token nobody sees */
     if (max_new < 1) {
         free(ids);
         return reject(e, HEARTH_EINVAL, "max_tokens", NULL, "max_tokens must be at least 1, got %d", max_new);
@@ -376,6 +382,18 @@ hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, h
         return reject(e, st, st == HEARTH_EINVAL ? "stop" : NULL, NULL, "%s", err.msg);
     }
     q->want_lp = r->logprobs || r->top_logprobs > 0;
+    q->prompt_only = prompt_only;
+    if (r->echo) { /* the text as given, or the ids decoded */
+        st = r->prompt ? ((q->echo = strdup(r->prompt)) ? HEARTH_OK : HEARTH_ENOMEM)
+                       : hearth_tok_decode(c->tok, ids, n_ids, 0, &q->echo, &q->echo_len, &err);
+        if (r->prompt) q->echo_len = strlen(r->prompt);
+        if (st != HEARTH_OK) {
+            free(ids);
+            hearth_schema_free(schema);
+            hearth_cpl_free(q);
+            return reject(e, st, r->prompt_field, NULL, "echo: %s", st == HEARTH_ENOMEM ? "out of memory" : err.msg);
+        }
+    }
 
     hearth_gen_request g = {0};
     for (int i = 0; r->model && i < c->n_adapters; i++)
@@ -400,6 +418,7 @@ hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, h
     g.sampling.n_logit_bias = r->n_bias;
     g.sampling.top_logprobs = r->top_logprobs;
     g.want_logprobs = q->want_lp;
+    g.want_prompt_logprobs = r->echo && q->want_lp;
     if (!r->ignore_eos) {
         memcpy(g.stop_ids, c->end_ids, sizeof g.stop_ids[0] * (size_t)c->n_end);
         g.n_stop = c->n_end;
@@ -451,6 +470,7 @@ static void settle(hearth_cpl *q, hearth_cpl_event_fn fn, void *user) {
     hearth_seq_summary_get(q->seq, &s);
     hearth_cpl_summary *m = &q->sum;
     m->completion_tokens = q->n_pulled;
+    q->echo_ready = 1;
     m->cached_tokens = s.n_cached;
     m->queue_s = s.queue_s;
     m->ttft_s = q->t_first > 0 ? q->t_first - q->t_start : 0;
@@ -460,7 +480,7 @@ static void settle(hearth_cpl *q, hearth_cpl_event_fn fn, void *user) {
         if (q->sink.stop.hit) m->stop_sequence = q->sink.stop.strs[q->sink.stop.which];
     } else {
         switch (s.finish) {
-        case HEARTH_FINISH_STOP: m->finish = HEARTH_CPL_FINISH_STOP; break;
+        case HEARTH_FINISH_STOP: m->finish = q->prompt_only ? HEARTH_CPL_FINISH_LENGTH : HEARTH_CPL_FINISH_STOP; break;
         case HEARTH_FINISH_LENGTH: m->finish = HEARTH_CPL_FINISH_LENGTH; break;
         case HEARTH_FINISH_ERROR:
             m->finish = HEARTH_CPL_FINISH_ERROR;
@@ -506,8 +526,10 @@ int hearth_cpl_step(hearth_cpl *q, hearth_cpl_event_fn fn, void *user, hearth_cp
         int r = hearth_seq_next(q->seq, &ev, got ? 0 : 50);
         if (r == 1) {
             got++;
-            q->n_pulled++;
             if (q->t_first == 0) q->t_first = hearth_time_now();
+            q->echo_ready = 1;
+            if (q->prompt_only) continue; /* max_tokens 0: the engine's one token is not shown */
+            q->n_pulled++;
             int is_end = 0;
             for (int i = 0; i < q->sink.n_end; i++) is_end |= q->sink.end_ids[i] == ev.id;
             if (q->want_lp && ev.has_logprobs && !is_end) record_lp(q, &ev.lp);
@@ -535,6 +557,15 @@ int hearth_cpl_step(hearth_cpl *q, hearth_cpl_event_fn fn, void *user, hearth_cp
             hearth_seq_cancel(q->seq);
         }
     }
+}
+
+const char *hearth_cpl_echo(const hearth_cpl *q, size_t *text_len, const hearth_logprobs **lp, int *n) {
+    *text_len = q->echo_len;
+    *lp = NULL;
+    *n = 0;
+    if (!q->echo) return NULL;
+    if (q->echo_ready && q->want_lp && q->seq) *lp = hearth_seq_prompt_logprobs(q->seq, n);
+    return q->echo;
 }
 
 const hearth_logprobs *hearth_cpl_logprobs(const hearth_cpl *q, int *n) {
@@ -569,5 +600,6 @@ void hearth_cpl_free(hearth_cpl *q) {
     hearth_sink_deinit(&q->sink);
     free(q->lp);
     free(q->emb);
+    free(q->echo);
     free(q);
 }

@@ -61,6 +61,9 @@ typedef struct {
     int logprobs;     /* record each token's logprob */
     int top_logprobs; /* and the N most likely alternatives (0..HEARTH_MAX_TOP_LOGPROBS) */
     int ignore_eos;   /* do not stop at end-of-generation ids */
+    int echo;         /* text: the prompt comes back before the answer (hearth_cpl_echo), with each prompt
+                         token's logprob when logprobs are asked for; max_tokens 0 then asks for the prompt's
+                         alone */
     int no_special;   /* text: without the special tokens the tokenizer adds (BOS, ...) */
     int embed;        /* an embedding, not text: the prompt's last hidden state (hearth_cpl_embedding) */
     int json_object;  /* JSON mode: the output is one JSON object (completion/json_mode.h) */
@@ -170,6 +173,13 @@ int hearth_cpl_ctx_len(const hearth_cpl_ctx *c);
  * (last-token pooling), L2-normalized - in [*dim] floats owned by q; NULL if
  * the completion failed. */
 const float *hearth_cpl_embedding(hearth_cpl *q, int *dim);
+
+/* echo: the prompt's text (the request's string, or its ids decoded), and,
+ * once the first token was pulled (or the completion is over), its tokens'
+ * records with logprobs ([0] without one: logprob NAN), *n = the prompt's
+ * tokens; lp NULL when logprobs were not asked for or the prompt was never
+ * computed. Returns the text, NULL without echo. */
+const char *hearth_cpl_echo(const hearth_cpl *q, size_t *text_len, const hearth_logprobs **lp, int *n);
 
 /* Logprob records of the tokens pulled so far (end ids excluded), in order;
  * NULL/0 when the request did not ask for logprobs. */

@@ -50,6 +50,8 @@ struct hearth_seq {
     hearth_sampler sampler;
     float *hidden; /* [hidden_dim] want_hidden: set with the first token, read by the consumer after it */
     int hidden_dim, has_hidden;
+    hearth_logprobs *prompt_lp; /* [n_prompt] want_prompt_logprobs: filled as the prompt is computed */
+    int has_prompt_lp;          /* set with the first token (all of prompt_lp is written by then) */
     double t_submit, t_admit, t_first;
     hearth_seq *next; /* mailbox / waiting list link */
 };
@@ -75,6 +77,12 @@ struct hearth_engine {
     int32_t *b_tokens, *b_seq, *b_pos, *b_rows, *b_adapter; /* [max_tokens] */
     hearth_seq **row_seq;                        /* [max_tokens] owner of each logit row */
     int32_t *row_draft;                          /* [max_tokens] the draft the next row is fed, -1: none */
+    /* logit rows after the chosen ones: a prompt position whose next token's logprob is asked for */
+    hearth_seq **plp_seq; /* [max_tokens] */
+    int32_t *plp_pos;     /* [max_tokens] */
+    int32_t *plp_row;     /* [max_tokens] its row of the batch */
+    float *plp_logits;    /* [vocab] one row on the host */
+    int plan_logits_left; /* plan's scratch: logit rows not yet promised (one is kept for every running sequence) */
     hearth_sampler **row_smp;                    /* [max_tokens] */
     uint8_t *row_lp;                             /* [max_tokens] wants logprobs */
     int32_t *row_id;                             /* [max_tokens] chosen token */
@@ -94,6 +102,7 @@ static void seq_unref(hearth_seq *s) {
     if (atomic_fetch_sub(&s->refs, 1) != 1) return;
     hearth_sampler_deinit(&s->sampler);
     free(s->hidden);
+    free(s->prompt_lp);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s->queue);
@@ -148,6 +157,14 @@ int hearth_seq_embedding(hearth_seq *s, float *out, int cap) {
     float inv = ss > 0.0 ? (float)(1.0 / sqrt(ss)) : 0.0f;
     for (int i = 0; i < n; i++) out[i] = s->hidden[i] * inv;
     return n;
+}
+
+const hearth_logprobs *hearth_seq_prompt_logprobs(hearth_seq *s, int *n) {
+    pthread_mutex_lock(&s->mu);
+    int ok = s->has_prompt_lp; /* the engine writes prompt_lp before has_prompt_lp and never after */
+    pthread_mutex_unlock(&s->mu);
+    *n = ok ? s->req.n_prompt : 0;
+    return ok ? s->prompt_lp : NULL;
 }
 
 void hearth_seq_cancel(hearth_seq *s) { atomic_store(&s->cancel, 1); }
@@ -313,8 +330,11 @@ static void admit(hearth_engine *e) {
         if (any_running && blocks > hearth_kv_n_available_blocks(e->kv)) break; /* FIFO: no overtaking */
         wait_pop(e);
         s->slot = slot;
-        s->n_computed = hearth_kv_prefix_acquire(e->kv, slot, hearth_model_lora_fingerprint(e->m, s->req.adapter),
-                                                 s->tokens, s->n_tokens);
+        /* prompt logprobs need every prompt position's logits: no cached prefix */
+        s->n_computed = s->req.want_prompt_logprobs
+                            ? 0
+                            : hearth_kv_prefix_acquire(e->kv, slot, hearth_model_lora_fingerprint(e->m, s->req.adapter),
+                                                       s->tokens, s->n_tokens);
         if (s->t_admit == 0) { /* first admission: the prompt's cache hit is what usage reports */
             s->t_admit = hearth_time_now();
             pthread_mutex_lock(&s->mu);
@@ -344,14 +364,14 @@ static int min_int(int a, int b) { return a < b ? a : b; }
  * context and its event queue, and only where its KV blocks are at hand: a
  * draft never preempts. Returns the rows added. */
 static int plan_drafts(hearth_engine *e, int n, int n_run) {
-    int added = 0, logits_left = hearth_model_max_logit_rows(e->m) - n_run;
+    int added = 0;
     const int g_min = e->o.spec_ngram_min > 0 ? e->o.spec_ngram_min : 2;
     const int g_max = e->o.spec_ngram_max > 0 ? e->o.spec_ngram_max : 4;
     for (int i = 0; i < n_run; i++) {
         hearth_seq *s = e->running[e->order[i].slot];
         if (!s || s->plan != 1 || s->n_gen == 0) continue; /* its decode row (a prompt's end gives no draft) */
         if (s->draft_cap <= 0) s->draft_cap = e->o.spec_tokens;
-        int k = min_int(s->draft_cap, min_int(e->max_tokens - n - added, logits_left - added));
+        int k = min_int(s->draft_cap, min_int(e->max_tokens - n - added, e->plan_logits_left));
         k = min_int(k, min_int(s->req.max_new - s->n_gen - 1, e->ctx - s->n_tokens - 1));
         k = min_int(k, queue_room(s) - 1);
         if (k <= 0) continue;
@@ -361,6 +381,7 @@ static int plan_drafts(hearth_engine *e, int n, int n_run) {
         s->draft = k;
         s->plan += k;
         added += k;
+        e->plan_logits_left -= k;
     }
     return added;
 }
@@ -380,6 +401,7 @@ static int plan(hearth_engine *e) {
         }
     /* t_admit is kept across preemption, so a preempted sequence keeps its place */
     qsort(e->order, (size_t)n_run, sizeof *e->order, admitted_first);
+    e->plan_logits_left = hearth_model_max_logit_rows(e->m) - n_run;
     for (int pass = 0; pass < 2; pass++) {
         if (pass == 1 && e->o.spec_tokens > 0) n += plan_drafts(e, n, n_run);
         for (int i = 0; i < n_run && n < e->max_tokens; i++) {
@@ -390,6 +412,13 @@ static int plan(hearth_engine *e) {
             if (todo <= 0 || is_decode != (pass == 0)) continue;
             if (queue_room(s) <= 0) continue; /* backpressure: paused until the reader catches up */
             int chunk = todo < e->max_tokens - n ? todo : e->max_tokens - n;
+            if (s->req.want_prompt_logprobs && s->n_computed < s->req.n_prompt - 1) {
+                /* a logit row for each prompt position it scores; its kept row serves one of them */
+                chunk = min_int(chunk, 1 + (e->plan_logits_left > 0 ? e->plan_logits_left : 0));
+                const int rows = min_int(chunk, s->req.n_prompt - 1 - s->n_computed) +
+                                 (s->n_computed + chunk == s->n_tokens); /* and its last row's, past the prompt */
+                e->plan_logits_left -= rows - 1;
+            }
             hearth_status st;
             while ((st = hearth_kv_reserve(e->kv, s->slot, s->n_computed + chunk)) == HEARTH_EBUSY) {
                 hearth_seq *victim = newest_running(e);
@@ -461,15 +490,21 @@ static int step(hearth_engine *e, double t_turn) {
         hand_out(e);
         return 0;
     }
-    int n = 0, n_rows = 0, adapters = 0, any_draft = 0;
+    int n = 0, n_rows = 0, n_plp = 0, adapters = 0, any_draft = 0;
     for (int i = 0; i < e->o.n_slots; i++) {
         hearth_seq *s = e->running[i];
         if (!s || s->plan == 0) continue;
         for (int k = 0; k < s->plan; k++) {
-            e->b_tokens[n + k] = s->tokens[s->n_computed + k];
+            const int p = s->n_computed + k;
+            e->b_tokens[n + k] = s->tokens[p];
             e->b_seq[n + k] = s->slot;
-            e->b_pos[n + k] = s->n_computed + k;
+            e->b_pos[n + k] = p;
             e->b_adapter[n + k] = s->req.adapter;
+            if (s->req.want_prompt_logprobs && p < s->req.n_prompt - 1) { /* scores prompt token p + 1 */
+                e->plp_seq[n_plp] = s;
+                e->plp_pos[n_plp] = p;
+                e->plp_row[n_plp++] = n + k;
+            }
         }
         adapters |= s->req.adapter;
         n += s->plan;
@@ -483,12 +518,14 @@ static int step(hearth_engine *e, double t_turn) {
                 e->row_seq[n_rows++] = s;
             }
     }
+    memcpy(e->b_rows + n_rows, e->plp_row, sizeof *e->plp_row * (size_t)n_plp); /* behind the rows chosen from */
     hearth_err err = {0};
     double t0 = hearth_time_now();
     const double plan_s = t0 - t_plan;
     hearth_status st = hearth_model_set_row_adapters(e->m, adapters ? e->b_adapter : NULL, n, &err);
     if (st == HEARTH_OK)
-        st = hearth_model_forward(e->m, e->kv, e->b_tokens, e->b_seq, e->b_pos, n, e->b_rows, n_rows, NULL, &err);
+        st = hearth_model_forward(e->m, e->kv, e->b_tokens, e->b_seq, e->b_pos, n, e->b_rows, n_rows + n_plp, NULL,
+                                  &err);
     /* the last step's tokens go out while the device runs this one (its time is deliver_s, not step_s) */
     if (e->overlap) hearth_model_submit(e->m);
     const double t_out = hearth_time_now();
@@ -509,6 +546,14 @@ static int step(hearth_engine *e, double t_turn) {
     e->stats.rows_by_pick_op = e->chooser.rows_pick;
     e->stats.rows_by_host_sampler = e->chooser.rows_host;
     pthread_mutex_unlock(&e->mu);
+    for (int i = 0; i < n_plp && st == HEARTH_OK; i++) { /* the prompt rows' logprobs, on the host */
+        hearth_seq *s = e->plp_seq[i];
+        const int p = e->plp_pos[i];
+        st = hearth_model_logits_row(e->m, n_rows + i, e->plp_logits, &err);
+        if (st == HEARTH_OK)
+            hearth_logprobs_fill(e->plp_logits, e->vocab, s->tokens[p + 1], s->req.sampling.top_logprobs,
+                                 &s->prompt_lp[p + 1]);
+    }
     if (st == HEARTH_OK) /* full blocks computed this step join the prefix cache (with drafts: below) */
         for (int i = 0; i < e->o.n_slots; i++) {
             hearth_seq *s = e->running[i];
@@ -534,6 +579,11 @@ static int step(hearth_engine *e, double t_turn) {
             }
             pthread_mutex_lock(&s->mu);
             s->has_hidden = 1;
+            pthread_mutex_unlock(&s->mu);
+        }
+        if (s->prompt_lp && s->n_gen == 0) { /* the prompt's records are all written: the consumer may read them */
+            pthread_mutex_lock(&s->mu);
+            s->has_prompt_lp = 1;
             pthread_mutex_unlock(&s->mu);
         }
         int kept = 1;
@@ -689,6 +739,10 @@ hearth_status hearth_engine_new(hearth_engine **out, hearth_model *m, hearth_kv 
     e->b_adapter = malloc(T * 4);
     e->row_seq = malloc(T * sizeof *e->row_seq);
     e->row_draft = malloc(T * sizeof *e->row_draft);
+    e->plp_seq = malloc(T * sizeof *e->plp_seq);
+    e->plp_pos = malloc(T * sizeof *e->plp_pos);
+    e->plp_row = malloc(T * sizeof *e->plp_row);
+    e->plp_logits = malloc(sizeof *e->plp_logits * (size_t)e->vocab);
     e->row_smp = malloc(T * sizeof *e->row_smp);
     e->row_lp = malloc(T);
     e->row_id = malloc(T * sizeof *e->row_id);
@@ -697,7 +751,7 @@ hearth_status hearth_engine_new(hearth_engine **out, hearth_model *m, hearth_kv 
     e->pend_ev = malloc(T * sizeof *e->pend_ev);
     e->pend_fin = malloc(T * sizeof *e->pend_fin);
     if (!e->running || !e->order || !e->b_tokens || !e->b_seq || !e->b_pos || !e->b_rows || !e->b_adapter ||
-        !e->row_seq || !e->row_draft || !e->row_smp || !e->row_lp || !e->row_id || !e->row_lps || !e->pend_seq ||
+        !e->row_seq || !e->row_draft || !e->plp_seq || !e->plp_pos || !e->plp_row || !e->plp_logits || !e->row_smp || !e->row_lp || !e->row_id || !e->row_lps || !e->pend_seq ||
         !e->pend_ev || !e->pend_fin) {
         hearth_engine_free(e);
         return hearth_err_set(err, HEARTH_ENOMEM, "engine: out of memory for step buffers");
@@ -747,6 +801,10 @@ void hearth_engine_free(hearth_engine *e) {
     free(e->b_adapter);
     free(e->row_seq);
     free(e->row_draft);
+    free(e->plp_seq);
+    free(e->plp_pos);
+    free(e->plp_row);
+    free(e->plp_logits);
     free(e->row_smp);
     free(e->row_lp);
     free(e->row_id);
@@ -787,15 +845,18 @@ hearth_status hearth_engine_submit(hearth_engine *e, hearth_gen_request *r, hear
     s->tokens = malloc(sizeof *s->tokens * (size_t)(r->n_prompt + r->max_new));
     s->hidden_dim = r->want_hidden ? hearth_model_config_get(e->m)->hidden_size : 0;
     s->hidden = r->want_hidden ? malloc(sizeof *s->hidden * (size_t)s->hidden_dim) : NULL;
-    if (!s->queue || !s->tokens || (r->want_hidden && !s->hidden)) {
+    s->prompt_lp = r->want_prompt_logprobs ? calloc((size_t)r->n_prompt, sizeof *s->prompt_lp) : NULL;
+    if (!s->queue || !s->tokens || (r->want_hidden && !s->hidden) || (r->want_prompt_logprobs && !s->prompt_lp)) {
         hearth_sampler_deinit(&s->sampler);
         free(s->queue);
         free(s->tokens);
         free(s->hidden);
+        free(s->prompt_lp);
         free(s);
         return hearth_err_set(err, HEARTH_ENOMEM, "out of memory");
     }
     memcpy(s->tokens, r->prompt, sizeof *s->tokens * (size_t)r->n_prompt);
+    if (s->prompt_lp) s->prompt_lp[0].chosen = (hearth_token_logprob){r->prompt[0], NAN}; /* nothing before it */
     hearth_sampler_accept_prompt(&s->sampler, r->prompt, r->n_prompt);
     s->n_tokens = r->n_prompt;
     s->slot = -1;

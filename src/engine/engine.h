@@ -35,6 +35,10 @@ typedef struct {
     int n_stop;
     int want_logprobs;
     int want_hidden; /* keep the final-normed hidden state of the prompt's last position (embeddings) */
+    int want_prompt_logprobs; /* each prompt token's logprob after the first, and sampling.top_logprobs
+                                 alternatives, under the model's own distribution (no processors):
+                                 hearth_seq_prompt_logprobs. The whole prompt is computed (no prefix cache),
+                                 in chunks of the model's spare logit rows */
     int adapter;     /* LoRA adapter id (hearth_model_add_lora, before hearth_engine_new), 0 = none; the prefix
                         cache shares KV only between sequences of the same adapter */
 } hearth_gen_request;
@@ -116,6 +120,11 @@ void hearth_seq_summary_get(hearth_seq *s, hearth_seq_summary *out);
  * event has come. Returns its dimension (out untouched when cap is smaller),
  * 0 when there is none. */
 int hearth_seq_embedding(hearth_seq *s, float *out, int cap);
+/* want_prompt_logprobs: once the first token event has come, the record of
+ * prompt token i at [i] for i in [1, n_prompt) ([0] has no logprob: n_top 0,
+ * logprob NAN); valid until hearth_seq_release. NULL when not asked for, or
+ * when the sequence ended before its prompt was computed. */
+const hearth_logprobs *hearth_seq_prompt_logprobs(hearth_seq *s, int *n);
 /* Ask the engine to stop this sequence; it frees its KV at the next step. */
 void hearth_seq_cancel(hearth_seq *s);
 /* The consumer is done with the handle (cancels it if still running). */

@@ -154,17 +154,17 @@ static int constrain_reachable(hearth_sampler *s, float *logits) {
     return 1;
 }
 
-static void fill_logprobs(const hearth_sampler *s, const float *logits, int32_t chosen, hearth_logprobs *lp) {
+void hearth_logprobs_fill(const float *logits, int vocab, int32_t chosen, int n_top, hearth_logprobs *lp) {
     float mx = -INFINITY;
-    for (int i = 0; i < s->vocab; i++)
+    for (int i = 0; i < vocab; i++)
         if (logits[i] > mx) mx = logits[i];
     double sum = 0.0;
-    for (int i = 0; i < s->vocab; i++) sum += exp((double)logits[i] - mx);
-    float lse = mx + (float)log(sum);
+    for (int i = 0; i < vocab; i++) sum += exp((double)logits[i] - mx);
+    float lse = mx + (float)log(sum); /* as the pick op's (ops/cpu/pick.c), so that the two report the same bits */
     lp->chosen = (hearth_token_logprob){chosen, logits[chosen] - lse};
-    int n = s->p.top_logprobs;
+    int n = n_top;
     lp->n_top = 0;
-    for (int i = 0; i < s->vocab; i++) { /* insertion into a short sorted list */
+    for (int i = 0; i < vocab; i++) { /* insertion into a short sorted list */
         float v = logits[i];
         if (lp->n_top == n && (n == 0 || v <= lp->top[n - 1].logprob)) continue;
         int j = lp->n_top < n ? lp->n_top++ : n - 1;
@@ -230,7 +230,7 @@ int32_t hearth_sampler_sample(hearth_sampler *s, float *logits, hearth_logprobs 
             }
         }
     }
-    if (lp) fill_logprobs(s, logits, chosen, lp);
+    if (lp) hearth_logprobs_fill(logits, s->vocab, chosen, s->p.top_logprobs, lp);
     return chosen;
 }
 

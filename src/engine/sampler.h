@@ -90,6 +90,10 @@ void hearth_sampler_accept_prompt(hearth_sampler *s, const int32_t *ids, int n);
 int32_t hearth_sampler_sample(hearth_sampler *s, float *logits, hearth_logprobs *lp);
 void hearth_sampler_accept(hearth_sampler *s, int32_t id);
 
+/* The logprob of token chosen under logits[vocab] as they are (log-softmax),
+ * and the n_top most likely tokens' (n_top <= HEARTH_MAX_TOP_LOGPROBS). */
+void hearth_logprobs_fill(const float *logits, int vocab, int32_t chosen, int n_top, hearth_logprobs *lp);
+
 /* The same choice made by the backend's pick op (ops/ops.h), so that only a
  * few bytes per row leave the device: possible when the settings have no
  * processors, no constraint and no top_p / top_k (argmax, temperature, min_p). Returns 1 and

@@ -223,7 +223,8 @@ hearth_status hearth_session_open(hearth_session *s, const hearth_session_opts *
     /* a step asks for the logits of one row a sequence (and of each drafted token behind it), and the KV holds
      * n_slots of them */
     int n_slots = o->n_slots > 0 ? o->n_slots : s->ops->host_memory ? 4 : 256, block = 16;
-    int logit_rows = n_slots * (1 + (o->spec_tokens > 0 ? o->spec_tokens : 0));
+    int logit_rows = n_slots * (1 + (o->spec_tokens > 0 ? o->spec_tokens : 0)) +
+                     (o->prompt_logprob_rows > 0 ? o->prompt_logprob_rows : 0);
     if ((st = hearth_model_load(&s->model, o->model_path, s->ops, s->ops_ctx, s->max_tokens, logit_rows, err))) {
         st = check_device_room(s, o->model_path, st, err);
         goto fail;

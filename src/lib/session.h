@@ -21,6 +21,8 @@ typedef struct {
     const char *const *lora; /* LoRA adapters, "NAME=DIR" or "DIR" (named after its last component): ids 1.. */
     int n_lora;
     int spec_tokens;     /* drafted tokens a sequence a step (hearth_engine_opts): logit rows for them */
+    int prompt_logprob_rows; /* logit rows a step beyond those, for prompt logprobs (want_prompt_logprobs: a
+                                request scores this many prompt positions a step) */
 } hearth_session_opts;
 
 typedef struct {

@@ -174,7 +174,11 @@ TEST(request_text_prompt_forms) {
     CHECK(refused(0, "{\"prompt\":[\"a\",\"b\"]}", HEARTH_ENOTSUP, "prompt"));
     CHECK(refused(0, "{\"prompt\":[1,-2]}", HEARTH_EINVAL, "prompt"));
     CHECK(refused(0, "{\"prompt\":{}}", HEARTH_EINVAL, "prompt"));
-    CHECK(refused(0, "{\"prompt\":\"x\",\"echo\":true}", HEARTH_ENOTSUP, "echo"));
+    parse(&p, 0, "{\"prompt\":\"x\",\"echo\":true,\"max_tokens\":0}"); /* echo: the prompt alone */
+    CHECK(p.rc == 0 && p.r.echo && p.r.p.has_max_tokens && p.r.p.max_tokens == 0);
+    done(&p);
+    CHECK(refused(0, "{\"prompt\":\"x\",\"max_tokens\":0}", HEARTH_EINVAL, "max_tokens"));
+    CHECK(refused(0, "{\"prompt\":\"x\",\"echo\":1}", HEARTH_EINVAL, "echo"));
     CHECK(refused(0, "{\"prompt\":\"x\",\"suffix\":\"y\"}", HEARTH_ENOTSUP, "suffix"));
     CHECK(refused(0, "{\"prompt\":\"x\",\"best_of\":3}", HEARTH_ENOTSUP, "best_of"));
     CHECK(refused(0, "{\"prompt\":\"x\",\"logprobs\":6}", HEARTH_EINVAL, "logprobs"));
