@@ -97,6 +97,20 @@ static void spec_case(hearth_dtype kvt) {
 TEST(cuda_engine_spec_ngram_f16_kv) { spec_case(HEARTH_DT_F16); }
 TEST(cuda_engine_spec_ngram_e4m3_kv) { spec_case(HEARTH_DT_E4M3); }
 
+/* Prompt logprobs (echo) on the GPU: what decoding reports for the same
+ * tokens, and what one forward over the prompt gives, to 2e-3 (the head's
+ * product runs at other row counts; the f32 model). */
+TEST(cuda_engine_prompt_logprobs) {
+    rig r;
+    hearth_cuda_ctx *c;
+    CHECK_MSG(cuda_rig_spec(&r, &c, "qwen2-f32", HEARTH_DT_F16, 64, 2, 5), "cannot open the model on CUDA");
+    rig_prompt_logprobs_case(&r, "tests/fixtures/tiny/qwen2-f32", 2e-3f);
+    hearth_err err = {0};
+    CHECK_MSG(hearth_cuda_ctx_error(c, &err) == HEARTH_OK, "cuda: %s", err.msg);
+    rig_free(&r);
+    hearth_cuda_ctx_free(c);
+}
+
 TEST(cuda_engine_preemption_keeps_output) {
     rig r;
     hearth_cuda_ctx *c;

@@ -571,114 +571,12 @@ TEST(engine_spec_ngram_keeps_sampled_output) {
     rig_close(&r);
 }
 
-/* ---- prompt logprobs (want_prompt_logprobs: the completions API's echo) ---- */
-
-typedef struct {
-    int32_t ids[RIG_NEW];
-    hearth_logprobs lp[RIG_NEW];
-    int n;
-} lp_run;
-
-static hearth_seq *submit_lp(hearth_engine *e, const int32_t *ids, int n, int max_new, int prompt_lp) {
-    hearth_gen_request q = {0};
-    q.prompt = malloc(sizeof(int32_t) * (size_t)n);
-    memcpy(q.prompt, ids, sizeof(int32_t) * (size_t)n);
-    q.n_prompt = n;
-    q.max_new = max_new;
-    q.want_logprobs = 1;
-    q.want_prompt_logprobs = prompt_lp;
-    hearth_sampling_default(&q.sampling);
-    q.sampling.temperature = 0;
-    q.sampling.top_logprobs = 3;
-    hearth_seq *s = NULL;
-    if (hearth_engine_submit(e, &q, &s, NULL) != HEARTH_OK) free(q.prompt);
-    return s;
-}
-
-static int same_lp(const hearth_logprobs *a, const hearth_logprobs *b) {
-    if (a->chosen.id != b->chosen.id || memcmp(&a->chosen.logprob, &b->chosen.logprob, sizeof(float)) ||
-        a->n_top != b->n_top)
-        return 0;
-    for (int k = 0; k < a->n_top; k++)
-        if (memcmp(&a->top[k].logprob, &b->top[k].logprob, sizeof(float))) return 0;
-    return 1;
-}
-
-/* A prompt's logprobs are what decoding reports for the same tokens: a
- * greedy run's 20 tokens, sent back as the end of a prompt, score the same
- * bits (the chosen token's and the top 3's), and the prompt's own positions
- * score what one forward over the whole prompt gives. Two such requests at
- * once, in chunks of the model's few spare logit rows, one of them sharing
- * a cached prefix (not used: every position is computed). */
+/* A prompt's logprobs are what decoding reports for the same tokens, bit for
+ * bit on the CPU (engine_rig.h rig_prompt_logprobs_case). */
 TEST(engine_prompt_logprobs_equal_decode_logprobs) {
     rig r;
     int ok = rig_open_spec(&r, HEARTH_DT_F32, 64, 2, 64, 2, 5); /* 2 x (1 + 5) logit rows: chunks of a few */
     CHECK_MSG(ok, "cannot open the tiny model");
-    int vocab = hearth_model_config_get(r.m)->vocab_size;
-    hearth_engine *e;
-    hearth_engine_opts o = {.n_slots = 2, .queue_cap = 64};
-    CHECK_EQ(hearth_engine_new(&e, r.m, r.kv, &o, NULL), HEARTH_OK);
-    int32_t p[2][64];
-    int n[2] = {23, 37};
-    for (int i = 0; i < n[1]; i++) p[0][i] = p[1][i] = (int32_t)((i * 29 + 7) % vocab);
-    for (int i = 0; i < n[0]; i++) p[0][i] = (int32_t)((i * 31 + 11) % vocab);
-    lp_run gen[2] = {0};
-    for (int k = 0; k < 2; k++) { /* decoding, logprob of each token */
-        hearth_seq *s = submit_lp(e, p[k], n[k], RIG_NEW, 0);
-        hearth_token_event ev;
-        while (s && hearth_seq_next(s, &ev, -1) == 1) gen[k].ids[gen[k].n] = ev.id, gen[k].lp[gen[k].n++] = ev.lp;
-        if (s) hearth_seq_release(s);
-        CHECK_EQ(gen[k].n, RIG_NEW);
-        memcpy(p[k] + n[k], gen[k].ids, sizeof gen[k].ids);
-    }
-    hearth_seq *s[2];
-    static hearth_logprobs got[2][64 + RIG_NEW];
-    for (int k = 0; k < 2; k++) s[k] = submit_lp(e, p[k], n[k] + RIG_NEW, 1, 1);
-    for (int k = 0; k < 2; k++) {
-        hearth_token_event ev;
-        CHECK(s[k] && hearth_seq_next(s[k], &ev, -1) == 1);
-        int m = 0;
-        const hearth_logprobs *plp = hearth_seq_prompt_logprobs(s[k], &m);
-        CHECK(plp != NULL && m == n[k] + RIG_NEW);
-        if (plp) memcpy(got[k], plp, sizeof *plp * (size_t)m);
-        while (hearth_seq_next(s[k], &ev, -1) == 1) {}
-        hearth_seq_release(s[k]);
-    }
-    hearth_engine_stats st;
-    hearth_engine_stats_get(e, &st);
-    printf("  %ld steps, %ld rows\n", st.steps, st.step_rows);
-    hearth_engine_free(e); /* the references below run on the same CPU context: one thread at a time */
-    for (int k = 0; k < 2; k++) {
-        const hearth_logprobs *plp = got[k];
-        CHECK(isnan(plp[0].chosen.logprob) && plp[0].n_top == 0);
-        int bad = 0;
-        for (int i = 0; i < RIG_NEW; i++) bad += !same_lp(&plp[n[k] + i], &gen[k].lp[i]);
-        CHECK_MSG(bad == 0, "request %d: %d of %d generated tokens score differently as prompt", k, bad, RIG_NEW);
-        /* the prompt's own positions against one forward over it */
-        int T = n[k] + RIG_NEW, seq[64 + RIG_NEW], pos[64 + RIG_NEW], rows[64 + RIG_NEW];
-        float *logits = malloc(sizeof(float) * (size_t)T * (size_t)vocab);
-        for (int i = 0; i < T; i++) seq[i] = 0, pos[i] = i, rows[i] = i;
-        hearth_model *ref;
-        hearth_err err = {0};
-        CHECK_EQ(hearth_model_load(&ref, test_path("tests/fixtures/tiny/qwen2-f32"), r.ops, r.ctx, 64, 0, &err),
-                 HEARTH_OK);
-        hearth_kv *kv;
-        const hearth_model_config *c = hearth_model_config_get(ref);
-        CHECK_EQ(hearth_kv_new(&kv, r.ops, r.ctx, c->n_layers, hearth_model_kv_dim(ref), c->head_dim, HEARTH_DT_F32,
-                               16, 8, 1, 256, &err),
-                 HEARTH_OK);
-        CHECK_EQ(hearth_kv_reserve(kv, 0, T), HEARTH_OK);
-        CHECK_EQ(hearth_model_forward(ref, kv, p[k], seq, pos, T, rows, T, logits, &err), HEARTH_OK);
-        for (int i = 1; i < T; i++) {
-            hearth_logprobs want;
-            hearth_logprobs_fill(logits + (size_t)(i - 1) * vocab, vocab, p[k][i], 3, &want);
-            bad += !same_lp(&plp[i], &want);
-        }
-        CHECK_MSG(bad == 0, "request %d: %d of %d prompt positions differ from one forward", k, bad, T - 1);
-        hearth_kv_free(kv);
-        hearth_model_free(ref);
-        free(logits);
-    }
-    CHECK_EQ(hearth_kv_n_available_blocks(r.kv), 64);
+    rig_prompt_logprobs_case(&r, "tests/fixtures/tiny/qwen2-f32", 0.0f);
     rig_close(&r);
 }
