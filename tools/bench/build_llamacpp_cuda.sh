@@ -15,16 +15,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:-build/llamacpp-cuda}
-SDIST=llama_cpp_python-0.3.36.tar.gz
-SHA=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
 NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
-mkdir -p "$OUT/src"
-if [ ! -d "$OUT/src/llama_cpp_python-0.3.36" ]; then
-  .venv/bin/python -m pip download -q --no-deps --no-binary :all: llama-cpp-python==0.3.36 -d "$OUT/src"
-  echo "$SHA  $OUT/src/$SDIST" | sha256sum -c --status || { echo "$SDIST: sha256 mismatch" >&2; exit 1; }
-  tar -xzf "$OUT/src/$SDIST" -C "$OUT/src"
-fi
-L=$OUT/src/llama_cpp_python-0.3.36/vendor/llama.cpp
+L=$(tools/bench/llamacpp_sdist.sh "$OUT/src")
 cmake -S "$L" -B "$L/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$NVCC" \
   -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90-real -DGGML_CUDA_NCCL=OFF -DGGML_NATIVE=OFF \
   -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
