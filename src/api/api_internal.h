@@ -62,9 +62,13 @@ void api_cpl_error(hearth_api *a, hearth_http_response *r, const hearth_cpl_erro
 /* ---- requests ---- */
 typedef struct {
     int stream, include_usage;
+    int n;                      /* choices (chat and text completions), 0 = 1 */
     int logprobs, top_logprobs; /* as the request gave them (0 = none) */
     json_t *echo;               /* Responses: request fields the response repeats (owned), or NULL */
 } api_req_opts;
+
+/* Most choices (n) a chat or text completion asks for: each is a sequence of its own. */
+#define API_MAX_CHOICES 64
 
 /* Parse an OpenAI chat / text completion body, or an Anthropic messages
  * body, into r (initialised by the caller). 0 on success; else 1 and e names
@@ -129,6 +133,10 @@ struct api_job {
     int phase;      /* 0 = nothing sent, 1 = streaming, 2 = over */
     int lp_sent;    /* logprob records already sent */
     int echo_sent;  /* the proto's echo_chunk went out */
+    int index;      /* the choice it renders (n > 1) */
+    int over;       /* its completion ended (n > 1: each choice's own) */
+    api_job **kids; /* n > 1: the choices after the first, each a job of its own (this one is choice 0) */
+    int n_kids;
     long text_off;  /* bytes of text sent (legacy logprobs text_offset) */
     json_t *chunks; /* the chunks of the current step */
     int blk_kind;   /* Anthropic, Responses: the open content block's / output item's event kind, or -1 */

@@ -3,7 +3,7 @@
  *
  * Every field we act on is type- and range-checked and an error names it
  * (param). Fields we cannot honour yet are refused with a clear 400 rather
- * than ignored (n > 1, JSON schemas beyond json_mode.h's subset,
+ * than ignored (JSON schemas beyond json_mode.h's subset,
  * suffix, best_of, image and audio input). Fields that do not change
  * what is generated (model, user, metadata, store, service_tier,
  * parallel_tool_calls) are accepted. A null value counts as absent, as the
@@ -200,9 +200,8 @@ static int parse_common(const json_t *b, hearth_cpl_request *r, api_req_opts *o,
     if (api_get_int(b, "max_completion_tokens", 1, 1 << 30, &has, &iv, e)) return 1;
     if (has) p->has_max_tokens = 1, p->max_tokens = (int)iv;
     has = 0;
-    if (api_get_int(b, "n", 1, 1 << 30, &has, &iv, e)) return 1;
-    if (has && iv != 1)
-        return api_fail(e, HEARTH_ENOTSUP, "n", "Invalid 'n': only n=1 is supported by this server (got %lld).", iv);
+    if (api_get_int(b, "n", 1, API_MAX_CHOICES, &has, &iv, e)) return 1;
+    o->n = has ? (int)iv : 1;
 
     if (api_parse_stops(api_field(b, "stop"), "stop", r, e)) return 1;
 

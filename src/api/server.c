@@ -194,6 +194,8 @@ static void job_end(api_job *j) {
     a->gen_s_sum += s->total_s;
     pthread_mutex_unlock(&a->mu);
     hearth_cpl_free(j->q);
+    for (int i = 0; i < j->n_kids; i++) job_end(j->kids[i]);
+    free(j->kids);
     api_buf_free(&j->content);
     api_buf_free(&j->reasoning);
     api_buf_free(&j->out);
@@ -271,23 +273,15 @@ static int stream_piece(api_job *j, int more, const char **data, size_t *len) {
     return more;
 }
 
-static int job_next(void *self, const char **data, size_t *len) {
-    api_job *j = self;
-    j->out.n = 0;
-    *data = "";
-    *len = 0;
-    if (j->phase == 2) return 0;
-    if (j->phase == 0) { /* the first chunk goes out before any token */
-        j->phase = 1;
-        json_t *c = j->proto->first_chunk ? j->proto->first_chunk(j) : NULL;
-        if (c) {
-            sse_put(j, c);
-            json_decref(c);
-            *data = j->out.p;
-            *len = j->out.n;
-            return 1;
-        }
-    }
+/* Each chunk's choice is the job's (n > 1: its index among the request's choices). */
+static void set_index(api_job *j, json_t *c) {
+    json_t *ch = json_array_get(json_object_get(c, "choices"), 0);
+    if (ch) json_object_set_new(ch, "index", json_integer(j->index));
+}
+
+/* One choice's step of an OpenAI stream: its chunks into j->out, and once it
+ * ends its finish chunk (or the error event). Returns 1 while it goes on. */
+static int choice_step(api_job *j) {
     json_decref(j->chunks);
     j->chunks = json_array();
     int more = hearth_cpl_step(j->q, on_event_chunk, j, api_conn_gone, j->conn);
@@ -307,27 +301,64 @@ static int job_next(void *self, const char **data, size_t *len) {
         }
     }
     if (echo) json_array_insert_new(j->chunks, 0, echo);
+    const hearth_cpl_summary *s = hearth_cpl_summary_get(j->q);
+    if (!more && s->finish <= HEARTH_CPL_FINISH_TOOL_CALLS) {
+        json_t *fin = j->proto->empty_chunk(j);
+        j->proto->chunk_finish(j, fin, hearth_cpl_finish_name(s->finish));
+        json_array_append_new(j->chunks, fin);
+    }
     size_t i;
     json_t *c;
-    json_array_foreach(j->chunks, i, c) sse_put(j, c);
-    if (!more) {
-        const hearth_cpl_summary *s = hearth_cpl_summary_get(j->q);
-        if (s->finish <= HEARTH_CPL_FINISH_TOOL_CALLS) {
-            json_t *fin = j->proto->empty_chunk(j);
-            j->proto->chunk_finish(j, fin, hearth_cpl_finish_name(s->finish));
-            sse_put(j, fin);
-            json_decref(fin);
-            if (j->o.include_usage) {
-                json_t *u = api_chunk_base(j);
-                json_object_set_new(u, "choices", json_array());
-                json_object_set_new(u, "usage", api_usage(s));
-                sse_put(j, u);
-                json_decref(u);
-            }
-            api_buf_puts(&j->out, "data: [DONE]\n\n");
-        } else {
-            sse_error(j, s);
+    json_array_foreach(j->chunks, i, c) {
+        set_index(j, c);
+        sse_put(j, c);
+    }
+    if (!more && s->finish > HEARTH_CPL_FINISH_TOOL_CALLS) sse_error(j, s);
+    j->over = !more;
+    return more;
+}
+
+/* The request's choices: the job itself, then its kids. */
+static api_job *choice(api_job *j, int i) { return i ? j->kids[i - 1] : j; }
+
+static int job_next(void *self, const char **data, size_t *len) {
+    api_job *j = self;
+    j->out.n = 0;
+    *data = "";
+    *len = 0;
+    if (j->phase == 2) return 0;
+    if (j->phase == 0) { /* the first chunk of each choice goes out before any token */
+        j->phase = 1;
+        for (int i = 0; i <= j->n_kids && j->proto->first_chunk; i++) {
+            json_t *c = j->proto->first_chunk(choice(j, i));
+            if (!c) continue;
+            set_index(choice(j, i), c);
+            sse_put(j, c);
+            json_decref(c);
         }
+        if (j->out.n) return stream_piece(j, 1, data, len);
+    }
+    int more = 0, failed = 0;
+    for (int i = 0; i <= j->n_kids; i++) {
+        api_job *c = choice(j, i);
+        if (c->over) continue;
+        if (c != j) c->out.n = 0;
+        more |= choice_step(c);
+        failed |= c->over && hearth_cpl_summary_get(c->q)->finish > HEARTH_CPL_FINISH_TOOL_CALLS;
+        if (c != j) api_buf_put(&j->out, c->out.p, c->out.n);
+        if (c->out.oom) j->out.oom = 1;
+    }
+    if (!more) {
+        if (!failed && j->o.include_usage) {
+            hearth_cpl_summary sum = *hearth_cpl_summary_get(j->q);
+            for (int i = 1; i <= j->n_kids; i++) sum.completion_tokens += hearth_cpl_summary_get(choice(j, i)->q)->completion_tokens;
+            json_t *u = api_chunk_base(j);
+            json_object_set_new(u, "choices", json_array());
+            json_object_set_new(u, "usage", api_usage(&sum));
+            sse_put(j, u);
+            json_decref(u);
+        }
+        if (!failed) api_buf_puts(&j->out, "data: [DONE]\n\n");
         j->phase = 2;
     }
     /* Waiting (queued or a long prefill): an SSE comment keeps the connection
@@ -364,9 +395,11 @@ static void job_free(void *self) {
     api_job *j = self;
     if (j->phase != 2) {
         /* net gave up on the connection (the client left while we were
-         * writing): stop the generation and let it settle. */
-        while (hearth_cpl_step(j->q, on_event_accumulate, j, always_gone, NULL)) {
-        }
+         * writing): stop the generations and let them settle. */
+        for (int i = 0; i <= j->n_kids; i++)
+            while (!choice(j, i)->over && hearth_cpl_step(choice(j, i)->q, on_event_accumulate, choice(j, i),
+                                                          always_gone, NULL)) {
+            }
     }
     job_end(j);
 }
@@ -374,6 +407,86 @@ static void job_free(void *self) {
 const char *api_job_model(const api_job *j) {
     const char *m = hearth_cpl_model(j->q);
     return m ? m : j->a->model_id;
+}
+
+/* A job for the completion q (registered). NULL when out of memory (q is then freed). */
+static api_job *job_new(hearth_api *a, const hearth_http_request *rq, const api_proto *p, const api_req_opts *o,
+                        hearth_cpl *q) {
+    api_job *j = calloc(1, sizeof *j);
+    if (!j) {
+        hearth_cpl_free(q);
+        return NULL;
+    }
+    j->a = a;
+    j->q = q;
+    j->conn = rq->conn;
+    j->proto = p;
+    j->o = *o;
+    j->o.echo = NULL;
+    j->echo = json_incref(o->echo);
+    j->created = (long)time(NULL);
+    j->blk_kind = -1;
+    make_id(j->id, sizeof j->id, p->id_prefix);
+    job_register(j);
+    return j;
+}
+
+/* n > 1: choices 1.. as kids of j, their seeds the request's + their index (as vLLM's). 0, or 1 with resp set. */
+static int start_kids(hearth_api *a, const hearth_http_request *rq, const api_proto *p, hearth_cpl_request *r,
+                      const api_req_opts *o, api_job *j, hearth_http_response *resp) {
+    int n = o->n > 1 ? o->n : 1;
+    if (n == 1) return 0;
+    if (!(j->kids = calloc((size_t)n - 1, sizeof *j->kids))) {
+        api_error(resp, 503, "unavailable_error", NULL, "out_of_memory", "out of memory");
+        return 1;
+    }
+    const uint64_t seed = r->p.seed;
+    for (int i = 1; i < n; i++) {
+        hearth_cpl_error e;
+        hearth_cpl *q;
+        r->p.seed = seed + (uint64_t)i;
+        hearth_status st = hearth_cpl_start(a->cpl, r, &q, &e);
+        r->p.seed = seed;
+        if (st != HEARTH_OK) {
+            api_cpl_error(a, resp, &e);
+            return 1;
+        }
+        api_job *k = job_new(a, rq, p, o, q);
+        if (!k) {
+            api_error(resp, 503, "unavailable_error", NULL, "out_of_memory", "out of memory");
+            return 1;
+        }
+        strcpy(k->id, j->id);
+        k->created = j->created;
+        k->index = i;
+        j->kids[j->n_kids++] = k;
+    }
+    return 0;
+}
+
+/* The whole response of a finished request: choice 0's, the others' choices appended, usage summed. */
+static json_t *full_response(api_job *j) {
+    json_t *doc = j->proto->full(j);
+    json_t *choices = json_object_get(doc, "choices"), *usage = json_object_get(doc, "usage");
+    for (int i = 0; doc && i < j->n_kids; i++) {
+        api_job *k = j->kids[i];
+        json_t *kd = k->proto->full(k);
+        json_t *c = json_array_get(json_object_get(kd, "choices"), 0);
+        if (!kd || !c || k->content.oom || k->reasoning.oom) {
+            json_decref(kd);
+            json_decref(doc);
+            return NULL;
+        }
+        json_object_set_new(c, "index", json_integer(k->index));
+        json_array_append(choices, c);
+        int add = hearth_cpl_summary_get(k->q)->completion_tokens;
+        json_object_set_new(usage, "completion_tokens",
+                            json_integer(json_integer_value(json_object_get(usage, "completion_tokens")) + add));
+        json_object_set_new(usage, "total_tokens",
+                            json_integer(json_integer_value(json_object_get(usage, "total_tokens")) + add));
+        json_decref(kd);
+    }
+    return doc;
 }
 
 void api_run(hearth_api *a, const hearth_http_request *rq, const api_proto *p, hearth_cpl_request *r,
@@ -391,42 +504,44 @@ void api_run(hearth_api *a, const hearth_http_request *rq, const api_proto *p, h
         api_cpl_error(a, resp, &e);
         return;
     }
-    api_job *j = calloc(1, sizeof *j);
+    api_job *j = job_new(a, rq, p, o, q);
     if (!j) {
-        hearth_cpl_free(q);
         api_error(resp, 503, "unavailable_error", NULL, "out_of_memory", "out of memory");
         return;
     }
-    j->a = a;
-    j->q = q;
-    j->conn = rq->conn;
-    j->proto = p;
-    j->o = *o;
-    j->o.echo = NULL;
-    j->echo = json_incref(o->echo);
-    j->created = (long)time(NULL);
-    make_id(j->id, sizeof j->id, p->id_prefix);
-    job_register(j);
+    if (start_kids(a, rq, p, r, o, j, resp)) { /* those started are cancelled and counted */
+        for (int i = 0; i <= j->n_kids; i++) hearth_cpl_cancel(choice(j, i)->q);
+        job_free(j);
+        return;
+    }
     if (o->stream) {
         resp->status = 200;
         resp->content_type = "text/event-stream";
-        j->blk_kind = -1;
         resp->stream =
             (hearth_http_stream){.self = j, .next = p->ev_start ? events_next : job_next, .free = job_free};
         return;
     }
-    while (hearth_cpl_step(q, on_event_accumulate, j, api_conn_gone, rq->conn)) {
+    for (int left = j->n_kids + 1; left > 0;) /* the choices run together in the engine; each is pulled in turn */
+        for (int i = 0; i <= j->n_kids; i++) {
+            api_job *c = choice(j, i);
+            if (!c->over && !hearth_cpl_step(c->q, on_event_accumulate, c, api_conn_gone, rq->conn)) c->over = 1, left--;
+        }
+    const hearth_cpl_summary *s = NULL;
+    int oom = 0;
+    for (int i = 0; i <= j->n_kids; i++) {
+        const hearth_cpl_summary *si = hearth_cpl_summary_get(choice(j, i)->q);
+        if (!s || si->finish > s->finish) s = si; /* the worst end decides */
+        oom |= choice(j, i)->content.oom || choice(j, i)->reasoning.oom;
     }
-    const hearth_cpl_summary *s = hearth_cpl_summary_get(q);
     if (s->finish == HEARTH_CPL_FINISH_ERROR)
         api_error(resp, 500, "server_error", NULL, "engine_error", "%s", s->error);
     else if (s->finish == HEARTH_CPL_FINISH_CANCELED)
         api_error(resp, 503, "unavailable_error", NULL, s->client_gone ? "cancelled" : "server_shutting_down", "%s",
                   s->client_gone ? "the client disconnected" : "the server is shutting down; the generation was cancelled");
-    else if (j->content.oom || j->reasoning.oom)
+    else if (oom)
         api_error(resp, 503, "unavailable_error", NULL, "out_of_memory", "out of memory while rendering");
     else
-        api_json(resp, 200, p->full(j));
+        api_json(resp, 200, full_response(j));
     job_end(j);
 }
 

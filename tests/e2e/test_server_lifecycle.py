@@ -43,8 +43,8 @@ def test_refusals_before_any_header(small):
         c.chat.completions.create(model="m", messages=[{"role": "user"}])
     assert ex.value.body["param"] == "messages"
     with pytest.raises(openai.BadRequestError) as ex:
-        chat(c, "hi", n=2)
-    assert ex.value.body["param"] == "n" and "n=1" in ex.value.body["message"]
+        chat(c, "hi", n=65)
+    assert ex.value.body["param"] == "n" and "64" in ex.value.body["message"]
     with pytest.raises(openai.BadRequestError) as ex:
         chat(c, "hi", response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {
             "type": "object", "properties": {"a": {"type": "string", "pattern": "^x"}}}}})

@@ -132,7 +132,8 @@ TEST(request_refusals_name_the_field) {
     R(HEARTH_EINVAL, "top_logprobs", "{%s,\"logprobs\":true,\"top_logprobs\":21}", M);
     R(HEARTH_EINVAL, "stream_options", "{%s,\"stream_options\":{\"include_usage\":true}}", M);
     R(HEARTH_EINVAL, "stream", "{%s,\"stream\":\"yes\"}", M);
-    R(HEARTH_ENOTSUP, "n", "{%s,\"n\":2}", M);
+    R(HEARTH_EINVAL, "n", "{%s,\"n\":0}", M);
+    R(HEARTH_EINVAL, "n", "{%s,\"n\":65}", M); /* API_MAX_CHOICES */
     R(HEARTH_EINVAL, "response_format", "{%s,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{}}}", M);
     R(HEARTH_EINVAL, "response_format", "{%s,\"response_format\":{\"type\":\"xml\"}}", M);
     R(HEARTH_EINVAL, "response_format", "{%s,\"response_format\":\"json\"}", M);
