@@ -153,7 +153,13 @@ int main(int argc, char **argv) {
         } else if (!strcmp(argv[i], "-l") && i + 1 < argc) {
             stored = !strcmp(argv[++i], "stored");
         } else if (!strcmp(argv[i], "-T") && i + 1 < argc) {
-            for (char *p = argv[++i]; *p && n_rows_list < 16; p += *p == ',') rows_list[n_rows_list++] = (int)strtol(p, &p, 10);
+            for (char *p = argv[++i], *end; *p && n_rows_list < 16; p = end + (*end == ',')) {
+                rows_list[n_rows_list] = (int)strtol(p, &end, 10);
+                if (end == p || rows_list[n_rows_list++] <= 0) {
+                    fprintf(stderr, "-T expects token counts such as 1,2,4\n");
+                    return 1;
+                }
+            }
         } else if (n_types < 16 && argv[i][0] != '-') {
             types[n_types++] = argv[i];
         } else {

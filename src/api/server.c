@@ -351,7 +351,8 @@ static int job_next(void *self, const char **data, size_t *len) {
     if (!more) {
         if (!failed && j->o.include_usage) {
             hearth_cpl_summary sum = *hearth_cpl_summary_get(j->q);
-            for (int i = 1; i <= j->n_kids; i++) sum.completion_tokens += hearth_cpl_summary_get(choice(j, i)->q)->completion_tokens;
+            for (int i = 1; i <= j->n_kids; i++)
+                sum.completion_tokens += hearth_cpl_summary_get(choice(j, i)->q)->completion_tokens;
             json_t *u = api_chunk_base(j);
             json_object_set_new(u, "choices", json_array());
             json_object_set_new(u, "usage", api_usage(&sum));
@@ -524,7 +525,8 @@ void api_run(hearth_api *a, const hearth_http_request *rq, const api_proto *p, h
     for (int left = j->n_kids + 1; left > 0;) /* the choices run together in the engine; each is pulled in turn */
         for (int i = 0; i <= j->n_kids; i++) {
             api_job *c = choice(j, i);
-            if (!c->over && !hearth_cpl_step(c->q, on_event_accumulate, c, api_conn_gone, rq->conn)) c->over = 1, left--;
+            if (!c->over && !hearth_cpl_step(c->q, on_event_accumulate, c, api_conn_gone, rq->conn))
+                c->over = 1, left--;
         }
     const hearth_cpl_summary *s = NULL;
     int oom = 0;
@@ -537,7 +539,8 @@ void api_run(hearth_api *a, const hearth_http_request *rq, const api_proto *p, h
         api_error(resp, 500, "server_error", NULL, "engine_error", "%s", s->error);
     else if (s->finish == HEARTH_CPL_FINISH_CANCELED)
         api_error(resp, 503, "unavailable_error", NULL, s->client_gone ? "cancelled" : "server_shutting_down", "%s",
-                  s->client_gone ? "the client disconnected" : "the server is shutting down; the generation was cancelled");
+                  s->client_gone ? "the client disconnected"
+                                 : "the server is shutting down; the generation was cancelled");
     else if (oom)
         api_error(resp, 503, "unavailable_error", NULL, "out_of_memory", "out of memory while rendering");
     else

@@ -45,7 +45,7 @@ struct hearth_seq {
     int n_tokens, n_computed, n_gen, slot;
     int plan;  /* rows planned for the current step */
     int draft; /* of which drafted tokens behind its decode row (tokens[n_tokens, n_tokens + draft)) */
-    int draft_cap; /* most tokens its next draft may have: one past the last refusal, doubled after a draft kept whole */
+    int draft_cap; /* most tokens its next draft may have: one past its last refusal, doubled after one kept whole */
     int pend;  /* chosen tokens waiting in the engine's hand-out list */
     hearth_sampler sampler;
     float *hidden; /* [hidden_dim] want_hidden: set with the first token, read by the consumer after it */
@@ -751,8 +751,8 @@ hearth_status hearth_engine_new(hearth_engine **out, hearth_model *m, hearth_kv 
     e->pend_ev = malloc(T * sizeof *e->pend_ev);
     e->pend_fin = malloc(T * sizeof *e->pend_fin);
     if (!e->running || !e->order || !e->b_tokens || !e->b_seq || !e->b_pos || !e->b_rows || !e->b_adapter ||
-        !e->row_seq || !e->row_draft || !e->plp_seq || !e->plp_pos || !e->plp_row || !e->plp_logits || !e->row_smp || !e->row_lp || !e->row_id || !e->row_lps || !e->pend_seq ||
-        !e->pend_ev || !e->pend_fin) {
+        !e->row_seq || !e->row_draft || !e->plp_seq || !e->plp_pos || !e->plp_row || !e->plp_logits || !e->row_smp ||
+        !e->row_lp || !e->row_id || !e->row_lps || !e->pend_seq || !e->pend_ev || !e->pend_fin) {
         hearth_engine_free(e);
         return hearth_err_set(err, HEARTH_ENOMEM, "engine: out of memory for step buffers");
     }
