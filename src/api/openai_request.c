@@ -204,6 +204,23 @@ static int parse_common(const json_t *b, hearth_cpl_request *r, api_req_opts *o,
     o->n = has ? (int)iv : 1;
 
     if (api_parse_stops(api_field(b, "stop"), "stop", r, e)) return 1;
+    json_t *ids = api_field(b, "stop_token_ids"); /* vLLM's: token ids that end the answer */
+    if (ids) {
+        if (!json_is_array(ids) || json_array_size(ids) > HEARTH_STOP_MAX)
+            return api_fail(e, HEARTH_EINVAL, "stop_token_ids",
+                            "Invalid 'stop_token_ids': expected an array of at most %d token ids.", HEARTH_STOP_MAX);
+        size_t i;
+        json_t *v;
+        json_array_foreach(ids, i, v) {
+            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX)
+                return api_fail(e, HEARTH_EINVAL, "stop_token_ids", "Invalid 'stop_token_ids[%zu]': not a token id.",
+                                i);
+            r->stop_token_ids[r->n_stop_token_ids++] = (int32_t)json_integer_value(v);
+        }
+    }
+    has = 0;
+    if (api_get_int(b, "min_tokens", 0, 1 << 30, &has, &iv, e)) return 1; /* vLLM's */
+    if (has) r->min_tokens = (int)iv;
 
     json_t *bias = api_field(b, "logit_bias");
     if (bias) {

@@ -48,6 +48,7 @@ struct hearth_cpl {
     size_t echo_len;
     int echo_ready;    /* the prompt's records may be read (the first token was pulled, or it is over) */
     int prompt_only;   /* echo with max_tokens 0: the one token the engine makes is not the answer's */
+    int32_t ends[HEARTH_MAX_STOP_IDS]; /* the ids that end the answer (the sink borrows them) */
 };
 
 /* ---- settings ---- */
@@ -363,6 +364,31 @@ hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, h
         return reject(e, st, ffield, NULL, "%s: %s", ffield, err.msg); /* EINVAL, ENOTSUP or ENOMEM */
     }
 
+    /* the ids that end the answer: the model's end-of-generation ids (unless ignore_eos) and the request's */
+    int32_t ends[HEARTH_MAX_STOP_IDS];
+    int n_ends = r->ignore_eos ? 0 : c->n_end;
+    memcpy(ends, c->end_ids, sizeof *ends * (size_t)n_ends);
+    int bad_id = 0;
+    for (int i = 0; i < r->n_stop_token_ids && !bad_id; i++) {
+        int id = r->stop_token_ids[i], seen = 0;
+        for (int k = 0; k < n_ends; k++) seen |= ends[k] == id;
+        if (id < 0 || id >= c->vocab || (!seen && n_ends == HEARTH_MAX_STOP_IDS)) bad_id = 1;
+        else if (!seen) ends[n_ends++] = id;
+    }
+    const char *bad_min = r->min_tokens > max_new && !prompt_only ? "more than max_tokens"
+                          : r->min_tokens > 0 && (r->json_object || schema)
+                              ? "not beside a response_format (the object must be free to end)"
+                              : NULL;
+    if (bad_id || bad_min) {
+        free(ids);
+        hearth_schema_free(schema);
+        if (bad_id)
+            return reject(e, HEARTH_EINVAL, "stop_token_ids", NULL,
+                          "stop_token_ids: an id outside the vocabulary [0, %d), or more than %d ids to end at",
+                          c->vocab, HEARTH_MAX_STOP_IDS);
+        return reject(e, HEARTH_EINVAL, "min_tokens", NULL, "min_tokens %d: %s", r->min_tokens, bad_min);
+    }
+
     hearth_cpl *q = calloc(1, sizeof *q);
     if (!q) {
         free(ids);
@@ -371,9 +397,10 @@ hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, h
     }
     q->c = c;
     q->t_start = t0;
+    memcpy(q->ends, ends, sizeof ends);
     atomic_init(&q->cancel, 0);
-    st = hearth_sink_init(&q->sink, c->tok, (const char *const *)r->stop, r->n_stop, c->end_ids,
-                          r->ignore_eos ? 0 : c->n_end, r->chat && c->template_thinks, in_reasoning,
+    st = hearth_sink_init(&q->sink, c->tok, (const char *const *)r->stop, r->n_stop, q->ends, n_ends,
+                          r->chat && c->template_thinks, in_reasoning,
                           r->chat && r->parse_tools, &err);
     if (st != HEARTH_OK) {
         free(ids);
@@ -419,9 +446,12 @@ hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, h
     g.sampling.top_logprobs = r->top_logprobs;
     g.want_logprobs = q->want_lp;
     g.want_prompt_logprobs = r->echo && q->want_lp;
-    if (!r->ignore_eos) {
-        memcpy(g.stop_ids, c->end_ids, sizeof g.stop_ids[0] * (size_t)c->n_end);
-        g.n_stop = c->n_end;
+    memcpy(g.stop_ids, ends, sizeof g.stop_ids[0] * (size_t)n_ends);
+    g.n_stop = n_ends;
+    if (r->min_tokens > 0) { /* the answer's ends held back until then */
+        g.sampling.min_tokens = r->min_tokens;
+        memcpy(g.sampling.min_ban, ends, sizeof *ends * (size_t)n_ends);
+        g.sampling.n_min_ban = n_ends;
     }
     if ((r->json_object || schema) &&
         (st = hearth_json_constraint_lazy(&g.sampling.constraint, &c->vb, &c->vb_mu, c->tok, schema, c->end_ids,

@@ -61,6 +61,9 @@ typedef struct {
     int logprobs;     /* record each token's logprob */
     int top_logprobs; /* and the N most likely alternatives (0..HEARTH_MAX_TOP_LOGPROBS) */
     int ignore_eos;   /* do not stop at end-of-generation ids */
+    int32_t stop_token_ids[HEARTH_STOP_MAX]; /* ids that end the answer too, not shown (vLLM's stop_token_ids) */
+    int n_stop_token_ids;
+    int min_tokens;   /* end-of-generation and stop ids cannot come before this many tokens (vLLM's) */
     int echo;         /* text: the prompt comes back before the answer (hearth_cpl_echo), with each prompt
                          token's logprob when logprobs are asked for; max_tokens 0 then asks for the prompt's
                          alone */

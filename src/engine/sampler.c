@@ -55,6 +55,12 @@ hearth_status hearth_sampler_init(hearth_sampler *s, const hearth_sampling *p, i
     if (p->top_logprobs < 0 || p->top_logprobs > HEARTH_MAX_TOP_LOGPROBS)
         return hearth_err_set(err, HEARTH_EINVAL, "top_logprobs must be in [0, %d], got %d", HEARTH_MAX_TOP_LOGPROBS,
                               p->top_logprobs);
+    if (p->min_tokens < 0 || p->n_min_ban < 0 || p->n_min_ban > HEARTH_SAMPLER_MAX_BAN)
+        return hearth_err_set(err, HEARTH_EINVAL, "min_tokens must be >= 0, got %d", p->min_tokens);
+    for (int i = 0; i < p->n_min_ban; i++)
+        if (p->min_ban[i] < 0 || p->min_ban[i] >= vocab)
+            return hearth_err_set(err, HEARTH_EINVAL, "min_tokens: token id %d outside the vocabulary [0, %d)",
+                                  p->min_ban[i], vocab);
     for (int i = 0; i < p->n_logit_bias; i++) {
         if (p->logit_bias[i].id < 0 || p->logit_bias[i].id >= vocab)
             return hearth_err_set(err, HEARTH_EINVAL, "logit_bias: token id %d outside the vocabulary [0, %d)",
@@ -107,6 +113,7 @@ void hearth_sampler_accept(hearth_sampler *s, int32_t id) {
     if (s->p.constraint.accept) s->p.constraint.accept(s->p.constraint.self, id);
     s->out_counts[id]++;
     s->in_context[id] = 1;
+    s->n_out++;
 }
 
 static void apply_processors(hearth_sampler *s, float *logits) {
@@ -120,6 +127,8 @@ static void apply_processors(hearth_sampler *s, float *logits) {
         }
     }
     for (int i = 0; i < p->n_logit_bias; i++) logits[s->bias[i].id] += s->bias[i].bias;
+    if (s->n_out < p->min_tokens)
+        for (int i = 0; i < p->n_min_ban; i++) logits[p->min_ban[i]] = -INFINITY;
 }
 
 /* The draw considers tokens within this many nats of the best: below that a
@@ -238,6 +247,7 @@ int hearth_sampler_pick_params(hearth_sampler *s, int want_logprobs, hearth_pick
     const hearth_sampling *p = &s->p;
     if (p->repetition_penalty != 1.0f || p->presence_penalty != 0.0f || p->frequency_penalty != 0.0f ||
         p->n_logit_bias > 0 || p->constraint.mask || p->top_p < 1.0f || (p->top_k > 0 && p->top_k < s->vocab) ||
+        (s->n_out < p->min_tokens && p->n_min_ban > 0) ||
         p->top_logprobs > HEARTH_PICK_TOP)
         return 0;
     *out = (hearth_pick_params){.temperature = p->temperature, .min_p = p->min_p, .logprobs = want_logprobs != 0,

@@ -2,7 +2,7 @@
  *
  * Order (as mlx-lm/transformers document it for this project): logit
  * processors (repetition penalty over prompt + output, presence/frequency
- * penalties over the output, logit_bias) -> top_p -> min_p -> top_k ->
+ * penalties over the output, logit_bias, min_tokens' ban) -> top_p -> min_p -> top_k ->
  * temperature draw. The three filters are computed on the processed
  * distribution at temperature 1 and keep the intersection of their prefixes.
  * Temperature 0 is argmax. Same seed => same draws. Logprobs are those of the
@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #define HEARTH_MAX_TOP_LOGPROBS 20
+#define HEARTH_SAMPLER_MAX_BAN 32 /* ids min_tokens holds back */
 
 typedef struct {
     int32_t id;
@@ -51,6 +52,10 @@ typedef struct hearth_sampling {
     const hearth_logit_bias *logit_bias; /* borrowed; copied at init */
     int n_logit_bias;
     int top_logprobs;         /* top-N alternatives to report, 0..HEARTH_MAX_TOP_LOGPROBS */
+    int min_tokens;           /* min_ban's ids cannot be drawn before this many tokens were accepted (vLLM's
+                                 min_tokens: the end-of-generation and stop ids); 0 = off */
+    int32_t min_ban[HEARTH_SAMPLER_MAX_BAN];
+    int n_min_ban;
     hearth_constraint constraint; /* .mask NULL: none; applied after the processors, before the filters */
 } hearth_sampling;
 
@@ -74,6 +79,7 @@ typedef struct hearth_sampler {
     uint64_t rng[4];
     hearth_logit_bias *bias;   /* owned copy */
     int32_t *out_counts;       /* [vocab] occurrences in the output */
+    int n_out;                 /* tokens accepted */
     uint8_t *in_context;       /* [vocab] seen in prompt or output */
     int32_t *cand;             /* [vocab] candidate ids (scratch) */
     float *probs;              /* [vocab] scratch */

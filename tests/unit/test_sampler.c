@@ -135,6 +135,35 @@ TEST(sampler_penalties_and_bias) {
     hearth_sampler_deinit(&s);
 }
 
+/* min_tokens holds its ids back until that many tokens were accepted, on the
+ * host (the pick op cannot): then they may come. */
+TEST(sampler_min_tokens) {
+    hearth_sampling p;
+    hearth_sampling_default(&p);
+    p.temperature = 0;
+    p.min_tokens = 2;
+    p.min_ban[0] = 4;
+    p.min_ban[1] = 0;
+    p.n_min_ban = 2;
+    hearth_sampler s;
+    CHECK_EQ(hearth_sampler_init(&s, &p, 5, NULL), HEARTH_OK);
+    hearth_pick_params pp;
+    for (int k = 0; k < 2; k++) {
+        float l[5] = {3.0f, 1.0f, 2.0f, 0.0f, 9.0f};
+        CHECK_EQ(hearth_sampler_pick_params(&s, 0, &pp), 0); /* the host's until then */
+        CHECK_EQ(hearth_sampler_sample(&s, l, NULL), 2);       /* 4 and 0 held back */
+        hearth_sampler_accept(&s, 2);
+    }
+    float l[5] = {3.0f, 1.0f, 2.0f, 0.0f, 9.0f};
+    CHECK_EQ(hearth_sampler_pick_params(&s, 0, &pp), 1);
+    CHECK_EQ(hearth_sampler_sample(&s, l, NULL), 4);
+    hearth_sampler_deinit(&s);
+    p.min_ban[1] = 5; /* outside the vocabulary */
+    hearth_err err = {0};
+    CHECK_EQ(hearth_sampler_init(&s, &p, 5, &err), HEARTH_EINVAL);
+    CHECK_CONTAINS(err.msg, "min_tokens");
+}
+
 TEST(sampler_logprobs) {
     hearth_sampling p;
     hearth_sampling_default(&p);
