@@ -2,6 +2,8 @@
 (extra_body): a listed token id ends the answer without being shown, as an
 end-of-generation id does; min_tokens holds the end-of-generation and stop ids
 back until that many tokens were generated."""
+import json
+
 import openai
 import pytest
 
@@ -16,7 +18,6 @@ def server():
 
 
 def token_id(server, text):
-    import json
     status, body, _ = server.post("/tokenize", {"prompt": text})
     ids = json.loads(body)["tokens"]
     assert status == 200 and len(ids) == 1, body
