@@ -25,6 +25,9 @@
 #               accelerate) carried too (~3 min)
 #   lora        hearth bench on the 8B shape (BF16) without and with a rank-16 LoRA adapter on every
 #               projection (tools/bench/make_lora_adapter.py): batch 1 after 512 tokens, 64 streams of 128 / 128
+#   spec        speculative decoding by prompt lookup on the GPU: tools/bench/spec_peer.py --only hearth
+#               (the default model served with and without --spec-ngram 5, one request of each of three
+#               prompts, decode tok/s; needs the default model, as tests) (~1 min)
 #   peer        the peers beside issue7 and streams: llama.cpp on the same files, llama-bench (prefill
 #               512 / 2048, decode after 512) for the three types and llama-batched-bench 128/128 at
 #               1-256 streams, then PyTorch (tools/bench/peer_torch.py; ~2 min in all); needs .dev/llama.tar.xz, packed here after tools/bench/build_llamacpp_cuda.sh:
@@ -127,7 +130,12 @@ with open("/tmp/t8b.jsonl", "w") as f:
             PYTHONPATH=/tmp/py timeout 300 python3 tools/bench/peer_train_torch_gpu.py --batch 4 --micro $micro \
                 --steps 5 2>&1 | tail -6
         done ;;
-    *) echo "device_run: unknown suite '$suite' (tests flash attn issue7 issue6 streams peer lora train)" ;;
+    spec)
+        [ -s models/SmolLM2-135M-Instruct.Q4_1.gguf ] || tools/bench/split_model.sh join
+        hdr "spec_peer.py --only hearth (cuda)"
+        timeout 300 python3 tools/bench/spec_peer.py --only hearth --bin $B/hearth --threads 16 --reps 3 --gen 200 \
+            2>&1 | tail -12 ;;
+    *) echo "device_run: unknown suite '$suite' (tests flash attn issue7 issue6 streams peer lora train spec)" ;;
     esac
 done
 hdr done

@@ -1,7 +1,8 @@
 """Speculative decoding by prompt lookup, hearth against llama.cpp, on the CPU.
 
 hearth: `hearth serve MODEL --parallel 1 --spec-ngram K` (and without it), one
-streamed /v1/completions request at a time through the official OpenAI SDK.
+streamed /v1/completions request at a time (the standard library's HTTP client,
+so that it runs on the GPU machine as it is: `device_run.sh spec`).
 llama-server (--llama-server BIN, built by tools/bench/build_llamacpp_cpu.sh):
 `-np 1 --spec-type ngram-simple` with its default n-gram sizes (lookup 12,
 draft 48) and with `--spec-ngram-simple-size-n 3 --spec-ngram-simple-size-m K`,
@@ -16,8 +17,10 @@ prefill is left out (llama-cpp-python computes every prompt row's logits when it
 drafts). Prints one line per (engine, K, prompt, rep) and a table of medians.
 
 usage: .venv/bin/python tools/bench/spec_peer.py [--model M] [--k 5] [--gen 200] [--threads 2] [--reps 3]
+                                                 [--llama-server BIN] [--only hearth]
 """
 import argparse
+import json
 import os
 import pathlib
 import socket
@@ -26,8 +29,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-
-import openai
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools" / "oracle"))
@@ -79,18 +80,26 @@ class Server:
                     break
             except OSError:
                 time.sleep(0.05)
-        self.client = openai.OpenAI(base_url=url + "/v1", api_key="none", max_retries=0)
+        self.url = url
 
     def run(self, prompt, gen):
-        t = []
-        text, n = "", 0
-        for ch in self.client.completions.create(model="default", prompt=prompt, max_tokens=gen, temperature=0,
-                                                 stream=True, stream_options={"include_usage": True}):
-            if ch.choices:
-                t.append(time.perf_counter())
-                text += ch.choices[0].text
-            if ch.usage:
-                n = ch.usage.completion_tokens
+        """One streamed completion: its text, tokens and the arrival time of each piece."""
+        body = {"model": "default", "prompt": prompt, "max_tokens": gen, "temperature": 0, "stream": True,
+                "stream_options": {"include_usage": True}}
+        rq = urllib.request.Request(self.url + "/v1/completions", data=json.dumps(body).encode(),
+                                    headers={"Content-Type": "application/json"})
+        t, text, n = [], "", 0
+        with urllib.request.urlopen(rq, timeout=600) as r:
+            for line in r:
+                line = line.decode().strip()
+                if not line.startswith("data: ") or line == "data: [DONE]":
+                    continue
+                ch = json.loads(line[6:])
+                if ch.get("choices") and ch["choices"][0]["text"]:
+                    t.append(time.perf_counter())
+                    text += ch["choices"][0]["text"]
+                if ch.get("usage"):
+                    n = ch["usage"]["completion_tokens"]
         return text, n or len(t), t
 
     def close(self):
@@ -141,11 +150,14 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--llama-server", help="llama-server binary (tools/bench/build_llamacpp_cpu.sh)")
+    ap.add_argument("--only", choices=["hearth"], help="no peers (the GPU machine has none)")
     a = ap.parse_args()
     rates, texts = {}, {}
     engines = ["hearth", "llama-cpp-python"]
     if a.llama_server:
         engines[1:1] = ["llama-server", "llama-server (its n-gram defaults)"]
+    if a.only:
+        engines = [a.only]
     for rep in range(a.reps):
         for engine in engines:
             for k in (0, a.k):
