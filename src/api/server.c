@@ -510,9 +510,13 @@ void api_run(hearth_api *a, const hearth_http_request *rq, const api_proto *p, h
         api_error(resp, 503, "unavailable_error", NULL, "out_of_memory", "out of memory");
         return;
     }
-    if (start_kids(a, rq, p, r, o, j, resp)) { /* those started are cancelled and counted */
-        for (int i = 0; i <= j->n_kids; i++) hearth_cpl_cancel(choice(j, i)->q);
-        job_free(j);
+    if (start_kids(a, rq, p, r, o, j, resp)) { /* those started are cancelled (not by the client) and counted */
+        for (int i = 0; i <= j->n_kids; i++) {
+            hearth_cpl_cancel(choice(j, i)->q);
+            while (hearth_cpl_step(choice(j, i)->q, on_event_accumulate, choice(j, i), NULL, NULL)) {
+            }
+        }
+        job_end(j);
         return;
     }
     if (o->stream) {

@@ -61,3 +61,18 @@ def test_bad_n_is_named(server):
         with pytest.raises(openai.BadRequestError) as e:
             chat(server.client(), "hi", max_tokens=2, n=n)
         assert e.value.body["param"] == "n"
+
+
+def test_choices_beyond_the_queue_are_refused_whole():
+    s = Server("--parallel", 1, "--max-queue", 2)
+    try:
+        with pytest.raises(openai.RateLimitError):
+            s.client().completions.create(model="default", prompt="Hello", max_tokens=4, n=6)
+        st = s.stats()
+        assert st["requests"]["by_status"]["429"] == 1 and st["requests"]["client_disconnected"] == 0
+        assert st["requests"]["cancelled"] >= 1  # the choices started before the refusal, stopped
+        assert kv_idle(st)
+        ok = s.client().completions.create(model="default", prompt="Hello", max_tokens=4, n=2)
+        assert len(ok.choices) == 2
+    finally:
+        assert s.stop() == 0, s.output()
