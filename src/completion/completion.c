@@ -46,7 +46,6 @@ struct hearth_cpl {
     int emb_dim;
     char *echo;        /* echo: the prompt's text */
     size_t echo_len;
-    int echo_ready;    /* the prompt's records may be read (the first token was pulled, or it is over) */
     int prompt_only;   /* echo with max_tokens 0: the one token the engine makes is not the answer's */
     int32_t ends[HEARTH_MAX_STOP_IDS]; /* the ids that end the answer (the sink borrows them) */
 };
@@ -500,7 +499,6 @@ static void settle(hearth_cpl *q, hearth_cpl_event_fn fn, void *user) {
     hearth_seq_summary_get(q->seq, &s);
     hearth_cpl_summary *m = &q->sum;
     m->completion_tokens = q->n_pulled;
-    q->echo_ready = 1;
     m->cached_tokens = s.n_cached;
     m->queue_s = s.queue_s;
     m->ttft_s = q->t_first > 0 ? q->t_first - q->t_start : 0;
@@ -557,7 +555,6 @@ int hearth_cpl_step(hearth_cpl *q, hearth_cpl_event_fn fn, void *user, hearth_cp
         if (r == 1) {
             got++;
             if (q->t_first == 0) q->t_first = hearth_time_now();
-            q->echo_ready = 1;
             if (q->prompt_only) continue; /* max_tokens 0: the engine's one token is not shown */
             q->n_pulled++;
             int is_end = 0;
@@ -594,7 +591,7 @@ const char *hearth_cpl_echo(const hearth_cpl *q, size_t *text_len, const hearth_
     *lp = NULL;
     *n = 0;
     if (!q->echo) return NULL;
-    if (q->echo_ready && q->want_lp && q->seq) *lp = hearth_seq_prompt_logprobs(q->seq, n);
+    if (q->want_lp && q->seq) *lp = hearth_seq_prompt_logprobs(q->seq, n); /* NULL until the engine wrote them */
     return q->echo;
 }
 

@@ -178,8 +178,8 @@ int hearth_cpl_ctx_len(const hearth_cpl_ctx *c);
 const float *hearth_cpl_embedding(hearth_cpl *q, int *dim);
 
 /* echo: the prompt's text (the request's string, or its ids decoded), and,
- * once the first token was pulled (or the completion is over), its tokens'
- * records with logprobs ([0] without one: logprob NAN), *n = the prompt's
+ * once the engine has computed the whole prompt, its tokens' records with
+ * logprobs ([0] without one: logprob NAN), *n = the prompt's
  * tokens; lp NULL when logprobs were not asked for or the prompt was never
  * computed. Returns the text, NULL without echo. */
 const char *hearth_cpl_echo(const hearth_cpl *q, size_t *text_len, const hearth_logprobs **lp, int *n);

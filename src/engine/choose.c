@@ -37,7 +37,7 @@ hearth_status hearth_choose(hearth_chooser *c, hearth_model *m, hearth_sampler *
         c->by_pick[r] = (uint8_t)hearth_sampler_pick_params(smp[r], want_lp[r], &c->params[r]);
         if (c->by_pick[r]) n_pick++;
         else c->params[r] = (hearth_pick_params){0}; /* an argmax nobody reads */
-        memcpy(c->rng[r], smp[r]->rng, sizeof c->rng[r]);
+        if (draft) memcpy(c->rng[r], smp[r]->rng, sizeof c->rng[r]);
     }
     hearth_status st;
     if (n_pick > 0 && (st = hearth_model_pick(m, n_rows, c->params, c->picks, err)) != HEARTH_OK) return st;
@@ -52,7 +52,7 @@ hearth_status hearth_choose(hearth_chooser *c, hearth_model *m, hearth_sampler *
         if (c->by_pick[r]) {
             ids[r] = hearth_sampler_from_pick(smp[r], &c->picks[r], lp);
             /* the stream as if the run's later rows had drawn no key */
-            memcpy(smp[r]->rng, c->rng[r], sizeof c->rng[r]);
+            if (draft) memcpy(smp[r]->rng, c->rng[r], sizeof c->rng[r]);
         } else {
             if ((st = hearth_model_logits_row(m, r, c->logits, err)) != HEARTH_OK) return st;
             ids[r] = hearth_sampler_sample(smp[r], c->logits, lp);

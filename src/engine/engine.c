@@ -82,7 +82,6 @@ struct hearth_engine {
     int32_t *plp_pos;     /* [max_tokens] */
     int32_t *plp_row;     /* [max_tokens] its row of the batch */
     float *plp_logits;    /* [vocab] one row on the host */
-    int plan_logits_left; /* plan's scratch: logit rows not yet promised (one is kept for every running sequence) */
     hearth_sampler **row_smp;                    /* [max_tokens] */
     uint8_t *row_lp;                             /* [max_tokens] wants logprobs */
     int32_t *row_id;                             /* [max_tokens] chosen token */
@@ -363,7 +362,7 @@ static int min_int(int a, int b) { return a < b ? a : b; }
  * rows (one is kept for every running sequence), within its max_new, its
  * context and its event queue, and only where its KV blocks are at hand: a
  * draft never preempts. Returns the rows added. */
-static int plan_drafts(hearth_engine *e, int n, int n_run) {
+static int plan_drafts(hearth_engine *e, int n, int n_run, int *logits_left) {
     int added = 0;
     const int g_min = e->o.spec_ngram_min > 0 ? e->o.spec_ngram_min : 2;
     const int g_max = e->o.spec_ngram_max > 0 ? e->o.spec_ngram_max : 4;
@@ -371,7 +370,7 @@ static int plan_drafts(hearth_engine *e, int n, int n_run) {
         hearth_seq *s = e->running[e->order[i].slot];
         if (!s || s->plan != 1 || s->n_gen == 0) continue; /* its decode row (a prompt's end gives no draft) */
         if (s->draft_cap <= 0) s->draft_cap = e->o.spec_tokens;
-        int k = min_int(s->draft_cap, min_int(e->max_tokens - n - added, e->plan_logits_left));
+        int k = min_int(s->draft_cap, min_int(e->max_tokens - n - added, *logits_left));
         k = min_int(k, min_int(s->req.max_new - s->n_gen - 1, e->ctx - s->n_tokens - 1));
         k = min_int(k, queue_room(s) - 1);
         if (k <= 0) continue;
@@ -381,7 +380,7 @@ static int plan_drafts(hearth_engine *e, int n, int n_run) {
         s->draft = k;
         s->plan += k;
         added += k;
-        e->plan_logits_left -= k;
+        *logits_left -= k;
     }
     return added;
 }
@@ -401,9 +400,10 @@ static int plan(hearth_engine *e) {
         }
     /* t_admit is kept across preemption, so a preempted sequence keeps its place */
     qsort(e->order, (size_t)n_run, sizeof *e->order, admitted_first);
-    e->plan_logits_left = hearth_model_max_logit_rows(e->m) - n_run;
+    /* logit rows not yet promised: one is kept for every running sequence */
+    int logits_left = hearth_model_max_logit_rows(e->m) - n_run;
     for (int pass = 0; pass < 2; pass++) {
-        if (pass == 1 && e->o.spec_tokens > 0) n += plan_drafts(e, n, n_run);
+        if (pass == 1 && e->o.spec_tokens > 0) n += plan_drafts(e, n, n_run, &logits_left);
         for (int i = 0; i < n_run && n < e->max_tokens; i++) {
             /* by slot: a sequence preempted or finished earlier in this plan has left it */
             hearth_seq *s = e->running[e->order[i].slot];
@@ -414,10 +414,10 @@ static int plan(hearth_engine *e) {
             int chunk = todo < e->max_tokens - n ? todo : e->max_tokens - n;
             if (s->req.want_prompt_logprobs && s->n_computed < s->req.n_prompt - 1) {
                 /* a logit row for each prompt position it scores; its kept row serves one of them */
-                chunk = min_int(chunk, 1 + (e->plan_logits_left > 0 ? e->plan_logits_left : 0));
+                chunk = min_int(chunk, 1 + (logits_left > 0 ? logits_left : 0));
                 const int rows = min_int(chunk, s->req.n_prompt - 1 - s->n_computed) +
                                  (s->n_computed + chunk == s->n_tokens); /* and its last row's, past the prompt */
-                e->plan_logits_left -= rows - 1;
+                logits_left -= rows - 1;
             }
             hearth_status st;
             while ((st = hearth_kv_reserve(e->kv, s->slot, s->n_computed + chunk)) == HEARTH_EBUSY) {
