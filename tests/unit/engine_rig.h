@@ -357,17 +357,21 @@ static inline void rig_prompt_logprobs_case(rig *r, const char *path, float tol)
                  HEARTH_OK);
         hearth_kv *kv;
         const hearth_model_config *c = hearth_model_config_get(ref);
-        CHECK_EQ(hearth_kv_new(&kv, r->ops, r->ctx, c->n_layers, hearth_model_kv_dim(ref), c->head_dim, HEARTH_DT_F32,
-                               16, 8, 1, 256, &err),
+        CHECK_EQ(hearth_kv_new(&kv, r->ops, r->ctx, c->n_layers, hearth_model_kv_dim(ref), c->head_dim,
+                               hearth_kv_type(r->kv), 16, 8, 1, 256, &err),
                  HEARTH_OK);
         CHECK_EQ(hearth_kv_reserve(kv, 0, T), HEARTH_OK);
         CHECK_EQ(hearth_model_forward(ref, kv, p[k], seq, pos, T, rows, T, logits, &err), HEARTH_OK);
+        int first = 0;
+        hearth_logprobs want, first_want;
         for (int i = 1; i < T; i++) {
-            hearth_logprobs want;
             hearth_logprobs_fill(logits + (size_t)(i - 1) * vocab, vocab, p[k][i], 3, &want);
-            bad += !rig_same_lp(&plp[i], &want, tol);
+            if (!rig_same_lp(&plp[i], &want, tol) && bad++ == 0) first = i, first_want = want;
         }
-        CHECK_MSG(bad == 0, "request %d: %d of %d prompt positions differ from one forward", k, bad, T - 1);
+        CHECK_MSG(bad == 0, "request %d: %d of %d prompt positions differ from one forward (first at %d: %.6f, top %d %.6f; "
+                  "one forward %.6f, top %d %.6f)", k, bad, T - 1, first, plp[first].chosen.logprob,
+                  plp[first].top[0].id, plp[first].top[0].logprob, first_want.chosen.logprob, first_want.top[0].id,
+                  first_want.top[0].logprob);
         hearth_kv_free(kv);
         hearth_model_free(ref);
         free(logits);
