@@ -1,0 +1,305 @@
+/* test_grammar.c - GBNF grammars: what each grammar accepts, prefix by
+ * prefix and byte by byte; what it refuses to compile, by name; a JSON
+ * grammar against a corpus and, through the sampler with a vocabulary whose
+ * likeliest tokens break JSON, against jansson (the oracle). */
+#include "testhelp.h"
+
+#include "completion/grammar.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { REFUSED, OPEN, DONE, DONE_OPEN }; /* DONE: complete, nothing may follow; DONE_OPEN: complete or longer */
+
+static int classify(const hearth_grammar *g, const char *text, int byte_by_byte) {
+    hearth_grammar_state s, scratch = {0};
+    if (hearth_grammar_state_init(g, &s) != HEARTH_OK) return -1;
+    size_t n = strlen(text);
+    int ok = 1;
+    if (byte_by_byte)
+        for (size_t i = 0; i < n && ok; i++) ok = hearth_grammar_feed(g, &s, &scratch, (const uint8_t *)text + i, 1);
+    else
+        ok = hearth_grammar_feed(g, &s, &scratch, (const uint8_t *)text, n);
+    int r = !ok ? REFUSED
+            : hearth_grammar_done(&s) ? (hearth_grammar_open(&s) ? DONE_OPEN : DONE)
+                                      : (hearth_grammar_open(&s) || s.need ? OPEN : REFUSED);
+    hearth_grammar_state_deinit(&s);
+    hearth_grammar_state_deinit(&scratch);
+    return r;
+}
+
+static hearth_grammar *compile(const char *text) {
+    hearth_grammar *g = NULL;
+    hearth_err err = {0};
+    if (hearth_grammar_compile(&g, text, strlen(text), &err) != HEARTH_OK)
+        test_fail(__FILE__, __LINE__, "does not compile: %s\n%s", err.msg, text);
+    return g;
+}
+
+static const struct {
+    const char *grammar, *text;
+    int want;
+} CASES[] = {
+    {"root ::= \"yes\" | \"no\"", "yes", DONE},
+    {"root ::= \"yes\" | \"no\"", "ye", OPEN},
+    {"root ::= \"yes\" | \"no\"", "yex", REFUSED},
+    {"root ::= \"yes\" | \"no\"", "", OPEN},
+    {"root ::= \"yes\" | \"no\"", "no", DONE},
+    {"root ::= [0-9]{2,4}", "1", OPEN},
+    {"root ::= [0-9]{2,4}", "12", DONE_OPEN},
+    {"root ::= [0-9]{2,4}", "1234", DONE},
+    {"root ::= [0-9]{2,4}", "12345", REFUSED},
+    {"root ::= [0-9]{3}", "123", DONE},
+    {"root ::= [0-9]{3}", "12a", REFUSED},
+    {"root ::= \"a\"{2,} \"b\"", "ab", REFUSED},
+    {"root ::= \"a\"{2,} \"b\"", "aaaaab", DONE},
+    {"root ::= \"x\"{,2}", "", DONE_OPEN},
+    {"root ::= \"x\"{,2}", "xx", DONE},
+    {"root ::= (\"ab\")+ \"!\"?", "ababab", DONE_OPEN},
+    {"root ::= (\"ab\")+ \"!\"?", "aba!", REFUSED},
+    {"root ::= (\"ab\")+ \"!\"?", "ab!", DONE},
+    {"root ::= \"ab\"* \"c\"", "ababc", DONE},
+    {"root ::= \"ab\"* \"c\"", "abac", REFUSED},
+    {"root ::= \"\\\"\" [^\"\\\\]* \"\\\"\"", "\"caf\xc3\xa9 ok\"", DONE},
+    {"root ::= \"\\\"\" [^\"\\\\]* \"\\\"\"", "\"a\\b\"", REFUSED},
+    {"root ::= .{3}", "a\xce\xb2\n", DONE},
+    {"root ::= .{3}", "abcd", REFUSED},
+    {"root ::= [\\u03b1-\\u03c9]+", "\xce\xb1\xce\xb2", DONE_OPEN},
+    {"root ::= [\\u03b1-\\u03c9]+", "\xce", OPEN},      /* the start of a Greek letter */
+    {"root ::= [\\u03b1-\\u03c9]+", "\xe6\x97", REFUSED}, /* the start of a CJK one */
+    {"root ::= [\\u03b1-\\u03c9]+", "a", REFUSED},
+    {"root ::= [^a-z]", "\xf0\x9f\x98\x80", DONE},
+    {"root ::= [^a-z]", "q", REFUSED},
+    {"root ::= \"\\x41\\u00e9\\U0001F600\\n\\t\"", "A\xc3\xa9\xf0\x9f\x98\x80\n\t", DONE},
+    /* rules, comments, continuation lines, rules used before their definition */
+    {"# a comment\nroot ::= greeting \" \" name # another\n  | \"bye\"\ngreeting ::= \"hi\" | \"hello\"\n"
+     "name ::= [A-Z] [a-z]*\n",
+     "hello Ann", DONE_OPEN},
+    {"root ::= greeting \" \" name\n  | \"bye\"\ngreeting ::= \"hi\" | \"hello\"\nname ::= [A-Z] [a-z]*\n", "bye",
+     DONE},
+    {"root ::= greeting \" \" name\ngreeting ::= \"hi\" | \"hello\"\nname ::= [A-Z] [a-z]*\n", "hi ann", REFUSED},
+    /* a group across lines, an empty alternative */
+    {"root ::= (\n  \"a\" |\n  \"b\" |\n) \"c\"\n", "c", DONE},
+    {"root ::= (\n  \"a\" |\n  \"b\" |\n) \"c\"\n", "bc", DONE},
+    /* right recursion (nested brackets) */
+    {"root ::= item\nitem ::= \"[\" item? \"]\"\n", "[[[]]]", DONE},
+    {"root ::= item\nitem ::= \"[\" item? \"]\"\n", "[[]]]", REFUSED},
+    {"root ::= item\nitem ::= \"[\" item? \"]\"\n", "[[[", OPEN},
+};
+
+TEST(grammar_accepts_and_refuses_prefix_by_prefix) {
+    for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++) {
+        hearth_grammar *g = compile(CASES[i].grammar);
+        if (!g) continue;
+        for (int bb = 0; bb < 2; bb++) {
+            int got = classify(g, CASES[i].text, bb);
+            if (got != CASES[i].want)
+                test_fail(__FILE__, __LINE__, "case %zu (%s): '%s' classified %d, expected %d\n%s", i,
+                          bb ? "byte by byte" : "at once", CASES[i].text, got, CASES[i].want, CASES[i].grammar);
+        }
+        hearth_grammar_free(g);
+    }
+}
+
+TEST(grammar_compile_errors_name_the_fault) {
+    static const struct {
+        const char *grammar, *msg;
+    } BAD[] = {
+        {"root ::= value", "line 1: rule 'value' is used but not defined"},
+        {"item ::= \"x\"", "no rule named 'root'"},
+        {"root ::= root \"x\" | \"y\"", "rule 'root' is left-recursive"},
+        {"root ::= a\na ::= b a\nb ::= \"x\"?", "left-recursive"},
+        {"root ::= \"a\"\nroot ::= \"b\"", "line 2: rule 'root' is defined twice"},
+        {"root ::= \"abc", "a literal without its closing"},
+        {"root ::= [a-", "a character class without its ']'"},
+        {"root ::= [z-a]", "whose end U+0061 is before its start U+007A"},
+        {"root ::= \"\\q\"", "unknown escape '\\q'"},
+        {"root ::= \"a\"{3,1}", "a repetition {3,1} whose bound is below its count"},
+        {"root ::= \"a\"{99999}", "a repetition count above 4096"},
+        {"root ::= (\"a\"", "expected ')'"},
+        {"root = \"a\"", "expected '::=' after the rule name 'root'"},
+        {"root ::= \"a\" )", "unexpected ')' in rule 'root'"},
+        {"\n\nroot ::= \"\"*", "line 3: a repetition with nothing before it"},
+        {"root ::= *", "unexpected '*' in rule 'root'"},
+        {"root ::= \"a\"\n  \"c\"", "line 2: expected a rule name, got '\"' (a rule goes on"},
+        {"root ::= \"\\xZZ\"", "expected 2 hex digits"},
+    };
+    for (size_t i = 0; i < sizeof BAD / sizeof *BAD; i++) {
+        hearth_grammar *g = NULL;
+        hearth_err err = {0};
+        hearth_status st = hearth_grammar_compile(&g, BAD[i].grammar, strlen(BAD[i].grammar), &err);
+        if (st != HEARTH_EINVAL || g || !strstr(err.msg, BAD[i].msg))
+            test_fail(__FILE__, __LINE__, "'%s': status %d, message '%s', expected one with '%s'", BAD[i].grammar,
+                      (int)st, err.msg, BAD[i].msg);
+        hearth_grammar_free(g);
+    }
+}
+
+TEST(grammar_choices_are_exact) {
+    const char *choices[] = {"positive", "negative", "say \"neutral\"\\", "caf\xc3\xa9\n", ""};
+    hearth_grammar *g = NULL;
+    hearth_err err = {0};
+    CHECK_EQ(hearth_grammar_choices(&g, choices, 5, &err), HEARTH_OK);
+    CHECK_EQ(classify(g, "positive", 0), DONE);
+    CHECK_EQ(classify(g, "negative", 0), DONE);
+    CHECK_EQ(classify(g, "say \"neutral\"\\", 0), DONE);
+    CHECK_EQ(classify(g, "caf\xc3\xa9\n", 0), DONE);
+    CHECK_EQ(classify(g, "", 0), DONE_OPEN); /* the empty choice, or the start of the others */
+    CHECK_EQ(classify(g, "pos", 0), OPEN);
+    CHECK_EQ(classify(g, "positives", 0), REFUSED);
+    hearth_grammar_free(g);
+}
+
+/* JSON, written as a grammar (jansson is the oracle for what it accepts) */
+static const char *JSON_GBNF =
+    "root   ::= ws object ws\n"
+    "object ::= \"{\" ws ( member ( ws \",\" ws member )* )? ws \"}\"\n"
+    "member ::= string ws \":\" ws value\n"
+    "array  ::= \"[\" ws ( value ( ws \",\" ws value )* )? ws \"]\"\n"
+    "value  ::= object | array | string | number | \"true\" | \"false\" | \"null\"\n"
+    "string ::= \"\\\"\" ( [^\"\\\\\\x00-\\x1F] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4} ) )* \"\\\"\"\n"
+    "number ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,15} ) ( \".\" [0-9]+ )? ( [eE] [-+]? [0-9]{1,2} )?\n"
+    "ws     ::= [ \\t\\n]{0,8}\n";
+
+static const char *JSON_VALID[] = {
+    "{}",
+    "{ }",
+    "{\"a\":1}",
+    "{\"a\": -0.5e+10, \"b\": [true, false, null, [], {}], \"c\": \"x\\\"y\\\\z\\u00e9\\n\"}",
+    "{\"k\": [1, 2.25, -3, 4E2, 0, {\"deep\": [[[\"s\"]]]}]}",
+    "\n {\"caf\xc3\xa9\": \"\xe6\x97\xa5\xe6\x9c\xac\"}",
+};
+
+static const char *JSON_INVALID[] = {
+    "[]", "{\"a\" 1}", "{\"a\":01}", "{\"a\":1,}", "{a:1}", "{\"a\":tru}", "{\"a\":\"\x01\"}", "{\"a\":\"\\x\"}",
+    "{\"a\":1.}", "{\"a\":[1 2]}", "{\"a\":1]", "{} {}",
+};
+
+TEST(grammar_json_accepts_what_jansson_reads) {
+    hearth_grammar *g = compile(JSON_GBNF);
+    if (!g) return;
+    for (size_t i = 0; i < sizeof JSON_VALID / sizeof *JSON_VALID; i++) {
+        int got = classify(g, JSON_VALID[i], 0);
+        if (got != DONE && got != DONE_OPEN) test_fail(__FILE__, __LINE__, "'%s' classified %d", JSON_VALID[i], got);
+        json_t *o = json_loads(JSON_VALID[i], 0, NULL);
+        CHECK(json_is_object(o));
+        json_decref(o);
+    }
+    for (size_t i = 0; i < sizeof JSON_INVALID / sizeof *JSON_INVALID; i++) {
+        int got = classify(g, JSON_INVALID[i], 1);
+        if (got == DONE || got == DONE_OPEN)
+            test_fail(__FILE__, __LINE__, "'%s' accepted as complete", JSON_INVALID[i]);
+    }
+    hearth_grammar_free(g);
+}
+
+/* a byte-level toy vocabulary: every printable byte and the newline alone,
+ * then pieces that break JSON wherever they come; the last id ends */
+static const char *PIECES[] = {"{\"k\":", "true", "nul", "b\"", ".5", "e3", "x}", ",}", "}}", "\n\n", "\":\"", "]]"};
+#define N_PIECES (int)(sizeof PIECES / sizeof *PIECES)
+#define N_TOK (96 + N_PIECES)
+#define END N_TOK
+
+static void toy_vocab(hearth_vocab_bytes *v, char tokens[][8]) {
+    for (int c = 0; c < 95; c++) tokens[c][0] = (char)(0x20 + c);
+    tokens[95][0] = '\n';
+    for (int i = 0; i < N_PIECES; i++) strcpy(tokens[96 + i], PIECES[i]);
+    v->n = N_TOK + 1;
+    v->off = malloc(sizeof *v->off * (size_t)(v->n + 1));
+    v->special = calloc((size_t)v->n, 1);
+    v->bytes = malloc((size_t)N_TOK * 8);
+    size_t used = 0;
+    for (int i = 0; i < N_TOK; i++) {
+        v->off[i] = (uint32_t)used;
+        memcpy(v->bytes + used, tokens[i], strlen(tokens[i]));
+        used += strlen(tokens[i]);
+    }
+    v->off[N_TOK] = v->off[N_TOK + 1] = (uint32_t)used;
+    v->special[N_TOK] = 1;
+}
+
+TEST(grammar_constraint_makes_the_sampler_write_json) {
+    static char tokens[N_TOK][8];
+    hearth_vocab_bytes v;
+    toy_vocab(&v, tokens);
+    int32_t end = END;
+    int ended = 0;
+    hearth_grammar *check = compile(JSON_GBNF);
+    for (uint64_t seed = 1; seed <= 100 && check; seed++) {
+        hearth_sampling p;
+        hearth_sampling_default(&p);
+        p.temperature = 1.5f;
+        p.seed = seed;
+        p.has_seed = 1;
+        p.top_logprobs = seed % 2 ? 0 : 2; /* the whole mask, or the reachable tokens */
+        hearth_grammar *g = compile(JSON_GBNF);
+        hearth_err err = {0};
+        CHECK_EQ(hearth_grammar_constraint(&p.constraint, &v, g, &end, 1, &err), HEARTH_OK);
+        hearth_sampler smp;
+        CHECK_EQ(hearth_sampler_init(&smp, &p, v.n, &err), HEARTH_OK);
+        char text[4096];
+        size_t n = 0;
+        int stopped = 0;
+        for (int step = 0; step < 300 && !stopped; step++) {
+            float logits[N_TOK + 1];
+            for (int i = 0; i <= N_TOK; i++)
+                logits[i] = (float)((seed * 7 + (uint64_t)i * 13 + (uint64_t)step * 5) % 11) + (i >= 96 ? 4.0f : 0.0f);
+            hearth_logprobs lp;
+            int32_t id = hearth_sampler_sample(&smp, logits, p.top_logprobs ? &lp : NULL);
+            hearth_sampler_accept(&smp, id);
+            if (id == END) {
+                stopped = 1;
+                break;
+            }
+            size_t k = strlen(tokens[id]);
+            if (n + k >= sizeof text) break;
+            memcpy(text + n, tokens[id], k);
+            n += k;
+        }
+        text[n] = 0;
+        if (classify(check, text, 0) == REFUSED)
+            test_fail(__FILE__, __LINE__, "seed %llu: not the start of the grammar's JSON: %s",
+                      (unsigned long long)seed, text);
+        if (stopped) {
+            ended++;
+            json_error_t je;
+            json_t *o = json_loads(text, JSON_DECODE_INT_AS_REAL, &je);
+            if (!json_is_object(o))
+                test_fail(__FILE__, __LINE__, "seed %llu: ended, but jansson does not read an object (%s): %s",
+                          (unsigned long long)seed, je.text, text);
+            json_decref(o);
+        }
+        hearth_sampler_deinit(&smp); /* frees the constraint and its grammar */
+    }
+    CHECK(ended > 25);
+    hearth_grammar_free(check);
+    hearth_vocab_bytes_free(&v);
+}
+
+TEST(grammar_constraint_ends_only_when_complete) {
+    /* tokens "a", "b", "ab", the end: root ::= "a" "b"? */
+    hearth_vocab_bytes v = {.n = 4};
+    v.off = (uint32_t[]){0, 1, 2, 4, 4};
+    v.bytes = (uint8_t *)"abab";
+    v.special = (uint8_t[]){0, 0, 0, 1};
+    int32_t end = 3;
+    hearth_grammar *g = compile("root ::= \"a\" \"b\"?");
+    hearth_constraint c;
+    hearth_err err = {0};
+    CHECK_EQ(hearth_grammar_constraint(&c, &v, g, &end, 1, &err), HEARTH_OK);
+    float l1[4] = {0, 0, 0, 0};
+    c.mask(c.self, l1, 4);
+    CHECK(l1[0] == 0 && isinf(l1[1]) && l1[2] == 0 && isinf(l1[3])); /* "a" or "ab"; not yet the end */
+    CHECK(c.allows(c.self, 2) && !c.allows(c.self, 1) && !c.allows(c.self, 3));
+    c.accept(c.self, 0);
+    float l2[4] = {0, 0, 0, 0};
+    c.mask(c.self, l2, 4);
+    CHECK(isinf(l2[0]) && l2[1] == 0 && isinf(l2[2]) && l2[3] == 0); /* "b" or the end */
+    c.accept(c.self, 1);
+    float l3[4] = {0, 0, 0, 0};
+    c.mask(c.self, l3, 4);
+    CHECK(isinf(l3[0]) && isinf(l3[1]) && isinf(l3[2]) && l3[3] == 0); /* only the end */
+    c.free(c.self);
+}
