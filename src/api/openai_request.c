@@ -9,6 +9,7 @@
  * parallel_tool_calls) are accepted. A null value counts as absent, as the
  * OpenAI API treats it. */
 #include "api/api_internal.h"
+#include "completion/grammar.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -118,6 +119,78 @@ int api_parse_format(const json_t *fmt, const char *param, const json_t *holder,
     if (!json_is_object(schema))
         return api_fail(e, HEARTH_EINVAL, param, "Invalid '%s': a json_schema format needs an object 'schema'.", param);
     r->json_schema = json_incref(schema); /* compiled in prepare, whose errors name the keyword */
+    return 0;
+}
+
+/* One other way to constrain the output: llama-server's `grammar` (GBNF),
+ * vLLM's guided_grammar (GBNF; xgrammar reads it too), guided_choice and
+ * guided_json, or the same under vLLM's newer structured_outputs object.
+ * At most one of them (response_format's JSON included) per request. */
+static int parse_guided(const json_t *b, hearth_cpl_request *r, hearth_cpl_error *e) {
+    json_t *so = api_field(b, "structured_outputs");
+    if (so && !json_is_object(so))
+        return api_fail(e, HEARTH_EINVAL, "structured_outputs",
+                        "Invalid type for 'structured_outputs': expected an object.");
+    const struct {
+        const char *field;
+        json_t *v;
+        char kind; /* g: GBNF, c: choices, j: a JSON Schema, r: a regex */
+    } opts[] = {
+        {"grammar", api_field(b, "grammar"), 'g'},
+        {"guided_grammar", api_field(b, "guided_grammar"), 'g'},
+        {"guided_choice", api_field(b, "guided_choice"), 'c'},
+        {"guided_json", api_field(b, "guided_json"), 'j'},
+        {"guided_regex", api_field(b, "guided_regex"), 'r'},
+        {"structured_outputs.grammar", so ? api_field(so, "grammar") : NULL, 'g'},
+        {"structured_outputs.choice", so ? api_field(so, "choice") : NULL, 'c'},
+        {"structured_outputs.json", so ? api_field(so, "json") : NULL, 'j'},
+        {"structured_outputs.regex", so ? api_field(so, "regex") : NULL, 'r'},
+    };
+    const char *given = r->json_object || r->json_schema ? r->format_field : NULL;
+    for (size_t i = 0; i < sizeof opts / sizeof *opts; i++) {
+        const char *f = opts[i].field;
+        json_t *v = opts[i].v;
+        if (!v) continue;
+        if (given)
+            return api_fail(e, HEARTH_EINVAL, f, "Invalid '%s': '%s' already constrains the output; give one of "
+                            "response_format, grammar, guided_grammar, guided_choice and guided_json.", f, given);
+        given = f;
+        r->format_field = f;
+        if (opts[i].kind == 'r')
+            return api_fail(e, HEARTH_ENOTSUP, f, "'%s' is not supported by this server: use a grammar (GBNF) or "
+                            "guided_choice.", f);
+        if (opts[i].kind == 'g') {
+            if (!json_is_string(v) || !json_string_length(v))
+                return api_fail(e, HEARTH_EINVAL, f, "Invalid '%s': expected a non-empty string of GBNF rules.", f);
+            r->grammar = api_dup_str(json_string_value(v), json_string_length(v));
+        } else if (opts[i].kind == 'c') {
+            size_t n = json_array_size(v), k;
+            json_t *c;
+            if (!json_is_array(v) || !n)
+                return api_fail(e, HEARTH_EINVAL, f, "Invalid '%s': expected a non-empty array of strings.", f);
+            const char **cs = malloc(sizeof *cs * n);
+            if (!cs) return api_fail(e, HEARTH_ENOMEM, NULL, "out of memory");
+            json_array_foreach(v, k, c) {
+                if (!json_is_string(c) || strlen(json_string_value(c)) != json_string_length(c)) {
+                    free(cs);
+                    return api_fail(e, HEARTH_EINVAL, f, "Invalid '%s[%zu]': expected a string (without NUL).", f, k);
+                }
+                cs[k] = json_string_value(c);
+            }
+            r->grammar = hearth_grammar_choices_text(cs, (int)n);
+            free(cs);
+        } else {
+            json_t *schema = json_is_string(v) ? json_loads(json_string_value(v), 0, NULL) : json_incref(v);
+            if (!json_is_object(schema)) {
+                json_decref(schema);
+                return api_fail(e, HEARTH_EINVAL, f, "Invalid '%s': expected a JSON Schema (an object, or a string "
+                                "that holds one).", f);
+            }
+            r->json_schema = schema; /* compiled in prepare, whose errors name the keyword */
+            continue;
+        }
+        if (!r->grammar) return api_fail(e, HEARTH_ENOMEM, NULL, "out of memory");
+    }
     return 0;
 }
 
@@ -272,6 +345,7 @@ static int parse_common(const json_t *b, hearth_cpl_request *r, api_req_opts *o,
                             "Invalid 'response_format': expected an object with a string 'type'.");
         if (api_parse_format(rf, "response_format", json_object_get(rf, "json_schema"), r, e)) return 1;
     }
+    if (parse_guided(b, r, e)) return 1;
     static const char *refused[] = {"audio", "prediction", "web_search_options", "functions", "function_call"};
     for (size_t i = 0; i < sizeof refused / sizeof *refused; i++)
         if (api_field(b, refused[i]))
@@ -492,7 +566,7 @@ void api_offer_tools(hearth_cpl_request *r, json_t *fns, int none) {
 int api_force_tool(hearth_cpl_request *r, const char *name, hearth_cpl_error *e) {
     if (!r->tools)
         return api_fail(e, HEARTH_EINVAL, "tool_choice", "tool_choice forces a call, but the request offers no tools.");
-    if (r->json_object || r->json_schema)
+    if (r->json_object || r->json_schema || r->grammar)
         return api_fail(e, HEARTH_ENOTSUP, "tool_choice",
                         "tool_choice that forces a call cannot be combined with a structured output format.");
     json_t *names = json_array(), *params = NULL;

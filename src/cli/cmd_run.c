@@ -1,7 +1,9 @@
 /* cmd_run.c - `hearth run MODEL "prompt"`: one-shot generation to stdout,
  * speeds to stderr; `--prompt-ids 1,2,3 --ids` for models without a tokenizer. */
 #include "cli/cli.h"
+#include "completion/grammar.h"
 #include "completion/json_mode.h"
+#include "core/file.h"
 #include "lib/session.h"
 #include "engine/engine.h"
 
@@ -26,6 +28,8 @@ static void usage(FILE *f) {
             "  --json                  the output is one JSON object (JSON mode)\n"
             "  --json-schema FILE      the output is one JSON object that this JSON Schema accepts\n"
             "                          (the subset of src/completion/json_mode.h)\n"
+            "  --grammar GBNF          the output matches this grammar (llama.cpp's GBNF; its rule 'root')\n"
+            "  --grammar-file FILE     the same, read from FILE\n"
             "  --threads T             CPU threads (default: one per core)\n"
             "  --ctx N                 context length (default: model's, at most 4096)\n"
             "  --device D              cpu, cuda or cuda:N\n"
@@ -90,7 +94,7 @@ int cmd_run(int argc, char **argv) {
     long max_new = 128, lv;
     double dv;
     int print_ids = 0, ignore_eos = 0, json = 0;
-    const char *schema_file = NULL;
+    const char *schema_file = NULL, *grammar = NULL, *grammar_file = NULL;
     cli_stack_opts spec = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -152,6 +156,12 @@ int cmd_run(int argc, char **argv) {
         } else if (!strcmp(a, "--json-schema")) {
             NEED_VALUE();
             schema_file = v;
+        } else if (!strcmp(a, "--grammar")) {
+            NEED_VALUE();
+            grammar = v;
+        } else if (!strcmp(a, "--grammar-file")) {
+            NEED_VALUE();
+            grammar_file = v;
         } else if (!strcmp(a, "--threads")) {
             NEED_VALUE();
             if (!cli_parse_int("run", a, v, &lv)) return 2;
@@ -187,15 +197,32 @@ int cmd_run(int argc, char **argv) {
     int n_ids = 0;
     if (prompt_ids && !parse_ids(prompt_ids, &ids, &n_ids))
         return cli_usage_error("run", "--prompt-ids expects comma-separated token ids, got '%s'", prompt_ids);
-    if ((json || schema_file) && ignore_eos)
-        return cli_usage_error("run", "--json and --json-schema end the answer with the object: not with --ignore-eos");
-    so.need_tokenizer = !print_ids || prompt || json || schema_file;
+    if ((json || schema_file || grammar || grammar_file) && ignore_eos)
+        return cli_usage_error("run", "--json, --json-schema and --grammar end the answer where it is complete: not "
+                               "with --ignore-eos");
+    if ((json || schema_file) + (grammar || grammar_file) > 1 || (grammar && grammar_file))
+        return cli_usage_error("run", "give one of --json / --json-schema, --grammar and --grammar-file");
+    so.need_tokenizer = !print_ids || prompt || json || schema_file || grammar || grammar_file;
     so.spec_tokens = spec.spec_tokens;
     json_t *schema_doc = NULL;
     if (schema_file) {
         json_error_t je;
         if (!(schema_doc = json_load_file(schema_file, 0, &je)))
             return cli_usage_error("run", "--json-schema %s: %s (line %d)", schema_file, je.text, je.line);
+    }
+    hearth_grammar *gram = NULL; /* compiled before the model loads: a bad grammar fails at once */
+    if (grammar || grammar_file) {
+        char *text = NULL;
+        size_t len = grammar ? strlen(grammar) : 0;
+        hearth_err ge = {0};
+        hearth_status gst = grammar_file ? hearth_file_read(grammar_file, &text, &len, &ge) : HEARTH_OK;
+        if (gst == HEARTH_OK) gst = hearth_grammar_compile(&gram, grammar ? grammar : text, len, &ge);
+        free(text);
+        if (gst != HEARTH_OK) {
+            json_decref(schema_doc);
+            return grammar ? cli_usage_error("run", "--grammar: %s", ge.msg)
+                           : cli_usage_error("run", "--grammar-file %s: %s", grammar_file, ge.msg);
+        }
     }
 
     hearth_err err = {0};
@@ -208,6 +235,7 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "hearth run: %s\n", err.msg);
         free(ids);
         json_decref(schema_doc);
+        hearth_grammar_free(gram);
         return 1;
     }
     const hearth_model_config *cfg = hearth_model_config_get(s.model);
@@ -238,6 +266,16 @@ int cmd_run(int argc, char **argv) {
         if (hearth_json_constraint_lazy(&q.sampling.constraint, &vb, NULL, s.tok, schema, q.stop_ids, q.n_stop,
                                         &err) != HEARTH_OK)
             goto done; /* the schema was freed with the failure */
+    }
+    if (gram) { /* the constraint takes the grammar, on failure too */
+        hearth_grammar *g = gram;
+        gram = NULL;
+        if (hearth_vocab_bytes_once(&vb, NULL, s.tok, &err) != HEARTH_OK) {
+            hearth_grammar_free(g);
+            goto done;
+        }
+        if (hearth_grammar_constraint(&q.sampling.constraint, &vb, g, q.stop_ids, q.n_stop, &err) != HEARTH_OK)
+            goto done;
     }
     run_out out = {.tok = s.tok, .print_ids = print_ids};
     if (s.tok) hearth_detok_init(&out.detok, s.tok, 1);
@@ -286,6 +324,7 @@ done:
     hearth_engine_free(eng);
     if (q.sampling.constraint.free) q.sampling.constraint.free(q.sampling.constraint.self); /* not taken */
     hearth_vocab_bytes_free(&vb);
+    hearth_grammar_free(gram);
     json_decref(schema_doc);
     free(ids);
     hearth_session_close(&s);

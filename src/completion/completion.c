@@ -3,6 +3,7 @@
 #define _GNU_SOURCE /* memmem */
 #include "completion/completion.h"
 
+#include "completion/grammar.h"
 #include "completion/json_mode.h"
 #include "core/clock.h"
 #include "template/template.h"
@@ -92,6 +93,7 @@ void hearth_cpl_request_deinit(hearth_cpl_request *r) {
     json_decref(r->tools);
     json_decref(r->template_kwargs);
     json_decref(r->json_schema);
+    free(r->grammar);
     free(r->prompt);
     free(r->prompt_ids);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
@@ -349,7 +351,7 @@ hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, h
     }
     if (max_new > room) max_new = room; /* clamped to the room left */
     const char *ffield = r->format_field ? r->format_field : "response_format";
-    if ((r->json_object || r->json_schema) && in_reasoning) {
+    if ((r->json_object || r->json_schema || r->grammar) && in_reasoning) {
         free(ids);
         return reject(e, HEARTH_ENOTSUP, ffield, NULL,
                       "structured output with a prompt that opens the model's reasoning (<think>) is not supported "
@@ -361,6 +363,16 @@ hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, h
     if (r->json_schema && (st = hearth_schema_compile(&schema, r->json_schema, &err)) != HEARTH_OK) {
         free(ids);
         return reject(e, st, ffield, NULL, "%s: %s", ffield, err.msg); /* EINVAL, ENOTSUP or ENOMEM */
+    }
+    hearth_grammar *gram = NULL; /* the same for a grammar */
+    if (r->grammar && (r->json_object || schema)) {
+        free(ids);
+        hearth_schema_free(schema);
+        return reject(e, HEARTH_EINVAL, ffield, NULL, "a grammar and a JSON format cannot both constrain one answer");
+    }
+    if (r->grammar && (st = hearth_grammar_compile(&gram, r->grammar, strlen(r->grammar), &err)) != HEARTH_OK) {
+        free(ids);
+        return reject(e, st, ffield, NULL, "Invalid '%s': %s", ffield, err.msg);
     }
 
     /* the ids that end the answer: the model's end-of-generation ids (unless ignore_eos) and the request's */
@@ -375,12 +387,13 @@ hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, h
         else if (!seen) ends[n_ends++] = id;
     }
     const char *bad_min = r->min_tokens > max_new && !prompt_only ? "more than max_tokens"
-                          : r->min_tokens > 0 && (r->json_object || schema)
-                              ? "not beside a response_format (the object must be free to end)"
+                          : r->min_tokens > 0 && (r->json_object || schema || gram)
+                              ? "not beside a constrained output format (it must be free to end)"
                               : NULL;
     if (bad_id || bad_min) {
         free(ids);
         hearth_schema_free(schema);
+        hearth_grammar_free(gram);
         if (bad_id)
             return reject(e, HEARTH_EINVAL, "stop_token_ids", NULL,
                           "stop_token_ids: an id outside the vocabulary [0, %d), or more than %d ids to end at",
@@ -392,6 +405,7 @@ hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, h
     if (!q) {
         free(ids);
         hearth_schema_free(schema);
+        hearth_grammar_free(gram);
         return reject(e, HEARTH_ENOMEM, NULL, NULL, "out of memory");
     }
     q->c = c;
@@ -404,6 +418,7 @@ hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, h
     if (st != HEARTH_OK) {
         free(ids);
         hearth_schema_free(schema);
+        hearth_grammar_free(gram);
         hearth_cpl_free(q);
         return reject(e, st, st == HEARTH_EINVAL ? "stop" : NULL, NULL, "%s", err.msg);
     }
@@ -416,6 +431,7 @@ hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, h
         if (st != HEARTH_OK) {
             free(ids);
             hearth_schema_free(schema);
+            hearth_grammar_free(gram);
             hearth_cpl_free(q);
             return reject(e, st, r->prompt_field, NULL, "echo: %s", st == HEARTH_ENOMEM ? "out of memory" : err.msg);
         }
@@ -456,8 +472,20 @@ hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, h
         (st = hearth_json_constraint_lazy(&g.sampling.constraint, &c->vb, &c->vb_mu, c->tok, schema, c->end_ids,
                                           c->n_end, &err)) != HEARTH_OK) {
         free(g.prompt);
+        hearth_grammar_free(gram);
         hearth_cpl_free(q);
         return reject(e, st, NULL, NULL, "%s", err.msg);
+    }
+    if (gram) {
+        st = hearth_vocab_bytes_once(&c->vb, &c->vb_mu, c->tok, &err);
+        if (st == HEARTH_OK) st = hearth_grammar_constraint(&g.sampling.constraint, &c->vb, gram, c->end_ids, c->n_end,
+                                                            &err);
+        else hearth_grammar_free(gram);
+        if (st != HEARTH_OK) {
+            free(g.prompt);
+            hearth_cpl_free(q);
+            return reject(e, st, NULL, NULL, "%s", err.msg);
+        }
     }
     st = hearth_engine_submit(c->engine, &g, &q->seq, &err);
     free(g.prompt); /* NULL when ownership moved */

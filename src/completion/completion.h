@@ -71,7 +71,8 @@ typedef struct {
     int embed;        /* an embedding, not text: the prompt's last hidden state (hearth_cpl_embedding) */
     int json_object;  /* JSON mode: the output is one JSON object (completion/json_mode.h) */
     json_t *json_schema;      /* or one object this JSON Schema accepts (owned), or NULL */
-    const char *format_field; /* the request field that asked for either, for errors */
+    char *grammar;            /* or text that this GBNF grammar accepts (owned; completion/grammar.h), or NULL */
+    const char *format_field; /* the request field that asked for one of the three, for errors */
     int continue_final; /* chat: the last message is the assistant's start of its answer (a prefill): the
                            prompt ends inside it, with no generation prompt, and the output continues it */
     char *model;        /* the request's model name (owned), or NULL: a LoRA adapter's name runs that adapter,

@@ -71,8 +71,8 @@ static int fail(gparser *P, hearth_status st, const char *fmt, ...) {
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     P->st = st;
-    if (st == HEARTH_ENOMEM) hearth_err_set(P->err, st, "grammar: out of memory");
-    else hearth_err_set(P->err, st, "grammar: line %d: %s", P->line, msg);
+    if (st == HEARTH_ENOMEM) hearth_err_set(P->err, st, "out of memory for the grammar");
+    else hearth_err_set(P->err, st, "line %d: %s", P->line, msg);
     return -1;
 }
 
@@ -542,11 +542,11 @@ done:
     return P.st;
 }
 
-hearth_status hearth_grammar_choices(hearth_grammar **out, const char *const *choices, int n, hearth_err *err) {
+char *hearth_grammar_choices_text(const char *const *choices, int n) {
     size_t len = 16;
     for (int i = 0; i < n; i++) len += 4 * strlen(choices[i]) + 8;
     char *t = malloc(len), *w = t;
-    if (!t) return hearth_err_set(err, HEARTH_ENOMEM, "grammar: out of memory");
+    if (!t) return NULL;
     w += sprintf(w, "root ::=");
     for (int i = 0; i < n; i++) {
         w += sprintf(w, "%s\"", i ? " | " : " ");
@@ -557,7 +557,14 @@ hearth_status hearth_grammar_choices(hearth_grammar **out, const char *const *ch
         }
         *w++ = '"';
     }
-    hearth_status st = hearth_grammar_compile(out, t, (size_t)(w - t), err);
+    *w = 0;
+    return t;
+}
+
+hearth_status hearth_grammar_choices(hearth_grammar **out, const char *const *choices, int n, hearth_err *err) {
+    char *t = hearth_grammar_choices_text(choices, n);
+    if (!t) return hearth_err_set(err, HEARTH_ENOMEM, "out of memory for the grammar");
+    hearth_status st = hearth_grammar_compile(out, t, strlen(t), err);
     free(t);
     return st;
 }
@@ -681,7 +688,20 @@ int hearth_grammar_state_copy(hearth_grammar_state *dst, const hearth_grammar_st
     dst->len = src->len;
     dst->cp = src->cp;
     dst->need = src->need;
+    dst->seq = src->seq;
     return 1;
+}
+
+/* The code points a UTF-8 sequence of len bytes can still become once its
+ * first bytes gave bits cp and need bytes are to come (overlong forms and
+ * code points past U+10FFFF are not UTF-8). 0: none. */
+static int utf8_range(uint32_t cp, int need, int len, uint32_t *lo, uint32_t *hi) {
+    static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
+    *lo = cp << (6 * need);
+    *hi = *lo | ((1u << (6 * need)) - 1);
+    if (*lo < min[len]) *lo = min[len];
+    if (*hi > 0x10FFFF) *hi = 0x10FFFF;
+    return *lo <= *hi;
 }
 
 /* Some stack's top accepts a code point of [lo, hi]. */
@@ -695,10 +715,12 @@ int hearth_grammar_feed(const hearth_grammar *g, hearth_grammar_state *s, hearth
                         const uint8_t *b, size_t n) {
     for (size_t i = 0; i < n; i++) {
         uint8_t c = b[i];
+        uint32_t lo, hi;
         if (s->need) {
             if ((c & 0xC0) != 0x80) return 0;
             s->cp = s->cp << 6 | (c & 0x3F);
             if (--s->need) continue;
+            if (!utf8_range(s->cp, 0, s->seq, &lo, &hi)) return 0; /* overlong, or past U+10FFFF */
         } else if (c < 0x80) {
             s->cp = c;
         } else {
@@ -706,13 +728,14 @@ int hearth_grammar_feed(const hearth_grammar *g, hearth_grammar_state *s, hearth
             if (!k) return 0;
             s->cp = c & (0x3F >> k);
             s->need = (uint8_t)k;
+            s->seq = (uint8_t)(k + 1);
             continue;
         }
         if (!advance(g, s, scratch, s->cp)) return 0;
     }
     if (s->need) { /* a sequence begun: some code point it can still become must be accepted */
-        uint32_t lo = s->cp << (6 * s->need), hi = lo | ((1u << (6 * s->need)) - 1);
-        return accepts_range(g, s, lo, hi);
+        uint32_t lo, hi;
+        return utf8_range(s->cp, s->need, s->seq, &lo, &hi) && accepts_range(g, s, lo, hi);
     }
     return 1;
 }
@@ -764,7 +787,7 @@ static void grammar_mask(void *self, float *logits, int vocab) {
     for (int b = 0; b < 256; b++) {
         uint32_t lo = (uint32_t)b, hi = lo;
         int k = b < 0x80 ? 0 : (b >> 5) == 6 ? 1 : (b >> 4) == 14 ? 2 : (b >> 3) == 30 ? 3 : -1;
-        if (k > 0) lo = (uint32_t)(b & (0x3F >> k)) << (6 * k), hi = lo | ((1u << (6 * k)) - 1);
+        if (k > 0 && !utf8_range((uint32_t)(b & (0x3F >> k)), k, k + 1, &lo, &hi)) k = -1;
         first[b] = c->st.need ? 1 : k < 0 ? 0 : (uint8_t)accepts_range(c->g, &c->st, lo, hi);
     }
     int any = 0;
@@ -801,7 +824,7 @@ hearth_status hearth_grammar_constraint(hearth_constraint *out, const hearth_voc
     if (!c || hearth_grammar_state_init(g, &c->st) != HEARTH_OK) {
         free(c);
         hearth_grammar_free(g);
-        return hearth_err_set(err, HEARTH_ENOMEM, "grammar: out of memory");
+        return hearth_err_set(err, HEARTH_ENOMEM, "out of memory for the grammar's state");
     }
     c->v = v;
     c->g = g;

@@ -36,12 +36,14 @@
 typedef struct hearth_grammar hearth_grammar;
 
 /* Compile GBNF text (len bytes, not NUL-terminated necessarily). EINVAL
- * names the line and what is wrong ("line 3: rule 'value' is not defined").
+ * names the line and what is wrong ("line 3: rule 'value' is used but not
+ * defined").
  * On failure *out is NULL. */
 hearth_status hearth_grammar_compile(hearth_grammar **out, const char *text, size_t len, hearth_err *err);
 /* A grammar whose output is exactly one of n strings (n >= 1, each valid
- * UTF-8, may be empty). */
+ * UTF-8, may be empty); _text returns its GBNF (malloc'd; NULL: out of memory). */
 hearth_status hearth_grammar_choices(hearth_grammar **out, const char *const *choices, int n, hearth_err *err);
+char *hearth_grammar_choices_text(const char *const *choices, int n);
 void hearth_grammar_free(hearth_grammar *g);
 /* Rules after compilation (helper rules included), for tests and logs. */
 int hearth_grammar_n_rules(const hearth_grammar *g);
@@ -53,6 +55,7 @@ typedef struct {
     int len, cap;
     uint32_t cp;  /* the code point's bits so far */
     uint8_t need; /* its continuation bytes still to come */
+    uint8_t seq;  /* its length in bytes */
 } hearth_grammar_state;
 
 /* Before the first byte of the output. ENOMEM. */

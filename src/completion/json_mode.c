@@ -200,6 +200,7 @@ hearth_status hearth_vocab_bytes_build(hearth_vocab_bytes *v, const hearth_token
         if (v->special[id]) continue;
         hearth_detok d;
         hearth_detok_init(&d, tok, 0);
+        d.raw = 1; /* a byte token's byte, not U+FFFD: a grammar follows UTF-8 sequences across tokens */
         if (anchor >= 0) hearth_detok_push(&d, anchor, buf, HEARTH_DETOK_MAX_OUT);
         size_t k = hearth_detok_push(&d, id, buf, HEARTH_DETOK_MAX_OUT);
         k += hearth_detok_finish(&d, buf + k, HEARTH_DETOK_MAX_OUT);
@@ -292,12 +293,18 @@ static void json_free(void *self) {
     free(c);
 }
 
-hearth_status hearth_json_constraint_lazy(hearth_constraint *out, hearth_vocab_bytes *v, pthread_mutex_t *mu,
-                                          const hearth_tokenizer *tok, hearth_schema *schema, const int32_t *end_ids,
-                                          int n_end, hearth_err *err) {
+hearth_status hearth_vocab_bytes_once(hearth_vocab_bytes *v, pthread_mutex_t *mu, const hearth_tokenizer *tok,
+                                     hearth_err *err) {
     if (mu) pthread_mutex_lock(mu);
     hearth_status st = v->off ? HEARTH_OK : hearth_vocab_bytes_build(v, tok, err);
     if (mu) pthread_mutex_unlock(mu);
+    return st;
+}
+
+hearth_status hearth_json_constraint_lazy(hearth_constraint *out, hearth_vocab_bytes *v, pthread_mutex_t *mu,
+                                          const hearth_tokenizer *tok, hearth_schema *schema, const int32_t *end_ids,
+                                          int n_end, hearth_err *err) {
+    hearth_status st = hearth_vocab_bytes_once(v, mu, tok, err);
     if (st != HEARTH_OK) {
         hearth_schema_free(schema);
         return st;

@@ -49,6 +49,9 @@ typedef struct {
 } hearth_vocab_bytes;
 
 hearth_status hearth_vocab_bytes_build(hearth_vocab_bytes *v, const hearth_tokenizer *tok, hearth_err *err);
+/* v built from tok unless it was (under mu when threads share v; mu may be NULL). */
+hearth_status hearth_vocab_bytes_once(hearth_vocab_bytes *v, pthread_mutex_t *mu, const hearth_tokenizer *tok,
+                                     hearth_err *err);
 void hearth_vocab_bytes_free(hearth_vocab_bytes *v);
 
 /* ---- JSON Schema (json_schema.c) ----

@@ -68,6 +68,10 @@ static void lossy_put(sink *k, const unsigned char *s, size_t n) {
 
 /* The UTF-8 stage: pend + s, holding back a trailing incomplete sequence. */
 static void utf8_feed(hearth_detok *d, sink *k, const unsigned char *s, size_t n) {
+    if (d->raw) {
+        sink_put(k, s, n);
+        return;
+    }
     size_t i = 0;
     while (d->n_pend && i < n) {
         d->pend[d->n_pend++] = s[i++];
@@ -152,7 +156,7 @@ static void flush_run(hearth_detok *d, sink *k, int step, int fused) {
     if (!d->n_run) return;
     int n = d->n_run;
     d->n_run = 0;
-    if (tok_utf8_valid((const char *)d->run, (size_t)n)) {
+    if (d->raw || tok_utf8_valid((const char *)d->run, (size_t)n)) {
         run_steps(d, k, step + 1, (const char *)d->run, (size_t)n, d->n_fb_out++, fused);
     } else {
         for (int i = 0; i < n; i++) run_steps(d, k, step + 1, FFFD, 3, d->n_fb_out++, fused);

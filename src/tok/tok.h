@@ -87,6 +87,8 @@ typedef struct hearth_detok {
     int strip_left;   /* leading chars still to strip once the chain is fused */
     int n_pend;       /* bytes of an incomplete UTF-8 sequence held back */
     int n_run;        /* bytes of the current byte-fallback run */
+    int raw;          /* set after init: the bytes as the tokens make them, an incomplete or invalid UTF-8
+                         sequence included (a token's own bytes, for constraints), not text made valid */
     unsigned char pend[4];
     unsigned char run[HEARTH_DETOK_RUN];
 } hearth_detok;

@@ -71,6 +71,14 @@ static const struct {
     {"root ::= [\\u03b1-\\u03c9]+", "\xe6\x97", REFUSED}, /* the start of a CJK one */
     {"root ::= [\\u03b1-\\u03c9]+", "a", REFUSED},
     {"root ::= [^a-z]", "\xf0\x9f\x98\x80", DONE},
+    /* UTF-8's own rules: a lead byte whose sequences cannot be ASCII, overlong forms, past U+10FFFF */
+    {"root ::= [a-z]+", "\xe0", REFUSED},
+    {"root ::= [a-z]+", "\xf0", REFUSED},
+    {"root ::= [a-z]+", "\xc1\xa1", REFUSED},
+    {"root ::= .", "\xe0\x80\x80", REFUSED},
+    {"root ::= .", "\xe0\xa0\x80", DONE},
+    {"root ::= .", "\xf4\x90\x80\x80", REFUSED},
+    {"root ::= .", "\x80", REFUSED},
     {"root ::= [^a-z]", "q", REFUSED},
     {"root ::= \"\\x41\\u00e9\\U0001F600\\n\\t\"", "A\xc3\xa9\xf0\x9f\x98\x80\n\t", DONE},
     /* rules, comments, continuation lines, rules used before their definition */
