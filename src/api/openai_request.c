@@ -123,8 +123,9 @@ int api_parse_format(const json_t *fmt, const char *param, const json_t *holder,
 }
 
 /* One other way to constrain the output: llama-server's `grammar` (GBNF),
- * vLLM's guided_grammar (GBNF; xgrammar reads it too), guided_choice and
- * guided_json, or the same under vLLM's newer structured_outputs object.
+ * vLLM's guided_grammar (GBNF; xgrammar reads it too), guided_choice,
+ * guided_regex and guided_json, or the same under vLLM's newer
+ * structured_outputs object.
  * At most one of them (response_format's JSON included) per request. */
 static int parse_guided(const json_t *b, hearth_cpl_request *r, hearth_cpl_error *e) {
     json_t *so = api_field(b, "structured_outputs");
@@ -153,13 +154,18 @@ static int parse_guided(const json_t *b, hearth_cpl_request *r, hearth_cpl_error
         if (!v) continue;
         if (given)
             return api_fail(e, HEARTH_EINVAL, f, "Invalid '%s': '%s' already constrains the output; give one of "
-                            "response_format, grammar, guided_grammar, guided_choice and guided_json.", f, given);
+                            "response_format, grammar, guided_grammar, guided_choice, guided_regex and guided_json.",
+                            f, given);
         given = f;
         r->format_field = f;
-        if (opts[i].kind == 'r')
-            return api_fail(e, HEARTH_ENOTSUP, f, "'%s' is not supported by this server: use a grammar (GBNF) or "
-                            "guided_choice.", f);
-        if (opts[i].kind == 'g') {
+        if (opts[i].kind == 'r') {
+            if (!json_is_string(v))
+                return api_fail(e, HEARTH_EINVAL, f, "Invalid '%s': expected a regular expression (a string).", f);
+            hearth_err err = {0};
+            hearth_status st = hearth_grammar_from_regex(&r->grammar, json_string_value(v), json_string_length(v),
+                                                         &err);
+            if (st != HEARTH_OK) return api_fail(e, st, st == HEARTH_ENOMEM ? NULL : f, "Invalid '%s': %s", f, err.msg);
+        } else if (opts[i].kind == 'g') {
             if (!json_is_string(v) || !json_string_length(v))
                 return api_fail(e, HEARTH_EINVAL, f, "Invalid '%s': expected a non-empty string of GBNF rules.", f);
             r->grammar = api_dup_str(json_string_value(v), json_string_length(v));

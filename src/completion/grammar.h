@@ -1,6 +1,7 @@
 /* grammar.h - structured output by a context-free grammar in llama.cpp's
  * GBNF (llama-server's `grammar`, vLLM's `guided_grammar`), and vLLM's
- * `guided_choice` (one of a list of strings), enforced token by token.
+ * `guided_choice` (one of a list of strings) and `guided_regex` (rewritten as
+ * GBNF by grammar_regex.c), enforced token by token.
  *
  * GBNF: rules `name ::= alternatives`, the output must match `root`.
  * Alternatives are sequences separated by `|`; a sequence's items are
@@ -44,6 +45,10 @@ hearth_status hearth_grammar_compile(hearth_grammar **out, const char *text, siz
  * UTF-8, may be empty); _text returns its GBNF (malloc'd; NULL: out of memory). */
 hearth_status hearth_grammar_choices(hearth_grammar **out, const char *const *choices, int n, hearth_err *err);
 char *hearth_grammar_choices_text(const char *const *choices, int n);
+/* A regular expression (vLLM's guided_regex; the subset grammar_regex.c
+ * lists) as GBNF text, *gbnf malloc'd. EINVAL / ENOTSUP name the offset and
+ * the construct. */
+hearth_status hearth_grammar_from_regex(char **gbnf, const char *re, size_t len, hearth_err *err);
 void hearth_grammar_free(hearth_grammar *g);
 /* Rules after compilation (helper rules included), for tests and logs. */
 int hearth_grammar_n_rules(const hearth_grammar *g);

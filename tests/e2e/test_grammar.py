@@ -1,6 +1,6 @@
 """Grammar-constrained output through the official OpenAI SDK (extra_body):
-llama-server's `grammar` (GBNF), vLLM's guided_grammar, guided_choice and
-guided_json, and vLLM's newer structured_outputs spelling. Python's `re`
+llama-server's `grammar` (GBNF), vLLM's guided_grammar, guided_choice,
+guided_regex and guided_json, and vLLM's newer structured_outputs spelling. Python's `re`
 and `json` are the oracles: each grammar here has an equivalent regular
 expression (or is JSON), and every answer, greedy or sampled, streamed or
 not, must match it and end with finish_reason "stop"."""
@@ -102,6 +102,17 @@ def test_guided_choice_is_one_of_them(server, where):
     assert greedy[0] in labels and greedy[0] == greedy[1], greedy
 
 
+@pytest.mark.parametrize("regex", [r"\d{3}-\d{4}", r"(yes|no)(, because [a-z ]{5,30})?\.",
+                                   r"[A-Z][a-z]+ [A-Z][a-z]+, born (19|20)\d\d", r"^\w{1,12}@\w{1,12}\.(com|org)$"])
+def test_guided_regex_matches_with_python_re(server, regex):
+    c = server.client()
+    for where in ("guided_regex", "structured_outputs"):
+        body = {"guided_regex": regex} if where == "guided_regex" else {"structured_outputs": {"regex": regex}}
+        for seed in range(2):
+            r = chat(c, "Answer.", max_tokens=40, temperature=0.8, seed=seed, extra_body=body).choices[0]
+            assert r.finish_reason == "stop" and re.fullmatch(regex, r.message.content), r.message.content
+
+
 def test_guided_json_is_an_object_of_its_schema(server):
     c = server.client()
     schema = {"type": "object", "properties": {"name": {"type": "string"}, "legs": {"type": "integer"}},
@@ -121,8 +132,10 @@ def test_guided_json_is_an_object_of_its_schema(server):
     ({"guided_choice": []}, "guided_choice", "non-empty array"),
     ({"guided_choice": ["a", 1]}, "guided_choice", "guided_choice[1]"),
     ({"guided_json": "{not json"}, "guided_json", "JSON Schema"),
-    ({"guided_regex": "[a-z]+"}, "guided_regex", "not supported"),
-    ({"structured_outputs": {"regex": "a"}}, "structured_outputs.regex", "not supported"),
+    ({"guided_regex": "(a)\\1"}, "guided_regex", "backreferences (\\1) are not supported"),
+    ({"guided_regex": "a(?=b)"}, "guided_regex", "lookaround"),
+    ({"structured_outputs": {"regex": "[a-"}}, "structured_outputs.regex", "a class without its ']'"),
+    ({"guided_regex": 5}, "guided_regex", "a regular expression"),
     ({"structured_outputs": 3}, "structured_outputs", "expected an object"),
     ({"grammar": 'root ::= "a"', "guided_choice": ["b"]}, "guided_choice", "'grammar' already constrains"),
     ({"grammar": 'root ::= "a"', "response_format": {"type": "json_object"}}, "grammar",

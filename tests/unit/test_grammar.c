@@ -311,3 +311,100 @@ TEST(grammar_constraint_ends_only_when_complete) {
     CHECK(isinf(l3[0]) && isinf(l3[1]) && isinf(l3[2]) && l3[3] == 0); /* only the end */
     c.free(c.self);
 }
+
+/* guided_regex: the rewritten grammar against PCRE2 (the oracle): a text is
+ * complete exactly where PCRE2 matches the whole of it, and a prefix of a
+ * match exactly where PCRE2 reports a hard partial match. */
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+static int pcre_class(pcre2_code *re, const char *text) {
+    /* whole: the backtracking matcher, anchored at both ends; more: the DFA
+     * matcher, which follows every path at once (a hard partial match when
+     * any path runs out of text while it could still match) */
+    pcre2_match_data *md = pcre2_match_data_create(64, NULL);
+    int ws[4096];
+    size_t n = strlen(text);
+    int full = pcre2_match(re, (PCRE2_SPTR)text, n, 0, PCRE2_ANCHORED | PCRE2_ENDANCHORED, md, NULL) >= 0;
+    int more = pcre2_dfa_match(re, (PCRE2_SPTR)text, n, 0, PCRE2_ANCHORED | PCRE2_PARTIAL_HARD, md, NULL, ws, 4096) ==
+               PCRE2_ERROR_PARTIAL;
+    pcre2_match_data_free(md);
+    return full ? (more ? DONE_OPEN : DONE) : more ? OPEN : REFUSED;
+}
+
+TEST(grammar_regex_matches_what_pcre2_matches) {
+    static const char *RE[] = {
+        "[0-9]{3}-[0-9]{4}", "\\d+(\\.\\d{1,2})?", "(cat|dog)s?", "[A-Z][a-z]*( [A-Z][a-z]*)*",
+        "a.c", "\\w+@\\w+\\.(com|org)", "[^aeiou ]{2,4}", "(?:ab|cd)*e", "x{2,}y", "(?P<year>19|20)\\d\\d",
+        "\\(\\d\\)\\[\\]\\{x\\}", "[-a-c\\]]+", "caf\xc3\xa9|na\\u00efve", "\\s*\\S\\s*", "a{1,3}b{0,2}",
+    };
+    static const char *TEXT[] = { /* not "": PCRE2 reports no partial match of an empty text */
+        "5", "555-1234", "555-12345", "55-1234", "3.14", "3.", "3.145", "10", "cat", "dogs", "cats!", "Hello World",
+        "Hello world", "abc", "a\nc", "axc", "me@site.com", "me@site.net", "xyz", "bcdf", "bcdfg", "ae", "e", "abcde",
+        "abcabe", "xxy", "xy", "xxxxy", "1999", "2024", "1899", "(1)[]{x}", "a-]", "abcd", "caf\xc3\xa9", "na\xc3\xafve",
+        "  x ", "x y", "yes", "no", "a{,3}", "aaa", "aab", "abbb",
+    };
+    for (size_t i = 0; i < sizeof RE / sizeof *RE; i++) {
+        char *gbnf = NULL;
+        hearth_err err = {0};
+        if (hearth_grammar_from_regex(&gbnf, RE[i], strlen(RE[i]), &err) != HEARTH_OK) {
+            test_fail(__FILE__, __LINE__, "/%s/: %s", RE[i], err.msg);
+            continue;
+        }
+        hearth_grammar *g = compile(gbnf);
+        int ec;
+        PCRE2_SIZE eo;
+        pcre2_code *re = pcre2_compile((PCRE2_SPTR)RE[i], PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_ALT_BSUX | PCRE2_DOLLAR_ENDONLY, &ec, &eo, NULL);
+        CHECK(re != NULL);
+        for (size_t k = 0; g && re && k < sizeof TEXT / sizeof *TEXT; k++) {
+            int want = pcre_class(re, TEXT[k]), got = classify(g, TEXT[k], 1);
+            if (want != got)
+                test_fail(__FILE__, __LINE__, "/%s/ on '%s': grammar %d, PCRE2 %d (%s)", RE[i], TEXT[k], got, want,
+                          gbnf);
+        }
+        pcre2_code_free(re);
+        hearth_grammar_free(g);
+        free(gbnf);
+    }
+    /* where PCRE2 is not the oracle: {,n} is {0,n}, as Python's re (vLLM's)
+     * reads it; ^ and $ at the ends (which PCRE2's partial matching takes as
+     * text that may go on) */
+    static const struct {
+        const char *re, *text;
+        int want;
+    } MORE[] = {{"a{,3}", "aaa", DONE},  {"a{,3}", "aaaa", REFUSED}, {"a{,3}", "", DONE_OPEN},
+                {"^yes$|^no$", "yes", DONE}, {"^yes$|^no$", "n", OPEN}, {"^yes$|^no$", "yes\n", REFUSED}};
+    for (size_t i = 0; i < sizeof MORE / sizeof *MORE; i++) {
+        char *gbnf = NULL;
+        hearth_err err = {0};
+        CHECK_EQ(hearth_grammar_from_regex(&gbnf, MORE[i].re, strlen(MORE[i].re), &err), HEARTH_OK);
+        hearth_grammar *g = gbnf ? compile(gbnf) : NULL;
+        if (g && classify(g, MORE[i].text, 0) != MORE[i].want)
+            test_fail(__FILE__, __LINE__, "/%s/ on '%s': %d, expected %d", MORE[i].re, MORE[i].text,
+                      classify(g, MORE[i].text, 0), MORE[i].want);
+        hearth_grammar_free(g);
+        free(gbnf);
+    }
+}
+
+TEST(grammar_regex_refuses_by_name) {
+    static const struct {
+        const char *re, *msg;
+        hearth_status st;
+    } BAD[] = {
+        {"(a)\\1", "backreferences", HEARTH_ENOTSUP},  {"a(?=b)", "lookaround", HEARTH_ENOTSUP},
+        {"\\bword", "word boundaries", HEARTH_ENOTSUP}, {"a++", "possessive", HEARTH_ENOTSUP},
+        {"(ab", "without its ')'", HEARTH_EINVAL},     {"ab)", "unmatched ')'", HEARTH_EINVAL},
+        {"[a-", "without its ']'", HEARTH_EINVAL},     {"*a", "with nothing before it", HEARTH_EINVAL},
+        {"a**", "a quantifier after a quantifier", HEARTH_EINVAL}, {"a^b", "inside the expression", HEARTH_ENOTSUP},
+    };
+    for (size_t i = 0; i < sizeof BAD / sizeof *BAD; i++) {
+        char *gbnf = NULL;
+        hearth_err err = {0};
+        hearth_status st = hearth_grammar_from_regex(&gbnf, BAD[i].re, strlen(BAD[i].re), &err);
+        if (st != BAD[i].st || gbnf || !strstr(err.msg, BAD[i].msg))
+            test_fail(__FILE__, __LINE__, "/%s/: status %d, '%s', expected '%s'", BAD[i].re, (int)st, err.msg,
+                      BAD[i].msg);
+        free(gbnf);
+    }
+}
