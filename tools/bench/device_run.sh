@@ -28,6 +28,8 @@
 #   spec        speculative decoding by prompt lookup on the GPU: tools/bench/spec_peer.py --only hearth
 #               (the default model served with and without --spec-ngram 5, one request of each of three
 #               prompts, decode tok/s; needs the default model, as tests) (~1 min)
+#   grammar     grammar-constrained decoding on the GPU: tools/bench/grammar_peer.py --only hearth (the default
+#               model served with and without a GBNF grammar, decode tok/s; needs the default model, as tests)
 #   peer        the peers beside issue7 and streams: llama.cpp on the same files, llama-bench (prefill
 #               512 / 2048, decode after 512) for the three types and llama-batched-bench 128/128 at
 #               1-256 streams, then PyTorch (tools/bench/peer_torch.py; ~2 min in all); needs .dev/llama.tar.xz, packed here after tools/bench/build_llamacpp_cuda.sh:
@@ -135,7 +137,12 @@ with open("/tmp/t8b.jsonl", "w") as f:
         hdr "spec_peer.py --only hearth (cuda)"
         timeout 300 python3 tools/bench/spec_peer.py --only hearth --bin $B/hearth --threads 16 --reps 3 --gen 200 \
             2>&1 | tail -12 ;;
-    *) echo "device_run: unknown suite '$suite' (tests flash attn issue7 issue6 streams peer lora train spec)" ;;
+    grammar)
+        [ -s models/SmolLM2-135M-Instruct.Q4_1.gguf ] || tools/bench/split_model.sh join
+        hdr "grammar_peer.py --only hearth (cuda)"
+        timeout 300 python3 tools/bench/grammar_peer.py --only hearth --bin $B/hearth --threads 16 --reps 3 2>&1 |
+            tail -8 ;;
+    *) echo "device_run: unknown suite '$suite' (tests flash attn issue7 issue6 streams peer lora train spec grammar)" ;;
     esac
 done
 hdr done

@@ -11,6 +11,7 @@ medians, and whether the two engines wrote the same text (greedy: they
 should under a grammar unless a near-tie of their logits parts them).
 
 usage: .venv/bin/python tools/bench/grammar_peer.py --llama-server BIN [--gen 128] [--reps 3] [--threads 2]
+       python3 tools/bench/grammar_peer.py --only hearth --bin /tmp/b/hearth   (the GPU machine: device_run.sh grammar)
 """
 import argparse
 import json
@@ -64,16 +65,21 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=str(ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
     ap.add_argument("--bin", default=str(ROOT / "hearth"))
-    ap.add_argument("--llama-server", required=True)
+    ap.add_argument("--llama-server", help="llama-server binary (tools/bench/build_llamacpp_cpu.sh)")
+    ap.add_argument("--only", choices=["hearth"], help="no peer (the GPU machine has none)")
     ap.add_argument("--gen", type=int, default=128)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=3)
     a = ap.parse_args()
+    if not a.llama_server and not a.only:
+        ap.error("--llama-server BIN, or --only hearth")
     cmds = {
         "hearth": [a.bin, "serve", a.model, "--threads", str(a.threads), "--parallel", "1"],
         "llama-server": [a.llama_server, "-m", a.model, "-t", str(a.threads), "-tb", str(a.threads), "-c", "2048",
                          "-np", "1", "--no-warmup", "--no-repack"],
     }
+    if a.only:
+        del cmds["llama-server"]
     rates, texts = {}, {}
     for rep in range(a.reps):
         for engine, cmd in cmds.items():
@@ -91,6 +97,11 @@ def main():
                 s.close()
     med = {k: statistics.median(v) for k, v in rates.items()}
     print(f"\ndecode tok/s, median of {a.reps} (threads {a.threads}, {a.gen} tokens at most, greedy)")
+    if a.only:
+        for name in GRAMMARS:
+            h = med[("hearth", name)]
+            print(f"| {name} | {h:.1f} tok/s | {h / med[('hearth', 'none')]:.2f} of unconstrained |")
+        return
     print("| grammar | hearth | of unconstrained | llama-server | of unconstrained | hearth / llama-server |")
     print("|---|---|---|---|---|---|")
     for name in GRAMMARS:
