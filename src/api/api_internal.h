@@ -63,11 +63,14 @@ void api_cpl_error(hearth_api *a, hearth_http_response *r, const hearth_cpl_erro
 typedef struct {
     int stream, include_usage;
     int n;                      /* choices (chat and text completions), 0 = 1 */
+    const json_t *prompts;      /* text completions: a batch of prompts (strings or arrays of ids; borrowed from
+                                   the body, read while the request starts), or NULL for one: n choices each */
     int logprobs, top_logprobs; /* as the request gave them (0 = none) */
     json_t *echo;               /* Responses: request fields the response repeats (owned), or NULL */
 } api_req_opts;
 
-/* Most choices (n) a chat or text completion asks for: each is a sequence of its own. */
+/* Most choices (n, times the prompts of a batch) a chat or text completion
+ * asks for: each is a sequence of its own. */
 #define API_MAX_CHOICES 64
 
 /* Parse an OpenAI chat / text completion body, or an Anthropic messages

@@ -719,10 +719,29 @@ int api_parse_text(const json_t *b, hearth_cpl_request *r, api_req_opts *o, hear
             return api_fail(e, HEARTH_EINVAL, "prompt", "Invalid 'prompt': the array is empty.");
         if (json_is_integer(first)) {
             if (ids_from(p, "prompt", r, e)) return 1;
-        } else if (json_array_size(p) > 1) {
-            return api_fail(e, HEARTH_ENOTSUP, "prompt",
-                            "Invalid 'prompt': only one prompt per request is supported by this server (got %zu).",
-                            json_array_size(p));
+        } else if (json_array_size(p) > 1) { /* a batch: choice i * n + k is prompt i's k-th (OpenAI's order) */
+            size_t i, np = json_array_size(p);
+            json_t *v;
+            json_array_foreach(p, i, v) {
+                if (!json_is_string(v) && !json_is_array(v))
+                    return api_fail(e, HEARTH_EINVAL, "prompt",
+                                    "Invalid type for 'prompt[%zu]': expected a string or an array of token ids.", i);
+                if (json_is_array(v) && !json_array_size(v))
+                    return api_fail(e, HEARTH_EINVAL, "prompt", "Invalid 'prompt[%zu]': the array is empty.", i);
+                size_t k;
+                json_t *id;
+                json_array_foreach(v, k, id) if (!json_is_integer(id) || json_integer_value(id) < 0 ||
+                                                 json_integer_value(id) > 0x7fffffff) return api_fail(
+                    e, HEARTH_EINVAL, "prompt", "Invalid 'prompt[%zu][%zu]': expected a token id.", i, k);
+            }
+            if (np * (size_t)(o->n > 1 ? o->n : 1) > API_MAX_CHOICES)
+                return api_fail(e, HEARTH_EINVAL, "prompt",
+                                "Invalid 'prompt': %zu prompts x n %d = %zu choices; this server runs at most %d "
+                                "a request.",
+                                np, o->n > 1 ? o->n : 1, np * (size_t)(o->n > 1 ? o->n : 1), API_MAX_CHOICES);
+            o->prompts = p;
+            if (json_is_string(first)) r->prompt = api_dup_str(json_string_value(first), json_string_length(first));
+            else if (ids_from(first, "prompt[0]", r, e)) return 1;
         } else if (json_is_string(first)) {
             r->prompt = api_dup_str(json_string_value(first), json_string_length(first));
         } else if (json_is_array(first)) {

@@ -321,6 +321,19 @@ static int choice_step(api_job *j) {
 /* The request's choices: the job itself, then its kids. */
 static api_job *choice(api_job *j, int i) { return i ? j->kids[i - 1] : j; }
 
+/* The usage of all the request's choices: each prompt counted once (a
+ * prompt's n choices share it, as OpenAI counts them), every choice's tokens. */
+static hearth_cpl_summary usage_sum(const api_job *j) {
+    hearth_cpl_summary sum = *hearth_cpl_summary_get(j->q);
+    int n = j->o.n > 1 ? j->o.n : 1;
+    for (int i = 0; i < j->n_kids; i++) {
+        const hearth_cpl_summary *s = hearth_cpl_summary_get(j->kids[i]->q);
+        sum.completion_tokens += s->completion_tokens;
+        if (j->kids[i]->index % n == 0) sum.prompt_tokens += s->prompt_tokens, sum.cached_tokens += s->cached_tokens;
+    }
+    return sum;
+}
+
 static int job_next(void *self, const char **data, size_t *len) {
     api_job *j = self;
     j->out.n = 0;
@@ -350,9 +363,7 @@ static int job_next(void *self, const char **data, size_t *len) {
     }
     if (!more) {
         if (!failed && j->o.include_usage) {
-            hearth_cpl_summary sum = *hearth_cpl_summary_get(j->q);
-            for (int i = 1; i <= j->n_kids; i++)
-                sum.completion_tokens += hearth_cpl_summary_get(choice(j, i)->q)->completion_tokens;
+            hearth_cpl_summary sum = usage_sum(j);
             json_t *u = api_chunk_base(j);
             json_object_set_new(u, "choices", json_array());
             json_object_set_new(u, "usage", api_usage(&sum));
@@ -424,6 +435,7 @@ static api_job *job_new(hearth_api *a, const hearth_http_request *rq, const api_
     j->proto = p;
     j->o = *o;
     j->o.echo = NULL;
+    j->o.prompts = NULL; /* the body's; the kids are started before it goes */
     j->echo = json_incref(o->echo);
     j->created = (long)time(NULL);
     j->blk_kind = -1;
@@ -432,20 +444,43 @@ static api_job *job_new(hearth_api *a, const hearth_http_request *rq, const api_
     return j;
 }
 
-/* n > 1: choices 1.. as kids of j, their seeds the request's + their index (as vLLM's). 0, or 1 with resp set. */
+/* r's prompt becomes prompt i of the batch (a string or an array of ids, checked at parse). 0 on out of memory. */
+static int take_prompt(hearth_cpl_request *r, const json_t *v) {
+    free(r->prompt);
+    free(r->prompt_ids);
+    r->prompt = NULL;
+    r->prompt_ids = NULL;
+    r->n_prompt_ids = 0;
+    if (json_is_string(v)) return (r->prompt = strndup(json_string_value(v), json_string_length(v))) != NULL;
+    size_t n = json_array_size(v), i;
+    json_t *id;
+    if (!(r->prompt_ids = malloc(sizeof *r->prompt_ids * n))) return 0;
+    json_array_foreach(v, i, id) r->prompt_ids[i] = (int32_t)json_integer_value(id);
+    r->n_prompt_ids = (int)n;
+    return 1;
+}
+
+/* Choices 1.. as kids of j: n > 1 choices of a prompt, their seeds the
+ * request's + their index among its choices (as vLLM's); a batch of prompts,
+ * n choices each, choice i * n + k prompt i's k-th (OpenAI's order). 0, or 1
+ * with resp set. */
 static int start_kids(hearth_api *a, const hearth_http_request *rq, const api_proto *p, hearth_cpl_request *r,
                       const api_req_opts *o, api_job *j, hearth_http_response *resp) {
-    int n = o->n > 1 ? o->n : 1;
-    if (n == 1) return 0;
-    if (!(j->kids = calloc((size_t)n - 1, sizeof *j->kids))) {
+    int n = o->n > 1 ? o->n : 1, total = n * (o->prompts ? (int)json_array_size(o->prompts) : 1);
+    if (total == 1) return 0;
+    if (!(j->kids = calloc((size_t)total - 1, sizeof *j->kids))) {
         api_error(resp, 503, "unavailable_error", NULL, "out_of_memory", "out of memory");
         return 1;
     }
     const uint64_t seed = r->p.seed;
-    for (int i = 1; i < n; i++) {
+    for (int i = 1; i < total; i++) {
         hearth_cpl_error e;
         hearth_cpl *q;
-        r->p.seed = seed + (uint64_t)i;
+        if (i % n == 0 && !take_prompt(r, json_array_get(o->prompts, (size_t)(i / n)))) {
+            api_error(resp, 503, "unavailable_error", NULL, "out_of_memory", "out of memory");
+            return 1;
+        }
+        r->p.seed = seed + (uint64_t)(i % n);
         hearth_status st = hearth_cpl_start(a->cpl, r, &q, &e);
         r->p.seed = seed;
         if (st != HEARTH_OK) {
@@ -468,7 +503,7 @@ static int start_kids(hearth_api *a, const hearth_http_request *rq, const api_pr
 /* The whole response of a finished request: choice 0's, the others' choices appended, usage summed. */
 static json_t *full_response(api_job *j) {
     json_t *doc = j->proto->full(j);
-    json_t *choices = json_object_get(doc, "choices"), *usage = json_object_get(doc, "usage");
+    json_t *choices = json_object_get(doc, "choices");
     for (int i = 0; doc && i < j->n_kids; i++) {
         api_job *k = j->kids[i];
         json_t *kd = k->proto->full(k);
@@ -480,12 +515,11 @@ static json_t *full_response(api_job *j) {
         }
         json_object_set_new(c, "index", json_integer(k->index));
         json_array_append(choices, c);
-        int add = hearth_cpl_summary_get(k->q)->completion_tokens;
-        json_object_set_new(usage, "completion_tokens",
-                            json_integer(json_integer_value(json_object_get(usage, "completion_tokens")) + add));
-        json_object_set_new(usage, "total_tokens",
-                            json_integer(json_integer_value(json_object_get(usage, "total_tokens")) + add));
         json_decref(kd);
+    }
+    if (doc && j->n_kids) {
+        hearth_cpl_summary sum = usage_sum(j);
+        json_object_set_new(doc, "usage", api_usage(&sum));
     }
     return doc;
 }

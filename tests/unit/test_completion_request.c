@@ -13,6 +13,7 @@ typedef struct {
     api_req_opts o;
     hearth_cpl_error e;
     int rc;
+    json_t *body; /* kept until done: o.prompts borrows from it */
 } parsed;
 
 static void parse(parsed *p, int chat, const char *body) {
@@ -24,10 +25,13 @@ static void parse(parsed *p, int chat, const char *body) {
         return;
     }
     p->rc = chat ? api_parse_chat(b, &p->r, &p->o, &p->e) : api_parse_text(b, &p->r, &p->o, &p->e);
-    json_decref(b);
+    p->body = b;
 }
 
-static void done(parsed *p) { hearth_cpl_request_deinit(&p->r); }
+static void done(parsed *p) {
+    hearth_cpl_request_deinit(&p->r);
+    json_decref(p->body);
+}
 
 /* The body is refused with status st, naming param. */
 static int refused(int chat, const char *body, hearth_status st, const char *param) {
@@ -172,7 +176,15 @@ TEST(request_text_prompt_forms) {
     CHECK(p.r.n_prompt_ids == 2 && p.r.prompt_ids[0] == 4);
     done(&p);
     CHECK(refused(0, "{}", HEARTH_EINVAL, "prompt"));
-    CHECK(refused(0, "{\"prompt\":[\"a\",\"b\"]}", HEARTH_ENOTSUP, "prompt"));
+    parse(&p, 0, "{\"prompt\":[\"a\",\"b\"],\"n\":2}"); /* a batch: the first prompt, the rest at start */
+    CHECK(p.rc == 0 && json_array_size(p.o.prompts) == 2 && p.o.n == 2);
+    CHECK_STR(p.r.prompt, "a");
+    done(&p);
+    parse(&p, 0, "{\"prompt\":[[7,8],[9]]}");
+    CHECK(p.rc == 0 && json_array_size(p.o.prompts) == 2 && p.r.n_prompt_ids == 2 && p.r.prompt_ids[1] == 8);
+    done(&p);
+    CHECK(refused(0, "{\"prompt\":[\"a\",1]}", HEARTH_EINVAL, "prompt"));
+    CHECK(refused(0, "{\"prompt\":[\"a\",\"b\"],\"n\":40}", HEARTH_EINVAL, "prompt")); /* 80 choices */
     CHECK(refused(0, "{\"prompt\":[1,-2]}", HEARTH_EINVAL, "prompt"));
     CHECK(refused(0, "{\"prompt\":{}}", HEARTH_EINVAL, "prompt"));
     parse(&p, 0, "{\"prompt\":\"x\",\"echo\":true,\"max_tokens\":0}"); /* echo: the prompt alone */
