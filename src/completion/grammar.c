@@ -1,6 +1,7 @@
 /* grammar.c - GBNF grammars: the parser, the matcher, the sampler constraint
  * (grammar.h says what is accepted and how it is matched). */
 #include "completion/grammar.h"
+#include "completion/grammar_internal.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -166,8 +167,7 @@ static int is_name_char(char c) {
 static int hex_digits(gparser *P, int n, uint32_t *cp) {
     uint32_t v = 0;
     for (int i = 0; i < n; i++, P->p++) {
-        char c = P->p < P->end ? *P->p : 0;
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        int d = gram_hex_digit(P->p < P->end ? *P->p : 0);
         if (d < 0) return fail(P, HEARTH_EINVAL, "expected %d hex digits after the escape", n);
         v = v * 16 + (uint32_t)d;
     }
@@ -198,16 +198,10 @@ static int parse_char(gparser *P, uint32_t *cp) {
             return fail(P, HEARTH_EINVAL, "unknown escape '\\%c'", c);
         }
     }
-    int n = *s < 0x80 ? 1 : (*s >> 5) == 6 ? 2 : (*s >> 4) == 14 ? 3 : (*s >> 3) == 30 ? 4 : 0;
-    if (!n || P->p + n > P->end) return fail(P, HEARTH_EINVAL, "invalid UTF-8");
-    uint32_t v = n == 1 ? *s : (uint32_t)(*s & (0x7F >> n));
-    for (int i = 1; i < n; i++) {
-        if ((s[i] & 0xC0) != 0x80) return fail(P, HEARTH_EINVAL, "invalid UTF-8");
-        v = v << 6 | (s[i] & 0x3F);
-    }
+    int n = gram_utf8(s, (size_t)(P->end - P->p), cp);
+    if (!n) return fail(P, HEARTH_EINVAL, "invalid UTF-8");
     if (*s == '\n') P->line++;
     P->p += n;
-    *cp = v;
     return 0;
 }
 

@@ -11,6 +11,7 @@
  * change the language or cannot be a grammar is refused by name:
  * backreferences, lookaround, \b, possessive quantifiers. */
 #include "completion/grammar.h"
+#include "completion/grammar_internal.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -65,8 +66,7 @@ static int put_cp(rx *R, uint32_t cp) { /* a code point as a GBNF escape, valid 
 static int hexval(rx *R, int n, uint32_t *cp) {
     uint32_t v = 0;
     for (int i = 0; i < n; i++, R->p++) {
-        char c = R->p < R->end ? *R->p : 0;
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        int d = gram_hex_digit(R->p < R->end ? *R->p : 0);
         if (d < 0) return rx_fail(R, HEARTH_EINVAL, "expected %d hex digits", n);
         v = v * 16 + (uint32_t)d;
     }
@@ -75,16 +75,9 @@ static int hexval(rx *R, int n, uint32_t *cp) {
 }
 
 static int utf8_char(rx *R, uint32_t *cp) {
-    const uint8_t *s = (const uint8_t *)R->p;
-    int n = *s < 0x80 ? 1 : (*s >> 5) == 6 ? 2 : (*s >> 4) == 14 ? 3 : (*s >> 3) == 30 ? 4 : 0;
-    if (!n || R->p + n > R->end) return rx_fail(R, HEARTH_EINVAL, "invalid UTF-8");
-    uint32_t v = n == 1 ? *s : (uint32_t)(*s & (0x7F >> n));
-    for (int i = 1; i < n; i++) {
-        if ((s[i] & 0xC0) != 0x80) return rx_fail(R, HEARTH_EINVAL, "invalid UTF-8");
-        v = v << 6 | (s[i] & 0x3F);
-    }
+    int n = gram_utf8((const uint8_t *)R->p, (size_t)(R->end - R->p), cp);
+    if (!n) return rx_fail(R, HEARTH_EINVAL, "invalid UTF-8");
     R->p += n;
-    *cp = v;
     return 0;
 }
 
@@ -200,7 +193,8 @@ static int parse_quant(rx *R) {
         return 0;
     }
     if (R->p < R->end && *R->p == '?') R->p++; /* lazy: the same language */
-    else if (R->p < R->end && *R->p == '+') return rx_fail(R, HEARTH_ENOTSUP, "possessive quantifiers are not supported");
+    else if (R->p < R->end && *R->p == '+')
+        return rx_fail(R, HEARTH_ENOTSUP, "possessive quantifiers are not supported");
     if (R->p < R->end && strchr("*+?", *R->p)) return rx_fail(R, HEARTH_EINVAL, "a quantifier after a quantifier");
     return 0;
 }

@@ -319,6 +319,27 @@ static void retire_canceled(hearth_engine *e) {
     }
 }
 
+static int min_int(int a, int b) { return a < b ? a : b; }
+
+/* A running sequence is still to compute full prompt blocks that s shares
+ * (the same ids from the start, the same adapter): the n choices of one
+ * request, or users of one system prompt arriving together. s then waits
+ * until they are computed and cached and takes them from the cache rather
+ * than computing them a second time beside them. */
+static int prefix_in_flight(const hearth_engine *e, const hearth_seq *s) {
+    if (s->req.want_prompt_logprobs) return 0; /* it computes every position anyway */
+    const int bs = hearth_kv_block_size(e->kv);
+    for (int i = 0; i < e->o.n_slots; i++) {
+        const hearth_seq *t = e->running[i];
+        if (!t || t->req.adapter != s->req.adapter || t->req.want_prompt_logprobs) continue;
+        const int lim = min_int(s->n_tokens - 1, t->req.n_prompt); /* s computes its last token itself */
+        int c = 0;
+        while (c < lim && s->tokens[c] == t->tokens[c]) c++;
+        if (c / bs * bs > t->n_computed) return 1;
+    }
+    return 0;
+}
+
 static void admit(hearth_engine *e) {
     for (int slot = 0; slot < e->o.n_slots && e->wait_head; slot++) {
         if (e->running[slot]) continue;
@@ -327,6 +348,7 @@ static void admit(hearth_engine *e) {
         int any_running = 0;
         for (int i = 0; i < e->o.n_slots; i++) any_running |= e->running[i] != NULL;
         if (any_running && blocks > hearth_kv_n_available_blocks(e->kv)) break; /* FIFO: no overtaking */
+        if (prefix_in_flight(e, s)) break; /* FIFO too: those behind it wait the step or two */
         wait_pop(e);
         s->slot = slot;
         /* prompt logprobs need every prompt position's logits: no cached prefix */
@@ -353,8 +375,6 @@ static int admitted_first(const void *a, const void *b) {
     const struct admitted *x = a, *y = b;
     return x->t < y->t ? -1 : x->t > y->t ? 1 : x->slot - y->slot;
 }
-
-static int min_int(int a, int b) { return a < b ? a : b; }
 
 /* Speculative decoding: behind each decoding sequence's row (planned, one
  * each, in admission order), the tokens that prompt lookup drafts for it,

@@ -410,6 +410,58 @@ static void multi_turn_case(int spec) {
 
 TEST(engine_prefix_cache_multi_turn) { multi_turn_case(0); }
 
+/* Requests that share a prompt, submitted together (a request's n choices,
+ * users of one system prompt): its full blocks are computed once; the others
+ * wait for them and take them from the cache, with the outputs of the serial
+ * path. Then a shared 33-token head of otherwise different prompts: its two
+ * full blocks, once (the rounds' heads differ). */
+TEST(engine_shared_prompt_prefilled_once) {
+    rig r, fresh;
+    CHECK_MSG(rig_open(&r, 64, 4, 64) && rig_open(&fresh, 64, 1, 64), "cannot open the tiny model");
+    hearth_engine *e, *e1;
+    hearth_engine_opts o = {.n_slots = 4}, o1 = {.n_slots = 1};
+    CHECK_EQ(hearth_engine_new(&e, r.m, r.kv, &o, NULL), HEARTH_OK);
+    CHECK_EQ(hearth_engine_new(&e1, fresh.m, fresh.kv, &o1, NULL), HEARTH_OK);
+    int vocab = hearth_model_config_get(r.m)->vocab_size;
+    for (int shared_head = 0; shared_head < 2; shared_head++) {
+        int32_t ids[4][40], want[4][12], got[4][12];
+        for (int k = 0; k < 4; k++)
+            for (int i = 0; i < 40; i++) /* the same 40 ids, or the same 33 then each its own */
+                ids[k][i] = (int32_t)((i * 37 + 11 + 3 * shared_head + (shared_head && i >= 33 ? 5 * k + 1 : 0)) %
+                                      vocab);
+        for (int k = 0; k < 4; k++) one(e1, ids[k], 40, 12, want[k]);
+        hearth_seq *sq[4];
+        for (int k = 0; k < 4; k++) { /* all at once */
+            hearth_gen_request q = {0};
+            q.prompt = malloc(sizeof ids[k]);
+            memcpy(q.prompt, ids[k], sizeof ids[k]);
+            q.n_prompt = 40;
+            q.max_new = 12;
+            hearth_sampling_default(&q.sampling);
+            q.sampling.temperature = 0;
+            CHECK_EQ(hearth_engine_submit(e, &q, &sq[k], NULL), HEARTH_OK);
+        }
+        int cached = 0;
+        for (int k = 0; k < 4; k++) {
+            hearth_token_event ev;
+            int n = 0;
+            while (hearth_seq_next(sq[k], &ev, -1) == 1) got[k][n++] = ev.id;
+            hearth_seq_summary sum;
+            hearth_seq_summary_get(sq[k], &sum);
+            hearth_seq_release(sq[k]);
+            CHECK_EQ(n, 12);
+            CHECK_MSG(!memcmp(got[k], want[k], sizeof got[k]), "request %d: not the serial output", k);
+            cached += sum.n_cached;
+        }
+        CHECK_MSG(cached == 3 * 32, "round %d: %d positions from the cache, expected %d", shared_head, cached,
+                  3 * 32);
+    }
+    hearth_engine_free(e);
+    hearth_engine_free(e1);
+    rig_free(&r);
+    rig_free(&fresh);
+}
+
 /* A pool too small to keep every finished prompt cached: the LRU evicts the
  * oldest cached blocks to admit new work, outputs stay those of the serial
  * path, an old prompt comes back uncached and the newest cached. */

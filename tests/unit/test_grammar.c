@@ -341,7 +341,8 @@ TEST(grammar_regex_matches_what_pcre2_matches) {
     static const char *TEXT[] = { /* not "": PCRE2 reports no partial match of an empty text */
         "5", "555-1234", "555-12345", "55-1234", "3.14", "3.", "3.145", "10", "cat", "dogs", "cats!", "Hello World",
         "Hello world", "abc", "a\nc", "axc", "me@site.com", "me@site.net", "xyz", "bcdf", "bcdfg", "ae", "e", "abcde",
-        "abcabe", "xxy", "xy", "xxxxy", "1999", "2024", "1899", "(1)[]{x}", "a-]", "abcd", "caf\xc3\xa9", "na\xc3\xafve",
+        "abcabe", "xxy", "xy", "xxxxy", "1999", "2024", "1899", "(1)[]{x}", "a-]", "abcd", "caf\xc3\xa9",
+        "na\xc3\xafve",
         "  x ", "x y", "yes", "no", "a{,3}", "aaa", "aab", "abbb",
     };
     for (size_t i = 0; i < sizeof RE / sizeof *RE; i++) {
@@ -354,7 +355,8 @@ TEST(grammar_regex_matches_what_pcre2_matches) {
         hearth_grammar *g = compile(gbnf);
         int ec;
         PCRE2_SIZE eo;
-        pcre2_code *re = pcre2_compile((PCRE2_SPTR)RE[i], PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_ALT_BSUX | PCRE2_DOLLAR_ENDONLY, &ec, &eo, NULL);
+        pcre2_code *re = pcre2_compile((PCRE2_SPTR)RE[i], PCRE2_ZERO_TERMINATED,
+                                       PCRE2_UTF | PCRE2_ALT_BSUX | PCRE2_DOLLAR_ENDONLY, &ec, &eo, NULL);
         CHECK(re != NULL);
         for (size_t k = 0; g && re && k < sizeof TEXT / sizeof *TEXT; k++) {
             int want = pcre_class(re, TEXT[k]), got = classify(g, TEXT[k], 1);
