@@ -511,12 +511,13 @@ hearth_status hearth_grammar_compile(hearth_grammar **out, const char *text, siz
     int n = 0;
     for (int i = 0; i < P.n_rules; i++) {
         g->rule_start[i] = n;
-        memcpy(g->el + n, P.rules[i].body.v, sizeof *g->el * (size_t)P.rules[i].body.n);
+        if (P.rules[i].body.n) /* an empty rule has no body buffer */
+            memcpy(g->el + n, P.rules[i].body.v, sizeof *g->el * (size_t)P.rules[i].body.n);
         n += P.rules[i].body.n;
         g->el[n++] = (gel){EL_END, 0};
     }
-    memcpy(g->sets, P.sets, sizeof *g->sets * (size_t)P.n_sets);
-    memcpy(g->ranges, P.ranges, sizeof *g->ranges * (size_t)P.n_ranges);
+    if (P.n_sets) memcpy(g->sets, P.sets, sizeof *g->sets * (size_t)P.n_sets);
+    if (P.n_ranges) memcpy(g->ranges, P.ranges, sizeof *g->ranges * (size_t)P.n_ranges);
     int bad;
     if (left_recursive(g, &bad)) goto oom;
     if (bad >= 0) {
@@ -678,7 +679,7 @@ void hearth_grammar_state_deinit(hearth_grammar_state *s) {
 
 int hearth_grammar_state_copy(hearth_grammar_state *dst, const hearth_grammar_state *src) {
     if (!state_reserve(dst, src->len ? src->len : 1)) return 0;
-    memcpy(dst->buf, src->buf, sizeof *src->buf * (size_t)src->len);
+    if (src->len) memcpy(dst->buf, src->buf, sizeof *src->buf * (size_t)src->len);
     dst->len = src->len;
     dst->cp = src->cp;
     dst->need = src->need;
