@@ -66,6 +66,7 @@ typedef struct {
     const json_t *prompts;      /* text completions: a batch of prompts (strings or arrays of ids; borrowed from
                                    the body, read while the request starts), or NULL for one: n choices each */
     int logprobs, top_logprobs; /* as the request gave them (0 = none) */
+    int prompt_logprobs;        /* vLLM's: 1 + the alternatives a prompt token's record lists; 0 = not asked */
     json_t *echo;               /* Responses: request fields the response repeats (owned), or NULL */
 } api_req_opts;
 
@@ -190,6 +191,9 @@ json_t *api_usage(const hearth_cpl_summary *s);
 json_t *api_chunk_base(api_job *j); /* {"id","object","created","model"} */
 /* Text of token id for logprob reports, and its UTF-8 bytes as a JSON array. */
 json_t *api_token_string(api_job *j, int32_t id);
+/* vLLM's prompt_logprobs of the job's prompt: [null, {"<id>": {logprob, rank, decoded_token}, ...}, ...] (the
+ * prompt token, then its alternatives), or NULL when the request did not ask. */
+json_t *api_prompt_logprobs(api_job *j);
 json_t *api_token_bytes(json_t *token_string);
 
 /* A server-sent event into out: "event: <event>" (when not NULL) and the data line. */

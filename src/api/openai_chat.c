@@ -75,6 +75,8 @@ static json_t *full(api_job *j) {
     json_t *doc = json_pack("{s:s,s:s,s:I,s:s,s:[o],s:o}", "id", j->id, "object", "chat.completion", "created",
                             (json_int_t)j->created, "model", api_job_model(j), "choices", choice, "usage",
                             api_usage(s));
+    json_t *plp = api_prompt_logprobs(j);
+    if (plp) json_object_set_new(doc, "prompt_logprobs", plp); /* vLLM's place: the response */
     return doc;
 }
 

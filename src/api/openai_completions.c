@@ -105,6 +105,8 @@ static json_t *full(api_job *j) {
                                j->o.logprobs ? logprobs_json(j, 1, 0, n, &off) : json_null(), "finish_reason",
                                hearth_cpl_finish_name(s->finish));
     api_buf_free(&text);
+    json_t *plp = api_prompt_logprobs(j);
+    if (plp) json_object_set_new(choice, "prompt_logprobs", plp); /* vLLM's place: the choice */
     return json_pack("{s:s,s:s,s:I,s:s,s:[o],s:o}", "id", j->id, "object", "text_completion", "created",
                      (json_int_t)j->created, "model", api_job_model(j), "choices", choice, "usage", api_usage(s));
 }

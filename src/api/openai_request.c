@@ -298,6 +298,9 @@ static int parse_common(const json_t *b, hearth_cpl_request *r, api_req_opts *o,
         }
     }
     has = 0;
+    if (api_get_int(b, "prompt_logprobs", 0, HEARTH_MAX_TOP_LOGPROBS, &has, &iv, e)) return 1; /* vLLM's */
+    if (has) r->prompt_logprobs = (int)iv, o->prompt_logprobs = 1 + (int)iv;
+    has = 0;
     if (api_get_int(b, "min_tokens", 0, 1 << 30, &has, &iv, e)) return 1; /* vLLM's */
     if (has) r->min_tokens = (int)iv;
 
@@ -328,6 +331,9 @@ static int parse_common(const json_t *b, hearth_cpl_request *r, api_req_opts *o,
     }
 
     if (api_get_bool(b, "stream", &o->stream, e) || api_get_bool(b, "ignore_eos", &r->ignore_eos, e)) return 1;
+    if (o->prompt_logprobs && o->stream)
+        return api_fail(e, HEARTH_EINVAL, "prompt_logprobs",
+                        "'prompt_logprobs' is not available with 'stream' (as vLLM's): ask without streaming.");
     json_t *so = api_field(b, "stream_options");
     if (so) {
         if (!o->stream)

@@ -6,6 +6,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,6 +117,33 @@ json_t *api_usage(const hearth_cpl_summary *s) {
     return json_pack("{s:i,s:i,s:i,s:{s:i}}", "prompt_tokens", s->prompt_tokens, "completion_tokens",
                      s->completion_tokens, "total_tokens", s->prompt_tokens + s->completion_tokens,
                      "prompt_tokens_details", "cached_tokens", s->cached_tokens);
+}
+
+static void plp_put(api_job *j, json_t *d, int32_t id, float logprob, int rank) {
+    char key[16];
+    snprintf(key, sizeof key, "%d", (int)id);
+    if (json_object_get(d, key)) return; /* the prompt token among its alternatives: its own record stands */
+    json_object_set_new(d, key, json_pack("{s:f,s:i,s:o}", "logprob", (double)logprob, "rank", rank, "decoded_token",
+                                          api_token_string(j, id)));
+}
+
+json_t *api_prompt_logprobs(api_job *j) {
+    if (!j->o.prompt_logprobs) return NULL;
+    int n;
+    const hearth_logprobs *lp = hearth_cpl_prompt_logprobs(j->q, &n);
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++) {
+        if (isnan(lp[i].chosen.logprob)) { /* the first token: nothing before it scores it */
+            json_array_append_new(a, json_null());
+            continue;
+        }
+        json_t *d = json_object();
+        plp_put(j, d, lp[i].chosen.id, lp[i].chosen.logprob, lp[i].rank);
+        for (int k = 0; k < lp[i].n_top && k < j->o.prompt_logprobs - 1; k++)
+            plp_put(j, d, lp[i].top[k].id, lp[i].top[k].logprob, k + 1);
+        json_array_append_new(a, d);
+    }
+    return a;
 }
 
 json_t *api_chunk_base(api_job *j) {

@@ -41,6 +41,7 @@ struct hearth_cpl {
     int n_pulled;
     hearth_logprobs *lp; /* [lp_cap] when logprobs were asked for */
     int n_lp, lp_cap, want_lp;
+    int want_plp; /* prompt_logprobs: the engine scores the prompt for hearth_cpl_prompt_logprobs */
     double t_start, t_first;
     hearth_cpl_summary sum;
     float *emb; /* embed: the normalized vector, made at the first ask */
@@ -86,6 +87,7 @@ void hearth_cpl_params_from_gen(hearth_cpl_params *p, const hearth_gen_defaults 
 void hearth_cpl_request_init(hearth_cpl_request *r) {
     memset(r, 0, sizeof *r);
     r->prompt_field = "prompt";
+    r->prompt_logprobs = -1;
 }
 
 void hearth_cpl_request_deinit(hearth_cpl_request *r) {
@@ -460,7 +462,9 @@ hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, h
     g.sampling.n_logit_bias = r->n_bias;
     g.sampling.top_logprobs = r->top_logprobs;
     g.want_logprobs = q->want_lp;
-    g.want_prompt_logprobs = r->echo && q->want_lp;
+    g.want_prompt_logprobs = (r->echo && q->want_lp) || r->prompt_logprobs >= 0;
+    q->want_plp = r->prompt_logprobs >= 0;
+    if (r->prompt_logprobs > g.sampling.top_logprobs) g.sampling.top_logprobs = r->prompt_logprobs;
     memcpy(g.stop_ids, ends, sizeof g.stop_ids[0] * (size_t)n_ends);
     g.n_stop = n_ends;
     if (r->min_tokens > 0) { /* the answer's ends held back until then */
@@ -621,6 +625,11 @@ const char *hearth_cpl_echo(const hearth_cpl *q, size_t *text_len, const hearth_
     if (!q->echo) return NULL;
     if (q->want_lp && q->seq) *lp = hearth_seq_prompt_logprobs(q->seq, n); /* NULL until the engine wrote them */
     return q->echo;
+}
+
+const hearth_logprobs *hearth_cpl_prompt_logprobs(const hearth_cpl *q, int *n) {
+    *n = 0;
+    return q->want_plp && q->seq ? hearth_seq_prompt_logprobs(q->seq, n) : NULL;
 }
 
 const hearth_logprobs *hearth_cpl_logprobs(const hearth_cpl *q, int *n) {

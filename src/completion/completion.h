@@ -64,6 +64,8 @@ typedef struct {
     int32_t stop_token_ids[HEARTH_STOP_MAX]; /* ids that end the answer too, not shown (vLLM's stop_token_ids) */
     int n_stop_token_ids;
     int min_tokens;   /* end-of-generation and stop ids cannot come before this many tokens (vLLM's) */
+    int prompt_logprobs; /* vLLM's: each prompt token's logprob and this many alternatives
+                            (hearth_cpl_prompt_logprobs); -1 = not asked */
     int echo;         /* text: the prompt comes back before the answer (hearth_cpl_echo), with each prompt
                          token's logprob when logprobs are asked for; max_tokens 0 then asks for the prompt's
                          alone */
@@ -188,6 +190,9 @@ const char *hearth_cpl_echo(const hearth_cpl *q, size_t *text_len, const hearth_
 /* Logprob records of the tokens pulled so far (end ids excluded), in order;
  * NULL/0 when the request did not ask for logprobs. */
 const hearth_logprobs *hearth_cpl_logprobs(const hearth_cpl *q, int *n);
+/* prompt_logprobs: a record for each prompt token (the first's logprob NaN: nothing before it scores it),
+ * with its rank; NULL (and *n 0) when not asked or not yet computed. */
+const hearth_logprobs *hearth_cpl_prompt_logprobs(const hearth_cpl *q, int *n);
 const hearth_cpl_summary *hearth_cpl_summary_get(const hearth_cpl *q);
 const hearth_cpl_ctx *hearth_cpl_context(const hearth_cpl *q);
 /* Ask it to stop (any thread); the next step settles it as CANCELED. */

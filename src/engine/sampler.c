@@ -173,8 +173,10 @@ void hearth_logprobs_fill(const float *logits, int vocab, int32_t chosen, int n_
     lp->chosen = (hearth_token_logprob){chosen, logits[chosen] - lse};
     int n = n_top;
     lp->n_top = 0;
+    lp->rank = 1;
     for (int i = 0; i < vocab; i++) { /* insertion into a short sorted list */
         float v = logits[i];
+        lp->rank += v > logits[chosen];
         if (lp->n_top == n && (n == 0 || v <= lp->top[n - 1].logprob)) continue;
         int j = lp->n_top < n ? lp->n_top++ : n - 1;
         while (j > 0 && lp->top[j - 1].logprob < v) {
@@ -261,6 +263,7 @@ int32_t hearth_sampler_from_pick(const hearth_sampler *s, const hearth_pick *pk,
     if (lp) {
         lp->chosen = (hearth_token_logprob){pk->id, pk->chosen - pk->lse};
         lp->n_top = pk->n_top;
+        lp->rank = 0;
         for (int i = 0; i < pk->n_top && i < HEARTH_MAX_TOP_LOGPROBS; i++)
             lp->top[i] = (hearth_token_logprob){pk->top_id[i], pk->top_x[i] - pk->lse};
     }

@@ -71,6 +71,7 @@ typedef struct {
     hearth_token_logprob chosen;
     hearth_token_logprob top[HEARTH_MAX_TOP_LOGPROBS];
     int n_top;
+    int rank; /* the chosen token's among all (1 = likeliest) where the host scored the row; 0 = not counted */
 } hearth_logprobs;
 
 typedef struct hearth_sampler {
