@@ -458,8 +458,9 @@ TEST(engine_shared_prompt_prefilled_once) {
     }
     hearth_engine_free(e);
     hearth_engine_free(e1);
-    rig_free(&r);
-    rig_free(&fresh);
+    CHECK_EQ(hearth_kv_n_available_blocks(r.kv), 64); /* nothing held: no leak */
+    rig_close(&r);
+    rig_close(&fresh);
 }
 
 /* A pool too small to keep every finished prompt cached: the LRU evicts the
