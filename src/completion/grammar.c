@@ -777,7 +777,6 @@ static int grammar_allows(void *self, int32_t id) { return allowed(self, id); }
 
 static void grammar_mask(void *self, float *logits, int vocab) {
     grammar_constraint *c = self;
-    const hearth_vocab_bytes *v = c->v;
     uint8_t first[256]; /* the bytes a token may begin with: most tokens fail on their first */
     for (int b = 0; b < 256; b++) {
         uint32_t lo = (uint32_t)b, hi = lo;
@@ -785,16 +784,7 @@ static void grammar_mask(void *self, float *logits, int vocab) {
         if (k > 0 && !utf8_range((uint32_t)(b & (0x3F >> k)), k, k + 1, &lo, &hi)) k = -1;
         first[b] = c->st.need ? 1 : k < 0 ? 0 : (uint8_t)accepts_range(c->g, &c->st, lo, hi);
     }
-    int any = 0;
-    for (int id = 0; id < vocab; id++) {
-        if (logits[id] == -INFINITY) continue;
-        int ok = id < v->n && v->off[id] < v->off[id + 1] && !first[v->bytes[v->off[id]]] ? 0 : allowed(c, id);
-        if (ok) any = 1;
-        else logits[id] = -INFINITY;
-    }
-    if (!any) /* nothing can continue (a stack too deep): end the answer */
-        for (int i = 0; i < c->n_end; i++)
-            if (c->end[i] >= 0 && c->end[i] < vocab) logits[c->end[i]] = 0.0f;
+    hearth_vocab_mask(c->v, first, grammar_allows, c, c->end, c->n_end, logits, vocab); /* a stack too deep: the end */
 }
 
 static void grammar_accept(void *self, int32_t id) {

@@ -268,16 +268,21 @@ static void json_mask(void *self, float *logits, int vocab) {
         hearth_schema_copy(&t, &c->st);
         first[b] = (uint8_t)hearth_schema_step(c->schema, &t, (uint8_t)b);
     }
+    hearth_vocab_mask(v, first, json_allows, c, c->end, c->n_end, logits, vocab); /* at the nesting limit: the end */
+}
+
+void hearth_vocab_mask(const hearth_vocab_bytes *v, const uint8_t first[256], int (*allows)(void *, int32_t),
+                       void *self, const int32_t *end, int n_end, float *logits, int vocab) {
     int any = 0;
     for (int id = 0; id < vocab; id++) {
         if (logits[id] == -INFINITY) continue;
-        int ok = id < v->n && v->off[id] < v->off[id + 1] && !first[v->bytes[v->off[id]]] ? 0 : allowed(c, id);
+        int ok = id < v->n && v->off[id] < v->off[id + 1] && !first[v->bytes[v->off[id]]] ? 0 : allows(self, id);
         if (ok) any = 1;
         else logits[id] = -INFINITY;
     }
-    if (!any) /* nothing can continue (the nesting limit): end the answer */
-        for (int i = 0; i < c->n_end; i++)
-            if (c->end[i] >= 0 && c->end[i] < vocab) logits[c->end[i]] = 0.0f;
+    if (!any) /* nothing can continue: end the answer */
+        for (int i = 0; i < n_end; i++)
+            if (end[i] >= 0 && end[i] < vocab) logits[end[i]] = 0.0f;
 }
 
 static void json_accept(void *self, int32_t id) {

@@ -49,6 +49,12 @@ typedef struct {
 } hearth_vocab_bytes;
 
 hearth_status hearth_vocab_bytes_build(hearth_vocab_bytes *v, const hearth_tokenizer *tok, hearth_err *err);
+/* A constraint's whole mask over logits[vocab]: each token not yet -inf stays
+ * when first[its first byte] and allows(self, id) say so; when none stays,
+ * the end ids (end[n_end]) are let through instead of a mask that forbids
+ * everything. */
+void hearth_vocab_mask(const hearth_vocab_bytes *v, const uint8_t first[256], int (*allows)(void *, int32_t),
+                       void *self, const int32_t *end, int n_end, float *logits, int vocab);
 /* v built from tok unless it was (under mu when threads share v; mu may be NULL). */
 hearth_status hearth_vocab_bytes_once(hearth_vocab_bytes *v, pthread_mutex_t *mu, const hearth_tokenizer *tok,
                                      hearth_err *err);
