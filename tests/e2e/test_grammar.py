@@ -187,3 +187,19 @@ def test_run_with_a_grammar(tmp_path):
     assert bad.returncode == 2 and "--grammar: line 1: a character class without its ']'" in bad.stderr, bad.stderr
     both = run_hearth("run", DEFAULT_MODEL, "x", "--json", "--grammar", 'root ::= "a"')
     assert both.returncode == 2 and "give one of" in both.stderr
+
+
+def test_grammar_beside_speculative_drafts_keeps_the_text(server):
+    """With --spec-ngram the chooser walks drafted rows, each token through
+    the request's sampler and its grammar: the text is the one without."""
+    spec = Server("--parallel", 2, "--spec-ngram", "5")
+    try:
+        prompt = 'Copy: {"a": 1, "b": [1, 2], "a": 1, "b": [1, 2], "a": 1'
+        for g in (LIST, DATE, JSON_GBNF):
+            body = {"model": "default", "prompt": prompt, "max_tokens": 60, "temperature": 0, "grammar": g}
+            with_drafts = json.loads(spec.post("/v1/completions", body)[1])["choices"][0]["text"]
+            without = json.loads(server.post("/v1/completions", body)[1])["choices"][0]["text"]
+            assert with_drafts == without, (g, with_drafts, without)
+        assert json.loads(spec.get("/stats")[1])["engine"]["spec_draft_tokens"] > 0
+    finally:
+        assert spec.stop() == 0, spec.output()
