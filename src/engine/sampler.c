@@ -149,12 +149,26 @@ static int32_t argmax(const float *x, int n) {
  * forbidden: mask them all instead. */
 static int constrain_reachable(hearth_sampler *s, float *logits) {
     const hearth_constraint *c = &s->p.constraint;
-    int32_t best = argmax(logits, s->vocab);
-    for (int tries = 0; !c->allows(c->self, best); tries++) {
-        if (tries == 16 || !isfinite(logits[best])) return 0;
-        logits[best] = -INFINITY;
-        best = argmax(logits, s->vocab);
+    enum { TRIES = 17 };
+    int32_t top[TRIES]; /* the likeliest, in argmax's order (a tie: the lower id first), found in one pass */
+    int nt = 0;
+    for (int i = 0; i < s->vocab; i++) {
+        float v = logits[i];
+        if (nt == TRIES && !(v > logits[top[TRIES - 1]])) continue;
+        int j = nt < TRIES ? nt++ : TRIES - 1;
+        while (j > 0 && logits[top[j - 1]] < v) {
+            top[j] = top[j - 1];
+            j--;
+        }
+        top[j] = i;
     }
+    int32_t best = -1;
+    for (int k = 0; k < nt && best < 0; k++) {
+        if (c->allows(c->self, top[k])) best = top[k];
+        else if (k == TRIES - 1 || !isfinite(logits[top[k]])) return 0;
+        else logits[top[k]] = -INFINITY;
+    }
+    if (best < 0) return 0;
     if (s->p.temperature > 0.0f) {
         float lo = logits[best] - WINDOW;
         for (int i = 0; i < s->vocab; i++)
