@@ -332,7 +332,10 @@ static int prefix_in_flight(const hearth_engine *e, const hearth_seq *s) {
     for (int i = 0; i < e->o.n_slots; i++) {
         const hearth_seq *t = e->running[i];
         if (!t || t->req.adapter != s->req.adapter || t->req.want_prompt_logprobs) continue;
-        const int lim = min_int(s->n_tokens - 1, t->req.n_prompt); /* s computes its last token itself */
+        if (t->n_computed >= t->req.n_prompt) continue; /* decoding: its prompt's blocks are cached already */
+        /* s computes its last token itself; past t's next block the answer is known (hundreds of streams
+         * sharing a long system prompt must not cost a full compare each) */
+        const int lim = min_int(min_int(s->n_tokens - 1, t->req.n_prompt), t->n_computed + bs);
         int c = 0;
         while (c < lim && s->tokens[c] == t->tokens[c]) c++;
         if (c / bs * bs > t->n_computed) return 1;
