@@ -9,7 +9,8 @@
  * named groups (?P<n> ) / (?<n> ), alternation |, and the quantifiers
  * * + ? {m} {m,} {m,n}, lazy or not (the language is the same). What would
  * change the language or cannot be a grammar is refused by name:
- * backreferences, lookaround, \b, possessive quantifiers. */
+ * backreferences, lookaround, \b, possessive quantifiers, and an unbounded
+ * repetition of what can match nothing ('(a?)*': a left-recursive grammar). */
 #include "completion/grammar.h"
 #include "completion/grammar_internal.h"
 
@@ -162,13 +163,18 @@ static int parse_class(rx *R) {
     return puts_(R, "]");
 }
 
-static int parse_alt(rx *R);
+static int parse_alt(rx *R, int *nullable);
 
-static int parse_quant(rx *R) {
+/* The quantifier after an atom, if any; *nullable: the atom can match nothing, then the quantified atom. An
+ * unbounded repetition of what can match nothing would be a left-recursive grammar: refused by name. */
+static int parse_quant(rx *R, int *nullable) {
     if (R->p >= R->end) return 0;
     char c = *R->p;
+    int min = 1, unbounded = 0;
     if (c == '*' || c == '+' || c == '?') {
         R->p++;
+        min = c == '+';
+        unbounded = c != '?';
         if (put(R, &c, 1)) return -1;
     } else if (c == '{') {
         const char *q = R->p + 1;
@@ -188,10 +194,16 @@ static int parse_quant(rx *R) {
         char b[48];
         snprintf(b, sizeof b, n < 0 ? "{%d,}" : "{%d,%d}", m, n);
         R->p = q + 1;
+        min = m;
+        unbounded = n < 0;
         if (puts_(R, b)) return -1;
     } else {
         return 0;
     }
+    if (unbounded && *nullable)
+        return rx_fail(R, HEARTH_ENOTSUP, "an unbounded repetition of something that can match nothing (as in "
+                       "'(a?)*') is not supported: make what repeats match at least one character");
+    *nullable = *nullable || min == 0;
     if (R->p < R->end && *R->p == '?') R->p++; /* lazy: the same language */
     else if (R->p < R->end && *R->p == '+')
         return rx_fail(R, HEARTH_ENOTSUP, "possessive quantifiers are not supported");
@@ -199,10 +211,12 @@ static int parse_quant(rx *R) {
     return 0;
 }
 
-static int parse_seq(rx *R) {
+static int parse_seq(rx *R, int *nullable) {
     int items = 0;
+    *nullable = 1;
     while (R->p < R->end && *R->p != '|' && *R->p != ')') {
         char c = *R->p;
+        int atom_nullable = 0;
         if (items++ && puts_(R, " ")) return -1;
         if (c == '(') {
             R->p++;
@@ -218,7 +232,7 @@ static int parse_seq(rx *R) {
                 }
             }
             if (++R->depth > 64) return rx_fail(R, HEARTH_EINVAL, "groups nested more than 64 deep");
-            if (puts_(R, "(") || parse_alt(R)) return -1;
+            if (puts_(R, "(") || parse_alt(R, &atom_nullable)) return -1;
             R->depth--;
             if (R->p >= R->end || *R->p != ')') return rx_fail(R, HEARTH_EINVAL, "a group without its ')'");
             R->p++;
@@ -259,16 +273,19 @@ static int parse_seq(rx *R) {
                 return -1;
             }
         }
-        if (parse_quant(R)) return -1;
+        if (parse_quant(R, &atom_nullable)) return -1;
+        *nullable = *nullable && atom_nullable;
     }
     return items ? 0 : puts_(R, "\"\"");
 }
 
-static int parse_alt(rx *R) {
-    if (parse_seq(R)) return -1;
+static int parse_alt(rx *R, int *nullable) {
+    int n;
+    if (parse_seq(R, nullable)) return -1;
     while (R->p < R->end && *R->p == '|') {
         R->p++;
-        if (puts_(R, " | ") || parse_seq(R)) return -1;
+        if (puts_(R, " | ") || parse_seq(R, &n)) return -1;
+        *nullable = *nullable || n;
     }
     return 0;
 }
@@ -276,7 +293,8 @@ static int parse_alt(rx *R) {
 hearth_status hearth_grammar_from_regex(char **gbnf, const char *re, size_t len, hearth_err *err) {
     *gbnf = NULL;
     rx R = {.p = re, .end = re + len, .start = re, .err = err, .st = HEARTH_OK};
-    if (puts_(&R, "root ::= ") == 0 && parse_alt(&R) == 0 && R.p < R.end)
+    int nullable;
+    if (puts_(&R, "root ::= ") == 0 && parse_alt(&R, &nullable) == 0 && R.p < R.end)
         rx_fail(&R, HEARTH_EINVAL, "an unmatched ')'");
     if (R.st != HEARTH_OK) {
         free(R.out);
