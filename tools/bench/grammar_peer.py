@@ -14,12 +14,9 @@ usage: .venv/bin/python tools/bench/grammar_peer.py --llama-server BIN [--gen 12
        python3 tools/bench/grammar_peer.py --only hearth --bin /tmp/b/hearth   (the GPU machine: device_run.sh grammar)
 """
 import argparse
-import json
 import os
 import statistics
 import sys
-import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from spec_peer import ROOT, Server  # noqa: E402
@@ -40,24 +37,9 @@ ws     ::= [ \n]{0,4}
 PROMPT = "Write a detailed description of a small town, its people and its history, as requested.\n\n"
 
 
-def run(url, grammar, gen):
-    body = {"model": "default", "prompt": PROMPT, "max_tokens": gen, "temperature": 0, "stream": True}
-    if grammar:
-        body["grammar"] = grammar
-    else:
-        body["ignore_eos"] = True
-    rq = urllib.request.Request(url + "/v1/completions", data=json.dumps(body).encode(),
-                                headers={"Content-Type": "application/json"})
-    t, text = [], ""
-    with urllib.request.urlopen(rq, timeout=600) as r:
-        for line in r:
-            line = line.decode().strip()
-            if not line.startswith("data: ") or line == "data: [DONE]":
-                continue
-            ch = json.loads(line[6:])
-            if ch.get("choices") and ch["choices"][0].get("text"):
-                t.append(time.perf_counter())
-                text += ch["choices"][0]["text"]
+def run(server, grammar, gen):
+    """A grammar in the `grammar` field, or none (then ignore_eos, so that both engines write the budget)."""
+    text, _, t = server.run(PROMPT, gen, {"grammar": grammar} if grammar else {"ignore_eos": True})
     return text, t
 
 
@@ -85,9 +67,9 @@ def main():
         for engine, cmd in cmds.items():
             s = Server(cmd)
             try:
-                run(s.url, None, 8)  # warm
+                run(s, None, 8)  # warm
                 for name, g in GRAMMARS.items():
-                    text, t = run(s.url, g, a.gen)
+                    text, t = run(s, g, a.gen)
                     rate = (len(t) - 1) / (t[-1] - t[0]) if len(t) > 2 else float("nan")
                     rates.setdefault((engine, name), []).append(rate)
                     texts[(engine, name)] = text

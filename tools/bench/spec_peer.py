@@ -82,10 +82,10 @@ class Server:
                 time.sleep(0.05)
         self.url = url
 
-    def run(self, prompt, gen):
-        """One streamed completion: its text, tokens and the arrival time of each piece."""
+    def run(self, prompt, gen, extra=None):
+        """One streamed completion (extra: more body fields): its text, tokens and each piece's arrival time."""
         body = {"model": "default", "prompt": prompt, "max_tokens": gen, "temperature": 0, "stream": True,
-                "stream_options": {"include_usage": True}}
+                "stream_options": {"include_usage": True}, **(extra or {})}
         rq = urllib.request.Request(self.url + "/v1/completions", data=json.dumps(body).encode(),
                                     headers={"Content-Type": "application/json"})
         t, text, n = [], "", 0
