@@ -203,35 +203,11 @@ TEST(grammar_json_accepts_what_jansson_reads) {
     hearth_grammar_free(g);
 }
 
-/* a byte-level toy vocabulary: every printable byte and the newline alone,
- * then pieces that break JSON wherever they come; the last id ends */
-static const char *PIECES[] = {"{\"k\":", "true", "nul", "b\"", ".5", "e3", "x}", ",}", "}}", "\n\n", "\":\"", "]]"};
-#define N_PIECES (int)(sizeof PIECES / sizeof *PIECES)
-#define N_TOK (96 + N_PIECES)
-#define END N_TOK
-
-static void toy_vocab(hearth_vocab_bytes *v, char tokens[][8]) {
-    for (int c = 0; c < 95; c++) tokens[c][0] = (char)(0x20 + c);
-    tokens[95][0] = '\n';
-    for (int i = 0; i < N_PIECES; i++) strcpy(tokens[96 + i], PIECES[i]);
-    v->n = N_TOK + 1;
-    v->off = malloc(sizeof *v->off * (size_t)(v->n + 1));
-    v->special = calloc((size_t)v->n, 1);
-    v->bytes = malloc((size_t)N_TOK * 8);
-    size_t used = 0;
-    for (int i = 0; i < N_TOK; i++) {
-        v->off[i] = (uint32_t)used;
-        memcpy(v->bytes + used, tokens[i], strlen(tokens[i]));
-        used += strlen(tokens[i]);
-    }
-    v->off[N_TOK] = v->off[N_TOK + 1] = (uint32_t)used;
-    v->special[N_TOK] = 1;
-}
+#include "toy_vocab.h"
 
 TEST(grammar_constraint_makes_the_sampler_write_json) {
-    static char tokens[N_TOK][8];
     hearth_vocab_bytes v;
-    toy_vocab(&v, tokens);
+    toy_vocab(&v);
     int32_t end = END;
     int ended = 0;
     hearth_grammar *check = compile(JSON_GBNF);
@@ -261,9 +237,9 @@ TEST(grammar_constraint_makes_the_sampler_write_json) {
                 stopped = 1;
                 break;
             }
-            size_t k = strlen(tokens[id]);
+            size_t k = strlen(TOKENS[id]);
             if (n + k >= sizeof text) break;
-            memcpy(text + n, tokens[id], k);
+            memcpy(text + n, TOKENS[id], k);
             n += k;
         }
         text[n] = 0;

@@ -109,32 +109,7 @@ TEST(json_mode_constraint_ends_where_nothing_can_continue) {
     c.free(c.self);
 }
 
-/* A vocabulary as byte-level ones are: every printable byte and the newline
- * alone (so that any start can be finished), then longer pieces, some of
- * which break JSON wherever they come; the last id ends. */
-static const char *PIECES[] = {"{\"k\":", "true", "nul", "b\"", ".5", "e3", "x}", ",}", "}}", "\n\n", "\":\"", "]]"};
-#define N_PIECES (int)(sizeof PIECES / sizeof *PIECES)
-#define N_TOK (96 + N_PIECES)
-#define END N_TOK
-static char TOKENS[N_TOK][8];
-
-static void toy_vocab(hearth_vocab_bytes *v) {
-    for (int c = 0; c < 95; c++) TOKENS[c][0] = (char)(0x20 + c);
-    TOKENS[95][0] = '\n';
-    for (int i = 0; i < N_PIECES; i++) strcpy(TOKENS[96 + i], PIECES[i]);
-    v->n = N_TOK + 1;
-    v->off = malloc(sizeof *v->off * (size_t)(v->n + 1));
-    v->special = calloc((size_t)v->n, 1);
-    v->bytes = malloc(sizeof TOKENS);
-    size_t used = 0;
-    for (int i = 0; i < N_TOK; i++) {
-        v->off[i] = (uint32_t)used;
-        memcpy(v->bytes + used, TOKENS[i], strlen(TOKENS[i]));
-        used += strlen(TOKENS[i]);
-    }
-    v->off[N_TOK] = v->off[N_TOK + 1] = (uint32_t)used; /* the end id has no bytes */
-    v->special[N_TOK] = 1;
-}
+#include "toy_vocab.h"
 
 TEST(json_mode_constraint_makes_the_sampler_end_with_an_object) {
     hearth_vocab_bytes v;
