@@ -3,6 +3,7 @@
 #define _GNU_SOURCE /* memmem */
 #include "completion/completion.h"
 
+#include "completion/dry_breakers.h"
 #include "completion/grammar.h"
 #include "completion/json_mode.h"
 #include "core/clock.h"
@@ -25,8 +26,10 @@ struct hearth_cpl_ctx {
     hearth_cpl_params defaults; /* built-in < model < flags, resolved once */
     int32_t end_ids[HEARTH_MAX_STOP_IDS];
     int n_end;
-    pthread_mutex_t vb_mu; /* guards vb: the vocabulary's bytes for JSON mode, made at its first use */
-    hearth_vocab_bytes vb;
+    pthread_mutex_t vb_mu; /* guards vb and dry: made at their first use */
+    hearth_vocab_bytes vb; /* the vocabulary's bytes (JSON mode, grammars, DRY's breakers) */
+    hearth_dry_breakers dry; /* llama.cpp's default DRY breakers over it */
+    int dry_built;
     char **adapters; /* [n_adapters]: LoRA adapter id i + 1 is adapters[i] */
     int n_adapters;
 };
@@ -69,6 +72,15 @@ void hearth_cpl_params_overlay(hearth_cpl_params *b, const hearth_cpl_params *o)
     TAKE(frequency_penalty)
     TAKE(max_tokens)
     TAKE(seed)
+    TAKE(repeat_last_n)
+    TAKE(typical_p)
+    TAKE(top_n_sigma)
+    TAKE(xtc_probability)
+    TAKE(xtc_threshold)
+    TAKE(dry_multiplier)
+    TAKE(dry_base)
+    TAKE(dry_allowed_length)
+    TAKE(dry_penalty_last_n)
 #undef TAKE
 }
 
@@ -96,6 +108,8 @@ void hearth_cpl_request_deinit(hearth_cpl_request *r) {
     json_decref(r->template_kwargs);
     json_decref(r->json_schema);
     free(r->grammar);
+    for (int i = 0; i < r->n_dry_breakers; i++) free(r->dry_breakers[i]);
+    free(r->dry_breakers);
     free(r->prompt);
     free(r->prompt_ids);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
@@ -164,6 +178,11 @@ hearth_status hearth_cpl_ctx_new(hearth_cpl_ctx **out, const hearth_cpl_ctx_opts
     d->temperature = 1.0f;
     d->top_p = 1.0f;
     d->repetition_penalty = 1.0f;
+    d->typical_p = 1.0f;
+    d->xtc_threshold = 0.1f;
+    d->dry_base = 1.75f;
+    d->dry_allowed_length = 2;
+    d->dry_penalty_last_n = -1;
     hearth_cpl_params_overlay(d, &o->model_defaults);
     hearth_cpl_params_overlay(d, &o->flags);
     if (o->n_adapters > 0 && !(c->adapters = calloc((size_t)o->n_adapters, sizeof *c->adapters))) {
@@ -182,6 +201,7 @@ hearth_status hearth_cpl_ctx_new(hearth_cpl_ctx **out, const hearth_cpl_ctx_opts
 void hearth_cpl_ctx_free(hearth_cpl_ctx *c) {
     if (!c) return;
     hearth_vocab_bytes_free(&c->vb);
+    hearth_dry_breakers_free(&c->dry);
     pthread_mutex_destroy(&c->vb_mu);
     hearth_tmpl_free(c->tmpl);
     free(c->bos);
@@ -317,6 +337,38 @@ hearth_status hearth_cpl_tokenize(hearth_cpl_ctx *c, const hearth_cpl_request *r
 }
 
 int hearth_cpl_ctx_len(const hearth_cpl_ctx *c) { return c->ctx; }
+
+/* llama.cpp's samplers into s: the windows resolved against the context
+ * (-1 = all of it, 0 = off), DRY's breakers the request's (built into own)
+ * or the default ones (built once). */
+static hearth_status sampling_llama(hearth_cpl_ctx *c, const hearth_cpl_request *r, const hearth_cpl_params *p,
+                                    hearth_sampling *s, hearth_dry_breakers *own, hearth_err *err) {
+    if (p->has_repeat_last_n && p->repeat_last_n == 0) s->repetition_penalty = 1.0f;
+    else if (p->has_repeat_last_n && p->repeat_last_n > 0) s->repeat_last_n = p->repeat_last_n;
+    s->typical_p = p->typical_p;
+    s->top_n_sigma = p->top_n_sigma;
+    s->xtc_probability = p->xtc_probability;
+    s->xtc_threshold = p->xtc_threshold;
+    int last_n = p->dry_penalty_last_n < 0 || p->dry_penalty_last_n > c->ctx ? c->ctx : p->dry_penalty_last_n;
+    if (p->dry_multiplier == 0.0f || last_n == 0) return HEARTH_OK;
+    s->dry = (hearth_dry_params){p->dry_multiplier, p->dry_base, p->dry_allowed_length};
+    s->dry_last_n = last_n;
+    hearth_status st = hearth_vocab_bytes_once(&c->vb, &c->vb_mu, c->tok, err);
+    if (st != HEARTH_OK) return st;
+    if (r->n_dry_breakers) {
+        st = hearth_dry_breakers_build(own, &c->vb, c->tok, (const char *const *)r->dry_breakers, r->n_dry_breakers,
+                                       err);
+        s->dry_breakers = own;
+        return st;
+    }
+    static const char *const dflt[] = {"\n", ":", "\"", "*"};
+    pthread_mutex_lock(&c->vb_mu);
+    if (!c->dry_built && (st = hearth_dry_breakers_build(&c->dry, &c->vb, c->tok, dflt, 4, err)) == HEARTH_OK)
+        c->dry_built = 1;
+    pthread_mutex_unlock(&c->vb_mu);
+    s->dry_breakers = &c->dry;
+    return st;
+}
 
 hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, hearth_cpl **out,
                                hearth_cpl_error *e) {
@@ -491,7 +543,16 @@ hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, h
             return reject(e, st, NULL, NULL, "%s", err.msg);
         }
     }
+    hearth_dry_breakers dry_own = {0};
+    if ((st = sampling_llama(c, r, &p, &g.sampling, &dry_own, &err)) != HEARTH_OK) {
+        free(g.prompt);
+        hearth_dry_breakers_free(&dry_own);
+        if (g.sampling.constraint.free) g.sampling.constraint.free(g.sampling.constraint.self);
+        hearth_cpl_free(q);
+        return reject(e, st, "dry_sequence_breakers", NULL, "%s", err.msg);
+    }
     st = hearth_engine_submit(c->engine, &g, &q->seq, &err);
+    hearth_dry_breakers_free(&dry_own); /* the sampler took a copy */
     free(g.prompt); /* NULL when ownership moved */
     if (g.sampling.constraint.free) g.sampling.constraint.free(g.sampling.constraint.self); /* not taken */
     if (st != HEARTH_OK) {
@@ -499,8 +560,10 @@ hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, h
         const char *param = NULL;
         if (st == HEARTH_EINVAL || st == HEARTH_ERANGE) {
             /* The sampler names the setting in its message; point at it. */
-            static const char *fields[] = {"temperature", "top_p", "top_k", "min_p", "repetition_penalty",
-                                           "presence_penalty", "frequency_penalty", "logit_bias", "top_logprobs"};
+            static const char *fields[] = {"temperature",     "top_p",           "top_k",         "min_p",
+                                           "repetition_penalty", "presence_penalty", "frequency_penalty",
+                                           "logit_bias",      "top_logprobs",    "typical_p",     "top_n_sigma",
+                                           "xtc_probability", "repeat_last_n",   "dry_multiplier"};
             for (size_t i = 0; i < sizeof fields / sizeof *fields && !param; i++)
                 if (strstr(err.msg, fields[i])) param = fields[i];
             if (!param) param = pfield;

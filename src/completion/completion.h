@@ -33,6 +33,11 @@ typedef struct hearth_cpl_params {
     float temperature, top_p, min_p, repetition_penalty, presence_penalty, frequency_penalty;
     int top_k, max_tokens;
     uint64_t seed;
+    /* llama.cpp's samplers (engine/sampler.h); the windows: -1 = the whole context, 0 = off */
+    int has_repeat_last_n, has_typical_p, has_top_n_sigma, has_xtc_probability, has_xtc_threshold,
+        has_dry_multiplier, has_dry_base, has_dry_allowed_length, has_dry_penalty_last_n;
+    int repeat_last_n, dry_allowed_length, dry_penalty_last_n;
+    float typical_p, top_n_sigma, xtc_probability, xtc_threshold, dry_multiplier, dry_base;
 } hearth_cpl_params;
 
 /* Take every field `over` sets; keep the rest of `base`. */
@@ -77,6 +82,8 @@ typedef struct {
     const char *format_field; /* the request field that asked for one of the three, for errors */
     int continue_final; /* chat: the last message is the assistant's start of its answer (a prefill): the
                            prompt ends inside it, with no generation prompt, and the output continues it */
+    char **dry_breakers; /* DRY's sequence breakers (owned strings), or NULL: llama.cpp's "\n", ":", "\"", "*" */
+    int n_dry_breakers;
     char *model;        /* the request's model name (owned), or NULL: a LoRA adapter's name runs that adapter,
                            any other the base model (hearth_cpl_model says which ran) */
 } hearth_cpl_request;

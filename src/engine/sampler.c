@@ -13,6 +13,10 @@ void hearth_sampling_default(hearth_sampling *p) {
     p->temperature = 1.0f;
     p->top_p = 1.0f;
     p->repetition_penalty = 1.0f;
+    p->typical_p = 1.0f;
+    p->xtc_threshold = 0.1f;
+    p->dry.base = 1.75f;
+    p->dry.allowed_length = 2;
 }
 
 static uint64_t splitmix64(uint64_t *x) {
@@ -61,6 +65,23 @@ hearth_status hearth_sampler_init(hearth_sampler *s, const hearth_sampling *p, i
         if (p->min_ban[i] < 0 || p->min_ban[i] >= vocab)
             return hearth_err_set(err, HEARTH_EINVAL, "min_tokens: token id %d outside the vocabulary [0, %d)",
                                   p->min_ban[i], vocab);
+    if (!(p->typical_p > 0.0f && p->typical_p <= 1.0f))
+        return hearth_err_set(err, HEARTH_EINVAL, "typical_p must be in (0, 1], got %g", p->typical_p);
+    if (!isfinite(p->top_n_sigma))
+        return hearth_err_set(err, HEARTH_EINVAL, "top_n_sigma must be finite, got %g", p->top_n_sigma);
+    if (!(p->xtc_probability >= 0.0f && p->xtc_probability <= 1.0f && p->xtc_threshold >= 0.0f &&
+          p->xtc_threshold <= 1.0f))
+        return hearth_err_set(err, HEARTH_EINVAL, "xtc_probability and xtc_threshold must be in [0, 1], got %g, %g",
+                              p->xtc_probability, p->xtc_threshold);
+    if (p->repeat_last_n < 0)
+        return hearth_err_set(err, HEARTH_EINVAL, "repeat_last_n must be >= 0, got %d", p->repeat_last_n);
+    int dry_on = p->dry.multiplier != 0.0f;
+    if (!(p->dry.multiplier >= 0.0f) || !isfinite(p->dry.multiplier) || (dry_on && !(p->dry.base >= 1.0f)) ||
+        !isfinite(p->dry.base) || p->dry.allowed_length < 0 || (dry_on && p->dry_last_n <= 0))
+        return hearth_err_set(err, HEARTH_EINVAL,
+                              "dry_multiplier must be >= 0, dry_base >= 1, dry_allowed_length and dry_penalty_last_n "
+                              ">= 0 (got %g, %g, %d, %d)",
+                              p->dry.multiplier, p->dry.base, p->dry.allowed_length, p->dry_last_n);
     for (int i = 0; i < p->n_logit_bias; i++) {
         if (p->logit_bias[i].id < 0 || p->logit_bias[i].id >= vocab)
             return hearth_err_set(err, HEARTH_EINVAL, "logit_bias: token id %d outside the vocabulary [0, %d)",
@@ -77,12 +98,27 @@ hearth_status hearth_sampler_init(hearth_sampler *s, const hearth_sampling *p, i
     s->cand = malloc(sizeof *s->cand * (size_t)vocab);
     s->probs = malloc(sizeof *s->probs * (size_t)vocab);
     s->bias = p->n_logit_bias ? malloc(sizeof *s->bias * (size_t)p->n_logit_bias) : NULL;
-    if (!s->out_counts || !s->in_context || !s->cand || !s->probs || (p->n_logit_bias && !s->bias)) {
+    int win = p->repetition_penalty != 1.0f ? p->repeat_last_n : 0, dry_n = dry_on ? p->dry_last_n : 0;
+    s->hist_cap = win > dry_n ? win : dry_n;
+    int ext_fail = 0;
+    if (s->hist_cap) ext_fail |= !(s->hist = malloc(sizeof *s->hist * (size_t)s->hist_cap));
+    if (win) ext_fail |= !(s->win_counts = calloc((size_t)vocab, sizeof *s->win_counts));
+    if (dry_n) {
+        ext_fail |= !(s->dry_buf = malloc(sizeof *s->dry_buf * 3 * (size_t)dry_n));
+        ext_fail |= !(s->dry_pairs = malloc(sizeof *s->dry_pairs * (size_t)dry_n));
+        ext_fail |= hearth_dry_breakers_copy(&s->breakers, p->dry_breakers) != 0;
+    }
+    if (p->typical_p < 1.0f) {
+        ext_fail |= !(s->typ_score = malloc(sizeof *s->typ_score * (size_t)vocab));
+        ext_fail |= !(s->typ_order = malloc(sizeof *s->typ_order * (size_t)vocab));
+    }
+    if (!s->out_counts || !s->in_context || !s->cand || !s->probs || (p->n_logit_bias && !s->bias) || ext_fail) {
         hearth_sampler_deinit(s);
         return hearth_err_set(err, HEARTH_ENOMEM, "sampler: out of memory");
     }
     if (p->n_logit_bias) memcpy(s->bias, p->logit_bias, sizeof *s->bias * (size_t)p->n_logit_bias);
     s->p.logit_bias = s->bias;
+    s->p.dry_breakers = &s->breakers;
     uint64_t seed = p->seed;
     if (!p->has_seed) {
         static atomic_ullong counter;
@@ -100,12 +136,31 @@ void hearth_sampler_deinit(hearth_sampler *s) {
     free(s->cand);
     free(s->probs);
     free(s->bias);
+    free(s->hist);
+    free(s->win_counts);
+    free(s->dry_buf);
+    free(s->dry_pairs);
+    free(s->typ_score);
+    free(s->typ_order);
+    hearth_dry_breakers_free(&s->breakers);
     memset(s, 0, sizeof *s);
+}
+
+/* A token of prompt or output into the window of the last hist_cap. */
+static void push_history(hearth_sampler *s, int32_t id) {
+    if (!s->hist_cap) return;
+    int win = s->win_counts ? s->p.repeat_last_n : 0;
+    if (win && s->hist_n >= win) s->win_counts[s->hist[(s->hist_n - win) % s->hist_cap]]--;
+    if (win) s->win_counts[id]++;
+    s->hist[s->hist_n++ % s->hist_cap] = id;
 }
 
 void hearth_sampler_accept_prompt(hearth_sampler *s, const int32_t *ids, int n) {
     for (int i = 0; i < n; i++)
-        if (ids[i] >= 0 && ids[i] < s->vocab) s->in_context[ids[i]] = 1;
+        if (ids[i] >= 0 && ids[i] < s->vocab) {
+            s->in_context[ids[i]] = 1;
+            push_history(s, ids[i]);
+        }
 }
 
 void hearth_sampler_accept(hearth_sampler *s, int32_t id) {
@@ -114,13 +169,15 @@ void hearth_sampler_accept(hearth_sampler *s, int32_t id) {
     s->out_counts[id]++;
     s->in_context[id] = 1;
     s->n_out++;
+    push_history(s, id);
 }
 
 static void apply_processors(hearth_sampler *s, float *logits) {
     const hearth_sampling *p = &s->p;
     if (p->repetition_penalty != 1.0f || p->presence_penalty != 0.0f || p->frequency_penalty != 0.0f) {
+        const uint8_t *seen = s->in_context;
         for (int i = 0; i < s->vocab; i++) {
-            if (s->in_context[i] && p->repetition_penalty != 1.0f)
+            if ((s->win_counts ? s->win_counts[i] > 0 : seen[i]) && p->repetition_penalty != 1.0f)
                 logits[i] = logits[i] > 0 ? logits[i] / p->repetition_penalty : logits[i] * p->repetition_penalty;
             if (s->out_counts[i])
                 logits[i] -= p->frequency_penalty * (float)s->out_counts[i] + p->presence_penalty;
@@ -129,6 +186,11 @@ static void apply_processors(hearth_sampler *s, float *logits) {
     for (int i = 0; i < p->n_logit_bias; i++) logits[s->bias[i].id] += s->bias[i].bias;
     if (s->n_out < p->min_tokens)
         for (int i = 0; i < p->n_min_ban; i++) logits[p->min_ban[i]] = -INFINITY;
+    if (s->dry_buf) { /* the window oldest first, then the scratch */
+        int n = s->hist_n < p->dry_last_n ? (int)s->hist_n : p->dry_last_n;
+        for (int i = 0; i < n; i++) s->dry_buf[i] = s->hist[(s->hist_n - n + i) % s->hist_cap];
+        hearth_dry_apply(&p->dry, &s->breakers, s->dry_buf, n, s->dry_buf + n, s->dry_pairs, logits, s->vocab);
+    }
 }
 
 /* The draw considers tokens within this many nats of the best: below that a
@@ -209,11 +271,84 @@ static int cmp_desc(const void *a, const void *b) {
     return *(const int32_t *)a - *(const int32_t *)b;
 }
 
+/* top_n_sigma: the prefix of cand[0..keep) within top_n_sigma standard
+ * deviations of the best logit, the deviation over every finite logit. */
+static int top_n_sigma_keep(const hearth_sampler *s, const float *logits, float mx, int keep) {
+    double sum = 0.0, sq = 0.0;
+    int n = 0;
+    for (int i = 0; i < s->vocab; i++)
+        if (isfinite(logits[i])) sum += logits[i], n++;
+    double mean = n ? sum / n : 0.0;
+    for (int i = 0; i < s->vocab; i++)
+        if (isfinite(logits[i])) sq += (logits[i] - mean) * (logits[i] - mean);
+    float lo = mx - s->p.top_n_sigma * (float)sqrt(n ? sq / n : 0.0);
+    int k = 0;
+    while (k < keep && logits[s->cand[k]] >= lo) k++;
+    return k > 0 ? k : 1;
+}
+
+static const float *g_sort_scores; /* as g_sort_logits */
+static int cmp_score(const void *a, const void *b) {
+    float x = g_sort_scores[*(const int32_t *)a], y = g_sort_scores[*(const int32_t *)b];
+    if (x != y) return x < y ? -1 : 1;
+    return *(const int32_t *)a - *(const int32_t *)b;
+}
+
+/* typical_p over cand[0..keep) (probs: their weights at temperature 1),
+ * renormalized: the tokens whose surprise is nearest the entropy, until
+ * their mass passes typical_p; kept in cand's order. */
+static int typical_keep(hearth_sampler *s, int keep) {
+    double total = 0.0, h = 0.0;
+    for (int i = 0; i < keep; i++) total += s->probs[i];
+    for (int i = 0; i < keep; i++) {
+        double q = s->probs[i] / total;
+        if (q > 0) h -= q * log(q);
+    }
+    int32_t *order = s->typ_order; /* positions by score */
+    for (int i = 0; i < keep; i++) {
+        double q = s->probs[i] / total;
+        s->typ_score[i] = q > 0 ? (float)fabs(-log(q) - h) : INFINITY;
+        order[i] = i;
+    }
+    g_sort_scores = s->typ_score;
+    qsort(order, (size_t)keep, sizeof *order, cmp_score);
+    double cum = 0.0;
+    int n = keep;
+    for (int i = 0; i < keep; i++) {
+        cum += s->probs[order[i]] / total;
+        if (cum > s->p.typical_p) {
+            n = i + 1;
+            break;
+        }
+    }
+    for (int i = 0; i < keep; i++) s->typ_score[i] = 0.0f; /* now: 1 = kept */
+    for (int i = 0; i < n; i++) s->typ_score[order[i]] = 1.0f;
+    int k = 0;
+    for (int i = 0; i < keep; i++)
+        if (s->typ_score[i] != 0.0f) s->cand[k] = s->cand[i], s->probs[k] = s->probs[i], k++;
+    return k;
+}
+
+/* XTC over cand[0..keep), most likely first: at its chance, every token
+ * whose renormalized probability reaches the threshold but the last of
+ * them is dropped. */
+static int xtc_keep(hearth_sampler *s, int keep) {
+    if (rng_uniform(s->rng) > s->p.xtc_probability) return keep;
+    double total = 0.0;
+    for (int i = 0; i < keep; i++) total += s->probs[i];
+    int last = 0;
+    while (last + 1 < keep && s->probs[last + 1] / total >= s->p.xtc_threshold) last++;
+    if (last == 0 || !(s->probs[0] / total >= s->p.xtc_threshold)) return keep;
+    memmove(s->cand, s->cand + last, sizeof *s->cand * (size_t)(keep - last));
+    memmove(s->probs, s->probs + last, sizeof *s->probs * (size_t)(keep - last));
+    return keep - last;
+}
+
 int32_t hearth_sampler_sample(hearth_sampler *s, float *logits, hearth_logprobs *lp) {
     const hearth_sampling *p = &s->p;
     apply_processors(s, logits);
-    /* logprobs are of the whole constrained distribution: the whole mask */
-    if (p->constraint.mask && (lp || !constrain_reachable(s, logits)))
+    /* logprobs and top_n_sigma's deviation see the whole constrained distribution: the whole mask */
+    if (p->constraint.mask && (lp || p->top_n_sigma > 0.0f || !constrain_reachable(s, logits)))
         p->constraint.mask(p->constraint.self, logits, s->vocab);
     int32_t best = argmax(logits, s->vocab);
     int32_t chosen = best;
@@ -243,6 +378,9 @@ int32_t hearth_sampler_sample(hearth_sampler *s, float *logits, hearth_logprobs 
             keep = k > 0 ? k : 1;
         }
         if (p->top_k > 0 && p->top_k < keep) keep = p->top_k;
+        if (p->top_n_sigma > 0.0f) keep = top_n_sigma_keep(s, logits, mx, keep);
+        if (p->typical_p < 1.0f) keep = typical_keep(s, keep);
+        if (p->xtc_probability > 0.0f && p->xtc_threshold <= 0.5f && keep > 1) keep = xtc_keep(s, keep);
         double z = 0.0;
         for (int i = 0; i < keep; i++) z += s->probs[i] = expf((logits[s->cand[i]] - mx) / p->temperature);
         double u = rng_uniform(s->rng) * z, acc = 0.0;
@@ -263,6 +401,7 @@ int hearth_sampler_pick_params(hearth_sampler *s, int want_logprobs, hearth_pick
     const hearth_sampling *p = &s->p;
     if (p->repetition_penalty != 1.0f || p->presence_penalty != 0.0f || p->frequency_penalty != 0.0f ||
         p->n_logit_bias > 0 || p->constraint.mask || p->top_p < 1.0f || (p->top_k > 0 && p->top_k < s->vocab) ||
+        p->dry.multiplier != 0.0f || p->top_n_sigma > 0.0f || p->typical_p < 1.0f || p->xtc_probability > 0.0f ||
         (s->n_out < p->min_tokens && p->n_min_ban > 0) ||
         p->top_logprobs > HEARTH_PICK_TOP)
         return 0;

@@ -1,17 +1,22 @@
 /* sampler.h - turn logits into the next token, per request.
  *
  * Order (as mlx-lm/transformers document it for this project): logit
- * processors (repetition penalty over prompt + output, presence/frequency
- * penalties over the output, logit_bias, min_tokens' ban) -> top_p -> min_p -> top_k ->
- * temperature draw. The three filters are computed on the processed
- * distribution at temperature 1 and keep the intersection of their prefixes.
- * Temperature 0 is argmax. Same seed => same draws. Logprobs are those of the
+ * processors (repetition penalty over prompt + output or its last
+ * repeat_last_n tokens, presence/frequency penalties over the output,
+ * logit_bias, min_tokens' ban, DRY) -> top_p -> min_p -> top_k -> top_n_sigma
+ * -> typical_p -> XTC -> temperature draw. The four prefix filters are
+ * computed on the processed distribution at temperature 1 and keep the
+ * intersection of their prefixes; typical_p keeps the locally typical part
+ * of what is left, and XTC, at its chance, drops every token left above its
+ * threshold but the least likely (both as llama.cpp's, on what is left,
+ * renormalized). Temperature 0 is argmax. Same seed => same draws. Logprobs are those of the
  * processed distribution (after penalties and bias, before filters and
  * temperature). All buffers are sized at init; sampling allocates nothing. */
 #ifndef HEARTH_ENGINE_SAMPLER_H
 #define HEARTH_ENGINE_SAMPLER_H
 
 #include "core/status.h"
+#include "engine/dry.h"
 #include "ops/ops.h"
 
 #include <stdint.h>
@@ -57,6 +62,14 @@ typedef struct hearth_sampling {
     int32_t min_ban[HEARTH_SAMPLER_MAX_BAN];
     int n_min_ban;
     hearth_constraint constraint; /* .mask NULL: none; applied after the processors, before the filters */
+    int repeat_last_n;        /* repetition_penalty over the last N tokens of prompt + output only; 0 = all of them */
+    float top_n_sigma;        /* <= 0 = off; else keep the logits >= max - top_n_sigma * their standard deviation */
+    float typical_p;          /* 1 = off; else locally typical sampling with this mass */
+    float xtc_probability;    /* 0 = off; XTC's chance a draw ... */
+    float xtc_threshold;      /* ... drops the tokens with at least this probability but the least likely (> 0.5: off) */
+    hearth_dry_params dry;    /* .multiplier 0 = off */
+    int dry_last_n;           /* DRY scans the last N tokens of prompt + output (> 0 when DRY is on) */
+    const hearth_dry_breakers *dry_breakers; /* borrowed (NULL: none); copied at init */
 } hearth_sampling;
 
 void hearth_sampling_default(hearth_sampling *p);
@@ -84,6 +97,15 @@ typedef struct hearth_sampler {
     uint8_t *in_context;       /* [vocab] seen in prompt or output */
     int32_t *cand;             /* [vocab] candidate ids (scratch) */
     float *probs;              /* [vocab] scratch */
+    int32_t *hist;             /* ring of the last hist_cap tokens of prompt + output (repeat_last_n, DRY), or NULL */
+    int hist_cap;
+    long long hist_n;          /* tokens pushed */
+    int32_t *win_counts;       /* [vocab] occurrences in the last repeat_last_n tokens, or NULL */
+    int32_t *dry_buf;          /* [3 * dry_last_n]: the window, then hearth_dry_apply's scratch */
+    int64_t *dry_pairs;        /* [dry_last_n] */
+    hearth_dry_breakers breakers; /* owned copy */
+    float *typ_score;          /* [vocab] typical_p's scratch */
+    int32_t *typ_order;        /* [vocab] */
 } hearth_sampler;
 
 /* Caller-owned storage. EINVAL names a bad setting (negative temperature,

@@ -1,0 +1,85 @@
+/* llama_sampling.c - llama-server's sampling fields on the OpenAI routes:
+ * repeat_penalty / repeat_last_n, typical_p, top_n_sigma, XTC and DRY, with
+ * llama-server's names, ranges and defaults (engine/sampler.h says what
+ * each does). mirostat and dynatemp are refused by name rather than
+ * ignored. */
+#include "api/api_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_BREAKERS 64
+
+static int breakers(const json_t *v, hearth_cpl_request *r, hearth_cpl_error *e) {
+    if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > MAX_BREAKERS)
+        return api_fail(e, HEARTH_EINVAL, "dry_sequence_breakers",
+                        "Invalid 'dry_sequence_breakers': expected a non-empty array of at most %d strings.",
+                        MAX_BREAKERS);
+    size_t i;
+    json_t *x;
+    json_array_foreach(v, i, x) {
+        if (!json_is_string(x) || json_string_length(x) == 0 || strlen(json_string_value(x)) != json_string_length(x))
+            return api_fail(e, HEARTH_EINVAL, "dry_sequence_breakers",
+                            "Invalid 'dry_sequence_breakers[%zu]': expected a non-empty string.", i);
+    }
+    if (!(r->dry_breakers = calloc(json_array_size(v), sizeof *r->dry_breakers)))
+        return api_fail(e, HEARTH_ENOMEM, NULL, "out of memory");
+    json_array_foreach(v, i, x) {
+        if (!(r->dry_breakers[i] = strdup(json_string_value(x)))) return api_fail(e, HEARTH_ENOMEM, NULL, "out of memory");
+        r->n_dry_breakers++;
+    }
+    return 0;
+}
+
+int api_parse_llama_sampling(const json_t *b, hearth_cpl_request *r, hearth_cpl_error *e) {
+    hearth_cpl_params *p = &r->p;
+    long long iv;
+    int has = 0;
+    float v;
+    if (api_field(b, "repeat_penalty")) { /* llama-server's repetition penalty: over the last 64 tokens by default */
+        if (p->has_repetition_penalty)
+            return api_fail(e, HEARTH_EINVAL, "repeat_penalty",
+                            "'repeat_penalty' and 'repetition_penalty' are two names of one setting: give one.");
+        if (api_get_number(b, "repeat_penalty", 0, 10, &p->has_repetition_penalty, &p->repetition_penalty, e))
+            return 1;
+        if (p->repetition_penalty <= 0)
+            return api_fail(e, HEARTH_EINVAL, "repeat_penalty",
+                            "Invalid 'repeat_penalty': it must be greater than 0 (1 turns it off).");
+        p->has_repeat_last_n = 1, p->repeat_last_n = 64;
+    }
+    if (api_get_int(b, "repeat_last_n", -1, 1 << 30, &has, &iv, e)) return 1;
+    if (has) p->has_repeat_last_n = 1, p->repeat_last_n = (int)iv;
+    has = 0;
+    if (api_get_number(b, "typical_p", 0, 1e9, &has, &v, e)) return 1;
+    if (has && v <= 0)
+        return api_fail(e, HEARTH_EINVAL, "typical_p", "Invalid 'typical_p': it must be greater than 0 (1 turns it off).");
+    if (has) p->has_typical_p = 1, p->typical_p = v >= 1 ? 1.0f : v;
+    has = 0;
+    if (api_get_number(b, "top_n_sigma", -1e9, 1e9, &has, &v, e)) return 1;
+    if (has) p->has_top_n_sigma = 1, p->top_n_sigma = v > 0 ? v : 0.0f; /* <= 0 (-1): off */
+    if (api_get_number(b, "xtc_probability", 0, 1, &p->has_xtc_probability, &p->xtc_probability, e) ||
+        api_get_number(b, "xtc_threshold", 0, 1, &p->has_xtc_threshold, &p->xtc_threshold, e) ||
+        api_get_number(b, "dry_multiplier", 0, 1e9, &p->has_dry_multiplier, &p->dry_multiplier, e))
+        return 1;
+    has = 0;
+    if (api_get_number(b, "dry_base", -1e9, 1e9, &has, &v, e)) return 1;
+    if (has && v >= 1) p->has_dry_base = 1, p->dry_base = v; /* below 1: the default, as llama-server does */
+    has = 0;
+    if (api_get_int(b, "dry_allowed_length", 0, 1 << 30, &has, &iv, e)) return 1;
+    if (has) p->has_dry_allowed_length = 1, p->dry_allowed_length = (int)iv;
+    has = 0;
+    if (api_get_int(b, "dry_penalty_last_n", -1, 1 << 30, &has, &iv, e)) return 1;
+    if (has) p->has_dry_penalty_last_n = 1, p->dry_penalty_last_n = (int)iv;
+    json_t *brk = api_field(b, "dry_sequence_breakers");
+    if (brk && breakers(brk, r, e)) return 1;
+    has = 0;
+    if (api_get_int(b, "mirostat", 0, 2, &has, &iv, e)) return 1;
+    if (has && iv != 0)
+        return api_fail(e, HEARTH_ENOTSUP, "mirostat", "'mirostat' is not supported by this server (0 turns it off).");
+    has = 0;
+    if (api_get_number(b, "dynatemp_range", -1e9, 1e9, &has, &v, e)) return 1;
+    if (has && v > 0)
+        return api_fail(e, HEARTH_ENOTSUP, "dynatemp_range",
+                        "'dynatemp_range' is not supported by this server (0 turns it off).");
+    return 0;
+}
