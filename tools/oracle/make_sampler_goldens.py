@@ -1,21 +1,20 @@
 #!/usr/bin/env python3
-"""make_sampler_goldens.py - llama.cpp's samplers (DRY, repeat penalty, typical_p,
-top_n_sigma, XTC) as goldens for hearth's (src/engine/sampler.c, dry.c).
+"""make_sampler_goldens.py - llama.cpp's samplers (DRY, typical_p, top_n_sigma,
+XTC) as goldens for hearth's (src/engine/sampler.c, dry.c).
 
-Writes tests/fixtures/smollm2/sampler_golden.json with three parts:
+Writes tests/fixtures/smollm2/sampler_golden.json with two parts:
 
 - "dry": llama.cpp's DRY sampler (llama_sampler_init_dry over the default
   model's vocabulary, its sequence breakers given as strings) applied to
   all-zero logits after a history of token ids: the logit each penalized
   token ends with. tests/unit/test_sampler_llama.c builds the breakers from the
-  same strings over hearth's vocabulary and must get the same numbers.
+  same strings over hearth's vocabulary and must get the same numbers;
+  tests/e2e/test_llama_sampling.py sends a history as a prompt to the
+  server with and without the DRY fields: the logprobs' shift must be the
+  golden penalties.
 - "filters": typical_p, top_n_sigma and XTC (probability 1) applied alone
   to small logit vectors: the ids each keeps. The unit test draws from
   hearth's sampler and must see exactly those ids.
-- "greedy": the default model decoding greedily with llama-server's
-  sampler chain (penalties, DRY, then the argmax) from a few prompts
-  (llama.cpp's token ids): the ids it writes. tests/e2e/test_llama_sampling.py
-  sends the same ids to hearth's /v1/completions with the same fields.
 
 llama.cpp settings (recorded): n_threads=2, n_ctx 1024, no extra buffer types
 (see llamacpp_util.py).
@@ -28,7 +27,6 @@ import math
 import os
 import sys
 
-import llama_cpp
 import llama_cpp.llama_cpp as L
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -69,18 +67,6 @@ FILTER_VECTORS = [
 # (kind, setting[, threshold])
 FILTER_CASES = [("typical_p", 0.5), ("typical_p", 0.9), ("typical_p", 0.2), ("top_n_sigma", 1.0),
                 ("top_n_sigma", 0.5), ("top_n_sigma", 2.0), ("xtc", 0.1), ("xtc", 0.2), ("xtc", 0.05)]
-
-# (prompt, fields as hearth / llama-server take them, tokens)
-GREEDY_CASES = [
-    ("one two three four one two three four one two three four one two three", {"dry_multiplier": 0.8}, 32),
-    ("The cat sat on the mat. The cat sat on the mat. The cat", {"dry_multiplier": 0.8, "dry_allowed_length": 1,
-                                                               "dry_sequence_breakers": ["."]}, 32),
-    ("List the colors of the rainbow: red, orange, yellow, green, blue, indigo, violet. Again: red, orange,",
-     {"repeat_penalty": 1.3, "repeat_last_n": 32}, 32),
-    ("Write a short poem about the sea.\nThe sea, the sea,", {"dry_multiplier": 1.5, "dry_base": 2.0,
-                                                             "repeat_penalty": 1.1}, 40),
-]
-
 
 def token_array(logits):
     n = len(logits)
@@ -133,48 +119,16 @@ def filter_cases():
     return out
 
 
-def greedy_cases(llm, vocab):
-    out = []
-    for prompt, f, n in GREEDY_CASES:
-        ids = llm.tokenize(prompt.encode(), add_bos=False, special=False)
-        chain = L.llama_sampler_chain_init(L.llama_sampler_chain_default_params())
-        rp = f.get("repeat_penalty", 1.0)
-        L.llama_sampler_chain_add(chain, L.llama_sampler_init_penalties(llm.n_vocab(), f.get("repeat_last_n", 64), rp, 0.0, 0.0))
-        if f.get("dry_multiplier", 0.0) > 0:
-            L.llama_sampler_chain_add(chain, dry_sampler(vocab, f["dry_multiplier"], f.get("dry_base", 1.75),
-                                                         f.get("dry_allowed_length", 2), 1024,
-                                                         f.get("dry_sequence_breakers", DEFAULT_BREAKERS)))
-        L.llama_sampler_chain_add(chain, L.llama_sampler_init_greedy())
-        for t in ids:
-            L.llama_sampler_accept(chain, t)
-        llm.reset()
-        llm.eval(ids)
-        got = []
-        for _ in range(n):
-            t = L.llama_sampler_sample(chain, llm.ctx, -1)
-            got.append(t)
-            if t == llm.token_eos():
-                break
-            llm.eval([t])
-        L.llama_sampler_free(chain)
-        out.append({"prompt_ids": ids, "fields": f, "max_tokens": n, "ids": got,
-                    "text": llm.detokenize(got).decode("utf-8", "replace")})
-    return out
-
-
 def main():
     llm = open_llama(MODEL, n_ctx=1024, n_threads=2, n_batch=512, verbose=False)
     vocab = L.llama_model_get_vocab(llm.model)
     n_vocab = llm.n_vocab()
     doc = {"model": os.path.basename(MODEL),
-           "settings": settings(n_threads=2, n_ctx=1024, dry_penalty_last_n_greedy=1024),
-           "dry": dry_cases(llm, vocab, n_vocab), "filters": filter_cases(), "greedy": greedy_cases(llm, vocab)}
+           "settings": settings(n_threads=2, n_ctx=1024),
+           "dry": dry_cases(llm, vocab, n_vocab), "filters": filter_cases()}
     with open(OUT, "w") as f:
         json.dump(doc, f, indent=1)
-    print(f"wrote {OUT}: {len(doc['dry'])} DRY cases, {len(doc['filters'])} filter cases, "
-          f"{len(doc['greedy'])} greedy runs")
-    for g in doc["greedy"]:
-        print(repr(g["text"]))
+    print(f"wrote {OUT}: {len(doc['dry'])} DRY cases, {len(doc['filters'])} filter cases")
 
 
 if __name__ == "__main__":
