@@ -1,6 +1,7 @@
 /* cmd_run.c - `hearth run MODEL "prompt"`: one-shot generation to stdout,
  * speeds to stderr; `--prompt-ids 1,2,3 --ids` for models without a tokenizer. */
 #include "cli/cli.h"
+#include "completion/dry_breakers.h"
 #include "completion/grammar.h"
 #include "completion/json_mode.h"
 #include "core/file.h"
@@ -21,6 +22,9 @@ static void usage(FILE *f) {
             "  --temp T                temperature, 0 = greedy (default 0.8)\n"
             "  --top-p P  --top-k K  --min-p P\n"
             "  --repeat-penalty R  --presence-penalty P  --frequency-penalty F\n"
+            "  --repeat-last-n N  --typical P  --top-nsigma N  --xtc-probability P  --xtc-threshold T\n"
+            "  --dry-multiplier M  --dry-base B  --dry-allowed-length N  --dry-penalty-last-n N\n"
+            "                          llama.cpp's samplers, as llama-cli's flags (windows: -1 = the context)\n"
             "  --seed S                seed for sampling (same seed, same output)\n"
             "  --prompt-ids 1,2,3      token ids instead of PROMPT\n"
             "  --ids                   print generated ids (space-separated) instead of text\n"
@@ -95,6 +99,7 @@ int cmd_run(int argc, char **argv) {
     double dv;
     int print_ids = 0, ignore_eos = 0, json = 0;
     const char *schema_file = NULL, *grammar = NULL, *grammar_file = NULL;
+    int repeat_last_n = -1, dry_last_n = -1; /* -1: the whole context */
     cli_stack_opts spec = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -131,6 +136,25 @@ int cmd_run(int argc, char **argv) {
             NEED_VALUE();
             if (!cli_parse_float("run", a, v, &dv)) return 2;
             sp.repetition_penalty = (float)dv;
+        } else if (!strcmp(a, "--typical") || !strcmp(a, "--top-nsigma") || !strcmp(a, "--xtc-probability") ||
+                   !strcmp(a, "--xtc-threshold") || !strcmp(a, "--dry-multiplier") || !strcmp(a, "--dry-base")) {
+            NEED_VALUE();
+            if (!cli_parse_float("run", a, v, &dv)) return 2;
+            float f = (float)dv;
+            if (!strcmp(a, "--typical")) sp.typical_p = f;
+            else if (!strcmp(a, "--top-nsigma")) sp.top_n_sigma = f > 0 ? f : 0;
+            else if (!strcmp(a, "--xtc-probability")) sp.xtc_probability = f;
+            else if (!strcmp(a, "--xtc-threshold")) sp.xtc_threshold = f;
+            else if (!strcmp(a, "--dry-multiplier")) sp.dry.multiplier = f;
+            else sp.dry.base = f;
+        } else if (!strcmp(a, "--repeat-last-n") || !strcmp(a, "--dry-allowed-length") ||
+                   !strcmp(a, "--dry-penalty-last-n")) {
+            NEED_VALUE();
+            if (!cli_parse_int("run", a, v, &lv)) return 2;
+            if (lv < -1 || lv > (1 << 30)) return cli_usage_error("run", "%s %s is out of range", a, v);
+            if (!strcmp(a, "--repeat-last-n")) repeat_last_n = (int)lv;
+            else if (!strcmp(a, "--dry-allowed-length")) sp.dry.allowed_length = (int)lv;
+            else dry_last_n = (int)lv;
         } else if (!strcmp(a, "--presence-penalty")) {
             NEED_VALUE();
             if (!cli_parse_float("run", a, v, &dv)) return 2;
@@ -202,7 +226,7 @@ int cmd_run(int argc, char **argv) {
                                "with --ignore-eos");
     if ((json || schema_file) + (grammar || grammar_file) > 1 || (grammar && grammar_file))
         return cli_usage_error("run", "give one of --json / --json-schema, --grammar and --grammar-file");
-    so.need_tokenizer = !print_ids || prompt || json || schema_file || grammar || grammar_file;
+    so.need_tokenizer = !print_ids || prompt || json || schema_file || grammar || grammar_file || sp.dry.multiplier;
     so.spec_tokens = spec.spec_tokens;
     json_t *schema_doc = NULL;
     if (schema_file) {
@@ -230,6 +254,7 @@ int cmd_run(int argc, char **argv) {
     int rc = 1;
     hearth_engine *eng = NULL;
     hearth_vocab_bytes vb = {0};
+    hearth_dry_breakers dry = {0};
     hearth_gen_request q = {0};
     if (hearth_session_open(&s, &so, &err) != HEARTH_OK) {
         fprintf(stderr, "hearth run: %s\n", err.msg);
@@ -251,6 +276,18 @@ int cmd_run(int argc, char **argv) {
             goto done;
         }
     /* One request through the engine: B=1 is the engine's ordinary path. */
+    if (repeat_last_n == 0) sp.repetition_penalty = 1.0f;
+    else if (repeat_last_n > 0) sp.repeat_last_n = repeat_last_n;
+    if (sp.dry.multiplier != 0.0f && dry_last_n != 0) { /* llama.cpp's default breakers */
+        static const char *const brk[] = {"\n", ":", "\"", "*"};
+        sp.dry_last_n = dry_last_n < 0 || dry_last_n > s.ctx ? s.ctx : dry_last_n;
+        if (hearth_vocab_bytes_once(&vb, NULL, s.tok, &err) != HEARTH_OK ||
+            hearth_dry_breakers_build(&dry, &vb, s.tok, brk, 4, &err) != HEARTH_OK)
+            goto done;
+        sp.dry_breakers = &dry;
+    } else {
+        sp.dry.multiplier = 0.0f;
+    }
     q.sampling = sp;
     q.max_new = (int)max_new;
     q.adapter = so.n_lora; /* the adapter's id: 1, if one was given */
@@ -324,6 +361,7 @@ done:
     hearth_engine_free(eng);
     if (q.sampling.constraint.free) q.sampling.constraint.free(q.sampling.constraint.self); /* not taken */
     hearth_vocab_bytes_free(&vb);
+    hearth_dry_breakers_free(&dry);
     hearth_grammar_free(gram);
     json_decref(schema_doc);
     free(ids);

@@ -138,3 +138,19 @@ def test_server_flags_are_defaults(server):
         assert s.stop() == 0, s.output()
     bad = Server("--typical", "2", wait=False)
     assert bad.proc.wait(timeout=30) == 2 and "--typical" in bad.output()
+
+
+def test_run_takes_the_flags(server):
+    """hearth run --dry-multiplier (llama-cli's flag) writes what the server's field does."""
+    from conftest import DEFAULT_MODEL, run_hearth
+    prompt = "one two three four one two three four one two three four one two three"
+    want = server.client().completions.create(model="default", prompt=prompt, max_tokens=16, temperature=0,
+                                              extra_body={"dry_multiplier": 0.8}).choices[0].text
+    r = run_hearth("run", DEFAULT_MODEL, prompt, "-n", "16", "--temp", "0", "--dry-multiplier", "0.8")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == want + "\n", (r.stdout, want)  # run ends its output with a newline
+    r = run_hearth("run", DEFAULT_MODEL, prompt, "-n", "4", "--typical", "0.9", "--top-nsigma", "1",
+                   "--xtc-probability", "0.5", "--repeat-last-n", "16", "--repeat-penalty", "1.1", "--seed", "3")
+    assert r.returncode == 0 and r.stdout.strip(), r.stderr
+    bad = run_hearth("run", DEFAULT_MODEL, prompt, "-n", "4", "--typical", "0")
+    assert bad.returncode != 0 and "typical_p" in bad.stderr, bad.stderr
