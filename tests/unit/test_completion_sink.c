@@ -3,6 +3,7 @@
  * checked at every token boundary the tokenizer produces, including inside
  * multi-byte characters that byte-level BPE splits across tokens. */
 #include "testhelp.h"
+#include "smollm_tok.h"
 
 #include "completion/sink.h"
 #include "io/gguf.h"
@@ -10,15 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static hearth_tokenizer *smollm(void) {
-    hearth_err err = {0};
-    hearth_gguf *g;
-    if (hearth_gguf_open(&g, test_path("models/SmolLM2-135M-Instruct.Q4_1.gguf"), &err)) return NULL;
-    hearth_tokenizer *t = NULL;
-    hearth_tok_load_gguf(&t, g, &err);
-    hearth_gguf_close(g);
-    return t;
-}
 
 typedef struct {
     char content[1024], reasoning[1024], calls[1024];

@@ -3,6 +3,7 @@
  * (tests/fixtures/smollm2/sampler_golden.json, tools/oracle/make_sampler_goldens.py),
  * and the windows' bookkeeping. */
 #include "testhelp.h"
+#include "smollm_tok.h"
 
 #include "completion/dry_breakers.h"
 #include "engine/sampler.h"
@@ -18,15 +19,6 @@ static json_t *golden(const char *part) {
     return p;
 }
 
-static hearth_tokenizer *smollm(void) {
-    hearth_err err = {0};
-    hearth_gguf *g;
-    if (hearth_gguf_open(&g, test_path("models/SmolLM2-135M-Instruct.Q4_1.gguf"), &err)) return NULL;
-    hearth_tokenizer *t = NULL;
-    hearth_tok_load_gguf(&t, g, &err);
-    hearth_gguf_close(g);
-    return t;
-}
 
 /* Each golden history through hearth_dry_apply, with breakers built from
  * the same strings over hearth's vocabulary: the same penalized tokens, the

@@ -2,6 +2,7 @@
  * trips on random text, the streaming detokenizer's hold-back, lookups and
  * end-of-generation ids, and malformed tokenizer.json / GGUF metadata. */
 #include "testhelp.h"
+#include "smollm_tok.h"
 #include "test_io_util.h"
 
 #include "core/file.h"
@@ -12,15 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static hearth_tokenizer *smollm(void) {
-    hearth_err err = {0};
-    hearth_gguf *g;
-    if (hearth_gguf_open(&g, test_path("models/SmolLM2-135M-Instruct.Q4_1.gguf"), &err)) return NULL;
-    hearth_tokenizer *t = NULL;
-    hearth_tok_load_gguf(&t, g, &err);
-    hearth_gguf_close(g);
-    return t;
-}
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 static uint32_t rnd(void) {
