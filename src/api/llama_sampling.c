@@ -45,7 +45,7 @@ int api_parse_llama_sampling(const json_t *b, hearth_cpl_request *r, hearth_cpl_
         if (p->repetition_penalty <= 0)
             return api_fail(e, HEARTH_EINVAL, "repeat_penalty",
                             "Invalid 'repeat_penalty': it must be greater than 0 (1 turns it off).");
-        p->has_repeat_last_n = 1, p->repeat_last_n = 64;
+        r->repeat_penalty_llama = 1;
     }
     if (api_get_int(b, "repeat_last_n", -1, 1 << 30, &has, &iv, e)) return 1;
     if (has) p->has_repeat_last_n = 1, p->repeat_last_n = (int)iv;

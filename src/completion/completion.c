@@ -343,8 +343,9 @@ int hearth_cpl_ctx_len(const hearth_cpl_ctx *c) { return c->ctx; }
  * or the default ones (built once). */
 static hearth_status sampling_llama(hearth_cpl_ctx *c, const hearth_cpl_request *r, const hearth_cpl_params *p,
                                     hearth_sampling *s, hearth_dry_breakers *own, hearth_err *err) {
-    if (p->has_repeat_last_n && p->repeat_last_n == 0) s->repetition_penalty = 1.0f;
-    else if (p->has_repeat_last_n && p->repeat_last_n > 0) s->repeat_last_n = p->repeat_last_n;
+    int win = p->has_repeat_last_n ? p->repeat_last_n : r->repeat_penalty_llama ? 64 : -1;
+    if (win == 0) s->repetition_penalty = 1.0f;
+    else if (win > 0) s->repeat_last_n = win;
     s->typical_p = p->typical_p;
     s->top_n_sigma = p->top_n_sigma;
     s->xtc_probability = p->xtc_probability;

@@ -82,6 +82,8 @@ typedef struct {
     const char *format_field; /* the request field that asked for one of the three, for errors */
     int continue_final; /* chat: the last message is the assistant's start of its answer (a prefill): the
                            prompt ends inside it, with no generation prompt, and the output continues it */
+    int repeat_penalty_llama; /* the repetition penalty came as llama-server's repeat_penalty: its window is the
+                                 last 64 tokens unless repeat_last_n (the request's or the server's) says */
     char **dry_breakers; /* DRY's sequence breakers (owned strings), or NULL: llama.cpp's "\n", ":", "\"", "*" */
     int n_dry_breakers;
     char *model;        /* the request's model name (owned), or NULL: a LoRA adapter's name runs that adapter,

@@ -154,3 +154,14 @@ def test_run_takes_the_flags(server):
     assert r.returncode == 0 and r.stdout.strip(), r.stderr
     bad = run_hearth("run", DEFAULT_MODEL, prompt, "-n", "4", "--typical", "0")
     assert bad.returncode != 0 and "typical_p" in bad.stderr, bad.stderr
+
+
+def test_repeat_penalty_window_from_the_server_flag(server):
+    """repeat_penalty without repeat_last_n takes serve --repeat-last-n, else llama-server's 64."""
+    ids = GOLDEN["dry"][6]["history"]
+    near = top5(server, ids, repeat_penalty=1.5, repeat_last_n=2)
+    s = Server("--repeat-last-n", "2")
+    try:
+        assert top5(s, ids, repeat_penalty=1.5) == near
+    finally:
+        assert s.stop() == 0, s.output()
