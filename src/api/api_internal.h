@@ -102,6 +102,9 @@ int api_parse_stops(const json_t *stop, const char *param, hearth_cpl_request *r
 /* llama-server's sampling fields (repeat_penalty, repeat_last_n, typical_p, top_n_sigma, xtc_*, dry_*) into r
  * (llama_sampling.c); mirostat and dynatemp_range refused by name. */
 int api_parse_llama_sampling(const json_t *b, hearth_cpl_request *r, hearth_cpl_error *e);
+/* vLLM's allowed_token_ids, bad_words, include_stop_str_in_output, skip_special_tokens,
+ * spaces_between_special_tokens and truncate_prompt_tokens into r (vllm_fields.c). */
+int api_parse_vllm_fields(const json_t *b, hearth_cpl_request *r, hearth_cpl_error *e);
 void api_name_tool_result(const json_t *messages, json_t *tool_msg);
 /* tool_choice that forces a call (name: that tool; NULL: any of r->tools,
  * set already): the answer is constrained to one call in the whole-output

@@ -265,7 +265,7 @@ static int parse_common(const json_t *b, hearth_cpl_request *r, api_req_opts *o,
     if (p->has_repetition_penalty && p->repetition_penalty <= 0)
         return api_fail(e, HEARTH_EINVAL, "repetition_penalty",
                         "Invalid 'repetition_penalty': it must be greater than 0 (1 turns it off).");
-    if (api_parse_llama_sampling(b, r, e)) return 1;
+    if (api_parse_llama_sampling(b, r, e) || api_parse_vllm_fields(b, r, e)) return 1;
     has = 0;
     if (api_get_int(b, "top_k", -1, 1 << 30, &has, &iv, e)) return 1;
     if (has) p->has_top_k = 1, p->top_k = iv < 0 ? 0 : (int)iv; /* -1 = off, as vLLM spells it */

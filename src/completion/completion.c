@@ -108,6 +108,9 @@ void hearth_cpl_request_deinit(hearth_cpl_request *r) {
     json_decref(r->template_kwargs);
     json_decref(r->json_schema);
     free(r->grammar);
+    for (int i = 0; i < r->n_bad_words; i++) free(r->bad_words[i]);
+    free(r->bad_words);
+    free(r->allowed_ids);
     for (int i = 0; i < r->n_dry_breakers; i++) free(r->dry_breakers[i]);
     free(r->dry_breakers);
     free(r->prompt);
@@ -338,6 +341,64 @@ hearth_status hearth_cpl_tokenize(hearth_cpl_ctx *c, const hearth_cpl_request *r
 
 int hearth_cpl_ctx_len(const hearth_cpl_ctx *c) { return c->ctx; }
 
+/* vLLM's bad_words as token sequences into seqs (off / ids owned by the
+ * caller): each word as written with its leading spaces dropped, and with
+ * one space before it when that tokenizes to another first token in as
+ * many tokens (a word at the start and inside a text). */
+static hearth_status bad_word_seqs(const hearth_cpl_ctx *c, const hearth_cpl_request *r, hearth_token_seqs *seqs,
+                                   int32_t **off_out, int32_t **ids_out, hearth_err *err) {
+    int32_t *off = malloc(sizeof *off * (2 * (size_t)r->n_bad_words + 1)), *all = NULL;
+    size_t n_all = 0;
+    int n = 0;
+    hearth_status st = off ? HEARTH_OK : HEARTH_ENOMEM;
+    if (off) off[0] = 0;
+    for (int w = 0; w < r->n_bad_words && st == HEARTH_OK; w++) {
+        const char *word = r->bad_words[w];
+        while (*word == ' ') word++;
+        size_t len = strlen(word);
+        char *spaced = malloc(len + 2);
+        int32_t *a = NULL, *b = NULL;
+        size_t na = 0, nb = 0;
+        if (!spaced) st = HEARTH_ENOMEM;
+        else {
+            spaced[0] = ' ';
+            memcpy(spaced + 1, word, len + 1);
+            st = hearth_tok_encode(c->tok, word, len, 0, 0, &a, &na, err);
+            if (st == HEARTH_OK) st = hearth_tok_encode(c->tok, spaced, len + 1, 0, 0, &b, &nb, err);
+        }
+        for (int v = 0; v < 2 && st == HEARTH_OK; v++) {
+            const int32_t *x = v ? b : a;
+            size_t nx = v ? nb : na;
+            if (nx == 0 || nx > HEARTH_BAD_WORD_MAX || (v && (nb != na || b[0] == a[0]))) continue;
+            int32_t *grown = realloc(all, sizeof *all * (n_all + nx));
+            if (!grown) {
+                st = HEARTH_ENOMEM;
+                break;
+            }
+            all = grown;
+            memcpy(all + n_all, x, sizeof *x * nx);
+            n_all += nx;
+            off[++n] = (int32_t)n_all;
+        }
+        if (st == HEARTH_OK && (na == 0 || na > HEARTH_BAD_WORD_MAX))
+            st = hearth_err_set(err, HEARTH_EINVAL, "bad_words[%d] is %zu tokens (1 to %d)", w, na,
+                                HEARTH_BAD_WORD_MAX);
+        free(spaced);
+        free(a);
+        free(b);
+    }
+    if (st == HEARTH_ENOMEM) hearth_err_set(err, st, "bad_words: out of memory");
+    if (st != HEARTH_OK) {
+        free(off);
+        free(all);
+        return st;
+    }
+    *seqs = (hearth_token_seqs){n, off, all};
+    *off_out = off;
+    *ids_out = all;
+    return HEARTH_OK;
+}
+
 /* llama.cpp's samplers into s: the windows resolved against the context
  * (-1 = all of it, 0 = off), DRY's breakers the request's (built into own)
  * or the default ones (built once). */
@@ -389,6 +450,11 @@ hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, h
     /* Template and tokens. */
     if ((st = prompt_ids(c, r, &ids, &n_ids, &in_reasoning, e)) != HEARTH_OK) return st;
     const char *pfield = r->chat ? "messages" : r->prompt_field;
+    size_t keep = r->truncate_prompt < 0 ? (size_t)c->ctx : (size_t)r->truncate_prompt;
+    if (r->truncate_prompt && n_ids > keep) { /* the prompt's last tokens, as vLLM's truncate_prompt_tokens */
+        memmove(ids, ids + (n_ids - keep), sizeof *ids * keep);
+        n_ids = keep;
+    }
     if ((int)n_ids >= c->ctx) {
         free(ids);
         return reject(e, HEARTH_ERANGE, pfield, "context_length_exceeded",
@@ -470,6 +536,8 @@ hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, h
     st = hearth_sink_init(&q->sink, c->tok, (const char *const *)r->stop, r->n_stop, q->ends, n_ends,
                           r->chat && c->template_thinks, in_reasoning,
                           r->chat && r->parse_tools, &err);
+    q->sink.include_stop = r->include_stop;
+    if (r->keep_special) q->sink.detok.skip_special = 0; /* special tokens' text too (the end ids stay out) */
     if (st != HEARTH_OK) {
         free(ids);
         hearth_schema_free(schema);
@@ -545,15 +613,26 @@ hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, h
         }
     }
     hearth_dry_breakers dry_own = {0};
-    if ((st = sampling_llama(c, r, &p, &g.sampling, &dry_own, &err)) != HEARTH_OK) {
+    int32_t *bad_off = NULL, *bad_ids = NULL;
+    const char *bad_field = "dry_sequence_breakers";
+    g.sampling.allowed_ids = r->allowed_ids;
+    g.sampling.n_allowed = r->n_allowed;
+    st = sampling_llama(c, r, &p, &g.sampling, &dry_own, &err);
+    if (st == HEARTH_OK && r->n_bad_words) {
+        bad_field = "bad_words";
+        st = bad_word_seqs(c, r, &g.sampling.bad_words, &bad_off, &bad_ids, &err);
+    }
+    if (st != HEARTH_OK) {
         free(g.prompt);
         hearth_dry_breakers_free(&dry_own);
         if (g.sampling.constraint.free) g.sampling.constraint.free(g.sampling.constraint.self);
         hearth_cpl_free(q);
-        return reject(e, st, "dry_sequence_breakers", NULL, "%s", err.msg);
+        return reject(e, st, bad_field, NULL, "%s", err.msg);
     }
     st = hearth_engine_submit(c->engine, &g, &q->seq, &err);
-    hearth_dry_breakers_free(&dry_own); /* the sampler took a copy */
+    hearth_dry_breakers_free(&dry_own); /* the sampler took copies */
+    free(bad_off);
+    free(bad_ids);
     free(g.prompt); /* NULL when ownership moved */
     if (g.sampling.constraint.free) g.sampling.constraint.free(g.sampling.constraint.self); /* not taken */
     if (st != HEARTH_OK) {
@@ -564,7 +643,8 @@ hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, h
             static const char *fields[] = {"temperature",     "top_p",           "top_k",         "min_p",
                                            "repetition_penalty", "presence_penalty", "frequency_penalty",
                                            "logit_bias",      "top_logprobs",    "typical_p",     "top_n_sigma",
-                                           "xtc_probability", "repeat_last_n",   "dry_multiplier"};
+                                           "xtc_probability", "repeat_last_n",   "dry_multiplier",
+                                           "allowed_token_ids", "bad_words"};
             for (size_t i = 0; i < sizeof fields / sizeof *fields && !param; i++)
                 if (strstr(err.msg, fields[i])) param = fields[i];
             if (!param) param = pfield;

@@ -82,6 +82,13 @@ typedef struct {
     const char *format_field; /* the request field that asked for one of the three, for errors */
     int continue_final; /* chat: the last message is the assistant's start of its answer (a prefill): the
                            prompt ends inside it, with no generation prompt, and the output continues it */
+    int32_t *allowed_ids;     /* vLLM's allowed_token_ids (owned), or NULL */
+    int n_allowed;
+    char **bad_words;         /* vLLM's bad_words (owned strings) */
+    int n_bad_words;
+    int include_stop;         /* vLLM's include_stop_str_in_output: a matched stop string ends the output */
+    int keep_special;         /* vLLM's skip_special_tokens false: special tokens' text is output */
+    int truncate_prompt;      /* vLLM's truncate_prompt_tokens: keep the prompt's last N tokens (-1: the context) */
     int repeat_penalty_llama; /* the repetition penalty came as llama-server's repeat_penalty: its window is the
                                  last 64 tokens unless repeat_last_n (the request's or the server's) says */
     char **dry_breakers; /* DRY's sequence breakers (owned strings), or NULL: llama.cpp's "\n", ":", "\"", "*" */

@@ -81,6 +81,8 @@ static void feed_text(hearth_sink *s, const char *t, size_t n) {
     int hit = 0;
     size_t k = hearth_stop_feed(&s->stop, t, n, s->sbuf, &hit);
     if (k) hearth_reasoning_feed(&s->rsn, s->sbuf, k, on_split, s);
+    if (hit && s->include_stop)
+        hearth_reasoning_feed(&s->rsn, s->stop.strs[s->stop.which], s->stop.lens[s->stop.which], on_split, s);
     if (hit) s->stopped = 1;
 }
 

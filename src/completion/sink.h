@@ -45,6 +45,7 @@ typedef struct {
     char *dbuf;  /* [HEARTH_DETOK_MAX_OUT] detokenizer output */
     char *sbuf;  /* [stop out cap] released by the stop matcher */
     int stopped; /* a stop string matched: the stream is over */
+    int include_stop; /* the matched stop string is output too (vLLM's include_stop_str_in_output) */
     int n_tool_calls;
     uint64_t call_seed; /* for tool-call ids */
     hearth_cpl_event_fn fn;

@@ -82,6 +82,22 @@ hearth_status hearth_sampler_init(hearth_sampler *s, const hearth_sampling *p, i
                               "dry_multiplier must be >= 0, dry_base >= 1, dry_allowed_length and dry_penalty_last_n "
                               ">= 0 (got %g, %g, %d, %d)",
                               p->dry.multiplier, p->dry.base, p->dry.allowed_length, p->dry_last_n);
+    for (int i = 0; i < p->n_allowed; i++)
+        if (p->allowed_ids[i] < 0 || p->allowed_ids[i] >= vocab)
+            return hearth_err_set(err, HEARTH_EINVAL, "allowed_token_ids: token id %d outside the vocabulary [0, %d)",
+                                  p->allowed_ids[i], vocab);
+    int bad_max = 0;
+    for (int i = 0; i < p->bad_words.n; i++) {
+        int len = p->bad_words.off[i + 1] - p->bad_words.off[i];
+        if (len < 1 || len > HEARTH_BAD_WORD_MAX)
+            return hearth_err_set(err, HEARTH_EINVAL, "bad_words: a word of %d tokens (1 to %d)", len,
+                                  HEARTH_BAD_WORD_MAX);
+        for (int k = p->bad_words.off[i]; k < p->bad_words.off[i + 1]; k++)
+            if (p->bad_words.ids[k] < 0 || p->bad_words.ids[k] >= vocab)
+                return hearth_err_set(err, HEARTH_EINVAL, "bad_words: token id %d outside the vocabulary",
+                                      p->bad_words.ids[k]);
+        if (len > bad_max) bad_max = len;
+    }
     for (int i = 0; i < p->n_logit_bias; i++) {
         if (p->logit_bias[i].id < 0 || p->logit_bias[i].id >= vocab)
             return hearth_err_set(err, HEARTH_EINVAL, "logit_bias: token id %d outside the vocabulary [0, %d)",
@@ -100,7 +116,21 @@ hearth_status hearth_sampler_init(hearth_sampler *s, const hearth_sampling *p, i
     s->bias = p->n_logit_bias ? malloc(sizeof *s->bias * (size_t)p->n_logit_bias) : NULL;
     int win = p->repetition_penalty != 1.0f ? p->repeat_last_n : 0, dry_n = dry_on ? p->dry_last_n : 0;
     s->hist_cap = win > dry_n ? win : dry_n;
+    if (bad_max - 1 > s->hist_cap) s->hist_cap = bad_max - 1; /* the output's end, against a word's start */
     int ext_fail = 0;
+    if (p->n_allowed) {
+        ext_fail |= !(s->allowed = calloc((size_t)vocab, 1));
+        for (int i = 0; !ext_fail && i < p->n_allowed; i++) s->allowed[p->allowed_ids[i]] = 1;
+    }
+    if (p->bad_words.n) {
+        size_t nb = (size_t)p->bad_words.off[p->bad_words.n];
+        ext_fail |= !(s->bad_off = malloc(sizeof *s->bad_off * ((size_t)p->bad_words.n + 1)));
+        ext_fail |= !(s->bad_ids = malloc(sizeof *s->bad_ids * nb));
+        if (!ext_fail) {
+            memcpy(s->bad_off, p->bad_words.off, sizeof *s->bad_off * ((size_t)p->bad_words.n + 1));
+            memcpy(s->bad_ids, p->bad_words.ids, sizeof *s->bad_ids * nb);
+        }
+    }
     if (s->hist_cap) ext_fail |= !(s->hist = malloc(sizeof *s->hist * (size_t)s->hist_cap));
     if (win) ext_fail |= !(s->win_counts = calloc((size_t)vocab, sizeof *s->win_counts));
     if (dry_n) {
@@ -119,6 +149,9 @@ hearth_status hearth_sampler_init(hearth_sampler *s, const hearth_sampling *p, i
     if (p->n_logit_bias) memcpy(s->bias, p->logit_bias, sizeof *s->bias * (size_t)p->n_logit_bias);
     s->p.logit_bias = s->bias;
     s->p.dry_breakers = &s->breakers;
+    s->p.allowed_ids = NULL; /* the bitmap stands for them */
+    s->p.bad_words.off = s->bad_off;
+    s->p.bad_words.ids = s->bad_ids;
     uint64_t seed = p->seed;
     if (!p->has_seed) {
         static atomic_ullong counter;
@@ -142,6 +175,9 @@ void hearth_sampler_deinit(hearth_sampler *s) {
     free(s->dry_pairs);
     free(s->typ_score);
     free(s->typ_order);
+    free(s->allowed);
+    free(s->bad_off);
+    free(s->bad_ids);
     hearth_dry_breakers_free(&s->breakers);
     memset(s, 0, sizeof *s);
 }
@@ -186,6 +222,16 @@ static void apply_processors(hearth_sampler *s, float *logits) {
     for (int i = 0; i < p->n_logit_bias; i++) logits[s->bias[i].id] += s->bias[i].bias;
     if (s->n_out < p->min_tokens)
         for (int i = 0; i < p->n_min_ban; i++) logits[p->min_ban[i]] = -INFINITY;
+    if (s->allowed)
+        for (int i = 0; i < s->vocab; i++)
+            if (!s->allowed[i]) logits[i] = -INFINITY;
+    for (int w = 0; w < p->bad_words.n; w++) { /* vLLM's: the word's start ends the output, its last token is out */
+        const int32_t *ids = s->bad_ids + s->bad_off[w];
+        int len = s->bad_off[w + 1] - s->bad_off[w], k = 0;
+        if (len - 1 > s->n_out) continue;
+        while (k < len - 1 && s->hist[(s->hist_n - (len - 1) + k) % s->hist_cap] == ids[k]) k++;
+        if (k == len - 1) logits[ids[len - 1]] = -INFINITY;
+    }
     if (s->dry_buf) { /* the window oldest first, then the scratch */
         int n = s->hist_n < p->dry_last_n ? (int)s->hist_n : p->dry_last_n;
         for (int i = 0; i < n; i++) s->dry_buf[i] = s->hist[(s->hist_n - n + i) % s->hist_cap];
@@ -402,6 +448,7 @@ int hearth_sampler_pick_params(hearth_sampler *s, int want_logprobs, hearth_pick
     if (p->repetition_penalty != 1.0f || p->presence_penalty != 0.0f || p->frequency_penalty != 0.0f ||
         p->n_logit_bias > 0 || p->constraint.mask || p->top_p < 1.0f || (p->top_k > 0 && p->top_k < s->vocab) ||
         p->dry.multiplier != 0.0f || p->top_n_sigma > 0.0f || p->typical_p < 1.0f || p->xtc_probability > 0.0f ||
+        s->allowed || p->bad_words.n ||
         (s->n_out < p->min_tokens && p->n_min_ban > 0) ||
         p->top_logprobs > HEARTH_PICK_TOP)
         return 0;

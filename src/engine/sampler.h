@@ -3,7 +3,7 @@
  * Order (as mlx-lm/transformers document it for this project): logit
  * processors (repetition penalty over prompt + output or its last
  * repeat_last_n tokens, presence/frequency penalties over the output,
- * logit_bias, min_tokens' ban, DRY) -> top_p -> min_p -> top_k -> top_n_sigma
+ * logit_bias, min_tokens' ban, allowed_token_ids, bad_words, DRY) -> top_p -> min_p -> top_k -> top_n_sigma
  * -> typical_p -> XTC -> temperature draw. The four prefix filters are
  * computed on the processed distribution at temperature 1 and keep the
  * intersection of their prefixes; typical_p keeps the locally typical part
@@ -43,6 +43,15 @@ typedef struct {
     void (*free)(void *self);
 } hearth_constraint;
 
+/* Token sequences: sequence i is ids[off[i] .. off[i + 1]). */
+typedef struct {
+    int n;
+    const int32_t *off; /* [n + 1] */
+    const int32_t *ids;
+} hearth_token_seqs;
+
+#define HEARTH_BAD_WORD_MAX 64 /* tokens of one bad word */
+
 /* Resolved sampling settings of one request (defaults: hearth_sampling_default). */
 typedef struct hearth_sampling {
     float temperature;        /* 0 = greedy */
@@ -70,6 +79,10 @@ typedef struct hearth_sampling {
     hearth_dry_params dry;    /* .multiplier 0 = off */
     int dry_last_n;           /* DRY scans the last N tokens of prompt + output (> 0 when DRY is on) */
     const hearth_dry_breakers *dry_breakers; /* borrowed (NULL: none); copied at init */
+    const int32_t *allowed_ids; /* vLLM's allowed_token_ids: only these can be drawn (borrowed; copied); */
+    int n_allowed;              /* 0 = no such limit */
+    hearth_token_seqs bad_words; /* vLLM's bad_words: a sequence's last token is never drawn where it would
+                                    complete the sequence in the output (borrowed; copied) */
 } hearth_sampling;
 
 void hearth_sampling_default(hearth_sampling *p);
@@ -106,6 +119,8 @@ typedef struct hearth_sampler {
     hearth_dry_breakers breakers; /* owned copy */
     float *typ_score;          /* [vocab] typical_p's scratch */
     int32_t *typ_order;        /* [vocab] */
+    uint8_t *allowed;          /* [vocab] 1 = may be drawn, or NULL */
+    int32_t *bad_off, *bad_ids; /* owned copies of p.bad_words */
 } hearth_sampler;
 
 /* Caller-owned storage. EINVAL names a bad setting (negative temperature,

@@ -205,3 +205,48 @@ TEST(sampler_rejects_bad_settings) {
     CHECK_EQ(hearth_sampler_init(&s, &p, 5, &err), HEARTH_EINVAL);
     CHECK_CONTAINS(err.msg, "token id 7");
 }
+
+/* vLLM's bad_words: a one-token word is never drawn; a longer word's last
+ * token only where the output (not the prompt) ends with the word's start. */
+TEST(sampler_bad_words) {
+    int32_t off[] = {0, 1, 3}, ids[] = {4, 2, 3}; /* the words "4" and "2 3" */
+    hearth_sampling p;
+    hearth_sampling_default(&p);
+    p.temperature = 0;
+    p.bad_words = (hearth_token_seqs){2, off, ids};
+    hearth_sampler s;
+    CHECK_EQ(hearth_sampler_init(&s, &p, 6, NULL), HEARTH_OK);
+    int32_t prompt[] = {1, 2};
+    hearth_sampler_accept_prompt(&s, prompt, 2);
+    float l[6] = {0, 0, 0, 3.0f, 4.0f, 1.0f}, c[6];
+    memcpy(c, l, sizeof c);
+    CHECK_EQ(hearth_sampler_sample(&s, c, NULL), 3); /* 4 is out; 3 is fine after a prompt's 2 */
+    hearth_sampler_accept(&s, 2);
+    memcpy(c, l, sizeof c);
+    CHECK_EQ(hearth_sampler_sample(&s, c, NULL), 5); /* the output ends with 2: 3 is out too */
+    hearth_sampler_accept(&s, 5);
+    memcpy(c, l, sizeof c);
+    CHECK_EQ(hearth_sampler_sample(&s, c, NULL), 3);
+    hearth_sampler_deinit(&s);
+    int32_t off_bad[] = {0, 0};
+    p.bad_words = (hearth_token_seqs){1, off_bad, ids}; /* an empty word */
+    CHECK_EQ(hearth_sampler_init(&s, &p, 6, NULL), HEARTH_EINVAL);
+}
+
+/* vLLM's allowed_token_ids: nothing else is drawn, at any temperature. */
+TEST(sampler_allowed_token_ids) {
+    int32_t allowed[] = {1, 4};
+    hearth_sampling p;
+    hearth_sampling_default(&p);
+    p.seed = 3;
+    p.has_seed = 1;
+    p.allowed_ids = allowed;
+    p.n_allowed = 2;
+    float base[6] = {5.0f, 0.0f, 4.0f, 3.0f, -1.0f, 2.0f};
+    int counts[6];
+    histogram(&p, base, 6, 500, counts);
+    CHECK(counts[1] > 0 && counts[4] > 0 && counts[1] + counts[4] == 500);
+    allowed[1] = 6;
+    hearth_sampler s;
+    CHECK_EQ(hearth_sampler_init(&s, &p, 6, NULL), HEARTH_EINVAL);
+}
