@@ -99,8 +99,8 @@ char *api_dup_str(const char *s, size_t n); /* NUL-terminated copy, or NULL */
  * another the base model); with r, r->model takes it. */
 int api_check_body(const json_t *b, hearth_cpl_request *r, hearth_cpl_error *e);
 int api_parse_stops(const json_t *stop, const char *param, hearth_cpl_request *r, hearth_cpl_error *e);
-/* llama-server's sampling fields (repeat_penalty, repeat_last_n, typical_p, top_n_sigma, xtc_*, dry_*) into r
- * (llama_sampling.c); mirostat and dynatemp_range refused by name. */
+/* llama-server's sampling fields (repeat_penalty, repeat_last_n, typical_p, top_n_sigma, xtc_*, dry_*, dynatemp_*,
+ * mirostat*) into r (llama_sampling.c). */
 int api_parse_llama_sampling(const json_t *b, hearth_cpl_request *r, hearth_cpl_error *e);
 /* vLLM's allowed_token_ids, bad_words, include_stop_str_in_output, skip_special_tokens,
  * spaces_between_special_tokens and truncate_prompt_tokens into r (vllm_fields.c). */

@@ -1,8 +1,7 @@
 /* llama_sampling.c - llama-server's sampling fields on the OpenAI routes:
- * repeat_penalty / repeat_last_n, typical_p, top_n_sigma, XTC and DRY, with
- * llama-server's names, ranges and defaults (engine/sampler.h says what
- * each does). mirostat and dynatemp are refused by name rather than
- * ignored. */
+ * repeat_penalty / repeat_last_n, typical_p, top_n_sigma, XTC, DRY, dynamic
+ * temperature and mirostat, with llama-server's names, ranges and defaults
+ * (engine/sampler.h says what each does). */
 #include "api/api_internal.h"
 
 #include <stdlib.h>
@@ -74,12 +73,13 @@ int api_parse_llama_sampling(const json_t *b, hearth_cpl_request *r, hearth_cpl_
     if (brk && breakers(brk, r, e)) return 1;
     has = 0;
     if (api_get_int(b, "mirostat", 0, 2, &has, &iv, e)) return 1;
-    if (has && iv != 0)
-        return api_fail(e, HEARTH_ENOTSUP, "mirostat", "'mirostat' is not supported by this server (0 turns it off).");
+    if (has) p->has_mirostat = 1, p->mirostat = (int)iv;
+    if (api_get_number(b, "mirostat_tau", -1e9, 1e9, &p->has_mirostat_tau, &p->mirostat_tau, e) ||
+        api_get_number(b, "mirostat_eta", -1e9, 1e9, &p->has_mirostat_eta, &p->mirostat_eta, e) ||
+        api_get_number(b, "dynatemp_exponent", -1e9, 1e9, &p->has_dynatemp_exponent, &p->dynatemp_exponent, e))
+        return 1;
     has = 0;
     if (api_get_number(b, "dynatemp_range", -1e9, 1e9, &has, &v, e)) return 1;
-    if (has && v > 0)
-        return api_fail(e, HEARTH_ENOTSUP, "dynatemp_range",
-                        "'dynatemp_range' is not supported by this server (0 turns it off).");
+    if (has) p->has_dynatemp_range = 1, p->dynatemp_range = v > 0 ? v : 0.0f; /* <= 0: off */
     return 0;
 }

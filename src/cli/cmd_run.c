@@ -24,6 +24,7 @@ static void usage(FILE *f) {
             "  --repeat-penalty R  --presence-penalty P  --frequency-penalty F\n"
             "  --repeat-last-n N  --typical P  --top-nsigma N  --xtc-probability P  --xtc-threshold T\n"
             "  --dry-multiplier M  --dry-base B  --dry-allowed-length N  --dry-penalty-last-n N\n"
+            "  --dynatemp-range R  --dynatemp-exp E  --mirostat 1|2  --mirostat-ent TAU  --mirostat-lr ETA\n"
             "                          llama.cpp's samplers, as llama-cli's flags (windows: -1 = the context)\n"
             "  --seed S                seed for sampling (same seed, same output)\n"
             "  --prompt-ids 1,2,3      token ids instead of PROMPT\n"
@@ -147,6 +148,18 @@ int cmd_run(int argc, char **argv) {
             else if (!strcmp(a, "--xtc-threshold")) sp.xtc_threshold = f;
             else if (!strcmp(a, "--dry-multiplier")) sp.dry.multiplier = f;
             else sp.dry.base = f;
+        } else if (!strcmp(a, "--dynatemp-range") || !strcmp(a, "--dynatemp-exp") || !strcmp(a, "--mirostat-ent") ||
+                   !strcmp(a, "--mirostat-lr")) {
+            NEED_VALUE();
+            if (!cli_parse_float("run", a, v, &dv)) return 2;
+            if (!strcmp(a, "--dynatemp-range")) sp.dynatemp_range = dv > 0 ? (float)dv : 0;
+            else if (!strcmp(a, "--dynatemp-exp")) sp.dynatemp_exponent = (float)dv;
+            else if (!strcmp(a, "--mirostat-ent")) sp.mirostat_tau = (float)dv;
+            else sp.mirostat_eta = (float)dv;
+        } else if (!strcmp(a, "--mirostat")) {
+            NEED_VALUE();
+            if (!cli_parse_int("run", a, v, &lv)) return 2;
+            sp.mirostat = (int)lv;
         } else if (!strcmp(a, "--repeat-last-n") || !strcmp(a, "--dry-allowed-length") ||
                    !strcmp(a, "--dry-penalty-last-n")) {
             NEED_VALUE();

@@ -220,9 +220,11 @@ static void usage(FILE *f) {
             "                         generation_config.json comes next\n"
             "  --repeat-last-n N      --repeat-penalty's window: the last N tokens (-1: all, the default; 0: off)\n"
             "  --typical P  --top-nsigma N  --xtc-probability P  --xtc-threshold T  --dry-multiplier M\n"
-            "  --dry-base B  --dry-allowed-length N  --dry-penalty-last-n N\n"
+            "  --dry-base B  --dry-allowed-length N  --dry-penalty-last-n N  --dynatemp-range R  --dynatemp-exp E\n"
+            "  --mirostat 1|2  --mirostat-ent TAU  --mirostat-lr ETA\n"
             "                         llama.cpp's samplers, as llama-server's flags (defaults: off; XTC's\n"
-            "                         threshold 0.1, DRY's base 1.75, allowed length 2, window the context)\n"
+            "                         threshold 0.1, DRY's base 1.75, allowed length 2, window the context;\n"
+            "                         dynatemp exponent 1; mirostat tau 5, eta 0.1)\n"
             "  -v, --verbose          log debug messages\n\n"
             "environment: HEARTH_SERVE_TEST_LOAD_DELAY_MS=N waits N ms before loading (tests of the loading state)\n",
             DEFAULT_MODEL);
@@ -331,6 +333,19 @@ int cmd_serve(int argc, char **argv) {
             else if (!strcmp(a, "--xtc-threshold")) flags.has_xtc_threshold = 1, flags.xtc_threshold = (float)dv;
             else if (!strcmp(a, "--dry-multiplier")) flags.has_dry_multiplier = 1, flags.dry_multiplier = (float)dv;
             else flags.has_dry_base = 1, flags.dry_base = (float)dv;
+        } else if (!strcmp(a, "--dynatemp-range") || !strcmp(a, "--dynatemp-exp") || !strcmp(a, "--mirostat-ent") ||
+                   !strcmp(a, "--mirostat-lr")) {
+            NEED_VALUE();
+            if (!cli_parse_float("serve", a, v, &dv)) return 2;
+            if (!strcmp(a, "--dynatemp-range")) flags.has_dynatemp_range = 1, flags.dynatemp_range = dv > 0 ? (float)dv : 0;
+            else if (!strcmp(a, "--dynatemp-exp")) flags.has_dynatemp_exponent = 1, flags.dynatemp_exponent = (float)dv;
+            else if (!strcmp(a, "--mirostat-ent")) flags.has_mirostat_tau = 1, flags.mirostat_tau = (float)dv;
+            else flags.has_mirostat_eta = 1, flags.mirostat_eta = (float)dv;
+        } else if (!strcmp(a, "--mirostat")) {
+            NEED_VALUE();
+            if (!cli_parse_int("serve", a, v, &lv)) return 2;
+            if (lv < 0 || lv > 2) return cli_usage_error("serve", "%s must be 0, 1 or 2", a);
+            flags.has_mirostat = 1, flags.mirostat = (int)lv;
         } else if (!strcmp(a, "--repeat-last-n") || !strcmp(a, "--dry-allowed-length") ||
                    !strcmp(a, "--dry-penalty-last-n")) {
             NEED_VALUE();

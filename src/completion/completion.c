@@ -81,6 +81,11 @@ void hearth_cpl_params_overlay(hearth_cpl_params *b, const hearth_cpl_params *o)
     TAKE(dry_base)
     TAKE(dry_allowed_length)
     TAKE(dry_penalty_last_n)
+    TAKE(dynatemp_range)
+    TAKE(dynatemp_exponent)
+    TAKE(mirostat)
+    TAKE(mirostat_tau)
+    TAKE(mirostat_eta)
 #undef TAKE
 }
 
@@ -186,6 +191,9 @@ hearth_status hearth_cpl_ctx_new(hearth_cpl_ctx **out, const hearth_cpl_ctx_opts
     d->dry_base = 1.75f;
     d->dry_allowed_length = 2;
     d->dry_penalty_last_n = -1;
+    d->dynatemp_exponent = 1.0f;
+    d->mirostat_tau = 5.0f;
+    d->mirostat_eta = 0.1f;
     hearth_cpl_params_overlay(d, &o->model_defaults);
     hearth_cpl_params_overlay(d, &o->flags);
     if (o->n_adapters > 0 && !(c->adapters = calloc((size_t)o->n_adapters, sizeof *c->adapters))) {
@@ -411,6 +419,11 @@ static hearth_status sampling_llama(hearth_cpl_ctx *c, const hearth_cpl_request 
     s->top_n_sigma = p->top_n_sigma;
     s->xtc_probability = p->xtc_probability;
     s->xtc_threshold = p->xtc_threshold;
+    s->dynatemp_range = p->dynatemp_range;
+    s->dynatemp_exponent = p->dynatemp_exponent;
+    s->mirostat = p->mirostat;
+    s->mirostat_tau = p->mirostat_tau;
+    s->mirostat_eta = p->mirostat_eta;
     int last_n = p->dry_penalty_last_n < 0 || p->dry_penalty_last_n > c->ctx ? c->ctx : p->dry_penalty_last_n;
     if (p->dry_multiplier == 0.0f || last_n == 0) return HEARTH_OK;
     s->dry = (hearth_dry_params){p->dry_multiplier, p->dry_base, p->dry_allowed_length};
@@ -644,7 +657,7 @@ hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, h
                                            "repetition_penalty", "presence_penalty", "frequency_penalty",
                                            "logit_bias",      "top_logprobs",    "typical_p",     "top_n_sigma",
                                            "xtc_probability", "repeat_last_n",   "dry_multiplier",
-                                           "allowed_token_ids", "bad_words"};
+                                           "allowed_token_ids", "bad_words",  "mirostat"};
             for (size_t i = 0; i < sizeof fields / sizeof *fields && !param; i++)
                 if (strstr(err.msg, fields[i])) param = fields[i];
             if (!param) param = pfield;

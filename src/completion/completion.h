@@ -35,9 +35,11 @@ typedef struct hearth_cpl_params {
     uint64_t seed;
     /* llama.cpp's samplers (engine/sampler.h); the windows: -1 = the whole context, 0 = off */
     int has_repeat_last_n, has_typical_p, has_top_n_sigma, has_xtc_probability, has_xtc_threshold,
-        has_dry_multiplier, has_dry_base, has_dry_allowed_length, has_dry_penalty_last_n;
-    int repeat_last_n, dry_allowed_length, dry_penalty_last_n;
-    float typical_p, top_n_sigma, xtc_probability, xtc_threshold, dry_multiplier, dry_base;
+        has_dry_multiplier, has_dry_base, has_dry_allowed_length, has_dry_penalty_last_n, has_dynatemp_range,
+        has_dynatemp_exponent, has_mirostat, has_mirostat_tau, has_mirostat_eta;
+    int repeat_last_n, dry_allowed_length, dry_penalty_last_n, mirostat;
+    float typical_p, top_n_sigma, xtc_probability, xtc_threshold, dry_multiplier, dry_base, dynatemp_range,
+        dynatemp_exponent, mirostat_tau, mirostat_eta;
 } hearth_cpl_params;
 
 /* Take every field `over` sets; keep the rest of `base`. */

@@ -1,5 +1,6 @@
 /* sampler.c - logit processors, truncation filters, seeded draws, logprobs. */
 #include "engine/sampler.h"
+#include "engine/sampler_llama.h"
 
 #include "core/clock.h"
 
@@ -17,6 +18,9 @@ void hearth_sampling_default(hearth_sampling *p) {
     p->xtc_threshold = 0.1f;
     p->dry.base = 1.75f;
     p->dry.allowed_length = 2;
+    p->dynatemp_exponent = 1.0f;
+    p->mirostat_tau = 5.0f;
+    p->mirostat_eta = 0.1f;
 }
 
 static uint64_t splitmix64(uint64_t *x) {
@@ -82,6 +86,10 @@ hearth_status hearth_sampler_init(hearth_sampler *s, const hearth_sampling *p, i
                               "dry_multiplier must be >= 0, dry_base >= 1, dry_allowed_length and dry_penalty_last_n "
                               ">= 0 (got %g, %g, %d, %d)",
                               p->dry.multiplier, p->dry.base, p->dry.allowed_length, p->dry_last_n);
+    if (p->mirostat < 0 || p->mirostat > 2 || !isfinite(p->mirostat_tau) || !isfinite(p->mirostat_eta) ||
+        !isfinite(p->dynatemp_range) || !isfinite(p->dynatemp_exponent))
+        return hearth_err_set(err, HEARTH_EINVAL, "mirostat must be 0, 1 or 2 (got %d) and its tau / eta, "
+                              "dynatemp_range and dynatemp_exponent finite", p->mirostat);
     for (int i = 0; i < p->n_allowed; i++)
         if (p->allowed_ids[i] < 0 || p->allowed_ids[i] >= vocab)
             return hearth_err_set(err, HEARTH_EINVAL, "allowed_token_ids: token id %d outside the vocabulary [0, %d)",
@@ -150,6 +158,7 @@ hearth_status hearth_sampler_init(hearth_sampler *s, const hearth_sampling *p, i
     s->p.logit_bias = s->bias;
     s->p.dry_breakers = &s->breakers;
     s->p.allowed_ids = NULL; /* the bitmap stands for them */
+    s->mu = 2.0f * p->mirostat_tau;
     s->p.bad_words.off = s->bad_off;
     s->p.bad_words.ids = s->bad_ids;
     uint64_t seed = p->seed;
@@ -317,79 +326,6 @@ static int cmp_desc(const void *a, const void *b) {
     return *(const int32_t *)a - *(const int32_t *)b;
 }
 
-/* top_n_sigma: the prefix of cand[0..keep) within top_n_sigma standard
- * deviations of the best logit, the deviation over every finite logit. */
-static int top_n_sigma_keep(const hearth_sampler *s, const float *logits, float mx, int keep) {
-    double sum = 0.0, sq = 0.0;
-    int n = 0;
-    for (int i = 0; i < s->vocab; i++)
-        if (isfinite(logits[i])) sum += logits[i], n++;
-    double mean = n ? sum / n : 0.0;
-    for (int i = 0; i < s->vocab; i++)
-        if (isfinite(logits[i])) sq += (logits[i] - mean) * (logits[i] - mean);
-    float lo = mx - s->p.top_n_sigma * (float)sqrt(n ? sq / n : 0.0);
-    int k = 0;
-    while (k < keep && logits[s->cand[k]] >= lo) k++;
-    return k > 0 ? k : 1;
-}
-
-static const float *g_sort_scores; /* as g_sort_logits */
-static int cmp_score(const void *a, const void *b) {
-    float x = g_sort_scores[*(const int32_t *)a], y = g_sort_scores[*(const int32_t *)b];
-    if (x != y) return x < y ? -1 : 1;
-    return *(const int32_t *)a - *(const int32_t *)b;
-}
-
-/* typical_p over cand[0..keep) (probs: their weights at temperature 1),
- * renormalized: the tokens whose surprise is nearest the entropy, until
- * their mass passes typical_p; kept in cand's order. */
-static int typical_keep(hearth_sampler *s, int keep) {
-    double total = 0.0, h = 0.0;
-    for (int i = 0; i < keep; i++) total += s->probs[i];
-    for (int i = 0; i < keep; i++) {
-        double q = s->probs[i] / total;
-        if (q > 0) h -= q * log(q);
-    }
-    int32_t *order = s->typ_order; /* positions by score */
-    for (int i = 0; i < keep; i++) {
-        double q = s->probs[i] / total;
-        s->typ_score[i] = q > 0 ? (float)fabs(-log(q) - h) : INFINITY;
-        order[i] = i;
-    }
-    g_sort_scores = s->typ_score;
-    qsort(order, (size_t)keep, sizeof *order, cmp_score);
-    double cum = 0.0;
-    int n = keep;
-    for (int i = 0; i < keep; i++) {
-        cum += s->probs[order[i]] / total;
-        if (cum > s->p.typical_p) {
-            n = i + 1;
-            break;
-        }
-    }
-    for (int i = 0; i < keep; i++) s->typ_score[i] = 0.0f; /* now: 1 = kept */
-    for (int i = 0; i < n; i++) s->typ_score[order[i]] = 1.0f;
-    int k = 0;
-    for (int i = 0; i < keep; i++)
-        if (s->typ_score[i] != 0.0f) s->cand[k] = s->cand[i], s->probs[k] = s->probs[i], k++;
-    return k;
-}
-
-/* XTC over cand[0..keep), most likely first: at its chance, every token
- * whose renormalized probability reaches the threshold but the last of
- * them is dropped. */
-static int xtc_keep(hearth_sampler *s, int keep) {
-    if (rng_uniform(s->rng) > s->p.xtc_probability) return keep;
-    double total = 0.0;
-    for (int i = 0; i < keep; i++) total += s->probs[i];
-    int last = 0;
-    while (last + 1 < keep && s->probs[last + 1] / total >= s->p.xtc_threshold) last++;
-    if (last == 0 || !(s->probs[0] / total >= s->p.xtc_threshold)) return keep;
-    memmove(s->cand, s->cand + last, sizeof *s->cand * (size_t)(keep - last));
-    memmove(s->probs, s->probs + last, sizeof *s->probs * (size_t)(keep - last));
-    return keep - last;
-}
-
 int32_t hearth_sampler_sample(hearth_sampler *s, float *logits, hearth_logprobs *lp) {
     const hearth_sampling *p = &s->p;
     apply_processors(s, logits);
@@ -424,11 +360,15 @@ int32_t hearth_sampler_sample(hearth_sampler *s, float *logits, hearth_logprobs 
             keep = k > 0 ? k : 1;
         }
         if (p->top_k > 0 && p->top_k < keep) keep = p->top_k;
-        if (p->top_n_sigma > 0.0f) keep = top_n_sigma_keep(s, logits, mx, keep);
-        if (p->typical_p < 1.0f) keep = typical_keep(s, keep);
-        if (p->xtc_probability > 0.0f && p->xtc_threshold <= 0.5f && keep > 1) keep = xtc_keep(s, keep);
+        if (p->mirostat) return hearth_smp_mirostat(s, logits, mx, n, rng_uniform(s->rng), lp);
+        if (p->top_n_sigma > 0.0f) keep = hearth_smp_top_n_sigma(s, logits, mx, keep);
+        if (p->typical_p < 1.0f) keep = hearth_smp_typical(s, keep);
+        if (p->xtc_probability > 0.0f && p->xtc_threshold <= 0.5f && keep > 1)
+            keep = hearth_smp_xtc(s, keep, rng_uniform(s->rng));
+        float t = p->dynatemp_range > 0.0f ? hearth_smp_dynatemp(s, keep, keep < n ? keep : s->vocab) : p->temperature;
+        if (!(t > 0.0f)) keep = 1; /* a dynamic temperature of 0: the best left */
         double z = 0.0;
-        for (int i = 0; i < keep; i++) z += s->probs[i] = expf((logits[s->cand[i]] - mx) / p->temperature);
+        for (int i = 0; i < keep; i++) z += s->probs[i] = keep > 1 ? expf((logits[s->cand[i]] - mx) / t) : 1.0f;
         double u = rng_uniform(s->rng) * z, acc = 0.0;
         chosen = s->cand[keep - 1];
         for (int i = 0; i < keep; i++) {
@@ -448,7 +388,7 @@ int hearth_sampler_pick_params(hearth_sampler *s, int want_logprobs, hearth_pick
     if (p->repetition_penalty != 1.0f || p->presence_penalty != 0.0f || p->frequency_penalty != 0.0f ||
         p->n_logit_bias > 0 || p->constraint.mask || p->top_p < 1.0f || (p->top_k > 0 && p->top_k < s->vocab) ||
         p->dry.multiplier != 0.0f || p->top_n_sigma > 0.0f || p->typical_p < 1.0f || p->xtc_probability > 0.0f ||
-        s->allowed || p->bad_words.n ||
+        s->allowed || p->bad_words.n || p->mirostat || p->dynatemp_range > 0.0f ||
         (s->n_out < p->min_tokens && p->n_min_ban > 0) ||
         p->top_logprobs > HEARTH_PICK_TOP)
         return 0;

@@ -4,7 +4,8 @@
  * processors (repetition penalty over prompt + output or its last
  * repeat_last_n tokens, presence/frequency penalties over the output,
  * logit_bias, min_tokens' ban, allowed_token_ids, bad_words, DRY) -> top_p -> min_p -> top_k -> top_n_sigma
- * -> typical_p -> XTC -> temperature draw. The four prefix filters are
+ * -> typical_p -> XTC -> temperature draw (a dynamic temperature with
+ * dynatemp_range; mirostat instead of the filters). The four prefix filters are
  * computed on the processed distribution at temperature 1 and keep the
  * intersection of their prefixes; typical_p keeps the locally typical part
  * of what is left, and XTC, at its chance, drops every token left above its
@@ -79,6 +80,10 @@ typedef struct hearth_sampling {
     hearth_dry_params dry;    /* .multiplier 0 = off */
     int dry_last_n;           /* DRY scans the last N tokens of prompt + output (> 0 when DRY is on) */
     const hearth_dry_breakers *dry_breakers; /* borrowed (NULL: none); copied at init */
+    float dynatemp_range;     /* > 0: the temperature moves within temperature +- this with the entropy (llama.cpp's) */
+    float dynatemp_exponent;
+    int mirostat;             /* 1, 2: llama.cpp's mirostat draws (instead of the filters), target surprise tau */
+    float mirostat_tau, mirostat_eta;
     const int32_t *allowed_ids; /* vLLM's allowed_token_ids: only these can be drawn (borrowed; copied); */
     int n_allowed;              /* 0 = no such limit */
     hearth_token_seqs bad_words; /* vLLM's bad_words: a sequence's last token is never drawn where it would
@@ -120,6 +125,7 @@ typedef struct hearth_sampler {
     float *typ_score;          /* [vocab] typical_p's scratch */
     int32_t *typ_order;        /* [vocab] */
     uint8_t *allowed;          /* [vocab] 1 = may be drawn, or NULL */
+    float mu;                  /* mirostat's surprise bound */
     int32_t *bad_off, *bad_ids; /* owned copies of p.bad_words */
 } hearth_sampler;
 

@@ -1,7 +1,8 @@
 """llama-server's sampling fields on hearth's OpenAI routes, through the official SDK
 (extra_body) and raw requests: DRY's penalties as llama.cpp computes them
 (tests/fixtures/smollm2/sampler_golden.json, tools/oracle/make_sampler_goldens.py),
-repeat_penalty's window, typical_p / top_n_sigma / XTC draws, and the errors."""
+repeat_penalty's window, typical_p / top_n_sigma / XTC / mirostat / dynamic temperature
+draws, and the errors."""
 import json
 import os
 
@@ -98,6 +99,17 @@ def test_seeded_filters_are_reproducible(server):
     assert a == b and a
 
 
+@pytest.mark.parametrize("extra", [{"mirostat": 2, "mirostat_tau": 3.0}, {"mirostat": 1},
+                                   {"dynatemp_range": 0.5, "dynatemp_exponent": 2.0}])
+def test_mirostat_and_dynatemp_draws(server, extra):
+    c = server.client()
+    kw = dict(model="default", prompt="Once upon a time", max_tokens=24, temperature=0.8)
+    a = c.completions.create(**kw, extra_body=dict(extra, seed=11)).choices[0].text
+    b = c.completions.create(**kw, extra_body=dict(extra, seed=11)).choices[0].text
+    other = c.completions.create(**kw, extra_body=dict(extra, seed=12)).choices[0].text
+    assert a == b and a and other != a
+
+
 @pytest.mark.parametrize("body, param", [
     ({"typical_p": 0}, "typical_p"),
     ({"typical_p": "x"}, "typical_p"),
@@ -112,8 +124,9 @@ def test_seeded_filters_are_reproducible(server):
     ({"repeat_last_n": -2}, "repeat_last_n"),
     ({"repeat_penalty": 0}, "repeat_penalty"),
     ({"repeat_penalty": 1.1, "repetition_penalty": 1.1}, "repeat_penalty"),
-    ({"mirostat": 2}, "mirostat"),
-    ({"dynatemp_range": 0.5}, "dynatemp_range"),
+    ({"mirostat": 3}, "mirostat"),
+    ({"mirostat_tau": "5"}, "mirostat_tau"),
+    ({"dynatemp_exponent": None, "dynatemp_range": "x"}, "dynatemp_range"),
 ])
 def test_bad_values_are_named(server, body, param):
     for path, extra in (("/v1/completions", {"prompt": "Hi"}),

@@ -1,12 +1,14 @@
 /* test_sampler_llama.c - llama.cpp's samplers in hearth's (DRY, the repeat
  * penalty's window, typical_p, top_n_sigma, XTC) against llama.cpp's own
- * (tests/fixtures/smollm2/sampler_golden.json, tools/oracle/make_sampler_goldens.py),
+ * and mirostat / dynamic temperature (tests/fixtures/smollm2/sampler_golden.json,
+ * tools/oracle/make_sampler_goldens.py),
  * and the windows' bookkeeping. */
 #include "testhelp.h"
 #include "smollm_tok.h"
 
 #include "completion/dry_breakers.h"
 #include "engine/sampler.h"
+#include "engine/sampler_llama.h"
 #include "io/gguf.h"
 
 #include <jansson.h>
@@ -212,4 +214,86 @@ TEST(sampler_llama_settings_refused) {
     p.xtc_probability = 1.5f;
     CHECK_EQ(hearth_sampler_init(&s, &p, 8, &err), HEARTH_EINVAL);
     CHECK(strstr(err.msg, "xtc_probability"));
+}
+
+/* Mirostat's first draw can take exactly llama.cpp's tokens (the support of
+ * 20000 first draws, each from a fresh sampler: mu = 2 tau); the dynamic
+ * temperature is llama.cpp's. */
+TEST(sampler_mirostat_and_dynatemp_match_llamacpp) {
+    json_t *cases = golden("draws");
+    CHECK(cases && json_array_size(cases) > 0);
+    size_t ci;
+    json_t *c;
+    int failures = 0;
+    json_array_foreach(cases, ci, c) {
+        json_t *lj = json_object_get(c, "logits");
+        const char *kind = json_string_value(json_object_get(c, "kind"));
+        float l[16];
+        int nv = (int)json_array_size(lj);
+        CHECK(nv <= 16);
+        for (int i = 0; i < nv; i++) l[i] = (float)json_number_value(json_array_get(lj, (size_t)i));
+        hearth_sampling p;
+        hearth_sampling_default(&p);
+        p.seed = 99 + ci;
+        p.has_seed = 1;
+        hearth_sampler s;
+        if (!strcmp(kind, "dynatemp")) { /* the vectors are sorted, largest first */
+            p.dynatemp_range = (float)json_number_value(json_object_get(c, "delta"));
+            p.dynatemp_exponent = (float)json_number_value(json_object_get(c, "exponent"));
+            CHECK_EQ(hearth_sampler_init(&s, &p, nv, NULL), HEARTH_OK);
+            for (int i = 0; i < nv; i++) s.probs[i] = expf(l[i] - l[0]);
+            double t = hearth_smp_dynatemp(&s, nv, nv), want = json_number_value(json_object_get(c, "temperature"));
+            hearth_sampler_deinit(&s);
+            if (fabs(t - want) > 1e-5 * want) {
+                fprintf(stderr, "  case %zu: dynamic temperature %.7g, llama.cpp %.7g\n", ci, t, want);
+                failures++;
+            }
+            continue;
+        }
+        p.mirostat = kind[strlen(kind) - 1] - '0';
+        p.mirostat_tau = (float)json_number_value(json_object_get(c, "tau"));
+        uint8_t seen[16] = {0}, want[16] = {0};
+        size_t k;
+        json_t *x;
+        json_array_foreach(json_object_get(c, "keep"), k, x) want[json_integer_value(x)] = 1;
+        for (int d = 0; d < 20000; d++) {
+            p.seed = (uint64_t)d * 7919 + ci;
+            CHECK_EQ(hearth_sampler_init(&s, &p, nv, NULL), HEARTH_OK);
+            float w[16];
+            memcpy(w, l, sizeof(float) * (size_t)nv);
+            seen[hearth_sampler_sample(&s, w, NULL)] = 1;
+            hearth_sampler_deinit(&s);
+        }
+        if (memcmp(seen, want, (size_t)nv)) {
+            fprintf(stderr, "  case %zu (%s tau %g): drawn", ci, kind, p.mirostat_tau);
+            for (int i = 0; i < nv; i++)
+                if (seen[i]) fprintf(stderr, " %d", i);
+            fprintf(stderr, ", llama.cpp's:");
+            for (int i = 0; i < nv; i++)
+                if (want[i]) fprintf(stderr, " %d", i);
+            fprintf(stderr, "\n");
+            failures++;
+        }
+    }
+    json_decref(cases);
+    CHECK_EQ(failures, 0);
+}
+
+/* Mirostat's bound follows the surprise of what it draws: mu moves by
+ * eta * (tau - surprise) each token. */
+TEST(sampler_mirostat_updates_mu) {
+    hearth_sampling p;
+    hearth_sampling_default(&p);
+    p.mirostat = 2;
+    p.mirostat_tau = 3.0f;
+    p.mirostat_eta = 0.5f;
+    p.seed = 5;
+    p.has_seed = 1;
+    hearth_sampler s;
+    CHECK_EQ(hearth_sampler_init(&s, &p, 4, NULL), HEARTH_OK);
+    CHECK_NEAR(s.mu, 6.0f, 1e-6);
+    float l[4] = {0.0f, -100.0f, -100.0f, -100.0f}; /* one token left: surprise 0 */
+    CHECK_EQ(hearth_sampler_sample(&s, l, NULL), 0);
+    CHECK_NEAR(s.mu, 6.0f - 0.5f * (0.0f - 3.0f), 1e-5);
+    hearth_sampler_deinit(&s);
 }

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """make_sampler_goldens.py - llama.cpp's samplers (DRY, typical_p, top_n_sigma,
-XTC) as goldens for hearth's (src/engine/sampler.c, dry.c).
+XTC, mirostat, dynamic temperature) as goldens for hearth's (src/engine/sampler.c, dry.c).
 
-Writes tests/fixtures/smollm2/sampler_golden.json with two parts:
+Writes tests/fixtures/smollm2/sampler_golden.json with three parts:
 
 - "dry": llama.cpp's DRY sampler (llama_sampler_init_dry over the default
   model's vocabulary, its sequence breakers given as strings) applied to
@@ -15,6 +15,8 @@ Writes tests/fixtures/smollm2/sampler_golden.json with two parts:
 - "filters": typical_p, top_n_sigma and XTC (probability 1) applied alone
   to small logit vectors: the ids each keeps. The unit test draws from
   hearth's sampler and must see exactly those ids.
+- "draws": mirostat (v1, v2) at its first draw: the ids it may choose; the
+  dynamic temperature (temp_ext) of each vector: the temperature it sets.
 
 llama.cpp settings (recorded): n_threads=2, n_ctx 1024, no extra buffer types
 (see llamacpp_util.py).
@@ -102,6 +104,33 @@ def dry_cases(llm, vocab, n_vocab):
     return out
 
 
+# (kind, tau or delta, exponent)
+DRAW_CASES = [("mirostat_v2", 1.5, 0), ("mirostat_v2", 3.0, 0), ("mirostat_v2", 5.0, 0), ("mirostat_v1", 1.0, 0),
+              ("mirostat_v1", 3.0, 0), ("mirostat_v1", 5.0, 0), ("dynatemp", 0.5, 1.0), ("dynatemp", 0.8, 2.0),
+              ("dynatemp", 0.3, 0.5)]
+
+
+def draw_cases():
+    """Mirostat's first draw at temperature 1 (mu = 2 tau): the ids it can choose; dynamic temperature at 1 +- delta:
+    the temperature it sets (a logit divided by it)."""
+    out = []
+    for v in FILTER_VECTORS:
+        for kind, x, ex in DRAW_CASES:
+            data, arr = token_array(v)
+            if kind == "dynatemp":
+                s = L.llama_sampler_init_temp_ext(1.0, x, ex)
+                L.llama_sampler_apply(s, ctypes.byref(arr))
+                t = next(v[arr.data[i].id] / arr.data[i].logit for i in range(arr.size) if arr.data[i].logit != 0)
+                out.append({"logits": v, "kind": kind, "delta": x, "exponent": ex, "temperature": t})
+            else:
+                s = (L.llama_sampler_init_mirostat_v2(1, x, 0.1) if kind == "mirostat_v2"
+                     else L.llama_sampler_init_mirostat(len(v), 1, x, 0.1, 100))
+                L.llama_sampler_apply(s, ctypes.byref(arr))
+                out.append({"logits": v, "kind": kind, "tau": x, "keep": sorted(arr.data[i].id for i in range(arr.size))})
+            L.llama_sampler_free(s)
+    return out
+
+
 def filter_cases():
     out = []
     for v in FILTER_VECTORS:
@@ -125,10 +154,11 @@ def main():
     n_vocab = llm.n_vocab()
     doc = {"model": os.path.basename(MODEL),
            "settings": settings(n_threads=2, n_ctx=1024),
-           "dry": dry_cases(llm, vocab, n_vocab), "filters": filter_cases()}
+           "dry": dry_cases(llm, vocab, n_vocab), "filters": filter_cases(), "draws": draw_cases()}
     with open(OUT, "w") as f:
         json.dump(doc, f, indent=1)
-    print(f"wrote {OUT}: {len(doc['dry'])} DRY cases, {len(doc['filters'])} filter cases")
+    print(f"wrote {OUT}: {len(doc['dry'])} DRY cases, {len(doc['filters'])} filter cases, "
+          f"{len(doc['draws'])} mirostat / dynamic temperature cases")
 
 
 if __name__ == "__main__":

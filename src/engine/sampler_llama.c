@@ -1,0 +1,130 @@
+/* sampler_llama.c - llama.cpp's top_n_sigma, typical_p, XTC, dynamic
+ * temperature and mirostat (v1, v2) on hearth's sampler's candidates, as
+ * llama.cpp defines them (src/llama-sampler.cpp of the vendored source). */
+#include "engine/sampler_llama.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* top_n_sigma: the prefix of cand[0..keep) within top_n_sigma standard
+ * deviations of the best logit, the deviation over every finite logit. */
+int hearth_smp_top_n_sigma(const hearth_sampler *s, const float *logits, float mx, int keep) {
+    double sum = 0.0, sq = 0.0;
+    int n = 0;
+    for (int i = 0; i < s->vocab; i++)
+        if (isfinite(logits[i])) sum += logits[i], n++;
+    double mean = n ? sum / n : 0.0;
+    for (int i = 0; i < s->vocab; i++)
+        if (isfinite(logits[i])) sq += (logits[i] - mean) * (logits[i] - mean);
+    float lo = mx - s->p.top_n_sigma * (float)sqrt(n ? sq / n : 0.0);
+    int k = 0;
+    while (k < keep && logits[s->cand[k]] >= lo) k++;
+    return k > 0 ? k : 1;
+}
+
+static const float *g_sort_scores; /* qsort has no context argument; engine thread only */
+static int cmp_score(const void *a, const void *b) {
+    float x = g_sort_scores[*(const int32_t *)a], y = g_sort_scores[*(const int32_t *)b];
+    if (x != y) return x < y ? -1 : 1;
+    return *(const int32_t *)a - *(const int32_t *)b;
+}
+
+/* typical_p over cand[0..keep) (probs: their weights at temperature 1),
+ * renormalized: the tokens whose surprise is nearest the entropy, until
+ * their mass passes typical_p; kept in cand's order. */
+int hearth_smp_typical(hearth_sampler *s, int keep) {
+    double total = 0.0, h = 0.0;
+    for (int i = 0; i < keep; i++) total += s->probs[i];
+    for (int i = 0; i < keep; i++) {
+        double q = s->probs[i] / total;
+        if (q > 0) h -= q * log(q);
+    }
+    int32_t *order = s->typ_order; /* positions by score */
+    for (int i = 0; i < keep; i++) {
+        double q = s->probs[i] / total;
+        s->typ_score[i] = q > 0 ? (float)fabs(-log(q) - h) : INFINITY;
+        order[i] = i;
+    }
+    g_sort_scores = s->typ_score;
+    qsort(order, (size_t)keep, sizeof *order, cmp_score);
+    double cum = 0.0;
+    int n = keep;
+    for (int i = 0; i < keep; i++) {
+        cum += s->probs[order[i]] / total;
+        if (cum > s->p.typical_p) {
+            n = i + 1;
+            break;
+        }
+    }
+    for (int i = 0; i < keep; i++) s->typ_score[i] = 0.0f; /* now: 1 = kept */
+    for (int i = 0; i < n; i++) s->typ_score[order[i]] = 1.0f;
+    int k = 0;
+    for (int i = 0; i < keep; i++)
+        if (s->typ_score[i] != 0.0f) s->cand[k] = s->cand[i], s->probs[k] = s->probs[i], k++;
+    return k;
+}
+
+/* XTC over cand[0..keep), most likely first: at its chance, every token
+ * whose renormalized probability reaches the threshold but the last of
+ * them is dropped. */
+int hearth_smp_xtc(hearth_sampler *s, int keep, double u) {
+    if (u > s->p.xtc_probability) return keep;
+    double total = 0.0;
+    for (int i = 0; i < keep; i++) total += s->probs[i];
+    int last = 0;
+    while (last + 1 < keep && s->probs[last + 1] / total >= s->p.xtc_threshold) last++;
+    if (last == 0 || !(s->probs[0] / total >= s->p.xtc_threshold)) return keep;
+    memmove(s->cand, s->cand + last, sizeof *s->cand * (size_t)(keep - last));
+    memmove(s->probs, s->probs + last, sizeof *s->probs * (size_t)(keep - last));
+    return keep - last;
+}
+
+float hearth_smp_dynatemp(const hearth_sampler *s, int keep, int n_norm) {
+    const hearth_sampling *p = &s->p;
+    float lo = p->temperature - p->dynatemp_range, hi = p->temperature + p->dynatemp_range;
+    if (lo < 0.0f) lo = 0.0f;
+    if (keep <= 1 || n_norm <= 1) return p->temperature;
+    double total = 0.0, h = 0.0;
+    for (int i = 0; i < keep; i++) total += s->probs[i];
+    for (int i = 0; i < keep; i++) {
+        double q = s->probs[i] / total;
+        if (q > 0) h -= q * log(q);
+    }
+    return lo + (hi - lo) * powf((float)(h / log((double)n_norm)), p->dynatemp_exponent);
+}
+
+int32_t hearth_smp_mirostat(hearth_sampler *s, const float *logits, float mx, int n, double u, hearth_logprobs *lp) {
+    const hearth_sampling *p = &s->p;
+    double z = 0.0;
+    for (int i = 0; i < n; i++) z += s->probs[i] = expf((logits[s->cand[i]] - mx) / p->temperature);
+    int keep = 1;
+    if (p->mirostat == 2) { /* the likeliest tokens whose surprise is at most mu */
+        while (keep < n && -log2(s->probs[keep] / z) <= s->mu) keep++;
+        if (-log2(s->probs[0] / z) > s->mu) keep = 1;
+    } else { /* Zipf's exponent from the top 100, then the top k that gives surprise mu */
+        double st = 0.0, tt = 0.0;
+        for (int i = 0; i < 99 && i < n - 1; i++) {
+            double ti = log((double)(i + 2) / (i + 1)), bi = log(s->probs[i] / s->probs[i + 1]);
+            st += ti * bi, tt += ti * ti;
+        }
+        double sh = tt > 0 ? st / tt : 1.0, eps = sh - 1;
+        double k = pow(eps * pow(2.0, s->mu) / (1 - pow((double)s->vocab, -eps)), 1 / sh);
+        keep = k >= 1 && k < n ? (int)k : k >= n ? n : 1;
+    }
+    double zk = 0.0;
+    for (int i = 0; i < keep; i++) zk += s->probs[i];
+    double x = u * zk, acc = 0.0;
+    int c = keep - 1;
+    for (int i = 0; i < keep; i++) {
+        acc += s->probs[i];
+        if (x < acc) {
+            c = i;
+            break;
+        }
+    }
+    s->mu -= p->mirostat_eta * (float)(-log2(s->probs[c] / zk) - p->mirostat_tau);
+    int32_t chosen = s->cand[c];
+    if (lp) hearth_logprobs_fill(logits, s->vocab, chosen, p->top_logprobs, lp);
+    return chosen;
+}

@@ -1,0 +1,23 @@
+/* sampler_llama.h - llama.cpp's filters and draws inside hearth's sampler
+ * (sampler.c): each works on the sampler's sorted candidates cand[0..keep)
+ * with their weights at temperature 1 in probs[] (sampler.h gives the
+ * order). Internal to the engine. */
+#ifndef HEARTH_ENGINE_SAMPLER_LLAMA_H
+#define HEARTH_ENGINE_SAMPLER_LLAMA_H
+
+#include "engine/sampler.h"
+
+/* top_n_sigma: the prefix within top_n_sigma standard deviations (of every finite logit) of the best, mx. */
+int hearth_smp_top_n_sigma(const hearth_sampler *s, const float *logits, float mx, int keep);
+/* typical_p: the locally typical part of what is left, in cand's order. */
+int hearth_smp_typical(hearth_sampler *s, int keep);
+/* XTC, when u (uniform in [0, 1)) falls within its chance. */
+int hearth_smp_xtc(hearth_sampler *s, int keep, double u);
+/* Dynamic temperature (dynatemp_range > 0): the temperature from the entropy of what is left, normalized by
+ * log(n_norm) (the candidates llama.cpp would count: what the filters left, else the whole vocabulary). */
+float hearth_smp_dynatemp(const hearth_sampler *s, int keep, int n_norm);
+/* Mirostat (1 or 2) over the n candidates at the request's temperature: truncate by the target surprise mu,
+ * draw with u, update mu; the chosen id (logprobs into lp when asked). */
+int32_t hearth_smp_mirostat(hearth_sampler *s, const float *logits, float mx, int n, double u, hearth_logprobs *lp);
+
+#endif
