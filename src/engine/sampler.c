@@ -121,6 +121,7 @@ hearth_status hearth_sampler_init(hearth_sampler *s, const hearth_sampling *p, i
     s->in_context = calloc((size_t)vocab, 1);
     s->cand = malloc(sizeof *s->cand * (size_t)vocab);
     s->probs = malloc(sizeof *s->probs * (size_t)vocab);
+    s->sel = malloc(sizeof *s->sel * (size_t)vocab);
     s->bias = p->n_logit_bias ? malloc(sizeof *s->bias * (size_t)p->n_logit_bias) : NULL;
     int win = p->repetition_penalty != 1.0f ? p->repeat_last_n : 0, dry_n = dry_on ? p->dry_last_n : 0;
     s->hist_cap = win > dry_n ? win : dry_n;
@@ -150,7 +151,8 @@ hearth_status hearth_sampler_init(hearth_sampler *s, const hearth_sampling *p, i
         ext_fail |= !(s->typ_score = malloc(sizeof *s->typ_score * (size_t)vocab));
         ext_fail |= !(s->typ_order = malloc(sizeof *s->typ_order * (size_t)vocab));
     }
-    if (!s->out_counts || !s->in_context || !s->cand || !s->probs || (p->n_logit_bias && !s->bias) || ext_fail) {
+    if (!s->out_counts || !s->in_context || !s->cand || !s->probs || !s->sel || (p->n_logit_bias && !s->bias) ||
+        ext_fail) {
         hearth_sampler_deinit(s);
         return hearth_err_set(err, HEARTH_ENOMEM, "sampler: out of memory");
     }
@@ -177,6 +179,7 @@ void hearth_sampler_deinit(hearth_sampler *s) {
     free(s->in_context);
     free(s->cand);
     free(s->probs);
+    free(s->sel);
     free(s->bias);
     free(s->hist);
     free(s->win_counts);
@@ -326,6 +329,82 @@ static int cmp_desc(const void *a, const void *b) {
     return *(const int32_t *)a - *(const int32_t *)b;
 }
 
+/* a comes before b in the draw's order: the larger logit, on a tie the lower id */
+static inline int before(const float *x, int32_t a, int32_t b) { return x[a] > x[b] || (x[a] == x[b] && a < b); }
+
+/* sel[0..m): the m first of cand[0..n) in the draw's order, by insertion (m small). */
+static void select_best(hearth_sampler *s, const float *x, int n, int m) {
+    int32_t *b = s->sel;
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        int32_t id = s->cand[i];
+        if (k == m && !before(x, id, b[m - 1])) continue;
+        int j = k < m ? k++ : m - 1;
+        while (j > 0 && before(x, id, b[j - 1])) {
+            b[j] = b[j - 1];
+            j--;
+        }
+        b[j] = id;
+    }
+}
+
+#define SELECT_MAX 256 /* above this many, a whole sort */
+
+/* The candidates whose weight (s->probs, in cand's order) is at least lo,
+ * moved to the front with their weights; how many. */
+static int partition_front(hearth_sampler *s, int n, float lo) {
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (s->probs[i] >= lo) {
+            int32_t c = s->cand[i];
+            float w = s->probs[i];
+            s->cand[i] = s->cand[k], s->probs[i] = s->probs[k];
+            s->cand[k] = c, s->probs[k++] = w;
+        }
+    return k;
+}
+
+/* Put in order only as many of the n candidates as the filters can keep:
+ * those above min_p's (or mirostat 2's) threshold, top_k of them, then as
+ * many as top_p's mass needs (grown from 64); all of them for mirostat 1 or
+ * when nothing truncates. cand[0..m) ends sorted with probs[0..m) = their
+ * weights at temperature 1 (total: all n's weights); returns m. The draw
+ * sees what a whole sort would give it. */
+static int order_best(hearth_sampler *s, const float *logits, float mx, int n, double total) {
+    const hearth_sampling *p = &s->p;
+    int np = n, m; /* cand[0..np): what the thresholds let through */
+    if (p->mirostat == 2) { /* surprise <= mu bits at the temperature: weight >= z 2^-mu, z over all */
+        double z = 0.0;
+        for (int i = 0; i < n; i++) z += s->probs[i] = expf((logits[s->cand[i]] - mx) / p->temperature);
+        s->mz = z;
+        np = partition_front(s, n, hearth_smp_mirostat_floor(s));
+    } else if (!p->mirostat && p->min_p > 0.0f) { /* probability relative to the best >= min_p */
+        for (int i = 0; i < n; i++) s->probs[i] = expf(logits[s->cand[i]] - mx);
+        np = partition_front(s, n, p->min_p);
+    }
+    m = np;
+    if (np == 0) np = n, m = 1; /* none within mu: the best alone */
+    if (!p->mirostat && p->top_k > 0 && p->top_k < m) m = p->top_k;
+    int want = !p->mirostat && p->top_p < 1.0f && m > 64 ? 64 : m;
+    while (want <= SELECT_MAX && want < np) {
+        select_best(s, logits, np, want);
+        double cum = 0.0;
+        for (int i = 0; i < want && cum < p->top_p; i++) cum += expf(logits[s->sel[i]] - mx) / total;
+        if (want == m || cum >= p->top_p) {
+            memcpy(s->cand, s->sel, sizeof *s->cand * (size_t)want);
+            m = want;
+            break;
+        }
+        want = want * 4 < m ? want * 4 : m;
+    }
+    if (want > SELECT_MAX || want >= np) { /* all that passed, in order */
+        g_sort_logits = logits;
+        qsort(s->cand, (size_t)np, sizeof *s->cand, cmp_desc);
+    }
+    for (int i = 0; i < m; i++) s->probs[i] = expf(logits[s->cand[i]] - mx);
+    return m;
+}
+
 int32_t hearth_sampler_sample(hearth_sampler *s, float *logits, hearth_logprobs *lp) {
     const hearth_sampling *p = &s->p;
     apply_processors(s, logits);
@@ -337,16 +416,15 @@ int32_t hearth_sampler_sample(hearth_sampler *s, float *logits, hearth_logprobs 
     if (p->temperature > 0.0f && isfinite(logits[best])) {
         float mx = logits[best];
         int n = 0;
+        double total = 0.0;
         for (int i = 0; i < s->vocab; i++)
             if (logits[i] >= mx - WINDOW) s->cand[n++] = i;
-        g_sort_logits = logits;
-        qsort(s->cand, (size_t)n, sizeof *s->cand, cmp_desc);
-        double total = 0.0;
-        for (int i = 0; i < n; i++) total += s->probs[i] = expf(logits[s->cand[i]] - mx);
-        int keep = n;
+        if (p->top_p < 1.0f) /* top_p's mass is of the whole window */
+            for (int i = 0; i < n; i++) total += expf(logits[s->cand[i]] - mx);
+        int m = order_best(s, logits, mx, n, total), keep = m; /* no filter keeps more than the m best */
         if (p->top_p < 1.0f) { /* smallest prefix whose mass reaches top_p */
             double cum = 0.0;
-            for (int i = 0; i < n; i++) {
+            for (int i = 0; i < m; i++) {
                 cum += s->probs[i] / total;
                 if (cum >= p->top_p) {
                     keep = i + 1;
@@ -360,7 +438,7 @@ int32_t hearth_sampler_sample(hearth_sampler *s, float *logits, hearth_logprobs 
             keep = k > 0 ? k : 1;
         }
         if (p->top_k > 0 && p->top_k < keep) keep = p->top_k;
-        if (p->mirostat) return hearth_smp_mirostat(s, logits, mx, n, rng_uniform(s->rng), lp);
+        if (p->mirostat) return hearth_smp_mirostat(s, logits, mx, m, rng_uniform(s->rng), lp);
         if (p->top_n_sigma > 0.0f) keep = hearth_smp_top_n_sigma(s, logits, mx, keep);
         if (p->typical_p < 1.0f) keep = hearth_smp_typical(s, keep);
         if (p->xtc_probability > 0.0f && p->xtc_threshold <= 0.5f && keep > 1)

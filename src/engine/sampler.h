@@ -115,6 +115,7 @@ typedef struct hearth_sampler {
     uint8_t *in_context;       /* [vocab] seen in prompt or output */
     int32_t *cand;             /* [vocab] candidate ids (scratch) */
     float *probs;              /* [vocab] scratch */
+    int32_t *sel;              /* [vocab] scratch: the best candidates in order */
     int32_t *hist;             /* ring of the last hist_cap tokens of prompt + output (repeat_last_n, DRY), or NULL */
     int hist_cap;
     long long hist_n;          /* tokens pushed */
@@ -126,6 +127,7 @@ typedef struct hearth_sampler {
     int32_t *typ_order;        /* [vocab] */
     uint8_t *allowed;          /* [vocab] 1 = may be drawn, or NULL */
     float mu;                  /* mirostat's surprise bound */
+    double mz;                 /* mirostat 2: the step's sum of weights at the temperature */
     int32_t *bad_off, *bad_ids; /* owned copies of p.bad_words */
 } hearth_sampler;
 

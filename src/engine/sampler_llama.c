@@ -94,14 +94,17 @@ float hearth_smp_dynatemp(const hearth_sampler *s, int keep, int n_norm) {
     return lo + (hi - lo) * powf((float)(h / log((double)n_norm)), p->dynatemp_exponent);
 }
 
+float hearth_smp_mirostat_floor(const hearth_sampler *s) { return (float)(s->mz * exp2(-(double)s->mu)); }
+
 int32_t hearth_smp_mirostat(hearth_sampler *s, const float *logits, float mx, int n, double u, hearth_logprobs *lp) {
     const hearth_sampling *p = &s->p;
     double z = 0.0;
     for (int i = 0; i < n; i++) z += s->probs[i] = expf((logits[s->cand[i]] - mx) / p->temperature);
+    if (p->mirostat == 2) z = s->mz; /* n: only those within mu; the sum is over all */
     int keep = 1;
     if (p->mirostat == 2) { /* the likeliest tokens whose surprise is at most mu */
-        while (keep < n && -log2(s->probs[keep] / z) <= s->mu) keep++;
-        if (-log2(s->probs[0] / z) > s->mu) keep = 1;
+        float lo = hearth_smp_mirostat_floor(s);
+        while (keep < n && s->probs[keep] >= lo) keep++;
     } else { /* Zipf's exponent from the top 100, then the top k that gives surprise mu */
         double st = 0.0, tt = 0.0;
         for (int i = 0; i < 99 && i < n - 1; i++) {

@@ -16,8 +16,12 @@ int hearth_smp_xtc(hearth_sampler *s, int keep, double u);
 /* Dynamic temperature (dynatemp_range > 0): the temperature from the entropy of what is left, normalized by
  * log(n_norm) (the candidates llama.cpp would count: what the filters left, else the whole vocabulary). */
 float hearth_smp_dynatemp(const hearth_sampler *s, int keep, int n_norm);
-/* Mirostat (1 or 2) over the n candidates at the request's temperature: truncate by the target surprise mu,
- * draw with u, update mu; the chosen id (logprobs into lp when asked). */
+/* Mirostat 2's weight floor at the temperature: a surprise of at most mu bits is a weight of at least
+ * z 2^-mu (z = s->mz, the sum of all the weights). */
+float hearth_smp_mirostat_floor(const hearth_sampler *s);
+/* Mirostat (1 or 2) over the n sorted candidates at the request's temperature (2: those within mu bits, the
+ * sum over all in s->mz): truncate by the target surprise mu, draw with u, update mu; the chosen id (logprobs
+ * into lp when asked). */
 int32_t hearth_smp_mirostat(hearth_sampler *s, const float *logits, float mx, int n, double u, hearth_logprobs *lp);
 
 #endif

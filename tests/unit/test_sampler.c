@@ -250,3 +250,44 @@ TEST(sampler_allowed_token_ids) {
     hearth_sampler s;
     CHECK_EQ(hearth_sampler_init(&s, &p, 6, NULL), HEARTH_EINVAL);
 }
+
+/* A top_p prefix past the first few hundred tokens (the sampler orders only
+ * as many as the filters can keep, growing from 64): draws stay inside the
+ * prefix and reach deep into it; top_k over a large vocabulary likewise. */
+TEST(sampler_wide_prefixes) {
+    enum { V = 5000 };
+    static float base[V], l[V];
+    double total = 0.0;
+    for (int i = 0; i < V; i++) total += exp((double)(base[i] = -0.0005f * (float)i));
+    double cum = 0.0;
+    int prefix = 0;
+    while (cum < 0.6 && prefix < V) cum += exp((double)base[prefix++]) / total;
+    hearth_sampling p;
+    hearth_sampling_default(&p);
+    p.seed = 17;
+    p.has_seed = 1;
+    p.top_p = 0.6f;
+    hearth_sampler s;
+    CHECK_EQ(hearth_sampler_init(&s, &p, V, NULL), HEARTH_OK);
+    int deepest = 0;
+    for (int d = 0; d < 2000; d++) {
+        memcpy(l, base, sizeof l);
+        int id = hearth_sampler_sample(&s, l, NULL);
+        CHECK(id < prefix + 1);
+        if (id > deepest) deepest = id;
+    }
+    hearth_sampler_deinit(&s);
+    CHECK(prefix > 1000 && deepest > 1000);
+    p.top_p = 1.0f;
+    p.top_k = 300;
+    CHECK_EQ(hearth_sampler_init(&s, &p, V, NULL), HEARTH_OK);
+    deepest = 0;
+    for (int d = 0; d < 2000; d++) {
+        memcpy(l, base, sizeof l);
+        int id = hearth_sampler_sample(&s, l, NULL);
+        CHECK(id < 300);
+        if (id > deepest) deepest = id;
+    }
+    hearth_sampler_deinit(&s);
+    CHECK(deepest > 250);
+}
