@@ -366,12 +366,18 @@ static int partition_front(hearth_sampler *s, int n, float lo) {
 
 /* Put in order only as many of the n candidates as the filters can keep:
  * those above min_p's (or mirostat 2's) threshold, top_k of them, then as
- * many as top_p's mass needs (grown from 64); all of them for mirostat 1 or
- * when nothing truncates. cand[0..m) ends sorted with probs[0..m) = their
- * weights at temperature 1 (total: all n's weights); returns m. The draw
- * sees what a whole sort would give it. */
+ * many as top_p's mass needs (grown from 64); all of them for mirostat 1.
+ * cand[0..m) ends sorted with probs[0..m) = their weights at temperature 1
+ * (total: all n's weights); returns m. The draw sees what a whole sort
+ * would give it. When no filter truncates, none is ordered: the draw walks
+ * the candidates in id order. */
 static int order_best(hearth_sampler *s, const float *logits, float mx, int n, double total) {
     const hearth_sampling *p = &s->p;
+    if (p->top_p >= 1.0f && p->top_k <= 0 && p->min_p <= 0.0f && p->top_n_sigma <= 0.0f && p->typical_p >= 1.0f &&
+        p->xtc_probability <= 0.0f && !p->mirostat) { /* nothing truncates: the draw needs no order */
+        for (int i = 0; i < n; i++) s->probs[i] = expf(logits[s->cand[i]] - mx);
+        return n;
+    }
     int np = n, m; /* cand[0..np): what the thresholds let through */
     if (p->mirostat == 2) { /* surprise <= mu bits at the temperature: weight >= z 2^-mu, z over all */
         double z = 0.0;

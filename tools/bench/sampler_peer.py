@@ -6,7 +6,9 @@ tools/bench/build_llamacpp_cpu.sh, `-np 1 --no-repack`) get the same streamed
 /v1/completions requests with the same fields (llama-server's names, which
 both take): a plain draw at temperature 0.8 with llama-server's default
 filters spelled out (top_k 40, top_p 0.95, min_p 0.05), then that plus each
-sampler below; ignore_eos, so that both write the whole budget. Decode tok/s
+sampler below; ignore_eos, so that both write the whole budget. The last
+row turns the filters off and adds OpenAI's presence / frequency penalties
+(what an OpenAI client sends). Decode tok/s
 = (tokens - 1) / (last token's arrival - first's), so prefill is left out; a
 sampler's cost is its rate against the same engine's plain rate.
 
@@ -27,6 +29,8 @@ SAMPLERS = {
     "typical+nsigma+xtc": {"typical_p": 0.9, "top_n_sigma": 1.5, "xtc_probability": 0.5, "xtc_threshold": 0.1},
     "mirostat2": {"mirostat": 2},
     "repeat64": {"repeat_penalty": 1.1, "repeat_last_n": 64},
+    "no filters+penalties": {"top_k": 0, "top_p": 1.0, "min_p": 0.0, "presence_penalty": 0.5,
+                             "frequency_penalty": 0.3},
 }
 PROMPT = "Write a detailed description of a small town, its people and its history, as requested.\n\n"
 
@@ -55,7 +59,7 @@ def main():
                     text, _, t = s.run(PROMPT, a.gen, dict(BASE, **extra))
                     rate = (len(t) - 1) / (t[-1] - t[0]) if len(t) > 2 else float("nan")
                     rates.setdefault((engine, name), []).append(rate)
-                    print(f"rep {rep} {engine:12s} {name:18s} {len(t):4d} pieces {rate:7.1f} tok/s  {text[:50]!r}",
+                    print(f"rep {rep} {engine:12s} {name:20s} {len(t):4d} pieces {rate:7.1f} tok/s  {text[:50]!r}",
                           flush=True)
             finally:
                 s.close()
