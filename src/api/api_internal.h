@@ -61,7 +61,7 @@ void api_cpl_error(hearth_api *a, hearth_http_response *r, const hearth_cpl_erro
 
 /* ---- requests ---- */
 typedef struct {
-    int stream, include_usage;
+    int stream, include_usage, continuous_usage; /* continuous_usage: each chunk carries its choice's usage so far */
     int n;                      /* choices (chat and text completions), 0 = 1 */
     const json_t *prompts;      /* text completions: a batch of prompts (strings or arrays of ids; borrowed from
                                    the body, read while the request starts), or NULL for one: n choices each */

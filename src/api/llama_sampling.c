@@ -24,7 +24,8 @@ static int breakers(const json_t *v, hearth_cpl_request *r, hearth_cpl_error *e)
     if (!(r->dry_breakers = calloc(json_array_size(v), sizeof *r->dry_breakers)))
         return api_fail(e, HEARTH_ENOMEM, NULL, "out of memory");
     json_array_foreach(v, i, x) {
-        if (!(r->dry_breakers[i] = strdup(json_string_value(x)))) return api_fail(e, HEARTH_ENOMEM, NULL, "out of memory");
+        if (!(r->dry_breakers[i] = strdup(json_string_value(x))))
+            return api_fail(e, HEARTH_ENOMEM, NULL, "out of memory");
         r->n_dry_breakers++;
     }
     return 0;
@@ -51,7 +52,8 @@ int api_parse_llama_sampling(const json_t *b, hearth_cpl_request *r, hearth_cpl_
     has = 0;
     if (api_get_number(b, "typical_p", 0, 1e9, &has, &v, e)) return 1;
     if (has && v <= 0)
-        return api_fail(e, HEARTH_EINVAL, "typical_p", "Invalid 'typical_p': it must be greater than 0 (1 turns it off).");
+        return api_fail(e, HEARTH_EINVAL, "typical_p",
+                        "Invalid 'typical_p': it must be greater than 0 (1 turns it off).");
     if (has) p->has_typical_p = 1, p->typical_p = v >= 1 ? 1.0f : v;
     has = 0;
     if (api_get_number(b, "top_n_sigma", -1e9, 1e9, &has, &v, e)) return 1;

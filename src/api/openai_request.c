@@ -349,6 +349,11 @@ static int parse_common(const json_t *b, hearth_cpl_request *r, api_req_opts *o,
             return api_fail(e, HEARTH_EINVAL, "stream_options.include_usage",
                             "Invalid type for 'stream_options.include_usage': expected a boolean.");
         o->include_usage = json_is_true(iu);
+        json_t *cu = api_field(so, "continuous_usage_stats"); /* vLLM's: usage on every chunk */
+        if (cu && !json_is_boolean(cu))
+            return api_fail(e, HEARTH_EINVAL, "stream_options.continuous_usage_stats",
+                            "Invalid type for 'stream_options.continuous_usage_stats': expected a boolean.");
+        o->continuous_usage = json_is_true(cu);
     }
     json_t *rf = api_field(b, "response_format");
     if (rf) {

@@ -339,6 +339,7 @@ static int choice_step(api_job *j) {
     json_t *c;
     json_array_foreach(j->chunks, i, c) {
         set_index(j, c);
+        if (j->o.continuous_usage) json_object_set_new(c, "usage", api_usage(s));
         sse_put(j, c);
     }
     if (!more && s->finish > HEARTH_CPL_FINISH_TOOL_CALLS) sse_error(j, s);
@@ -374,6 +375,8 @@ static int job_next(void *self, const char **data, size_t *len) {
             json_t *c = j->proto->first_chunk(choice(j, i));
             if (!c) continue;
             set_index(choice(j, i), c);
+            if (j->o.continuous_usage)
+                json_object_set_new(c, "usage", api_usage(hearth_cpl_summary_get(choice(j, i)->q)));
             sse_put(j, c);
             json_decref(c);
         }

@@ -63,9 +63,10 @@ int api_parse_vllm_fields(const json_t *b, hearth_cpl_request *r, hearth_cpl_err
     if (v && allowed_ids(v, r, e)) return 1;
     if ((v = api_field(b, "bad_words")) && bad_words(v, r, e)) return 1;
     int skip = 1, spaces = 1;
-    if (get_bool(b, "include_stop_str_in_output", &r->include_stop, e) || get_bool(b, "skip_special_tokens", &skip, e) ||
-        get_bool(b, "spaces_between_special_tokens", &spaces, e)) /* spaces: fast tokenizers' decode, as vLLM's, */
-        return 1;                                                  /* puts none of its own between tokens */
+    /* spaces_between_special_tokens: a fast tokenizer's decode, as vLLM's, puts none of its own between tokens */
+    if (get_bool(b, "include_stop_str_in_output", &r->include_stop, e) ||
+        get_bool(b, "skip_special_tokens", &skip, e) || get_bool(b, "spaces_between_special_tokens", &spaces, e))
+        return 1;
     r->keep_special = !skip;
     long long iv;
     int has = 0;

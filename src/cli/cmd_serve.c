@@ -337,7 +337,8 @@ int cmd_serve(int argc, char **argv) {
                    !strcmp(a, "--mirostat-lr")) {
             NEED_VALUE();
             if (!cli_parse_float("serve", a, v, &dv)) return 2;
-            if (!strcmp(a, "--dynatemp-range")) flags.has_dynatemp_range = 1, flags.dynatemp_range = dv > 0 ? (float)dv : 0;
+            if (!strcmp(a, "--dynatemp-range"))
+                flags.has_dynatemp_range = 1, flags.dynatemp_range = dv > 0 ? (float)dv : 0;
             else if (!strcmp(a, "--dynatemp-exp")) flags.has_dynatemp_exponent = 1, flags.dynatemp_exponent = (float)dv;
             else if (!strcmp(a, "--mirostat-ent")) flags.has_mirostat_tau = 1, flags.mirostat_tau = (float)dv;
             else flags.has_mirostat_eta = 1, flags.mirostat_eta = (float)dv;

@@ -745,7 +745,7 @@ int hearth_cpl_step(hearth_cpl *q, hearth_cpl_event_fn fn, void *user, hearth_cp
             got++;
             if (q->t_first == 0) q->t_first = hearth_time_now();
             if (q->prompt_only) continue; /* max_tokens 0: the engine's one token is not shown */
-            q->n_pulled++;
+            q->sum.completion_tokens = ++q->n_pulled; /* so far; settled at the end */
             int is_end = 0;
             for (int i = 0; i < q->sink.n_end; i++) is_end |= q->sink.end_ids[i] == ev.id;
             if (q->want_lp && ev.has_logprobs && !is_end) record_lp(q, &ev.lp);

@@ -152,7 +152,7 @@ const char *hearth_cpl_finish_name(hearth_cpl_finish f);
 typedef struct {
     hearth_cpl_finish finish;
     int prompt_tokens;     /* tokens of the rendered prompt */
-    int completion_tokens; /* tokens generated up to the end (an end-of-generation id counts) */
+    int completion_tokens; /* tokens generated up to the end (an end-of-generation id counts); so far, while it runs */
     int cached_tokens;     /* prompt tokens served from the prefix cache */
     int client_gone;       /* CANCELED because the client disconnected */
     const char *stop_sequence; /* STOP by a stop string: which one (owned by the completion); else NULL */

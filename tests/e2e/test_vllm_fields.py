@@ -88,3 +88,22 @@ def test_bad_values_are_named(server, body, param):
         assert status == 400, raw
         err = json.loads(raw)["error"]
         assert err["param"] == param and param in err["message"], err
+
+
+def test_continuous_usage_stats(server):
+    """vLLM's stream_options.continuous_usage_stats: every chunk carries its choice's usage so far."""
+    c = server.client()
+    chunks = list(c.chat.completions.create(
+        model="default", messages=[{"role": "user", "content": "Count to five."}], max_tokens=12, temperature=0,
+        stream=True, stream_options={"include_usage": True, "continuous_usage_stats": True}))
+    body = [ch for ch in chunks if ch.choices]
+    assert all(ch.usage is not None for ch in body)
+    done = [ch.usage.completion_tokens for ch in body]
+    assert done == sorted(done) and done[-1] >= 1
+    final = chunks[-1].usage
+    assert not chunks[-1].choices and final.completion_tokens == done[-1]
+    assert all(ch.usage.prompt_tokens == final.prompt_tokens for ch in body)
+    status, raw, _ = server.post("/v1/chat/completions", {
+        "messages": [{"role": "user", "content": "Hi"}], "stream": True,
+        "stream_options": {"continuous_usage_stats": "yes"}})
+    assert status == 400 and json.loads(raw)["error"]["param"] == "stream_options.continuous_usage_stats", raw
