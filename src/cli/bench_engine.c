@@ -43,6 +43,7 @@ typedef struct {
     const hearth_model_config *cfg;
     int n_req, n_prompt, n_gen;
     int adapter; /* --lora: every request runs with adapter 1 */
+    const hearth_sampling *sp; /* NULL: greedy */
     stream *st;
     pthread_mutex_t mu;
     int next, failed; /* the next request to submit; a submit failed */
@@ -70,6 +71,7 @@ static void *client(void *arg) {
         q.adapter = r->adapter;
         hearth_sampling_default(&q.sampling);
         q.sampling.temperature = 0;
+        if (r->sp) q.sampling = *r->sp, q.sampling.seed = r->sp->seed + (uint64_t)i, q.sampling.has_seed = 1;
         stream *st = &r->st[i];
         st->t_submit = hearth_time_now();
         if (!q.prompt || hearth_engine_submit(r->e, &q, &st->seq, &err) != HEARTH_OK) {
@@ -90,7 +92,8 @@ static void *client(void *arg) {
     }
 }
 
-int cli_bench_engine(hearth_session *s, int n_par, int n_req, int n_prompt, int n_gen, hearth_err *err) {
+int cli_bench_engine(hearth_session *s, int n_par, int n_req, int n_prompt, int n_gen, const hearth_sampling *sp,
+                     hearth_err *err) {
     if (n_req < n_par) n_req = n_par;
     /* at most 2 x n_par in flight: n_par running, as many waiting for a slot */
     const int n_clients = n_req < 2 * n_par ? n_req : 2 * n_par;
@@ -98,7 +101,7 @@ int cli_bench_engine(hearth_session *s, int n_par, int n_req, int n_prompt, int 
     hearth_engine_opts o = {.n_slots = n_par, .max_waiting = n_clients + 1, .queue_cap = n_gen + 1, .warmup = 1};
     if (hearth_engine_new(&e, s->model, s->kv, &o, err) != HEARTH_OK) return 1;
     run r = {.e = e, .cfg = hearth_model_config_get(s->model), .n_req = n_req, .n_prompt = n_prompt, .n_gen = n_gen,
-             .adapter = hearth_model_n_lora(s->model) > 0};
+             .adapter = hearth_model_n_lora(s->model) > 0, .sp = sp};
     r.st = calloc((size_t)n_req, sizeof *r.st);
     pthread_t *th = calloc((size_t)n_clients, sizeof *th);
     double *ttft = calloc((size_t)n_req, sizeof *ttft), *adm = calloc((size_t)n_req, sizeof *adm);

@@ -33,7 +33,9 @@ static void usage(FILE *f) {
             "  --lora DIR     every sequence runs with this LoRA adapter (PEFT's format)\n"
             "  --repeat       TTFT of a fresh prompt (cold) and of the same prompt again (prefix cache)\n"
             "  --profile      CUDA: device time per kernel group, printed at the end (runs without graphs)\n"
-            "  --device D     cpu, cuda or cuda:N\n");
+            "  --device D     cpu, cuda or cuda:N\n"
+            "  --temp T  --top-p P  --top-k K  --min-p P\n"
+            "                 with --parallel: sampled requests (request i seeded 1 + i) instead of greedy\n");
 }
 
 static void print_profile(hearth_session *s, int profile) {
@@ -50,7 +52,8 @@ static void print_profile(hearth_session *s, int profile) {
 int cmd_bench(int argc, char **argv) {
     hearth_session_opts so = {0};
     long n_prompt = 512, n_gen = 128, reps = 1, parallel = 0, requests = 0, lv;
-    int repeat = 0, profile = 0, warmup = 1;
+    int repeat = 0, profile = 0, warmup = 1, sampled = 0;
+    hearth_sampling sp;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long *dst = !strcmp(a, "--prompt") ? &n_prompt
@@ -83,6 +86,16 @@ int cmd_bench(int argc, char **argv) {
             else if (a[2] == 'k') so.kv_type = v;
             else so.lora = (const char *const *)&argv[i + 1], so.n_lora = 1;
             i++;
+        } else if (!strcmp(a, "--temp") || !strcmp(a, "--top-p") || !strcmp(a, "--min-p") || !strcmp(a, "--top-k")) {
+            double dv;
+            if (!v) return cli_usage_error("bench", "%s needs a value", a);
+            if (!cli_parse_float("bench", a, v, &dv)) return 2;
+            if (!sampled) hearth_sampling_default(&sp), sp.seed = 1, sampled = 1;
+            if (!strcmp(a, "--temp")) sp.temperature = (float)dv;
+            else if (!strcmp(a, "--top-p")) sp.top_p = (float)dv;
+            else if (!strcmp(a, "--min-p")) sp.min_p = (float)dv;
+            else sp.top_k = (int)dv;
+            i++;
         } else if (!strcmp(a, "--repeat")) {
             repeat = 1;
         } else if (!strcmp(a, "--profile")) {
@@ -99,6 +112,7 @@ int cmd_bench(int argc, char **argv) {
     }
     if (!so.model_path) return cli_usage_error("bench", "missing MODEL");
     if (requests > 0 && parallel == 0) return cli_usage_error("bench", "--requests needs --parallel");
+    if (sampled && parallel == 0) return cli_usage_error("bench", "--temp, --top-p, --top-k and --min-p need --parallel");
     if (requests > 0 && requests < parallel)
         return cli_usage_error("bench", "--requests %ld is fewer than --parallel %ld", requests, parallel);
     so.ctx = (int)(n_prompt + n_gen + 16);
@@ -117,7 +131,8 @@ int cmd_bench(int argc, char **argv) {
     }
     int r = -1;
     if (repeat) r = cli_bench_prefix(&s, (int)n_prompt, (int)n_gen, (int)reps, &err);
-    else if (parallel > 0) r = cli_bench_engine(&s, (int)parallel, (int)requests, (int)n_prompt, (int)n_gen, &err);
+    else if (parallel > 0)
+        r = cli_bench_engine(&s, (int)parallel, (int)requests, (int)n_prompt, (int)n_gen, sampled ? &sp : NULL, &err);
     if (r >= 0) {
         if (r) fprintf(stderr, "hearth bench: %s\n", err.msg);
         print_profile(&s, profile);
