@@ -4,29 +4,82 @@
 #include <stdlib.h>
 #include <string.h>
 
-hearth_status hearth_chooser_init(hearth_chooser *c, int max_rows, int vocab, hearth_err *err) {
+hearth_status hearth_chooser_init(hearth_chooser *c, int max_rows, int vocab, int threads, hearth_err *err) {
     memset(c, 0, sizeof *c);
     c->cap = max_rows;
     c->vocab = vocab;
+    if (threads > max_rows) threads = max_rows;
+    c->n_bufs = threads > 1 ? threads : 1;
     c->params = calloc((size_t)max_rows, sizeof *c->params);
     c->picks = calloc((size_t)max_rows, sizeof *c->picks);
     c->by_pick = calloc((size_t)max_rows, 1);
     c->rng = calloc((size_t)max_rows, sizeof *c->rng);
-    c->logits = malloc(sizeof(float) * (size_t)vocab);
-    if (!c->params || !c->picks || !c->by_pick || !c->rng || !c->logits) {
+    c->host = calloc((size_t)max_rows, sizeof *c->host);
+    c->logits = malloc(sizeof(float) * (size_t)vocab * (size_t)c->n_bufs);
+    if (!c->params || !c->picks || !c->by_pick || !c->rng || !c->host || !c->logits) {
         hearth_chooser_deinit(c);
         return hearth_err_set(err, HEARTH_ENOMEM, "sampling buffers: out of memory");
     }
-    return HEARTH_OK;
+    hearth_status st = c->n_bufs > 1 ? hearth_pool_new(&c->pool, c->n_bufs, err) : HEARTH_OK;
+    if (st != HEARTH_OK) hearth_chooser_deinit(c);
+    return st;
 }
 
 void hearth_chooser_deinit(hearth_chooser *c) {
+    hearth_pool_free(c->pool);
+    free(c->host);
     free(c->params);
     free(c->picks);
     free(c->by_pick);
     free(c->rng);
     free(c->logits);
     memset(c, 0, sizeof *c);
+}
+
+typedef struct {
+    hearth_chooser *c;
+    hearth_sampler *const *smp;
+    const uint8_t *want_lp;
+    int32_t *ids;
+    hearth_logprobs *lps;
+    int base; /* the batch's first entry of c->host */
+} batch;
+
+static void sample_task(void *ctx, int k, int n) {
+    (void)n;
+    batch *b = ctx;
+    int r = b->c->host[b->base + k];
+    hearth_logprobs *lp = b->want_lp[r] ? &b->lps[r] : NULL;
+    b->ids[r] = hearth_sampler_sample(b->smp[r], b->c->logits + (size_t)k * (size_t)b->c->vocab, lp);
+    hearth_sampler_accept(b->smp[r], b->ids[r]);
+}
+
+/* No drafts: the pick rows in order, then the host rows n_bufs at a time,
+ * their logits brought over on this thread and sampled on the pool. */
+static hearth_status choose_parallel(hearth_chooser *c, hearth_model *m, hearth_sampler *const *smp,
+                                     const uint8_t *want_lp, int n_rows, int n_pick, int32_t *ids,
+                                     hearth_logprobs *lps, hearth_err *err) {
+    int nh = 0;
+    for (int r = 0; r < n_rows; r++) {
+        if (!c->by_pick[r]) {
+            c->host[nh++] = r;
+            continue;
+        }
+        ids[r] = hearth_sampler_from_pick(smp[r], &c->picks[r], want_lp[r] ? &lps[r] : NULL);
+        hearth_sampler_accept(smp[r], ids[r]);
+    }
+    batch b = {c, smp, want_lp, ids, lps, 0};
+    for (; b.base < nh; b.base += c->n_bufs) {
+        int k = nh - b.base < c->n_bufs ? nh - b.base : c->n_bufs;
+        for (int j = 0; j < k; j++) {
+            hearth_status st = hearth_model_logits_row(m, c->host[b.base + j], c->logits + (size_t)j * c->vocab, err);
+            if (st != HEARTH_OK) return st;
+        }
+        hearth_pool_run(c->pool, sample_task, &b, k);
+    }
+    c->rows_pick += n_pick;
+    c->rows_host += nh;
+    return HEARTH_OK;
 }
 
 hearth_status hearth_choose(hearth_chooser *c, hearth_model *m, hearth_sampler *const *smp, const uint8_t *want_lp,
@@ -41,6 +94,8 @@ hearth_status hearth_choose(hearth_chooser *c, hearth_model *m, hearth_sampler *
     }
     hearth_status st;
     if (n_pick > 0 && (st = hearth_model_pick(m, n_rows, c->params, c->picks, err)) != HEARTH_OK) return st;
+    if (!draft && c->pool && n_rows - n_pick > 1)
+        return choose_parallel(c, m, smp, want_lp, n_rows, n_pick, ids, lps, err);
     int skip = 0; /* rows left of a run whose draft was refused */
     for (int r = 0; r < n_rows; r++) {
         if (skip) {

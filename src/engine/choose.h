@@ -3,11 +3,14 @@
  * Where a row's sampler allows it (argmax, temperature, min_p; no penalties,
  * bias, top_p or top_k) the backend's pick op draws the token next to the
  * logits and only the pick crosses to the host; the other rows bring their
- * logits over and go through hearth_sampler_sample. Both give the
- * distribution the sampler documents. */
+ * logits over and go through hearth_sampler_sample, several rows at once on
+ * a pool of threads when no row carries a draft (each row is its own
+ * sequence's sampler then). Both give the distribution the sampler
+ * documents, and a row's token does not depend on the others. */
 #ifndef HEARTH_ENGINE_CHOOSE_H
 #define HEARTH_ENGINE_CHOOSE_H
 
+#include "core/pool.h"
 #include "engine/sampler.h"
 #include "model/model.h"
 
@@ -17,11 +20,15 @@ typedef struct {
     hearth_pick *picks;         /* [cap] */
     uint8_t *by_pick;            /* [cap] row chosen by the pick op */
     uint64_t (*rng)[4];         /* [cap] a pick row's sampler stream after its key was drawn */
-    float *logits;              /* [vocab] one host row */
+    float *logits;              /* [n_bufs][vocab] host rows */
+    int n_bufs;                 /* host rows sampled at once (the pool's threads), at least 1 */
+    hearth_pool *pool;          /* NULL: one thread */
+    int32_t *host;              /* [cap] the rows for the host sampler */
     long rows_pick, rows_host; /* counters */
 } hearth_chooser;
 
-hearth_status hearth_chooser_init(hearth_chooser *c, int max_rows, int vocab, hearth_err *err);
+/* threads: host rows sampled in parallel (1: on the caller only). */
+hearth_status hearth_chooser_init(hearth_chooser *c, int max_rows, int vocab, int threads, hearth_err *err);
 void hearth_chooser_deinit(hearth_chooser *c);
 
 /* For row r < n_rows: ids[r] from sampler smp[r], which accepts it, and

@@ -779,7 +779,10 @@ hearth_status hearth_engine_new(hearth_engine **out, hearth_model *m, hearth_kv 
         hearth_engine_free(e);
         return hearth_err_set(err, HEARTH_ENOMEM, "engine: out of memory for step buffers");
     }
-    hearth_status cst = hearth_chooser_init(&e->chooser, e->max_tokens, e->vocab, err);
+    /* the host sampler's rows of one step on up to 8 threads (one sequence: the caller's) */
+    int smp_threads = hearth_cpu_count() < 8 ? hearth_cpu_count() : 8;
+    hearth_status cst =
+        hearth_chooser_init(&e->chooser, e->max_tokens, e->vocab, e->o.n_slots > 1 ? smp_threads : 1, err);
     if (cst != HEARTH_OK) {
         hearth_engine_free(e);
         return cst;

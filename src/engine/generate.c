@@ -20,7 +20,7 @@ hearth_status hearth_generate(hearth_model *m, hearth_kv *kv, int slot, int adap
     hearth_chooser ch;
     int32_t *seq = malloc(sizeof(int32_t) * (size_t)chunk), *pos = malloc(sizeof(int32_t) * (size_t)chunk),
             *ad = malloc(sizeof(int32_t) * (size_t)chunk);
-    hearth_status st = hearth_chooser_init(&ch, 1, c->vocab_size, err);
+    hearth_status st = hearth_chooser_init(&ch, 1, c->vocab_size, 1, err);
     if (st != HEARTH_OK) {
         free(seq);
         free(pos);

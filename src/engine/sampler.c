@@ -322,7 +322,7 @@ void hearth_logprobs_fill(const float *logits, int vocab, int32_t chosen, int n_
     for (int i = 0; i < lp->n_top; i++) lp->top[i].logprob -= lse;
 }
 
-static const float *g_sort_logits; /* qsort has no context argument; engine thread only */
+static _Thread_local const float *g_sort_logits; /* qsort has no context argument */
 static int cmp_desc(const void *a, const void *b) {
     float x = g_sort_logits[*(const int32_t *)a], y = g_sort_logits[*(const int32_t *)b];
     if (x != y) return x > y ? -1 : 1;

@@ -23,7 +23,7 @@ int hearth_smp_top_n_sigma(const hearth_sampler *s, const float *logits, float m
     return k > 0 ? k : 1;
 }
 
-static const float *g_sort_scores; /* qsort has no context argument; engine thread only */
+static _Thread_local const float *g_sort_scores; /* qsort has no context argument */
 static int cmp_score(const void *a, const void *b) {
     float x = g_sort_scores[*(const int32_t *)a], y = g_sort_scores[*(const int32_t *)b];
     if (x != y) return x < y ? -1 : 1;

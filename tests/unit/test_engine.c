@@ -577,9 +577,10 @@ static hearth_seq *submit_sampled(hearth_engine *e, int i, int vocab, int host_p
 }
 
 /* Tokens and logprobs of 6 sampled requests through an engine drafting spec tokens, 3 at once. */
-static long sampled_run(rig *r, int spec, int host_path, int32_t ids[6][40], float lps[6][40][4]) {
+static long sampled_run_slots(rig *r, int n_slots, int spec, int host_path, int32_t ids[6][40],
+                              float lps[6][40][4]) {
     hearth_engine *e;
-    hearth_engine_opts o = {.n_slots = 3, .max_waiting = 16, .queue_cap = 8, .spec_tokens = spec};
+    hearth_engine_opts o = {.n_slots = n_slots, .max_waiting = 16, .queue_cap = 8, .spec_tokens = spec};
     if (hearth_engine_new(&e, r->m, r->kv, &o, NULL) != HEARTH_OK) return -1;
     int vocab = hearth_model_config_get(r->m)->vocab_size;
     hearth_seq *seqs[6];
@@ -600,6 +601,30 @@ static long sampled_run(rig *r, int spec, int host_path, int32_t ids[6][40], flo
     hearth_engine_stats_get(e, &st);
     hearth_engine_free(e);
     return st.spec_accepted;
+}
+
+static long sampled_run(rig *r, int spec, int host_path, int32_t ids[6][40], float lps[6][40][4]) {
+    return sampled_run_slots(r, 3, spec, host_path, ids, lps);
+}
+
+/* Sampled requests draw the same tokens and logprobs one at a time (the
+ * serial chooser) as three at once, where the host sampler's rows of a step
+ * are sampled on a pool of threads. */
+TEST(engine_sampled_output_same_alone_and_batched) {
+    rig r;
+    int ok = rig_open_spec(&r, HEARTH_DT_F32, 64, 3, 64, 2, 0);
+    CHECK_MSG(ok, "cannot open the tiny model");
+    static int32_t a[6][40], b[6][40];
+    static float la[6][40][4], lb[6][40][4];
+    for (int host = 0; host < 2; host++) {
+        CHECK_EQ(sampled_run_slots(&r, 1, 0, host, a, la), 0);
+        CHECK_EQ(sampled_run_slots(&r, 3, 0, host, b, lb), 0);
+        CHECK(memcmp(a, b, sizeof a) == 0);
+        CHECK(memcmp(la, lb, sizeof la) == 0);
+        CHECK(a[5][39] >= 0);
+    }
+    CHECK_EQ(hearth_kv_n_available_blocks(r.kv), 64);
+    rig_close(&r);
 }
 
 /* Sampled requests draw the same tokens (a seed's) and report the same
