@@ -207,7 +207,9 @@ void api_sse_put(api_buf *out, const char *event, const json_t *v);
 /* net's liveness probe for hearth_cpl_step (conn: a hearth_http_conn). */
 int api_conn_gone(void *conn);
 
-extern const api_proto API_CHAT, API_TEXT, API_MESSAGES, API_RESPONSES;
+extern const api_proto API_CHAT, API_TEXT, API_MESSAGES, API_RESPONSES, API_LLAMA;
+/* llama-server's /completion body (llama_completion.c), rewritten as a text request. */
+int api_parse_llama_completion(const json_t *b, hearth_cpl_request *r, api_req_opts *o, hearth_cpl_error *e);
 
 /* anthropic_messages.c */
 /* Rewrite an OpenAI-shaped error response as Anthropic's

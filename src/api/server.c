@@ -631,7 +631,9 @@ static const api_proto *completion_route(const char *path) {
     } routes[] = {{"/v1/chat/completions", &API_CHAT},
                   {"/v1/completions", &API_TEXT},
                   {"/v1/responses", &API_RESPONSES},
-                  {"/v1/messages", &API_MESSAGES}};
+                  {"/v1/messages", &API_MESSAGES},
+                  {"/completion", &API_LLAMA}, /* llama-server's own API, under both its names */
+                  {"/completions", &API_LLAMA}};
     for (size_t i = 0; i < sizeof routes / sizeof *routes; i++)
         if (!strcmp(path, routes[i].path)) return routes[i].proto;
     return NULL;

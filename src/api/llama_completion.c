@@ -1,0 +1,199 @@
+/* llama_completion.c - llama-server's own completion API: POST /completion
+ * (and /completions), what its web UI, SillyTavern's llama.cpp backend and
+ * scripts written against llama-server send.
+ *
+ * The request is llama-server's: prompt (a string or token ids), n_predict
+ * (-1: until the end), stream, stop, n_probs, seed, logit_bias (an object or
+ * llama-server's [[id, bias | false], ...]), grammar, json_schema, and every
+ * sampling field under its llama-server name (llama_sampling.c). It is
+ * rewritten as an OpenAI text request and parsed as one; cache_prompt and
+ * id_slot are accepted (the prefix cache and the scheduler decide both),
+ * samplers (a custom order), post_sampling_probs, response_fields,
+ * t_max_predict_ms and return_tokens are refused by name.
+ *
+ * The answer is llama-server's: {content, tokens, id_slot, stop, model,
+ * tokens_predicted, tokens_evaluated, prompt (when given as text),
+ * has_new_line, truncated,
+ * stop_type (eos | word | limit), stopping_word, tokens_cached, timings
+ * {prompt_n, prompt_ms, ..., predicted_per_second}} and with n_probs
+ * completion_probabilities [{id, token, logprob, bytes, top_logprobs}];
+ * streamed as `data: {content, stop: false, ...}` pieces and a last one with
+ * stop true and the rest, without a [DONE] line. */
+#include "api/api_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_N_PROBS 20
+
+/* llama-server's logit_bias [[id, bias | false], ...] as OpenAI's {"id": bias} (false: never). */
+static int bias_object(const json_t *v, json_t *out, hearth_cpl_error *e) {
+    size_t i;
+    json_t *x;
+    json_array_foreach(v, i, x) {
+        json_t *id = json_array_get(x, 0), *b = json_array_get(x, 1);
+        if (!json_is_array(x) || json_array_size(x) != 2 || !(json_is_number(b) || json_is_false(b)))
+            return api_fail(e, HEARTH_EINVAL, "logit_bias",
+                            "Invalid 'logit_bias[%zu]': expected [token id, bias or false].", i);
+        if (!json_is_integer(id))
+            return api_fail(e, HEARTH_ENOTSUP, "logit_bias",
+                            "Invalid 'logit_bias[%zu]': a token id is needed; strings are not supported.", i);
+        char key[24];
+        snprintf(key, sizeof key, "%lld", (long long)json_integer_value(id));
+        json_object_set_new(out, key, json_is_false(b) ? json_real(-100.0) : json_real(json_number_value(b)));
+    }
+    return 0;
+}
+
+int api_parse_llama_completion(const json_t *b, hearth_cpl_request *r, api_req_opts *o, hearth_cpl_error *e) {
+    static const char *refused[] = {"samplers", "post_sampling_probs", "response_fields", "t_max_predict_ms",
+                                    "return_tokens"};
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++)
+        if (api_field(b, refused[i]) && !json_is_false(api_field(b, refused[i])))
+            return api_fail(e, HEARTH_ENOTSUP, refused[i], "'%s' is not supported by this server.", refused[i]);
+    json_t *t = json_deep_copy(b);
+    if (!t) return api_fail(e, HEARTH_ENOMEM, NULL, "out of memory");
+    int rc = 0;
+    json_t *v;
+    long long iv;
+    int has = 0;
+    rc = api_get_int(b, "n_predict", -1, 1 << 30, &has, &iv, e);
+    if (!rc && has && iv == 0)
+        rc = api_fail(e, HEARTH_EINVAL, "n_predict", "Invalid 'n_predict': it must be -1 (until the end) or at least 1.");
+    json_object_del(t, "n_predict");
+    json_object_del(t, "max_tokens");
+    if (!rc && has && iv > 0) json_object_set_new(t, "max_tokens", json_integer(iv));
+    json_object_del(t, "cache_prompt"); /* the prefix cache and the scheduler decide both */
+    json_object_del(t, "id_slot");
+    json_object_del(t, "n_probs");
+    json_object_del(t, "logprobs");
+    if (!rc && (v = api_field(b, "logit_bias")) && json_is_array(v)) {
+        json_t *obj = json_object();
+        rc = bias_object(v, obj, e);
+        json_object_set_new(t, "logit_bias", obj);
+    }
+    if (!rc && (v = api_field(b, "json_schema"))) {
+        json_object_set_new(t, "response_format", json_pack("{s:s,s:{s:s,s:O}}", "type", "json_schema",
+                                                             "json_schema", "name", "json_schema", "schema", v));
+        json_object_del(t, "json_schema");
+    }
+    if (!rc) rc = api_parse_text(t, r, o, e);
+    json_decref(t);
+    if (rc) return 1;
+    if (r->json_schema) r->format_field = "json_schema";
+    has = 0;
+    if (api_get_int(b, "n_probs", 0, MAX_N_PROBS, &has, &iv, e)) return 1;
+    if (has && iv > 0) o->logprobs = 1, o->top_logprobs = (int)iv, r->logprobs = 1, r->top_logprobs = (int)iv;
+    json_t *p = api_field(b, "prompt"); /* the answer repeats a prompt given as text */
+    if (json_is_string(p) && !(o->echo = json_pack("{s:O}", "prompt", p)))
+        return api_fail(e, HEARTH_ENOMEM, NULL, "out of memory");
+    return 0;
+}
+
+/* ---- the answer ---- */
+
+/* completion_probabilities of records [from, to). */
+static json_t *probs(api_job *j, int from, int to) {
+    int n;
+    const hearth_logprobs *lp = hearth_cpl_logprobs(j->q, &n);
+    json_t *a = json_array();
+    for (int i = from; i < to && i < n; i++) {
+        json_t *s = api_token_string(j, lp[i].chosen.id), *top = json_array();
+        for (int k = 0; k < lp[i].n_top && k < j->o.top_logprobs; k++) {
+            json_t *ts = api_token_string(j, lp[i].top[k].id);
+            json_array_append_new(top, json_pack("{s:i,s:O,s:f,s:o}", "id", lp[i].top[k].id, "token", ts, "logprob",
+                                                 lp[i].top[k].logprob, "bytes", api_token_bytes(ts)));
+            json_decref(ts);
+        }
+        json_array_append_new(a, json_pack("{s:i,s:O,s:f,s:o,s:o}", "id", lp[i].chosen.id, "token", s, "logprob",
+                                           lp[i].chosen.logprob, "bytes", api_token_bytes(s), "top_logprobs", top));
+        json_decref(s);
+    }
+    return a;
+}
+
+static json_t *timings(const hearth_cpl_summary *s) {
+    double pms = 1e3 * (s->ttft_s - s->queue_s), gms = 1e3 * (s->total_s - s->ttft_s);
+    int pn = s->prompt_tokens - s->cached_tokens, gn = s->completion_tokens;
+    if (pms < 0) pms = 0;
+    return json_pack("{s:i,s:i,s:f,s:f,s:f,s:i,s:f,s:f,s:f}", "cache_n", s->cached_tokens, "prompt_n", pn,
+                     "prompt_ms", pms, "prompt_per_token_ms", pn ? pms / pn : 0.0, "prompt_per_second",
+                     pms > 0 ? 1e3 * pn / pms : 0.0, "predicted_n", gn, "predicted_ms", gms,
+                     "predicted_per_token_ms", gn ? gms / gn : 0.0, "predicted_per_second",
+                     gms > 0 ? 1e3 * gn / gms : 0.0);
+}
+
+static const char *stop_type(const hearth_cpl_summary *s) {
+    if (s->finish == HEARTH_CPL_FINISH_LENGTH) return "limit";
+    if (s->finish == HEARTH_CPL_FINISH_STOP) return s->stop_sequence ? "word" : "eos";
+    return "none";
+}
+
+/* The last object: the whole answer's fields (content: the streamed pieces' or the whole text). */
+static json_t *final_object(api_job *j, const char *content, size_t len, int stream) {
+    const hearth_cpl_summary *s = hearth_cpl_summary_get(j->q);
+    int n;
+    hearth_cpl_logprobs(j->q, &n);
+    int nl = j->content.n && memchr(j->content.p, '\n', j->content.n) != NULL;
+    json_t *o = json_pack("{s:i,s:s%,s:[],s:i,s:b,s:s,s:i,s:i,s:b,s:b,s:s,s:s,s:i,s:o}", "index", 0, "content",
+                          content, len, "tokens", "id_slot", 0, "stop", 1, "model", api_job_model(j),
+                          "tokens_predicted", s->completion_tokens, "tokens_evaluated", s->prompt_tokens,
+                          "has_new_line", nl, "truncated", 0, "stop_type", stop_type(s), "stopping_word",
+                          s->stop_sequence ? s->stop_sequence : "", "tokens_cached", s->cached_tokens, "timings",
+                          timings(s));
+    json_t *prompt = j->echo ? json_object_get(j->echo, "prompt") : NULL;
+    if (o && prompt) json_object_set(o, "prompt", prompt);
+    if (!stream && j->o.logprobs) json_object_set_new(o, "completion_probabilities", probs(j, 0, n));
+    return o;
+}
+
+static json_t *full(api_job *j) { return final_object(j, j->content.p ? j->content.p : "", j->content.n, 0); }
+
+static void put(api_job *j, json_t *v) {
+    api_sse_put(&j->out, NULL, v);
+    json_decref(v);
+}
+
+static void stream_start(api_job *j) { (void)j; }
+
+static void on_stream_event(void *user, const hearth_cpl_event *ev) {
+    api_job *j = user;
+    if (ev->kind != HEARTH_CPL_CONTENT) return;
+    api_buf_put(&j->content, ev->text, ev->len); /* for has_new_line */
+    const hearth_cpl_summary *s = hearth_cpl_summary_get(j->q);
+    json_t *c = json_pack("{s:i,s:s%,s:[],s:b,s:i,s:i,s:i}", "index", 0, "content", ev->text, ev->len, "tokens",
+                          "stop", 0, "id_slot", 0, "tokens_predicted", s->completion_tokens, "tokens_evaluated",
+                          s->prompt_tokens);
+    int n;
+    hearth_cpl_logprobs(j->q, &n);
+    if (j->o.logprobs && n > j->lp_sent) {
+        json_object_set_new(c, "completion_probabilities", probs(j, j->lp_sent, n));
+        j->lp_sent = n;
+    }
+    put(j, c);
+}
+
+static void stream_end(api_job *j) {
+    const hearth_cpl_summary *s = hearth_cpl_summary_get(j->q);
+    if (s->finish <= HEARTH_CPL_FINISH_TOOL_CALLS) {
+        put(j, final_object(j, "", 0, 1));
+        return;
+    }
+    put(j, json_pack("{s:{s:i,s:s,s:s}}", "error", "code", 500, "message", s->error[0] ? s->error : "cancelled",
+                     "type", "server_error"));
+}
+
+static int parse(const json_t *b, hearth_cpl_request *r, api_req_opts *o, hearth_cpl_error *e) {
+    return api_parse_llama_completion(b, r, o, e);
+}
+
+const api_proto API_LLAMA = {
+    .chunk_object = "completion",
+    .id_prefix = "cmpl-",
+    .parse = parse,
+    .ev_start = stream_start,
+    .ev_event = on_stream_event,
+    .ev_end = stream_end,
+    .ev_idle = ": keep-alive\n\n",
+    .full = full,
+};
