@@ -11,16 +11,6 @@
 #define MAX_IDS 131072
 #define MAX_WORDS 256
 
-static int get_bool(const json_t *b, const char *k, int *out, hearth_cpl_error *e) {
-    json_t *v = api_field(b, k);
-    if (!v) return 0;
-    if (!json_is_boolean(v))
-        return api_fail(e, HEARTH_EINVAL, k, "Invalid type for '%s': expected a boolean, but got %s instead.", k,
-                        api_type_name(v));
-    *out = json_is_true(v);
-    return 0;
-}
-
 static int allowed_ids(const json_t *v, hearth_cpl_request *r, hearth_cpl_error *e) {
     if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > MAX_IDS)
         return api_fail(e, HEARTH_EINVAL, "allowed_token_ids",
@@ -64,8 +54,8 @@ int api_parse_vllm_fields(const json_t *b, hearth_cpl_request *r, hearth_cpl_err
     if ((v = api_field(b, "bad_words")) && bad_words(v, r, e)) return 1;
     int skip = 1, spaces = 1;
     /* spaces_between_special_tokens: a fast tokenizer's decode, as vLLM's, puts none of its own between tokens */
-    if (get_bool(b, "include_stop_str_in_output", &r->include_stop, e) ||
-        get_bool(b, "skip_special_tokens", &skip, e) || get_bool(b, "spaces_between_special_tokens", &spaces, e))
+    if (api_get_bool(b, "include_stop_str_in_output", &r->include_stop, e) ||
+        api_get_bool(b, "skip_special_tokens", &skip, e) || api_get_bool(b, "spaces_between_special_tokens", &spaces, e))
         return 1;
     r->keep_special = !skip;
     long long iv;

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from test_server import Server
+from test_server import Server, refused_on_both_routes
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), "../.."))
 GOLDEN = json.load(open(os.path.join(ROOT, "tests/fixtures/smollm2/sampler_golden.json")))
@@ -129,12 +129,7 @@ def test_mirostat_and_dynatemp_draws(server, extra):
     ({"dynatemp_exponent": None, "dynatemp_range": "x"}, "dynatemp_range"),
 ])
 def test_bad_values_are_named(server, body, param):
-    for path, extra in (("/v1/completions", {"prompt": "Hi"}),
-                        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "Hi"}]})):
-        status, raw, _ = server.post(path, dict(body, max_tokens=4, **extra))
-        assert status == 400, raw
-        err = json.loads(raw)["error"]
-        assert err["param"] == param and param in err["message"], err
+    refused_on_both_routes(server, body, param)
 
 
 def test_server_flags_are_defaults(server):

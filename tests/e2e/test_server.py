@@ -107,6 +107,16 @@ def chat(client, content, **kw):
     return client.chat.completions.create(model="default", messages=[{"role": "user", "content": content}], **kw)
 
 
+def refused_on_both_routes(server, body, param):
+    """body's fields are a 400 naming param on the text and the chat route."""
+    for path, extra in (("/v1/completions", {"prompt": "Hi"}),
+                        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "Hi"}]})):
+        status, raw, _ = server.post(path, dict(body, max_tokens=4, **extra))
+        assert status == 400, raw
+        err = json.loads(raw)["error"]
+        assert err["param"] == param and param in err["message"], err
+
+
 def smollm_chatml(*turns):
     """The default model's own template, rendered by hand (no system message given)."""
     out = "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"

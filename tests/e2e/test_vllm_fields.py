@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from test_server import Server
+from test_server import Server, refused_on_both_routes
 
 PROMPT = "The capital of France is Paris. The capital of Italy is"
 
@@ -82,12 +82,7 @@ def test_truncate_prompt_tokens(server):
     ({"truncate_prompt_tokens": -2}, "truncate_prompt_tokens"),
 ])
 def test_bad_values_are_named(server, body, param):
-    for path, extra in (("/v1/completions", {"prompt": "Hi"}),
-                        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "Hi"}]})):
-        status, raw, _ = server.post(path, dict(body, max_tokens=4, **extra))
-        assert status == 400, raw
-        err = json.loads(raw)["error"]
-        assert err["param"] == param and param in err["message"], err
+    refused_on_both_routes(server, body, param)
 
 
 def test_continuous_usage_stats(server):
