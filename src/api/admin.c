@@ -4,6 +4,7 @@
 #include "api/api_internal.h"
 
 #include "core/clock.h"
+#include "hearth.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,36 @@ void api_health(hearth_api *a, hearth_http_response *r) {
     }
     api_error(r, 503, "unavailable_error", NULL, state == API_LOADING ? "model_loading" : "server_shutting_down",
               state == API_LOADING ? "the model is loading" : "the server is shutting down");
+}
+
+/* GET /props, llama-server's: what its web UI and clients read before they
+ * talk to it (the context, the slots, the chat template, the defaults). */
+void api_props(hearth_api *a, hearth_http_response *r) {
+    if (atomic_load(&a->state) != API_READY) {
+        api_health(a, r); /* loading or stopping: the same 503 */
+        return;
+    }
+    const hearth_cpl_params *d = hearth_cpl_defaults(a->cpl);
+    const char *tmpl = hearth_cpl_chat_template(a->cpl);
+    json_t *params = json_pack("{s:i,s:f,s:i,s:f,s:f,s:f,s:f,s:f,s:i,s:f,s:f,s:f,s:f,s:f,s:i,s:i,s:f,s:f,s:i,s:f,s:f}",
+                               "n_predict", d->has_max_tokens ? d->max_tokens : -1, "temperature", d->temperature,
+                               "top_k", d->top_k, "top_p", d->top_p, "min_p", d->min_p, "typical_p", d->typical_p,
+                               "top_n_sigma", d->top_n_sigma > 0 ? d->top_n_sigma : -1.0, "repeat_penalty",
+                               d->repetition_penalty, "repeat_last_n", d->has_repeat_last_n ? d->repeat_last_n : -1,
+                               "presence_penalty", d->presence_penalty, "frequency_penalty", d->frequency_penalty,
+                               "xtc_probability", d->xtc_probability, "xtc_threshold", d->xtc_threshold,
+                               "dry_multiplier", d->dry_multiplier, "dry_allowed_length", d->dry_allowed_length,
+                               "dry_penalty_last_n", d->dry_penalty_last_n, "dry_base", d->dry_base,
+                               "dynatemp_range", d->dynatemp_range, "mirostat", d->mirostat, "mirostat_tau",
+                               d->mirostat_tau, "mirostat_eta", d->mirostat_eta);
+    int ctx = hearth_cpl_ctx_len(a->cpl);
+    const char *bos = hearth_cpl_bos_text(a->cpl), *eos = hearth_cpl_eos_text(a->cpl);
+    api_json(r, 200, json_pack("{s:{s:i,s:o},s:i,s:s,s:s,s:s,s:s,s:s,s:{s:b,s:b},s:s,s:b}",
+                               "default_generation_settings", "n_ctx", ctx, "params", params, "total_slots",
+                               hearth_engine_n_slots(a->engine), "model_alias", a->model_id, "model_path", a->model_id,
+                               "chat_template", tmpl ? tmpl : "", "bos_token", bos ? bos : "", "eos_token",
+                               eos ? eos : "", "modalities", "vision", 0, "audio", 0, "build_info", hearth_version(),
+                               "is_sleeping", 0));
 }
 
 /* A model in OpenAI's shape and Anthropic's at once (their fields do not

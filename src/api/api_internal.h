@@ -208,6 +208,9 @@ void api_sse_put(api_buf *out, const char *event, const json_t *v);
 int api_conn_gone(void *conn);
 
 extern const api_proto API_CHAT, API_TEXT, API_MESSAGES, API_RESPONSES, API_LLAMA;
+/* llama-server's GET /props (admin.c) and POST /apply-template (tokenize.c). */
+void api_props(hearth_api *a, hearth_http_response *r);
+void api_apply_template(hearth_api *a, const json_t *body, hearth_http_response *r);
 /* llama-server's /completion body (llama_completion.c), rewritten as a text request. */
 int api_parse_llama_completion(const json_t *b, hearth_cpl_request *r, api_req_opts *o, hearth_cpl_error *e);
 

@@ -641,14 +641,14 @@ static const api_proto *completion_route(const char *path) {
 
 static int is_post_route(const char *path) {
     return completion_route(path) || !strcmp(path, "/v1/messages/count_tokens") || !strcmp(path, "/tokenize") ||
-           !strcmp(path, "/detokenize") || !strcmp(path, "/v1/embeddings");
+           !strcmp(path, "/detokenize") || !strcmp(path, "/v1/embeddings") || !strcmp(path, "/apply-template");
 }
 
 static int is_page(const char *path) { return !strcmp(path, "/") || !strcmp(path, "/index.html"); }
 
 static int is_get_route(const char *path) {
     return !strcmp(path, "/health") || !strcmp(path, "/v1/models") || !strncmp(path, "/v1/models/", 11) ||
-           !strcmp(path, "/stats") || !strcmp(path, "/metrics") || is_page(path);
+           !strcmp(path, "/stats") || !strcmp(path, "/metrics") || !strcmp(path, "/props") || is_page(path);
 }
 
 /* Constant-time comparison of the presented key: "Authorization: Bearer
@@ -693,6 +693,7 @@ static int route_early(hearth_api *a, const hearth_http_request *rq, hearth_http
         else if (is_page(path)) api_web_page(r);
         else if (!strcmp(path, "/stats")) api_stats(a, r);
         else if (!strcmp(path, "/metrics")) api_metrics(a, r);
+        else if (!strcmp(path, "/props")) api_props(a, r);
         else api_models(a, path, r);
         return 1;
     }
@@ -726,6 +727,7 @@ static void on_handle(void *user, const hearth_http_request *rq, hearth_http_res
         if (!strcmp(rq->path, "/tokenize")) api_tokenize(a, body, r);
         else if (!strcmp(rq->path, "/v1/embeddings")) api_embeddings(a, rq, body, r);
         else if (!strcmp(rq->path, "/detokenize")) api_detokenize(a, body, r);
+        else if (!strcmp(rq->path, "/apply-template")) api_apply_template(a, body, r);
         else api_count_tokens(a, body, r);
         json_decref(body);
     } else {

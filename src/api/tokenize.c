@@ -114,3 +114,23 @@ void api_detokenize(hearth_api *a, const json_t *body, hearth_http_response *r) 
     else
         api_json(r, 200, json_pack("{s:O,s:o}", "prompt", s, "content", s));
 }
+
+/* POST /apply-template, llama-server's: {"messages": [...], ...} -> {"prompt": the text /v1/chat/completions would
+ * send the model for them (its fields: tools, chat_template_kwargs, a final assistant message continued)}. */
+void api_apply_template(hearth_api *a, const json_t *body, hearth_http_response *r) {
+    hearth_cpl_request req;
+    hearth_cpl_request_init(&req);
+    api_req_opts o = {0};
+    hearth_cpl_error e = {0};
+    char *text = NULL;
+    size_t len = 0;
+    if (!api_field(body, "messages"))
+        api_error(r, 400, "invalid_request_error", "messages", NULL, "Missing required parameter: 'messages'.");
+    else if (api_parse_chat(body, &req, &o, &e) || hearth_cpl_render(a->cpl, &req, &text, &len, &e) != HEARTH_OK)
+        api_cpl_error(a, r, &e);
+    else
+        api_json(r, 200, json_pack("{s:s%}", "prompt", text, len));
+    free(text);
+    json_decref(o.echo);
+    hearth_cpl_request_deinit(&req);
+}

@@ -21,6 +21,7 @@ struct hearth_cpl_ctx {
     const hearth_tokenizer *tok;
     int ctx, vocab;
     hearth_tmpl *tmpl;
+    char *tmpl_src; /* its source (NUL-terminated), or NULL */
     int template_thinks; /* the template knows <think>: split reasoning */
     char *bos, *eos;     /* token texts for the template, or NULL */
     hearth_cpl_params defaults; /* built-in < model < flags, resolved once */
@@ -165,6 +166,12 @@ hearth_status hearth_cpl_ctx_new(hearth_cpl_ctx **out, const hearth_cpl_ctx_opts
     c->ctx = o->ctx;
     c->vocab = o->cfg->vocab_size;
     if (o->chat_template) {
+        if (!(c->tmpl_src = malloc(o->chat_template_len + 1))) {
+            hearth_cpl_ctx_free(c);
+            return hearth_err_set(err, HEARTH_ENOMEM, "completion: out of memory");
+        }
+        memcpy(c->tmpl_src, o->chat_template, o->chat_template_len);
+        c->tmpl_src[o->chat_template_len] = 0;
         hearth_status st = hearth_tmpl_parse(&c->tmpl, o->chat_template, o->chat_template_len, err);
         if (st != HEARTH_OK) {
             hearth_cpl_ctx_free(c);
@@ -213,6 +220,7 @@ void hearth_cpl_ctx_free(hearth_cpl_ctx *c) {
     if (!c) return;
     hearth_vocab_bytes_free(&c->vb);
     hearth_dry_breakers_free(&c->dry);
+    free(c->tmpl_src);
     pthread_mutex_destroy(&c->vb_mu);
     hearth_tmpl_free(c->tmpl);
     free(c->bos);
@@ -283,6 +291,32 @@ static hearth_status cut_after_final(const hearth_cpl_request *r, const char *te
 
 /* The prompt's token ids: the chat template and the tokenizer, or the
  * request's own ids. *in_reasoning: the prompt leaves a <think> open. */
+hearth_status hearth_cpl_render(hearth_cpl_ctx *c, const hearth_cpl_request *r, char **out, size_t *len,
+                                hearth_cpl_error *e) {
+    hearth_err err = {0};
+    char *text = NULL;
+    if (!c->tmpl)
+        return reject(e, HEARTH_ENOTSUP, "messages", "chat_template_missing",
+                      "the model has no chat template: use /v1/completions, or start the server with "
+                      "--chat-template-file");
+    hearth_status st = hearth_tmpl_render_chat(c->tmpl, r->messages, r->tools, !r->continue_final, c->bos, c->eos,
+                                               r->template_kwargs, &text, len, &err);
+    if (st != HEARTH_OK)
+        return reject(e, st == HEARTH_ENOMEM ? st : HEARTH_EINVAL, "messages", NULL,
+                      "messages: the chat template refused them: %s", err.msg);
+    if (r->continue_final && (st = cut_after_final(r, text, len, e)) != HEARTH_OK) {
+        free(text);
+        return st;
+    }
+    *out = text;
+    return HEARTH_OK;
+}
+
+const char *hearth_cpl_chat_template(const hearth_cpl_ctx *c) { return c->tmpl_src; }
+const char *hearth_cpl_bos_text(const hearth_cpl_ctx *c) { return c->bos; }
+const char *hearth_cpl_eos_text(const hearth_cpl_ctx *c) { return c->eos; }
+const hearth_cpl_params *hearth_cpl_defaults(const hearth_cpl_ctx *c) { return &c->defaults; }
+
 static hearth_status prompt_ids(hearth_cpl_ctx *c, const hearth_cpl_request *r, int32_t **out, size_t *n_out,
                                 int *in_reasoning, hearth_cpl_error *e) {
     hearth_err err = {0};
@@ -293,19 +327,7 @@ static hearth_status prompt_ids(hearth_cpl_ctx *c, const hearth_cpl_request *r, 
     if (r->chat) {
         char *text = NULL;
         size_t len;
-        if (!c->tmpl)
-            return reject(e, HEARTH_ENOTSUP, "messages", "chat_template_missing",
-                          "the model has no chat template: use /v1/completions, or start the server with "
-                          "--chat-template-file");
-        st = hearth_tmpl_render_chat(c->tmpl, r->messages, r->tools, !r->continue_final, c->bos, c->eos,
-                                     r->template_kwargs, &text, &len, &err);
-        if (st != HEARTH_OK)
-            return reject(e, st == HEARTH_ENOMEM ? st : HEARTH_EINVAL, "messages", NULL,
-                          "messages: the chat template refused them: %s", err.msg);
-        if (r->continue_final && (st = cut_after_final(r, text, &len, e)) != HEARTH_OK) {
-            free(text);
-            return st;
-        }
+        if ((st = hearth_cpl_render(c, r, &text, &len, e)) != HEARTH_OK) return st;
         *in_reasoning = c->template_thinks && ends_in_think(text, len);
         st = hearth_tok_encode(c->tok, text, len, 0, 1, &ids, &n_ids, &err);
         free(text);

@@ -191,6 +191,14 @@ hearth_status hearth_cpl_tokenize(hearth_cpl_ctx *c, const hearth_cpl_request *r
                                   hearth_cpl_error *e);
 /* The context length: the most tokens a sequence holds. */
 int hearth_cpl_ctx_len(const hearth_cpl_ctx *c);
+/* A chat request's prompt as its template renders it (*out malloc'd, NUL-terminated; *len without the NUL). */
+hearth_status hearth_cpl_render(hearth_cpl_ctx *c, const hearth_cpl_request *r, char **out, size_t *len,
+                                hearth_cpl_error *e);
+/* The chat template's source (NULL: none) and the settings a request starts from (built-in < model < flags). */
+const char *hearth_cpl_chat_template(const hearth_cpl_ctx *c);
+const char *hearth_cpl_bos_text(const hearth_cpl_ctx *c); /* the BOS / EOS tokens' text, or NULL */
+const char *hearth_cpl_eos_text(const hearth_cpl_ctx *c);
+const hearth_cpl_params *hearth_cpl_defaults(const hearth_cpl_ctx *c);
 
 /* embed: once the completion is over (hearth_cpl_step returned 0), the
  * embedding - the final-normed hidden state of the prompt's last token

@@ -915,6 +915,8 @@ hearth_status hearth_engine_submit(hearth_engine *e, hearth_gen_request *r, hear
     return HEARTH_OK;
 }
 
+int hearth_engine_n_slots(const hearth_engine *e) { return e->o.n_slots; }
+
 void hearth_engine_stats_get(hearth_engine *e, hearth_engine_stats *out) {
     pthread_mutex_lock(&e->mu);
     *out = e->stats;

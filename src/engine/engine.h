@@ -131,6 +131,8 @@ void hearth_seq_cancel(hearth_seq *s);
 void hearth_seq_release(hearth_seq *s);
 
 void hearth_engine_stats_get(hearth_engine *e, hearth_engine_stats *out);
+/* Its slots: the sequences it runs at once. */
+int hearth_engine_n_slots(const hearth_engine *e);
 /* Stop admitting (submit returns EBUSY with "shutting down"). */
 void hearth_engine_stop_admission(hearth_engine *e);
 /* Sequences running or waiting. */

@@ -115,3 +115,27 @@ def test_bad_values_are_named(server, body, param):
     status, r = post(server, dict({"prompt": PROMPT}, **body))
     assert status == 400, r
     assert r["error"]["param"] == param, r
+
+
+def test_props(server):
+    status, raw, _ = server.get("/props")
+    assert status == 200, raw
+    p = json.loads(raw)
+    assert p["default_generation_settings"]["n_ctx"] > 0 and p["total_slots"] == 2
+    assert "{% for message in messages %}" in p["chat_template"] and p["eos_token"] == "<|im_end|>"
+    params = p["default_generation_settings"]["params"]
+    assert params["temperature"] == 1.0 and params["n_predict"] == -1 and params["dry_base"] == 1.75
+
+
+def test_apply_template(server):
+    msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi there"}]
+    status, r = post(server, {"messages": msgs}, "/apply-template")
+    assert status == 200, r
+    assert r["prompt"].startswith("<|im_start|>system\nBe brief.<|im_end|>") and r["prompt"].endswith(
+        "<|im_start|>assistant\n")
+    # the text /v1/chat/completions sends the model: the same tokens as /tokenize of the messages
+    want = json.loads(server.post("/tokenize", {"messages": msgs})[1])["tokens"]
+    got = json.loads(server.post("/tokenize", {"content": r["prompt"], "parse_special": True})[1])["tokens"]
+    assert got == want
+    status, r = post(server, {"prompt": "x"}, "/apply-template")
+    assert status == 400 and r["error"]["param"] == "messages"
