@@ -40,6 +40,7 @@ static int bias_object(const json_t *v, json_t *out, hearth_cpl_error *e) {
                             "Invalid 'logit_bias[%zu]': a token id is needed; strings are not supported.", i);
         char key[24];
         snprintf(key, sizeof key, "%lld", (long long)json_integer_value(id));
+        /* false: the lowest bias the API takes, which no token survives */
         json_object_set_new(out, key, json_is_false(b) ? json_real(-100.0) : json_real(json_number_value(b)));
     }
     return 0;
@@ -80,6 +81,10 @@ int api_parse_llama_completion(const json_t *b, hearth_cpl_request *r, api_req_o
     if (!rc) rc = api_parse_text(t, r, o, e);
     json_decref(t);
     if (rc) return 1;
+    if (o->prompts || o->n > 1)
+        return api_fail(e, HEARTH_ENOTSUP, o->prompts ? "prompt" : "n",
+                        "one prompt and one answer a request here: send several prompts as several requests, or use "
+                        "/v1/completions.");
     if (r->json_schema) r->format_field = "json_schema";
     has = 0;
     if (api_get_int(b, "n_probs", 0, MAX_N_PROBS, &has, &iv, e)) return 1;

@@ -110,6 +110,8 @@ def test_request_forms(server):
     ({"logit_bias": [[1]]}, "logit_bias"),
     ({"n_probs": 21}, "n_probs"),
     ({"prompt": 3}, "prompt"),
+    ({"prompt": ["a", "b"]}, "prompt"),
+    ({"n": 2}, "n"),
 ])
 def test_bad_values_are_named(server, body, param):
     status, r = post(server, dict({"prompt": PROMPT}, **body))
