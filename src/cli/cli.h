@@ -54,6 +54,18 @@ int cli_spec_flag(const char *verb, int argc, char **argv, int *i, cli_stack_opt
     "  --spec-ngram-max N     longest suffix looked up (default 4)\n"                                       \
     "  --spec-ngram-min N     shortest suffix looked up (default 2)\n"
 
+/* llama.cpp's sampler flags (llama-server's names) at argv[*i] into the verb's sampling defaults p: 1 when
+ * taken (*i past the value), 0 when a is another flag, -1 on a bad value (printed). */
+int cli_llama_sampler_flag(const char *verb, int argc, char **argv, int *i, struct hearth_cpl_params *p);
+#define CLI_LLAMA_SAMPLER_USAGE                                                                                \
+    "  --repeat-last-n N      --repeat-penalty's window: the last N tokens (-1: all, the default; 0: off)\n"   \
+    "  --typical P  --top-nsigma N  --xtc-probability P  --xtc-threshold T  --dry-multiplier M\n"              \
+    "  --dry-base B  --dry-allowed-length N  --dry-penalty-last-n N  --dynatemp-range R  --dynatemp-exp E\n"   \
+    "  --mirostat 1|2  --mirostat-ent TAU  --mirostat-lr ETA\n"                                                \
+    "                         llama.cpp's samplers, as llama-server's flags (defaults: off; XTC's\n"           \
+    "                         threshold 0.1, DRY's base 1.75, allowed length 2, window the context;\n"        \
+    "                         dynatemp exponent 1; mirostat tau 5, eta 0.1)\n"
+
 /* On failure err says why and nothing is left open. */
 hearth_status cli_stack_open(cli_stack **out, const cli_stack_opts *o, hearth_err *err);
 void cli_stack_close(cli_stack *k);

@@ -112,7 +112,8 @@ int cmd_bench(int argc, char **argv) {
     }
     if (!so.model_path) return cli_usage_error("bench", "missing MODEL");
     if (requests > 0 && parallel == 0) return cli_usage_error("bench", "--requests needs --parallel");
-    if (sampled && parallel == 0) return cli_usage_error("bench", "--temp, --top-p, --top-k and --min-p need --parallel");
+    if (sampled && parallel == 0)
+        return cli_usage_error("bench", "--temp, --top-p, --top-k and --min-p need --parallel");
     if (requests > 0 && requests < parallel)
         return cli_usage_error("bench", "--requests %ld is fewer than --parallel %ld", requests, parallel);
     so.ctx = (int)(n_prompt + n_gen + 16);

@@ -31,7 +31,8 @@ static void usage(FILE *f) {
             "  --seed S               seed for sampling\n"
             "  --ctx N  --threads T  --device D\n"
             "  --chat-template-file F a Jinja chat template to use instead of the model's\n"
-            "  --lora DIR             answer with this LoRA adapter (PEFT's format)\n" CLI_SPEC_USAGE);
+            "  --lora DIR             answer with this LoRA adapter (PEFT's format)\n" CLI_LLAMA_SAMPLER_USAGE
+                CLI_SPEC_USAGE);
 }
 
 typedef struct {
@@ -91,6 +92,9 @@ int cmd_chat(int argc, char **argv) {
         int spec = cli_spec_flag("chat", argc, argv, &i, &so);
         if (spec < 0) return 2;
         if (spec > 0) continue;
+        int smp = cli_llama_sampler_flag("chat", argc, argv, &i, &flags);
+        if (smp < 0) return 2;
+        if (smp > 0) continue;
         if (cli_is_help(a)) {
             usage(stdout);
             return 0;

@@ -218,13 +218,7 @@ static void usage(FILE *f) {
             "  --temp T  --top-p P  --top-k K  --min-p P  --repeat-penalty R  --max-tokens N\n"
             "                         server defaults; a request's own fields win, the model's\n"
             "                         generation_config.json comes next\n"
-            "  --repeat-last-n N      --repeat-penalty's window: the last N tokens (-1: all, the default; 0: off)\n"
-            "  --typical P  --top-nsigma N  --xtc-probability P  --xtc-threshold T  --dry-multiplier M\n"
-            "  --dry-base B  --dry-allowed-length N  --dry-penalty-last-n N  --dynatemp-range R  --dynatemp-exp E\n"
-            "  --mirostat 1|2  --mirostat-ent TAU  --mirostat-lr ETA\n"
-            "                         llama.cpp's samplers, as llama-server's flags (defaults: off; XTC's\n"
-            "                         threshold 0.1, DRY's base 1.75, allowed length 2, window the context;\n"
-            "                         dynatemp exponent 1; mirostat tau 5, eta 0.1)\n"
+            CLI_LLAMA_SAMPLER_USAGE
             "  -v, --verbose          log debug messages\n\n"
             "environment: HEARTH_SERVE_TEST_LOAD_DELAY_MS=N waits N ms before loading (tests of the loading state)\n",
             DEFAULT_MODEL);
@@ -264,6 +258,9 @@ int cmd_serve(int argc, char **argv) {
         int spec = cli_spec_flag("serve", argc, argv, &i, &so);
         if (spec < 0) return 2;
         if (spec > 0) continue;
+        int smp = cli_llama_sampler_flag("serve", argc, argv, &i, &flags);
+        if (smp < 0) return 2;
+        if (smp > 0) continue;
         if (cli_is_help(a)) {
             usage(stdout);
             return 0;
@@ -317,46 +314,6 @@ int cmd_serve(int argc, char **argv) {
             else if (!strcmp(a, "--top-p")) flags.has_top_p = 1, flags.top_p = (float)dv;
             else if (!strcmp(a, "--min-p")) flags.has_min_p = 1, flags.min_p = (float)dv;
             else flags.has_repetition_penalty = 1, flags.repetition_penalty = (float)dv;
-        } else if (!strcmp(a, "--typical") || !strcmp(a, "--top-nsigma") || !strcmp(a, "--xtc-probability") ||
-                   !strcmp(a, "--xtc-threshold") || !strcmp(a, "--dry-multiplier") || !strcmp(a, "--dry-base")) {
-            NEED_VALUE();
-            if (!cli_parse_float("serve", a, v, &dv)) return 2;
-            int bad = !strcmp(a, "--typical") ? !(dv > 0 && dv <= 1)
-                      : !strcmp(a, "--xtc-probability") || !strcmp(a, "--xtc-threshold") ? !(dv >= 0 && dv <= 1)
-                      : !strcmp(a, "--dry-multiplier")                                  ? !(dv >= 0)
-                      : !strcmp(a, "--dry-base")                                        ? !(dv >= 1)
-                                                                                        : 0;
-            if (bad) return cli_usage_error("serve", "%s %s is out of range (see --help)", a, v);
-            if (!strcmp(a, "--typical")) flags.has_typical_p = 1, flags.typical_p = (float)dv;
-            else if (!strcmp(a, "--top-nsigma")) flags.has_top_n_sigma = 1, flags.top_n_sigma = dv > 0 ? (float)dv : 0;
-            else if (!strcmp(a, "--xtc-probability")) flags.has_xtc_probability = 1, flags.xtc_probability = (float)dv;
-            else if (!strcmp(a, "--xtc-threshold")) flags.has_xtc_threshold = 1, flags.xtc_threshold = (float)dv;
-            else if (!strcmp(a, "--dry-multiplier")) flags.has_dry_multiplier = 1, flags.dry_multiplier = (float)dv;
-            else flags.has_dry_base = 1, flags.dry_base = (float)dv;
-        } else if (!strcmp(a, "--dynatemp-range") || !strcmp(a, "--dynatemp-exp") || !strcmp(a, "--mirostat-ent") ||
-                   !strcmp(a, "--mirostat-lr")) {
-            NEED_VALUE();
-            if (!cli_parse_float("serve", a, v, &dv)) return 2;
-            if (!strcmp(a, "--dynatemp-range"))
-                flags.has_dynatemp_range = 1, flags.dynatemp_range = dv > 0 ? (float)dv : 0;
-            else if (!strcmp(a, "--dynatemp-exp")) flags.has_dynatemp_exponent = 1, flags.dynatemp_exponent = (float)dv;
-            else if (!strcmp(a, "--mirostat-ent")) flags.has_mirostat_tau = 1, flags.mirostat_tau = (float)dv;
-            else flags.has_mirostat_eta = 1, flags.mirostat_eta = (float)dv;
-        } else if (!strcmp(a, "--mirostat")) {
-            NEED_VALUE();
-            if (!cli_parse_int("serve", a, v, &lv)) return 2;
-            if (lv < 0 || lv > 2) return cli_usage_error("serve", "%s must be 0, 1 or 2", a);
-            flags.has_mirostat = 1, flags.mirostat = (int)lv;
-        } else if (!strcmp(a, "--repeat-last-n") || !strcmp(a, "--dry-allowed-length") ||
-                   !strcmp(a, "--dry-penalty-last-n")) {
-            NEED_VALUE();
-            if (!cli_parse_int("serve", a, v, &lv)) return 2;
-            if (lv < (strcmp(a, "--dry-allowed-length") ? -1 : 0) || lv > (1 << 30))
-                return cli_usage_error("serve", "%s %s is out of range (see --help)", a, v);
-            if (!strcmp(a, "--repeat-last-n")) flags.has_repeat_last_n = 1, flags.repeat_last_n = (int)lv;
-            else if (!strcmp(a, "--dry-allowed-length"))
-                flags.has_dry_allowed_length = 1, flags.dry_allowed_length = (int)lv;
-            else flags.has_dry_penalty_last_n = 1, flags.dry_penalty_last_n = (int)lv;
         } else if (!strcmp(a, "--top-k")) {
             NEED_VALUE();
             if (!cli_parse_int("serve", a, v, &lv)) return 2;

@@ -1,5 +1,6 @@
 /* main.c - the hearth command line: dispatch to a verb. */
 #include "cli/cli.h"
+#include "completion/completion.h"
 #include "hearth.h"
 
 #include <errno.h>
@@ -82,6 +83,53 @@ int cli_spec_flag(const char *verb, int argc, char **argv, int *i, cli_stack_opt
     if (v < lo || v > 32) return cli_usage_error(verb, "%s must be in [%ld, 32]", a, lo), -1;
     *dst = (int)v;
     *i += 1;
+    return 1;
+}
+
+int cli_llama_sampler_flag(const char *verb, int argc, char **argv, int *i, struct hearth_cpl_params *p) {
+    static const char *const floats[] = {"--typical",      "--top-nsigma",    "--xtc-probability", "--xtc-threshold",
+                                         "--dry-multiplier", "--dry-base",      "--dynatemp-range",  "--dynatemp-exp",
+                                         "--mirostat-ent",   "--mirostat-lr"};
+    static const char *const ints[] = {"--repeat-last-n", "--dry-allowed-length", "--dry-penalty-last-n", "--mirostat"};
+    const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    int f = -1, n = -1;
+    for (int k = 0; k < (int)(sizeof floats / sizeof *floats); k++) f = !strcmp(a, floats[k]) ? k : f;
+    for (int k = 0; k < (int)(sizeof ints / sizeof *ints); k++) n = !strcmp(a, ints[k]) ? k : n;
+    if (f < 0 && n < 0) return 0;
+    if (!v) return cli_usage_error(verb, "%s needs a value", a), -1;
+    *i += 1;
+    if (f >= 0) {
+        double d;
+        if (!cli_parse_float(verb, a, v, &d)) return -1;
+        float x = (float)d;
+        int bad = f == 0 ? !(d > 0 && d <= 1) /* typical */
+                  : f == 2 || f == 3 ? !(d >= 0 && d <= 1) /* XTC */
+                  : f == 4 ? d < 0 : f == 5 && d < 1; /* DRY's multiplier, base */
+        if (bad) return cli_usage_error(verb, "%s %s is out of range (see --help)", a, v), -1;
+        switch (f) {
+        case 0: p->has_typical_p = 1, p->typical_p = x; break;
+        case 1: p->has_top_n_sigma = 1, p->top_n_sigma = x > 0 ? x : 0; break; /* <= 0: off */
+        case 2: p->has_xtc_probability = 1, p->xtc_probability = x; break;
+        case 3: p->has_xtc_threshold = 1, p->xtc_threshold = x; break;
+        case 4: p->has_dry_multiplier = 1, p->dry_multiplier = x; break;
+        case 5: p->has_dry_base = 1, p->dry_base = x; break;
+        case 6: p->has_dynatemp_range = 1, p->dynatemp_range = x > 0 ? x : 0; break;
+        case 7: p->has_dynatemp_exponent = 1, p->dynatemp_exponent = x; break;
+        case 8: p->has_mirostat_tau = 1, p->mirostat_tau = x; break;
+        default: p->has_mirostat_eta = 1, p->mirostat_eta = x; break;
+        }
+        return 1;
+    }
+    long l;
+    if (!cli_parse_int(verb, a, v, &l)) return -1;
+    if (l < (n == 0 || n == 2 ? -1 : 0) || l > (n == 3 ? 2 : 1 << 30))
+        return cli_usage_error(verb, "%s %s is out of range (see --help)", a, v), -1;
+    switch (n) {
+    case 0: p->has_repeat_last_n = 1, p->repeat_last_n = (int)l; break;
+    case 1: p->has_dry_allowed_length = 1, p->dry_allowed_length = (int)l; break;
+    case 2: p->has_dry_penalty_last_n = 1, p->dry_penalty_last_n = (int)l; break;
+    default: p->has_mirostat = 1, p->mirostat = (int)l; break;
+    }
     return 1;
 }
 

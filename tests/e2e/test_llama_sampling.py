@@ -173,3 +173,20 @@ def test_repeat_penalty_window_from_the_server_flag(server):
         assert top5(s, ids, repeat_penalty=1.5) == near
     finally:
         assert s.stop() == 0, s.output()
+
+
+def test_chat_takes_the_flags(server):
+    """hearth chat --dry-multiplier answers as the chat route with the field."""
+    from conftest import DEFAULT_MODEL, run_hearth
+    msg = "Repeat after me: one two three four one two three four one two three four"
+    want = server.client().chat.completions.create(
+        model="default", messages=[{"role": "user", "content": msg}], max_tokens=16, temperature=0,
+        extra_body={"dry_multiplier": 0.8}).choices[0].message.content
+    plain = server.client().chat.completions.create(
+        model="default", messages=[{"role": "user", "content": msg}], max_tokens=16,
+        temperature=0).choices[0].message.content
+    r = run_hearth("chat", DEFAULT_MODEL, "--temp", 0, "--max-tokens", 16, "--dry-multiplier", 0.8, input=msg + "\n")
+    assert r.returncode == 0, r.stderr
+    assert want.strip() in r.stdout and want != plain, (r.stdout, want, plain)
+    bad = run_hearth("chat", DEFAULT_MODEL, "--mirostat", 3, input="")
+    assert bad.returncode == 2 and "--mirostat" in bad.stderr
