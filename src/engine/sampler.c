@@ -223,9 +223,8 @@ void hearth_sampler_accept(hearth_sampler *s, int32_t id) {
 static void apply_processors(hearth_sampler *s, float *logits) {
     const hearth_sampling *p = &s->p;
     if (p->repetition_penalty != 1.0f || p->presence_penalty != 0.0f || p->frequency_penalty != 0.0f) {
-        const uint8_t *seen = s->in_context;
         for (int i = 0; i < s->vocab; i++) {
-            if ((s->win_counts ? s->win_counts[i] > 0 : seen[i]) && p->repetition_penalty != 1.0f)
+            if ((s->win_counts ? s->win_counts[i] > 0 : s->in_context[i]) && p->repetition_penalty != 1.0f)
                 logits[i] = logits[i] > 0 ? logits[i] / p->repetition_penalty : logits[i] * p->repetition_penalty;
             if (s->out_counts[i])
                 logits[i] -= p->frequency_penalty * (float)s->out_counts[i] + p->presence_penalty;
@@ -367,15 +366,17 @@ static int partition_front(hearth_sampler *s, int n, float lo) {
 /* Put in order only as many of the n candidates as the filters can keep:
  * those above min_p's (or mirostat 2's) threshold, top_k of them, then as
  * many as top_p's mass needs (grown from 64); all of them for mirostat 1.
- * cand[0..m) ends sorted with probs[0..m) = their weights at temperature 1
- * (total: all n's weights); returns m. The draw sees what a whole sort
+ * With top_p or min_p, probs[0..n) come in with the weights at temperature
+ * 1 in cand's order (total: their sum). cand[0..m) ends sorted with
+ * probs[0..m) = their weights; returns m. The draw sees what a whole sort
  * would give it. When no filter truncates, none is ordered: the draw walks
- * the candidates in id order. */
+ * the candidates in id order (their weights made only for the dynamic
+ * temperature, the one reader). */
 static int order_best(hearth_sampler *s, const float *logits, float mx, int n, double total) {
     const hearth_sampling *p = &s->p;
     if (p->top_p >= 1.0f && p->top_k <= 0 && p->min_p <= 0.0f && p->top_n_sigma <= 0.0f && p->typical_p >= 1.0f &&
         p->xtc_probability <= 0.0f && !p->mirostat) { /* nothing truncates: the draw needs no order */
-        for (int i = 0; i < n; i++) s->probs[i] = expf(logits[s->cand[i]] - mx);
+        for (int i = 0; p->dynatemp_range > 0.0f && i < n; i++) s->probs[i] = expf(logits[s->cand[i]] - mx);
         return n;
     }
     int np = n, m; /* cand[0..np): what the thresholds let through */
@@ -385,7 +386,6 @@ static int order_best(hearth_sampler *s, const float *logits, float mx, int n, d
         s->mz = z;
         np = partition_front(s, n, hearth_smp_mirostat_floor(s));
     } else if (!p->mirostat && p->min_p > 0.0f) { /* probability relative to the best >= min_p */
-        for (int i = 0; i < n; i++) s->probs[i] = expf(logits[s->cand[i]] - mx);
         np = partition_front(s, n, p->min_p);
     }
     m = np;
@@ -425,8 +425,8 @@ int32_t hearth_sampler_sample(hearth_sampler *s, float *logits, hearth_logprobs 
         double total = 0.0;
         for (int i = 0; i < s->vocab; i++)
             if (logits[i] >= mx - WINDOW) s->cand[n++] = i;
-        if (p->top_p < 1.0f) /* top_p's mass is of the whole window */
-            for (int i = 0; i < n; i++) total += expf(logits[s->cand[i]] - mx);
+        if (p->top_p < 1.0f || p->min_p > 0.0f) /* their weights, and top_p's mass is of the whole window */
+            for (int i = 0; i < n; i++) total += s->probs[i] = expf(logits[s->cand[i]] - mx);
         int m = order_best(s, logits, mx, n, total), keep = m; /* no filter keeps more than the m best */
         if (p->top_p < 1.0f) { /* smallest prefix whose mass reaches top_p */
             double cum = 0.0;

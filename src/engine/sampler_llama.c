@@ -30,16 +30,23 @@ static int cmp_score(const void *a, const void *b) {
     return *(const int32_t *)a - *(const int32_t *)b;
 }
 
+/* The entropy (nats) of weights w[0..n) renormalized; their sum into *total. */
+static double entropy(const float *w, int n, double *total) {
+    double t = 0.0, h = 0.0;
+    for (int i = 0; i < n; i++) t += w[i];
+    for (int i = 0; i < n; i++) {
+        double q = w[i] / t;
+        if (q > 0) h -= q * log(q);
+    }
+    *total = t;
+    return h;
+}
+
 /* typical_p over cand[0..keep) (probs: their weights at temperature 1),
  * renormalized: the tokens whose surprise is nearest the entropy, until
  * their mass passes typical_p; kept in cand's order. */
 int hearth_smp_typical(hearth_sampler *s, int keep) {
-    double total = 0.0, h = 0.0;
-    for (int i = 0; i < keep; i++) total += s->probs[i];
-    for (int i = 0; i < keep; i++) {
-        double q = s->probs[i] / total;
-        if (q > 0) h -= q * log(q);
-    }
+    double total, h = entropy(s->probs, keep, &total);
     int32_t *order = s->typ_order; /* positions by score */
     for (int i = 0; i < keep; i++) {
         double q = s->probs[i] / total;
@@ -85,12 +92,7 @@ float hearth_smp_dynatemp(const hearth_sampler *s, int keep, int n_norm) {
     float lo = p->temperature - p->dynatemp_range, hi = p->temperature + p->dynatemp_range;
     if (lo < 0.0f) lo = 0.0f;
     if (keep <= 1 || n_norm <= 1) return p->temperature;
-    double total = 0.0, h = 0.0;
-    for (int i = 0; i < keep; i++) total += s->probs[i];
-    for (int i = 0; i < keep; i++) {
-        double q = s->probs[i] / total;
-        if (q > 0) h -= q * log(q);
-    }
+    double total, h = entropy(s->probs, keep, &total);
     return lo + (hi - lo) * powf((float)(h / log((double)n_norm)), p->dynatemp_exponent);
 }
 
