@@ -94,6 +94,10 @@ int api_get_number(const json_t *b, const char *k, double lo, double hi, int *ha
 int api_get_int(const json_t *b, const char *k, long long lo, long long hi, int *has, long long *out,
                 hearth_cpl_error *e);
 int api_get_bool(const json_t *b, const char *k, int *out, hearth_cpl_error *e);
+/* An array of min..max token ids (non-negative integers) appended to out[*n] (room for max); 1 (e filled, naming
+ * field k) when it is not one. */
+int api_token_ids(const json_t *v, const char *k, size_t min, size_t max, int32_t *out, int *n,
+                  hearth_cpl_error *e);
 char *api_dup_str(const char *s, size_t n); /* NUL-terminated copy, or NULL */
 /* The body is an object, and its model a string if given (any name is served: a LoRA adapter's runs it,
  * another the base model); with r, r->model takes it. */

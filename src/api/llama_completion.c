@@ -80,9 +80,9 @@ int api_parse_llama_completion(const json_t *b, hearth_cpl_request *r, api_req_o
     }
     if (!rc) rc = api_parse_text(t, r, o, e);
     json_decref(t);
-    if (rc) return 1;
     const int batch = o->prompts != NULL;
     o->prompts = NULL; /* it pointed into the rewritten body, freed above */
+    if (rc) return 1;
     if (batch || o->n > 1)
         return api_fail(e, HEARTH_ENOTSUP, batch ? "prompt" : "n",
                         "one prompt and one answer a request here: send several prompts as several requests, or use "

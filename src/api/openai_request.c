@@ -82,6 +82,21 @@ int api_get_int(const json_t *b, const char *k, long long lo, long long hi, int 
     return 0;
 }
 
+int api_token_ids(const json_t *v, const char *k, size_t min, size_t max, int32_t *out, int *n,
+                  hearth_cpl_error *e) {
+    if (!json_is_array(v) || json_array_size(v) < min || json_array_size(v) > max)
+        return api_fail(e, HEARTH_EINVAL, k, "Invalid '%s': expected an array of %s%zu token ids.", k,
+                        min ? "1 to " : "at most ", max);
+    size_t i;
+    json_t *x;
+    json_array_foreach(v, i, x) {
+        if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > INT32_MAX)
+            return api_fail(e, HEARTH_EINVAL, k, "Invalid '%s[%zu]': not a token id.", k, i);
+        out[(*n)++] = (int32_t)json_integer_value(x);
+    }
+    return 0;
+}
+
 int api_get_bool(const json_t *b, const char *k, int *out, hearth_cpl_error *e) {
     json_t *v = api_field(b, k);
     if (!v) return 0;
@@ -285,19 +300,8 @@ static int parse_common(const json_t *b, hearth_cpl_request *r, api_req_opts *o,
 
     if (api_parse_stops(api_field(b, "stop"), "stop", r, e)) return 1;
     json_t *ids = api_field(b, "stop_token_ids"); /* vLLM's: token ids that end the answer */
-    if (ids) {
-        if (!json_is_array(ids) || json_array_size(ids) > HEARTH_STOP_MAX)
-            return api_fail(e, HEARTH_EINVAL, "stop_token_ids",
-                            "Invalid 'stop_token_ids': expected an array of at most %d token ids.", HEARTH_STOP_MAX);
-        size_t i;
-        json_t *v;
-        json_array_foreach(ids, i, v) {
-            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX)
-                return api_fail(e, HEARTH_EINVAL, "stop_token_ids", "Invalid 'stop_token_ids[%zu]': not a token id.",
-                                i);
-            r->stop_token_ids[r->n_stop_token_ids++] = (int32_t)json_integer_value(v);
-        }
-    }
+    if (ids && api_token_ids(ids, "stop_token_ids", 0, HEARTH_STOP_MAX, r->stop_token_ids, &r->n_stop_token_ids, e))
+        return 1;
     has = 0;
     if (api_get_int(b, "prompt_logprobs", 0, HEARTH_MAX_TOP_LOGPROBS, &has, &iv, e)) return 1; /* vLLM's */
     if (has) r->prompt_logprobs = (int)iv, o->prompt_logprobs = 1 + (int)iv;

@@ -12,20 +12,10 @@
 #define MAX_WORDS 256
 
 static int allowed_ids(const json_t *v, hearth_cpl_request *r, hearth_cpl_error *e) {
-    if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > MAX_IDS)
-        return api_fail(e, HEARTH_EINVAL, "allowed_token_ids",
-                        "Invalid 'allowed_token_ids': expected a non-empty array of token ids.");
-    if (!(r->allowed_ids = malloc(sizeof *r->allowed_ids * json_array_size(v))))
+    size_t n = json_is_array(v) ? json_array_size(v) : 0;
+    if (n && n <= MAX_IDS && !(r->allowed_ids = malloc(sizeof *r->allowed_ids * n)))
         return api_fail(e, HEARTH_ENOMEM, NULL, "out of memory");
-    size_t i;
-    json_t *x;
-    json_array_foreach(v, i, x) {
-        if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > INT32_MAX)
-            return api_fail(e, HEARTH_EINVAL, "allowed_token_ids", "Invalid 'allowed_token_ids[%zu]': not a token id.",
-                            i);
-        r->allowed_ids[r->n_allowed++] = (int32_t)json_integer_value(x);
-    }
-    return 0;
+    return api_token_ids(v, "allowed_token_ids", 1, MAX_IDS, r->allowed_ids, &r->n_allowed, e);
 }
 
 static int bad_words(const json_t *v, hearth_cpl_request *r, hearth_cpl_error *e) {

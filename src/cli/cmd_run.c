@@ -292,10 +292,9 @@ int cmd_run(int argc, char **argv) {
     if (repeat_last_n == 0) sp.repetition_penalty = 1.0f;
     else if (repeat_last_n > 0) sp.repeat_last_n = repeat_last_n;
     if (sp.dry.multiplier != 0.0f && dry_last_n != 0) { /* llama.cpp's default breakers */
-        static const char *const brk[] = {"\n", ":", "\"", "*"};
         sp.dry_last_n = dry_last_n < 0 || dry_last_n > s.ctx ? s.ctx : dry_last_n;
         if (hearth_vocab_bytes_once(&vb, NULL, s.tok, &err) != HEARTH_OK ||
-            hearth_dry_breakers_build(&dry, &vb, s.tok, brk, 4, &err) != HEARTH_OK)
+            hearth_dry_breakers_default(&dry, &vb, s.tok, &err) != HEARTH_OK)
             goto done;
         sp.dry_breakers = &dry;
     } else {

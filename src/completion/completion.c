@@ -190,17 +190,19 @@ hearth_status hearth_cpl_ctx_new(hearth_cpl_ctx **out, const hearth_cpl_ctx_opts
         if (hearth_tok_is_eog(c->tok, id)) add_end_id(c, id);
     /* built-in < model < flags */
     hearth_cpl_params *d = &c->defaults;
-    d->temperature = 1.0f;
-    d->top_p = 1.0f;
-    d->repetition_penalty = 1.0f;
-    d->typical_p = 1.0f;
-    d->xtc_threshold = 0.1f;
-    d->dry_base = 1.75f;
-    d->dry_allowed_length = 2;
-    d->dry_penalty_last_n = -1;
-    d->dynatemp_exponent = 1.0f;
-    d->mirostat_tau = 5.0f;
-    d->mirostat_eta = 0.1f;
+    hearth_sampling sd; /* the sampler's own defaults */
+    hearth_sampling_default(&sd);
+    d->temperature = sd.temperature;
+    d->top_p = sd.top_p;
+    d->repetition_penalty = sd.repetition_penalty;
+    d->typical_p = sd.typical_p;
+    d->xtc_threshold = sd.xtc_threshold;
+    d->dry_base = sd.dry.base;
+    d->dry_allowed_length = sd.dry.allowed_length;
+    d->dry_penalty_last_n = -1; /* the whole context */
+    d->dynatemp_exponent = sd.dynatemp_exponent;
+    d->mirostat_tau = sd.mirostat_tau;
+    d->mirostat_eta = sd.mirostat_eta;
     hearth_cpl_params_overlay(d, &o->model_defaults);
     hearth_cpl_params_overlay(d, &o->flags);
     if (o->n_adapters > 0 && !(c->adapters = calloc((size_t)o->n_adapters, sizeof *c->adapters))) {
@@ -289,8 +291,6 @@ static hearth_status cut_after_final(const hearth_cpl_request *r, const char *te
     return HEARTH_OK;
 }
 
-/* The prompt's token ids: the chat template and the tokenizer, or the
- * request's own ids. *in_reasoning: the prompt leaves a <think> open. */
 hearth_status hearth_cpl_render(hearth_cpl_ctx *c, const hearth_cpl_request *r, char **out, size_t *len,
                                 hearth_cpl_error *e) {
     hearth_err err = {0};
@@ -317,6 +317,8 @@ const char *hearth_cpl_bos_text(const hearth_cpl_ctx *c) { return c->bos; }
 const char *hearth_cpl_eos_text(const hearth_cpl_ctx *c) { return c->eos; }
 const hearth_cpl_params *hearth_cpl_defaults(const hearth_cpl_ctx *c) { return &c->defaults; }
 
+/* The prompt's token ids: the chat template and the tokenizer, or the
+ * request's own ids. *in_reasoning: the prompt leaves a <think> open. */
 static hearth_status prompt_ids(hearth_cpl_ctx *c, const hearth_cpl_request *r, int32_t **out, size_t *n_out,
                                 int *in_reasoning, hearth_cpl_error *e) {
     hearth_err err = {0};
@@ -458,9 +460,8 @@ static hearth_status sampling_llama(hearth_cpl_ctx *c, const hearth_cpl_request 
         s->dry_breakers = own;
         return st;
     }
-    static const char *const dflt[] = {"\n", ":", "\"", "*"};
     pthread_mutex_lock(&c->vb_mu);
-    if (!c->dry_built && (st = hearth_dry_breakers_build(&c->dry, &c->vb, c->tok, dflt, 4, err)) == HEARTH_OK)
+    if (!c->dry_built && (st = hearth_dry_breakers_default(&c->dry, &c->vb, c->tok, err)) == HEARTH_OK)
         c->dry_built = 1;
     pthread_mutex_unlock(&c->vb_mu);
     s->dry_breakers = &c->dry;
@@ -571,8 +572,6 @@ hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, h
     st = hearth_sink_init(&q->sink, c->tok, (const char *const *)r->stop, r->n_stop, q->ends, n_ends,
                           r->chat && c->template_thinks, in_reasoning,
                           r->chat && r->parse_tools, &err);
-    q->sink.include_stop = r->include_stop;
-    if (r->keep_special) q->sink.detok.skip_special = 0; /* special tokens' text too (the end ids stay out) */
     if (st != HEARTH_OK) {
         free(ids);
         hearth_schema_free(schema);
@@ -580,6 +579,8 @@ hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, h
         hearth_cpl_free(q);
         return reject(e, st, st == HEARTH_EINVAL ? "stop" : NULL, NULL, "%s", err.msg);
     }
+    q->sink.include_stop = r->include_stop;
+    if (r->keep_special) q->sink.detok.skip_special = 0; /* special tokens' text too (the end ids stay out) */
     q->want_lp = r->logprobs || r->top_logprobs > 0;
     q->prompt_only = prompt_only;
     if (r->echo) { /* the text as given, or the ids decoded */

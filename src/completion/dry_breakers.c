@@ -114,3 +114,9 @@ hearth_status hearth_dry_breakers_build(hearth_dry_breakers *out, const hearth_v
     free(es.e);
     return st;
 }
+
+hearth_status hearth_dry_breakers_default(hearth_dry_breakers *out, const hearth_vocab_bytes *vb,
+                                          const hearth_tokenizer *tok, hearth_err *err) {
+    static const char *const brk[] = {"\n", ":", "\"", "*"};
+    return hearth_dry_breakers_build(out, vb, tok, brk, 4, err);
+}

@@ -15,5 +15,8 @@
  * text is taken from tok). */
 hearth_status hearth_dry_breakers_build(hearth_dry_breakers *out, const hearth_vocab_bytes *vb,
                                         const hearth_tokenizer *tok, const char *const *brk, int n, hearth_err *err);
+/* llama.cpp's default breakers: "\n", ":", "\"" and "*". */
+hearth_status hearth_dry_breakers_default(hearth_dry_breakers *out, const hearth_vocab_bytes *vb,
+                                          const hearth_tokenizer *tok, hearth_err *err);
 
 #endif

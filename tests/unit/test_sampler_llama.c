@@ -96,6 +96,18 @@ static void drawn_set(const hearth_sampling *p, const float *base, int vocab, ui
     hearth_sampler_deinit(&s);
 }
 
+/* A golden case's logit vector into l[16] (its length), and its kept ids as want[16] flags when it has them. */
+static int case_vector(const json_t *c, float *l, uint8_t *want) {
+    json_t *lj = json_object_get(c, "logits"), *x;
+    int nv = (int)json_array_size(lj);
+    if (nv > 16) return -1;
+    for (int i = 0; i < nv; i++) l[i] = (float)json_number_value(json_array_get(lj, (size_t)i));
+    memset(want, 0, 16);
+    size_t k;
+    json_array_foreach(json_object_get(c, "keep"), k, x) want[json_integer_value(x)] = 1;
+    return nv;
+}
+
 /* 1 (and the two sets printed) when the drawn tokens are not llama.cpp's. */
 static int sets_differ(size_t ci, const char *kind, float v, const uint8_t *seen, const uint8_t *want, int nv) {
     if (!memcmp(seen, want, (size_t)nv)) return 0;
@@ -116,12 +128,11 @@ TEST(sampler_filters_match_llamacpp) {
     json_t *c;
     int failures = 0;
     json_array_foreach(cases, ci, c) {
-        json_t *lj = json_object_get(c, "logits"), *keep = json_object_get(c, "keep");
         const char *kind = json_string_value(json_object_get(c, "kind"));
         float v = (float)json_number_value(json_object_get(c, "value")), l[16];
-        int nv = (int)json_array_size(lj);
-        CHECK(nv <= 16);
-        for (int i = 0; i < nv; i++) l[i] = (float)json_number_value(json_array_get(lj, (size_t)i));
+        uint8_t seen[16], want[16];
+        int nv = case_vector(c, l, want);
+        CHECK(nv > 0);
         hearth_sampling p;
         hearth_sampling_default(&p);
         p.temperature = 100.0f;
@@ -130,10 +141,6 @@ TEST(sampler_filters_match_llamacpp) {
         if (!strcmp(kind, "typical_p")) p.typical_p = v;
         else if (!strcmp(kind, "top_n_sigma")) p.top_n_sigma = v;
         else p.xtc_probability = 1.0f, p.xtc_threshold = v;
-        uint8_t seen[16], want[16] = {0};
-        size_t k;
-        json_t *x;
-        json_array_foreach(keep, k, x) want[json_integer_value(x)] = 1;
         drawn_set(&p, l, nv, seen);
         failures += sets_differ(ci, kind, v, seen, want, nv);
     }
@@ -230,12 +237,11 @@ TEST(sampler_mirostat_and_dynatemp_match_llamacpp) {
     json_t *c;
     int failures = 0;
     json_array_foreach(cases, ci, c) {
-        json_t *lj = json_object_get(c, "logits");
         const char *kind = json_string_value(json_object_get(c, "kind"));
         float l[16];
-        int nv = (int)json_array_size(lj);
-        CHECK(nv <= 16);
-        for (int i = 0; i < nv; i++) l[i] = (float)json_number_value(json_array_get(lj, (size_t)i));
+        uint8_t seen[16] = {0}, want[16];
+        int nv = case_vector(c, l, want);
+        CHECK(nv > 0);
         hearth_sampling p;
         hearth_sampling_default(&p);
         p.seed = 99 + ci;
@@ -256,10 +262,6 @@ TEST(sampler_mirostat_and_dynatemp_match_llamacpp) {
         }
         p.mirostat = kind[strlen(kind) - 1] - '0';
         p.mirostat_tau = (float)json_number_value(json_object_get(c, "tau"));
-        uint8_t seen[16] = {0}, want[16] = {0};
-        size_t k;
-        json_t *x;
-        json_array_foreach(json_object_get(c, "keep"), k, x) want[json_integer_value(x)] = 1;
         for (int d = 0; d < 20000; d++) {
             p.seed = (uint64_t)d * 7919 + ci;
             CHECK_EQ(hearth_sampler_init(&s, &p, nv, NULL), HEARTH_OK);
