@@ -1,4 +1,5 @@
 /* dry_breakers.c - DRY's sequence breakers over a vocabulary (dry_breakers.h). */
+#define _GNU_SOURCE /* memmem */
 #include "completion/dry_breakers.h"
 
 #include <stdlib.h>
@@ -33,12 +34,6 @@ static int cmp_head(const void *a, const void *b) {
     return memcmp(x->tail, y->tail, sizeof *x->tail * (size_t)x->n_tail);
 }
 
-static const uint8_t *find(const uint8_t *w, size_t wn, const char *s, size_t sn) {
-    for (size_t i = 0; i + sn <= wn; i++)
-        if (!memcmp(w + i, s, sn)) return w + i;
-    return NULL;
-}
-
 /* One breaker over the vocabulary. rest[k]: the tokens of s[k..] (k = the
  * bytes a token's end already holds), made at first need. */
 static hearth_status one_breaker(entries *es, const hearth_vocab_bytes *vb, const hearth_tokenizer *tok,
@@ -52,7 +47,7 @@ static hearth_status one_breaker(entries *es, const hearth_vocab_bytes *vb, cons
         wn = vb->off[id + 1] - vb->off[id];
         if (vb->special[id]) w = (const uint8_t *)hearth_tok_token_text(tok, id, &wn);
         if (!w || !wn) continue;
-        if (find(w, wn, s, sn)) {
+        if (memmem(w, wn, s, sn)) {
             if (add(es, id, NULL, 0)) st = hearth_err_set(err, HEARTH_ENOMEM, "dry_sequence_breakers: out of memory");
             continue;
         }
