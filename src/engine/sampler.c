@@ -450,7 +450,11 @@ int32_t hearth_sampler_sample(hearth_sampler *s, float *logits, hearth_logprobs 
         if (p->xtc_probability > 0.0f && p->xtc_threshold <= 0.5f && keep > 1)
             keep = hearth_smp_xtc(s, keep, rng_uniform(s->rng));
         float t = p->dynatemp_range > 0.0f ? hearth_smp_dynatemp(s, keep, keep < n ? keep : s->vocab) : p->temperature;
-        if (!(t > 0.0f)) keep = 1; /* a dynamic temperature of 0: the best left */
+        if (!(t > 0.0f)) { /* a dynamic temperature of 0: the likeliest left (unordered when nothing truncates) */
+            for (int i = 1; i < keep; i++)
+                if (before(logits, s->cand[i], s->cand[0])) s->cand[0] = s->cand[i];
+            keep = 1;
+        }
         double z = 0.0;
         for (int i = 0; i < keep; i++) z += s->probs[i] = keep > 1 ? expf((logits[s->cand[i]] - mx) / t) : 1.0f;
         double u = rng_uniform(s->rng) * z, acc = 0.0;

@@ -190,3 +190,17 @@ def test_chat_takes_the_flags(server):
     assert want.strip() in r.stdout and want != plain, (r.stdout, want, plain)
     bad = run_hearth("chat", DEFAULT_MODEL, "--mirostat", 3, input="")
     assert bad.returncode == 2 and "--mirostat" in bad.stderr
+
+
+def test_mirostat_and_dynatemp_reach_the_sampler(server):
+    """Settings whose draw is certain: mirostat 2 with a target surprise near 0 keeps only the likeliest token,
+    and a dynamic temperature of 1 +- 1 with a steep exponent comes out at 0; both write the greedy answer."""
+    c = server.client()
+    kw = dict(model="default", prompt="Once upon a time", max_tokens=24)
+    greedy = c.completions.create(**kw, temperature=0).choices[0].text
+    sampled = c.completions.create(**kw, temperature=1.0, extra_body={"seed": 5}).choices[0].text
+    tight = c.completions.create(**kw, temperature=1.0, extra_body={"seed": 5, "mirostat": 2,
+                                                                     "mirostat_tau": 0.01}).choices[0].text
+    cold = c.completions.create(**kw, temperature=1.0, extra_body={"seed": 5, "dynatemp_range": 1.0,
+                                                                    "dynatemp_exponent": 200}).choices[0].text
+    assert sampled != greedy and tight == greedy and cold == greedy, (greedy, sampled, tight, cold)
