@@ -1,6 +1,7 @@
 /* bench_pick.c - the device pick op (ops.h) on random logit rows: device
  * time per call (hearth_cuda_ctx_profile, one launch per call) for greedy,
- * a temperature draw, and a draw with logprobs and the top 20, at several
+ * a temperature draw, a draw with logprobs and the top 20, and draws after
+ * top_k / top_p (the truncation's passes), at several
  * row counts and vocabulary sizes, beside the bytes the rows hold (a pass
  * over them at the copy bandwidth measured in the same run). A measurement,
  * never a test.
@@ -70,10 +71,13 @@ int main(int argc, char **argv) {
         const char *name;
         hearth_pick_params p;
     } modes[] = {
-        {"greedy", {0.0f, 0.0f, 0, 0, 0}},
-        {"T=1 draw", {1.0f, 0.0f, 0, 0, 0}},
-        {"T=1 min_p 0.05 draw", {1.0f, 0.05f, 0, 0, 0}},
-        {"T=1 draw + logprobs top 20", {1.0f, 0.0f, 0, 1, 20}},
+        {"greedy", {0.0f, 0.0f, 0, 0, 0, 0, 0.0f}},
+        {"T=1 draw", {1.0f, 0.0f, 0, 0, 0, 0, 0.0f}},
+        {"T=1 min_p 0.05 draw", {1.0f, 0.05f, 0, 0, 0, 0, 0.0f}},
+        {"T=1 draw + logprobs top 20", {1.0f, 0.0f, 0, 1, 20, 0, 0.0f}},
+        {"T=1 top_k 40", {1.0f, 0.0f, 0, 0, 0, 40, 0.0f}},
+        {"T=1 top_p 0.95", {1.0f, 0.0f, 0, 0, 0, 0, 0.95f}},
+        {"T=0.8 k 40 p 0.95 min_p .05", {0.8f, 0.05f, 0, 0, 0, 40, 0.95f}}, /* llama-server's defaults */
     };
     printf("copy bandwidth %.0f GB/s; device time per pick call (mean of %d, eager, device events);\n"
            "'1 pass' = the rows' bytes at the copy bandwidth\n",

@@ -474,14 +474,14 @@ int32_t hearth_sampler_sample(hearth_sampler *s, float *logits, hearth_logprobs 
 int hearth_sampler_pick_params(hearth_sampler *s, int want_logprobs, hearth_pick_params *out) {
     const hearth_sampling *p = &s->p;
     if (p->repetition_penalty != 1.0f || p->presence_penalty != 0.0f || p->frequency_penalty != 0.0f ||
-        p->n_logit_bias > 0 || p->constraint.mask || p->top_p < 1.0f || (p->top_k > 0 && p->top_k < s->vocab) ||
-        p->dry.multiplier != 0.0f || p->top_n_sigma > 0.0f || p->typical_p < 1.0f || p->xtc_probability > 0.0f ||
+        p->n_logit_bias > 0 || p->constraint.mask || p->dry.multiplier != 0.0f || p->top_n_sigma > 0.0f || p->typical_p < 1.0f || p->xtc_probability > 0.0f ||
         s->allowed || p->bad_words.n || p->mirostat || p->dynatemp_range > 0.0f ||
         (s->n_out < p->min_tokens && p->n_min_ban > 0) ||
         p->top_logprobs > HEARTH_PICK_TOP)
         return 0;
     *out = (hearth_pick_params){.temperature = p->temperature, .min_p = p->min_p, .logprobs = want_logprobs != 0,
-                                .n_top = want_logprobs ? p->top_logprobs : 0};
+                                .n_top = want_logprobs ? p->top_logprobs : 0, .top_k = p->top_k > 0 ? p->top_k : 0,
+                                .top_p = p->top_p < 1.0f ? p->top_p : 0.0f};
     if (p->temperature > 0.0f) out->key = rng_next(s->rng);
     return 1;
 }

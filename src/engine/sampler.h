@@ -148,7 +148,9 @@ void hearth_logprobs_fill(const float *logits, int vocab, int32_t chosen, int n_
 
 /* The same choice made by the backend's pick op (ops/ops.h), so that only a
  * few bytes per row leave the device: possible when the settings have no
- * processors, no constraint and no top_p / top_k (argmax, temperature, min_p). Returns 1 and
+ * processors, no constraint and no filter past top_p / min_p / top_k (the
+ * pick's truncation keeps the prefix the host's does, up to its integer
+ * weights; its draw is its own, of the same distribution). Returns 1 and
  * fills *p (drawing the key from the sampler's stream) when it is; 0 when the
  * full logits must come to the host for hearth_sampler_sample. */
 int hearth_sampler_pick_params(hearth_sampler *s, int want_logprobs, hearth_pick_params *p);

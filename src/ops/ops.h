@@ -16,6 +16,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* How a weight's rows are laid out in backend memory. */
 enum {
@@ -66,15 +67,88 @@ typedef struct hearth_pick_params {
     uint64_t key;      /* random key of this draw (the host sampler's stream) */
     int32_t logprobs;  /* 1: fill lse, chosen and the top list; 0: only id and max */
     int32_t n_top;     /* 0..HEARTH_PICK_TOP largest logits to report */
+    int32_t top_k;     /* 0 (or >= vocab): off; else only the top_k first tokens of the row's order are drawn */
+    float top_p;       /* 0 (or >= 1): off; else only the shortest prefix of that order reaching this mass */
 } hearth_pick_params;
 
 /* A draw at temperature T > 0 is the Gumbel-max rule, bit-defined so that
  * every backend draws the same token from the same logits: for token i,
  * z = hearth_pick_hash(key, i), u = ((z >> 41) + 0.5f) * 2^-23 (exact, in
  * (0, 1)), score = x[i] * (1.0f / T) - logf(-logf(u)); the chosen id has the largest
- * score (ties to the lower id) among the tokens that pass min_p. Since
+ * score (ties to the lower id) among the tokens that pass min_p and the
+ * truncation below (both keep the first of the maximums). Since
  * -logf(-logf(u)) lies in [-2.81, 16.64] for every such u, only tokens with
  * x >= max - 20.2 * T can win; a backend may skip the others. */
+/* Truncation (top_k, top_p; on the row as it is, temperature 1). The row's
+ * order is the larger x first, ties to the lower id; top_k keeps its first
+ * top_k tokens, top_p its shortest prefix whose weight reaches top_p of the
+ * row's, and the draw is among the tokens both keep that also pass min_p.
+ * Weights are integers, bit-defined, so that every backend keeps the same
+ * prefix: for d = max - x (float), t = d * 1.44269504f, n = (int)t,
+ * f = t - n, p = hearth_pick_exp2m(f) (2^-f by Horner's rule in float, each
+ * product and sum rounded on its own), weight = (uint64_t)(p * 2^(40 - n))
+ * for d < 28 (so n <= 40), else 0; -inf weighs 0. The prefix ends at the
+ * first token where the running sum of weights reaches
+ * need = (uint64_t)ceil((double)top_p * (double)(sum of every weight)). */
+/* Shared by the host and the device (pick.cu): each product and sum rounded
+ * on its own (C11 in ISO mode does not contract them; the device is told). */
+#if defined(__CUDACC__)
+#define HEARTH_HD __host__ __device__
+#else
+#define HEARTH_HD
+#endif
+#if defined(__CUDA_ARCH__)
+#define HEARTH_MUL_RN(a, b) __fmul_rn(a, b)
+#define HEARTH_ADD_RN(a, b) __fadd_rn(a, b)
+#else
+#define HEARTH_MUL_RN(a, b) ((a) * (b))
+#define HEARTH_ADD_RN(a, b) ((a) + (b))
+#endif
+
+/* 2^-f for f in [0, 1): Taylor's terms of exp(-f ln 2) to the ninth (|error| < 1e-7). */
+static inline HEARTH_HD float hearth_pick_exp2m(float f) {
+    float p = -1.01780860e-7f;
+    p = HEARTH_MUL_RN(p, f);
+    p = HEARTH_ADD_RN(p, 1.32154867e-6f);
+    p = HEARTH_MUL_RN(p, f);
+    p = HEARTH_ADD_RN(p, -1.52527338e-5f);
+    p = HEARTH_MUL_RN(p, f);
+    p = HEARTH_ADD_RN(p, 1.54035304e-4f);
+    p = HEARTH_MUL_RN(p, f);
+    p = HEARTH_ADD_RN(p, -1.33335581e-3f);
+    p = HEARTH_MUL_RN(p, f);
+    p = HEARTH_ADD_RN(p, 9.61812911e-3f);
+    p = HEARTH_MUL_RN(p, f);
+    p = HEARTH_ADD_RN(p, -5.55041087e-2f);
+    p = HEARTH_MUL_RN(p, f);
+    p = HEARTH_ADD_RN(p, 2.40226507e-1f);
+    p = HEARTH_MUL_RN(p, f);
+    p = HEARTH_ADD_RN(p, -6.93147181e-1f);
+    p = HEARTH_MUL_RN(p, f);
+    return HEARTH_ADD_RN(p, 1.0f);
+}
+
+/* The weight of a token d = max - x below the row's maximum (see above). */
+static inline HEARTH_HD uint64_t hearth_pick_weight(float d) {
+    if (!(d < 28.0f)) return 0; /* -inf's d too */
+    float t = HEARTH_MUL_RN(d, 1.44269504f);
+    int n = (int)t;
+    float p = hearth_pick_exp2m(HEARTH_ADD_RN(t, -(float)n));
+    return (uint64_t)HEARTH_MUL_RN(p, (float)(1ull << (40 - n)));
+}
+
+/* The row's order as an integer, larger first: x's bits made monotone, then the id reversed. */
+static inline HEARTH_HD uint64_t hearth_pick_order(float x, int32_t i) {
+    uint32_t u;
+#if defined(__CUDA_ARCH__)
+    u = __float_as_uint(x);
+#else
+    memcpy(&u, &x, sizeof u);
+#endif
+    u = (u & 0x80000000u) ? ~u : u | 0x80000000u;
+    return (uint64_t)u << 32 | (uint32_t)~(uint32_t)i;
+}
+
 static inline uint64_t hearth_pick_hash(uint64_t key, uint32_t i) {
     uint64_t z = key + ((uint64_t)i + 1) * 0x9e3779b97f4a7c15ull; /* splitmix64 finaliser */
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;

@@ -145,7 +145,8 @@ TEST(cuda_model_pick_matches_host_rule) {
     for (int i = 0; i < T; i++)
         p[i] = (hearth_pick_params){.temperature = (float)(i % 4) * 0.5f, .min_p = i % 3 ? 0.0f : 0.05f,
                                     .key = 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1), .logprobs = i % 2,
-                                    .n_top = i % 21};
+                                    .n_top = i % 21, .top_k = i % 5 == 1 ? 40 : 0,
+                                    .top_p = i % 5 == 2 ? 0.9f : i % 5 == 3 ? 0.5f : 0.0f};
     CHECK_EQ(hearth_model_pick(r.m, T, p, got, &err), HEARTH_OK);
     int bad = 0;
     for (int i = 0; i < T; i++) {

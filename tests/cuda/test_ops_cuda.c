@@ -2215,9 +2215,14 @@ static void pick_fill(float *x, int vocab, int style) {
 }
 
 static const hearth_pick_params pick_cfgs[] = {
-    {0.0f, 0.0f, 0, 0, 0},    {0.0f, 0.0f, 0, 1, 5},     {0.7f, 0.0f, 0, 0, 0},  {0.7f, 0.0f, 0, 1, 20},
-    {1.3f, 0.0f, 0, 0, 0},    {1.3f, 0.05f, 0, 1, 5},    {0.7f, 0.1f, 0, 0, 0},  {1.3f, 0.0f, 0, 1, 0},
-    {0.0f, 0.0f, 0, 1, 20},   {1.3f, 0.1f, 0, 1, 20},    {0.7f, 0.05f, 0, 1, 5},
+    {0.0f, 0.0f, 0, 0, 0, 0, 0.0f},  {0.0f, 0.0f, 0, 1, 5, 0, 0.0f},   {0.7f, 0.0f, 0, 0, 0, 0, 0.0f},
+    {0.7f, 0.0f, 0, 1, 20, 0, 0.0f}, {1.3f, 0.0f, 0, 0, 0, 0, 0.0f},   {1.3f, 0.05f, 0, 1, 5, 0, 0.0f},
+    {0.7f, 0.1f, 0, 0, 0, 0, 0.0f},  {1.3f, 0.0f, 0, 1, 0, 0, 0.0f},   {0.0f, 0.0f, 0, 1, 20, 0, 0.0f},
+    {1.3f, 0.1f, 0, 1, 20, 0, 0.0f}, {0.7f, 0.05f, 0, 1, 5, 0, 0.0f},
+    /* top_k, top_p (ops.h's truncation; the flat style's crowded bins take the bisection) */
+    {0.7f, 0.0f, 0, 0, 0, 40, 0.0f},      {1.0f, 0.0f, 0, 1, 5, 0, 0.9f},       {0.8f, 0.05f, 0, 0, 0, 40, 0.95f},
+    {1.3f, 0.0f, 0, 1, 20, 1000, 0.5f},   {2.0f, 0.0f, 0, 0, 0, 3000, 0.999f},  {50.0f, 0.0f, 0, 0, 0, 40, 0.0f},
+    {50.0f, 0.0f, 0, 0, 0, 0, 0.9f},      {50.0f, 0.0f, 0, 0, 0, 7, 0.3f},
 };
 #define N_PICK_CFGS ((int)(sizeof pick_cfgs / sizeof pick_cfgs[0]))
 
@@ -2256,10 +2261,12 @@ static int pick_case(int rows, int vocab, int style0, int cfg0, int all_inf_row,
         for (int r = 0; r < rows && ok; r++) {
             const hearth_pick *w = &want[r], *g = &got[r];
             const hearth_pick_params *p = &pp[r];
-            char what[160];
-            snprintf(what, sizeof what, "pick rows %d vocab %d row %d (style %d, T %.2g, min_p %.2g, logprobs %d, n_top %d)",
+            char what[200];
+            snprintf(what, sizeof what,
+                     "pick rows %d vocab %d row %d (style %d, T %.2g, min_p %.2g, logprobs %d, n_top %d, top_k %d, "
+                     "top_p %.3g)",
                      rows, vocab, r, r == all_inf_row ? -1 : (r + style0) % LG_STYLES, p->temperature, p->min_p,
-                     p->logprobs, p->n_top);
+                     p->logprobs, p->n_top, p->top_k, p->top_p);
             if (g->id != w->id || !pick_same_bits(g->max, w->max)) {
                 test_fail(__FILE__, __LINE__, "%s: id %d max %.9g, cpu id %d max %.9g", what, g->id, g->max, w->id,
                           w->max);

@@ -113,6 +113,163 @@ TEST(pick_gumbel_draws_follow_softmax) {
     }
 }
 
+/* ops.h's truncation by a whole sort: the order key of the last token kept
+ * (0: all kept). */
+static uint64_t *g_keys;
+static int cmp_u64_desc(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+static uint64_t truncation_by_sort(const float *x, int n, int top_k, float top_p) {
+    float mx = -INFINITY;
+    for (int i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    uint64_t total = 0;
+    for (int i = 0; i < n; i++) {
+        g_keys[i] = hearth_pick_order(x[i], i);
+        total += hearth_pick_weight(mx - x[i]);
+    }
+    qsort(g_keys, (size_t)n, sizeof *g_keys, cmp_u64_desc);
+    int keep = top_k > 0 && top_k < n ? top_k : n;
+    if (top_p > 0.0f && top_p < 1.0f) {
+        uint64_t need = (uint64_t)ceil((double)top_p * (double)total), cum = 0;
+        for (int j = 0; j < n; j++) {
+            cum += hearth_pick_weight(mx - x[(int32_t)~(uint32_t)g_keys[j]]);
+            if (cum >= need) {
+                keep = j + 1 < keep ? j + 1 : keep;
+                break;
+            }
+        }
+    }
+    return keep < n ? g_keys[keep - 1] : 0;
+}
+
+/* The draw of ops.h with every token scored and the truncation by a sort. */
+static int draw_reference(const float *x, int n, const hearth_pick_params *p) {
+    uint64_t last = truncation_by_sort(x, n, p->top_k, p->top_p);
+    float mx = -INFINITY;
+    for (int i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    int best = -1;
+    float best_s = -INFINITY;
+    for (int i = 0; i < n; i++) {
+        if (p->min_p > 0 && !(x[i] >= mx + logf(p->min_p))) continue;
+        if (last && hearth_pick_order(x[i], i) < last) continue;
+        uint64_t z = hearth_pick_hash(p->key, (uint32_t)i);
+        float u = ((float)(z >> 41) + 0.5f) * 0x1.0p-23f;
+        float s = x[i] * (1.0f / p->temperature) - logf(-logf(u));
+        if (best < 0 || s > best_s) best = i, best_s = s;
+    }
+    return best;
+}
+
+/* Rows of several shapes: peaked (a language model's), a coarse grid (ties
+ * everywhere), flat within 0.01 (one crowded bin: the bisection), all equal,
+ * a third -inf; top_k, top_p and min_p alone and together. */
+TEST(pick_top_k_top_p_follow_the_rule) {
+    enum { V = 9000 };
+    static float x[V];
+    static uint64_t keys[V];
+    g_keys = keys;
+    uint64_t r = 23;
+    const int ks[] = {0, 1, 5, 40, 1000, 8999, 9000};
+    const float ps[] = {0.0f, 0.1f, 0.5f, 0.9f, 0.95f, 0.999f, 1.0f}, temps[] = {0.3f, 0.8f, 1.0f, 2.5f};
+    int truncated = 0, moved = 0;
+    for (int trial = 0; trial < 150; trial++) {
+        int style = trial % 5, n = trial % 2 ? V : 1777;
+        for (int i = 0; i < n; i++) {
+            float v = frand(&r);
+            x[i] = style == 0 ? v * 3.0f : style == 1 ? roundf(v * 8.0f) * 0.5f : style == 2 ? v * 0.01f
+                 : style == 3 ? 1.5f : (lcg(&r) % 3 ? v * 4.0f : -INFINITY);
+        }
+        if (style == 0)
+            for (int j = 0; j < 5; j++) x[lcg(&r) % (uint64_t)n] = 9.0f + frand(&r);
+        hearth_pick_params p = {.temperature = temps[trial % 4], .min_p = trial % 7 == 3 ? 0.05f : 0.0f,
+                                .top_k = ks[trial % 7], .top_p = ps[(trial / 7) % 7]};
+        uint64_t last = truncation_by_sort(x, n, p.top_k, p.top_p);
+        truncated += last != 0;
+        for (int k = 0; k < 4; k++) {
+            p.key = lcg(&r) << 31 ^ lcg(&r);
+            hearth_pick pk;
+            hearth_pick_row(&pk, x, n, &p);
+            int want = draw_reference(x, n, &p);
+            CHECK_MSG(pk.id == want, "trial %d style %d top_k %d top_p %g T %g: %d, want %d", trial, style, p.top_k,
+                      p.top_p, p.temperature, pk.id, want);
+            CHECK(!last || hearth_pick_order(x[pk.id], pk.id) >= last);
+            moved += x[pk.id] != pk.max;
+        }
+    }
+    CHECK_MSG(truncated > 60 && moved > 100, "only %d rows truncated, %d draws off the maximum", truncated, moved);
+}
+
+/* All tokens equal: the order is by id, so top_k keeps ids 0..k-1 and top_p
+ * the first ceil(p * n); every kept token is drawn. */
+TEST(pick_truncation_of_ties_keeps_the_lower_ids) {
+    enum { V = 1000 };
+    static float x[V];
+    for (int i = 0; i < V; i++) x[i] = 0.25f;
+    const struct {
+        int k;
+        float p;
+        int keep;
+    } cases[] = {{5, 0.0f, 5}, {0, 0.5f, 500}, {0, 0.0101f, 11}, {300, 0.5f, 300}, {0, 0.0005f, 1}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        static int seen[V];
+        memset(seen, 0, sizeof seen);
+        for (int k = 0; k < 20000; k++) {
+            hearth_pick_params p = {.temperature = 1.0f, .key = 977ull * (uint64_t)k + c, .top_k = cases[c].k,
+                                    .top_p = cases[c].p};
+            hearth_pick pk;
+            hearth_pick_row(&pk, x, V, &p);
+            CHECK_MSG(pk.id < cases[c].keep, "case %zu: drew %d of %d kept", c, pk.id, cases[c].keep);
+            seen[pk.id] = 1;
+        }
+        int n_seen = 0;
+        for (int i = 0; i < V; i++) n_seen += seen[i];
+        CHECK_MSG(n_seen == cases[c].keep, "case %zu: %d of %d kept tokens drawn", c, n_seen, cases[c].keep);
+    }
+}
+
+/* The pick's truncated draws and the host sampler's are of one distribution:
+ * 40000 draws each, every frequency within 5 sigma of softmax(x / T) over
+ * what the host keeps. */
+TEST(pick_truncated_draws_match_the_host_sampler) {
+    enum { V = 64, N = 40000 };
+    float x[V];
+    uint64_t r = 77;
+    for (int i = 0; i < V; i++) x[i] = frand(&r) * 4.0f;
+    const struct {
+        int k;
+        float p, t;
+    } cases[] = {{8, 0.0f, 0.8f}, {0, 0.7f, 1.0f}, {20, 0.9f, 1.3f}, {3, 0.95f, 0.5f}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int host[V] = {0}, dev[V] = {0};
+        hearth_sampling sp;
+        hearth_sampling_default(&sp);
+        sp.temperature = cases[c].t, sp.top_k = cases[c].k, sp.top_p = cases[c].p > 0 ? cases[c].p : 1.0f;
+        sp.seed = 1000 + c, sp.has_seed = 1;
+        hearth_sampler s;
+        CHECK_EQ(hearth_sampler_init(&s, &sp, V, NULL), HEARTH_OK);
+        for (int k = 0; k < N; k++) {
+            float y[V];
+            memcpy(y, x, sizeof y);
+            host[hearth_sampler_sample(&s, y, NULL)]++;
+            hearth_pick_params p;
+            CHECK_EQ(hearth_sampler_pick_params(&s, 0, &p), 1);
+            hearth_pick pk;
+            hearth_pick_row(&pk, x, V, &p);
+            dev[pk.id]++;
+        }
+        hearth_sampler_deinit(&s);
+        double z = 0, q[V];
+        for (int i = 0; i < V; i++) z += q[i] = host[i] ? exp((double)x[i] / cases[c].t) : 0.0;
+        for (int i = 0; i < V; i++) {
+            q[i] /= z;
+            double sd = sqrt(q[i] * (1 - q[i]) / N);
+            CHECK_MSG(fabs((double)dev[i] / N - q[i]) < 5 * sd + 1e-9 && fabs((double)host[i] / N - q[i]) < 5 * sd + 0.01,
+                      "case %zu token %d: pick %g host %g want %g", c, i, (double)dev[i] / N, (double)host[i] / N, q[i]);
+        }
+    }
+}
+
 TEST(pick_sampler_params_route_rows) {
     hearth_sampling sp;
     hearth_sampling_default(&sp);
@@ -133,12 +290,23 @@ TEST(pick_sampler_params_route_rows) {
     CHECK_EQ(hearth_sampler_pick_params(&s, 1, &p), 1);
     CHECK(p.key == k1);
     hearth_sampler_deinit(&s);
+    /* top_p and top_k go with the row */
+    sp.top_p = 0.9f, sp.top_k = 5;
+    CHECK_EQ(hearth_sampler_init(&s, &sp, 100, NULL), HEARTH_OK);
+    CHECK_EQ(hearth_sampler_pick_params(&s, 0, &p), 1);
+    CHECK(p.top_p == 0.9f && p.top_k == 5 && p.min_p == 0.1f);
+    hearth_sampler_deinit(&s);
+    sp.top_p = 1.0f, sp.top_k = 0;
+    CHECK_EQ(hearth_sampler_init(&s, &sp, 100, NULL), HEARTH_OK);
+    CHECK_EQ(hearth_sampler_pick_params(&s, 0, &p), 1);
+    CHECK(p.top_p == 0.0f && p.top_k == 0); /* off */
+    hearth_sampler_deinit(&s);
     /* each setting the pick op cannot apply sends the row to the host */
     for (int which = 0; which < 5; which++) {
         hearth_sampling q = sp;
         hearth_logit_bias b = {3, 1.0f};
-        if (which == 0) q.top_p = 0.9f;
-        if (which == 1) q.top_k = 5;
+        if (which == 0) q.typical_p = 0.9f;
+        if (which == 1) q.top_n_sigma = 1.0f;
         if (which == 2) q.repetition_penalty = 1.1f;
         if (which == 3) q.presence_penalty = 0.5f;
         if (which == 4) q.logit_bias = &b, q.n_logit_bias = 1;

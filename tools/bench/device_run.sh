@@ -30,8 +30,10 @@
 #               prompts, decode tok/s; needs the default model, as tests) (~1 min)
 #   grammar     grammar-constrained decoding on the GPU: tools/bench/grammar_peer.py --only hearth (the default
 #               model served with and without a GBNF grammar, decode tok/s; needs the default model, as tests)
-#   sampled     hearth bench at 1, 64 and 256 streams of 128 / 128, greedy and sampled with llama-server's default
-#               filters (temperature 0.8, top_k 40, top_p 0.95, min_p 0.05: host-sampled rows) (~1 min)
+#   sampled     bench_pick (the pick op alone, with and without top_k / top_p), then hearth bench at 1, 64 and
+#               256 streams of 128 / 128, greedy and sampled with llama-server's default filters (temperature
+#               0.8, top_k 40, top_p 0.95, min_p 0.05: picked on the device), and the same sampled rows on the
+#               host (HEARTH_HOST_SAMPLER=1) (~2 min)
 #   peer        the peers beside issue7 and streams: llama.cpp on the same files, llama-bench (prefill
 #               512 / 2048, decode after 512) for the three types and llama-batched-bench 128/128 at
 #               1-256 streams, then PyTorch (tools/bench/peer_torch.py; ~2 min in all); needs .dev/llama.tar.xz, packed here after tools/bench/build_llamacpp_cuda.sh:
@@ -91,11 +93,15 @@ for suite in "$@"; do
             done
         done ;;
     sampled)
+        hdr "bench_pick --reps 20"
+        timeout 120 $B/bench_pick --reps 20
         m=$(model bf16)
+        smp="--temp 0.8 --top-p 0.95 --top-k 40 --min-p 0.05"
         for n in 1 64 256; do
-            for smp in "" "--temp 0.8 --top-p 0.95 --top-k 40 --min-p 0.05"; do
-                hdr "hearth bench --parallel $n --prompt 128 --gen 128 ${smp:-(greedy)}"
-                timeout 120 $B/hearth bench "$m" --device cuda --prompt 128 --gen 128 --parallel "$n" $smp 2>&1 |
+            for how in greedy device host; do
+                hdr "hearth bench --parallel $n --prompt 128 --gen 128 ($how)"
+                HEARTH_HOST_SAMPLER=$([ $how = host ] && echo 1 || echo 0) timeout 120 $B/hearth bench "$m" \
+                    --device cuda --prompt 128 --gen 128 --parallel "$n" $([ $how = greedy ] || echo "$smp") 2>&1 |
                     grep -E "^engine \|" | head -2
             done
         done ;;

@@ -1,8 +1,9 @@
-/* pick.c - argmax, Gumbel-max draw, log-sum-exp and the top-N list of one
- * logit row, exactly as ops.h defines them. */
+/* pick.c - argmax, Gumbel-max draw (after top_k / top_p), log-sum-exp and
+ * the top-N list of one logit row, exactly as ops.h defines them. */
 #include "ops/cpu/pick.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 /* u in (0, 1) of token i, then the Gumbel noise -log(-log(u)). */
 static float gumbel(uint64_t key, int i) {
@@ -23,6 +24,90 @@ static void top_insert(hearth_pick *o, int n, int32_t id, float x) {
     o->top_id[j] = id;
 }
 
+/* The truncation's boundary: tokens of bins 0.. (1/64 of a nat each below
+ * the maximum, the last bin the rest) are counted and weighed, the bin where
+ * top_k's count or top_p's weight is reached is put in order, and the
+ * boundary is read there; a bin of more than GATHER tokens is searched by
+ * bisection over the order keys instead (a flat row). */
+#define BINS 2048
+#define GATHER 4096
+
+static inline int bin_of(float d) { return d < 32.0f ? (int)(d * 64.0f) : BINS; }
+
+static int cmp_key_desc(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* The largest order key kt such that bin b's tokens of key >= kt number at
+ * least rk or weigh at least need (whichever is asked; rk 0: weight): the
+ * key of the token where that is reached, since keys are distinct. */
+static uint64_t bisect_bin(const float *x, int vocab, float mx, int b, int64_t rk, uint64_t need) {
+    uint64_t lo = 0, hi = UINT64_MAX;
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2 + 1, got = 0;
+        for (int i = 0; i < vocab; i++) {
+            float d = mx - x[i];
+            if (bin_of(d) != b || hearth_pick_order(x[i], i) < mid) continue;
+            got += rk ? 1 : hearth_pick_weight(d);
+        }
+        if (rk ? got >= (uint64_t)rk : got >= need) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+/* The order key of the last token top_k and top_p keep (0: they keep all). */
+static uint64_t truncation(const float *x, int vocab, float mx, const hearth_pick_params *p) {
+    int64_t k = p->top_k > 0 && p->top_k < vocab ? p->top_k : 0;
+    int by_p = p->top_p > 0.0f && p->top_p < 1.0f;
+    if (!k && !by_p) return 0;
+    uint32_t count[BINS + 1] = {0};
+    uint64_t mass[BINS + 1] = {0}, total = 0;
+    for (int i = 0; i < vocab; i++) {
+        float d = mx - x[i];
+        int b = bin_of(d);
+        count[b]++;
+        if (by_p) {
+            uint64_t w = hearth_pick_weight(d);
+            mass[b] += w;
+            total += w;
+        }
+    }
+    uint64_t need = by_p ? (uint64_t)ceil((double)p->top_p * (double)total) : 0;
+    int bk = -1, bp = -1;
+    int64_t c_before = 0, ck = 0;
+    uint64_t m_before = 0, cm = 0;
+    for (int b = 0; b <= BINS && (bk < 0 || bp < 0); b++) {
+        if (bk < 0 && (!k || ck + count[b] >= k)) bk = k ? b : BINS + 1, c_before = ck;
+        if (bp < 0 && (!by_p || cm + mass[b] >= need)) bp = by_p ? b : BINS + 1, m_before = cm;
+        ck += count[b];
+        cm += mass[b];
+    }
+    if (bp < 0) bp = BINS + 1; /* not reached (cannot happen: need <= total) */
+    int b = bk < bp ? bk : bp;
+    if (b > BINS) return 0;
+    int64_t rk = bk == b ? k - c_before : 0;
+    uint64_t need_b = bp == b ? need - m_before : 0;
+    if (count[b] > GATHER) {
+        uint64_t kk = rk ? bisect_bin(x, vocab, mx, b, rk, 0) : 0;
+        uint64_t kp = bp == b ? bisect_bin(x, vocab, mx, b, 0, need_b) : 0;
+        return kk > kp ? kk : kp; /* the earlier of the two in the order */
+    }
+    uint64_t keys[GATHER];
+    int n = 0;
+    for (int i = 0; i < vocab; i++)
+        if (bin_of(mx - x[i]) == b) keys[n++] = hearth_pick_order(x[i], i);
+    qsort(keys, (size_t)n, sizeof *keys, cmp_key_desc);
+    uint64_t cum = 0;
+    for (int j = 0; j < n; j++) {
+        int32_t id = (int32_t)~(uint32_t)keys[j];
+        cum += hearth_pick_weight(mx - x[id]);
+        if ((rk && j + 1 == rk) || (bp == b && cum >= need_b)) return keys[j];
+    }
+    return keys[n - 1];
+}
+
 void hearth_pick_row(hearth_pick *out, const float *x, int vocab, const hearth_pick_params *p) {
     hearth_pick o = {0};
     int best = 0;
@@ -36,9 +121,10 @@ void hearth_pick_row(hearth_pick *out, const float *x, int vocab, const hearth_p
             float m = o.max + logf(p->min_p);
             if (m > floor) floor = m;
         }
+        uint64_t last = truncation(x, vocab, o.max, p);
         float best_s = -INFINITY;
         for (int i = 0; i < vocab; i++) {
-            if (!(x[i] >= floor)) continue;
+            if (!(x[i] >= floor) || (last && hearth_pick_order(x[i], i) < last)) continue;
             float s = x[i] * inv_t + gumbel(p->key, i);
             if (s > best_s) {
                 best_s = s;

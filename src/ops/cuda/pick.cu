@@ -5,7 +5,8 @@
  * One block of PK_THREADS per row:
  *  1. max and argmax (first index of the maximum);
  *  2. only when asked, one more pass for the draw (temperature > 0) and the
- *     sum of exp(x - max) (logprobs);
+ *     sum of exp(x - max) (logprobs), after the truncation's passes (top_k,
+ *     top_p; below) when those are asked;
  *  3. only when logprobs and n_top > 0, the top list: warp w owns a slice of
  *     the row and keeps the best element of its slice that ranks below every
  *     pick so far; each round takes the best of the warps' bests, and only
@@ -56,7 +57,8 @@ __device__ __forceinline__ void block_best(float &x, int &i, float *sx, int *si)
     warp_best(x, i);
 }
 
-__device__ __forceinline__ double block_sum(double s, double *sd) {
+/* Every thread gets the block's sum; sd is PK_WARPS of shared scratch. */
+template <typename T> __device__ __forceinline__ T block_sum(T s, T *sd) {
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
@@ -67,6 +69,22 @@ __device__ __forceinline__ double block_sum(double s, double *sd) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
     return s;
+}
+
+/* The block's inclusive prefix sum in thread order; sd is PK_WARPS of shared scratch. */
+__device__ __forceinline__ unsigned long long block_scan(unsigned long long s, unsigned long long *sd) {
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        unsigned long long t = __shfl_up_sync(0xffffffffu, s, o);
+        if (lane >= o) s += t;
+    }
+    __syncthreads();
+    if (lane == 31) sd[w] = s;
+    __syncthreads();
+    unsigned long long before = 0;
+    for (int k = 0; k < w; k++) before += sd[k];
+    return s + before;
 }
 
 /* f(x[i], i) for this thread's elements of the row, in increasing i (so a
@@ -117,6 +135,145 @@ __device__ __forceinline__ void warp_scan_below(const float *x, int s0, int s1, 
     warp_best(bx, bi);
 }
 
+/* ---- truncation (top_k, top_p): ops.h's rule, pick.c's truncation() the reference ----
+ * Bins of 1/64 of a nat below the maximum (the last one the rest) are
+ * counted and weighed in one pass (lanes of one bin added first, then one
+ * shared atomic a bin), warp 0 finds the bin where top_k's count or top_p's
+ * weight is reached, and that bin's order keys are gathered, sorted (bitonic)
+ * and scanned; a bin of more than PK_GATHER tokens (a flat row) is searched
+ * by bisection over the order keys instead, as on the host. */
+#define PK_BINS 2048
+#define PK_GATHER 2048
+
+__device__ __forceinline__ int pk_bin(float d) { return d < 32.0f ? (int)__fmul_rn(d, 64.0f) : PK_BINS; }
+
+/* The order key of the last token kept, 0 when all are (called by the whole block). */
+__device__ unsigned long long pk_truncation(const float *__restrict__ x, int vocab, float mx,
+                                            const hearth_pick_params &p) {
+    __shared__ unsigned int cnt[PK_BINS + 1];
+    __shared__ unsigned long long mass[PK_BINS + 1], keys[PK_GATHER], su[PK_WARPS];
+    __shared__ unsigned long long s_before_m, s_need;
+    __shared__ int s_bk, s_bp, s_before_c, s_n, s_j;
+    const int tid = threadIdx.x, lane = tid & 31;
+    const long long k = p.top_k > 0 && p.top_k < vocab ? p.top_k : 0;
+    const bool by_p = p.top_p > 0.0f && p.top_p < 1.0f;
+    if (!k && !by_p) return 0;
+    for (int b = tid; b <= PK_BINS; b += PK_THREADS) cnt[b] = 0, mass[b] = 0;
+    __syncthreads();
+    for (int base = 0; base < vocab; base += PK_THREADS) { /* whole warps each round: the lanes' sums */
+        const int i = base + tid;
+        const float d = i < vocab ? __fsub_rn(mx, x[i]) : 0.0f;
+        const int b = i < vocab ? pk_bin(d) : -1;
+        const unsigned long long w = i < vocab && by_p ? hearth_pick_weight(d) : 0;
+        const unsigned peers = __match_any_sync(0xffffffffu, b);
+        const unsigned lo = __reduce_add_sync(peers, (unsigned)(w & 0x1fffff));
+        const unsigned hi = __reduce_add_sync(peers, (unsigned)(w >> 21));
+        if (b >= 0 && lane == __ffs(peers) - 1) {
+            atomicAdd(&cnt[b], (unsigned)__popc(peers));
+            if (lo | hi) atomicAdd(&mass[b], ((unsigned long long)hi << 21) + lo);
+        }
+    }
+    __syncthreads();
+    if (tid < 32) { /* lane l: bins [64 l, 64 l + 64), lane 31 the rest as well */
+        const int b0 = lane * (PK_BINS / 32), b1 = lane == 31 ? PK_BINS + 1 : b0 + PK_BINS / 32;
+        unsigned long long c = 0, m = 0;
+        for (int b = b0; b < b1; b++) c += cnt[b], m += mass[b];
+        unsigned long long ci = c, mi = m;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            unsigned long long tc = __shfl_up_sync(0xffffffffu, ci, o), tm = __shfl_up_sync(0xffffffffu, mi, o);
+            if (lane >= o) ci += tc, mi += tm;
+        }
+        const unsigned long long total = __shfl_sync(0xffffffffu, mi, 31);
+        const unsigned long long need =
+            by_p ? (unsigned long long)ceil(__dmul_rn((double)p.top_p, __ull2double_rn(total))) : 0;
+        unsigned long long cb = ci - c, mb = mi - m;
+        int bk = PK_BINS + 1, bp = PK_BINS + 1;
+        unsigned long long cbk = 0, mbp = 0;
+        for (int b = b0; b < b1; b++) {
+            if (k && bk > PK_BINS && cb + cnt[b] >= (unsigned long long)k) bk = b, cbk = cb;
+            if (by_p && bp > PK_BINS && mb + mass[b] >= need) bp = b, mbp = mb;
+            cb += cnt[b], mb += mass[b];
+        }
+        const int bk_min = (int)__reduce_min_sync(0xffffffffu, (unsigned)bk);
+        const int bp_min = (int)__reduce_min_sync(0xffffffffu, (unsigned)bp);
+        if (bk == bk_min && bk <= PK_BINS) s_before_c = (int)cbk;
+        if (bp == bp_min && bp <= PK_BINS) s_before_m = mbp;
+        if (lane == 0) s_bk = bk_min, s_bp = bp_min, s_need = need;
+    }
+    __syncthreads();
+    const int bk = s_bk, bp = s_bp, b = min(bk, bp);
+    if (b > PK_BINS) return 0;
+    const long long rk = bk == b ? k - s_before_c : 0;            /* the rank in the bin top_k stops at, 1.. */
+    const unsigned long long need_b = bp == b ? s_need - s_before_m : 0; /* the weight top_p still needs there */
+    const int nb = (int)cnt[b];
+    unsigned long long last;
+    if (nb <= PK_GATHER) {
+        if (tid == 0) s_n = 0, s_j = INT_MAX;
+        __syncthreads();
+        visit_row(x, vocab, [&](float v, int i) {
+            if (pk_bin(__fsub_rn(mx, v)) == b) keys[atomicAdd(&s_n, 1)] = hearth_pick_order(v, i);
+        });
+        __syncthreads();
+        int np = 1;
+        while (np < nb) np <<= 1;
+        for (int i = nb + tid; i < np; i += PK_THREADS) keys[i] = 0;
+        __syncthreads();
+        for (int size = 2; size <= np; size <<= 1) /* bitonic, larger first */
+            for (int stride = size >> 1; stride > 0; stride >>= 1) {
+                for (int i = tid; i < np; i += PK_THREADS) {
+                    const int j = i ^ stride;
+                    if (j > i) {
+                        const unsigned long long a = keys[i], c = keys[j];
+                        if ((i & size) == 0 ? a < c : a > c) keys[i] = c, keys[j] = a;
+                    }
+                }
+                __syncthreads();
+            }
+        if (need_b) { /* the first position where the running weight reaches need_b */
+            const int j0 = 2 * tid, j1 = j0 + 1;
+            const unsigned long long w0 =
+                j0 < nb ? hearth_pick_weight(__fsub_rn(mx, x[(int)~(unsigned)keys[j0]])) : 0;
+            const unsigned long long w1 =
+                j1 < nb ? hearth_pick_weight(__fsub_rn(mx, x[(int)~(unsigned)keys[j1]])) : 0;
+            const unsigned long long before = block_scan(w0 + w1, su) - (w0 + w1);
+            if (j0 < nb && before + w0 >= need_b) atomicMin(&s_j, j0);
+            else if (j1 < nb && before + w0 + w1 >= need_b) atomicMin(&s_j, j1);
+            __syncthreads();
+        }
+        int j = s_j;
+        if (rk && rk - 1 < j) j = (int)(rk - 1);
+        last = keys[j < nb ? j : nb - 1];
+    } else { /* bisection: the largest key whose tokens of the bin at or above it count rk / weigh need_b */
+        unsigned long long lo_k = 0, hi_k = rk ? ~0ull : 0, lo_p = 0, hi_p = need_b ? ~0ull : 0;
+        while (lo_k < hi_k || lo_p < hi_p) {
+            const unsigned long long mid_k = lo_k + (hi_k - lo_k) / 2 + (lo_k < hi_k);
+            const unsigned long long mid_p = lo_p + (hi_p - lo_p) / 2 + (lo_p < hi_p);
+            unsigned long long c = 0, m = 0;
+            visit_row(x, vocab, [&](float v, int i) {
+                const float d = __fsub_rn(mx, v);
+                if (pk_bin(d) != b) return;
+                const unsigned long long key = hearth_pick_order(v, i);
+                if (lo_k < hi_k && key >= mid_k) c++;
+                if (lo_p < hi_p && key >= mid_p) m += hearth_pick_weight(d);
+            });
+            c = block_sum(c, su);
+            m = block_sum(m, su);
+            if (lo_k < hi_k) {
+                if (c >= (unsigned long long)rk) lo_k = mid_k;
+                else hi_k = mid_k - 1;
+            }
+            if (lo_p < hi_p) {
+                if (m >= need_b) lo_p = mid_p;
+                else hi_p = mid_p - 1;
+            }
+        }
+        last = lo_k > lo_p ? lo_k : lo_p;
+    }
+    __syncthreads(); /* keys and the scratch are free again */
+    return last;
+}
+
 __global__ void __launch_bounds__(PK_THREADS, 1)
     pick_kernel(hearth_pick *__restrict__ out, const float *__restrict__ logits, int vocab,
                 const hearth_pick_params *__restrict__ params) {
@@ -155,12 +312,13 @@ __global__ void __launch_bounds__(PK_THREADS, 1)
                 if (m > floor_x) floor_x = m;
             }
         }
+        const unsigned long long last = draw ? pk_truncation(x, vocab, mx, p) : 0;
         float bs = -INFINITY;
         int bi = INT_MAX;
         const bool lp = p.logprobs != 0;
         visit_row(x, vocab, [&](float v, int i) {
             if (lp) sum += (double)expf(__fsub_rn(v, mx));
-            if (draw && v >= floor_x) {
+            if (draw && v >= floor_x && (!last || hearth_pick_order(v, i) >= last)) {
                 float s = __fadd_rn(__fmul_rn(v, inv_t), gumbel(p.key, i));
                 if (s > bs) bs = s, bi = i;
             }
