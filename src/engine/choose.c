@@ -10,8 +10,8 @@ hearth_status hearth_chooser_init(hearth_chooser *c, int max_rows, int vocab, in
     c->vocab = vocab;
     if (threads > max_rows) threads = max_rows;
     c->n_bufs = threads > 1 ? threads : 1;
-    const char *env = getenv("HEARTH_HOST_SAMPLER"); /* 1: every row on the host (benchmarks of the pick op) */
-    c->host_only = env && !strcmp(env, "1");
+    const char *env = getenv("HEARTH_PICK_TRUNCATE"); /* 0 / 1: top_k / top_p rows on the pick op or not (A/B runs) */
+    c->truncate = env && (!strcmp(env, "0") || !strcmp(env, "1")) ? env[0] - '0' : -1;
     c->params = calloc((size_t)max_rows, sizeof *c->params);
     c->picks = calloc((size_t)max_rows, sizeof *c->picks);
     c->by_pick = calloc((size_t)max_rows, 1);
@@ -87,9 +87,10 @@ static hearth_status choose_parallel(hearth_chooser *c, hearth_model *m, hearth_
 hearth_status hearth_choose(hearth_chooser *c, hearth_model *m, hearth_sampler *const *smp, const uint8_t *want_lp,
                             const int32_t *draft, int n_rows, int32_t *ids, hearth_logprobs *lps, hearth_err *err) {
     if (n_rows > c->cap) return hearth_err_set(err, HEARTH_EINVAL, "choose: %d rows (max %d)", n_rows, c->cap);
-    int n_pick = 0;
+    int n_pick = 0, truncates = c->truncate >= 0 ? c->truncate : hearth_model_pick_truncates(m);
     for (int r = 0; r < n_rows; r++) {
-        c->by_pick[r] = (uint8_t)(!c->host_only && hearth_sampler_pick_params(smp[r], want_lp[r], &c->params[r]));
+        c->by_pick[r] =
+            (uint8_t)hearth_sampler_pick_params(smp[r], want_lp[r], truncates, &c->params[r]);
         if (c->by_pick[r]) n_pick++;
         else c->params[r] = (hearth_pick_params){0}; /* an argmax nobody reads */
         if (draft) memcpy(c->rng[r], smp[r]->rng, sizeof c->rng[r]);

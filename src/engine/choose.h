@@ -3,7 +3,8 @@
  * Where a row's sampler allows it (argmax, temperature, min_p, top_p, top_k;
  * no penalties, bias, constraint or llama.cpp's other filters) the backend's
  * pick op draws the token next to the logits and only the pick crosses to the
- * host (HEARTH_HOST_SAMPLER=1: never, for A/B runs); the other rows bring their
+ * host (top_k / top_p where the backend's pick truncates, or as
+ * HEARTH_PICK_TRUNCATE=0 / 1 says); the other rows bring their
  * logits over and go through hearth_sampler_sample, several rows at once on
  * a pool of threads when no row carries a draft (each row is its own
  * sequence's sampler then). Both give the distribution the sampler
@@ -26,7 +27,7 @@ typedef struct {
     hearth_pool *pool;          /* NULL: one thread */
     int32_t *host;              /* [cap] the rows for the host sampler */
     long rows_pick, rows_host; /* counters */
-    int host_only;              /* HEARTH_HOST_SAMPLER=1 */
+    int truncate;               /* HEARTH_PICK_TRUNCATE 0 / 1, else -1 (the backend's ops->pick_truncates) */
 } hearth_chooser;
 
 /* threads: host rows sampled in parallel (1: on the caller only). */

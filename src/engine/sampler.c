@@ -471,9 +471,9 @@ int32_t hearth_sampler_sample(hearth_sampler *s, float *logits, hearth_logprobs 
     return chosen;
 }
 
-int hearth_sampler_pick_params(hearth_sampler *s, int want_logprobs, hearth_pick_params *out) {
+int hearth_sampler_pick_params(hearth_sampler *s, int want_logprobs, int truncates, hearth_pick_params *out) {
     const hearth_sampling *p = &s->p;
-    if (p->repetition_penalty != 1.0f || p->presence_penalty != 0.0f || p->frequency_penalty != 0.0f ||
+    if ((!truncates && (p->top_p < 1.0f || (p->top_k > 0 && p->top_k < s->vocab))) || p->repetition_penalty != 1.0f || p->presence_penalty != 0.0f || p->frequency_penalty != 0.0f ||
         p->n_logit_bias > 0 || p->constraint.mask || p->dry.multiplier != 0.0f || p->top_n_sigma > 0.0f || p->typical_p < 1.0f || p->xtc_probability > 0.0f ||
         s->allowed || p->bad_words.n || p->mirostat || p->dynatemp_range > 0.0f ||
         (s->n_out < p->min_tokens && p->n_min_ban > 0) ||

@@ -150,10 +150,11 @@ void hearth_logprobs_fill(const float *logits, int vocab, int32_t chosen, int n_
  * few bytes per row leave the device: possible when the settings have no
  * processors, no constraint and no filter past top_p / min_p / top_k (the
  * pick's truncation keeps the prefix the host's does, up to its integer
- * weights; its draw is its own, of the same distribution). Returns 1 and
+ * weights; its draw is its own, of the same distribution), where the
+ * backend's pick truncates (truncates 1: ops->pick_truncates). Returns 1 and
  * fills *p (drawing the key from the sampler's stream) when it is; 0 when the
  * full logits must come to the host for hearth_sampler_sample. */
-int hearth_sampler_pick_params(hearth_sampler *s, int want_logprobs, hearth_pick_params *p);
+int hearth_sampler_pick_params(hearth_sampler *s, int want_logprobs, int truncates, hearth_pick_params *p);
 /* The token of a pick made with those params, and its logprobs into lp (if non-NULL). */
 int32_t hearth_sampler_from_pick(const hearth_sampler *s, const hearth_pick *pk, hearth_logprobs *lp);
 

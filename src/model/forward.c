@@ -182,6 +182,8 @@ hearth_status hearth_model_pick(hearth_model *m, int n_rows, const hearth_pick_p
     return HEARTH_OK;
 }
 
+int hearth_model_pick_truncates(const hearth_model *m) { return m->ops->pick_truncates; }
+
 hearth_status hearth_model_hidden_row(hearth_model *m, int row, float *out, hearth_err *err) {
     if (row < 0 || row >= m->n_logit_rows)
         return hearth_err_set(err, HEARTH_EINVAL, "hidden: row %d, the last forward left %d", row, m->n_logit_rows);

@@ -75,6 +75,8 @@ void hearth_model_submit(hearth_model *m);
  * cross to the host. */
 hearth_status hearth_model_pick(hearth_model *m, int n_rows, const hearth_pick_params *params, hearth_pick *out,
                                 hearth_err *err);
+/* 1 when hearth_model_pick applies top_k / top_p (the backend's ops->pick_truncates). */
+int hearth_model_pick_truncates(const hearth_model *m);
 /* Logit row `row` of the last forward into out[vocab] (host). */
 hearth_status hearth_model_logits_row(hearth_model *m, int row, float *out, hearth_err *err);
 /* The final-normed hidden state of logit row `row` of the last forward (the

@@ -247,6 +247,8 @@ typedef struct hearth_ops {
     int kv_heads;
     /* 1 when the lora op takes each group's B matrices transposed, side by side; 0: stacked by rows. */
     int lora_b_t;
+    /* 1 when the pick op applies top_k / top_p (the truncation above); 0: rows with them take the host sampler. */
+    int pick_truncates;
     /* Backend memory: NULL on out-of-memory (a clean error, never a crash). */
     void *(*alloc)(void *ctx, size_t bytes);
     void (*free)(void *ctx, void *p);

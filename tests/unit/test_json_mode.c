@@ -127,7 +127,7 @@ TEST(json_mode_constraint_makes_the_sampler_end_with_an_object) {
         hearth_sampler smp;
         CHECK_EQ(hearth_sampler_init(&smp, &p, v.n, &err), HEARTH_OK);
         hearth_pick_params pp;
-        CHECK_EQ(hearth_sampler_pick_params(&smp, 0, &pp), 0); /* a constraint keeps the row on the host */
+        CHECK_EQ(hearth_sampler_pick_params(&smp, 0, 1, &pp), 0); /* a constraint keeps the row on the host */
         char text[4096];
         size_t n = 0;
         int stopped = 0;

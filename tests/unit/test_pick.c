@@ -253,7 +253,7 @@ TEST(pick_truncated_draws_match_the_host_sampler) {
             memcpy(y, x, sizeof y);
             host[hearth_sampler_sample(&s, y, NULL)]++;
             hearth_pick_params p;
-            CHECK_EQ(hearth_sampler_pick_params(&s, 0, &p), 1);
+            CHECK_EQ(hearth_sampler_pick_params(&s, 0, 1, &p), 1);
             hearth_pick pk;
             hearth_pick_row(&pk, x, V, &p);
             dev[pk.id]++;
@@ -279,26 +279,27 @@ TEST(pick_sampler_params_route_rows) {
     sp.min_p = 0.1f;
     sp.seed = 5, sp.has_seed = 1;
     CHECK_EQ(hearth_sampler_init(&s, &sp, 100, NULL), HEARTH_OK);
-    CHECK_EQ(hearth_sampler_pick_params(&s, 1, &p), 1);
+    CHECK_EQ(hearth_sampler_pick_params(&s, 1, 1, &p), 1);
     CHECK(p.temperature == 0.8f && p.min_p == 0.1f && p.logprobs == 1);
     uint64_t k1 = p.key;
-    CHECK_EQ(hearth_sampler_pick_params(&s, 0, &p), 1);
+    CHECK_EQ(hearth_sampler_pick_params(&s, 0, 1, &p), 1);
     CHECK(p.key != k1); /* a fresh key per draw */
     hearth_sampler_deinit(&s);
     /* same seed, same keys */
     CHECK_EQ(hearth_sampler_init(&s, &sp, 100, NULL), HEARTH_OK);
-    CHECK_EQ(hearth_sampler_pick_params(&s, 1, &p), 1);
+    CHECK_EQ(hearth_sampler_pick_params(&s, 1, 1, &p), 1);
     CHECK(p.key == k1);
     hearth_sampler_deinit(&s);
     /* top_p and top_k go with the row */
     sp.top_p = 0.9f, sp.top_k = 5;
     CHECK_EQ(hearth_sampler_init(&s, &sp, 100, NULL), HEARTH_OK);
-    CHECK_EQ(hearth_sampler_pick_params(&s, 0, &p), 1);
+    CHECK_EQ(hearth_sampler_pick_params(&s, 0, 1, &p), 1);
     CHECK(p.top_p == 0.9f && p.top_k == 5 && p.min_p == 0.1f);
+    CHECK_EQ(hearth_sampler_pick_params(&s, 0, 0, &p), 0); /* unless the backend's pick does not truncate */
     hearth_sampler_deinit(&s);
     sp.top_p = 1.0f, sp.top_k = 0;
     CHECK_EQ(hearth_sampler_init(&s, &sp, 100, NULL), HEARTH_OK);
-    CHECK_EQ(hearth_sampler_pick_params(&s, 0, &p), 1);
+    CHECK_EQ(hearth_sampler_pick_params(&s, 0, 1, &p), 1);
     CHECK(p.top_p == 0.0f && p.top_k == 0); /* off */
     hearth_sampler_deinit(&s);
     /* each setting the pick op cannot apply sends the row to the host */
@@ -311,7 +312,7 @@ TEST(pick_sampler_params_route_rows) {
         if (which == 3) q.presence_penalty = 0.5f;
         if (which == 4) q.logit_bias = &b, q.n_logit_bias = 1;
         CHECK_EQ(hearth_sampler_init(&s, &q, 100, NULL), HEARTH_OK);
-        CHECK_EQ(hearth_sampler_pick_params(&s, 0, &p), 0);
+        CHECK_EQ(hearth_sampler_pick_params(&s, 0, 1, &p), 0);
         hearth_sampler_deinit(&s);
     }
 }

@@ -150,12 +150,12 @@ TEST(sampler_min_tokens) {
     hearth_pick_params pp;
     for (int k = 0; k < 2; k++) {
         float l[5] = {3.0f, 1.0f, 2.0f, 0.0f, 9.0f};
-        CHECK_EQ(hearth_sampler_pick_params(&s, 0, &pp), 0); /* the host's until then */
+        CHECK_EQ(hearth_sampler_pick_params(&s, 0, 1, &pp), 0); /* the host's until then */
         CHECK_EQ(hearth_sampler_sample(&s, l, NULL), 2);       /* 4 and 0 held back */
         hearth_sampler_accept(&s, 2);
     }
     float l[5] = {3.0f, 1.0f, 2.0f, 0.0f, 9.0f};
-    CHECK_EQ(hearth_sampler_pick_params(&s, 0, &pp), 1);
+    CHECK_EQ(hearth_sampler_pick_params(&s, 0, 1, &pp), 1);
     CHECK_EQ(hearth_sampler_sample(&s, l, NULL), 4);
     hearth_sampler_deinit(&s);
     p.min_ban[1] = 5; /* outside the vocabulary */

@@ -32,8 +32,8 @@
 #               model served with and without a GBNF grammar, decode tok/s; needs the default model, as tests)
 #   sampled     bench_pick (the pick op alone, with and without top_k / top_p), then hearth bench at 1, 64 and
 #               256 streams of 128 / 128, greedy and sampled with llama-server's default filters (temperature
-#               0.8, top_k 40, top_p 0.95, min_p 0.05: picked on the device), and the same sampled rows on the
-#               host (HEARTH_HOST_SAMPLER=1) (~2 min)
+#               0.8, top_k 40, top_p 0.95, min_p 0.05) picked on the device (HEARTH_PICK_TRUNCATE=1) and
+#               on the host (=0) (~2 min)
 #   peer        the peers beside issue7 and streams: llama.cpp on the same files, llama-bench (prefill
 #               512 / 2048, decode after 512) for the three types and llama-batched-bench 128/128 at
 #               1-256 streams, then PyTorch (tools/bench/peer_torch.py; ~2 min in all); needs .dev/llama.tar.xz, packed here after tools/bench/build_llamacpp_cuda.sh:
@@ -100,7 +100,7 @@ for suite in "$@"; do
         for n in 1 64 256; do
             for how in greedy device host; do
                 hdr "hearth bench --parallel $n --prompt 128 --gen 128 ($how)"
-                HEARTH_HOST_SAMPLER=$([ $how = host ] && echo 1 || echo 0) timeout 120 $B/hearth bench "$m" \
+                HEARTH_PICK_TRUNCATE=$([ $how = host ] && echo 0 || echo 1) timeout 120 $B/hearth bench "$m" \
                     --device cuda --prompt 128 --gen 128 --parallel "$n" $([ $how = greedy ] || echo "$smp") 2>&1 |
                     grep -E "^engine \|" | head -2
             done

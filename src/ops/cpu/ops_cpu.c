@@ -709,6 +709,7 @@ const hearth_ops hearth_cpu_ops = {
     .kv_e4m3 = 1,
     .kv_heads = 1,
     .lora_b_t = 1, /* the expand adds a row of B^T a rank (add_scaled) */
+    .pick_truncates = 1,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .upload = cpu_copy,
