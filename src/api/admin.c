@@ -131,6 +131,27 @@ static const char *state_name(int st) {
     return st == API_READY ? "ready" : st == API_LOADING ? "loading" : "shutting_down";
 }
 
+void api_cache_flush(hearth_api *a, hearth_http_response *r) {
+    pthread_mutex_lock(&a->mu);
+    hearth_engine *e = a->engine;
+    pthread_mutex_unlock(&a->mu);
+    hearth_err err = {0};
+    int n = 0;
+    hearth_status st = e ? hearth_engine_flush_cache(e, &n, &err) : HEARTH_EBUSY;
+    if (st == HEARTH_EINVAL) {
+        api_error(r, 400, "invalid_request_error", NULL, "no_disk_cache", "%s", err.msg);
+    } else if (st != HEARTH_OK) {
+        api_error(r, 500, "server_error", NULL, "cache_flush_failed", "the flush failed: %s",
+                  e ? err.msg : "no engine");
+    } else {
+        hearth_engine_stats es;
+        hearth_engine_stats_get(e, &es);
+        api_json(r, 200,
+                 json_pack("{s:s,s:i,s:I,s:I}", "object", "cache.flush", "blocks_written", n, "blocks_on_disk",
+                           (json_int_t)es.disk.files, "bytes_on_disk", (json_int_t)es.disk.bytes));
+    }
+}
+
 void api_stats(hearth_api *a, hearth_http_response *r) {
     snapshot s;
     snap(a, &s);
@@ -167,6 +188,13 @@ void api_stats(hearth_api *a, hearth_http_response *r) {
         json_object_set_new(eng, "spec_accepted_tokens", json_integer(s.es.spec_accepted));
         json_object_set_new(eng, "spec_acceptance_rate",
                             json_real(s.es.spec_drafted ? (double)s.es.spec_accepted / s.es.spec_drafted : 0.0));
+        if (s.es.has_disk)
+            json_object_set_new(
+                eng, "kv_disk",
+                json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "blocks", (json_int_t)s.es.disk.files, "bytes",
+                          (json_int_t)s.es.disk.bytes, "hits", (json_int_t)s.es.disk.hits, "misses",
+                          (json_int_t)s.es.disk.misses, "writes", (json_int_t)s.es.disk.writes, "removed",
+                          (json_int_t)s.es.disk.removed, "corrupt", (json_int_t)s.es.disk.corrupt));
         json_object_set_new(doc, "engine", eng);
     }
     api_json(r, 200, doc);
@@ -230,6 +258,23 @@ void api_metrics(hearth_api *a, hearth_http_response *r) {
     P("# HELP hearth_prefix_cache_hits_total Prefix cache hits.\n# TYPE hearth_prefix_cache_hits_total counter\n"
       "hearth_prefix_cache_hits_total %ld\n",
       s.es.prefix_hits);
+    if (s.es.has_disk) {
+        P("# HELP hearth_kv_disk_blocks KV blocks in the prefix cache's disk tier.\n"
+          "# TYPE hearth_kv_disk_blocks gauge\nhearth_kv_disk_blocks %ld\n",
+          s.es.disk.files);
+        P("# HELP hearth_kv_disk_bytes Bytes of the disk tier's files.\n"
+          "# TYPE hearth_kv_disk_bytes gauge\nhearth_kv_disk_bytes %llu\n",
+          (unsigned long long)s.es.disk.bytes);
+        P("# HELP hearth_kv_disk_hits_total Blocks read back from the disk tier.\n"
+          "# TYPE hearth_kv_disk_hits_total counter\nhearth_kv_disk_hits_total %ld\n",
+          s.es.disk.hits);
+        P("# HELP hearth_kv_disk_writes_total Blocks written to the disk tier.\n"
+          "# TYPE hearth_kv_disk_writes_total counter\nhearth_kv_disk_writes_total %ld\n",
+          s.es.disk.writes);
+        P("# HELP hearth_kv_disk_corrupt_total Disk tier files found torn or corrupt (removed, never served).\n"
+          "# TYPE hearth_kv_disk_corrupt_total counter\nhearth_kv_disk_corrupt_total %ld\n",
+          s.es.disk.corrupt);
+    }
     P("# HELP hearth_engine_steps_total Engine batch steps.\n# TYPE hearth_engine_steps_total counter\n"
       "hearth_engine_steps_total %ld\n",
       s.es.steps);

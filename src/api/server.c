@@ -641,7 +641,8 @@ static const api_proto *completion_route(const char *path) {
 
 static int is_post_route(const char *path) {
     return completion_route(path) || !strcmp(path, "/v1/messages/count_tokens") || !strcmp(path, "/tokenize") ||
-           !strcmp(path, "/detokenize") || !strcmp(path, "/v1/embeddings") || !strcmp(path, "/apply-template");
+           !strcmp(path, "/detokenize") || !strcmp(path, "/v1/embeddings") || !strcmp(path, "/apply-template") ||
+           !strcmp(path, "/admin/cache/flush");
 }
 
 static int is_page(const char *path) { return !strcmp(path, "/") || !strcmp(path, "/index.html"); }
@@ -702,6 +703,10 @@ static int route_early(hearth_api *a, const hearth_http_request *rq, hearth_http
         api_error(r, 503, "unavailable_error", NULL, state == API_LOADING ? "model_loading" : "server_shutting_down",
                   state == API_LOADING ? "the model is still loading; try again shortly"
                                        : "the server is shutting down");
+        return 1;
+    }
+    if (!strcmp(path, "/admin/cache/flush")) { /* no body to read */
+        api_cache_flush(a, r);
         return 1;
     }
     return 0;

@@ -38,6 +38,8 @@ typedef struct {
     int max_tokens;            /* rows a forward step holds, 0 = the device's default */
     const char *kv_type;       /* NULL = the device's default */
     double kv_budget_mib;      /* 0 = default */
+    const char *cache_dir;     /* the prefix cache's disk tier, NULL = none */
+    double cache_disk_gib;     /* 0 = the default budget */
     const struct hearth_cpl_params *flags; /* the verb's sampling defaults, or NULL */
     const char *const *lora;   /* LoRA adapters, "NAME=DIR" or "DIR" (hearth_session_opts) */
     int n_lora;

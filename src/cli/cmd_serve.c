@@ -107,6 +107,8 @@ hearth_status cli_stack_open(cli_stack **out, const cli_stack_opts *o, hearth_er
                            .max_tokens = o->max_tokens, /* 0: likewise */
                            .kv_type = o->kv_type,
                            .kv_budget_mib = o->kv_budget_mib,
+                           .cache_dir = o->cache_dir,
+                           .cache_disk_gib = o->cache_disk_gib,
                            .lora = o->lora,
                            .n_lora = o->n_lora,
                            .spec_tokens = o->spec_tokens,
@@ -202,6 +204,11 @@ static void usage(FILE *f) {
             "                         quarter of free RAM on the CPU, free GPU memory less 2 GiB on a GPU)\n"
             "  --kv-type T            KV cache element type, f32, f16 or fp8 (e4m3: half the bytes of f16)\n"
             "                         (default: f16)\n"
+            "  --cache-dir DIR        the prefix cache's disk tier: cached KV blocks evicted from memory are\n"
+            "                         written to DIR and read back on a later hit, and every cached block is\n"
+            "                         written there at shutdown and on POST /admin/cache/flush, so a restart\n"
+            "                         starts warm (checksummed files, one a block, named by content)\n"
+            "  --cache-disk-size GIB  bytes DIR may hold, least recently used dropped first (default 16)\n"
             "  --threads T            CPU threads (default: one per core)\n"
             "  --device D             cpu, cuda or cuda:N\n"
             "  --model-name NAME      the id /v1/models reports (default: the file name)\n"
@@ -290,6 +297,13 @@ int cmd_serve(int argc, char **argv) {
             NEED_VALUE();
             if (!cli_parse_float("serve", a, v, &so.kv_budget_mib)) return 2;
             if (so.kv_budget_mib <= 0) return cli_usage_error("serve", "%s must be > 0", a);
+        } else if (!strcmp(a, "--cache-dir")) {
+            NEED_VALUE();
+            so.cache_dir = v;
+        } else if (!strcmp(a, "--cache-disk-size")) {
+            NEED_VALUE();
+            if (!cli_parse_float("serve", a, v, &so.cache_disk_gib)) return 2;
+            if (so.cache_disk_gib <= 0) return cli_usage_error("serve", "%s must be > 0", a);
         } else if (!strcmp(a, "--lora") || !strcmp(a, "--lora-modules")) {
             NEED_VALUE();
             if (so.n_lora == HEARTH_MAX_LORA)

@@ -68,6 +68,11 @@ struct hearth_engine {
     int n_mail;
     int stop, no_admission;
     hearth_engine_stats stats;
+    int flush_asked, flush_done; /* flushes asked for and done (hearth_engine_flush_cache) */
+    pthread_cond_t flush_cv;     /* signalled when flush_done moves */
+    hearth_status flush_st;
+    int flush_written;
+    hearth_err flush_err;
 
     /* engine thread only */
     hearth_seq *wait_head, *wait_tail;
@@ -632,11 +637,33 @@ static int step(hearth_engine *e, double t_turn) {
 static int update_gauges(hearth_engine *e) {
     int running = 0;
     for (int i = 0; i < e->o.n_slots; i++) running += e->running[i] != NULL;
+    const hearth_kv_disk *disk = hearth_kv_disk_of(e->kv);
     pthread_mutex_lock(&e->mu);
     e->stats.running = running;
     e->stats.waiting = e->n_waiting + e->n_mail;
+    e->stats.has_disk = disk != NULL;
+    if (disk) hearth_kv_disk_stats_get(disk, &e->stats.disk);
     pthread_mutex_unlock(&e->mu);
     return running;
+}
+
+/* A flush asked for since the last turn: done here, between steps, and answered. */
+static void serve_flush(hearth_engine *e) {
+    pthread_mutex_lock(&e->mu);
+    int asked = e->flush_asked;
+    pthread_mutex_unlock(&e->mu);
+    if (asked == e->flush_done) return;
+    hearth_err err = {0};
+    int n = 0;
+    hearth_status st = hearth_kv_flush(e->kv, &n, &err);
+    update_gauges(e);
+    pthread_mutex_lock(&e->mu);
+    e->flush_done = asked;
+    e->flush_st = st;
+    e->flush_written = n;
+    e->flush_err = err;
+    pthread_cond_broadcast(&e->flush_cv);
+    pthread_mutex_unlock(&e->mu);
 }
 
 static void *engine_main(void *arg) {
@@ -645,14 +672,16 @@ static void *engine_main(void *arg) {
         pthread_mutex_lock(&e->mu);
         int any = e->n_waiting > 0 || e->mail_head != NULL || e->n_pend > 0; /* step() hands the last out */
         for (int i = 0; i < e->o.n_slots && !any; i++) any = e->running[i] != NULL;
+        any = any || e->flush_asked != e->flush_done;
         while (!any && !e->stop) {
             pthread_cond_wait(&e->cv, &e->mu);
-            any = e->mail_head != NULL;
+            any = e->mail_head != NULL || e->flush_asked != e->flush_done;
         }
         int stop = e->stop;
         pthread_mutex_unlock(&e->mu);
         const double t_turn = hearth_time_now();
         drain_mailbox(e);
+        serve_flush(e);
         if (stop) {
             hand_out(e);
             for (int i = 0; i < e->o.n_slots; i++)
@@ -793,9 +822,11 @@ hearth_status hearth_engine_new(hearth_engine **out, hearth_model *m, hearth_kv 
     e->overlap = ov ? atoi(ov) != 0 : hearth_model_on_device(m);
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
+    pthread_cond_init(&e->flush_cv, NULL);
     if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
         pthread_mutex_destroy(&e->mu);
         pthread_cond_destroy(&e->cv);
+        pthread_cond_destroy(&e->flush_cv);
         e->thread = 0;
         hearth_engine_free(e);
         return hearth_err_set(err, HEARTH_EIO, "engine: cannot start its thread");
@@ -812,11 +843,13 @@ void hearth_engine_free(hearth_engine *e) {
     if (e->thread) {
         pthread_mutex_lock(&e->mu);
         e->stop = 1;
+        pthread_cond_broadcast(&e->flush_cv);
         pthread_cond_signal(&e->cv);
         pthread_mutex_unlock(&e->mu);
         pthread_join(e->thread, NULL);
         pthread_mutex_destroy(&e->mu);
         pthread_cond_destroy(&e->cv);
+        pthread_cond_destroy(&e->flush_cv);
     }
     free(e->running);
     free(e->order);
@@ -924,6 +957,22 @@ void hearth_engine_stats_get(hearth_engine *e, hearth_engine_stats *out) {
     /* racy reads of ints: gauges */
     out->kv_blocks_free = hearth_kv_n_free_blocks(e->kv);
     out->kv_blocks_cached = hearth_kv_n_cached_blocks(e->kv);
+}
+
+hearth_status hearth_engine_flush_cache(hearth_engine *e, int *n_written, hearth_err *err) {
+    if (n_written) *n_written = 0;
+    if (!hearth_kv_disk_of(e->kv))
+        return hearth_err_set(err, HEARTH_EINVAL, "the prefix cache has no disk tier (serve --cache-dir DIR)");
+    pthread_mutex_lock(&e->mu);
+    int mine = ++e->flush_asked;
+    pthread_cond_signal(&e->cv);
+    while (e->flush_done - mine < 0 && !e->stop) pthread_cond_wait(&e->flush_cv, &e->mu);
+    hearth_status st = e->flush_done - mine < 0 ? HEARTH_EBUSY : e->flush_st;
+    if (st == HEARTH_EBUSY) hearth_err_set(err, st, "the engine stopped before the flush");
+    else if (st != HEARTH_OK && err) *err = e->flush_err;
+    if (st == HEARTH_OK && n_written) *n_written = e->flush_written;
+    pthread_mutex_unlock(&e->mu);
+    return st;
 }
 
 void hearth_engine_stop_admission(hearth_engine *e) {

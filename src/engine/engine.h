@@ -20,6 +20,7 @@
 #define HEARTH_ENGINE_H
 
 #include "engine/kv.h"
+#include "engine/kv_disk.h"
 #include "engine/sampler.h"
 #include "model/model.h"
 
@@ -81,6 +82,8 @@ typedef struct {
     double plan_s, deliver_s, turn_s;
     long rows_by_pick_op, rows_by_host_sampler;
     long spec_drafted, spec_accepted; /* drafted tokens fed to forwards, and those the sampler chose */
+    int has_disk;                     /* the prefix cache has a disk tier (kv_disk.h); then: */
+    hearth_kv_disk_stats disk;
 } hearth_engine_stats;
 
 typedef struct hearth_engine hearth_engine;
@@ -133,6 +136,10 @@ void hearth_seq_release(hearth_seq *s);
 void hearth_engine_stats_get(hearth_engine *e, hearth_engine_stats *out);
 /* Its slots: the sequences it runs at once. */
 int hearth_engine_n_slots(const hearth_engine *e);
+/* Every prefix-cache block not yet on disk written there and fsynced (hearth_kv_flush, run by the engine
+ * thread between steps; the caller waits). *n_written: the blocks written now. EINVAL when the cache has
+ * no disk tier. */
+hearth_status hearth_engine_flush_cache(hearth_engine *e, int *n_written, hearth_err *err);
 /* Stop admitting (submit returns EBUSY with "shutting down"). */
 void hearth_engine_stop_admission(hearth_engine *e);
 /* Sequences running or waiting. */

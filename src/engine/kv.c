@@ -8,7 +8,9 @@
  * table row lists exactly slot_blocks[slot] held blocks; the rest is 0. */
 #include "engine/kv.h"
 
+#include "core/log.h"
 #include "core/sha256.h"
+#include "engine/kv_disk.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +42,13 @@ struct hearth_kv {
     int lru_head, lru_tail, n_cached;
     uint8_t ns[32];
     hearth_kv_view view;
+    hearth_kv_disk *disk;     /* the disk tier, or NULL (borrowed) */
+    uint32_t *disk_meta;      /* [KV_DISK_DESC + block_size]: a block's layout and ids, as stored */
+    uint32_t *disk_meta_in;   /* the same, as read */
+    uint8_t *disk_data;       /* [n_layers][2][block bytes]: a block's K and V rows */
 };
+
+#define KV_DISK_DESC 6 /* format, block_size, n_layers, kv_dim, head layout, element type */
 
 hearth_status hearth_kv_new(hearth_kv **out, const hearth_ops *ops, void *ops_ctx, int n_layers, int kv_dim,
                             int head_dim, hearth_dtype type, int block_size, int n_blocks, int n_slots, int max_ctx,
@@ -129,6 +137,9 @@ void hearth_kv_free(hearth_kv *kv) {
     free(kv->meta);
     free(kv->ids);
     free(kv->buckets);
+    free(kv->disk_meta);
+    free(kv->disk_meta_in);
+    free(kv->disk_data);
     free(kv);
 }
 
@@ -184,12 +195,20 @@ static void lru_push(hearth_kv *kv, int b) {
     kv->n_cached++;
 }
 
+static hearth_status spill(hearth_kv *kv, int b, int durable, hearth_err *err);
+static int disk_fetch(hearth_kv *kv, const uint8_t key[32], const int32_t *ids);
+
 /* A block for new data: free list first, else evict the least recently used
- * cached block. -1 if neither exists. */
+ * cached block (to the disk tier first, when there is one). -1 if neither
+ * exists. */
 static int take_block(hearth_kv *kv) {
     if (kv->n_free > 0) return kv->free_list[--kv->n_free];
     int b = kv->lru_head;
     if (b < 0) return -1;
+    if (kv->disk) {
+        hearth_err err = {0};
+        if (spill(kv, b, 0, &err) != HEARTH_OK) hearth_log_warn("%s", err.msg);
+    }
     lru_unlink(kv, b);
     table_remove(kv, b);
     return b;
@@ -256,8 +275,8 @@ int hearth_kv_prefix_acquire(hearth_kv *kv, int slot, const uint8_t root[32], co
     for (int i = 0; (i + 1) * bs <= n - 1 && i < kv->max_blocks_per_seq; i++) {
         block_key(kv, parent, ids + (size_t)i * bs, key);
         int b = table_find(kv, key, ids + (size_t)i * bs);
-        if (b < 0) break;
-        if (kv->refcount[b] == 0) lru_unlink(kv, b);
+        if (b >= 0 && kv->refcount[b] == 0) lru_unlink(kv, b);
+        if (b < 0 && (b = disk_fetch(kv, key, ids + (size_t)i * bs)) < 0) break;
         kv->refcount[b]++;
         row[got++] = b;
         memcpy(parent, key, 32);
@@ -313,4 +332,87 @@ const hearth_kv_view *hearth_kv_view_get(hearth_kv *kv) {
         kv->ops->upload(kv->ops_ctx, kv->table_dev, kv->table, bytes);
     kv->table_dirty = 0;
     return &kv->view;
+}
+
+/* ---- the disk tier (kv_disk.h) ----
+ * A block's file holds its layout and token ids (checked on load: a block of
+ * another backend's layout or an id collision is a miss), then, layer by
+ * layer, its K rows and its V rows as the pool holds them. */
+
+static size_t block_bytes(const hearth_kv *kv) {
+    return (size_t)hearth_dtype_get(kv->type)->block_bytes * kv->block_size * kv->kv_dim;
+}
+
+static void disk_meta_fill(const hearth_kv *kv, const int32_t *ids) {
+    uint32_t *m = kv->disk_meta;
+    m[0] = 1;
+    m[1] = (uint32_t)kv->block_size;
+    m[2] = (uint32_t)kv->n_layers;
+    m[3] = (uint32_t)kv->kv_dim;
+    m[4] = (uint32_t)kv->view.head_dim;
+    m[5] = (uint32_t)kv->type;
+    memcpy(m + KV_DISK_DESC, ids, sizeof(int32_t) * (size_t)kv->block_size);
+}
+
+hearth_status hearth_kv_attach_disk(hearth_kv *kv, hearth_kv_disk *disk, hearth_err *err) {
+    size_t n_meta = sizeof(uint32_t) * (size_t)(KV_DISK_DESC + kv->block_size);
+    kv->disk_meta = malloc(n_meta);
+    kv->disk_meta_in = malloc(n_meta);
+    kv->disk_data = malloc(2 * block_bytes(kv) * (size_t)kv->n_layers);
+    if (!kv->disk_meta || !kv->disk_meta_in || !kv->disk_data)
+        return hearth_err_set(err, HEARTH_ENOMEM, "kv cache: out of memory for the disk tier's block buffer");
+    kv->disk = disk;
+    return HEARTH_OK;
+}
+
+/* Block b (keyed, full) to disk, unless a file of its key is there. */
+static hearth_status spill(hearth_kv *kv, int b, int durable, hearth_err *err) {
+    if (hearth_kv_disk_has(kv->disk, kv->meta[b].key)) return HEARTH_OK;
+    size_t n = block_bytes(kv), off = n * (size_t)b;
+    for (int l = 0; l < kv->n_layers; l++) {
+        kv->ops->download(kv->ops_ctx, kv->disk_data + 2 * n * l, (const char *)kv->k[l] + off, n);
+        kv->ops->download(kv->ops_ctx, kv->disk_data + 2 * n * l + n, (const char *)kv->v[l] + off, n);
+    }
+    disk_meta_fill(kv, kv->ids + (size_t)b * kv->block_size);
+    return hearth_kv_disk_put(kv->disk, kv->meta[b].key, kv->disk_meta,
+                              sizeof(uint32_t) * (KV_DISK_DESC + kv->block_size), kv->disk_data,
+                              2 * n * kv->n_layers, durable, err);
+}
+
+/* The block of key (and ids) read from disk into a pool block, registered
+ * with refcount 0 and off the LRU list; -1 when it is not there, not valid
+ * or no block can be taken. */
+static int disk_fetch(hearth_kv *kv, const uint8_t key[32], const int32_t *ids) {
+    if (!kv->disk || !hearth_kv_disk_has(kv->disk, key)) return -1;
+    size_t n = block_bytes(kv), n_meta = sizeof(uint32_t) * (KV_DISK_DESC + kv->block_size);
+    int b = take_block(kv); /* first: an eviction spills through the same buffers */
+    if (b < 0) return -1;
+    disk_meta_fill(kv, ids);
+    if (!hearth_kv_disk_get(kv->disk, key, kv->disk_meta_in, n_meta, kv->disk_data, 2 * n * kv->n_layers) ||
+        memcmp(kv->disk_meta_in, kv->disk_meta, n_meta)) {
+        kv->free_list[kv->n_free++] = b;
+        return -1;
+    }
+    for (int l = 0; l < kv->n_layers; l++) {
+        kv->ops->upload(kv->ops_ctx, (char *)kv->k[l] + n * (size_t)b, kv->disk_data + 2 * n * l, n);
+        kv->ops->upload(kv->ops_ctx, (char *)kv->v[l] + n * (size_t)b, kv->disk_data + 2 * n * l + n, n);
+    }
+    table_insert(kv, b, key, ids);
+    return b;
+}
+
+hearth_kv_disk *hearth_kv_disk_of(const hearth_kv *kv) { return kv->disk; }
+
+hearth_status hearth_kv_flush(hearth_kv *kv, int *n_written, hearth_err *err) {
+    int n = 0;
+    if (n_written) *n_written = 0;
+    if (!kv->disk) return hearth_err_set(err, HEARTH_EINVAL, "kv cache: no disk tier to flush to");
+    for (int b = 0; b < kv->n_blocks; b++) {
+        if (!kv->meta[b].keyed || hearth_kv_disk_has(kv->disk, kv->meta[b].key)) continue;
+        hearth_status st = spill(kv, b, 1, err);
+        if (st != HEARTH_OK) return st;
+        n++;
+    }
+    if (n_written) *n_written = n;
+    return hearth_kv_disk_sync(kv->disk, err);
 }

@@ -57,6 +57,20 @@ int hearth_kv_n_cached_blocks(const hearth_kv *kv);
 /* Blocks not held by any sequence: free or evictable. */
 int hearth_kv_n_available_blocks(const hearth_kv *kv);
 
+/* ---- the disk tier (kv_disk.h) ----
+ * With a disk attached, a cached block evicted from the pool is written to
+ * it first, and a lookup that misses in the pool reads the block from it
+ * (prefix_acquire: a block found there counts as cached like one found in
+ * memory). The disk is borrowed: it outlives the cache. */
+typedef struct hearth_kv_disk hearth_kv_disk;
+hearth_status hearth_kv_attach_disk(hearth_kv *kv, hearth_kv_disk *disk, hearth_err *err);
+hearth_kv_disk *hearth_kv_disk_of(const hearth_kv *kv); /* NULL: none attached */
+/* Every registered block (cached or held) not yet on disk written there and
+ * fsynced, the directories too: on return HEARTH_OK, every block the cache
+ * names is durable. *n_written: the blocks written now. EINVAL without a
+ * disk; EIO names the file that failed. */
+hearth_status hearth_kv_flush(hearth_kv *kv, int *n_written, hearth_err *err);
+
 /* The view the attention ops read, with the block table synced to backend
  * memory (an upload when it changed). Valid until the next reserve/release. */
 const hearth_kv_view *hearth_kv_view_get(hearth_kv *kv);

@@ -4,6 +4,7 @@
 #include "core/clock.h"
 #include "core/file.h"
 #include "core/log.h"
+#include "engine/kv_disk.h"
 #include "io/gguf.h"
 #include "ops/cpu/ops_cpu.h"
 #include "ops/cuda/cuda_info.h"
@@ -238,6 +239,12 @@ hearth_status hearth_session_open(hearth_session *s, const hearth_session_opts *
                             s->kv_type, block, n_blocks, n_slots, s->ctx, err)))
         goto fail;
     s->kv_blocks = n_blocks;
+    if (o->cache_dir) {
+        double gib = o->cache_disk_gib > 0 ? o->cache_disk_gib : 16.0;
+        if ((st = hearth_kv_disk_open(&s->disk, o->cache_dir, (uint64_t)(gib * 1073741824.0), err)) ||
+            (st = hearth_kv_attach_disk(s->kv, s->disk, err)))
+            goto fail;
+    }
     if ((st = open_tokenizer(s, o->model_path, err))) goto fail;
     if (o->need_tokenizer && !s->tok) {
         st = hearth_err_set(err, HEARTH_ENOENT,
@@ -254,7 +261,20 @@ fail:
 
 void hearth_session_close(hearth_session *s) {
     if (s->tok) hearth_tok_free(s->tok);
+    if (s->kv && s->disk && hearth_kv_disk_of(s->kv)) { /* what the prefix cache holds, durable for the next run */
+        hearth_err err = {0};
+        int n = 0;
+        if (hearth_kv_flush(s->kv, &n, &err) == HEARTH_OK) {
+            hearth_kv_disk_stats ds;
+            hearth_kv_disk_stats_get(s->disk, &ds);
+            hearth_log_info("prefix cache: %d blocks written at close, %ld on disk (%.1f MiB)", n, ds.files,
+                            ds.bytes / 1048576.0);
+        } else {
+            hearth_log_warn("prefix cache: flush at close: %s", err.msg);
+        }
+    }
     if (s->kv) hearth_kv_free(s->kv);
+    if (s->disk) hearth_kv_disk_close(s->disk);
     if (s->model) hearth_model_free(s->model);
     if (s->ops == &hearth_cpu_ops) hearth_cpu_ctx_free(s->ops_ctx);
 #ifdef HEARTH_CUDA

@@ -23,6 +23,8 @@ typedef struct {
     int spec_tokens;     /* drafted tokens a sequence a step (hearth_engine_opts): logit rows for them */
     int prompt_logprob_rows; /* logit rows a step beyond those, for prompt logprobs (want_prompt_logprobs: a
                                 request scores this many prompt positions a step) */
+    const char *cache_dir;   /* the prefix cache's disk tier (kv_disk.h), NULL = none */
+    double cache_disk_gib;   /* its byte budget, 0 = 16 GiB */
 } hearth_session_opts;
 
 typedef struct {
@@ -30,6 +32,7 @@ typedef struct {
     void *ops_ctx;
     hearth_model *model;
     hearth_kv *kv;
+    hearth_kv_disk *disk;  /* the KV cache's disk tier, NULL = none; flushed at close */
     hearth_tokenizer *tok; /* NULL when the model has none */
     int ctx, max_tokens, kv_blocks, n_slots;
     int cuda_device; /* index when ops is the CUDA backend */
