@@ -20,6 +20,7 @@ typedef struct {
     int keyed;
     int hnext;       /* hash chain */
     int lprev, lnext; /* LRU list (cached blocks only) */
+    int reused;       /* times a lookup found it since it was registered (or 1: read back from disk) */
 } block_meta;
 
 struct hearth_kv {
@@ -164,6 +165,7 @@ static void table_insert(hearth_kv *kv, int b, const uint8_t key[32], const int3
     memcpy(m->key, key, 32);
     memcpy(kv->ids + (size_t)b * kv->block_size, ids, sizeof(int32_t) * kv->block_size);
     m->keyed = 1;
+    m->reused = 0;
     unsigned h = bucket_of(kv, key);
     m->hnext = kv->buckets[h];
     kv->buckets[h] = b;
@@ -199,13 +201,15 @@ static hearth_status spill(hearth_kv *kv, int b, int durable, hearth_err *err);
 static int disk_fetch(hearth_kv *kv, const uint8_t key[32], const int32_t *ids);
 
 /* A block for new data: free list first, else evict the least recently used
- * cached block (to the disk tier first, when there is one). -1 if neither
- * exists. */
+ * cached block (to the disk tier first, when there is one and the block was
+ * reused: a prefix that served one later request is worth its file; a block
+ * no request shared would cost a write at every eviction of a busy server).
+ * -1 if neither exists. */
 static int take_block(hearth_kv *kv) {
     if (kv->n_free > 0) return kv->free_list[--kv->n_free];
     int b = kv->lru_head;
     if (b < 0) return -1;
-    if (kv->disk) {
+    if (kv->disk && kv->meta[b].reused) {
         hearth_err err = {0};
         if (spill(kv, b, 0, &err) != HEARTH_OK) hearth_log_warn("%s", err.msg);
     }
@@ -243,7 +247,9 @@ hearth_status hearth_kv_reserve(hearth_kv *kv, int slot, int n_pos) {
 
 void hearth_kv_release_slot(hearth_kv *kv, int slot) {
     int32_t *row = kv->table + (size_t)slot * kv->max_blocks_per_seq;
-    for (int i = 0; i < kv->slot_blocks[slot]; i++) {
+    /* last block first: a chain's tail joins the LRU list first and is evicted first, since a block is
+     * found only through every block before it (vLLM frees in the same order) */
+    for (int i = kv->slot_blocks[slot] - 1; i >= 0; i--) {
         drop_ref(kv, row[i]);
         row[i] = 0;
     }
@@ -277,6 +283,7 @@ int hearth_kv_prefix_acquire(hearth_kv *kv, int slot, const uint8_t root[32], co
         int b = table_find(kv, key, ids + (size_t)i * bs);
         if (b >= 0 && kv->refcount[b] == 0) lru_unlink(kv, b);
         if (b < 0 && (b = disk_fetch(kv, key, ids + (size_t)i * bs)) < 0) break;
+        kv->meta[b].reused++;
         kv->refcount[b]++;
         row[got++] = b;
         memcpy(parent, key, 32);
@@ -403,16 +410,27 @@ static int disk_fetch(hearth_kv *kv, const uint8_t key[32], const int32_t *ids) 
 
 hearth_kv_disk *hearth_kv_disk_of(const hearth_kv *kv) { return kv->disk; }
 
+/* Block b written durably unless it is on disk already; *n counts writes. */
+static hearth_status flush_one(hearth_kv *kv, int b, int *n, hearth_err *err) {
+    if (hearth_kv_disk_has(kv->disk, kv->meta[b].key)) return HEARTH_OK;
+    hearth_status st = spill(kv, b, 1, err);
+    *n += st == HEARTH_OK;
+    return st;
+}
+
 hearth_status hearth_kv_flush(hearth_kv *kv, int *n_written, hearth_err *err) {
     int n = 0;
     if (n_written) *n_written = 0;
     if (!kv->disk) return hearth_err_set(err, HEARTH_EINVAL, "kv cache: no disk tier to flush to");
-    for (int b = 0; b < kv->n_blocks; b++) {
-        if (!kv->meta[b].keyed || hearth_kv_disk_has(kv->disk, kv->meta[b].key)) continue;
-        hearth_status st = spill(kv, b, 1, err);
-        if (st != HEARTH_OK) return st;
-        n++;
-    }
+    /* the blocks in use, then the cached ones from the most recently used, while they fit the budget (more
+     * would only push out what was just written) */
+    const uint64_t file = 64 + sizeof(uint32_t) * (KV_DISK_DESC + kv->block_size) + 2 * block_bytes(kv) * kv->n_layers;
+    const uint64_t room = hearth_kv_disk_budget(kv->disk) / file;
+    hearth_status st = HEARTH_OK;
+    for (int b = 0; b < kv->n_blocks && st == HEARTH_OK && (uint64_t)n < room; b++)
+        if (kv->meta[b].keyed && kv->refcount[b] > 0) st = flush_one(kv, b, &n, err);
+    for (int b = kv->lru_tail; b >= 0 && st == HEARTH_OK && (uint64_t)n < room; b = kv->meta[b].lprev)
+        st = flush_one(kv, b, &n, err);
     if (n_written) *n_written = n;
-    return hearth_kv_disk_sync(kv->disk, err);
+    return st != HEARTH_OK ? st : hearth_kv_disk_sync(kv->disk, err);
 }

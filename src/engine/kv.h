@@ -59,15 +59,16 @@ int hearth_kv_n_available_blocks(const hearth_kv *kv);
 
 /* ---- the disk tier (kv_disk.h) ----
  * With a disk attached, a cached block evicted from the pool is written to
- * it first, and a lookup that misses in the pool reads the block from it
- * (prefix_acquire: a block found there counts as cached like one found in
- * memory). The disk is borrowed: it outlives the cache. */
+ * it first when a later lookup had reused it (on the engine thread: a
+ * download and a file write), and a lookup that misses in the pool reads
+ * the block from it (prefix_acquire: a block found there counts as cached
+ * like one found in memory). The disk is borrowed: it outlives the cache. */
 typedef struct hearth_kv_disk hearth_kv_disk;
 hearth_status hearth_kv_attach_disk(hearth_kv *kv, hearth_kv_disk *disk, hearth_err *err);
 hearth_kv_disk *hearth_kv_disk_of(const hearth_kv *kv); /* NULL: none attached */
-/* Every registered block (cached or held) not yet on disk written there and
- * fsynced, the directories too: on return HEARTH_OK, every block the cache
- * names is durable. *n_written: the blocks written now. EINVAL without a
+/* Every registered block (held, then cached from the most recently used) not
+ * yet on disk written there and fsynced, the directories too, up to as many
+ * as the disk's budget holds: on return HEARTH_OK, those blocks are durable. *n_written: the blocks written now. EINVAL without a
  * disk; EIO names the file that failed. */
 hearth_status hearth_kv_flush(hearth_kv *kv, int *n_written, hearth_err *err);
 

@@ -363,3 +363,5 @@ void hearth_kv_disk_stats_get(const hearth_kv_disk *d, hearth_kv_disk_stats *out
     *out = d->st;
     out->bytes = d->bytes;
 }
+
+uint64_t hearth_kv_disk_budget(const hearth_kv_disk *d) { return d->budget; }

@@ -50,5 +50,6 @@ int hearth_kv_disk_get(hearth_kv_disk *d, const uint8_t key[32], void *meta, siz
 /* fsync every file put without durable, and the directories. */
 hearth_status hearth_kv_disk_sync(hearth_kv_disk *d, hearth_err *err);
 void hearth_kv_disk_stats_get(const hearth_kv_disk *d, hearth_kv_disk_stats *out);
+uint64_t hearth_kv_disk_budget(const hearth_kv_disk *d);
 
 #endif

@@ -63,18 +63,23 @@ def test_a_restart_starts_warm(tmp_path):
 
 
 def test_evicted_blocks_come_back_from_disk(tmp_path):
-    """A pool of ~40 blocks for two prompts of ~35 each: the second evicts the first, which then comes
-    back from disk (not recomputed) with the same text."""
+    """A pool of 36 blocks for two prompts of ~35 each: the second evicts the first, which, having been
+    reused, is written to disk on its way out and then comes back from there (not recomputed) with the same
+    text; the second, never reused, is not written when the first comes back over it."""
     d = tmp_path / "kv"
     s = Server("--cache-dir", d, "--parallel", 1, "--ctx", 576, "--kv-budget", 13)  # 36 blocks of 368 KB
     try:
         first, n_prompt, _ = complete(s, PROMPT)
+        assert complete(s, PROMPT)[2] > 0  # reused from memory
+        assert kvb_files(d) == []
         complete(s, OTHER)
-        assert len(kvb_files(d)) > 0  # spilled on eviction, before any flush
+        spilled = len(kvb_files(d))
+        assert spilled >= (n_prompt - 1) // 16 - 2  # written on eviction, before any flush
         again, _, cached = complete(s, PROMPT)
         assert again == first
         assert cached >= (n_prompt - 1) // 16 * 16 - 16
         assert s.stats()["engine"]["kv_disk"]["hits"] > 0
+        assert len(kvb_files(d)) == spilled
     finally:
         assert s.stop() == 0, s.output()
 

@@ -1,6 +1,6 @@
 /* test_kv_disk.c - the prefix cache's disk tier: blocks flushed by one cache
- * are found by another (a restart) with their bytes; blocks evicted from the
- * pool spill to disk and come back; torn, corrupt and foreign files are
+ * are found by another (a restart) with their bytes; reused blocks evicted
+ * from the pool spill to disk and come back (others are not written); torn, corrupt and foreign files are
  * misses, never served; the byte budget drops the least recently used. */
 #include "testhelp.h"
 
@@ -183,6 +183,8 @@ TEST(kv_disk_evicted_blocks_spill_and_bad_files_are_misses) {
     hearth_kv_prefix_commit(kv, 0, NULL, a, 9);
     hearth_kv_release_slot(kv, 0);
     CHECK_EQ(hearth_kv_n_cached_blocks(kv), 2);
+    CHECK_EQ(hearth_kv_prefix_acquire(kv, 0, NULL, a, 9), 8); /* reused once: worth a file when evicted */
+    hearth_kv_release_slot(kv, 0);
     CHECK_EQ(each_file(dir, NULL), 0); /* nothing written while the pool has room */
     CHECK_EQ(hearth_kv_reserve(kv, 1, 16), HEARTH_OK); /* the whole pool: both cached blocks evicted */
     fill(kv, 1, 16, 3);
@@ -191,13 +193,12 @@ TEST(kv_disk_evicted_blocks_spill_and_bad_files_are_misses) {
     for (int i = 0; i < 17; i++) b16[i] = 900 + i;
     hearth_kv_prefix_commit(kv, 1, NULL, b16, 16);
     hearth_kv_release_slot(kv, 1);
-    CHECK_EQ(hearth_kv_n_cached_blocks(kv), 4); /* no free block: each block read back evicts (spills) one */
+    CHECK_EQ(hearth_kv_n_cached_blocks(kv), 4); /* no free block: each block read back evicts one */
     CHECK_EQ(hearth_kv_prefix_acquire(kv, 0, NULL, a, 9), 8);
     CHECK_EQ(matching(kv, 0, 8, 2), 8);
-    CHECK_EQ(each_file(dir, NULL), 4);
+    CHECK_EQ(each_file(dir, NULL), 2); /* the evicted blocks were never reused: not written */
     hearth_kv_release_slot(kv, 0);
-    CHECK_EQ(hearth_kv_prefix_acquire(kv, 1, NULL, b16, 17), 16); /* two from memory, two from disk */
-    CHECK_EQ(matching(kv, 1, 16, 3), 16);
+    CHECK_EQ(hearth_kv_prefix_acquire(kv, 1, NULL, b16, 17), 8); /* its tail went first: its head is there */
     hearth_kv_release_slot(kv, 1);
     CHECK_EQ(hearth_kv_prefix_acquire(kv, 0, NULL, a, 9), 8);
     CHECK_EQ(matching(kv, 0, 8, 2), 8);
@@ -206,7 +207,7 @@ TEST(kv_disk_evicted_blocks_spill_and_bad_files_are_misses) {
     hearth_kv_disk_close(d);
 
     /* a flipped byte: the first block's file fails its checksum, is removed, and nothing is served */
-    CHECK_EQ(each_file(dir, flip_last_byte), 6);
+    CHECK_EQ(each_file(dir, flip_last_byte), 2);
     CHECK_EQ(hearth_kv_disk_open(&d, dir, 1u << 30, &err), HEARTH_OK);
     kv = new_kv(cpu, LAYERS, 4, d);
     CHECK(kv);
@@ -214,7 +215,7 @@ TEST(kv_disk_evicted_blocks_spill_and_bad_files_are_misses) {
     hearth_kv_disk_stats st;
     hearth_kv_disk_stats_get(d, &st);
     CHECK_EQ(st.corrupt, 1);
-    CHECK_EQ(each_file(dir, NULL), 5);
+    CHECK_EQ(each_file(dir, NULL), 1);
     CHECK_EQ(hearth_kv_n_available_blocks(kv), 4); /* the block taken for it went back */
     hearth_kv_release_slot(kv, 0);
     /* a torn file (cut short) is a miss too */
@@ -225,7 +226,7 @@ TEST(kv_disk_evicted_blocks_spill_and_bad_files_are_misses) {
     static uint8_t data[64];
     CHECK_EQ(hearth_kv_disk_get(d, key, meta, sizeof meta, data, sizeof data), 0); /* unknown key */
     hearth_kv_disk_stats_get(d, &st);
-    CHECK_EQ(st.files, 5);
+    CHECK_EQ(st.files, 1);
     hearth_kv_disk_close(d);
     hearth_cpu_ctx_free(cpu);
 }
@@ -305,4 +306,41 @@ TEST(checksum64_sees_every_bit) {
     }
     CHECK(hearth_checksum64(buf, 100, 1) != hearth_checksum64(buf, 100, 0));
     CHECK_EQ(hearth_checksum64(buf, 100, 5), hearth_checksum64(buf, 100, 5));
+}
+
+/* A flush writes the blocks in use, then the cached ones from the most recently used, while they fit the
+ * budget; a released chain is kept from its head (its tail is evicted first). */
+TEST(kv_disk_flush_keeps_a_chain_from_its_head) {
+    hearth_cpu_ctx *cpu;
+    CHECK_EQ(hearth_cpu_ctx_new(&cpu, 1, 16, 64, 64, NULL), HEARTH_OK);
+    const char *dir = scratch("kvd-order");
+    hearth_kv_disk *d;
+    hearth_err err = {0};
+    const uint64_t file = 64 + 4 * (6 + BS) + 2 * 2 * BS * KV_DIM * LAYERS; /* header, layout + ids, K and V */
+    CHECK_EQ(hearth_kv_disk_open(&d, dir, 2 * file, &err), HEARTH_OK);
+    hearth_kv *kv = new_kv(cpu, LAYERS, 8, d);
+    CHECK(kv);
+    int32_t ids[13];
+    for (int i = 0; i < 13; i++) ids[i] = 300 + i;
+    CHECK_EQ(hearth_kv_reserve(kv, 0, 13), HEARTH_OK);
+    fill(kv, 0, 13, 4);
+    hearth_kv_prefix_commit(kv, 0, NULL, ids, 13);
+    hearth_kv_release_slot(kv, 0);
+    int written = 0;
+    CHECK_EQ(hearth_kv_flush(kv, &written, &err), HEARTH_OK);
+    CHECK_EQ(written, 2); /* the budget's two files */
+    hearth_kv_free(kv);
+    kv = new_kv(cpu, LAYERS, 8, d);
+    CHECK(kv);
+    CHECK_EQ(hearth_kv_prefix_acquire(kv, 0, NULL, ids, 13), 8); /* the first two blocks of the chain */
+    CHECK_EQ(matching(kv, 0, 8, 4), 8);
+    hearth_kv_release_slot(kv, 0);
+    /* in memory as well: under pressure the chain's last block goes first, its head stays reachable */
+    CHECK_EQ(hearth_kv_reserve(kv, 1, 28), HEARTH_OK); /* 7 of 8 blocks: one of the two cached goes */
+    CHECK_EQ(hearth_kv_prefix_acquire(kv, 0, NULL, ids, 13), 4);
+    hearth_kv_release_slot(kv, 0);
+    hearth_kv_release_slot(kv, 1);
+    hearth_kv_free(kv);
+    hearth_kv_disk_close(d);
+    hearth_cpu_ctx_free(cpu);
 }
