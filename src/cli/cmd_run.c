@@ -39,6 +39,9 @@ static void usage(FILE *f) {
             "  --ctx N                 context length (default: model's, at most 4096)\n"
             "  --device D              cpu, cuda or cuda:N\n"
             "  --kv-type T             KV cache type, f32, f16 or fp8 (e4m3) (default: f16)\n"
+            "  --cache-dir DIR         keep the prompt's KV blocks in DIR (written at exit, content-addressed):\n"
+            "                          a later run whose prompt starts the same way reads them instead of\n"
+            "                          computing them (as llama-cli's --prompt-cache; serve takes it too)\n"
             "  --lora DIR              generate with this LoRA adapter (PEFT's format: adapter_config.json +\n"
             "                          adapter_model.safetensors)\n" CLI_SPEC_USAGE);
 }
@@ -213,6 +216,9 @@ int cmd_run(int argc, char **argv) {
         } else if (!strcmp(a, "--kv-type")) {
             NEED_VALUE();
             so.kv_type = v;
+        } else if (!strcmp(a, "--cache-dir")) {
+            NEED_VALUE();
+            so.cache_dir = v;
         } else if (!strcmp(a, "--lora")) {
             NEED_VALUE();
             so.lora = (const char *const *)&argv[i], so.n_lora = 1;
@@ -356,8 +362,10 @@ int cmd_run(int argc, char **argv) {
     printf("\n");
     fflush(stdout);
     if (max_new > 0) {
-        fprintf(stderr, "hearth: prompt %d tokens, %.1f tok/s; decode %d tokens, %.1f tok/s; load %.2f s (%s)\n",
-                sum.n_prompt, sum.n_prompt / sum.prefill_s, sum.n_gen,
+        char cached[48] = "";
+        if (sum.n_cached > 0) snprintf(cached, sizeof cached, " (%d from the prefix cache)", sum.n_cached);
+        fprintf(stderr, "hearth: prompt %d tokens%s, %.1f tok/s; decode %d tokens, %.1f tok/s; load %.2f s (%s)\n",
+                sum.n_prompt, cached, sum.n_prompt / sum.prefill_s, sum.n_gen,
                 sum.n_gen > 1 ? (sum.n_gen - 1) / sum.decode_s : 0.0, s.load_s, s.ops->name);
         hearth_engine_stats es;
         hearth_engine_stats_get(eng, &es);

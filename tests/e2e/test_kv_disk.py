@@ -8,6 +8,7 @@ import pathlib
 
 import pytest
 
+from conftest import DEFAULT_MODEL
 from test_server import Server
 
 PROMPT = " ".join(f"The quick brown fox jumps over the lazy dog number {i}." for i in range(40))
@@ -129,3 +130,14 @@ def test_a_bad_cache_dir_is_named(hearth, tmp_path):
 def test_bad_disk_size_is_refused(hearth, flag):
     r = hearth("serve", flag, "0")
     assert r.returncode == 2 and flag in r.stderr
+
+
+def test_run_reuses_a_prompt_across_processes(hearth, tmp_path):
+    d = tmp_path / "kv"
+    first = hearth("run", DEFAULT_MODEL, "--cache-dir", d, PROMPT, "-n", 8, "--temp", 0)
+    assert first.returncode == 0, first.stderr
+    assert "from the prefix cache" not in first.stderr and kvb_files(d)
+    again = hearth("run", DEFAULT_MODEL, "--cache-dir", d, PROMPT, "-n", 8, "--temp", 0)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == first.stdout
+    assert "from the prefix cache" in again.stderr
