@@ -1,8 +1,7 @@
 /* vllm_fields.c - vLLM's extra sampling and output fields on the OpenAI
  * routes: allowed_token_ids, bad_words, include_stop_str_in_output,
- * skip_special_tokens, spaces_between_special_tokens and
- * truncate_prompt_tokens, with vLLM's meanings (completion.h says what each
- * does). */
+ * skip_special_tokens, spaces_between_special_tokens, truncate_prompt_tokens
+ * and cache_salt, with vLLM's meanings (completion.h says what each does). */
 #include "api/api_internal.h"
 
 #include <stdlib.h>
@@ -55,5 +54,12 @@ int api_parse_vllm_fields(const json_t *b, hearth_cpl_request *r, hearth_cpl_err
         return api_fail(e, HEARTH_EINVAL, "truncate_prompt_tokens",
                         "Invalid 'truncate_prompt_tokens': it must be at least 1 (or -1: the context length).");
     if (has) r->truncate_prompt = (int)iv;
+    if ((v = api_field(b, "cache_salt"))) {
+        if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > 4096 ||
+            strlen(json_string_value(v)) != json_string_length(v))
+            return api_fail(e, HEARTH_EINVAL, "cache_salt",
+                            "Invalid 'cache_salt': expected a non-empty string (at most 4096 bytes).");
+        if (!(r->cache_salt = strdup(json_string_value(v)))) return api_fail(e, HEARTH_ENOMEM, NULL, "out of memory");
+    }
     return 0;
 }

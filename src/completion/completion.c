@@ -7,6 +7,7 @@
 #include "completion/grammar.h"
 #include "completion/json_mode.h"
 #include "core/clock.h"
+#include "core/sha256.h"
 #include "template/template.h"
 
 #include <pthread.h>
@@ -117,6 +118,7 @@ void hearth_cpl_request_deinit(hearth_cpl_request *r) {
     for (int i = 0; i < r->n_bad_words; i++) free(r->bad_words[i]);
     free(r->bad_words);
     free(r->allowed_ids);
+    free(r->cache_salt);
     for (int i = 0; i < r->n_dry_breakers; i++) free(r->dry_breakers[i]);
     free(r->dry_breakers);
     free(r->prompt);
@@ -600,6 +602,13 @@ hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, h
     for (int i = 0; r->model && i < c->n_adapters; i++)
         if (!strcmp(r->model, c->adapters[i])) q->adapter = i + 1;
     g.adapter = q->adapter;
+    if (r->cache_salt) { /* the salt's hash: only equal salts meet in the prefix cache */
+        hearth_sha256 h;
+        hearth_sha256_init(&h);
+        hearth_sha256_update(&h, r->cache_salt, strlen(r->cache_salt));
+        hearth_sha256_final(&h, g.cache_salt);
+        g.has_cache_salt = 1;
+    }
     g.prompt = ids;
     g.n_prompt = (int)n_ids;
     g.max_new = r->embed ? 1 : max_new; /* an embedding: the prompt's pass and one (unread, greedy) token */

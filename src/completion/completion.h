@@ -91,6 +91,8 @@ typedef struct {
     int include_stop;         /* vLLM's include_stop_str_in_output: a matched stop string ends the output */
     int keep_special;         /* vLLM's skip_special_tokens false: special tokens' text is output */
     int truncate_prompt;      /* vLLM's truncate_prompt_tokens: keep the prompt's last N tokens (-1: the context) */
+    char *cache_salt;         /* vLLM's cache_salt (owned), or NULL: the prefix cache shares this request's blocks
+                                 only with requests of the same salt (tenants cannot time each other's prompts) */
     int repeat_penalty_llama; /* the repetition penalty came as llama-server's repeat_penalty: its window is the
                                  last 64 tokens unless repeat_last_n (the request's or the server's) says */
     char **dry_breakers; /* DRY's sequence breakers (owned strings), or NULL: llama.cpp's "\n", ":", "\"", "*" */

@@ -54,6 +54,8 @@ struct hearth_seq {
     int has_prompt_lp;          /* set with the first token (all of prompt_lp is written by then) */
     double t_submit, t_admit, t_first;
     hearth_seq *next; /* mailbox / waiting list link */
+    uint8_t root[32]; /* its prefix cache chain's root: the adapter's fingerprint and the cache salt */
+    int has_root;
 };
 
 struct hearth_engine {
@@ -326,6 +328,13 @@ static void retire_canceled(hearth_engine *e) {
 
 static int min_int(int a, int b) { return a < b ? a : b; }
 
+/* The root its prefix-cache blocks chain from (NULL: the base model's, no salt). */
+static const uint8_t *seq_root(const hearth_seq *s) { return s->has_root ? s->root : NULL; }
+
+static int same_root(const hearth_seq *a, const hearth_seq *b) {
+    return a->has_root == b->has_root && (!a->has_root || !memcmp(a->root, b->root, 32));
+}
+
 /* A running sequence is still to compute full prompt blocks that s shares
  * (the same ids from the start, the same adapter): the n choices of one
  * request, or users of one system prompt arriving together. s then waits
@@ -336,7 +345,7 @@ static int prefix_in_flight(const hearth_engine *e, const hearth_seq *s) {
     const int bs = hearth_kv_block_size(e->kv);
     for (int i = 0; i < e->o.n_slots; i++) {
         const hearth_seq *t = e->running[i];
-        if (!t || t->req.adapter != s->req.adapter || t->req.want_prompt_logprobs) continue;
+        if (!t || !same_root(t, s) || t->req.want_prompt_logprobs) continue;
         if (t->n_computed >= t->req.n_prompt) continue; /* decoding: its prompt's blocks are cached already */
         /* s computes its last token itself; past t's next block the answer is known (hundreds of streams
          * sharing a long system prompt must not cost a full compare each) */
@@ -362,7 +371,7 @@ static void admit(hearth_engine *e) {
         /* prompt logprobs need every prompt position's logits: no cached prefix */
         s->n_computed = s->req.want_prompt_logprobs
                             ? 0
-                            : hearth_kv_prefix_acquire(e->kv, slot, hearth_model_lora_fingerprint(e->m, s->req.adapter),
+                            : hearth_kv_prefix_acquire(e->kv, slot, seq_root(s),
                                                        s->tokens, s->n_tokens);
         if (s->t_admit == 0) { /* first admission: the prompt's cache hit is what usage reports */
             s->t_admit = hearth_time_now();
@@ -474,7 +483,7 @@ static void keep_drafts(hearth_engine *e, hearth_seq *s, int r0, int *kept) {
     int k = 1;
     while (k <= s->draft && e->row_id[r0 + k] >= 0) k++;
     s->n_computed -= 1 + s->draft - k; /* the last known token and the k - 1 drafts kept */
-    hearth_kv_prefix_commit(e->kv, s->slot, hearth_model_lora_fingerprint(e->m, s->req.adapter), s->tokens,
+    hearth_kv_prefix_commit(e->kv, s->slot, seq_root(s), s->tokens,
                             s->n_computed);
     pthread_mutex_lock(&e->mu);
     e->stats.spec_drafted += s->draft;
@@ -586,7 +595,7 @@ static int step(hearth_engine *e, double t_turn) {
         for (int i = 0; i < e->o.n_slots; i++) {
             hearth_seq *s = e->running[i];
             if (s && s->plan && !s->draft)
-                hearth_kv_prefix_commit(e->kv, s->slot, hearth_model_lora_fingerprint(e->m, s->req.adapter), s->tokens,
+                hearth_kv_prefix_commit(e->kv, s->slot, seq_root(s), s->tokens,
                                         s->n_computed);
         }
     double now = hearth_time_now();
@@ -920,6 +929,20 @@ hearth_status hearth_engine_submit(hearth_engine *e, hearth_gen_request *r, hear
     s->n_tokens = r->n_prompt;
     s->slot = -1;
     s->t_submit = hearth_time_now();
+    const uint8_t *fp = hearth_model_lora_fingerprint(e->m, r->adapter);
+    if (r->has_cache_salt) { /* root = H("salt", adapter fingerprint or zeros, H(salt)) */
+        static const uint8_t zeros[32];
+        hearth_sha256 h;
+        hearth_sha256_init(&h);
+        hearth_sha256_update(&h, "salt", 4);
+        hearth_sha256_update(&h, fp ? fp : zeros, 32);
+        hearth_sha256_update(&h, r->cache_salt, 32);
+        hearth_sha256_final(&h, s->root);
+        s->has_root = 1;
+    } else if (fp) {
+        memcpy(s->root, fp, 32);
+        s->has_root = 1;
+    }
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     atomic_init(&s->refs, 2);

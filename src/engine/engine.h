@@ -42,6 +42,8 @@ typedef struct {
                                  in chunks of the model's spare logit rows */
     int adapter;     /* LoRA adapter id (hearth_model_add_lora, before hearth_engine_new), 0 = none; the prefix
                         cache shares KV only between sequences of the same adapter */
+    int has_cache_salt; /* and, when set, of the same salt (vLLM's cache_salt, hashed) */
+    uint8_t cache_salt[32];
 } hearth_gen_request;
 
 typedef enum {

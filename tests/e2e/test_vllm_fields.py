@@ -1,6 +1,6 @@
 """vLLM's extra request fields through the official OpenAI SDK (extra_body) and raw requests:
-bad_words, allowed_token_ids, include_stop_str_in_output, skip_special_tokens and
-truncate_prompt_tokens, and their errors."""
+bad_words, allowed_token_ids, include_stop_str_in_output, skip_special_tokens,
+truncate_prompt_tokens and cache_salt, and their errors."""
 import json
 import re
 
@@ -69,7 +69,32 @@ def test_truncate_prompt_tokens(server):
     assert complete(server, truncate_prompt_tokens=1000).choices[0].text == complete(server).choices[0].text
 
 
+def test_cache_salt(server):
+    """vLLM's cache_salt: a request shares prefix-cache blocks only with requests of the same salt (and an
+    unsalted one only with unsalted ones); the answer is the same whichever blocks it got."""
+    long = " ".join(f"Note {i}: the salted cache keeps tenants apart." for i in range(30))
+
+    def run(**kw):
+        r = complete(server, prompt=long, max_tokens=6, **kw)
+        return r.choices[0].text, r.usage.prompt_tokens_details.cached_tokens, r.usage.prompt_tokens
+
+    text, cached, n = run(cache_salt="tenant-a")
+    full = (n - 1) // 16 * 16  # every block before the last token
+    assert cached == 0
+    assert run(cache_salt="tenant-a") == (text, full, n)
+    assert run(cache_salt="tenant-b") == (text, 0, n)
+    assert run() == (text, 0, n)  # unsalted requests share only with unsalted ones
+    assert run() == (text, full, n)
+    assert run(cache_salt="tenant-b") == (text, full, n)  # its own blocks from before
+    chat = server.client().chat.completions.create(
+        model="default", messages=[{"role": "user", "content": long}], max_tokens=4, temperature=0,
+        extra_body={"cache_salt": "tenant-c"})
+    assert chat.usage.prompt_tokens_details.cached_tokens == 0
+
+
 @pytest.mark.parametrize("body, param", [
+    ({"cache_salt": ""}, "cache_salt"),
+    ({"cache_salt": 7}, "cache_salt"),
     ({"bad_words": "Rome"}, "bad_words"),
     ({"bad_words": ["  "]}, "bad_words"),
     ({"bad_words": [3]}, "bad_words"),
