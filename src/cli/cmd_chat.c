@@ -31,6 +31,8 @@ static void usage(FILE *f) {
             "  --seed S               seed for sampling\n"
             "  --ctx N  --threads T  --device D\n"
             "  --chat-template-file F a Jinja chat template to use instead of the model's\n"
+            "  --cache-dir DIR        keep the conversation's KV blocks in DIR (the prefix cache's disk tier):\n"
+            "                         a later chat with the same system prompt starts from them\n"
             "  --lora DIR             answer with this LoRA adapter (PEFT's format)\n" CLI_LLAMA_SAMPLER_USAGE
                 CLI_SPEC_USAGE);
 }
@@ -125,6 +127,9 @@ int cmd_chat(int argc, char **argv) {
         } else if (!strcmp(a, "--chat-template-file")) {
             NEED_VALUE();
             so.template_file = v;
+        } else if (!strcmp(a, "--cache-dir")) {
+            NEED_VALUE();
+            so.cache_dir = v;
         } else if (!strcmp(a, "--lora")) {
             NEED_VALUE();
             so.lora = (const char *const *)&argv[i], so.n_lora = 1;
