@@ -199,7 +199,7 @@ static hearth_status scan(hearth_kv_disk *d, hearth_err *err) {
 hearth_status hearth_kv_disk_open(hearth_kv_disk **out, const char *dir, uint64_t budget, hearth_err *err) {
     *out = NULL;
     if (!dir || !*dir || strlen(dir) > 4000) return hearth_err_set(err, HEARTH_EINVAL, "kv disk cache: bad directory");
-    if (mkdir(dir, 0755) && errno != EEXIST)
+    if (mkdir(dir, 0700) && errno != EEXIST)
         return hearth_err_set(err, HEARTH_EIO, "kv disk cache: cannot create %s: %s", dir, strerror(errno));
     struct stat sb;
     if (stat(dir, &sb) || !S_ISDIR(sb.st_mode))
@@ -277,14 +277,14 @@ hearth_status hearth_kv_disk_put(hearth_kv_disk *d, const uint8_t key[32], const
     path_of(d, key, path, sizeof path);
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     snprintf(sub, sizeof sub, "%s/%02x", d->dir, key[0]);
-    int created = mkdir(sub, 0755) == 0;
+    int created = mkdir(sub, 0700) == 0;
     if (!created && errno != EEXIST)
         return hearth_err_set(err, HEARTH_EIO, "kv disk cache: cannot create %s: %s", sub, strerror(errno));
     file_header h = {.n_meta = n_meta, .n_data = n_data};
     memcpy(h.magic, MAGIC, 8);
     memcpy(h.key, key, 32);
     h.sum = checksum(meta, n_meta, data, n_data);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600); /* prompts' KV: the owner's only */
     int ok = fd >= 0 && !write_all(fd, &h, sizeof h) && !write_all(fd, meta, n_meta) &&
              !write_all(fd, data, n_data) && (!durable || !fsync(fd));
     if (fd >= 0 && close(fd)) ok = 0;
@@ -315,6 +315,11 @@ int hearth_kv_disk_get(hearth_kv_disk *d, const uint8_t key[32], void *meta, siz
     char path[4200];
     path_of(d, key, path, sizeof path);
     int fd = open(path, O_RDONLY);
+    if (fd < 0 && errno == ENOENT) { /* removed behind our back (another server on the same directory) */
+        drop(d, i);
+        d->st.misses++;
+        return 0;
+    }
     file_header h;
     int ok = fd >= 0 && !read_all(fd, &h, sizeof h) && !memcmp(h.magic, MAGIC, 8) && !memcmp(h.key, key, 32);
     if (ok && (h.n_meta != n_meta || h.n_data != n_data)) { /* another layout's block: not ours, not corrupt */

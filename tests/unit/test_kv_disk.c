@@ -10,6 +10,7 @@
 #include "ops/cpu/ops_cpu.h"
 
 #include <dirent.h>
+#include <sys/stat.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -231,6 +232,13 @@ TEST(kv_disk_evicted_blocks_spill_and_bad_files_are_misses) {
     hearth_cpu_ctx_free(cpu);
 }
 
+static int g_bad_modes;
+static void mode_is_0600(const char *path) {
+    struct stat sb;
+    if (stat(path, &sb) || (sb.st_mode & 0777) != 0600) g_bad_modes++;
+}
+static void remove_file(const char *path) { unlink(path); }
+
 TEST(kv_disk_torn_file_is_removed) {
     const char *dir = scratch("kvd-torn");
     hearth_kv_disk *d;
@@ -248,6 +256,18 @@ TEST(kv_disk_torn_file_is_removed) {
     CHECK_EQ(hearth_kv_disk_get(d, key, m2, sizeof m2, d2, sizeof d2), 0);
     CHECK_EQ(hearth_kv_disk_has(d, key), 0);
     CHECK_EQ(each_file(dir, NULL), 0);
+    /* the files hold prompts' KV: the owner's only; one removed by someone else is a plain miss */
+    CHECK_EQ(hearth_kv_disk_put(d, key, meta, sizeof meta, data, sizeof data, 1, &err), HEARTH_OK);
+    CHECK_EQ(each_file(dir, mode_is_0600), 1);
+    CHECK_EQ(g_bad_modes, 0);
+    CHECK_EQ(each_file(dir, remove_file), 1);
+    hearth_kv_disk_stats st;
+    hearth_kv_disk_stats_get(d, &st);
+    long corrupt = st.corrupt;
+    CHECK_EQ(hearth_kv_disk_get(d, key, m2, sizeof m2, d2, sizeof d2), 0);
+    hearth_kv_disk_stats_get(d, &st);
+    CHECK_EQ(st.corrupt, corrupt);
+    CHECK_EQ(hearth_kv_disk_has(d, key), 0);
     CHECK_EQ(hearth_kv_disk_sync(d, &err), HEARTH_OK);
     hearth_kv_disk_close(d);
 }
