@@ -107,25 +107,17 @@ typedef struct hearth_pick_params {
 
 /* 2^-f for f in [0, 1): Taylor's terms of exp(-f ln 2) to the ninth (|error| < 1e-7). */
 static inline HEARTH_HD float hearth_pick_exp2m(float f) {
-    float p = -1.01780860e-7f;
-    p = HEARTH_MUL_RN(p, f);
-    p = HEARTH_ADD_RN(p, 1.32154867e-6f);
-    p = HEARTH_MUL_RN(p, f);
-    p = HEARTH_ADD_RN(p, -1.52527338e-5f);
-    p = HEARTH_MUL_RN(p, f);
-    p = HEARTH_ADD_RN(p, 1.54035304e-4f);
-    p = HEARTH_MUL_RN(p, f);
-    p = HEARTH_ADD_RN(p, -1.33335581e-3f);
-    p = HEARTH_MUL_RN(p, f);
-    p = HEARTH_ADD_RN(p, 9.61812911e-3f);
-    p = HEARTH_MUL_RN(p, f);
-    p = HEARTH_ADD_RN(p, -5.55041087e-2f);
-    p = HEARTH_MUL_RN(p, f);
-    p = HEARTH_ADD_RN(p, 2.40226507e-1f);
-    p = HEARTH_MUL_RN(p, f);
-    p = HEARTH_ADD_RN(p, -6.93147181e-1f);
-    p = HEARTH_MUL_RN(p, f);
-    return HEARTH_ADD_RN(p, 1.0f);
+    const float c[10] = {1.0f,           -6.93147181e-1f, 2.40226507e-1f, -5.55041087e-2f, 9.61812911e-3f,
+                         -1.33335581e-3f, 1.54035304e-4f,  -1.52527338e-5f, 1.32154867e-6f,  -1.01780860e-7f};
+    float p = c[9];
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+    for (int k = 8; k >= 0; k--) {
+        float q = HEARTH_MUL_RN(p, f); /* two statements: no contraction into a fused multiply-add */
+        p = HEARTH_ADD_RN(q, c[k]);
+    }
+    return p;
 }
 
 /* The weight of a token d = max - x below the row's maximum (see above). */

@@ -42,9 +42,10 @@ static uint16_t pattern(int l, int which, int p, int j, int salt) {
     return (uint16_t)((l * 7919 + which * 104729 + p * 131 + j * 3 + salt * 17) & 0x7bff);
 }
 
-/* Positions [0, n) of slot's blocks written with the pattern (head-block layout or rows: a
- * position's elements are found by the view's rule). */
-static void fill(hearth_kv *kv, int slot, int n, int salt) {
+/* Positions [0, n) of slot's blocks written with the pattern (write 1), or checked against it: the
+ * first position that differs (n: none). A position's elements are found by the view's rule (the
+ * head-block layout or rows). */
+static int pattern_pass(hearth_kv *kv, int slot, int n, int salt, int write) {
     const hearth_kv_view *v = hearth_kv_view_get(kv);
     for (int p = 0; p < n; p++) {
         int b = v->block_table[slot * v->max_blocks_per_seq + p / BS], i = p % BS;
@@ -52,28 +53,19 @@ static void fill(hearth_kv *kv, int slot, int n, int salt) {
             for (int j = 0; j < KV_DIM; j++) {
                 size_t off = v->head_dim ? ((size_t)(b * (KV_DIM / HEAD) + j / HEAD) * BS + i) * HEAD + j % HEAD
                                          : ((size_t)b * BS + i) * KV_DIM + j;
-                ((uint16_t *)v->k[l])[off] = pattern(l, 0, p, j, salt);
-                ((uint16_t *)v->v[l])[off] = pattern(l, 1, p, j, salt);
-            }
-    }
-}
-
-/* Positions that hold the pattern, from 0 on. */
-static int matching(hearth_kv *kv, int slot, int n, int salt) {
-    const hearth_kv_view *v = hearth_kv_view_get(kv);
-    for (int p = 0; p < n; p++) {
-        int b = v->block_table[slot * v->max_blocks_per_seq + p / BS], i = p % BS;
-        for (int l = 0; l < LAYERS; l++)
-            for (int j = 0; j < KV_DIM; j++) {
-                size_t off = v->head_dim ? ((size_t)(b * (KV_DIM / HEAD) + j / HEAD) * BS + i) * HEAD + j % HEAD
-                                         : ((size_t)b * BS + i) * KV_DIM + j;
-                if (((uint16_t *)v->k[l])[off] != pattern(l, 0, p, j, salt) ||
-                    ((uint16_t *)v->v[l])[off] != pattern(l, 1, p, j, salt))
+                uint16_t *k = (uint16_t *)v->k[l] + off, *vv = (uint16_t *)v->v[l] + off;
+                if (write) {
+                    *k = pattern(l, 0, p, j, salt);
+                    *vv = pattern(l, 1, p, j, salt);
+                } else if (*k != pattern(l, 0, p, j, salt) || *vv != pattern(l, 1, p, j, salt)) {
                     return p;
+                }
             }
     }
     return n;
 }
+static void fill(hearth_kv *kv, int slot, int n, int salt) { pattern_pass(kv, slot, n, salt, 1); }
+static int matching(hearth_kv *kv, int slot, int n, int salt) { return pattern_pass(kv, slot, n, salt, 0); }
 
 /* Every .kvb file under dir, through f. */
 static int each_file(const char *dir, void (*f)(const char *path)) {
