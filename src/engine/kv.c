@@ -410,10 +410,11 @@ static int disk_fetch(hearth_kv *kv, const uint8_t key[32], const int32_t *ids) 
 
 hearth_kv_disk *hearth_kv_disk_of(const hearth_kv *kv) { return kv->disk; }
 
-/* Block b written durably unless it is on disk already; *n counts writes. */
+/* Block b written unless it is on disk already (made durable by the sync that ends the flush); *n counts
+ * writes. */
 static hearth_status flush_one(hearth_kv *kv, int b, int *n, hearth_err *err) {
     if (hearth_kv_disk_has(kv->disk, kv->meta[b].key)) return HEARTH_OK;
-    hearth_status st = spill(kv, b, 1, err);
+    hearth_status st = spill(kv, b, 0, err);
     *n += st == HEARTH_OK;
     return st;
 }

@@ -1,6 +1,7 @@
 /* kv_disk.c - the prefix cache's disk tier (kv_disk.h): files named by key,
  * an in-memory index of them (hash chains over the key, a use tick for LRU),
  * checksummed on read, renamed into place on write. */
+#define _GNU_SOURCE /* syncfs */
 #include "engine/kv_disk.h"
 
 #include "core/checksum.h"
@@ -343,6 +344,19 @@ int hearth_kv_disk_get(hearth_kv_disk *d, const uint8_t key[32], void *meta, siz
 
 hearth_status hearth_kv_disk_sync(hearth_kv_disk *d, hearth_err *err) {
     char path[4200];
+    int pending = 0;
+    for (int i = 0; i < d->n_e && pending < 8; i++) pending += d->e[i].live && !d->e[i].durable;
+    if (pending >= 8) { /* many files: one syncfs of the directory's file system beats an fsync each (~7 ms here) */
+        int fd = open(d->dir, O_RDONLY | O_DIRECTORY);
+        int rc = fd >= 0 ? syncfs(fd) : -1;
+        if (fd >= 0) close(fd);
+        if (rc)
+            return hearth_err_set(err, HEARTH_EIO, "kv disk cache: cannot sync %s: %s", d->dir, strerror(errno));
+        for (int i = 0; i < d->n_e; i++) d->e[i].durable = 1;
+        memset(d->dirty_sub, 0, sizeof d->dirty_sub);
+        d->dirty_top = 0;
+        return HEARTH_OK;
+    }
     for (int i = 0; i < d->n_e; i++) {
         entry *x = &d->e[i];
         if (!x->live || x->durable) continue;

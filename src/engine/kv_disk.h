@@ -47,7 +47,8 @@ hearth_status hearth_kv_disk_put(hearth_kv_disk *d, const uint8_t key[32], const
  * removed). */
 int hearth_kv_disk_get(hearth_kv_disk *d, const uint8_t key[32], void *meta, size_t n_meta, void *data,
                        size_t n_data);
-/* fsync every file put without durable, and the directories. */
+/* Every file put without durable made durable, and the directories: an fsync each, or with many pending
+ * one syncfs of the directory's file system. */
 hearth_status hearth_kv_disk_sync(hearth_kv_disk *d, hearth_err *err);
 void hearth_kv_disk_stats_get(const hearth_kv_disk *d, hearth_kv_disk_stats *out);
 uint64_t hearth_kv_disk_budget(const hearth_kv_disk *d);

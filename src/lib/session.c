@@ -264,11 +264,12 @@ void hearth_session_close(hearth_session *s) {
     if (s->kv && s->disk && hearth_kv_disk_of(s->kv)) { /* what the prefix cache holds, durable for the next run */
         hearth_err err = {0};
         int n = 0;
+        double t0 = hearth_time_now();
         if (hearth_kv_flush(s->kv, &n, &err) == HEARTH_OK) {
             hearth_kv_disk_stats ds;
             hearth_kv_disk_stats_get(s->disk, &ds);
-            hearth_log_info("prefix cache: %d blocks written at close, %ld on disk (%.1f MiB)", n, ds.files,
-                            ds.bytes / 1048576.0);
+            hearth_log_info("prefix cache: %d blocks written at close in %.2f s, %ld on disk (%.1f MiB)", n,
+                            hearth_time_now() - t0, ds.files, ds.bytes / 1048576.0);
         } else {
             hearth_log_warn("prefix cache: flush at close: %s", err.msg);
         }
