@@ -88,6 +88,26 @@ TEST(pick_gumbel_pruning_changes_nothing) {
     }
 }
 
+/* The draw scores only tokens whose noise index can beat the maximum's score: the same tokens as scoring
+ * them all, at very low and very high temperatures and on rows with many near-ties. */
+TEST(pick_noise_index_bound_changes_nothing) {
+    uint64_t r = 29;
+    enum { V = 2000 };
+    static float x[V];
+    const float temps[] = {0.02f, 0.3f, 1.0f, 5.0f, 60.0f};
+    for (int trial = 0; trial < 40; trial++) {
+        for (int i = 0; i < V; i++)
+            x[i] = trial % 2 ? roundf(frand(&r) * 20.0f) * 0.05f : frand(&r) * (float)(1 + trial % 9) * 2.0f;
+        for (int k = 0; k < 60; k++) {
+            hearth_pick_params p = {.temperature = temps[k % 5], .key = lcg(&r) << 31 ^ lcg(&r)};
+            hearth_pick pk;
+            hearth_pick_row(&pk, x, V, &p);
+            CHECK_MSG(pk.id == draw_unpruned(x, V, p.temperature, 0.0f, p.key), "trial %d T %g", trial,
+                      p.temperature);
+        }
+    }
+}
+
 /* Draws follow softmax(x / T): 40000 keys, each frequency within 5 sigma. */
 TEST(pick_gumbel_draws_follow_softmax) {
     const float x[6] = {1.0f, 0.0f, 2.0f, -1.0f, 0.5f, 2.0f};

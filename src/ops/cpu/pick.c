@@ -5,10 +5,10 @@
 #include <math.h>
 #include <stdlib.h>
 
-/* u in (0, 1) of token i, then the Gumbel noise -log(-log(u)). */
-static float gumbel(uint64_t key, int i) {
-    uint64_t z = hearth_pick_hash(key, (uint32_t)i);
-    float u = ((float)(z >> 41) + 0.5f) * 0x1.0p-23f;
+/* The noise of index k = z >> 41 (u = (k + 0.5) 2^-23 in (0, 1)): -log(-log(u)), increasing in k. */
+#define NOISE_K 8388608 /* 2^23 indices */
+static float noise(int32_t k) {
+    float u = ((float)k + 0.5f) * 0x1.0p-23f;
     return -logf(-logf(u));
 }
 
@@ -108,6 +108,47 @@ static uint64_t truncation(const float *x, int vocab, float mx, const hearth_pic
     return keys[n - 1];
 }
 
+/* The draw skips most tokens without their noise: a token that is to beat the maximum's score L needs
+ * noise above L - x / T, so one of bin b (x at most max - b / 64) whose noise index is at most kmax[b], the
+ * largest index whose noise stays under L - (max - b / 64) / T less a margin for the rounding of x / T + noise,
+ * cannot; only the others are scored. kmax[b] is found when bin b is first met: expf twice for an estimate,
+ * then the noise itself to settle it (the noise is monotone, so the test is exact). */
+#define KMAX_UNSET (-2)
+
+static int32_t kmax_of(int b, float mx, float inv_t, float best) {
+    float x_hi = b < BINS ? mx - (float)b / 64.0f : mx - 32.0f;
+    float thr = best - x_hi * inv_t - 1e-3f * (1.0f + fabsf(best));
+    if (!(thr >= noise(0))) return -1;
+    if (thr >= noise(NOISE_K - 1)) return NOISE_K - 1;
+    double u = exp(-exp(-(double)thr));
+    int32_t k = (int32_t)(u * NOISE_K);
+    k = k < 0 ? 0 : k > NOISE_K - 1 ? NOISE_K - 1 : k;
+    while (k > 0 && noise(k) > thr) k--;
+    while (k + 1 < NOISE_K && noise(k + 1) <= thr) k++;
+    return noise(k) <= thr ? k : -1;
+}
+
+/* Gumbel-max over the tokens that pass floor and the truncation (last), ties to the lower id (ops.h). */
+static int32_t draw(const float *x, int vocab, int32_t best, float floor, uint64_t last, const hearth_pick_params *p) {
+    const float mx = x[best], inv_t = 1.0f / p->temperature;
+    float best_s = mx * inv_t + noise((int32_t)(hearth_pick_hash(p->key, (uint32_t)best) >> 41));
+    int32_t id = best, kmax[BINS + 1];
+    for (int b = 0; b <= BINS; b++) kmax[b] = KMAX_UNSET;
+    for (int i = 0; i < vocab; i++) {
+        if (!(x[i] >= floor) || i == best || (last && hearth_pick_order(x[i], i) < last)) continue;
+        int b = bin_of(mx - x[i]);
+        if (kmax[b] == KMAX_UNSET) kmax[b] = kmax_of(b, mx, inv_t, best_s);
+        int32_t k = (int32_t)(hearth_pick_hash(p->key, (uint32_t)i) >> 41);
+        if (k <= kmax[b]) continue;
+        float s = x[i] * inv_t + noise(k);
+        if (s > best_s || (s == best_s && i < id)) {
+            best_s = s;
+            id = i;
+        }
+    }
+    return id;
+}
+
 void hearth_pick_row(hearth_pick *out, const float *x, int vocab, const hearth_pick_params *p) {
     hearth_pick o = {0};
     int best = 0;
@@ -116,21 +157,12 @@ void hearth_pick_row(hearth_pick *out, const float *x, int vocab, const hearth_p
     o.id = best;
     o.max = x[best];
     if (p->temperature > 0.0f && isfinite(o.max)) {
-        float floor = o.max - 20.2f * p->temperature, inv_t = 1.0f / p->temperature;
+        float floor = o.max - 20.2f * p->temperature;
         if (p->min_p > 0.0f) {
             float m = o.max + logf(p->min_p);
             if (m > floor) floor = m;
         }
-        uint64_t last = truncation(x, vocab, o.max, p);
-        float best_s = -INFINITY;
-        for (int i = 0; i < vocab; i++) {
-            if (!(x[i] >= floor) || (last && hearth_pick_order(x[i], i) < last)) continue;
-            float s = x[i] * inv_t + gumbel(p->key, i);
-            if (s > best_s) {
-                best_s = s;
-                o.id = i;
-            }
-        }
+        o.id = draw(x, vocab, best, floor, truncation(x, vocab, o.max, p), p);
     }
     if (p->logprobs) {
         double sum = 0.0;
