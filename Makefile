@@ -97,14 +97,15 @@ run: $(SETUP_STAMP)
 	$(MAKE) all
 	./$(BIN) serve models/SmolLM2-135M-Instruct.Q4_1.gguf $(ARGS)
 
-# Microbenchmarks: build and run bench/bench_matmul.c and bench/bench_attn_cpu.c
-# (they print, never fail on a time).
+# Microbenchmarks: build and run bench/bench_matmul.c, bench/bench_attn_cpu.c and
+# bench/bench_pick_cpu.c (they print, never fail on a time).
 bench:
-	$(MAKE) $(BUILD)/bench_matmul $(BUILD)/bench_attn_cpu
+	$(MAKE) $(BUILD)/bench_matmul $(BUILD)/bench_attn_cpu $(BUILD)/bench_pick_cpu
 	./$(BUILD)/bench_matmul
 	./$(BUILD)/bench_attn_cpu
+	./$(BUILD)/bench_pick_cpu
 
-$(BUILD)/bench_matmul $(BUILD)/bench_attn_cpu: $(BUILD)/%: bench/%.c $(BUILD)/libhearth.a
+$(BUILD)/bench_matmul $(BUILD)/bench_attn_cpu $(BUILD)/bench_pick_cpu: $(BUILD)/%: bench/%.c $(BUILD)/libhearth.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(SAN) -o $@ $< $(BUILD)/libhearth.a $(LDLIBS)
 

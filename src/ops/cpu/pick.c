@@ -75,15 +75,16 @@ static uint64_t truncation(const float *x, int vocab, float mx, const hearth_pic
         }
     }
     uint64_t need = by_p ? (uint64_t)ceil((double)p->top_p * (double)total) : 0;
-    int bk = -1, bp = -1;
+    int bk = k ? -1 : BINS + 1, bp = by_p ? -1 : BINS + 1;
     int64_t c_before = 0, ck = 0;
     uint64_t m_before = 0, cm = 0;
     for (int b = 0; b <= BINS && (bk < 0 || bp < 0); b++) {
-        if (bk < 0 && (!k || ck + count[b] >= k)) bk = k ? b : BINS + 1, c_before = ck;
-        if (bp < 0 && (!by_p || cm + mass[b] >= need)) bp = by_p ? b : BINS + 1, m_before = cm;
+        if (bk < 0 && ck + count[b] >= k) bk = b, c_before = ck;
+        if (bp < 0 && cm + mass[b] >= need) bp = b, m_before = cm;
         ck += count[b];
         cm += mass[b];
     }
+    if (bk < 0) bk = BINS + 1; /* not reached (cannot happen: top_k < vocab) */
     if (bp < 0) bp = BINS + 1; /* not reached (cannot happen: need <= total) */
     int b = bk < bp ? bk : bp;
     if (b > BINS) return 0;
@@ -115,11 +116,11 @@ static uint64_t truncation(const float *x, int vocab, float mx, const hearth_pic
  * then the noise itself to settle it (the noise is monotone, so the test is exact). */
 #define KMAX_UNSET (-2)
 
-static int32_t kmax_of(int b, float mx, float inv_t, float best) {
+static int32_t kmax_of(int b, float mx, float inv_t, float best, float g_lo, float g_hi) {
     float x_hi = b < BINS ? mx - (float)b / 64.0f : mx - 32.0f;
     float thr = best - x_hi * inv_t - 1e-3f * (1.0f + fabsf(best));
-    if (!(thr >= noise(0))) return -1;
-    if (thr >= noise(NOISE_K - 1)) return NOISE_K - 1;
+    if (!(thr >= g_lo)) return -1;
+    if (thr >= g_hi) return NOISE_K - 1;
     double u = exp(-exp(-(double)thr));
     int32_t k = (int32_t)(u * NOISE_K);
     k = k < 0 ? 0 : k > NOISE_K - 1 ? NOISE_K - 1 : k;
@@ -132,12 +133,13 @@ static int32_t kmax_of(int b, float mx, float inv_t, float best) {
 static int32_t draw(const float *x, int vocab, int32_t best, float floor, uint64_t last, const hearth_pick_params *p) {
     const float mx = x[best], inv_t = 1.0f / p->temperature;
     float best_s = mx * inv_t + noise((int32_t)(hearth_pick_hash(p->key, (uint32_t)best) >> 41));
+    const float g_lo = noise(0), g_hi = noise(NOISE_K - 1); /* the noise's range */
     int32_t id = best, kmax[BINS + 1];
     for (int b = 0; b <= BINS; b++) kmax[b] = KMAX_UNSET;
     for (int i = 0; i < vocab; i++) {
         if (!(x[i] >= floor) || i == best || (last && hearth_pick_order(x[i], i) < last)) continue;
         int b = bin_of(mx - x[i]);
-        if (kmax[b] == KMAX_UNSET) kmax[b] = kmax_of(b, mx, inv_t, best_s);
+        if (kmax[b] == KMAX_UNSET) kmax[b] = kmax_of(b, mx, inv_t, best_s, g_lo, g_hi);
         int32_t k = (int32_t)(hearth_pick_hash(p->key, (uint32_t)i) >> 41);
         if (k <= kmax[b]) continue;
         float s = x[i] * inv_t + noise(k);
