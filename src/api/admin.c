@@ -191,10 +191,11 @@ void api_stats(hearth_api *a, hearth_http_response *r) {
         if (s.es.has_disk)
             json_object_set_new(
                 eng, "kv_disk",
-                json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "blocks", (json_int_t)s.es.disk.files, "bytes",
+                json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "blocks", (json_int_t)s.es.disk.files, "bytes",
                           (json_int_t)s.es.disk.bytes, "hits", (json_int_t)s.es.disk.hits, "misses",
                           (json_int_t)s.es.disk.misses, "writes", (json_int_t)s.es.disk.writes, "removed",
-                          (json_int_t)s.es.disk.removed, "corrupt", (json_int_t)s.es.disk.corrupt));
+                          (json_int_t)s.es.disk.removed, "corrupt", (json_int_t)s.es.disk.corrupt,
+                          "skipped_writes", (json_int_t)s.es.disk.skipped));
         json_object_set_new(doc, "engine", eng);
     }
     api_json(r, 200, doc);
@@ -271,6 +272,9 @@ void api_metrics(hearth_api *a, hearth_http_response *r) {
         P("# HELP hearth_kv_disk_writes_total Blocks written to the disk tier.\n"
           "# TYPE hearth_kv_disk_writes_total counter\nhearth_kv_disk_writes_total %ld\n",
           s.es.disk.writes);
+        P("# HELP hearth_kv_disk_skipped_writes_total Evicted blocks not written: over --cache-write-rate.\n"
+          "# TYPE hearth_kv_disk_skipped_writes_total counter\nhearth_kv_disk_skipped_writes_total %ld\n",
+          s.es.disk.skipped);
         P("# HELP hearth_kv_disk_corrupt_total Disk tier files found torn or corrupt (removed, never served).\n"
           "# TYPE hearth_kv_disk_corrupt_total counter\nhearth_kv_disk_corrupt_total %ld\n",
           s.es.disk.corrupt);

@@ -40,6 +40,7 @@ typedef struct {
     double kv_budget_mib;      /* 0 = default */
     const char *cache_dir;     /* the prefix cache's disk tier, NULL = none */
     double cache_disk_gib;     /* 0 = the default budget */
+    double cache_write_mib_s;  /* 0 = the default rate */
     const struct hearth_cpl_params *flags; /* the verb's sampling defaults, or NULL */
     const char *const *lora;   /* LoRA adapters, "NAME=DIR" or "DIR" (hearth_session_opts) */
     int n_lora;

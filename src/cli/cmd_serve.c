@@ -109,6 +109,7 @@ hearth_status cli_stack_open(cli_stack **out, const cli_stack_opts *o, hearth_er
                            .kv_budget_mib = o->kv_budget_mib,
                            .cache_dir = o->cache_dir,
                            .cache_disk_gib = o->cache_disk_gib,
+                           .cache_write_mib_s = o->cache_write_mib_s,
                            .lora = o->lora,
                            .n_lora = o->n_lora,
                            .spec_tokens = o->spec_tokens,
@@ -211,6 +212,8 @@ static void usage(FILE *f) {
             "                         /admin/cache/flush, so a restart starts warm (checksummed files, one a\n"
             "                         block, named by content)\n"
             "  --cache-disk-size GIB  bytes DIR may hold, least recently used dropped first (default 16)\n"
+            "  --cache-write-rate M   MiB a second that evictions may write to DIR; past it an evicted block\n"
+            "                         is dropped, not written (the engine writes between steps; default 128)\n"
             "  --threads T            CPU threads (default: one per core)\n"
             "  --device D             cpu, cuda or cuda:N\n"
             "  --model-name NAME      the id /v1/models reports (default: the file name)\n"
@@ -302,10 +305,11 @@ int cmd_serve(int argc, char **argv) {
         } else if (!strcmp(a, "--cache-dir")) {
             NEED_VALUE();
             so.cache_dir = v;
-        } else if (!strcmp(a, "--cache-disk-size")) {
+        } else if (!strcmp(a, "--cache-disk-size") || !strcmp(a, "--cache-write-rate")) {
             NEED_VALUE();
-            if (!cli_parse_float("serve", a, v, &so.cache_disk_gib)) return 2;
-            if (so.cache_disk_gib <= 0) return cli_usage_error("serve", "%s must be > 0", a);
+            double *to = !strcmp(a, "--cache-disk-size") ? &so.cache_disk_gib : &so.cache_write_mib_s;
+            if (!cli_parse_float("serve", a, v, to)) return 2;
+            if (*to <= 0) return cli_usage_error("serve", "%s must be > 0", a);
         } else if (!strcmp(a, "--lora") || !strcmp(a, "--lora-modules")) {
             NEED_VALUE();
             if (so.n_lora == HEARTH_MAX_LORA)

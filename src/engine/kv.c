@@ -8,6 +8,7 @@
  * table row lists exactly slot_blocks[slot] held blocks; the rest is 0. */
 #include "engine/kv.h"
 
+#include "core/clock.h"
 #include "core/log.h"
 #include "core/sha256.h"
 #include "engine/kv_disk.h"
@@ -47,6 +48,8 @@ struct hearth_kv {
     uint32_t *disk_meta;      /* [KV_DISK_DESC + block_size]: a block's layout and ids, as stored */
     uint32_t *disk_meta_in;   /* the same, as read */
     uint8_t *disk_data;       /* [n_layers][2][block bytes]: a block's K and V rows */
+    double disk_rate;         /* bytes a second that evictions may write (a token bucket of one second) */
+    double disk_allowance, disk_t; /* bytes the bucket holds, as of time disk_t */
 };
 
 #define KV_DISK_DESC 6 /* format, block_size, n_layers, kv_dim, head layout, element type */
@@ -198,6 +201,7 @@ static void lru_push(hearth_kv *kv, int b) {
 }
 
 static hearth_status spill(hearth_kv *kv, int b, int durable, hearth_err *err);
+static int spill_allowed(hearth_kv *kv);
 static int disk_fetch(hearth_kv *kv, const uint8_t key[32], const int32_t *ids);
 
 /* A block for new data: free list first, else evict the least recently used
@@ -209,9 +213,10 @@ static int take_block(hearth_kv *kv) {
     if (kv->n_free > 0) return kv->free_list[--kv->n_free];
     int b = kv->lru_head;
     if (b < 0) return -1;
-    if (kv->disk && kv->meta[b].reused) {
+    if (kv->disk && kv->meta[b].reused && !hearth_kv_disk_has(kv->disk, kv->meta[b].key)) {
         hearth_err err = {0};
-        if (spill(kv, b, 0, &err) != HEARTH_OK) hearth_log_warn("%s", err.msg);
+        if (!spill_allowed(kv)) hearth_kv_disk_note_skip(kv->disk);
+        else if (spill(kv, b, 0, &err) != HEARTH_OK) hearth_log_warn("%s", err.msg);
     }
     lru_unlink(kv, b);
     table_remove(kv, b);
@@ -361,7 +366,18 @@ static void disk_meta_fill(const hearth_kv *kv, const int32_t *ids) {
     memcpy(m + KV_DISK_DESC, ids, sizeof(int32_t) * (size_t)kv->block_size);
 }
 
-hearth_status hearth_kv_attach_disk(hearth_kv *kv, hearth_kv_disk *disk, hearth_err *err) {
+/* An eviction's write fits the rate: the bucket refilled for the time since, then charged a block. */
+static int spill_allowed(hearth_kv *kv) {
+    const double bytes = 2.0 * block_bytes(kv) * kv->n_layers, now = hearth_time_now();
+    double a = kv->disk_allowance + (now - kv->disk_t) * kv->disk_rate;
+    kv->disk_allowance = a < kv->disk_rate ? a : kv->disk_rate;
+    kv->disk_t = now;
+    if (kv->disk_allowance < bytes) return 0;
+    kv->disk_allowance -= bytes;
+    return 1;
+}
+
+hearth_status hearth_kv_attach_disk(hearth_kv *kv, hearth_kv_disk *disk, double write_mib_s, hearth_err *err) {
     size_t n_meta = sizeof(uint32_t) * (size_t)(KV_DISK_DESC + kv->block_size);
     kv->disk_meta = malloc(n_meta);
     kv->disk_meta_in = malloc(n_meta);
@@ -369,6 +385,11 @@ hearth_status hearth_kv_attach_disk(hearth_kv *kv, hearth_kv_disk *disk, hearth_
     if (!kv->disk_meta || !kv->disk_meta_in || !kv->disk_data)
         return hearth_err_set(err, HEARTH_ENOMEM, "kv cache: out of memory for the disk tier's block buffer");
     kv->disk = disk;
+    kv->disk_rate = (write_mib_s > 0 ? write_mib_s : 128.0) * 1048576.0;
+    if (kv->disk_rate < 2.0 * block_bytes(kv) * kv->n_layers) /* at least a block a second */
+        kv->disk_rate = 2.0 * block_bytes(kv) * kv->n_layers;
+    kv->disk_allowance = kv->disk_rate;
+    kv->disk_t = hearth_time_now();
     return HEARTH_OK;
 }
 

@@ -59,12 +59,14 @@ int hearth_kv_n_available_blocks(const hearth_kv *kv);
 
 /* ---- the disk tier (kv_disk.h) ----
  * With a disk attached, a cached block evicted from the pool is written to
- * it first when a later lookup had reused it (on the engine thread: a
- * download and a file write), and a lookup that misses in the pool reads
- * the block from it (prefix_acquire: a block found there counts as cached
- * like one found in memory). The disk is borrowed: it outlives the cache. */
+ * it first when a later lookup had reused it, at most write_mib_s MiB a
+ * second (0: 128; past it the block is dropped, counted as skipped: the
+ * writes run on the engine thread, a download and a file write each), and a
+ * lookup that misses in the pool reads the block from it (prefix_acquire: a
+ * block found there counts as cached like one found in memory). The disk is
+ * borrowed: it outlives the cache. */
 typedef struct hearth_kv_disk hearth_kv_disk;
-hearth_status hearth_kv_attach_disk(hearth_kv *kv, hearth_kv_disk *disk, hearth_err *err);
+hearth_status hearth_kv_attach_disk(hearth_kv *kv, hearth_kv_disk *disk, double write_mib_s, hearth_err *err);
 hearth_kv_disk *hearth_kv_disk_of(const hearth_kv *kv); /* NULL: none attached */
 /* Every registered block (held, then cached from the most recently used) not
  * yet on disk written there and fsynced, the directories too, up to as many

@@ -384,3 +384,4 @@ void hearth_kv_disk_stats_get(const hearth_kv_disk *d, hearth_kv_disk_stats *out
 }
 
 uint64_t hearth_kv_disk_budget(const hearth_kv_disk *d) { return d->budget; }
+void hearth_kv_disk_note_skip(hearth_kv_disk *d) { d->st.skipped++; }

@@ -30,6 +30,7 @@ typedef struct {
     long hits, misses;   /* gets that found a valid file, and those that did not */
     long writes, removed; /* puts, and files removed for the budget */
     long corrupt;        /* files found torn or corrupt (removed) */
+    long skipped;        /* blocks not written on eviction: over the write rate (hearth_kv_disk_note_skip) */
 } hearth_kv_disk_stats;
 
 /* Open (creating it if needed) the directory; what it holds already is
@@ -52,5 +53,6 @@ int hearth_kv_disk_get(hearth_kv_disk *d, const uint8_t key[32], void *meta, siz
 hearth_status hearth_kv_disk_sync(hearth_kv_disk *d, hearth_err *err);
 void hearth_kv_disk_stats_get(const hearth_kv_disk *d, hearth_kv_disk_stats *out);
 uint64_t hearth_kv_disk_budget(const hearth_kv_disk *d);
+void hearth_kv_disk_note_skip(hearth_kv_disk *d);
 
 #endif

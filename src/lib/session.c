@@ -242,7 +242,7 @@ hearth_status hearth_session_open(hearth_session *s, const hearth_session_opts *
     if (o->cache_dir) {
         double gib = o->cache_disk_gib > 0 ? o->cache_disk_gib : 16.0;
         if ((st = hearth_kv_disk_open(&s->disk, o->cache_dir, (uint64_t)(gib * 1073741824.0), err)) ||
-            (st = hearth_kv_attach_disk(s->kv, s->disk, err)))
+            (st = hearth_kv_attach_disk(s->kv, s->disk, o->cache_write_mib_s, err)))
             goto fail;
     }
     if ((st = open_tokenizer(s, o->model_path, err))) goto fail;

@@ -25,6 +25,7 @@ typedef struct {
                                 request scores this many prompt positions a step) */
     const char *cache_dir;   /* the prefix cache's disk tier (kv_disk.h), NULL = none */
     double cache_disk_gib;   /* its byte budget, 0 = 16 GiB */
+    double cache_write_mib_s; /* most MiB a second that evictions write there, 0 = 128 */
 } hearth_session_opts;
 
 typedef struct {

@@ -46,7 +46,7 @@ def test_a_restart_starts_warm(tmp_path):
         assert text == cold and n_prompt2 == n_prompt
         assert cached >= (n_prompt - 1) // 16 * 16, cached  # every full block before the last token
         disk = s.stats()["engine"]["kv_disk"]
-        assert disk["hits"] >= n_prompt // 16 and disk["corrupt"] == 0
+        assert disk["hits"] >= n_prompt // 16 and disk["corrupt"] == 0 and disk["skipped_writes"] == 0
         metrics = s.get("/metrics")[1]
         assert "hearth_kv_disk_hits_total" in metrics and "hearth_kv_disk_blocks" in metrics
         # a prompt never seen: nothing cached, and it joins the disk at shutdown
@@ -126,7 +126,7 @@ def test_a_bad_cache_dir_is_named(hearth, tmp_path):
     assert r.returncode != 0 and str(f) in r.stderr
 
 
-@pytest.mark.parametrize("flag", ["--cache-disk-size"])
+@pytest.mark.parametrize("flag", ["--cache-disk-size", "--cache-write-rate"])
 def test_bad_disk_size_is_refused(hearth, flag):
     r = hearth("serve", flag, "0")
     assert r.returncode == 2 and flag in r.stderr

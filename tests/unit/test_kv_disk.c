@@ -30,7 +30,7 @@ static hearth_kv *new_kv(hearth_cpu_ctx *cpu, int n_layers, int n_blocks, hearth
         return NULL;
     uint8_t ns[32] = {7, 1, 2};
     hearth_kv_set_namespace(kv, ns);
-    if (d && hearth_kv_attach_disk(kv, d, &err)) {
+    if (d && hearth_kv_attach_disk(kv, d, 1024.0, &err)) {
         hearth_kv_free(kv);
         return NULL;
     }
@@ -351,6 +351,38 @@ TEST(kv_disk_flush_keeps_a_chain_from_its_head) {
     CHECK_EQ(hearth_kv_reserve(kv, 1, 28), HEARTH_OK); /* 7 of 8 blocks: one of the two cached goes */
     CHECK_EQ(hearth_kv_prefix_acquire(kv, 0, NULL, ids, 13), 4);
     hearth_kv_release_slot(kv, 0);
+    hearth_kv_release_slot(kv, 1);
+    hearth_kv_free(kv);
+    hearth_kv_disk_close(d);
+    hearth_cpu_ctx_free(cpu);
+}
+
+/* Evictions write at most the rate (a bucket of one second, at least a block): past it a block is dropped and
+ * counted as skipped; a flush is not limited. */
+TEST(kv_disk_eviction_writes_are_rate_limited) {
+    hearth_cpu_ctx *cpu;
+    CHECK_EQ(hearth_cpu_ctx_new(&cpu, 1, 16, 64, 64, NULL), HEARTH_OK);
+    const char *dir = scratch("kvd-rate");
+    hearth_kv_disk *d;
+    hearth_err err = {0};
+    CHECK_EQ(hearth_kv_disk_open(&d, dir, 1u << 30, &err), HEARTH_OK);
+    hearth_kv *kv = NULL;
+    CHECK_EQ(hearth_kv_new(&kv, &hearth_cpu_ops, cpu, LAYERS, KV_DIM, HEAD, HEARTH_DT_F16, BS, 4, 2, 64, &err),
+             HEARTH_OK);
+    CHECK_EQ(hearth_kv_attach_disk(kv, d, 1e-6, &err), HEARTH_OK); /* clamped up to one block a second */
+    int32_t a[9];
+    for (int i = 0; i < 9; i++) a[i] = 70 + i;
+    CHECK_EQ(hearth_kv_reserve(kv, 0, 9), HEARTH_OK);
+    fill(kv, 0, 9, 5);
+    hearth_kv_prefix_commit(kv, 0, NULL, a, 9);
+    hearth_kv_release_slot(kv, 0);
+    CHECK_EQ(hearth_kv_prefix_acquire(kv, 0, NULL, a, 9), 8); /* reused: both worth a file */
+    hearth_kv_release_slot(kv, 0);
+    CHECK_EQ(hearth_kv_reserve(kv, 1, 16), HEARTH_OK); /* both evicted at once: one written, one dropped */
+    hearth_kv_disk_stats st;
+    hearth_kv_disk_stats_get(d, &st);
+    CHECK_EQ(st.writes, 1);
+    CHECK_EQ(st.skipped, 1);
     hearth_kv_release_slot(kv, 1);
     hearth_kv_free(kv);
     hearth_kv_disk_close(d);
