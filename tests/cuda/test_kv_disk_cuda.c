@@ -88,21 +88,26 @@ TEST(cuda_kv_disk_round_trip) {
     hearth_kv_disk_stats st;
     hearth_kv_disk_stats_get(d, &st);
     CHECK_EQ(st.writes, 2);
-    /* back through uploads, each fetch evicting one of b's blocks first */
+    CHECK_EQ(hearth_kv_prefix_acquire(kv, 1, NULL, b, 64), 48); /* b's first three reused */
+    hearth_kv_release_slot(kv, 1);
+    /* back through uploads, each fetch evicting one of b's blocks first: the second one reused, so it spills
+     * through the buffers the fetch reads into */
     CHECK_EQ(hearth_kv_prefix_acquire(kv, 0, NULL, a, 37), 32);
     CHECK_EQ(dpass(c, kv, 0, 32, 1, 0), 32);
+    hearth_kv_disk_stats_get(d, &st);
+    CHECK_EQ(st.writes, 3);
     hearth_kv_release_slot(kv, 0);
     /* a flush, and another cache (a restart) on the same directory */
     int written = 0;
     CHECK_EQ(hearth_kv_flush(kv, &written, &err), HEARTH_OK);
-    CHECK_EQ(written, 2); /* b's first two blocks (its last two went first, unwritten: never reused) */
+    CHECK_EQ(written, 2); /* b's first two blocks (its third is on disk, its last was never reused) */
     hearth_kv_free(kv);
     kv = dkv(c, 8, d);
     CHECK(kv);
     CHECK_EQ(hearth_kv_prefix_acquire(kv, 0, NULL, a, 37), 32);
     CHECK_EQ(dpass(c, kv, 0, 32, 1, 0), 32);
-    CHECK_EQ(hearth_kv_prefix_acquire(kv, 1, NULL, b, 64), 32);
-    CHECK_EQ(dpass(c, kv, 1, 32, 2, 0), 32);
+    CHECK_EQ(hearth_kv_prefix_acquire(kv, 1, NULL, b, 64), 48);
+    CHECK_EQ(dpass(c, kv, 1, 48, 2, 0), 48);
     hearth_kv_release_slot(kv, 0);
     hearth_kv_release_slot(kv, 1);
     CHECK_MSG(hearth_cuda_ctx_error(c, &err) == HEARTH_OK, "cuda: %s", err.msg);
