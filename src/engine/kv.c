@@ -446,7 +446,8 @@ hearth_status hearth_kv_flush(hearth_kv *kv, int *n_written, hearth_err *err) {
     if (!kv->disk) return hearth_err_set(err, HEARTH_EINVAL, "kv cache: no disk tier to flush to");
     /* the blocks in use, then the cached ones from the most recently used, while they fit the budget (more
      * would only push out what was just written) */
-    const uint64_t file = 64 + sizeof(uint32_t) * (KV_DISK_DESC + kv->block_size) + 2 * block_bytes(kv) * kv->n_layers;
+    const uint64_t file = hearth_kv_disk_file_bytes(sizeof(uint32_t) * (KV_DISK_DESC + kv->block_size),
+                                                    2 * block_bytes(kv) * kv->n_layers);
     const uint64_t room = hearth_kv_disk_budget(kv->disk) / file;
     hearth_status st = HEARTH_OK;
     for (int b = 0; b < kv->n_blocks && st == HEARTH_OK && (uint64_t)n < room; b++)

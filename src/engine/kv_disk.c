@@ -297,7 +297,7 @@ hearth_status hearth_kv_disk_put(hearth_kv_disk *d, const uint8_t key[32], const
     if (durable && (fsync_path(sub) || (created && fsync_path(d->dir))))
         return hearth_err_set(err, HEARTH_EIO, "kv disk cache: cannot sync %s: %s", sub, strerror(errno));
     if (!durable) d->dirty_sub[key[0]] = 1, d->dirty_top |= created;
-    if (add(d, key, sizeof h + n_meta + n_data, durable) < 0) {
+    if (add(d, key, hearth_kv_disk_file_bytes(n_meta, n_data), durable) < 0) {
         unlink(path);
         return hearth_err_set(err, HEARTH_ENOMEM, "kv disk cache: out of memory for its index");
     }
@@ -385,3 +385,4 @@ void hearth_kv_disk_stats_get(const hearth_kv_disk *d, hearth_kv_disk_stats *out
 
 uint64_t hearth_kv_disk_budget(const hearth_kv_disk *d) { return d->budget; }
 void hearth_kv_disk_note_skip(hearth_kv_disk *d) { d->st.skipped++; }
+uint64_t hearth_kv_disk_file_bytes(size_t n_meta, size_t n_data) { return sizeof(file_header) + n_meta + n_data; }

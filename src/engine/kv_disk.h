@@ -53,6 +53,8 @@ int hearth_kv_disk_get(hearth_kv_disk *d, const uint8_t key[32], void *meta, siz
 hearth_status hearth_kv_disk_sync(hearth_kv_disk *d, hearth_err *err);
 void hearth_kv_disk_stats_get(const hearth_kv_disk *d, hearth_kv_disk_stats *out);
 uint64_t hearth_kv_disk_budget(const hearth_kv_disk *d);
+/* The size of the file of a put of these parts (its header and both parts). */
+uint64_t hearth_kv_disk_file_bytes(size_t n_meta, size_t n_data);
 void hearth_kv_disk_note_skip(hearth_kv_disk *d);
 
 #endif

@@ -285,7 +285,8 @@ TEST(kv_disk_budget_drops_the_least_recently_used) {
     hearth_kv_disk *d;
     hearth_err err = {0};
     uint8_t meta[4] = {1, 2, 3, 4}, data[1000] = {0}, m2[4], d2[1000];
-    const uint64_t size = 64 + sizeof meta + sizeof data; /* header + parts */
+    const uint64_t size = hearth_kv_disk_file_bytes(sizeof meta, sizeof data);
+    CHECK_EQ(size, 64 + sizeof meta + sizeof data); /* a 64-byte header, then the parts */
     CHECK_EQ(hearth_kv_disk_open(&d, dir, 5 * size, &err), HEARTH_OK);
     uint8_t key[10][32];
     for (int k = 0; k < 10; k++) {
@@ -343,7 +344,7 @@ TEST(kv_disk_flush_keeps_a_chain_from_its_head) {
     const char *dir = scratch("kvd-order");
     hearth_kv_disk *d;
     hearth_err err = {0};
-    const uint64_t file = 64 + 4 * (6 + BS) + 2 * 2 * BS * KV_DIM * LAYERS; /* header, layout + ids, K and V */
+    const uint64_t file = hearth_kv_disk_file_bytes(4 * (6 + BS), 2 * 2 * BS * KV_DIM * LAYERS); /* layout + ids, K, V */
     CHECK_EQ(hearth_kv_disk_open(&d, dir, 2 * file, &err), HEARTH_OK);
     hearth_kv *kv = new_kv(cpu, LAYERS, 8, d);
     CHECK(kv);
