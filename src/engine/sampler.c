@@ -1,8 +1,9 @@
 /* sampler.c - logit processors, truncation filters, seeded draws, logprobs. */
 #include "engine/sampler.h"
-#include "engine/sampler_llama.h"
 
+#include "core/argmax.h"
 #include "core/clock.h"
+#include "engine/sampler_llama.h"
 
 #include <math.h>
 #include <stdatomic.h>
@@ -254,12 +255,7 @@ static void apply_processors(hearth_sampler *s, float *logits) {
  * token's probability does not change an f32 sum, so nothing is lost. */
 #define WINDOW 40.0f
 
-static int32_t argmax(const float *x, int n) {
-    int32_t best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return best;
-}
+static int32_t argmax(const float *x, int n) { return hearth_argmax(x, n); }
 
 /* The constraint over the tokens the draw can reach only: the best allowed
  * token (forbidden ones above it set to -inf as they are found), then, for a

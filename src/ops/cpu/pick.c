@@ -2,6 +2,8 @@
  * the top-N list of one logit row, exactly as ops.h defines them. */
 #include "ops/cpu/pick.h"
 
+#include "core/argmax.h"
+
 #include <math.h>
 #include <stdlib.h>
 
@@ -153,9 +155,7 @@ static int32_t draw(const float *x, int vocab, int32_t best, float floor, uint64
 
 void hearth_pick_row(hearth_pick *out, const float *x, int vocab, const hearth_pick_params *p) {
     hearth_pick o = {0};
-    int best = 0;
-    for (int i = 1; i < vocab; i++)
-        if (x[i] > x[best]) best = i;
+    int best = hearth_argmax(x, vocab);
     o.id = best;
     o.max = x[best];
     if (p->temperature > 0.0f && isfinite(o.max)) {
