@@ -89,8 +89,7 @@ hearth_status hearth_choose(hearth_chooser *c, hearth_model *m, hearth_sampler *
     if (n_rows > c->cap) return hearth_err_set(err, HEARTH_EINVAL, "choose: %d rows (max %d)", n_rows, c->cap);
     int n_pick = 0, truncates = c->truncate >= 0 ? c->truncate : hearth_model_pick_truncates(m);
     for (int r = 0; r < n_rows; r++) {
-        c->by_pick[r] =
-            (uint8_t)hearth_sampler_pick_params(smp[r], want_lp[r], truncates, &c->params[r]);
+        c->by_pick[r] = (uint8_t)hearth_sampler_pick_params(smp[r], want_lp[r], truncates, &c->params[r]);
         if (c->by_pick[r]) n_pick++;
         else c->params[r] = (hearth_pick_params){0}; /* an argmax nobody reads */
         if (draft) memcpy(c->rng[r], smp[r]->rng, sizeof c->rng[r]);

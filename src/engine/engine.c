@@ -371,8 +371,7 @@ static void admit(hearth_engine *e) {
         /* prompt logprobs need every prompt position's logits: no cached prefix */
         s->n_computed = s->req.want_prompt_logprobs
                             ? 0
-                            : hearth_kv_prefix_acquire(e->kv, slot, seq_root(s),
-                                                       s->tokens, s->n_tokens);
+                            : hearth_kv_prefix_acquire(e->kv, slot, seq_root(s), s->tokens, s->n_tokens);
         if (s->t_admit == 0) { /* first admission: the prompt's cache hit is what usage reports */
             s->t_admit = hearth_time_now();
             pthread_mutex_lock(&s->mu);
@@ -483,8 +482,7 @@ static void keep_drafts(hearth_engine *e, hearth_seq *s, int r0, int *kept) {
     int k = 1;
     while (k <= s->draft && e->row_id[r0 + k] >= 0) k++;
     s->n_computed -= 1 + s->draft - k; /* the last known token and the k - 1 drafts kept */
-    hearth_kv_prefix_commit(e->kv, s->slot, seq_root(s), s->tokens,
-                            s->n_computed);
+    hearth_kv_prefix_commit(e->kv, s->slot, seq_root(s), s->tokens, s->n_computed);
     pthread_mutex_lock(&e->mu);
     e->stats.spec_drafted += s->draft;
     e->stats.spec_accepted += k - 1;
@@ -595,8 +593,7 @@ static int step(hearth_engine *e, double t_turn) {
         for (int i = 0; i < e->o.n_slots; i++) {
             hearth_seq *s = e->running[i];
             if (s && s->plan && !s->draft)
-                hearth_kv_prefix_commit(e->kv, s->slot, seq_root(s), s->tokens,
-                                        s->n_computed);
+                hearth_kv_prefix_commit(e->kv, s->slot, seq_root(s), s->tokens, s->n_computed);
         }
     double now = hearth_time_now();
     for (int r = 0; r < n_rows;) {

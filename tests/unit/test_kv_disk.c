@@ -67,6 +67,17 @@ static int pattern_pass(hearth_kv *kv, int slot, int n, int salt, int write) {
 static void fill(hearth_kv *kv, int slot, int n, int salt) { pattern_pass(kv, slot, n, salt, 1); }
 static int matching(hearth_kv *kv, int slot, int n, int salt) { return pattern_pass(kv, slot, n, salt, 0); }
 
+/* A prompt computed in slot (its positions written with the pattern), its full blocks registered, the slot
+ * released: what a finished request leaves in the prefix cache. The reserve's status. */
+static hearth_status cache_prompt(hearth_kv *kv, int slot, const int32_t *ids, int n, int salt) {
+    hearth_status st = hearth_kv_reserve(kv, slot, n);
+    if (st != HEARTH_OK) return st;
+    fill(kv, slot, n, salt);
+    hearth_kv_prefix_commit(kv, slot, NULL, ids, n);
+    hearth_kv_release_slot(kv, slot);
+    return HEARTH_OK;
+}
+
 /* Every .kvb file under dir, through f. */
 static int each_file(const char *dir, void (*f)(const char *path)) {
     int n = 0;
@@ -171,10 +182,7 @@ TEST(kv_disk_evicted_blocks_spill_and_bad_files_are_misses) {
     CHECK(kv);
     int32_t a[9];
     for (int i = 0; i < 9; i++) a[i] = 50 + i;
-    CHECK_EQ(hearth_kv_reserve(kv, 0, 9), HEARTH_OK);
-    fill(kv, 0, 9, 2);
-    hearth_kv_prefix_commit(kv, 0, NULL, a, 9);
-    hearth_kv_release_slot(kv, 0);
+    CHECK_EQ(cache_prompt(kv, 0, a, 9, 2), HEARTH_OK);
     CHECK_EQ(hearth_kv_n_cached_blocks(kv), 2);
     CHECK_EQ(hearth_kv_prefix_acquire(kv, 0, NULL, a, 9), 8); /* reused once: worth a file when evicted */
     hearth_kv_release_slot(kv, 0);
@@ -195,10 +203,7 @@ TEST(kv_disk_evicted_blocks_spill_and_bad_files_are_misses) {
     CHECK_EQ(matching(kv, 1, 8, 3), 8);
     hearth_kv_release_slot(kv, 1);
     /* now a fetch evicts a reused block, which spills through the buffers the fetch reads into */
-    CHECK_EQ(hearth_kv_reserve(kv, 1, 16), HEARTH_OK);
-    fill(kv, 1, 16, 3);
-    hearth_kv_prefix_commit(kv, 1, NULL, b16, 16);
-    hearth_kv_release_slot(kv, 1);
+    CHECK_EQ(cache_prompt(kv, 1, b16, 16, 3), HEARTH_OK);
     CHECK_EQ(hearth_kv_prefix_acquire(kv, 1, NULL, b16, 17), 16);
     hearth_kv_release_slot(kv, 1); /* all four reused now */
     CHECK_EQ(hearth_kv_prefix_acquire(kv, 0, NULL, a, 9), 8);
@@ -350,10 +355,7 @@ TEST(kv_disk_flush_keeps_a_chain_from_its_head) {
     CHECK(kv);
     int32_t ids[13];
     for (int i = 0; i < 13; i++) ids[i] = 300 + i;
-    CHECK_EQ(hearth_kv_reserve(kv, 0, 13), HEARTH_OK);
-    fill(kv, 0, 13, 4);
-    hearth_kv_prefix_commit(kv, 0, NULL, ids, 13);
-    hearth_kv_release_slot(kv, 0);
+    CHECK_EQ(cache_prompt(kv, 0, ids, 13, 4), HEARTH_OK);
     int written = 0;
     CHECK_EQ(hearth_kv_flush(kv, &written, &err), HEARTH_OK);
     CHECK_EQ(written, 2); /* the budget's two files */
@@ -388,10 +390,7 @@ TEST(kv_disk_eviction_writes_are_rate_limited) {
     CHECK_EQ(hearth_kv_attach_disk(kv, d, 1e-6, &err), HEARTH_OK); /* clamped up to one block a second */
     int32_t a[9];
     for (int i = 0; i < 9; i++) a[i] = 70 + i;
-    CHECK_EQ(hearth_kv_reserve(kv, 0, 9), HEARTH_OK);
-    fill(kv, 0, 9, 5);
-    hearth_kv_prefix_commit(kv, 0, NULL, a, 9);
-    hearth_kv_release_slot(kv, 0);
+    CHECK_EQ(cache_prompt(kv, 0, a, 9, 5), HEARTH_OK);
     CHECK_EQ(hearth_kv_prefix_acquire(kv, 0, NULL, a, 9), 8); /* reused: both worth a file */
     hearth_kv_release_slot(kv, 0);
     CHECK_EQ(hearth_kv_reserve(kv, 1, 16), HEARTH_OK); /* both evicted at once: one written, one dropped */
