@@ -255,8 +255,6 @@ static void apply_processors(hearth_sampler *s, float *logits) {
  * token's probability does not change an f32 sum, so nothing is lost. */
 #define WINDOW 40.0f
 
-static int32_t argmax(const float *x, int n) { return hearth_argmax(x, n); }
-
 /* The constraint over the tokens the draw can reach only: the best allowed
  * token (forbidden ones above it set to -inf as they are found), then, for a
  * temperature draw, every token within WINDOW of it. The draw then sees the
@@ -413,7 +411,7 @@ int32_t hearth_sampler_sample(hearth_sampler *s, float *logits, hearth_logprobs 
     /* logprobs and top_n_sigma's deviation see the whole constrained distribution: the whole mask */
     if (p->constraint.mask && (lp || p->top_n_sigma > 0.0f || !constrain_reachable(s, logits)))
         p->constraint.mask(p->constraint.self, logits, s->vocab);
-    int32_t best = argmax(logits, s->vocab);
+    int32_t best = hearth_argmax(logits, s->vocab);
     int32_t chosen = best;
     if (p->temperature > 0.0f && isfinite(logits[best])) {
         float mx = logits[best];
