@@ -4,6 +4,7 @@
 #include "api/api_internal.h"
 
 #include "core/clock.h"
+#include "core/log.h"
 #include "hearth.h"
 
 #include <stdio.h>
@@ -152,6 +153,38 @@ void api_cache_flush(hearth_api *a, hearth_http_response *r) {
     }
 }
 
+/* POST /pause?mode=keep and POST /resume, vLLM's: while paused no token is
+ * computed; requests in flight are kept (frozen) and go on after the resume,
+ * new ones are accepted and wait. vLLM's other modes, abort (cancel what is in
+ * flight) and wait (let it finish first), are refused by name. */
+void api_pause(hearth_api *a, const hearth_http_request *rq, hearth_http_response *r, int pause) {
+    const char *mode = pause ? hearth_http_query_arg(rq->conn, "mode") : NULL;
+    if (pause && mode && strcmp(mode, "keep")) {
+        api_error(r, 400, "invalid_request_error", "mode", "unsupported_mode",
+                  "pause mode '%s' is not supported: hearth pauses with mode=keep (requests in flight are kept and "
+                  "go on after POST /resume)",
+                  mode);
+        return;
+    }
+    pthread_mutex_lock(&a->mu);
+    hearth_engine *e = a->engine;
+    pthread_mutex_unlock(&a->mu);
+    if (!e) {
+        api_error(r, 503, "unavailable_error", NULL, "server_shutting_down", "the server is shutting down");
+        return;
+    }
+    hearth_engine_pause(e, pause);
+    hearth_log_info("generation %s", pause ? "paused (mode=keep)" : "resumed");
+    api_json(r, 200, json_pack("{s:s}", "status", pause ? "paused" : "resumed"));
+}
+
+/* GET /is_paused, vLLM's. */
+void api_is_paused(hearth_api *a, hearth_http_response *r) {
+    snapshot s;
+    snap(a, &s);
+    api_json(r, 200, json_pack("{s:b}", "is_paused", s.has_engine && s.es.paused));
+}
+
 void api_stats(hearth_api *a, hearth_http_response *r) {
     snapshot s;
     snap(a, &s);
@@ -183,6 +216,7 @@ void api_stats(hearth_api *a, hearth_http_response *r) {
                             json_integer(s.es.kv_blocks_total - s.es.kv_blocks_free - s.es.kv_blocks_cached));
         json_object_set_new(eng, "prefix_hit_rate",
                             json_real(s.es.prefix_lookups ? (double)s.es.prefix_hits / s.es.prefix_lookups : 0.0));
+        json_object_set_new(eng, "paused", json_boolean(s.es.paused));
         json_object_set_new(eng, "rows_a_step", json_real(s.es.steps ? (double)s.es.step_rows / s.es.steps : 0.0));
         json_object_set_new(eng, "spec_draft_tokens", json_integer(s.es.spec_drafted));
         json_object_set_new(eng, "spec_accepted_tokens", json_integer(s.es.spec_accepted));
@@ -238,6 +272,9 @@ void api_metrics(hearth_api *a, hearth_http_response *r) {
     P("# HELP hearth_queue_running Sequences in the running batch.\n# TYPE hearth_queue_running gauge\n"
       "hearth_queue_running %d\n",
       s.es.running);
+    P("# HELP hearth_paused 1 while generation is paused (POST /pause).\n# TYPE hearth_paused gauge\n"
+      "hearth_paused %d\n",
+      s.es.paused);
     P("# HELP hearth_queue_waiting Sequences waiting for a slot.\n# TYPE hearth_queue_waiting gauge\n"
       "hearth_queue_waiting %d\n",
       s.es.waiting);

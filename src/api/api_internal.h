@@ -241,6 +241,8 @@ void api_models(hearth_api *a, const char *path, hearth_http_response *r);
 void api_stats(hearth_api *a, hearth_http_response *r);
 /* POST /admin/cache/flush: the prefix cache's blocks written to its disk tier and fsynced; 200 only then. */
 void api_cache_flush(hearth_api *a, hearth_http_response *r);
+void api_pause(hearth_api *a, const hearth_http_request *rq, hearth_http_response *r, int pause);
+void api_is_paused(hearth_api *a, hearth_http_response *r);
 void api_metrics(hearth_api *a, hearth_http_response *r);
 
 #endif

@@ -642,14 +642,15 @@ static const api_proto *completion_route(const char *path) {
 static int is_post_route(const char *path) {
     return completion_route(path) || !strcmp(path, "/v1/messages/count_tokens") || !strcmp(path, "/tokenize") ||
            !strcmp(path, "/detokenize") || !strcmp(path, "/v1/embeddings") || !strcmp(path, "/apply-template") ||
-           !strcmp(path, "/admin/cache/flush");
+           !strcmp(path, "/admin/cache/flush") || !strcmp(path, "/pause") || !strcmp(path, "/resume");
 }
 
 static int is_page(const char *path) { return !strcmp(path, "/") || !strcmp(path, "/index.html"); }
 
 static int is_get_route(const char *path) {
     return !strcmp(path, "/health") || !strcmp(path, "/v1/models") || !strncmp(path, "/v1/models/", 11) ||
-           !strcmp(path, "/stats") || !strcmp(path, "/metrics") || !strcmp(path, "/props") || is_page(path);
+           !strcmp(path, "/stats") || !strcmp(path, "/metrics") || !strcmp(path, "/props") ||
+           !strcmp(path, "/is_paused") || is_page(path);
 }
 
 /* Constant-time comparison of the presented key: "Authorization: Bearer
@@ -695,6 +696,7 @@ static int route_early(hearth_api *a, const hearth_http_request *rq, hearth_http
         else if (!strcmp(path, "/stats")) api_stats(a, r);
         else if (!strcmp(path, "/metrics")) api_metrics(a, r);
         else if (!strcmp(path, "/props")) api_props(a, r);
+        else if (!strcmp(path, "/is_paused")) api_is_paused(a, r);
         else api_models(a, path, r);
         return 1;
     }
@@ -707,6 +709,10 @@ static int route_early(hearth_api *a, const hearth_http_request *rq, hearth_http
     }
     if (!strcmp(path, "/admin/cache/flush")) { /* no body to read */
         api_cache_flush(a, r);
+        return 1;
+    }
+    if (!strcmp(path, "/pause") || !strcmp(path, "/resume")) { /* no body to read */
+        api_pause(a, rq, r, !strcmp(path, "/pause"));
         return 1;
     }
     return 0;

@@ -69,6 +69,7 @@ struct hearth_engine {
     hearth_seq *mail_head, *mail_tail; /* submitted, not yet seen by the engine */
     int n_mail;
     int stop, no_admission;
+    int paused; /* hearth_engine_pause: no step runs; admission and cancellation go on */
     hearth_engine_stats stats;
     int flush_asked, flush_done; /* flushes asked for and done (hearth_engine_flush_cache) */
     pthread_cond_t flush_cv;     /* signalled when flush_done moves */
@@ -119,14 +120,19 @@ static void seq_unref(hearth_seq *s) {
 
 /* ---- consumer side ---- */
 
-int hearth_seq_next(hearth_seq *s, hearth_token_event *ev, int timeout_ms) {
+/* The CLOCK_REALTIME time ms milliseconds from now, for pthread_cond_timedwait. */
+static struct timespec deadline_ms(int ms) {
     struct timespec dl;
-    if (timeout_ms >= 0) {
-        clock_gettime(CLOCK_REALTIME, &dl);
-        dl.tv_sec += timeout_ms / 1000;
-        dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-        if (dl.tv_nsec >= 1000000000L) dl.tv_sec++, dl.tv_nsec -= 1000000000L;
-    }
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += ms / 1000;
+    dl.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (dl.tv_nsec >= 1000000000L) dl.tv_sec++, dl.tv_nsec -= 1000000000L;
+    return dl;
+}
+
+int hearth_seq_next(hearth_seq *s, hearth_token_event *ev, int timeout_ms) {
+    struct timespec dl = {0};
+    if (timeout_ms >= 0) dl = deadline_ms(timeout_ms);
     pthread_mutex_lock(&s->mu);
     while (s->q_count == 0 && !s->finished) {
         if (timeout_ms < 0) {
@@ -683,7 +689,7 @@ static void *engine_main(void *arg) {
             pthread_cond_wait(&e->cv, &e->mu);
             any = e->mail_head != NULL || e->flush_asked != e->flush_done;
         }
-        int stop = e->stop;
+        int stop = e->stop, paused = e->paused;
         pthread_mutex_unlock(&e->mu);
         const double t_turn = hearth_time_now();
         drain_mailbox(e);
@@ -699,6 +705,14 @@ static void *engine_main(void *arg) {
         retire_canceled(e);
         admit(e);
         int running = update_gauges(e);
+        if (paused) { /* a cancel sets no condition: look again within a millisecond, or at a submit or resume */
+            hand_out(e); /* the last step's tokens */
+            pthread_mutex_lock(&e->mu);
+            struct timespec dl = deadline_ms(1);
+            if (e->paused && !e->stop && !e->mail_head) pthread_cond_timedwait(&e->cv, &e->mu, &dl);
+            pthread_mutex_unlock(&e->mu);
+            continue;
+        }
         int worked = step(e, t_turn);
         update_gauges(e);
         if (!worked) {
@@ -998,6 +1012,14 @@ hearth_status hearth_engine_flush_cache(hearth_engine *e, int *n_written, hearth
 void hearth_engine_stop_admission(hearth_engine *e) {
     pthread_mutex_lock(&e->mu);
     e->no_admission = 1;
+    pthread_mutex_unlock(&e->mu);
+}
+
+void hearth_engine_pause(hearth_engine *e, int paused) {
+    pthread_mutex_lock(&e->mu);
+    e->paused = paused != 0;
+    e->stats.paused = e->paused;
+    pthread_cond_signal(&e->cv);
     pthread_mutex_unlock(&e->mu);
 }
 

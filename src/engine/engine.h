@@ -73,6 +73,7 @@ typedef struct {
     long requests_ok, requests_canceled, requests_error, requests_rejected;
     long tokens_in, tokens_out, tokens_cached;
     int running, waiting;
+    int paused; /* hearth_engine_pause */
     int kv_blocks_total, kv_blocks_free, kv_blocks_cached;
     long prefix_lookups, prefix_hits;
     long steps, preemptions;
@@ -144,6 +145,11 @@ int hearth_engine_n_slots(const hearth_engine *e);
 hearth_status hearth_engine_flush_cache(hearth_engine *e, int *n_written, hearth_err *err);
 /* Stop admitting (submit returns EBUSY with "shutting down"). */
 void hearth_engine_stop_admission(hearth_engine *e);
+/* Pause (1) or resume (0) generation: while paused no step runs, so no
+ * token is computed, but requests are still admitted into free slots and
+ * cancelled ones leave (vLLM's pause_generation, e.g. to swap weights or to
+ * line requests up in a chosen order). Returns at once. */
+void hearth_engine_pause(hearth_engine *e, int paused);
 /* Sequences running or waiting. */
 int hearth_engine_active(hearth_engine *e);
 

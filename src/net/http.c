@@ -43,6 +43,10 @@ typedef struct {
     int last; /* next() said this was the last piece */
 } stream_state;
 
+const char *hearth_http_query_arg(hearth_http_conn *c, const char *key) {
+    return MHD_lookup_connection_value(mhd_conn(c), MHD_GET_ARGUMENT_KIND, key);
+}
+
 int hearth_http_conn_gone(hearth_http_conn *c) {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mhd_conn(c), MHD_CONNECTION_INFO_CONNECTION_FD);
     if (!ci) return 1;

@@ -90,4 +90,9 @@ void hearth_http_stop(hearth_http *h);
  * wait); any thread. */
 int hearth_http_conn_gone(hearth_http_conn *c);
 
+/* The value of the query-string argument key ("?mode=keep": "keep"),
+ * decoded; NULL when absent or given without a value. Valid while the
+ * request is. */
+const char *hearth_http_query_arg(hearth_http_conn *c, const char *key);
+
 #endif

@@ -1,0 +1,101 @@
+"""Pausing generation (vLLM's POST /pause?mode=keep, POST /resume, GET
+/is_paused): while paused no token comes out, requests in flight are kept and
+go on after the resume with the same greedy text, new requests wait, and the
+modes hearth does not have are refused by name."""
+import json
+import threading
+import time
+
+import pytest
+
+from test_server import Server
+
+PROMPT = "Write a long story about a lighthouse keeper and the sea."
+
+
+@pytest.fixture(scope="module")
+def server():
+    s = Server()
+    yield s
+    assert s.stop() == 0, s.output()
+
+
+def stream_in_thread(server, n, times, texts, usage=None):
+    """Stream n tokens; the arrival time and text of each chunk that brings text (a chunk can bring more
+    than one token's: the text of a token that ends inside a character waits for the next)."""
+    def run():
+        st = server.client().completions.create(model="m", prompt=PROMPT, max_tokens=n, temperature=0, stream=True,
+                                                stream_options={"include_usage": True},
+                                                extra_body={"ignore_eos": True})
+        for chunk in st:
+            if chunk.choices and chunk.choices[0].text:
+                times.append(time.monotonic())
+                texts.append(chunk.choices[0].text)
+            if chunk.usage and usage is not None:
+                usage.append(chunk.usage.completion_tokens)
+    t = threading.Thread(target=run)
+    t.start()
+    return t
+
+
+def paused(server):
+    st, body, _ = server.get("/is_paused")
+    assert st == 200, body
+    return json.loads(body)["is_paused"]
+
+
+def post(server, path):
+    st, body, _ = server.post(path, b"")
+    return st, json.loads(body)
+
+
+def test_pause_keeps_requests_in_flight(server):
+    n = 300
+    want = server.client().completions.create(model="m", prompt=PROMPT, max_tokens=n, temperature=0,
+                                              extra_body={"ignore_eos": True}).choices[0].text
+    assert not paused(server)
+    times, texts, usage = [], [], []
+    t = stream_in_thread(server, n, times, texts, usage)
+    deadline = time.monotonic() + 30
+    while len(times) < 5 and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert post(server, "/pause?mode=keep") == (200, {"status": "paused"})
+    t_pause = time.monotonic()
+    assert paused(server)
+    stats = server.stats()
+    assert stats["engine"]["paused"] is True and stats["queue"]["running"] == 1
+    assert "hearth_paused 1" in server.get("/metrics")[1]
+    time.sleep(0.3)  # a step that was running when the pause came hands its token out
+    seen = len(times)
+    time.sleep(1.0)
+    assert len(times) == seen, "tokens came out while paused"
+    assert 0 < len("".join(texts[:seen])) < len(want)
+    assert post(server, "/resume") == (200, {"status": "resumed"})
+    t.join(60)
+    assert not t.is_alive()
+    assert "".join(texts) == want
+    assert usage == [n] and times[seen] - t_pause >= 1.3
+    assert not paused(server) and "hearth_paused 0" in server.get("/metrics")[1]
+
+
+def test_a_request_made_while_paused_waits(server):
+    assert post(server, "/pause")[0] == 200  # keep is the mode hearth has, so it needs no naming
+    times, texts, usage = [], [], []
+    t = stream_in_thread(server, 8, times, texts, usage)
+    time.sleep(0.8)
+    assert times == [] and t.is_alive()
+    assert server.stats()["queue"]["running"] == 1  # admitted to a slot, not run
+    assert post(server, "/resume")[0] == 200
+    t.join(60)
+    assert usage == [8] and texts
+
+
+def test_modes_hearth_does_not_have_are_refused(server):
+    for mode in ("abort", "wait"):
+        st, body = post(server, f"/pause?mode={mode}")
+        assert st == 400
+        assert body["error"]["param"] == "mode" and mode in body["error"]["message"]
+    assert not paused(server)
+    assert post(server, "/resume") == (200, {"status": "resumed"})  # resuming what runs is no error
+    st, _, _ = server.request("GET", "/pause")
+    assert st == 405
