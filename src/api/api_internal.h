@@ -211,7 +211,7 @@ void api_sse_put(api_buf *out, const char *event, const json_t *v);
 /* net's liveness probe for hearth_cpl_step (conn: a hearth_http_conn). */
 int api_conn_gone(void *conn);
 
-extern const api_proto API_CHAT, API_TEXT, API_MESSAGES, API_RESPONSES, API_LLAMA;
+extern const api_proto API_CHAT, API_TEXT, API_MESSAGES, API_RESPONSES, API_LLAMA, API_INFILL;
 /* llama-server's GET /props (admin.c) and POST /apply-template (tokenize.c). */
 void api_props(hearth_api *a, hearth_http_response *r);
 void api_apply_template(hearth_api *a, const json_t *body, hearth_http_response *r);

@@ -97,6 +97,68 @@ int api_parse_llama_completion(const json_t *b, hearth_cpl_request *r, api_req_o
     return 0;
 }
 
+/* A string field, copied into *out (absent: NULL). */
+static int string_field(const json_t *b, const char *name, int required, char **out, hearth_cpl_error *e) {
+    json_t *v = api_field(b, name);
+    *out = NULL;
+    if (!v) return required ? api_fail(e, HEARTH_EINVAL, name, "'%s' is required.", name) : 0;
+    if (!json_is_string(v)) return api_fail(e, HEARTH_EINVAL, name, "Invalid '%s': expected a string.", name);
+    if (!(*out = strdup(json_string_value(v)))) return api_fail(e, HEARTH_ENOMEM, NULL, "out of memory");
+    return 0;
+}
+
+/* input_extra: [{"text": string, "filename": string (optional)}, ...] */
+static int extra_files(const json_t *b, hearth_cpl_infill *in, hearth_cpl_error *e) {
+    json_t *v = api_field(b, "input_extra"), *x;
+    if (!v) return 0;
+    if (!json_is_array(v))
+        return api_fail(e, HEARTH_EINVAL, "input_extra",
+                        "Invalid 'input_extra': expected an array of {\"filename\": string, \"text\": string}.");
+    size_t n = json_array_size(v), i;
+    in->extra_name = calloc(n ? n : 1, sizeof *in->extra_name);
+    in->extra_text = calloc(n ? n : 1, sizeof *in->extra_text);
+    if (!in->extra_name || !in->extra_text) return api_fail(e, HEARTH_ENOMEM, NULL, "out of memory");
+    json_array_foreach(v, i, x) {
+        json_t *text = json_object_get(x, "text"), *name = json_object_get(x, "filename");
+        if (!json_is_string(text))
+            return api_fail(e, HEARTH_EINVAL, "input_extra", "Invalid 'input_extra[%zu]': 'text' must be a string.", i);
+        if (name && !json_is_string(name))
+            return api_fail(e, HEARTH_EINVAL, "input_extra",
+                            "Invalid 'input_extra[%zu]': 'filename' must be a string.", i);
+        in->n_extra++;
+        in->extra_text[i] = strdup(json_string_value(text));
+        in->extra_name[i] = strdup(name ? json_string_value(name) : "tmp");
+        if (!in->extra_text[i] || !in->extra_name[i]) return api_fail(e, HEARTH_ENOMEM, NULL, "out of memory");
+    }
+    return 0;
+}
+
+/* POST /infill: llama-server's fill in the middle (completion/infill.h):
+ * input_prefix and input_suffix (strings), input_extra (other files) and an
+ * optional prompt (text after the prefix), with every /completion field. */
+static int parse_infill(const json_t *b, hearth_cpl_request *r, api_req_opts *o, hearth_cpl_error *e) {
+    hearth_cpl_infill *in = calloc(1, sizeof *in);
+    if (!in) return api_fail(e, HEARTH_ENOMEM, NULL, "out of memory");
+    r->infill = in; /* the request owns it from here */
+    json_t *p = api_field(b, "prompt");
+    if (p && !json_is_string(p))
+        return api_fail(e, HEARTH_EINVAL, "prompt", "Invalid 'prompt': expected a string (the text after the prefix).");
+    if (string_field(b, "input_prefix", 1, &in->prefix, e) || string_field(b, "input_suffix", 1, &in->suffix, e) ||
+        extra_files(b, in, e))
+        return 1;
+    json_t *t = json_deep_copy(b);
+    if (!t) return api_fail(e, HEARTH_ENOMEM, NULL, "out of memory");
+    json_object_del(t, "input_prefix");
+    json_object_del(t, "input_suffix");
+    json_object_del(t, "input_extra");
+    if (!p) json_object_set_new(t, "prompt", json_string(""));
+    int rc = api_parse_llama_completion(t, r, o, e);
+    json_decref(t);
+    json_decref(o->echo); /* the answer's prompt is the whole one laid out (hearth_cpl_echo), not this */
+    o->echo = NULL;
+    return rc;
+}
+
 /* ---- the answer ---- */
 
 /* completion_probabilities of records [from, to). */
@@ -150,6 +212,9 @@ static json_t *final_object(api_job *j, const char *content, size_t len, int str
                           timings(s));
     json_t *prompt = j->echo ? json_object_get(j->echo, "prompt") : NULL;
     if (o && prompt) json_object_set(o, "prompt", prompt);
+    size_t plen;
+    const char *ptext = hearth_cpl_infill_text(j->q, &plen);
+    if (o && ptext) json_object_set_new(o, "prompt", json_stringn(ptext, plen)); /* the whole prompt laid out */
     if (!stream && j->o.logprobs) json_object_set_new(o, "completion_probabilities", probs(j, 0, n));
     return o;
 }
@@ -198,6 +263,17 @@ const api_proto API_LLAMA = {
     .chunk_object = "completion",
     .id_prefix = "cmpl-",
     .parse = parse,
+    .ev_start = stream_start,
+    .ev_event = on_stream_event,
+    .ev_end = stream_end,
+    .ev_idle = ": keep-alive\n\n",
+    .full = full,
+};
+
+const api_proto API_INFILL = {
+    .chunk_object = "completion",
+    .id_prefix = "cmpl-",
+    .parse = parse_infill,
     .ev_start = stream_start,
     .ev_event = on_stream_event,
     .ev_end = stream_end,

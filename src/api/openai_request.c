@@ -720,6 +720,32 @@ static int ids_from(const json_t *a, const char *where, hearth_cpl_request *r, h
     return 0;
 }
 
+/* OpenAI's suffix (insert mode, as Ollama serves it): the prompt is the text
+ * before the insertion, the suffix the text after it, laid out with the
+ * model's fill-in-the-middle tokens (completion/infill.h). */
+static int text_suffix(const json_t *b, hearth_cpl_request *r, const api_req_opts *o, hearth_cpl_error *e) {
+    json_t *v = api_field(b, "suffix");
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_string(v))
+        return api_fail(e, HEARTH_EINVAL, "suffix", "Invalid type for 'suffix': expected a string, but got %s instead.",
+                        api_type_name(v));
+    if (r->infill) return api_fail(e, HEARTH_EINVAL, "suffix", "'suffix' is not a field here: send input_suffix.");
+    if (!r->prompt || o->prompts)
+        return api_fail(e, HEARTH_ENOTSUP, "suffix", "'suffix' needs one prompt, as text: the text before the insertion.");
+    if (r->echo) return api_fail(e, HEARTH_EINVAL, "suffix", "'echo' and 'suffix' cannot be used together.");
+    hearth_cpl_infill *in = calloc(1, sizeof *in);
+    char *empty = strdup("");
+    if (!in || !empty || !(in->suffix = api_dup_str(json_string_value(v), json_string_length(v)))) {
+        free(in);
+        free(empty);
+        return api_fail(e, HEARTH_ENOMEM, NULL, "out of memory");
+    }
+    in->prefix = r->prompt;
+    r->prompt = empty;
+    r->infill = in;
+    return 0;
+}
+
 int api_parse_text(const json_t *b, hearth_cpl_request *r, api_req_opts *o, hearth_cpl_error *e) {
     r->chat = 0;
     r->prompt_field = "prompt";
@@ -773,8 +799,7 @@ int api_parse_text(const json_t *b, hearth_cpl_request *r, api_req_opts *o, hear
                         api_type_name(p));
     }
     if (!r->prompt && !r->prompt_ids) return api_fail(e, HEARTH_ENOMEM, NULL, "out of memory");
-    if (api_field(b, "suffix")) return api_fail(e, HEARTH_ENOTSUP, "suffix",
-                                                "'suffix' is not supported by this model.");
+    if (text_suffix(b, r, o, e)) return 1;
     int has = 0;
     long long iv;
     if (api_get_int(b, "best_of", 1, 1 << 30, &has, &iv, e)) return 1;

@@ -633,7 +633,8 @@ static const api_proto *completion_route(const char *path) {
                   {"/v1/responses", &API_RESPONSES},
                   {"/v1/messages", &API_MESSAGES},
                   {"/completion", &API_LLAMA}, /* llama-server's own API, under both its names */
-                  {"/completions", &API_LLAMA}};
+                  {"/completions", &API_LLAMA},
+                  {"/infill", &API_INFILL}}; /* llama-server's fill in the middle (llama.vim, llama.vscode) */
     for (size_t i = 0; i < sizeof routes / sizeof *routes; i++)
         if (!strcmp(path, routes[i].path)) return routes[i].proto;
     return NULL;

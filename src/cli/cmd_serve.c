@@ -143,6 +143,7 @@ hearth_status cli_stack_open(cli_stack **out, const cli_stack_opts *o, hearth_er
         .ctx = k->s.ctx,
         .chat_template = tmpl,
         .chat_template_len = tlen,
+        .spm_infill = o->spm_infill,
     };
     const char *names[HEARTH_MAX_LORA];
     co.n_adapters = hearth_model_n_lora(k->s.model);
@@ -223,6 +224,8 @@ static void usage(FILE *f) {
             "                         A request whose \"model\" names it runs with it, in the same batches as\n"
             "                         the others; /v1/models lists it\n"
             "  --chat-template-file F a Jinja chat template to use instead of the model's\n"
+            "  --spm-infill           POST /infill lays the suffix before the prefix (the order some code\n"
+            "                         models were trained on; llama-server's flag)\n"
             CLI_SPEC_USAGE
             "  --max-body BYTES       largest request body (default 16777216); larger gets 413\n"
             "  --drain-timeout S      on SIGINT/SIGTERM, seconds to let running requests finish (default 10)\n"
@@ -319,6 +322,8 @@ int cmd_serve(int argc, char **argv) {
         } else if (!strcmp(a, "--model-name")) {
             NEED_VALUE();
             model_name = v;
+        } else if (!strcmp(a, "--spm-infill")) {
+            so.spm_infill = 1;
         } else if (!strcmp(a, "--chat-template-file")) {
             NEED_VALUE();
             tmpl_file = v;
@@ -413,6 +418,7 @@ int cmd_serve(int argc, char **argv) {
             sig == SIGINT ? "SIGINT" : "SIGTERM", hearth_api_active(api), drain_s);
     hearth_api_begin_shutdown(api);
     hearth_engine_stop_admission(stack->engine);
+    hearth_engine_pause(stack->engine, 0); /* requests kept by POST /pause finish in the drain too */
     double until = hearth_time_now() + drain_s;
     while (hearth_api_active(api) > 0 && hearth_time_now() < until)
         if (wait_signal(&set, 0.02) > 0) break; /* a second signal: stop waiting */

@@ -26,6 +26,8 @@ struct hearth_cpl_ctx {
     int template_thinks; /* the template knows <think>: split reasoning */
     char *bos, *eos;     /* token texts for the template, or NULL */
     hearth_cpl_params defaults; /* built-in < model < flags, resolved once */
+    int flag_max_tokens;        /* the server's max_tokens flag, -1 without: it sizes an infill's files */
+    int spm_infill;
     int32_t end_ids[HEARTH_MAX_STOP_IDS];
     int n_end;
     pthread_mutex_t vb_mu; /* guards vb and dry: made at their first use */
@@ -53,6 +55,8 @@ struct hearth_cpl {
     int emb_dim;
     char *echo;        /* echo: the prompt's text */
     size_t echo_len;
+    char *infill_text; /* infill: the prompt laid out, as text */
+    size_t infill_len;
     int prompt_only;   /* echo with max_tokens 0: the one token the engine makes is not the answer's */
     int32_t ends[HEARTH_MAX_STOP_IDS]; /* the ids that end the answer (the sink borrows them) */
 };
@@ -126,6 +130,7 @@ void hearth_cpl_request_deinit(hearth_cpl_request *r) {
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->bias);
     free(r->model);
+    hearth_cpl_infill_free(r->infill);
     memset(r, 0, sizeof *r);
 }
 
@@ -167,6 +172,8 @@ hearth_status hearth_cpl_ctx_new(hearth_cpl_ctx **out, const hearth_cpl_ctx_opts
     pthread_mutex_init(&c->vb_mu, NULL);
     c->ctx = o->ctx;
     c->vocab = o->cfg->vocab_size;
+    c->flag_max_tokens = o->flags.has_max_tokens ? o->flags.max_tokens : -1;
+    c->spm_infill = o->spm_infill;
     if (o->chat_template) {
         if (!(c->tmpl_src = malloc(o->chat_template_len + 1))) {
             hearth_cpl_ctx_free(c);
@@ -350,8 +357,16 @@ static hearth_status prompt_ids(hearth_cpl_ctx *c, const hearth_cpl_request *r, 
             }
     } else {
         const char *text = r->prompt ? r->prompt : "";
-        st = hearth_tok_encode(c->tok, text, strlen(text), !r->no_special, 1, &ids, &n_ids, &err);
+        st = hearth_tok_encode(c->tok, text, strlen(text), !r->no_special && !r->infill, 1, &ids, &n_ids, &err);
         if (st != HEARTH_OK) return reject(e, st, r->prompt_field, NULL, "%s: %s", r->prompt_field, err.msg);
+        if (r->infill) {
+            int32_t *middle = ids;
+            st = hearth_infill_prompt(c->tok, r->infill, middle, n_ids, c->ctx, c->flag_max_tokens, c->spm_infill,
+                                      &ids, &n_ids, &err);
+            free(middle);
+            if (st != HEARTH_OK)
+                return reject(e, st, st == HEARTH_ENOTSUP ? "model" : "input_prefix", NULL, "%s", err.msg);
+        }
     }
     const char *pfield = r->chat ? "messages" : r->prompt_field;
     if (n_ids == 0) {
@@ -545,6 +560,12 @@ hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, h
         if (id < 0 || id >= c->vocab || (!seen && n_ends == HEARTH_MAX_STOP_IDS)) bad_id = 1;
         else if (!seen) ends[n_ends++] = id;
     }
+    static const hearth_fim FIM_ENDS[] = {HEARTH_FIM_PAD, HEARTH_FIM_REP, HEARTH_FIM_SEP}; /* as in llama.cpp */
+    for (size_t i = 0; r->infill && !r->ignore_eos && i < sizeof FIM_ENDS / sizeof *FIM_ENDS; i++) {
+        int id = hearth_tok_fim(c->tok, FIM_ENDS[i]), seen = id < 0 || id >= c->vocab;
+        for (int k = 0; k < n_ends; k++) seen |= ends[k] == id;
+        if (!seen && n_ends < HEARTH_MAX_STOP_IDS) ends[n_ends++] = id;
+    }
     const char *bad_min = r->min_tokens > max_new && !prompt_only ? "more than max_tokens"
                           : r->min_tokens > 0 && (r->json_object || schema || gram)
                               ? "not beside a constrained output format (it must be free to end)"
@@ -585,17 +606,20 @@ hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, h
     if (r->keep_special) q->sink.detok.skip_special = 0; /* special tokens' text too (the end ids stay out) */
     q->want_lp = r->logprobs || r->top_logprobs > 0;
     q->prompt_only = prompt_only;
-    if (r->echo) { /* the text as given, or the ids decoded */
+    if (r->infill) /* the prompt laid out, as text */
+        st = hearth_tok_decode(c->tok, ids, n_ids, 0, &q->infill_text, &q->infill_len, &err);
+    if (st == HEARTH_OK && r->echo) { /* the text as given, or the ids decoded */
         st = r->prompt ? ((q->echo = strdup(r->prompt)) ? HEARTH_OK : HEARTH_ENOMEM)
                        : hearth_tok_decode(c->tok, ids, n_ids, 0, &q->echo, &q->echo_len, &err);
         if (r->prompt) q->echo_len = strlen(r->prompt);
-        if (st != HEARTH_OK) {
-            free(ids);
-            hearth_schema_free(schema);
-            hearth_grammar_free(gram);
-            hearth_cpl_free(q);
-            return reject(e, st, r->prompt_field, NULL, "echo: %s", st == HEARTH_ENOMEM ? "out of memory" : err.msg);
-        }
+    }
+    if (st != HEARTH_OK) {
+        free(ids);
+        hearth_schema_free(schema);
+        hearth_grammar_free(gram);
+        hearth_cpl_free(q);
+        return reject(e, st, r->prompt_field, NULL, "%s: %s", r->echo ? "echo" : "the prompt's text",
+                      st == HEARTH_ENOMEM ? "out of memory" : err.msg);
     }
 
     hearth_gen_request g = {0};
@@ -807,6 +831,11 @@ int hearth_cpl_step(hearth_cpl *q, hearth_cpl_event_fn fn, void *user, hearth_cp
     }
 }
 
+const char *hearth_cpl_infill_text(const hearth_cpl *q, size_t *len) {
+    *len = q->infill_len;
+    return q->infill_text;
+}
+
 const char *hearth_cpl_echo(const hearth_cpl *q, size_t *text_len, const hearth_logprobs **lp, int *n) {
     *text_len = q->echo_len;
     *lp = NULL;
@@ -854,5 +883,6 @@ void hearth_cpl_free(hearth_cpl *q) {
     free(q->lp);
     free(q->emb);
     free(q->echo);
+    free(q->infill_text);
     free(q);
 }

@@ -20,6 +20,7 @@
 #ifndef HEARTH_COMPLETION_H
 #define HEARTH_COMPLETION_H
 
+#include "completion/infill.h"
 #include "completion/sink.h"
 #include "engine/engine.h"
 #include "io/model_config.h"
@@ -99,6 +100,10 @@ typedef struct {
     int n_dry_breakers;
     char *model;        /* the request's model name (owned), or NULL: a LoRA adapter's name runs that adapter,
                            any other the base model (hearth_cpl_model says which ran) */
+    hearth_cpl_infill *infill; /* text: fill in the middle (owned), or NULL: the prompt is laid out around
+                                  `prompt` (special tokens in it parsed, none added) as infill.h says, the
+                                  model's FIM pad, repo and file-separator tokens end the answer too, and
+                                  hearth_cpl_infill_text gives the whole prompt's text */
 } hearth_cpl_request;
 
 void hearth_cpl_request_init(hearth_cpl_request *r);
@@ -127,6 +132,7 @@ typedef struct {
     hearth_cpl_params model_defaults;  /* generation_config.json */
     const char *const *adapters;       /* the engine's LoRA adapters' names (adapter id = index + 1), copied */
     int n_adapters;
+    int spm_infill;                    /* infill prompts put the suffix first (llama-server's --spm-infill) */
 } hearth_cpl_ctx_opts;
 
 /* Parse the template, collect the end-of-generation ids. EFORMAT names the
@@ -214,6 +220,8 @@ const float *hearth_cpl_embedding(hearth_cpl *q, int *dim);
  * tokens; lp NULL when logprobs were not asked for or the prompt was never
  * computed. Returns the text, NULL without echo. */
 const char *hearth_cpl_echo(const hearth_cpl *q, size_t *text_len, const hearth_logprobs **lp, int *n);
+/* An infill request's whole prompt as laid out (infill.h), as text with its special tokens; NULL for others. */
+const char *hearth_cpl_infill_text(const hearth_cpl *q, size_t *len);
 
 /* Logprob records of the tokens pulled so far (end ids excluded), in order;
  * NULL/0 when the request did not ask for logprobs. */

@@ -11,6 +11,7 @@ hearth_tokenizer *tok_new(void) {
     hearth_tokenizer *t = calloc(1, sizeof *t);
     if (!t) return NULL;
     t->unk_id = t->bos = t->eos = t->pad = -1;
+    for (int i = 0; i < HEARTH_FIM_N; i++) t->fim[i] = -1;
     t->max_input_chars = 100;
     for (int i = 0; i < 256; i++) t->byte_id[i] = t->fb_id[i] = -1;
     return t;
@@ -127,6 +128,20 @@ static const char *const EOG_NAMES[] = {
     "<EOT>", "<|end_of_text|>", "<|return|>", "<|call|>", "<eos>", "</s>", "<|END_OF_TURN_TOKEN|>",
 };
 
+/* FIM tokens by their names in the models llama.cpp knows (llama-vocab.cpp),
+ * for a vocabulary that does not name them in its metadata. */
+static const char *const FIM_NAMES[HEARTH_FIM_N][9] = {
+    [HEARTH_FIM_PRE] = {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>",
+                        "<PRE>", "▁<PRE>", "<|code_prefix|>", "<|prefix|>"},
+    [HEARTH_FIM_SUF] = {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>",
+                        "<SUF>", "▁<SUF>", "<|code_suffix|>", "<|suffix|>"},
+    [HEARTH_FIM_MID] = {"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>",
+                        "<MID>", "▁<MID>", "<|code_middle|>", "<|middle|>"},
+    [HEARTH_FIM_PAD] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"},
+    [HEARTH_FIM_REP] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"},
+    [HEARTH_FIM_SEP] = {"<|file_sep|>"},
+};
+
 hearth_status tok_finish(hearth_tokenizer *t, const char *name, hearth_err *err) {
     if (t->unk_id >= t->n_vocab) return hearth_err_set(err, HEARTH_EFORMAT, "%s: unk token id %d out of range", name, t->unk_id);
     for (int i = 0; i < t->n_post; i++)
@@ -145,6 +160,10 @@ hearth_status tok_finish(hearth_tokenizer *t, const char *name, hearth_err *err)
         t->eog[t->n_eog++] = id;
     }
     for (int i = 0; i < t->n_eog; i++) t->tok_flags[t->eog[i]] |= TOKF_EOG;
+    for (int f = 0; f < HEARTH_FIM_N; f++) {
+        if (t->fim[f] >= t->n_vocab) t->fim[f] = -1;
+        for (int k = 0; t->fim[f] < 0 && k < 9 && FIM_NAMES[f][k]; k++) t->fim[f] = hearth_tok_find(t, FIM_NAMES[f][k]);
+    }
 
     static const char *const MODEL[] = {"BPE", "WordPiece", "Unigram", "WordLevel"};
     char d[512];
@@ -286,6 +305,13 @@ void hearth_tok_free(hearth_tokenizer *t) {
 int hearth_tok_n_vocab(const hearth_tokenizer *t) { return t->n_vocab; }
 int hearth_tok_bos(const hearth_tokenizer *t) { return t->bos; }
 int hearth_tok_eos(const hearth_tokenizer *t) { return t->eos; }
+int hearth_tok_adds_bos(const hearth_tokenizer *t) {
+    return t->bos >= 0 && t->n_post > 0 && !t->post[0].is_sequence && t->post[0].n_ids == 1 &&
+           t->post[0].ids[0] == t->bos;
+}
+int hearth_tok_fim(const hearth_tokenizer *t, hearth_fim which) {
+    return which >= 0 && which < HEARTH_FIM_N ? t->fim[which] : -1;
+}
 int hearth_tok_is_eog(const hearth_tokenizer *t, int id) {
     return id >= 0 && id < t->n_vocab && (t->tok_flags[id] & TOKF_EOG);
 }

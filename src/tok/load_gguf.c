@@ -387,6 +387,14 @@ specials:;
     t->bos = bos >= 0 && bos < (int64_t)n_tok ? (int32_t)bos : -1;
     t->eos = eos >= 0 && eos < (int64_t)n_tok ? (int32_t)eos : -1;
     t->pad = pad >= 0 && pad < (int64_t)n_tok ? (int32_t)pad : -1;
+    static const char *const FIM_KEYS[HEARTH_FIM_N] = {"pre", "suf", "mid", "pad", "rep", "sep"};
+    for (int f = 0; f < HEARTH_FIM_N; f++) {
+        char key[48];
+        int64_t id = -1;
+        snprintf(key, sizeof key, "tokenizer.ggml.fim_%s_token_id", FIM_KEYS[f]);
+        if ((st = opt_int(g, key, &id, err))) return st;
+        t->fim[f] = id >= 0 && id < (int64_t)n_tok ? (int32_t)id : -1;
+    }
 
     /* control tokens (3) become special added tokens, user-defined ones (4)
      * plain added tokens; transformers adds them by string, so the id is the

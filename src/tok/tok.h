@@ -60,12 +60,20 @@ hearth_status hearth_tok_decode(const hearth_tokenizer *t, const int32_t *ids, s
 int hearth_tok_n_vocab(const hearth_tokenizer *t);
 int hearth_tok_bos(const hearth_tokenizer *t);            /* -1 if none */
 int hearth_tok_eos(const hearth_tokenizer *t);            /* -1 if none */
+int hearth_tok_adds_bos(const hearth_tokenizer *t);       /* encoding with add_special starts with bos */
 int hearth_tok_is_eog(const hearth_tokenizer *t, int id); /* eos, eot, <|im_end|>, <|endoftext|>, ... */
 int hearth_tok_is_special(const hearth_tokenizer *t, int id);
 /* Raw vocabulary string of id (as written in tokenizer.json / GGUF), NULL if
  * out of range. *len (optional) receives its byte length. */
 const char *hearth_tok_token_text(const hearth_tokenizer *t, int id, size_t *len);
 int hearth_tok_find(const hearth_tokenizer *t, const char *token_text); /* id or -1 */
+/* Fill-in-the-middle tokens: [REP]repo [SEP]file ... [PRE]prefix[SUF]suffix[MID]middle. */
+typedef enum { HEARTH_FIM_PRE, HEARTH_FIM_SUF, HEARTH_FIM_MID, HEARTH_FIM_PAD, HEARTH_FIM_REP, HEARTH_FIM_SEP,
+               HEARTH_FIM_N } hearth_fim;
+/* The model's FIM token: GGUF's tokenizer.ggml.fim_*_token_id, else the
+ * vocabulary's token of a name llama.cpp knows for it (<|fim_prefix|>,
+ * <fim_prefix>, <PRE>, ...); -1 if none. */
+int hearth_tok_fim(const hearth_tokenizer *t, hearth_fim which);
 /* A short description of the pipeline ("BPE byte-level, pre=Split+ByteLevel, ..."). */
 const char *hearth_tok_describe(const hearth_tokenizer *t);
 

@@ -240,6 +240,7 @@ struct hearth_tokenizer {
     int added_max_len;
 
     int32_t bos, eos, pad;
+    int32_t fim[HEARTH_FIM_N]; /* hearth_tok_fim; -1 = none */
     int32_t *eog;
     int n_eog;
 };

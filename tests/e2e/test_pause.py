@@ -3,6 +3,7 @@
 go on after the resume with the same greedy text, new requests wait, and the
 modes hearth does not have are refused by name."""
 import json
+import signal
 import threading
 import time
 
@@ -99,3 +100,21 @@ def test_modes_hearth_does_not_have_are_refused(server):
     assert post(server, "/resume") == (200, {"status": "resumed"})  # resuming what runs is no error
     st, _, _ = server.request("GET", "/pause")
     assert st == 405
+
+
+def test_shutdown_resumes_to_drain():
+    """SIGTERM drains what runs: a request kept by a pause finishes rather than waiting out the drain."""
+    s = Server("--drain-timeout", 30)
+    try:
+        assert post(s, "/pause")[0] == 200
+        times, texts, usage = [], [], []
+        t = stream_in_thread(s, 8, times, texts, usage)
+        deadline = time.monotonic() + 30
+        while s.stats()["queue"]["running"] != 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        t0 = time.monotonic()
+        s.proc.send_signal(signal.SIGTERM)
+        t.join(60)
+        assert usage == [8] and time.monotonic() - t0 < 10
+    finally:
+        assert s.stop() == 0, s.output()

@@ -31,11 +31,11 @@ def free_port():
 class Server:
     """A `hearth serve` process on a free loopback port."""
 
-    def __init__(self, *args, env=None, wait=True):
+    def __init__(self, *args, env=None, wait=True, model=DEFAULT_MODEL):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = tempfile.NamedTemporaryFile("w+", prefix="hearth-serve-", suffix=".log")
-        self.proc = subprocess.Popen([BIN, "serve", str(DEFAULT_MODEL), "--port", str(self.port), *map(str, args)],
+        self.proc = subprocess.Popen([BIN, "serve", str(model), "--port", str(self.port), *map(str, args)],
                                      stdout=self.log, stderr=subprocess.STDOUT,
                                      env={**os.environ, **(env or {})})
         if wait:

@@ -192,7 +192,12 @@ TEST(request_text_prompt_forms) {
     done(&p);
     CHECK(refused(0, "{\"prompt\":\"x\",\"max_tokens\":0}", HEARTH_EINVAL, "max_tokens"));
     CHECK(refused(0, "{\"prompt\":\"x\",\"echo\":1}", HEARTH_EINVAL, "echo"));
-    CHECK(refused(0, "{\"prompt\":\"x\",\"suffix\":\"y\"}", HEARTH_ENOTSUP, "suffix"));
+    parse(&p, 0, "{\"prompt\":\"x\",\"suffix\":\"y\"}"); /* insert mode: the prompt is the prefix */
+    CHECK(p.rc == 0 && p.r.infill && !strcmp(p.r.infill->prefix, "x") && !strcmp(p.r.infill->suffix, "y") &&
+          !strcmp(p.r.prompt, ""));
+    done(&p);
+    CHECK(refused(0, "{\"prompt\":[\"x\",\"z\"],\"suffix\":\"y\"}", HEARTH_ENOTSUP, "suffix"));
+    CHECK(refused(0, "{\"prompt\":\"x\",\"suffix\":\"y\",\"echo\":true}", HEARTH_EINVAL, "suffix"));
     CHECK(refused(0, "{\"prompt\":\"x\",\"best_of\":3}", HEARTH_ENOTSUP, "best_of"));
     CHECK(refused(0, "{\"prompt\":\"x\",\"logprobs\":6}", HEARTH_EINVAL, "logprobs"));
 }

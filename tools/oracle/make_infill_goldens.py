@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""make_infill_goldens.py - a tiny code model and llama-server's answers to
+POST /infill, the goldens of tests/e2e/test_infill.py.
+
+Writes tests/fixtures/infill/:
+  starcoder2-fim.gguf   llama arch, 2 layers of 32, random weights (seed 0; the
+                        token embedding, tied to the output, in Q4_0), with the
+                        StarCoder2 vocabulary of models/vocab/ggml-vocab-starcoder.gguf
+                        (which scripts/setup.sh fetches). Its <fim_prefix>,
+                        <fim_suffix>, <fim_middle> and <fim_pad> are found by name;
+                        its <repo_name> and <file_sep> are names llama.cpp does not
+                        know, so the file names them in tokenizer.ggml.fim_rep_token_id
+                        and fim_sep_token_id (as convert_hf_to_gguf.py does for models
+                        it knows), and the repository layout is the one laid out.
+  golden.json           for each case: the request, and llama-server's prompt (the
+                        whole prompt it laid out, as text with the special tokens),
+                        tokens_evaluated, content and generated token ids.
+
+llama-server (tools/bench/build_llamacpp_cpu.sh) runs with -c 4096 -np 1 -t 2
+--no-repack (the CPU's repacked kernels are not usable in this VM: llamacpp_util.py
+says why), and once more with --spm-infill for the cases marked spm. Greedy
+(temperature 0), 8 tokens; ids with top-1/top-2 margins are not chosen here, so
+the test compares the content only where llama-server's own top-2 margin at every
+step was at least MARGIN (recorded per case).
+
+Run:  .venv/bin/python tools/oracle/make_infill_goldens.py --llama-server build/llamacpp-cpu/bin/llama-server
+(venv with requirements-oracle.txt: gguf, numpy)
+"""
+import argparse
+import json
+import math
+import os
+import socket
+import subprocess
+import time
+import urllib.request
+
+import gguf
+import numpy as np
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+OUT = os.path.join(ROOT, "tests", "fixtures", "infill")
+VOCAB = os.path.join(ROOT, "models", "vocab", "ggml-vocab-starcoder.gguf")
+N_CTX = 4096
+N_PREDICT = 8
+MARGIN = 0.05  # nats between top-1 and top-2 at every step for the content to be compared
+
+HIDDEN, LAYERS, HEADS, KV_HEADS, FFN = 32, 2, 2, 1, 64
+
+
+def write_model(path):
+    src = gguf.GGUFReader(VOCAB)
+    tokens = src.fields["tokenizer.ggml.tokens"].contents()
+    n_vocab = len(tokens)
+    rep, sep = tokens.index("<repo_name>"), tokens.index("<file_sep>")
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_type("model")
+    w.add_name("starcoder2-fim-tiny")
+    w.add_block_count(LAYERS)
+    w.add_context_length(N_CTX)
+    w.add_embedding_length(HIDDEN)
+    w.add_feed_forward_length(FFN)
+    w.add_head_count(HEADS)
+    w.add_head_count_kv(KV_HEADS)
+    w.add_rope_freq_base(10000.0)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_rope_dimension_count(HIDDEN // HEADS)
+    w.add_vocab_size(n_vocab)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_0)
+    w.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre(src.fields["tokenizer.ggml.pre"].contents())
+    w.add_token_list(tokens)
+    w.add_token_types(src.fields["tokenizer.ggml.token_type"].contents())
+    w.add_token_merges(src.fields["tokenizer.ggml.merges"].contents())
+    w.add_bos_token_id(0)
+    w.add_eos_token_id(0)
+    w.add_add_bos_token(False)
+    w.add_uint32("tokenizer.ggml.fim_rep_token_id", rep)
+    w.add_uint32("tokenizer.ggml.fim_sep_token_id", sep)
+    rng = np.random.default_rng(0)
+    emb = rng.normal(0, 0.5, size=(n_vocab, HIDDEN)).astype(np.float32)
+    w.add_tensor("token_embd.weight", gguf.quants.quantize(emb, gguf.GGMLQuantizationType.Q4_0),
+                 raw_dtype=gguf.GGMLQuantizationType.Q4_0)
+    w.add_tensor("output_norm.weight", rng.uniform(0.6, 1.4, HIDDEN).astype(np.float32))
+    hd = HIDDEN // HEADS
+    shapes = {"attn_q": (HEADS * hd, HIDDEN), "attn_k": (KV_HEADS * hd, HIDDEN), "attn_v": (KV_HEADS * hd, HIDDEN),
+              "attn_output": (HIDDEN, HEADS * hd), "ffn_gate": (FFN, HIDDEN), "ffn_up": (FFN, HIDDEN),
+              "ffn_down": (HIDDEN, FFN)}
+    for i in range(LAYERS):
+        w.add_tensor(f"blk.{i}.attn_norm.weight", rng.uniform(0.6, 1.4, HIDDEN).astype(np.float32))
+        w.add_tensor(f"blk.{i}.ffn_norm.weight", rng.uniform(0.6, 1.4, HIDDEN).astype(np.float32))
+        for name, shape in shapes.items():
+            w.add_tensor(f"blk.{i}.{name}.weight", rng.normal(0, 0.15, size=shape).astype(np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def code(n_lines, seed):
+    """Python-looking text of n_lines lines (the long cases' prefix, suffix and files)."""
+    r = np.random.default_rng(seed)
+    words = ["value", "count", "items", "total", "result", "index", "name", "data", "key", "node"]
+    lines = []
+    for i in range(n_lines):
+        a, b = r.choice(words, 2)
+        lines.append(f"    {a}_{i} = {b}_{i % 7} + {int(r.integers(100))}  # step {i}")
+    return "\n".join(lines) + "\n"
+
+
+CASES = [
+    {"name": "prefix_suffix",
+     "body": {"input_prefix": "def add(a, b):\n    ", "input_suffix": "\n\nprint(add(1, 2))\n"}},
+    {"name": "with_prompt",
+     "body": {"input_prefix": "import os\n\ndef main():\n", "input_suffix": "\n\nif __name__ == '__main__':\n    main()\n",
+              "prompt": "    path = os.path"}},
+    {"name": "extra_files",
+     "body": {"input_prefix": "from util import mean\n\nxs = [1, 2, 3]\n", "input_suffix": "\nprint(m)\n",
+              "input_extra": [{"filename": "util.py", "text": "def mean(xs):\n    return sum(xs) / len(xs)\n"},
+                              {"text": "# no file name: llama-server calls it tmp\n"}]}},
+    {"name": "special_text",  # special tokens written in the code stay text; in the prompt they are tokens
+     "body": {"input_prefix": "s = '<fim_prefix><file_sep>'\n", "input_suffix": "t = '<fim_middle>'\n",
+              "prompt": "u = 1<fim_pad>"}},
+    {"name": "long_prefix_suffix",  # the prefix keeps its last 1,536 tokens, the suffix its first 510 less the prompt
+     "body": {"input_prefix": code(220, 1), "input_suffix": code(120, 2), "prompt": "    last = "}},
+    {"name": "long_extra",  # the files keep their last n_ctx - 2,048 + 2 tokens
+     "body": {"input_prefix": "x = 1\n", "input_suffix": "y = 2\n",
+              "input_extra": [{"filename": f"f{i}.py", "text": code(60, 10 + i)} for i in range(3)]}},
+    {"name": "spm", "spm": True,
+     "body": {"input_prefix": "def sub(a, b):\n    ", "input_suffix": "\n\nprint(sub(3, 1))\n",
+              "input_extra": [{"filename": "a.py", "text": "A = 1\n"}]}},
+]
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def post(port, path, body):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", json.dumps(body).encode(),
+                                 {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=300) as r:
+        return json.loads(r.read())
+
+
+def serve(binary, model, spm):
+    port = free_port()
+    args = [binary, "-m", model, "-c", str(N_CTX), "-np", "1", "-t", "2", "--no-repack", "--port", str(port),
+            "--host", "127.0.0.1"] + (["--spm-infill"] if spm else [])
+    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(600):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+                if r.status == 200:
+                    return p, port
+        except Exception:
+            time.sleep(0.1)
+    p.kill()
+    raise RuntimeError("llama-server did not start")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--llama-server", required=True)
+    a = ap.parse_args()
+    os.makedirs(OUT, exist_ok=True)
+    model = os.path.join(OUT, "starcoder2-fim.gguf")
+    write_model(model)
+    goldens = []
+    for spm in (False, True):
+        p, port = serve(a.llama_server, model, spm)
+        try:
+            for case in CASES:
+                if case.get("spm", False) != spm:
+                    continue
+                body = dict(case["body"], n_predict=N_PREDICT, temperature=0, n_probs=2, return_tokens=True,
+                            cache_prompt=False)
+                r = post(port, "/infill", body)
+                margins = []
+                for step in r.get("completion_probabilities", []):
+                    top = step["top_logprobs"]
+                    margins.append(top[0]["logprob"] - top[1]["logprob"] if len(top) > 1 else math.inf)
+                min_margin = min(margins) if margins else math.inf
+                goldens.append({"name": case["name"], "spm": spm, "request": case["body"], "n_predict": N_PREDICT,
+                                "prompt": r["prompt"], "tokens_evaluated": r["tokens_evaluated"],
+                                "content": r["content"], "tokens": r["tokens"], "stop_type": r["stop_type"],
+                                "min_top2_margin": min_margin if math.isfinite(min_margin) else None,
+                                "compare_content": min_margin >= MARGIN})
+                print(f"{case['name']}: {r['tokens_evaluated']} prompt tokens, {len(r['tokens'])} generated "
+                      f"({r['stop_type']}), min margin {min_margin:.3f}", flush=True)
+        finally:
+            p.terminate()
+            p.wait(30)
+    doc = {"llama_server": "llama.cpp of llama-cpp-python 0.3.36 (tools/bench/build_llamacpp_cpu.sh)",
+           "server_args": f"-c {N_CTX} -np 1 -t 2 --no-repack [--spm-infill]", "cases": goldens}
+    with open(os.path.join(OUT, "golden.json"), "w") as f:
+        json.dump(doc, f, indent=1, ensure_ascii=False)
+        f.write("\n")
+    print(f"wrote {model} ({os.path.getsize(model)} bytes) and golden.json")
+
+
+if __name__ == "__main__":
+    main()
