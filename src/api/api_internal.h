@@ -106,6 +106,7 @@ int api_parse_stops(const json_t *stop, const char *param, hearth_cpl_request *r
 /* llama-server's sampling fields (repeat_penalty, repeat_last_n, typical_p, top_n_sigma, xtc_*, dry_*, dynatemp_*,
  * mirostat*) into r (llama_sampling.c). */
 int api_parse_llama_sampling(const json_t *b, hearth_cpl_request *r, hearth_cpl_error *e);
+int api_parse_llama_samplers(const json_t *b, hearth_cpl_request *r, hearth_cpl_error *e);
 /* vLLM's allowed_token_ids, bad_words, include_stop_str_in_output, skip_special_tokens,
  * spaces_between_special_tokens and truncate_prompt_tokens into r (vllm_fields.c). */
 int api_parse_vllm_fields(const json_t *b, hearth_cpl_request *r, hearth_cpl_error *e);

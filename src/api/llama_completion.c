@@ -7,9 +7,15 @@
  * llama-server's [[id, bias | false], ...]), grammar, json_schema, and every
  * sampling field under its llama-server name (llama_sampling.c). It is
  * rewritten as an OpenAI text request and parsed as one; cache_prompt and
- * id_slot are accepted (the prefix cache and the scheduler decide both),
- * samplers (a custom order), post_sampling_probs, response_fields,
- * t_max_predict_ms and return_tokens are refused by name.
+ * id_slot are accepted (the prefix cache and the scheduler decide both), and
+ * what code editors send (llama.vim, llama.vscode): samplers (which of
+ * llama.cpp's samplers run, infill's among them: llama_sampling.c), n_indent
+ * and t_max_predict_ms (completion/sink.c's line rules), n_predict 0 (the
+ * prompt into the prefix cache alone), response_fields (the answer cut to the
+ * fields named, "timings/prompt_n" for a nested one) and t_max_prompt_ms
+ * (accepted and unused, as llama-server does); post_sampling_probs and
+ * return_tokens are refused by name. POST /infill takes the same fields
+ * around input_prefix / input_suffix / input_extra (completion/infill.h).
  *
  * The answer is llama-server's: {content, tokens, id_slot, stop, model,
  * tokens_predicted, tokens_evaluated, prompt (when given as text),
@@ -46,9 +52,16 @@ static int bias_object(const json_t *v, json_t *out, hearth_cpl_error *e) {
     return 0;
 }
 
+static int string_array(const json_t *v) {
+    size_t i;
+    json_t *x;
+    if (!json_is_array(v)) return 0;
+    json_array_foreach(v, i, x) if (!json_is_string(x)) return 0;
+    return 1;
+}
+
 int api_parse_llama_completion(const json_t *b, hearth_cpl_request *r, api_req_opts *o, hearth_cpl_error *e) {
-    static const char *refused[] = {"samplers", "post_sampling_probs", "response_fields", "t_max_predict_ms",
-                                    "return_tokens"};
+    static const char *refused[] = {"post_sampling_probs", "return_tokens"};
     for (size_t i = 0; i < sizeof refused / sizeof *refused; i++)
         if (api_field(b, refused[i]) && !json_is_false(api_field(b, refused[i])))
             return api_fail(e, HEARTH_ENOTSUP, refused[i], "'%s' is not supported by this server.", refused[i]);
@@ -59,11 +72,20 @@ int api_parse_llama_completion(const json_t *b, hearth_cpl_request *r, api_req_o
     long long iv;
     int has = 0;
     rc = api_get_int(b, "n_predict", -1, 1 << 30, &has, &iv, e);
-    if (!rc && has && iv == 0)
-        rc = api_fail(e, HEARTH_EINVAL, "n_predict", "Invalid 'n_predict': it must be -1 (until the end) or at least 1.");
+    const int prompt_only = !rc && has && iv == 0; /* the prompt into the prefix cache, nothing generated */
     json_object_del(t, "n_predict");
     json_object_del(t, "max_tokens");
     if (!rc && has && iv > 0) json_object_set_new(t, "max_tokens", json_integer(iv));
+    long long indent = 0, t_max = 0;
+    if (!rc) rc = api_get_int(b, "n_indent", 0, 1 << 20, &has, &indent, e);
+    if (!rc) rc = api_get_int(b, "t_max_predict_ms", 0, 1 << 30, &has, &t_max, e);
+    if (!rc) rc = api_get_int(b, "t_max_prompt_ms", -1, 1 << 30, &has, &iv, e); /* llama-server ignores it too */
+    json_t *fields = api_field(b, "response_fields");
+    if (!rc && fields && !string_array(fields)) rc = api_fail(e, HEARTH_EINVAL, "response_fields",
+                                                                  "Invalid 'response_fields': expected an array of "
+                                                                  "strings (\"timings/prompt_n\" names a nested one).");
+    static const char *mine[] = {"n_indent", "t_max_predict_ms", "t_max_prompt_ms", "response_fields", "samplers"};
+    for (size_t i = 0; i < sizeof mine / sizeof *mine; i++) json_object_del(t, mine[i]);
     json_object_del(t, "cache_prompt"); /* the prefix cache and the scheduler decide both */
     json_object_del(t, "id_slot");
     json_object_del(t, "n_probs");
@@ -88,12 +110,17 @@ int api_parse_llama_completion(const json_t *b, hearth_cpl_request *r, api_req_o
                         "one prompt and one answer a request here: send several prompts as several requests, or use "
                         "/v1/completions.");
     if (r->json_schema) r->format_field = "json_schema";
+    if (api_parse_llama_samplers(b, r, e)) return 1;
+    r->n_indent = (int)indent;
+    r->t_max_predict_ms = (int)t_max;
+    if (prompt_only) r->prompt_only = r->p.has_max_tokens = 1, r->p.max_tokens = 0;
     has = 0;
     if (api_get_int(b, "n_probs", 0, MAX_N_PROBS, &has, &iv, e)) return 1;
     if (has && iv > 0) o->logprobs = 1, o->top_logprobs = (int)iv, r->logprobs = 1, r->top_logprobs = (int)iv;
-    json_t *p = api_field(b, "prompt"); /* the answer repeats a prompt given as text */
-    if (json_is_string(p) && !(o->echo = json_pack("{s:O}", "prompt", p)))
-        return api_fail(e, HEARTH_ENOMEM, NULL, "out of memory");
+    json_t *p = api_field(b, "prompt"); /* the answer repeats a prompt given as text, and its fields */
+    if (!(o->echo = json_object())) return api_fail(e, HEARTH_ENOMEM, NULL, "out of memory");
+    if (json_is_string(p)) json_object_set(o->echo, "prompt", p);
+    if (fields) json_object_set(o->echo, "response_fields", fields);
     return 0;
 }
 
@@ -154,8 +181,7 @@ static int parse_infill(const json_t *b, hearth_cpl_request *r, api_req_opts *o,
     if (!p) json_object_set_new(t, "prompt", json_string(""));
     int rc = api_parse_llama_completion(t, r, o, e);
     json_decref(t);
-    json_decref(o->echo); /* the answer's prompt is the whole one laid out (hearth_cpl_echo), not this */
-    o->echo = NULL;
+    if (o->echo) json_object_del(o->echo, "prompt"); /* the answer's is the whole one laid out */
     return rc;
 }
 
@@ -198,6 +224,25 @@ static const char *stop_type(const hearth_cpl_summary *s) {
     return "none";
 }
 
+/* llama-server's response_fields: only the fields named, "a/b" being b
+ * inside a, under the name as written; a missing one is left out. Takes o. */
+static json_t *project(json_t *o, const json_t *fields) {
+    json_t *out = json_object(), *f;
+    size_t i;
+    json_array_foreach(fields, i, f) {
+        const char *path = json_string_value(f);
+        json_t *cur = o;
+        for (const char *k = path; cur && k;) {
+            const char *slash = strchr(k, '/');
+            cur = json_is_object(cur) ? json_object_getn(cur, k, slash ? (size_t)(slash - k) : strlen(k)) : NULL;
+            k = slash ? slash + 1 : NULL;
+        }
+        if (out && cur) json_object_set(out, path, cur);
+    }
+    json_decref(o);
+    return out;
+}
+
 /* The last object: the whole answer's fields (content: the streamed pieces' or the whole text). */
 static json_t *final_object(api_job *j, const char *content, size_t len, int stream) {
     const hearth_cpl_summary *s = hearth_cpl_summary_get(j->q);
@@ -216,7 +261,8 @@ static json_t *final_object(api_job *j, const char *content, size_t len, int str
     const char *ptext = hearth_cpl_infill_text(j->q, &plen);
     if (o && ptext) json_object_set_new(o, "prompt", json_stringn(ptext, plen)); /* the whole prompt laid out */
     if (!stream && j->o.logprobs) json_object_set_new(o, "completion_probabilities", probs(j, 0, n));
-    return o;
+    json_t *fields = j->echo ? json_object_get(j->echo, "response_fields") : NULL;
+    return o && fields ? project(o, fields) : o;
 }
 
 static json_t *full(api_job *j) { return final_object(j, j->content.p ? j->content.p : "", j->content.n, 0); }

@@ -517,7 +517,7 @@ hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, h
     }
     int room = c->ctx - (int)n_ids;
     int max_new = p.has_max_tokens ? p.max_tokens : room;
-    const int prompt_only = r->echo && p.has_max_tokens && p.max_tokens == 0;
+    const int prompt_only = (r->echo || r->prompt_only) && p.has_max_tokens && p.max_tokens == 0;
     if (prompt_only) max_new = 1; /* the prompt's pass, and a token nobody sees */
     if (max_new < 1) {
         free(ids);
@@ -603,6 +603,8 @@ hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, h
         return reject(e, st, st == HEARTH_EINVAL ? "stop" : NULL, NULL, "%s", err.msg);
     }
     q->sink.include_stop = r->include_stop;
+    q->sink.n_indent = r->n_indent;
+    q->sink.t_max_s = r->t_max_predict_ms / 1000.0;
     if (r->keep_special) q->sink.detok.skip_special = 0; /* special tokens' text too (the end ids stay out) */
     q->want_lp = r->logprobs || r->top_logprobs > 0;
     q->prompt_only = prompt_only;
@@ -661,6 +663,23 @@ hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, h
         g.sampling.min_tokens = r->min_tokens;
         memcpy(g.sampling.min_ban, ends, sizeof *ends * (size_t)n_ends);
         g.sampling.n_min_ban = n_ends;
+    }
+    if (r->infill_sampler) { /* every token's text, and the answer's ends */
+        st = hearth_vocab_bytes_once(&c->vb, &c->vb_mu, c->tok, &err);
+        if (st != HEARTH_OK) {
+            free(g.prompt);
+            hearth_grammar_free(gram);
+            hearth_schema_free(schema);
+            hearth_cpl_free(q);
+            return reject(e, st, NULL, NULL, "%s", err.msg);
+        }
+        hearth_infill_vocab *iv = &g.sampling.infill_vocab;
+        g.sampling.infill = 1;
+        iv->off = c->vb.off;
+        iv->bytes = c->vb.bytes;
+        iv->special = c->vb.special;
+        iv->n_eog = n_ends < HEARTH_INFILL_MAX_EOG ? n_ends : HEARTH_INFILL_MAX_EOG;
+        memcpy(iv->eog, ends, sizeof *ends * (size_t)iv->n_eog);
     }
     if ((r->json_object || schema) &&
         (st = hearth_json_constraint_lazy(&g.sampling.constraint, &c->vb, &c->vb_mu, c->tok, schema, c->end_ids,
@@ -748,7 +767,9 @@ static void settle(hearth_cpl *q, hearth_cpl_event_fn fn, void *user) {
     m->queue_s = s.queue_s;
     m->ttft_s = q->t_first > 0 ? q->t_first - q->t_start : 0;
     m->total_s = hearth_time_now() - q->t_start;
-    if (q->sink_stopped) {
+    if (q->sink_stopped && q->sink.limited) {
+        m->finish = HEARTH_CPL_FINISH_LENGTH; /* a line rule: llama-server's limit */
+    } else if (q->sink_stopped) {
         m->finish = HEARTH_CPL_FINISH_STOP; /* a stop string or an end id: our decision, not the engine's */
         if (q->sink.stop.hit) m->stop_sequence = q->sink.stop.strs[q->sink.stop.which];
     } else {

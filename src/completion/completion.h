@@ -100,6 +100,13 @@ typedef struct {
     int n_dry_breakers;
     char *model;        /* the request's model name (owned), or NULL: a LoRA adapter's name runs that adapter,
                            any other the base model (hearth_cpl_model says which ran) */
+    int prompt_only;    /* with max_tokens 0: compute the prompt alone, into the prefix cache, and answer
+                           nothing (llama-server's n_predict 0; echo does it too) */
+    int infill_sampler; /* llama.cpp's infill sampler after the other filters (engine/sampler.h) */
+    int n_indent;       /* llama-server's: a line after the first newline whose indentation is less than this
+                           many spaces and tabs ends the text before that line's first character (0 = off) */
+    int t_max_predict_ms; /* llama-server's: once this long has passed since the first token, a newline ends
+                             the text (0 = off). Both end it as max_tokens would ("length") */
     hearth_cpl_infill *infill; /* text: fill in the middle (owned), or NULL: the prompt is laid out around
                                   `prompt` (special tokens in it parsed, none added) as infill.h says, the
                                   model's FIM pad, repo and file-separator tokens end the answer too, and

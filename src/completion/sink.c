@@ -76,11 +76,43 @@ static void on_split(void *u, hearth_text_kind k, const char *t, size_t n) {
     hearth_toolcall_feed(&s->tc, t, n, on_content, on_tool, s);
 }
 
+/* Released text through the line rules (as llama-server applies them to
+ * the text so far): past the first newline, a line whose first character
+ * after its spaces and tabs (a newline too: an empty line has none) comes
+ * with less indentation than n_indent ends the text before that character;
+ * a newline once t_max_s has passed since the first token ends it after. */
+static void release(hearth_sink *s, const char *t, size_t n) {
+    size_t keep = n;
+    int nl = 0;
+    for (size_t i = 0; i < n && (s->n_indent > 0 || s->t_max_s > 0); i++) {
+        if (s->seen_nl && !s->line_text) {
+            if (t[i] == ' ' || t[i] == '\t') {
+                s->line_ws++;
+                continue;
+            }
+            s->line_text = 1;
+            if (s->line_ws < s->n_indent) {
+                keep = i;
+                s->stopped = s->limited = 1;
+                break;
+            }
+        }
+        if (t[i] == '\n') {
+            s->seen_nl = nl = 1;
+            s->line_ws = s->line_text = 0;
+        }
+    }
+    if (keep) hearth_reasoning_feed(&s->rsn, t, keep, on_split, s);
+    if (nl && !s->stopped && s->t_max_s > 0 && hearth_time_now() - s->t_first > s->t_max_s)
+        s->stopped = s->limited = 1;
+}
+
 static void feed_text(hearth_sink *s, const char *t, size_t n) {
     if (!n || s->stopped) return;
     int hit = 0;
     size_t k = hearth_stop_feed(&s->stop, t, n, s->sbuf, &hit);
-    if (k) hearth_reasoning_feed(&s->rsn, s->sbuf, k, on_split, s);
+    if (k) release(s, s->sbuf, k);
+    if (s->limited) return;
     if (hit && s->include_stop)
         hearth_reasoning_feed(&s->rsn, s->stop.strs[s->stop.which], s->stop.lens[s->stop.which], on_split, s);
     if (hit) s->stopped = 1;
@@ -90,6 +122,7 @@ int hearth_sink_push(hearth_sink *s, int32_t id, hearth_cpl_event_fn fn, void *u
     s->fn = fn;
     s->user = user;
     if (s->stopped) return 1;
+    if (s->t_first == 0) s->t_first = hearth_time_now();
     for (int i = 0; i < s->n_end; i++)
         if (s->end_ids[i] == id) {
             s->stopped = 1;
@@ -105,9 +138,9 @@ void hearth_sink_finish(hearth_sink *s, hearth_cpl_event_fn fn, void *user) {
     s->user = user;
     size_t n = hearth_detok_finish(&s->detok, s->dbuf, HEARTH_DETOK_MAX_OUT);
     feed_text(s, s->dbuf, n);
-    if (!s->stop.hit) {
+    if (!s->stop.hit && !s->limited) {
         size_t k = hearth_stop_flush(&s->stop, s->sbuf);
-        if (k) hearth_reasoning_feed(&s->rsn, s->sbuf, k, on_split, s);
+        if (k) release(s, s->sbuf, k);
     }
     hearth_reasoning_flush(&s->rsn, on_split, s);
     hearth_toolcall_flush(&s->tc, on_content, on_tool, s);

@@ -45,6 +45,12 @@ typedef struct {
     char *dbuf;  /* [HEARTH_DETOK_MAX_OUT] detokenizer output */
     char *sbuf;  /* [stop out cap] released by the stop matcher */
     int stopped; /* a stop string matched: the stream is over */
+    /* llama-server's line rules for code completion (hearth_cpl_request's n_indent, t_max_predict_ms), set
+     * after init; 0 = off. limited: one of them ended the stream (a length end, not a stop) */
+    int n_indent;
+    double t_max_s;
+    double t_first;
+    int seen_nl, line_ws, line_text, limited;
     int include_stop; /* the matched stop string is output too (vLLM's include_stop_str_in_output) */
     int n_tool_calls;
     uint64_t call_seed; /* for tool-call ids */

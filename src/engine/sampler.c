@@ -148,7 +148,7 @@ hearth_status hearth_sampler_init(hearth_sampler *s, const hearth_sampling *p, i
         ext_fail |= !(s->dry_pairs = malloc(sizeof *s->dry_pairs * (size_t)dry_n));
         ext_fail |= hearth_dry_breakers_copy(&s->breakers, p->dry_breakers) != 0;
     }
-    if (p->typical_p < 1.0f) {
+    if (p->typical_p < 1.0f || p->infill) { /* typical_p's scores; the infill sampler's sort keys */
         ext_fail |= !(s->typ_score = malloc(sizeof *s->typ_score * (size_t)vocab));
         ext_fail |= !(s->typ_order = malloc(sizeof *s->typ_order * (size_t)vocab));
     }
@@ -369,7 +369,7 @@ static int partition_front(hearth_sampler *s, int n, float lo) {
 static int order_best(hearth_sampler *s, const float *logits, float mx, int n, double total) {
     const hearth_sampling *p = &s->p;
     if (p->top_p >= 1.0f && p->top_k <= 0 && p->min_p <= 0.0f && p->top_n_sigma <= 0.0f && p->typical_p >= 1.0f &&
-        p->xtc_probability <= 0.0f && !p->mirostat) { /* nothing truncates: the draw needs no order */
+        p->xtc_probability <= 0.0f && !p->mirostat && !p->infill) { /* nothing truncates: the draw needs no order */
         for (int i = 0; p->dynatemp_range > 0.0f && i < n; i++) s->probs[i] = expf(logits[s->cand[i]] - mx);
         return n;
     }
@@ -413,7 +413,7 @@ int32_t hearth_sampler_sample(hearth_sampler *s, float *logits, hearth_logprobs 
         p->constraint.mask(p->constraint.self, logits, s->vocab);
     int32_t best = hearth_argmax(logits, s->vocab);
     int32_t chosen = best;
-    if (p->temperature > 0.0f && isfinite(logits[best])) {
+    if ((p->temperature > 0.0f || p->infill) && isfinite(logits[best])) { /* infill at 0: the likeliest it leaves */
         float mx = logits[best];
         int n = 0;
         double total = 0.0;
@@ -443,6 +443,10 @@ int32_t hearth_sampler_sample(hearth_sampler *s, float *logits, hearth_logprobs 
         if (p->typical_p < 1.0f) keep = hearth_smp_typical(s, keep);
         if (p->xtc_probability > 0.0f && p->xtc_threshold <= 0.5f && keep > 1)
             keep = hearth_smp_xtc(s, keep, rng_uniform(s->rng));
+        if (p->infill) { /* on what the filters left, counted as llama.cpp counts it */
+            keep = hearth_smp_infill(s, logits, mx, keep, keep < n ? keep : s->vocab);
+            for (int i = 0; i < keep; i++) s->probs[i] = expf(logits[s->cand[i]] - mx);
+        }
         float t = p->dynatemp_range > 0.0f ? hearth_smp_dynatemp(s, keep, keep < n ? keep : s->vocab) : p->temperature;
         if (!(t > 0.0f)) { /* a dynamic temperature of 0: the likeliest left (unordered when nothing truncates) */
             for (int i = 1; i < keep; i++)
@@ -469,7 +473,7 @@ int hearth_sampler_pick_params(hearth_sampler *s, int want_logprobs, int truncat
     const hearth_sampling *p = &s->p;
     if ((!truncates && (p->top_p < 1.0f || (p->top_k > 0 && p->top_k < s->vocab))) || p->repetition_penalty != 1.0f || p->presence_penalty != 0.0f || p->frequency_penalty != 0.0f ||
         p->n_logit_bias > 0 || p->constraint.mask || p->dry.multiplier != 0.0f || p->top_n_sigma > 0.0f || p->typical_p < 1.0f || p->xtc_probability > 0.0f ||
-        s->allowed || p->bad_words.n || p->mirostat || p->dynatemp_range > 0.0f ||
+        s->allowed || p->bad_words.n || p->mirostat || p->dynatemp_range > 0.0f || p->infill ||
         (s->n_out < p->min_tokens && p->n_min_ban > 0) ||
         p->top_logprobs > HEARTH_PICK_TOP)
         return 0;

@@ -53,6 +53,18 @@ typedef struct {
 
 #define HEARTH_BAD_WORD_MAX 64 /* tokens of one bad word */
 
+/* What llama.cpp's infill sampler reads of the vocabulary (hearth_sampling's
+ * infill): every token's text (a special token's is empty; borrowed, it
+ * outlives the sampler) and the ends of generation (copied). */
+#define HEARTH_INFILL_MAX_EOG 32
+typedef struct {
+    const uint32_t *off;    /* [vocab + 1] into bytes */
+    const uint8_t *bytes;
+    const uint8_t *special; /* [vocab] 1: no text */
+    int32_t eog[HEARTH_INFILL_MAX_EOG]; /* the ids that end the text; eog[0] is chosen when nothing else is left */
+    int n_eog;
+} hearth_infill_vocab;
+
 /* Resolved sampling settings of one request (defaults: hearth_sampling_default). */
 typedef struct hearth_sampling {
     float temperature;        /* 0 = greedy */
@@ -86,6 +98,11 @@ typedef struct hearth_sampling {
     float mirostat_tau, mirostat_eta;
     const int32_t *allowed_ids; /* vLLM's allowed_token_ids: only these can be drawn (borrowed; copied); */
     int n_allowed;              /* 0 = no such limit */
+    int infill;               /* llama.cpp's infill sampler after the filters, before the temperature (llama-server's
+                                 "infill" in samplers, for code completion): mostly ends when ends of generation
+                                 are likely enough, merges a token into another whose text starts its own, keeps
+                                 what has 0.2 of the mass (hearth_smp_infill) */
+    hearth_infill_vocab infill_vocab;
     hearth_token_seqs bad_words; /* vLLM's bad_words: a sequence's last token is never drawn where it would
                                     complete the sequence in the output (borrowed; copied) */
 } hearth_sampling;

@@ -133,3 +133,63 @@ int32_t hearth_smp_mirostat(hearth_sampler *s, const float *logits, float mx, in
     if (lp) hearth_logprobs_fill(logits, s->vocab, chosen, p->top_logprobs, lp);
     return chosen;
 }
+
+#define INFILL_MERGE_MAX 1024 /* llama.cpp compares every pair; past the best 1024 no text is merged */
+
+static int is_end(const hearth_infill_vocab *v, int32_t id) {
+    for (int i = 0; i < v->n_eog; i++)
+        if (v->eog[i] == id) return 1;
+    return 0;
+}
+
+/* the candidates ordered best first (llama.cpp sorts them), ties by id */
+static void sort_best(hearth_sampler *s, const float *logits, int keep) {
+    for (int i = 0; i < keep; i++) s->typ_score[s->cand[i]] = -logits[s->cand[i]];
+    g_sort_scores = s->typ_score;
+    qsort(s->cand, (size_t)keep, sizeof *s->cand, cmp_score);
+}
+
+int hearth_smp_infill(hearth_sampler *s, const float *logits, float mx, int keep, int n_ratio) {
+    const hearth_infill_vocab *v = &s->p.infill_vocab;
+    sort_best(s, logits, keep);
+    double z = 0.0, p_end = 0.0;
+    for (int i = 0; i < keep; i++) z += s->probs[i] = expf(logits[s->cand[i]] - mx);
+    for (int i = 0; i < keep; i++) {
+        s->probs[i] = (float)(s->probs[i] / z);
+        if (is_end(v, s->cand[i])) p_end += s->probs[i];
+    }
+    int k = 0;
+    if (3.0 * p_end * n_ratio > 1.0 - p_end) { /* the ends alone */
+        for (int i = 0; i < keep; i++)
+            if (is_end(v, s->cand[i])) s->cand[k++] = s->cand[i];
+    } else {
+        const int lim = keep < INFILL_MERGE_MAX ? keep : INFILL_MERGE_MAX;
+        for (int i0 = 0; i0 < lim; i0++) { /* probs < 0: merged into another */
+            const int32_t a = s->cand[i0];
+            const uint32_t la = v->special[a] ? 0 : v->off[a + 1] - v->off[a];
+            for (int i1 = 0; i1 < lim && la > 0 && s->probs[i0] >= 0.0f; i1++) {
+                const int32_t b = s->cand[i1];
+                const uint32_t lb = v->special[b] ? 0 : v->off[b + 1] - v->off[b];
+                if (i1 == i0 || s->probs[i1] < 0.0f || la > lb || memcmp(v->bytes + v->off[a], v->bytes + v->off[b], la))
+                    continue;
+                int dst = i0, src = i1; /* a's text starts b's: into the likelier */
+                if (s->probs[i1] > s->probs[i0]) dst = i1, src = i0;
+                s->probs[dst] += s->probs[src];
+                s->probs[src] = -1.0f;
+            }
+        }
+        int texts = 0;
+        for (int i = 0; i < keep; i++) {
+            const int end = is_end(v, s->cand[i]);
+            if (!end && s->probs[i] < 0.2f) continue;
+            texts += !end;
+            s->cand[k++] = s->cand[i];
+        }
+        if (texts == 0) k = 0;
+    }
+    if (k == 0) { /* nothing left: the first end */
+        s->cand[0] = v->eog[0];
+        k = 1;
+    }
+    return k;
+}

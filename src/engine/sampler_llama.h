@@ -24,4 +24,12 @@ float hearth_smp_mirostat_floor(const hearth_sampler *s);
  * into lp when asked). */
 int32_t hearth_smp_mirostat(hearth_sampler *s, const float *logits, float mx, int n, double u, hearth_logprobs *lp);
 
+/* llama.cpp's infill sampler (llama_sampler_infill) on cand[0..keep), n_ratio the candidates llama.cpp would
+ * count (what earlier filters left, else the whole vocabulary): sorts them best first; when the ends of
+ * generation hold more than a third of the mass per candidate (3 p_eog n > p_text), only they stay; else a
+ * token whose text starts another's takes that one's probability (the likelier of the two stays; among the
+ * best 1024), then only the ends and what holds at least 0.2 stay, or, with none of the latter, the first end
+ * alone. Returns what is left. */
+int hearth_smp_infill(hearth_sampler *s, const float *logits, float mx, int keep, int n_ratio);
+
 #endif

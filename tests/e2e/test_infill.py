@@ -32,13 +32,24 @@ def infill(server, body):
 
 @pytest.mark.parametrize("case", GOLDEN["cases"], ids=[c["name"] for c in GOLDEN["cases"]])
 def test_infill_as_llama_server(servers, case):
-    st, r = infill(servers[case["spm"]], dict(case["request"], n_predict=case["n_predict"], temperature=0))
+    body = dict(case["request"], n_predict=case["n_predict"], temperature=0)
+    fields = body.pop("response_fields", None)
+    st, r = infill(servers[case["spm"]], body)
     assert st == 200, r
     assert r["prompt"] == case["prompt"]
     assert r["tokens_evaluated"] == case["tokens_evaluated"]
-    assert r["tokens_predicted"] <= case["n_predict"]
-    if case["compare_content"]:
+    if case["n_predict"] == 0:  # the prompt into the cache alone (llama-server makes one token and shows it)
+        assert r["content"] == "" and r["tokens_predicted"] == 0
+    elif case["compare_content"]:
         assert r["content"] == case["content"] and r["stop_type"] == case["stop_type"]
+    if fields is not None:  # the same answer, cut to the fields asked for, under their paths
+        st, cut = infill(servers[case["spm"]], dict(body, response_fields=fields))
+        assert st == 200 and sorted(cut) == case["answer_keys"], cut
+        same = ("content", "prompt", "stop_type", "tokens_evaluated", "truncated") if case["n_predict"] else ()
+        for k in same:
+            if k in case["answer"] and (k != "content" or case["compare_content"]):
+                assert cut[k] == case["answer"][k], k
+        assert all(isinstance(cut[k], int) for k in cut if k.startswith("timings/"))
 
 
 def test_infill_streams(servers):
@@ -68,6 +79,32 @@ def test_openai_suffix_is_an_infill(servers):
         assert st == 400 and json.loads(text)["error"]["param"] == "suffix", (bad, text)
 
 
+@pytest.fixture(scope="module")
+def smol():
+    s = Server("--parallel", 1)
+    yield s
+    assert s.stop() == 0, s.output()
+
+
+@pytest.mark.parametrize("case", GOLDEN["line_cases"], ids=[c["name"] for c in GOLDEN["line_cases"]])
+def test_n_indent_as_llama_server(smol, case):
+    """llama-server's n_indent on the default model, greedy: the text ends before the first line (after the
+    first newline) indented less, an empty line counting as none."""
+    st, text, _ = smol.post("/completion", json.dumps(dict(case["request"], temperature=0)).encode())
+    r = json.loads(text)
+    assert st == 200, r
+    assert r["content"] == case["content"] and r["stop_type"] == case["stop_type"]
+
+
+def test_t_max_predict_ms_ends_at_a_newline(smol):
+    body = {"prompt": "List ten fruits, one a line:\n1.", "n_predict": 200, "temperature": 0, "ignore_eos": True}
+    full = json.loads(smol.post("/completion", json.dumps(body).encode())[1])
+    cut = json.loads(smol.post("/completion", json.dumps(dict(body, t_max_predict_ms=1)).encode())[1])
+    assert "\n" in full["content"] and full["tokens_predicted"] == 200
+    assert cut["stop_type"] == "limit" and "\n" in cut["content"]  # at the token that brought the first newline
+    assert full["content"].startswith(cut["content"]) and cut["tokens_predicted"] < 200
+
+
 @pytest.mark.parametrize("body, param", [
     ({"input_suffix": "x"}, "input_prefix"),
     ({"input_prefix": "x"}, "input_suffix"),
@@ -77,6 +114,12 @@ def test_openai_suffix_is_an_infill(servers):
     ({"input_prefix": "x", "input_suffix": "y", "input_extra": [{"filename": "a"}]}, "input_extra"),
     ({"input_prefix": "x", "input_suffix": "y", "input_extra": [{"text": "z", "filename": 3}]}, "input_extra"),
     ({"input_prefix": "x", "input_suffix": "y", "suffix": "z"}, "suffix"),
+    ({"input_prefix": "x", "input_suffix": "y", "samplers": ["temperature", "top_k"]}, "samplers"),
+    ({"input_prefix": "x", "input_suffix": "y", "samplers": ["top_k", "adaptive_p"]}, "samplers"),
+    ({"input_prefix": "x", "input_suffix": "y", "samplers": "kz"}, "samplers"),
+    ({"input_prefix": "x", "input_suffix": "y", "samplers": 3}, "samplers"),
+    ({"input_prefix": "x", "input_suffix": "y", "response_fields": "content"}, "response_fields"),
+    ({"input_prefix": "x", "input_suffix": "y", "n_indent": -1}, "n_indent"),
 ])
 def test_bad_infill_requests(servers, body, param):
     st, r = infill(servers[False], body)

@@ -103,8 +103,8 @@ def test_request_forms(server):
 
 
 @pytest.mark.parametrize("body, param", [
-    ({"n_predict": 0}, "n_predict"),
-    ({"samplers": ["top_k", "temperature"]}, "samplers"),
+    ({"n_predict": -2}, "n_predict"),
+    ({"samplers": ["temperature", "top_k"]}, "samplers"),  # an order other than llama.cpp's default
     ({"return_tokens": True}, "return_tokens"),
     ({"logit_bias": [["Paris", -1]]}, "logit_bias"),
     ({"logit_bias": [[1]]}, "logit_bias"),

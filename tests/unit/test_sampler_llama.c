@@ -294,3 +294,60 @@ TEST(sampler_mirostat_updates_mu) {
     CHECK_NEAR(s.mu, 6.0f - 0.5f * (0.0f - 3.0f), 1e-5);
     hearth_sampler_deinit(&s);
 }
+
+/* llama.cpp's infill sampler (its llama_sampler_infill_apply, read): a token
+ * whose text starts a likelier one's gives it its mass and leaves, then only
+ * the ends and what holds 0.2 stay; ends likely enough for the candidates
+ * counted leave only the ends; nothing left but the first end. */
+TEST(sampler_infill) {
+    static const char *const text[] = {"", "ab", "a", "abc", "x", "y", "z", "w", "v"};
+    uint32_t off[10] = {0};
+    char bytes[32];
+    uint8_t special[9] = {1};
+    for (int i = 0; i < 9; i++) {
+        off[i + 1] = off[i] + (uint32_t)strlen(text[i]);
+        memcpy(bytes + off[i], text[i], strlen(text[i]));
+    }
+    hearth_sampling p;
+    hearth_sampling_default(&p);
+    p.infill = 1;
+    p.infill_vocab = (hearth_infill_vocab){.off = off, .bytes = (const uint8_t *)bytes, .special = special, .n_eog = 1};
+    p.infill_vocab.eog[0] = 0;
+    p.top_k = 6;
+    p.temperature = 1.0f;
+    p.seed = 7, p.has_seed = 1;
+    hearth_sampler s;
+    /* ab .30, a .25, abc .10, x .15, y .15, end .05: a and abc join ab (.65); x and y fall under 0.2 */
+    float want[9] = {0.05f, 0.30f, 0.25f, 0.10f, 0.15f, 0.15f, 1e-9f, 1e-9f, 1e-9f}, l[9], c[9];
+    for (int i = 0; i < 9; i++) l[i] = logf(want[i]);
+    CHECK_EQ(hearth_sampler_init(&s, &p, 9, NULL), HEARTH_OK);
+    int seen[9] = {0};
+    for (int k = 0; k < 400; k++) {
+        memcpy(c, l, sizeof c);
+        seen[hearth_sampler_sample(&s, c, NULL)]++;
+    }
+    hearth_sampler_deinit(&s);
+    printf("  ab %d, end %d of 400\n", seen[1], seen[0]);
+    CHECK(seen[1] + seen[0] == 400 && seen[0] > 20 && seen[1] > 300); /* the end at .05 / .35 */
+    /* the end at .10 of six candidates: 3 x .1 x 6 > .9, the ends alone, even at temperature 0 */
+    float w2[9] = {0.10f, 0.30f, 0.20f, 0.10f, 0.15f, 0.15f, 1e-9f, 1e-9f, 1e-9f};
+    for (int i = 0; i < 9; i++) l[i] = logf(w2[i]);
+    p.temperature = 0.0f;
+    CHECK_EQ(hearth_sampler_init(&s, &p, 9, NULL), HEARTH_OK);
+    memcpy(c, l, sizeof c);
+    CHECK_EQ(hearth_sampler_sample(&s, c, NULL), 0);
+    hearth_sampler_deinit(&s);
+    p.infill = 0; /* without it: the likeliest */
+    CHECK_EQ(hearth_sampler_init(&s, &p, 9, NULL), HEARTH_OK);
+    memcpy(c, l, sizeof c);
+    CHECK_EQ(hearth_sampler_sample(&s, c, NULL), 1);
+    hearth_sampler_deinit(&s);
+    /* six texts of 1/6, none a prefix of another, the end outside the top 6: nothing holds 0.2, the end */
+    float w3[9] = {1e-6f, 1e-6f, 1.0f, 1e-6f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f};
+    for (int i = 0; i < 9; i++) l[i] = logf(w3[i]);
+    p.infill = 1;
+    CHECK_EQ(hearth_sampler_init(&s, &p, 9, NULL), HEARTH_OK);
+    memcpy(c, l, sizeof c);
+    CHECK_EQ(hearth_sampler_sample(&s, c, NULL), 0);
+    hearth_sampler_deinit(&s);
+}

@@ -14,7 +14,10 @@ Writes tests/fixtures/infill/:
                         it knows), and the repository layout is the one laid out.
   golden.json           for each case: the request, and llama-server's prompt (the
                         whole prompt it laid out, as text with the special tokens),
-                        tokens_evaluated, content and generated token ids.
+                        tokens_evaluated, content and generated token ids, and the
+                        fields a response_fields request got back; and line_cases:
+                        llama-server's greedy /completion text on the default model
+                        (SmolLM2, which writes newlines) with n_indent.
 
 llama-server (tools/bench/build_llamacpp_cpu.sh) runs with -c 4096 -np 1 -t 2
 --no-repack (the CPU's repacked kernels are not usable in this VM: llamacpp_util.py
@@ -127,9 +130,31 @@ CASES = [
     {"name": "long_extra",  # the files keep their last n_ctx - 2,048 + 2 tokens
      "body": {"input_prefix": "x = 1\n", "input_suffix": "y = 2\n",
               "input_extra": [{"filename": f"f{i}.py", "text": code(60, 10 + i)} for i in range(3)]}},
+    {"name": "llama_vim",  # what llama.vim sends (autoload/llama.vim), greedy: the infill sampler before the temperature
+     "body": {"input_prefix": "def add(a, b):\n", "input_suffix": "\n\nprint(add(1, 2))\n", "prompt": "    ",
+              "input_extra": [{"filename": "util.py", "text": "def mean(xs):\n    return sum(xs) / len(xs)\n",
+                               "time": [1, 2]}],
+              "n_indent": 4, "top_k": 40, "top_p": 0.90, "samplers": ["top_k", "top_p", "infill", "temperature"],
+              "cache_prompt": True, "t_max_prompt_ms": 500, "t_max_predict_ms": 1000,
+              "response_fields": ["content", "timings/prompt_n", "timings/predicted_n", "truncated", "tokens_cached",
+                                  "stop_type", "tokens_evaluated", "prompt", "no/such"]}},
+    {"name": "infill_sampler_only",  # the infill sampler on the whole vocabulary: llama.cpp counts every candidate
+     "body": {"input_prefix": "x = ", "input_suffix": "\n", "samplers": ["infill", "temperature"]}},
+    {"name": "warm_cache",  # llama.vim's background request: n_predict 0 computes the prompt alone
+     "n_predict": 0,
+     "body": {"input_prefix": "", "input_suffix": "", "prompt": "", "samplers": [], "t_max_prompt_ms": 1,
+              "t_max_predict_ms": 1, "response_fields": [""],
+              "input_extra": [{"filename": "a.py", "text": "A = 1\nB = 2\n"}]}},
     {"name": "spm", "spm": True,
      "body": {"input_prefix": "def sub(a, b):\n    ", "input_suffix": "\n\nprint(sub(3, 1))\n",
               "input_extra": [{"filename": "a.py", "text": "A = 1\n"}]}},
+]
+
+
+FIB = "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n"
+LINE_CASES = [
+    {"name": "n_indent", "body": {"prompt": FIB, "n_predict": 40, "n_indent": 4}},
+    {"name": "n_indent_deeper", "body": {"prompt": "def f(xs):\n    for x in xs:\n", "n_predict": 40, "n_indent": 8}},
 ]
 
 
@@ -178,26 +203,49 @@ def main():
             for case in CASES:
                 if case.get("spm", False) != spm:
                     continue
-                body = dict(case["body"], n_predict=N_PREDICT, temperature=0, n_probs=2, return_tokens=True,
-                            cache_prompt=False)
-                r = post(port, "/infill", body)
+                n_predict = case.get("n_predict", N_PREDICT)
+                body = dict(case["body"], n_predict=n_predict, temperature=0)
+                # the margins of the greedy steps, from a run with n_probs and the whole answer
+                full = post(port, "/infill", {k: v for k, v in dict(body, n_probs=2, return_tokens=True).items()
+                                              if k != "response_fields"})
                 margins = []
-                for step in r.get("completion_probabilities", []):
+                for step in full.get("completion_probabilities", []):
                     top = step["top_logprobs"]
                     margins.append(top[0]["logprob"] - top[1]["logprob"] if len(top) > 1 else math.inf)
                 min_margin = min(margins) if margins else math.inf
-                goldens.append({"name": case["name"], "spm": spm, "request": case["body"], "n_predict": N_PREDICT,
-                                "prompt": r["prompt"], "tokens_evaluated": r["tokens_evaluated"],
-                                "content": r["content"], "tokens": r["tokens"], "stop_type": r["stop_type"],
+                r = post(port, "/infill", body)  # the answer as asked (response_fields)
+                goldens.append({"name": case["name"], "spm": spm, "request": case["body"], "n_predict": n_predict,
+                                "prompt": full["prompt"], "tokens_evaluated": full["tokens_evaluated"],
+                                "content": full["content"], "tokens": full["tokens"], "stop_type": full["stop_type"],
+                                "answer_keys": sorted(r), "answer": {k: r[k] for k in r if not k.startswith("timings/")},
                                 "min_top2_margin": min_margin if math.isfinite(min_margin) else None,
                                 "compare_content": min_margin >= MARGIN})
-                print(f"{case['name']}: {r['tokens_evaluated']} prompt tokens, {len(r['tokens'])} generated "
-                      f"({r['stop_type']}), min margin {min_margin:.3f}", flush=True)
+                print(f"{case['name']}: {full['tokens_evaluated']} prompt tokens, {len(full['tokens'])} generated "
+                      f"({full['stop_type']}), min margin {min_margin:.3f}, answer keys {sorted(r)}", flush=True)
         finally:
             p.terminate()
             p.wait(30)
+    # llama-server's line rules for code completion on the default model (SmolLM2, which writes newlines)
+    smol = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
+    lines = []
+    p, port = serve(a.llama_server, smol, False)
+    try:
+        for case in LINE_CASES:
+            body = dict(case["body"], temperature=0)
+            full = post(port, "/completion", dict(body, n_probs=2))
+            margins = [st["top_logprobs"][0]["logprob"] - st["top_logprobs"][1]["logprob"]
+                       for st in full.get("completion_probabilities", [])]
+            lines.append({"name": case["name"], "request": case["body"], "content": full["content"],
+                          "stop_type": full["stop_type"], "tokens_predicted": full["tokens_predicted"],
+                          "min_top2_margin": min(margins)})
+            print(f"{case['name']}: {full['content']!r} ({full['stop_type']}), min margin {min(margins):.3f}",
+                  flush=True)
+    finally:
+        p.terminate()
+        p.wait(30)
     doc = {"llama_server": "llama.cpp of llama-cpp-python 0.3.36 (tools/bench/build_llamacpp_cpu.sh)",
-           "server_args": f"-c {N_CTX} -np 1 -t 2 --no-repack [--spm-infill]", "cases": goldens}
+           "server_args": f"-c {N_CTX} -np 1 -t 2 --no-repack [--spm-infill]", "cases": goldens,
+           "line_cases": lines}
     with open(os.path.join(OUT, "golden.json"), "w") as f:
         json.dump(doc, f, indent=1, ensure_ascii=False)
         f.write("\n")
