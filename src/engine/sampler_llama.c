@@ -152,6 +152,7 @@ static void sort_best(hearth_sampler *s, const float *logits, int keep) {
 int hearth_smp_infill(hearth_sampler *s, const float *logits, float mx, int keep, int n_ratio) {
     const hearth_infill_vocab *v = &s->p.infill_vocab;
     sort_best(s, logits, keep);
+    const int32_t best = s->cand[0];
     double z = 0.0, p_end = 0.0;
     for (int i = 0; i < keep; i++) z += s->probs[i] = expf(logits[s->cand[i]] - mx);
     for (int i = 0; i < keep; i++) {
@@ -187,8 +188,8 @@ int hearth_smp_infill(hearth_sampler *s, const float *logits, float mx, int keep
         }
         if (texts == 0) k = 0;
     }
-    if (k == 0) { /* nothing left: the first end */
-        s->cand[0] = v->eog[0];
+    if (k == 0) { /* nothing left: the first end (with none, as with ignore_eos, the best) */
+        s->cand[0] = v->n_eog > 0 ? v->eog[0] : best;
         k = 1;
     }
     return k;

@@ -29,7 +29,7 @@ int32_t hearth_smp_mirostat(hearth_sampler *s, const float *logits, float mx, in
  * generation hold more than a third of the mass per candidate (3 p_eog n > p_text), only they stay; else a
  * token whose text starts another's takes that one's probability (the likelier of the two stays; among the
  * best 1024), then only the ends and what holds at least 0.2 stay, or, with none of the latter, the first end
- * alone. Returns what is left. */
+ * alone (without ends, the best). Returns what is left. */
 int hearth_smp_infill(hearth_sampler *s, const float *logits, float mx, int keep, int n_ratio);
 
 #endif

@@ -41,6 +41,8 @@ import urllib.request
 import gguf
 import numpy as np
 
+import random_gguf
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 OUT = os.path.join(ROOT, "tests", "fixtures", "infill")
 VOCAB = os.path.join(ROOT, "models", "vocab", "ggml-vocab-starcoder.gguf")
@@ -52,53 +54,10 @@ HIDDEN, LAYERS, HEADS, KV_HEADS, FFN = 32, 2, 2, 1, 64
 
 
 def write_model(path):
-    src = gguf.GGUFReader(VOCAB)
-    tokens = src.fields["tokenizer.ggml.tokens"].contents()
-    n_vocab = len(tokens)
-    rep, sep = tokens.index("<repo_name>"), tokens.index("<file_sep>")
-    w = gguf.GGUFWriter(path, "llama")
-    w.add_type("model")
-    w.add_name("starcoder2-fim-tiny")
-    w.add_block_count(LAYERS)
-    w.add_context_length(N_CTX)
-    w.add_embedding_length(HIDDEN)
-    w.add_feed_forward_length(FFN)
-    w.add_head_count(HEADS)
-    w.add_head_count_kv(KV_HEADS)
-    w.add_rope_freq_base(10000.0)
-    w.add_layer_norm_rms_eps(1e-5)
-    w.add_rope_dimension_count(HIDDEN // HEADS)
-    w.add_vocab_size(n_vocab)
-    w.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_0)
-    w.add_quantization_version(gguf.GGML_QUANT_VERSION)
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre(src.fields["tokenizer.ggml.pre"].contents())
-    w.add_token_list(tokens)
-    w.add_token_types(src.fields["tokenizer.ggml.token_type"].contents())
-    w.add_token_merges(src.fields["tokenizer.ggml.merges"].contents())
-    w.add_bos_token_id(0)
-    w.add_eos_token_id(0)
-    w.add_add_bos_token(False)
-    w.add_uint32("tokenizer.ggml.fim_rep_token_id", rep)
-    w.add_uint32("tokenizer.ggml.fim_sep_token_id", sep)
-    rng = np.random.default_rng(0)
-    emb = rng.normal(0, 0.5, size=(n_vocab, HIDDEN)).astype(np.float32)
-    w.add_tensor("token_embd.weight", gguf.quants.quantize(emb, gguf.GGMLQuantizationType.Q4_0),
-                 raw_dtype=gguf.GGMLQuantizationType.Q4_0)
-    w.add_tensor("output_norm.weight", rng.uniform(0.6, 1.4, HIDDEN).astype(np.float32))
-    hd = HIDDEN // HEADS
-    shapes = {"attn_q": (HEADS * hd, HIDDEN), "attn_k": (KV_HEADS * hd, HIDDEN), "attn_v": (KV_HEADS * hd, HIDDEN),
-              "attn_output": (HIDDEN, HEADS * hd), "ffn_gate": (FFN, HIDDEN), "ffn_up": (FFN, HIDDEN),
-              "ffn_down": (HIDDEN, FFN)}
-    for i in range(LAYERS):
-        w.add_tensor(f"blk.{i}.attn_norm.weight", rng.uniform(0.6, 1.4, HIDDEN).astype(np.float32))
-        w.add_tensor(f"blk.{i}.ffn_norm.weight", rng.uniform(0.6, 1.4, HIDDEN).astype(np.float32))
-        for name, shape in shapes.items():
-            w.add_tensor(f"blk.{i}.{name}.weight", rng.normal(0, 0.15, size=shape).astype(np.float32))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    tokens = gguf.GGUFReader(VOCAB).fields["tokenizer.ggml.tokens"].contents()
+    random_gguf.write(path, "starcoder2-fim-tiny", VOCAB, HIDDEN, LAYERS, HEADS, KV_HEADS, FFN, N_CTX, embed_type="Q4_0",
+                      extra_u32={"tokenizer.ggml.fim_rep_token_id": tokens.index("<repo_name>"),
+                                 "tokenizer.ggml.fim_sep_token_id": tokens.index("<file_sep>")})
 
 
 def code(n_lines, seed):
@@ -217,7 +176,9 @@ def main():
                 goldens.append({"name": case["name"], "spm": spm, "request": case["body"], "n_predict": n_predict,
                                 "prompt": full["prompt"], "tokens_evaluated": full["tokens_evaluated"],
                                 "content": full["content"], "tokens": full["tokens"], "stop_type": full["stop_type"],
-                                "answer_keys": sorted(r), "answer": {k: r[k] for k in r if not k.startswith("timings/")},
+                                "answer_keys": sorted(r),
+                                "answer": {k: r[k] for k in r
+                                           if not k.startswith("timings") and k != "generation_settings"},
                                 "min_top2_margin": min_margin if math.isfinite(min_margin) else None,
                                 "compare_content": min_margin >= MARGIN})
                 print(f"{case['name']}: {full['tokens_evaluated']} prompt tokens, {len(full['tokens'])} generated "
