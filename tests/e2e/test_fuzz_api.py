@@ -35,6 +35,9 @@ ROUTES = {
                          {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
                                                        "content": [{"type": "text", "text": "ok"}]},
                                                       {"type": "text", "text": "Go on"}]}]},
+    "/completion": {"prompt": "def f(x):\n", "n_predict": 3, "n_indent": 4, "t_max_predict_ms": 500, "top_k": 40,
+                    "samplers": ["top_k", "top_p", "infill"], "response_fields": ["content", "timings/prompt_n"],
+                    "n_probs": 2, "stop": ["x"]},
     "/v1/messages/count_tokens": {"model": "m", "messages": [{"role": "user", "content": "Hi"}]},
     "/v1/embeddings": {"model": "m", "input": ["Hi", "there"], "encoding_format": "float"},
     "/tokenize": {"model": "m", "prompt": "Hi", "add_special_tokens": True, "with_pieces": True},
@@ -116,3 +119,32 @@ def test_mutated_bodies_get_named_errors(server, route):
             assert err["message"] and err["type"] == "invalid_request_error", (body, doc)
             assert (doc.get("type") == "error") == anthropic, doc
     assert server.get("/health")[0] == 200
+
+
+INFILL = {"input_prefix": "def add(a, b):\n", "input_suffix": "\nprint(add(1, 2))\n", "prompt": "    ",
+          "input_extra": [{"filename": "u.py", "text": "X = 1\n"}, {"text": "Y = 2\n"}], "n_predict": 3,
+          "n_indent": 4, "samplers": ["top_k", "top_p", "infill"], "response_fields": ["content", "timings/prompt_n"]}
+
+
+def test_mutated_infill_bodies_get_named_errors():
+    """The same for POST /infill, on a model with FIM tokens."""
+    import pathlib
+    s = Server("--parallel", 2, model=pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "infill" /
+               "starcoder2-fim.gguf")
+    try:
+        rng = random.Random("/infill")
+        status, text, _ = s.post("/infill", INFILL)
+        assert status == 200, text
+        for n in range(150):
+            body = mutate(rng, INFILL)
+            if rng.random() < 0.3:
+                body["stream"] = True
+            status, text, _ = s.post("/infill", body)
+            assert status in (200, 400), (n, body, status, text)
+            if status == 400:
+                err = json.loads(text)["error"]
+                assert err["message"], (n, body, text)
+        assert s.get("/health")[0] == 200
+    finally:
+        assert s.stop() == 0, s.output()
+
