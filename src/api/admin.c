@@ -178,6 +178,48 @@ void api_pause(hearth_api *a, const hearth_http_request *rq, hearth_http_respons
     api_json(r, 200, json_pack("{s:s}", "status", pause ? "paused" : "resumed"));
 }
 
+/* GET /slots, llama-server's monitoring view: each slot, whether it is
+ * processing, and its sequence's progress (next_token: n_decoded,
+ * n_remain); with ?fail_on_no_slot=1 a 503 when none is free. hearth adds
+ * the prompt's size and how much of it is computed. */
+void api_slots(hearth_api *a, const hearth_http_request *rq, hearth_http_response *r) {
+    if (atomic_load(&a->state) != API_READY) {
+        api_health(a, r); /* loading or stopping: the same 503 */
+        return;
+    }
+    hearth_engine *e = a->engine;
+    int n = hearth_engine_n_slots(e), n_free = 0;
+    hearth_slot_info *sl = calloc((size_t)n, sizeof *sl);
+    json_t *arr = json_array();
+    if (!sl || !arr) {
+        free(sl);
+        json_decref(arr);
+        api_error(r, 500, "server_error", NULL, NULL, "out of memory");
+        return;
+    }
+    hearth_engine_slots(e, sl, n);
+    const int ctx = hearth_cpl_ctx_len(a->cpl);
+    for (int i = 0; i < n; i++) {
+        n_free += !sl[i].busy;
+        json_t *next = json_pack("{s:b,s:b,s:i,s:i}", "has_next_token", sl[i].busy, "has_new_line", 0, "n_remain",
+                                 sl[i].busy ? sl[i].max_new - sl[i].n_gen : -1, "n_decoded", sl[i].n_gen);
+        json_array_append_new(arr, json_pack("{s:i,s:I,s:i,s:b,s:b,s:i,s:i,s:[o]}", "id", i, "id_task",
+                                             (json_int_t)(sl[i].busy ? sl[i].task : -1), "n_ctx", ctx, "speculative",
+                                             hearth_engine_spec_tokens(e) > 0, "is_processing", sl[i].busy,
+                                             "n_prompt_tokens", sl[i].n_prompt, "n_prompt_tokens_processed",
+                                             sl[i].n_computed < sl[i].n_prompt ? sl[i].n_computed : sl[i].n_prompt,
+                                             "next_token", next));
+    }
+    free(sl);
+    const char *fail = hearth_http_query_arg(rq->conn, "fail_on_no_slot");
+    if (fail && strcmp(fail, "0") && strcmp(fail, "false") && n_free == 0) {
+        json_decref(arr);
+        api_error(r, 503, "unavailable_error", NULL, "no_slot_available", "no slot is free");
+        return;
+    }
+    api_json(r, 200, arr);
+}
+
 /* GET /is_paused, vLLM's. */
 void api_is_paused(hearth_api *a, hearth_http_response *r) {
     snapshot s;

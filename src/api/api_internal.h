@@ -244,6 +244,7 @@ void api_stats(hearth_api *a, hearth_http_response *r);
 void api_cache_flush(hearth_api *a, hearth_http_response *r);
 void api_pause(hearth_api *a, const hearth_http_request *rq, hearth_http_response *r, int pause);
 void api_is_paused(hearth_api *a, hearth_http_response *r);
+void api_slots(hearth_api *a, const hearth_http_request *rq, hearth_http_response *r);
 void api_metrics(hearth_api *a, hearth_http_response *r);
 
 #endif

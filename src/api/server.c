@@ -651,7 +651,7 @@ static int is_page(const char *path) { return !strcmp(path, "/") || !strcmp(path
 static int is_get_route(const char *path) {
     return !strcmp(path, "/health") || !strcmp(path, "/v1/models") || !strncmp(path, "/v1/models/", 11) ||
            !strcmp(path, "/stats") || !strcmp(path, "/metrics") || !strcmp(path, "/props") ||
-           !strcmp(path, "/is_paused") || is_page(path);
+           !strcmp(path, "/is_paused") || !strcmp(path, "/slots") || is_page(path);
 }
 
 /* Constant-time comparison of the presented key: "Authorization: Bearer
@@ -698,6 +698,7 @@ static int route_early(hearth_api *a, const hearth_http_request *rq, hearth_http
         else if (!strcmp(path, "/metrics")) api_metrics(a, r);
         else if (!strcmp(path, "/props")) api_props(a, r);
         else if (!strcmp(path, "/is_paused")) api_is_paused(a, r);
+        else if (!strcmp(path, "/slots")) api_slots(a, rq, r);
         else api_models(a, path, r);
         return 1;
     }

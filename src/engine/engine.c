@@ -53,6 +53,7 @@ struct hearth_seq {
     hearth_logprobs *prompt_lp; /* [n_prompt] want_prompt_logprobs: filled as the prompt is computed */
     int has_prompt_lp;          /* set with the first token (all of prompt_lp is written by then) */
     double t_submit, t_admit, t_first;
+    long task;        /* submission number (hearth_slot_info) */
     hearth_seq *next; /* mailbox / waiting list link */
     uint8_t root[32]; /* its prefix cache chain's root: the adapter's fingerprint and the cache salt */
     int has_root;
@@ -71,6 +72,8 @@ struct hearth_engine {
     int stop, no_admission;
     int paused; /* hearth_engine_pause: no step runs; admission and cancellation go on */
     hearth_engine_stats stats;
+    hearth_slot_info *slots; /* [n_slots] published by update_gauges */
+    long n_tasks;            /* sequences submitted */
     int flush_asked, flush_done; /* flushes asked for and done (hearth_engine_flush_cache) */
     pthread_cond_t flush_cv;     /* signalled when flush_done moves */
     hearth_status flush_st;
@@ -651,6 +654,11 @@ static int update_gauges(hearth_engine *e) {
     for (int i = 0; i < e->o.n_slots; i++) running += e->running[i] != NULL;
     const hearth_kv_disk *disk = hearth_kv_disk_of(e->kv);
     pthread_mutex_lock(&e->mu);
+    for (int i = 0; i < e->o.n_slots; i++) {
+        const hearth_seq *q = e->running[i];
+        e->slots[i] = q ? (hearth_slot_info){1, q->task, q->req.n_prompt, q->n_computed, q->n_gen, q->req.max_new}
+                        : (hearth_slot_info){0};
+    }
     e->stats.running = running;
     e->stats.waiting = e->n_waiting + e->n_mail;
     e->stats.has_disk = disk != NULL;
@@ -803,6 +811,7 @@ hearth_status hearth_engine_new(hearth_engine **out, hearth_model *m, hearth_kv 
     e->ctx = hearth_kv_max_ctx(kv);
     size_t T = (size_t)e->max_tokens;
     e->running = calloc((size_t)e->o.n_slots, sizeof *e->running);
+    e->slots = calloc((size_t)e->o.n_slots, sizeof *e->slots);
     e->order = calloc((size_t)e->o.n_slots, sizeof *e->order);
     e->b_tokens = malloc(T * 4);
     e->b_seq = malloc(T * 4);
@@ -822,7 +831,7 @@ hearth_status hearth_engine_new(hearth_engine **out, hearth_model *m, hearth_kv 
     e->pend_seq = malloc(T * sizeof *e->pend_seq);
     e->pend_ev = malloc(T * sizeof *e->pend_ev);
     e->pend_fin = malloc(T * sizeof *e->pend_fin);
-    if (!e->running || !e->order || !e->b_tokens || !e->b_seq || !e->b_pos || !e->b_rows || !e->b_adapter ||
+    if (!e->running || !e->slots || !e->order || !e->b_tokens || !e->b_seq || !e->b_pos || !e->b_rows || !e->b_adapter ||
         !e->row_seq || !e->row_draft || !e->plp_seq || !e->plp_pos || !e->plp_row || !e->plp_logits || !e->row_smp ||
         !e->row_lp || !e->row_id || !e->row_lps || !e->pend_seq || !e->pend_ev || !e->pend_fin) {
         hearth_engine_free(e);
@@ -872,6 +881,7 @@ void hearth_engine_free(hearth_engine *e) {
         pthread_cond_destroy(&e->flush_cv);
     }
     free(e->running);
+    free(e->slots);
     free(e->order);
     free(e->b_tokens);
     free(e->b_seq);
@@ -969,6 +979,7 @@ hearth_status hearth_engine_submit(hearth_engine *e, hearth_gen_request *r, hear
                                                          : "too many requests waiting; try again later");
     }
     s->req = *r;
+    s->task = ++e->n_tasks;
     s->req.sampling.logit_bias = NULL; /* the sampler keeps its own copy */
     r->prompt = NULL;                  /* ownership moved */
     if (e->mail_tail) e->mail_tail->next = s;
@@ -983,6 +994,7 @@ hearth_status hearth_engine_submit(hearth_engine *e, hearth_gen_request *r, hear
 }
 
 int hearth_engine_n_slots(const hearth_engine *e) { return e->o.n_slots; }
+int hearth_engine_spec_tokens(const hearth_engine *e) { return e->o.spec_tokens; }
 
 void hearth_engine_stats_get(hearth_engine *e, hearth_engine_stats *out) {
     pthread_mutex_lock(&e->mu);
@@ -1013,6 +1025,13 @@ void hearth_engine_stop_admission(hearth_engine *e) {
     pthread_mutex_lock(&e->mu);
     e->no_admission = 1;
     pthread_mutex_unlock(&e->mu);
+}
+
+int hearth_engine_slots(hearth_engine *e, hearth_slot_info *out, int cap) {
+    pthread_mutex_lock(&e->mu);
+    for (int i = 0; i < e->o.n_slots && i < cap; i++) out[i] = e->slots[i];
+    pthread_mutex_unlock(&e->mu);
+    return e->o.n_slots;
 }
 
 void hearth_engine_pause(hearth_engine *e, int paused) {

@@ -145,6 +145,19 @@ int hearth_engine_n_slots(const hearth_engine *e);
 hearth_status hearth_engine_flush_cache(hearth_engine *e, int *n_written, hearth_err *err);
 /* Stop admitting (submit returns EBUSY with "shutting down"). */
 void hearth_engine_stop_admission(hearth_engine *e);
+/* A slot as the engine last published it (each loop turn). */
+typedef struct {
+    int busy;                   /* a sequence holds it */
+    long task;                  /* that sequence's number, 1, 2, ... in submission order; 0 when free */
+    int n_prompt, n_computed;   /* its prompt's tokens and the tokens whose KV is written */
+    int n_gen, max_new;         /* tokens generated and the most it may */
+} hearth_slot_info;
+
+/* Draft tokens a step a sequence may be fed (opts.spec_tokens; 0 = off). */
+int hearth_engine_spec_tokens(const hearth_engine *e);
+/* The slots' states: up to cap into out; returns the number of slots. */
+int hearth_engine_slots(hearth_engine *e, hearth_slot_info *out, int cap);
+
 /* Pause (1) or resume (0) generation: while paused no step runs, so no
  * token is computed, but requests are still admitted into free slots and
  * cancelled ones leave (vLLM's pause_generation, e.g. to swap weights or to

@@ -118,3 +118,43 @@ def test_shutdown_resumes_to_drain():
         assert usage == [8] and time.monotonic() - t0 < 10
     finally:
         assert s.stop() == 0, s.output()
+
+
+def test_slots_show_what_runs():
+    """llama-server's GET /slots: a request held by a pause is in its slot, processing, its prompt not yet
+    computed, nothing decoded; the other slot is free; ?fail_on_no_slot=1 is a 503 once none is."""
+    s = Server("--parallel", 2)
+    try:
+        st, body, _ = s.get("/slots")
+        idle = json.loads(body)
+        assert st == 200 and len(idle) == 2 and not any(x["is_processing"] for x in idle)
+        assert idle[0]["n_ctx"] > 0 and idle[0]["next_token"][0]["n_decoded"] == 0
+        assert s.get("/slots?fail_on_no_slot=1")[0] == 200
+        assert post(s, "/pause")[0] == 200
+        threads = []
+        for k in range(2):
+            times, texts, usage = [], [], []
+            threads.append((stream_in_thread(s, 8, times, texts, usage), usage))
+            deadline = time.monotonic() + 30
+            while s.stats()["queue"]["running"] != k + 1 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            slots = json.loads(s.get("/slots")[1])
+            busy = [x for x in slots if x["is_processing"]]
+            assert len(busy) == k + 1, slots
+            b = busy[-1] if k == 0 else max(busy, key=lambda x: x["id_task"])
+            assert b["n_prompt_tokens"] > 0 and b["n_prompt_tokens_processed"] == 0
+            assert b["next_token"][0] == {"has_next_token": True, "has_new_line": False, "n_remain": 8,
+                                          "n_decoded": 0}
+        assert len({x["id_task"] for x in slots}) == 2
+        st, body, _ = s.get("/slots?fail_on_no_slot=1")
+        assert st == 503 and json.loads(body)["error"]["code"] == "no_slot_available"
+        assert post(s, "/resume")[0] == 200
+        for t, usage in threads:
+            t.join(60)
+            assert usage == [8]
+        deadline = time.monotonic() + 10
+        while any(x["is_processing"] for x in json.loads(s.get("/slots")[1])) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not any(x["is_processing"] for x in json.loads(s.get("/slots")[1]))
+    finally:
+        assert s.stop() == 0, s.output()
