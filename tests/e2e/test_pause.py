@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from test_server import Server
+from test_server import SLOW, Server
 
 PROMPT = "Write a long story about a lighthouse keeper and the sea."
 
@@ -66,7 +66,7 @@ def test_pause_keeps_requests_in_flight(server):
     stats = server.stats()
     assert stats["engine"]["paused"] is True and stats["queue"]["running"] == 1
     assert "hearth_paused 1" in server.get("/metrics")[1]
-    time.sleep(0.3)  # a step that was running when the pause came hands its token out
+    time.sleep(0.3 * SLOW)  # a step that was running when the pause came hands its token out
     seen = len(times)
     time.sleep(1.0)
     assert len(times) == seen, "tokens came out while paused"
@@ -115,7 +115,7 @@ def test_shutdown_resumes_to_drain():
         t0 = time.monotonic()
         s.proc.send_signal(signal.SIGTERM)
         t.join(60)
-        assert usage == [8] and time.monotonic() - t0 < 10
+        assert usage == [8] and time.monotonic() - t0 < 10 * SLOW
     finally:
         assert s.stop() == 0, s.output()
 
