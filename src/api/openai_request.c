@@ -731,7 +731,8 @@ static int text_suffix(const json_t *b, hearth_cpl_request *r, const api_req_opt
                         api_type_name(v));
     if (r->infill) return api_fail(e, HEARTH_EINVAL, "suffix", "'suffix' is not a field here: send input_suffix.");
     if (!r->prompt || o->prompts)
-        return api_fail(e, HEARTH_ENOTSUP, "suffix", "'suffix' needs one prompt, as text: the text before the insertion.");
+        return api_fail(e, HEARTH_ENOTSUP, "suffix",
+                        "'suffix' needs one prompt, as text: the text before the insertion.");
     if (r->echo) return api_fail(e, HEARTH_EINVAL, "suffix", "'echo' and 'suffix' cannot be used together.");
     hearth_cpl_infill *in = calloc(1, sizeof *in);
     char *empty = strdup("");

@@ -831,8 +831,8 @@ hearth_status hearth_engine_new(hearth_engine **out, hearth_model *m, hearth_kv 
     e->pend_seq = malloc(T * sizeof *e->pend_seq);
     e->pend_ev = malloc(T * sizeof *e->pend_ev);
     e->pend_fin = malloc(T * sizeof *e->pend_fin);
-    if (!e->running || !e->slots || !e->order || !e->b_tokens || !e->b_seq || !e->b_pos || !e->b_rows || !e->b_adapter ||
-        !e->row_seq || !e->row_draft || !e->plp_seq || !e->plp_pos || !e->plp_row || !e->plp_logits || !e->row_smp ||
+    if (!e->running || !e->slots || !e->order || !e->b_tokens || !e->b_seq || !e->b_pos || !e->b_rows ||
+        !e->b_adapter || !e->row_seq || !e->row_draft || !e->plp_seq || !e->plp_pos || !e->plp_row || !e->plp_logits || !e->row_smp ||
         !e->row_lp || !e->row_id || !e->row_lps || !e->pend_seq || !e->pend_ev || !e->pend_fin) {
         hearth_engine_free(e);
         return hearth_err_set(err, HEARTH_ENOMEM, "engine: out of memory for step buffers");

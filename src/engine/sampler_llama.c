@@ -171,7 +171,8 @@ int hearth_smp_infill(hearth_sampler *s, const float *logits, float mx, int keep
             for (int i1 = 0; i1 < lim && la > 0 && s->probs[i0] >= 0.0f; i1++) {
                 const int32_t b = s->cand[i1];
                 const uint32_t lb = v->special[b] ? 0 : v->off[b + 1] - v->off[b];
-                if (i1 == i0 || s->probs[i1] < 0.0f || la > lb || memcmp(v->bytes + v->off[a], v->bytes + v->off[b], la))
+                if (i1 == i0 || s->probs[i1] < 0.0f || la > lb ||
+                    memcmp(v->bytes + v->off[a], v->bytes + v->off[b], la))
                     continue;
                 int dst = i0, src = i1; /* a's text starts b's: into the likelier */
                 if (s->probs[i1] > s->probs[i0]) dst = i1, src = i0;
