@@ -1652,8 +1652,9 @@ extern "C" const hearth_ops hearth_cuda_ops = {
     /* .kv_e4m3 = */ 1,
     /* .kv_heads = */ 0,
     /* .lora_b_t = */ 0, /* lora.cu's expand reads a row of B (float4s) an output */
-    /* .pick_truncates = */ 0, /* pick.cu's truncation was written without a GPU (session 41): 1 once test_cuda's
-                                  pick cases pass on one; HEARTH_PICK_TRUNCATE=1 turns it on for the engine */
+    /* .pick_truncates = */ 1, /* top_k / top_p on the device (pick.cu): test_cuda's pick cases pass (H100,
+                                  session 42), and 64 / 256 streams with llama-server's filters make 2.4x / 3.6x
+                                  the host sampler's tokens (notes/sampling.md); HEARTH_PICK_TRUNCATE=0 turns it off */
     /* .alloc = */ op_alloc,
     /* .free = */ op_free,
     /* .upload = */ op_upload,
