@@ -67,12 +67,13 @@ static json_t *model_obj(hearth_api *a, const char *id) {
 }
 
 void api_models(hearth_api *a, const char *path, hearth_http_response *r) {
-    const int n = hearth_cpl_n_adapters(a->cpl);
+    hearth_adapter_name ad[HEARTH_MAX_LORA];
+    const int n = hearth_adapter_names_list(hearth_cpl_adapters(a->cpl), ad, HEARTH_MAX_LORA);
     if (!strcmp(path, "/v1/models")) {
         json_t *data = json_array();
         json_array_append_new(data, model_obj(a, a->model_id));
-        for (int i = 1; i <= n; i++) json_array_append_new(data, model_obj(a, hearth_cpl_adapter_name(a->cpl, i)));
-        const char *last = n ? hearth_cpl_adapter_name(a->cpl, n) : a->model_id;
+        for (int i = 0; i < n; i++) json_array_append_new(data, model_obj(a, ad[i].name));
+        const char *last = n ? ad[n - 1].name : a->model_id;
         api_json(r, 200, json_pack("{s:s,s:o,s:b,s:s,s:s}", "object", "list", "data", data, "has_more", 0,
                                    "first_id", a->model_id, "last_id", last));
         return;
@@ -82,9 +83,9 @@ void api_models(hearth_api *a, const char *path, hearth_http_response *r) {
         api_json(r, 200, model_obj(a, a->model_id));
         return;
     }
-    for (int i = 1; i <= n; i++)
-        if (!strcmp(id, hearth_cpl_adapter_name(a->cpl, i))) {
-            api_json(r, 200, model_obj(a, hearth_cpl_adapter_name(a->cpl, i)));
+    for (int i = 0; i < n; i++)
+        if (!strcmp(id, ad[i].name)) {
+            api_json(r, 200, model_obj(a, ad[i].name));
             return;
         }
     api_error(r, 404, "invalid_request_error", "model", "model_not_found",

@@ -24,6 +24,7 @@ typedef struct hearth_api hearth_api;
 typedef struct {
     const char *model_id; /* the name /v1/models lists and responses carry */
     const char *api_key;  /* NULL or "": no auth; else the key (Bearer or x-api-key) on every route but /health */
+    int runtime_lora;     /* POST /v1/load_lora_adapter and /v1/unload_lora_adapter are served (lora_admin.c) */
 } hearth_api_opts;
 
 hearth_status hearth_api_new(hearth_api **out, const hearth_api_opts *o, hearth_err *err);

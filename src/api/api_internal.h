@@ -30,6 +30,7 @@ extern const int API_CODES[API_N_CODES];
 
 struct hearth_api {
     char *model_id, *api_key;
+    int runtime_lora; /* hearth_api_opts */
     atomic_int state;
     hearth_cpl_ctx *cpl;
     hearth_engine *engine;
@@ -243,6 +244,9 @@ void api_stats(hearth_api *a, hearth_http_response *r);
 /* POST /admin/cache/flush: the prefix cache's blocks written to its disk tier and fsynced; 200 only then. */
 void api_cache_flush(hearth_api *a, hearth_http_response *r);
 void api_pause(hearth_api *a, const hearth_http_request *rq, hearth_http_response *r, int pause);
+/* POST /v1/load_lora_adapter and /v1/unload_lora_adapter (lora_admin.c) */
+void api_lora_load(hearth_api *a, json_t *body, hearth_http_response *r);
+void api_lora_unload(hearth_api *a, json_t *body, hearth_http_response *r);
 void api_is_paused(hearth_api *a, hearth_http_response *r);
 void api_slots(hearth_api *a, const hearth_http_request *rq, hearth_http_response *r);
 void api_metrics(hearth_api *a, hearth_http_response *r);

@@ -105,7 +105,8 @@ void api_embeddings(hearth_api *a, const hearth_http_request *rq, const json_t *
     json_t *data = json_array();
     long tokens = 0;
     int out_dim = 0;
-    const char *model = started ? hearth_cpl_model(q[0]) : NULL; /* the context's; outlives q */
+    char model_buf[HEARTH_ADAPTER_NAME_MAX]; /* outlives q */
+    const char *model = started && hearth_cpl_model(q[0]) ? strcpy(model_buf, hearth_cpl_model(q[0])) : NULL;
     for (size_t i = 0; i < started; i++) {
         if (bad) hearth_cpl_cancel(q[i]); /* a later input was refused: the answer is the error */
         while (hearth_cpl_step(q[i], ignore, NULL, api_conn_gone, rq->conn)) { /* the one token is not read */

@@ -643,7 +643,8 @@ static const api_proto *completion_route(const char *path) {
 static int is_post_route(const char *path) {
     return completion_route(path) || !strcmp(path, "/v1/messages/count_tokens") || !strcmp(path, "/tokenize") ||
            !strcmp(path, "/detokenize") || !strcmp(path, "/v1/embeddings") || !strcmp(path, "/apply-template") ||
-           !strcmp(path, "/admin/cache/flush") || !strcmp(path, "/pause") || !strcmp(path, "/resume");
+           !strcmp(path, "/admin/cache/flush") || !strcmp(path, "/pause") || !strcmp(path, "/resume") ||
+           !strcmp(path, "/v1/load_lora_adapter") || !strcmp(path, "/v1/unload_lora_adapter");
 }
 
 static int is_page(const char *path) { return !strcmp(path, "/") || !strcmp(path, "/index.html"); }
@@ -741,6 +742,8 @@ static void on_handle(void *user, const hearth_http_request *rq, hearth_http_res
         else if (!strcmp(rq->path, "/v1/embeddings")) api_embeddings(a, rq, body, r);
         else if (!strcmp(rq->path, "/detokenize")) api_detokenize(a, body, r);
         else if (!strcmp(rq->path, "/apply-template")) api_apply_template(a, body, r);
+        else if (!strcmp(rq->path, "/v1/load_lora_adapter")) api_lora_load(a, body, r);
+        else if (!strcmp(rq->path, "/v1/unload_lora_adapter")) api_lora_unload(a, body, r);
         else api_count_tokens(a, body, r);
         json_decref(body);
     } else {
@@ -773,6 +776,7 @@ hearth_status hearth_api_new(hearth_api **out, const hearth_api_opts *o, hearth_
     if (!a) return hearth_err_set(err, HEARTH_ENOMEM, "api: out of memory");
     a->model_id = strdup(o->model_id ? o->model_id : "hearth");
     a->api_key = o->api_key && *o->api_key ? strdup(o->api_key) : NULL;
+    a->runtime_lora = o->runtime_lora;
     if (!a->model_id || (o->api_key && *o->api_key && !a->api_key)) {
         hearth_api_free(a);
         return hearth_err_set(err, HEARTH_ENOMEM, "api: out of memory");

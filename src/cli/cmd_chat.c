@@ -196,7 +196,9 @@ int cmd_chat(int argc, char **argv) {
         hearth_cpl_request_init(&r);
         r.chat = 1;
         r.messages = json_incref(history);
-        if (so.n_lora && !(r.model = strdup(hearth_cpl_adapter_name(cpl, 1)))) { /* the adapter, by its name */
+        hearth_adapter_name ad;
+        if (so.n_lora && hearth_adapter_names_list(hearth_cpl_adapters(cpl), &ad, 1) == 1 &&
+            !(r.model = strdup(ad.name))) { /* the adapter, by its name */
             fprintf(stderr, "hearth chat: out of memory\n");
             hearth_cpl_request_deinit(&r);
             break;

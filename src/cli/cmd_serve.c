@@ -146,9 +146,11 @@ hearth_status cli_stack_open(cli_stack **out, const cli_stack_opts *o, hearth_er
         .spm_infill = o->spm_infill,
     };
     const char *names[HEARTH_MAX_LORA];
-    co.n_adapters = hearth_model_n_lora(k->s.model);
-    for (int i = 0; i < co.n_adapters; i++) names[i] = hearth_model_lora_name(k->s.model, i + 1);
+    int ids[HEARTH_MAX_LORA];
+    co.n_adapters = hearth_model_lora_ids(k->s.model, ids, HEARTH_MAX_LORA);
+    for (int i = 0; i < co.n_adapters; i++) names[i] = hearth_model_lora_name(k->s.model, ids[i]);
     co.adapters = names;
+    co.adapter_ids = ids;
     if (o->flags) co.flags = *o->flags;
     if (!hearth_model_gguf(k->s.model)) { /* an HF directory may carry generation_config.json */
         hearth_gen_defaults g;
@@ -223,6 +225,9 @@ static void usage(FILE *f) {
             "                         component) beside the base; repeatable (at most 16; alias --lora-modules).\n"
             "                         A request whose \"model\" names it runs with it, in the same batches as\n"
             "                         the others; /v1/models lists it\n"
+            "  --runtime-lora         serve vLLM's POST /v1/load_lora_adapter {\"lora_name\", \"lora_path\"} and\n"
+            "                         /v1/unload_lora_adapter {\"lora_name\"}: adapters loaded and unloaded while\n"
+            "                         serving (they read directories on this machine's disk: give --api-key)\n"
             "  --chat-template-file F a Jinja chat template to use instead of the model's\n"
             "  --spm-infill           POST /infill lays the suffix before the prefix (the order some code\n"
             "                         models were trained on; llama-server's flag)\n"
@@ -253,6 +258,7 @@ int cmd_serve(int argc, char **argv) {
     cli_stack_opts so = {0};
     hearth_cpl_params flags = {0};
     const char *host = "127.0.0.1", *api_key = NULL, *model_name = NULL, *tmpl_file = NULL;
+    int runtime_lora = 0;
     long port = 8080, max_queue = 256, lv;
     long max_body = 16L << 20, idle_s = 120;
     double drain_s = 10, dv;
@@ -324,6 +330,8 @@ int cmd_serve(int argc, char **argv) {
             model_name = v;
         } else if (!strcmp(a, "--spm-infill")) {
             so.spm_infill = 1;
+        } else if (!strcmp(a, "--runtime-lora")) {
+            runtime_lora = 1;
         } else if (!strcmp(a, "--chat-template-file")) {
             NEED_VALUE();
             tmpl_file = v;
@@ -388,7 +396,7 @@ int cmd_serve(int argc, char **argv) {
     hearth_http *http = NULL;
     cli_stack *stack = NULL;
     int rc = 1;
-    hearth_api_opts ao = {.model_id = model_name, .api_key = api_key};
+    hearth_api_opts ao = {.model_id = model_name, .api_key = api_key, .runtime_lora = runtime_lora};
     if (hearth_api_new(&api, &ao, &err) != HEARTH_OK) goto done;
     hearth_http_opts ho = {.host = host,
                            .port = (int)port,

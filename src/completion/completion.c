@@ -34,14 +34,14 @@ struct hearth_cpl_ctx {
     hearth_vocab_bytes vb; /* the vocabulary's bytes (JSON mode, grammars, DRY's breakers) */
     hearth_dry_breakers dry; /* llama.cpp's default DRY breakers over it */
     int dry_built;
-    char **adapters; /* [n_adapters]: LoRA adapter id i + 1 is adapters[i] */
-    int n_adapters;
+    hearth_adapter_names adapters; /* the LoRA adapters a request's model name selects */
 };
 
 struct hearth_cpl {
     hearth_cpl_ctx *c;
     hearth_seq *seq;
     int adapter;
+    char adapter_name[HEARTH_ADAPTER_NAME_MAX]; /* its name as the request began */
     hearth_sink sink;
     atomic_int cancel;
     int done, sink_stopped, client_gone;
@@ -170,6 +170,7 @@ hearth_status hearth_cpl_ctx_new(hearth_cpl_ctx **out, const hearth_cpl_ctx_opts
     c->engine = o->engine;
     c->tok = o->tok;
     pthread_mutex_init(&c->vb_mu, NULL);
+    hearth_adapter_names_init(&c->adapters);
     c->ctx = o->ctx;
     c->vocab = o->cfg->vocab_size;
     c->flag_max_tokens = o->flags.has_max_tokens ? o->flags.max_tokens : -1;
@@ -214,15 +215,14 @@ hearth_status hearth_cpl_ctx_new(hearth_cpl_ctx **out, const hearth_cpl_ctx_opts
     d->mirostat_eta = sd.mirostat_eta;
     hearth_cpl_params_overlay(d, &o->model_defaults);
     hearth_cpl_params_overlay(d, &o->flags);
-    if (o->n_adapters > 0 && !(c->adapters = calloc((size_t)o->n_adapters, sizeof *c->adapters))) {
-        hearth_cpl_ctx_free(c);
-        return hearth_err_set(err, HEARTH_ENOMEM, "completion: out of memory");
-    }
-    for (int i = 0; i < o->n_adapters; i++, c->n_adapters++)
-        if (!(c->adapters[i] = strdup(o->adapters[i]))) {
+    for (int i = 0; i < o->n_adapters; i++) {
+        hearth_status st = hearth_adapter_names_add(&c->adapters, o->adapter_ids ? o->adapter_ids[i] : i + 1,
+                                                    o->adapters[i], err);
+        if (st != HEARTH_OK) {
             hearth_cpl_ctx_free(c);
-            return hearth_err_set(err, HEARTH_ENOMEM, "completion: out of memory");
+            return st;
         }
+    }
     *out = c;
     return HEARTH_OK;
 }
@@ -236,16 +236,12 @@ void hearth_cpl_ctx_free(hearth_cpl_ctx *c) {
     hearth_tmpl_free(c->tmpl);
     free(c->bos);
     free(c->eos);
-    for (int i = 0; i < c->n_adapters; i++) free(c->adapters[i]);
-    free(c->adapters);
+    hearth_adapter_names_destroy(&c->adapters);
     free(c);
 }
 
-int hearth_cpl_n_adapters(const hearth_cpl_ctx *c) { return c->n_adapters; }
-const char *hearth_cpl_adapter_name(const hearth_cpl_ctx *c, int id) {
-    return id >= 1 && id <= c->n_adapters ? c->adapters[id - 1] : NULL;
-}
-const char *hearth_cpl_model(const hearth_cpl *q) { return hearth_cpl_adapter_name(q->c, q->adapter); }
+hearth_adapter_names *hearth_cpl_adapters(hearth_cpl_ctx *c) { return &c->adapters; }
+const char *hearth_cpl_model(const hearth_cpl *q) { return q->adapter ? q->adapter_name : NULL; }
 
 int hearth_cpl_ctx_has_chat(const hearth_cpl_ctx *c) { return c->tmpl != NULL; }
 const hearth_tokenizer *hearth_cpl_ctx_tok(const hearth_cpl_ctx *c) { return c->tok; }
@@ -625,8 +621,7 @@ hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, h
     }
 
     hearth_gen_request g = {0};
-    for (int i = 0; r->model && i < c->n_adapters; i++)
-        if (!strcmp(r->model, c->adapters[i])) q->adapter = i + 1;
+    q->adapter = r->model ? hearth_adapter_names_find(&c->adapters, r->model, q->adapter_name) : 0;
     g.adapter = q->adapter;
     if (r->cache_salt) { /* the salt's hash: only equal salts meet in the prefix cache */
         hearth_sha256 h;

@@ -20,6 +20,7 @@
 #ifndef HEARTH_COMPLETION_H
 #define HEARTH_COMPLETION_H
 
+#include "completion/adapters.h"
 #include "completion/infill.h"
 #include "completion/sink.h"
 #include "engine/engine.h"
@@ -137,7 +138,8 @@ typedef struct {
     size_t chat_template_len;
     hearth_cpl_params flags;           /* the server's flags */
     hearth_cpl_params model_defaults;  /* generation_config.json */
-    const char *const *adapters;       /* the engine's LoRA adapters' names (adapter id = index + 1), copied */
+    const char *const *adapters;       /* the engine's LoRA adapters' names, copied */
+    const int *adapter_ids;            /* their ids (NULL: 1..n_adapters) */
     int n_adapters;
     int spm_infill;                    /* infill prompts put the suffix first (llama-server's --spm-infill) */
 } hearth_cpl_ctx_opts;
@@ -147,9 +149,8 @@ typedef struct {
 hearth_status hearth_cpl_ctx_new(hearth_cpl_ctx **out, const hearth_cpl_ctx_opts *o, hearth_err *err);
 void hearth_cpl_ctx_free(hearth_cpl_ctx *c);
 int hearth_cpl_ctx_has_chat(const hearth_cpl_ctx *c);
-/* LoRA adapters that a request's model name selects: how many, and each one's name (id 1..n; NULL past them). */
-int hearth_cpl_n_adapters(const hearth_cpl_ctx *c);
-const char *hearth_cpl_adapter_name(const hearth_cpl_ctx *c, int id);
+/* The LoRA adapters that a request's model name selects (the server's admin routes load and unload them). */
+hearth_adapter_names *hearth_cpl_adapters(hearth_cpl_ctx *c);
 const hearth_tokenizer *hearth_cpl_ctx_tok(const hearth_cpl_ctx *c);
 
 typedef enum {

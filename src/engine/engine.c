@@ -59,6 +59,19 @@ struct hearth_seq {
     int has_root;
 };
 
+/* An errand: fn run by the engine thread between two steps while its caller
+ * waits (the cache's flush, LoRA adapters' loads), so that nothing else
+ * touches the model or the cache meanwhile. */
+typedef struct errand {
+    hearth_status (*fn)(hearth_engine *e, struct errand *x);
+    const char *name, *dir; /* a load's adapter */
+    int n;                  /* the flush's blocks written; the load's id */
+    hearth_status st;
+    hearth_err err;
+    int done;
+    struct errand *next;
+} errand;
+
 struct hearth_engine {
     hearth_model *m;
     hearth_kv *kv;
@@ -74,11 +87,15 @@ struct hearth_engine {
     hearth_engine_stats stats;
     hearth_slot_info *slots; /* [n_slots] published by update_gauges */
     long n_tasks;            /* sequences submitted */
-    int flush_asked, flush_done; /* flushes asked for and done (hearth_engine_flush_cache) */
-    pthread_cond_t flush_cv;     /* signalled when flush_done moves */
-    hearth_status flush_st;
-    int flush_written;
-    hearth_err flush_err;
+    errand *errands;             /* asked for, not yet run */
+    pthread_cond_t errand_cv;    /* signalled when one is done */
+    /* The adapters submit accepts (id 0: a free entry); an unloaded one drains: its sequences finish, then the
+     * engine thread gives its memory back (reap_adapters). */
+    struct {
+        int id, draining;
+        uint8_t fp[32];
+    } lora[HEARTH_MAX_LORA];
+    int n_draining;
 
     /* engine thread only */
     hearth_seq *wait_head, *wait_tail;
@@ -668,22 +685,75 @@ static int update_gauges(hearth_engine *e) {
 }
 
 /* A flush asked for since the last turn: done here, between steps, and answered. */
-static void serve_flush(hearth_engine *e) {
+static void run_errands(hearth_engine *e) {
     pthread_mutex_lock(&e->mu);
-    int asked = e->flush_asked;
+    errand *x = e->errands;
+    e->errands = NULL;
     pthread_mutex_unlock(&e->mu);
-    if (asked == e->flush_done) return;
-    hearth_err err = {0};
-    int n = 0;
-    hearth_status st = hearth_kv_flush(e->kv, &n, &err);
-    update_gauges(e);
+    while (x) {
+        errand *next = x->next; /* x is the caller's: gone once done */
+        hearth_status st = x->fn(e, x);
+        pthread_mutex_lock(&e->mu);
+        x->st = st;
+        x->done = 1;
+        pthread_cond_broadcast(&e->errand_cv);
+        pthread_mutex_unlock(&e->mu);
+        x = next;
+    }
+}
+
+/* Run x on the engine thread and wait for it. */
+static hearth_status run_errand(hearth_engine *e, errand *x, hearth_err *err) {
     pthread_mutex_lock(&e->mu);
-    e->flush_done = asked;
-    e->flush_st = st;
-    e->flush_written = n;
-    e->flush_err = err;
-    pthread_cond_broadcast(&e->flush_cv);
+    if (!e->stop) {
+        errand **p = &e->errands;
+        while (*p) p = &(*p)->next;
+        *p = x;
+        pthread_cond_signal(&e->cv);
+    }
+    while (!x->done && !e->stop) pthread_cond_wait(&e->errand_cv, &e->mu);
+    const int done = x->done;
     pthread_mutex_unlock(&e->mu);
+    if (!done) return hearth_err_set(err, HEARTH_EBUSY, "the engine stopped first");
+    if (x->st != HEARTH_OK && err) *err = x->err;
+    return x->st;
+}
+
+static int lora_entry(const hearth_engine *e, int id) {
+    for (int i = 0; id > 0 && i < HEARTH_MAX_LORA; i++)
+        if (e->lora[i].id == id) return i;
+    return -1;
+}
+
+/* Under mu: adapter id (loaded in the model) accepted by submit. */
+static void lora_publish(hearth_engine *e, int id) {
+    int i = 0;
+    while (i < HEARTH_MAX_LORA && e->lora[i].id) i++;
+    if (i == HEARTH_MAX_LORA) return; /* cannot be: the model holds no more */
+    e->lora[i].id = id;
+    e->lora[i].draining = 0;
+    memcpy(e->lora[i].fp, hearth_model_lora_fingerprint(e->m, id), 32);
+}
+
+/* Unloaded adapters that no sequence runs, waits or is submitted with any more
+ * give their memory back. */
+static void reap_adapters(hearth_engine *e) {
+    int gone[HEARTH_MAX_LORA], n_gone = 0;
+    pthread_mutex_lock(&e->mu);
+    for (int i = 0; i < HEARTH_MAX_LORA && e->n_draining; i++) {
+        const int id = e->lora[i].id;
+        if (!e->lora[i].draining) continue;
+        int used = 0;
+        for (int k = 0; k < e->o.n_slots && !used; k++) used = e->running[k] && e->running[k]->req.adapter == id;
+        for (const hearth_seq *q = e->wait_head; q && !used; q = q->next) used = q->req.adapter == id;
+        for (const hearth_seq *q = e->mail_head; q && !used; q = q->next) used = q->req.adapter == id;
+        if (used) continue;
+        gone[n_gone++] = id;
+        memset(&e->lora[i], 0, sizeof e->lora[i]);
+        e->n_draining--;
+    }
+    pthread_mutex_unlock(&e->mu);
+    for (int i = 0; i < n_gone; i++) hearth_model_remove_lora(e->m, gone[i], NULL); /* draining: submit refuses it */
 }
 
 static void *engine_main(void *arg) {
@@ -692,25 +762,27 @@ static void *engine_main(void *arg) {
         pthread_mutex_lock(&e->mu);
         int any = e->n_waiting > 0 || e->mail_head != NULL || e->n_pend > 0; /* step() hands the last out */
         for (int i = 0; i < e->o.n_slots && !any; i++) any = e->running[i] != NULL;
-        any = any || e->flush_asked != e->flush_done;
+        any = any || e->errands || e->n_draining;
         while (!any && !e->stop) {
             pthread_cond_wait(&e->cv, &e->mu);
-            any = e->mail_head != NULL || e->flush_asked != e->flush_done;
+            any = e->mail_head != NULL || e->errands || e->n_draining;
         }
         int stop = e->stop, paused = e->paused;
         pthread_mutex_unlock(&e->mu);
         const double t_turn = hearth_time_now();
         drain_mailbox(e);
-        serve_flush(e);
+        run_errands(e);
         if (stop) {
             hand_out(e);
             for (int i = 0; i < e->o.n_slots; i++)
                 if (e->running[i]) finish(e, e->running[i], HEARTH_FINISH_CANCELED, "engine stopped");
             hearth_seq *s;
             while ((s = wait_pop(e))) finish(e, s, HEARTH_FINISH_CANCELED, "engine stopped");
+            reap_adapters(e); /* their sequences are gone: the model goes back as loaded */
             return NULL;
         }
         retire_canceled(e);
+        reap_adapters(e);
         admit(e);
         int running = update_gauges(e);
         if (paused) { /* a cancel sets no condition: look again within a millisecond, or at a submit or resume */
@@ -851,11 +923,13 @@ hearth_status hearth_engine_new(hearth_engine **out, hearth_model *m, hearth_kv 
     e->overlap = ov ? atoi(ov) != 0 : hearth_model_on_device(m);
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
-    pthread_cond_init(&e->flush_cv, NULL);
+    pthread_cond_init(&e->errand_cv, NULL);
+    int ids[HEARTH_MAX_LORA], n_ids = hearth_model_lora_ids(m, ids, HEARTH_MAX_LORA);
+    for (int i = 0; i < n_ids; i++) lora_publish(e, ids[i]);
     if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
         pthread_mutex_destroy(&e->mu);
         pthread_cond_destroy(&e->cv);
-        pthread_cond_destroy(&e->flush_cv);
+        pthread_cond_destroy(&e->errand_cv);
         e->thread = 0;
         hearth_engine_free(e);
         return hearth_err_set(err, HEARTH_EIO, "engine: cannot start its thread");
@@ -872,13 +946,13 @@ void hearth_engine_free(hearth_engine *e) {
     if (e->thread) {
         pthread_mutex_lock(&e->mu);
         e->stop = 1;
-        pthread_cond_broadcast(&e->flush_cv);
+        pthread_cond_broadcast(&e->errand_cv);
         pthread_cond_signal(&e->cv);
         pthread_mutex_unlock(&e->mu);
         pthread_join(e->thread, NULL);
         pthread_mutex_destroy(&e->mu);
         pthread_cond_destroy(&e->cv);
-        pthread_cond_destroy(&e->flush_cv);
+        pthread_cond_destroy(&e->errand_cv);
     }
     free(e->running);
     free(e->slots);
@@ -917,9 +991,15 @@ hearth_status hearth_engine_submit(hearth_engine *e, hearth_gen_request *r, hear
             return hearth_err_set(err, HEARTH_ERANGE, "prompt token id %d outside the vocabulary [0, %d)",
                                   r->prompt[i], e->vocab);
     if (r->max_new <= 0) return hearth_err_set(err, HEARTH_EINVAL, "max_tokens must be at least 1");
-    if (r->adapter < 0 || r->adapter > hearth_model_n_lora(e->m))
-        return hearth_err_set(err, HEARTH_EINVAL, "adapter %d: %d LoRA adapters are loaded", r->adapter,
-                              hearth_model_n_lora(e->m));
+    uint8_t lora_fp[32];
+    if (r->adapter) {
+        pthread_mutex_lock(&e->mu);
+        const int i = lora_entry(e, r->adapter), ok = i >= 0 && !e->lora[i].draining;
+        if (ok) memcpy(lora_fp, e->lora[i].fp, 32);
+        pthread_mutex_unlock(&e->mu);
+        if (!ok) return hearth_err_set(err, HEARTH_EINVAL, "LoRA adapter %d %s", r->adapter,
+                                       i >= 0 ? "was unloaded" : "is not loaded");
+    }
     if (r->max_new > e->ctx - r->n_prompt) r->max_new = e->ctx - r->n_prompt; /* clamp to the room left */
     hearth_seq *s = calloc(1, sizeof *s);
     if (!s) return hearth_err_set(err, HEARTH_ENOMEM, "out of memory");
@@ -950,7 +1030,7 @@ hearth_status hearth_engine_submit(hearth_engine *e, hearth_gen_request *r, hear
     s->n_tokens = r->n_prompt;
     s->slot = -1;
     s->t_submit = hearth_time_now();
-    const uint8_t *fp = hearth_model_lora_fingerprint(e->m, r->adapter);
+    const uint8_t *fp = r->adapter ? lora_fp : NULL;
     if (r->has_cache_salt) { /* root = H("salt", adapter fingerprint or zeros, H(salt)) */
         static const uint8_t zeros[32];
         hearth_sha256 h;
@@ -969,12 +1049,14 @@ hearth_status hearth_engine_submit(hearth_engine *e, hearth_gen_request *r, hear
     atomic_init(&s->refs, 2);
     atomic_init(&s->cancel, 0);
     pthread_mutex_lock(&e->mu);
-    if (e->no_admission || e->stop || e->n_mail + e->n_waiting >= e->o.max_waiting) {
+    const int li = lora_entry(e, r->adapter), unloaded = r->adapter && (li < 0 || e->lora[li].draining);
+    if (e->no_admission || e->stop || e->n_mail + e->n_waiting >= e->o.max_waiting || unloaded) {
         int closing = e->no_admission || e->stop;
-        e->stats.requests_rejected++;
+        if (!unloaded) e->stats.requests_rejected++;
         pthread_mutex_unlock(&e->mu);
         atomic_init(&s->refs, 1);
         seq_unref(s);
+        if (unloaded) return hearth_err_set(err, HEARTH_EINVAL, "LoRA adapter %d was unloaded", r->adapter);
         return hearth_err_set(err, HEARTH_EBUSY, closing ? "the server is shutting down"
                                                          : "too many requests waiting; try again later");
     }
@@ -1005,20 +1087,48 @@ void hearth_engine_stats_get(hearth_engine *e, hearth_engine_stats *out) {
     out->kv_blocks_cached = hearth_kv_n_cached_blocks(e->kv);
 }
 
+static hearth_status flush_errand(hearth_engine *e, errand *x) {
+    hearth_status st = hearth_kv_flush(e->kv, &x->n, &x->err);
+    update_gauges(e);
+    return st;
+}
+
 hearth_status hearth_engine_flush_cache(hearth_engine *e, int *n_written, hearth_err *err) {
     if (n_written) *n_written = 0;
     if (!hearth_kv_disk_of(e->kv))
         return hearth_err_set(err, HEARTH_EINVAL, "the prefix cache has no disk tier (serve --cache-dir DIR)");
-    pthread_mutex_lock(&e->mu);
-    int mine = ++e->flush_asked;
-    pthread_cond_signal(&e->cv);
-    while (e->flush_done - mine < 0 && !e->stop) pthread_cond_wait(&e->flush_cv, &e->mu);
-    hearth_status st = e->flush_done - mine < 0 ? HEARTH_EBUSY : e->flush_st;
-    if (st == HEARTH_EBUSY) hearth_err_set(err, st, "the engine stopped before the flush");
-    else if (st != HEARTH_OK && err) *err = e->flush_err;
-    if (st == HEARTH_OK && n_written) *n_written = e->flush_written;
-    pthread_mutex_unlock(&e->mu);
+    errand x = {.fn = flush_errand};
+    hearth_status st = run_errand(e, &x, err);
+    if (st == HEARTH_OK && n_written) *n_written = x.n;
     return st;
+}
+
+static hearth_status lora_load_errand(hearth_engine *e, errand *x) {
+    hearth_status st = hearth_model_add_lora(e->m, x->name, x->dir, &x->n, &x->err);
+    if (st != HEARTH_OK) return st;
+    pthread_mutex_lock(&e->mu);
+    lora_publish(e, x->n);
+    pthread_mutex_unlock(&e->mu);
+    return HEARTH_OK;
+}
+
+hearth_status hearth_engine_lora_load(hearth_engine *e, const char *name, const char *dir, int *id, hearth_err *err) {
+    errand x = {.fn = lora_load_errand, .name = name, .dir = dir};
+    hearth_status st = run_errand(e, &x, err);
+    *id = st == HEARTH_OK ? x.n : 0;
+    return st;
+}
+
+hearth_status hearth_engine_lora_unload(hearth_engine *e, int id, hearth_err *err) {
+    pthread_mutex_lock(&e->mu);
+    const int i = lora_entry(e, id), ok = i >= 0 && !e->lora[i].draining;
+    if (ok) {
+        e->lora[i].draining = 1;
+        e->n_draining++;
+        pthread_cond_signal(&e->cv);
+    }
+    pthread_mutex_unlock(&e->mu);
+    return ok ? HEARTH_OK : hearth_err_set(err, HEARTH_ENOENT, "no LoRA adapter of id %d is loaded", id);
 }
 
 void hearth_engine_stop_admission(hearth_engine *e) {

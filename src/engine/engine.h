@@ -143,6 +143,14 @@ int hearth_engine_n_slots(const hearth_engine *e);
  * thread between steps; the caller waits). *n_written: the blocks written now. EINVAL when the cache has
  * no disk tier. */
 hearth_status hearth_engine_flush_cache(hearth_engine *e, int *n_written, hearth_err *err);
+/* LoRA adapters while serving (vLLM's /v1/load_lora_adapter): load PEFT's directory dir under name between two
+ * steps (the caller waits; requests in flight go on before and after); *id is then its hearth_gen_request
+ * adapter. Errors as hearth_model_add_lora's. */
+hearth_status hearth_engine_lora_load(hearth_engine *e, const char *name, const char *dir, int *id, hearth_err *err);
+/* Unload adapter id: submissions with it are refused from now on; the sequences that run or wait with it finish
+ * with it, and its memory is given back at the first step boundary after the last. ENOENT when it is not
+ * loaded. Returns at once. */
+hearth_status hearth_engine_lora_unload(hearth_engine *e, int id, hearth_err *err);
 /* Stop admitting (submit returns EBUSY with "shutting down"). */
 void hearth_engine_stop_admission(hearth_engine *e);
 /* A slot as the engine last published it (each loop turn). */

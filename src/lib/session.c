@@ -181,6 +181,8 @@ static hearth_status load_adapters(hearth_session *s, const hearth_session_opts 
         }
         if (!name[0] || !dir[0])
             return hearth_err_set(err, HEARTH_EINVAL, "LoRA adapter '%s': expected NAME=DIR or DIR", arg);
+        if (hearth_model_lora_find(s->model, name))
+            return hearth_err_set(err, HEARTH_EINVAL, "LoRA adapter name '%s' is given twice", name);
         int id;
         hearth_status st = hearth_model_add_lora(s->model, name, dir, &id, err);
         if (st) return hearth_err_wrap(err, st, "LoRA adapter '%s'", name);

@@ -25,8 +25,8 @@ hearth_status hearth_model_set_row_adapters(hearth_model *m, const int32_t *ids,
     if (T < 1 || T > m->max_tokens) return hearth_err_set(err, HEARTH_EINVAL, "adapters: %d rows", T);
     int any = 0;
     for (int t = 0; t < T; t++) {
-        if (ids[t] < 0 || ids[t] > m->n_lora)
-            return hearth_err_set(err, HEARTH_EINVAL, "adapter id %d: %d adapters are loaded", ids[t], m->n_lora);
+        if (ids[t] < 0 || (ids[t] && !hearth_model_lora_get(m, ids[t])))
+            return hearth_err_set(err, HEARTH_EINVAL, "adapter id %d: no such adapter is loaded", ids[t]);
         any |= ids[t];
     }
     if (!any) return HEARTH_OK;
@@ -45,11 +45,11 @@ static void lora_plan(hearth_model *m, int T, lora_step *ls) {
     ls->n_used = 0;
     ls->uniform = 1;
     if (m->lora_rows_set != T) return;
-    uint8_t seen[HEARTH_MAX_LORA + 1] = {0};
     for (int t = 0; t < T; t++) {
-        int a = m->h_lora[t];
+        int a = m->h_lora[t], seen = 0;
         if (a != m->h_lora[0]) ls->uniform = 0;
-        if (a && !seen[a]) seen[a] = 1, ls->used[ls->n_used++] = a;
+        for (int i = 0; i < ls->n_used && !seen; i++) seen = ls->used[i] == a;
+        if (a && !seen) ls->used[ls->n_used++] = a;
     }
     if (!ls->uniform) m->ops->upload(m->ops_ctx, m->lora_ids, m->h_lora, sizeof(int32_t) * (size_t)T);
 }
@@ -59,7 +59,7 @@ static void lora_plan(hearth_model *m, int T, lora_step *ls) {
  * each adapter and keeps only its rows' sums. */
 static void lora_apply(hearth_model *m, const lora_step *ls, int l, int g, float *const *y, const float *x, int T) {
     for (int i = 0; i < ls->n_used; i++) {
-        const hearth_lora *a = &m->lora[ls->used[i] - 1];
+        const hearth_lora *a = hearth_model_lora_get(m, ls->used[i]);
         const hearth_lora_group *G = &a->groups[(size_t)l * HEARTH_LORA_GROUPS + g];
         if (G->a)
             m->ops->lora(m->ops_ctx, y, x, T, G->in, G->a, G->b, a->rank, G->out, G->n,

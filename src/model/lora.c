@@ -292,12 +292,24 @@ static hearth_status scratch(hearth_model *m, int R, hearth_err *err) {
     return HEARTH_OK;
 }
 
+/* A slot's memory, host and backend, given back; the slot is free again. */
+static void release(hearth_model *m, hearth_lora *a) {
+    for (int i = 0; a->groups && i < m->cfg.n_layers * HEARTH_LORA_GROUPS; i++) {
+        hearth_model_free_mem(m, a->groups[i].a);
+        hearth_model_free_mem(m, a->groups[i].b);
+    }
+    free(a->name);
+    free(a->path);
+    free(a->groups);
+    memset(a, 0, sizeof *a);
+}
+
 hearth_status hearth_model_add_lora(hearth_model *m, const char *name, const char *dir, int *id, hearth_err *err) {
     *id = 0;
-    if (m->n_lora >= HEARTH_MAX_LORA)
-        return hearth_err_set(err, HEARTH_ERANGE, "%s: at most %d adapters", dir, HEARTH_MAX_LORA);
-    if (hearth_model_lora_find(m, name))
-        return hearth_err_set(err, HEARTH_EINVAL, "adapter name '%s' is given twice", name);
+    hearth_lora *a = NULL;
+    for (int i = 0; i < HEARTH_MAX_LORA && !a; i++)
+        if (!m->lora[i].id) a = &m->lora[i];
+    if (!a) return hearth_err_set(err, HEARTH_ERANGE, "%s: at most %d adapters are loaded at once", dir, HEARTH_MAX_LORA);
     if (!hearth_path_is_dir(dir))
         return hearth_err_set(err, HEARTH_ENOENT, "%s: not a directory (a LoRA adapter is PEFT's directory: "
                                                   "adapter_config.json + adapter_model.safetensors)", dir);
@@ -310,7 +322,6 @@ hearth_status hearth_model_add_lora(hearth_model *m, const char *name, const cha
     snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
     hearth_st_set *sts;
     if ((st = hearth_st_open_file(&sts, path, err))) return st;
-    hearth_lora *a = &m->lora[m->n_lora];
     memset(a, 0, sizeof *a);
     const int L = m->cfg.n_layers;
     a->rank = (r + 15) / 16 * 16;
@@ -333,16 +344,23 @@ hearth_status hearth_model_add_lora(hearth_model *m, const char *name, const cha
     hearth_log_info("%s: adapter '%s': %d matrices of rank %d, scale %g", dir, name, pairs, r, scale);
     free(ta);
     hearth_st_close(sts);
-    *id = ++m->n_lora;
+    a->id = *id = ++m->last_lora_id;
+    m->n_lora++;
     return HEARTH_OK;
 fail:
     free(ta);
     hearth_st_close(sts);
-    free(a->name);
-    free(a->path);
-    free(a->groups);
-    memset(a, 0, sizeof *a); /* backend memory already taken stays owned by the model */
+    release(m, a);
     return st;
+}
+
+hearth_status hearth_model_remove_lora(hearth_model *m, int id, hearth_err *err) {
+    hearth_lora *a = hearth_model_lora_get(m, id);
+    if (!a) return hearth_err_set(err, HEARTH_ENOENT, "no LoRA adapter of id %d is loaded", id);
+    hearth_log_info("%s: adapter '%s' unloaded", a->path, a->name);
+    release(m, a);
+    m->n_lora--;
+    return HEARTH_OK;
 }
 
 hearth_status hearth_lora_pairs_read(hearth_lora_pairs *p, const hearth_model *m, const char *dir, hearth_err *err) {
@@ -394,25 +412,41 @@ void hearth_lora_pairs_free(hearth_lora_pairs *p) {
 
 int hearth_model_n_lora(const hearth_model *m) { return m->n_lora; }
 
+hearth_lora *hearth_model_lora_get(hearth_model *m, int id) {
+    for (int i = 0; id > 0 && i < HEARTH_MAX_LORA; i++)
+        if (m->lora[i].id == id) return &m->lora[i];
+    return NULL;
+}
+
+int hearth_model_lora_ids(const hearth_model *m, int *ids, int cap) {
+    int n = 0;
+    for (int i = 0; i < HEARTH_MAX_LORA; i++)
+        if (m->lora[i].id && n < cap) ids[n++] = m->lora[i].id;
+    return n;
+}
+
 const char *hearth_model_lora_name(const hearth_model *m, int id) {
-    return id >= 1 && id <= m->n_lora ? m->lora[id - 1].name : NULL;
+    const hearth_lora *a = hearth_model_lora_get((hearth_model *)m, id);
+    return a ? a->name : NULL;
 }
 
 const uint8_t *hearth_model_lora_fingerprint(const hearth_model *m, int id) {
-    return id >= 1 && id <= m->n_lora ? m->lora[id - 1].fingerprint : NULL;
+    const hearth_lora *a = hearth_model_lora_get((hearth_model *)m, id);
+    return a ? a->fingerprint : NULL;
 }
 
 int hearth_model_lora_find(const hearth_model *m, const char *name) {
-    for (int i = 0; i < m->n_lora; i++)
-        if (!strcmp(m->lora[i].name, name)) return i + 1;
+    for (int i = 0; i < HEARTH_MAX_LORA; i++)
+        if (m->lora[i].id && !strcmp(m->lora[i].name, name)) return m->lora[i].id;
     return 0;
 }
 
 void hearth_model_lora_free_all(hearth_model *m) {
-    for (int i = 0; i < m->n_lora; i++) {
+    for (int i = 0; i < HEARTH_MAX_LORA; i++) { /* the backend memory goes with the model's */
         free(m->lora[i].name);
         free(m->lora[i].path);
         free(m->lora[i].groups);
+        memset(&m->lora[i], 0, sizeof m->lora[i]);
     }
     free(m->h_lora);
     m->n_lora = 0;

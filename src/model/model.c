@@ -111,6 +111,15 @@ void *hearth_model_alloc(hearth_model *m, size_t bytes) {
     return p && own(m, p) ? p : NULL;
 }
 
+void hearth_model_free_mem(hearth_model *m, void *p) {
+    for (int i = m->n_owned - 1; p && i >= 0; i--)
+        if (m->owned[i] == p) {
+            m->ops->free(m->ops_ctx, p);
+            m->owned[i] = m->owned[--m->n_owned];
+            return;
+        }
+}
+
 static hearth_status shape_error(const hearth_model *m, const src_tensor *t, int64_t rows, int64_t cols,
                                  hearth_err *err) {
     return hearth_err_set(err, HEARTH_EFORMAT, "%s: tensor %s: shape [%lld,%lld], expected [%lld,%lld]", m->path,

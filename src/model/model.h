@@ -86,15 +86,22 @@ hearth_status hearth_model_hidden_row(hearth_model *m, int row, float *out, hear
 
 /* ---- LoRA adapters (lora.c) ----
  * Load PEFT's adapter directory dir beside the model under name, before the
- * model serves (its scratch is taken from the backend then). *id receives
- * the adapter's id, 1.. in load order. Errors name the file and the field or
+ * model serves, or between two forwards (the engine's hearth_engine_lora_load).
+ * *id receives the adapter's id, 1.. in load order (names are labels here: the
+ * caller keeps them apart). Errors name the file and the field or
  * tensor at fault; what hearth does not apply (DoRA, rank patterns, biases,
  * embedding / head adapters) is refused, not ignored. */
 #define HEARTH_MAX_LORA 16
 hearth_status hearth_model_add_lora(hearth_model *m, const char *name, const char *dir, int *id, hearth_err *err);
+/* Unload adapter id: its memory is given back and its id is never given
+ * again. Only between forwards, and only once no sequence runs with it (the
+ * engine sees to both). Ids of the others do not change. */
+hearth_status hearth_model_remove_lora(hearth_model *m, int id, hearth_err *err);
+/* How many adapters are loaded, and their ids (up to cap), in slot order. */
 int hearth_model_n_lora(const hearth_model *m);
-/* By id (1..n): name, and the SHA-256 of its tensors and scale (the prefix
- * cache keys an adapter's blocks apart with it); NULL if no such id. */
+int hearth_model_lora_ids(const hearth_model *m, int *ids, int cap);
+/* By id: name, and the SHA-256 of its tensors and scale (the prefix cache
+ * keys an adapter's blocks apart with it); NULL if no such id is loaded. */
 const char *hearth_model_lora_name(const hearth_model *m, int id);
 const uint8_t *hearth_model_lora_fingerprint(const hearth_model *m, int id);
 /* The id of the adapter loaded under name, 0 if none. */

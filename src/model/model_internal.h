@@ -21,6 +21,7 @@ typedef struct {
     int n, out[3], in;
 } hearth_lora_group;
 typedef struct {
+    int id;                   /* 1.. in load order, never reused; 0: a free slot */
     char *name, *path;
     int rank;                 /* R: the file's r rounded up to 16 */
     float scale;
@@ -71,8 +72,8 @@ struct hearth_model {
      * adapter per row (h_lora, host; 0 = none; set by
      * hearth_model_set_row_adapters), its copy in backend memory, and the
      * lora op's scratch, [max_tokens][3 lora_rank + widest output]. */
-    hearth_lora lora[HEARTH_MAX_LORA];
-    int n_lora, lora_rank, lora_rows_set;
+    hearth_lora lora[HEARTH_MAX_LORA]; /* slots; an unloaded adapter's is free again */
+    int n_lora, last_lora_id, lora_rank, lora_rows_set;
     int32_t *h_lora, *lora_ids;
     float *lora_tmp;
 };
@@ -80,6 +81,10 @@ struct hearth_model {
 /* Backend memory of the model's own (freed with it), or NULL when the
  * backend or the list of what the model owns has no room. */
 void *hearth_model_alloc(hearth_model *m, size_t bytes);
+/* Free p, taken with hearth_model_alloc, before the model goes (NULL: nothing). */
+void hearth_model_free_mem(hearth_model *m, void *p);
+/* The loaded adapter of that id, NULL if none. */
+hearth_lora *hearth_model_lora_get(hearth_model *m, int id);
 void hearth_model_lora_free_all(hearth_model *m);
 
 #endif

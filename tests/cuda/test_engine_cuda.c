@@ -77,6 +77,21 @@ TEST(cuda_engine_lora_mixed_batches) {
     hearth_cuda_ctx_free(c);
 }
 
+/* Adapters loaded and unloaded while the engine serves (rig_lora_runtime_case):
+ * the adapters' device memory freed and taken again between steps. */
+TEST(cuda_engine_lora_runtime) {
+    rig r;
+    hearth_cuda_ctx *c;
+    CHECK_MSG(cuda_rig(&r, &c, "qwen2-f32", HEARTH_DT_F16, 512, 64), "cannot open the model on CUDA");
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s", test_path("tests/fixtures/lora/qwen2-rslora"));
+    rig_lora_runtime_case(&r, dir, 1e-3f);
+    hearth_err err = {0};
+    CHECK_MSG(hearth_cuda_ctx_error(c, &err) == HEARTH_OK, "cuda: %s", err.msg);
+    rig_free(&r);
+    hearth_cuda_ctx_free(c);
+}
+
 /* Speculative decoding by prompt lookup: 4 drafted tokens behind each decode
  * row, in engines of 1, 8 and 64 slots, give each request its serial greedy
  * output (the f32 model: the same tokens); drafts were kept and refused. */

@@ -25,10 +25,14 @@ typedef struct {
     hearth_model *m;
     hearth_kv *kv;
     int n_adapters; /* LoRA adapters loaded (rig_add_adapters): request i runs with adapter i % (n + 1) */
+    int adapter_id; /* with one adapter: its id, when not 1 */
     int spec;       /* rig_batched's engines draft this many tokens a step (prompt lookup), 0 = none */
 } rig;
 
-static inline int rig_adapter(const rig *r, int i) { return i % (r->n_adapters + 1); }
+static inline int rig_adapter(const rig *r, int i) {
+    const int k = i % (r->n_adapters + 1);
+    return k == 1 && r->adapter_id ? r->adapter_id : k;
+}
 
 /* A copy of the PEFT adapter in dir under the test's scratch directory
  * (lora-<tag>), its config's field set to value (JSON text), its tensors
@@ -256,6 +260,78 @@ static void rig_batched_tie(rig *r, int n_req, int n_slots, int32_t want[][RIG_N
                st.spec_accepted, st.steps, st.tokens_out);
         CHECK(st.spec_accepted > 0 && st.spec_drafted > st.spec_accepted);
     }
+}
+
+/* LoRA adapters loaded and unloaded through a running engine (r has none):
+ * twenty loads and unloads (more than the model's slots) give ids in load
+ * order; requests submitted with an adapter that is then unloaded finish with
+ * it, a submission after the unload is refused, and its memory goes once they
+ * end. Their outputs are the serial path's with the same adapter loaded beside
+ * the model (tie: as rig_batched_tie's). */
+static inline void rig_lora_runtime_case(rig *r, const char *dir, float tie) {
+    enum { N = 8 };
+    hearth_engine *e;
+    hearth_engine_opts o = {.n_slots = 4, .max_waiting = RIG_MAX_REQ, .queue_cap = 4};
+    hearth_err err = {0};
+    const int baseline = hearth_kv_n_available_blocks(r->kv), vocab = hearth_model_config_get(r->m)->vocab_size;
+    CHECK_EQ(hearth_engine_new(&e, r->m, r->kv, &o, &err), HEARTH_OK);
+    int id = 0;
+    for (int k = 0; k < 20; k++) {
+        CHECK_EQ(hearth_engine_lora_load(e, "churn", dir, &id, &err), HEARTH_OK);
+        CHECK_EQ(id, k + 1);
+        CHECK_EQ(hearth_engine_lora_unload(e, id, &err), HEARTH_OK);
+    }
+    CHECK_EQ(hearth_engine_lora_unload(e, id, NULL), HEARTH_ENOENT);
+    CHECK_EQ(hearth_engine_lora_load(e, "one", dir, &id, &err), HEARTH_OK);
+    CHECK_EQ(id, 21);
+    r->n_adapters = 1, r->adapter_id = id; /* odd requests run with it */
+    hearth_seq *seqs[N];
+    for (int i = 0; i < N + 1; i++) {
+        hearth_gen_request q = {0};
+        q.prompt = malloc(sizeof(int32_t) * 64);
+        rig_prompt(i, q.prompt, &q.n_prompt, vocab);
+        q.max_new = RIG_NEW;
+        q.adapter = i < N ? rig_adapter(r, i) : id;
+        hearth_sampling_default(&q.sampling);
+        q.sampling.temperature = 0;
+        if (i < N) {
+            CHECK_EQ(hearth_engine_submit(e, &q, &seqs[i], &err), HEARTH_OK);
+            continue;
+        }
+        CHECK_EQ(hearth_engine_lora_unload(e, id, &err), HEARTH_OK); /* while they run or wait */
+        hearth_seq *late;
+        CHECK_EQ(hearth_engine_submit(e, &q, &late, &err), HEARTH_EINVAL);
+        CHECK_CONTAINS(err.msg, "unloaded");
+        free(q.prompt);
+    }
+    static int32_t got[N][RIG_NEW];
+    for (int i = 0; i < N; i++) {
+        int n = 0;
+        hearth_token_event ev;
+        while (hearth_seq_next(seqs[i], &ev, -1) == 1)
+            if (n < RIG_NEW) got[i][n++] = ev.id;
+        hearth_seq_summary sum;
+        hearth_seq_summary_get(seqs[i], &sum);
+        CHECK_MSG(sum.finish == HEARTH_FINISH_LENGTH && n == RIG_NEW, "request %d: %d tokens, finish %d", i, n,
+                  (int)sum.finish);
+        hearth_seq_release(seqs[i]);
+    }
+    hearth_engine_free(e);
+    CHECK_EQ(hearth_model_n_lora(r->m), 0); /* the drained adapter's memory went */
+    CHECK_EQ(hearth_kv_n_available_blocks(r->kv), baseline);
+    CHECK_EQ(hearth_model_add_lora(r->m, "one", dir, &r->adapter_id, &err), HEARTH_OK);
+    for (int i = 0; i < N; i++) {
+        int32_t want[RIG_NEW];
+        CHECK_EQ(rig_serial(r, i, rig_adapter(r, i), want), HEARTH_OK);
+        int k = 0;
+        while (k < RIG_NEW && got[i][k] == want[k]) k++;
+        if (k == RIG_NEW) continue;
+        float gap = tie > 0 ? rig_gap(r, i, want, k, got[i][k]) : -1;
+        if (gap >= 0 && gap < tie) printf("  request %d departs at step %d in a near-tie (%.4g)\n", i, k, gap);
+        else CHECK_MSG(0, "request %d departs from its serial output at step %d (gap %.4g)", i, k, gap);
+    }
+    CHECK_EQ(hearth_model_remove_lora(r->m, r->adapter_id, &err), HEARTH_OK);
+    r->n_adapters = r->adapter_id = 0;
 }
 
 static void rig_batched(rig *r, int n_req, int n_slots, int32_t want[][RIG_NEW], int *preempted) {

@@ -49,6 +49,19 @@ TEST(lora_mixed_batches_equal_serial) {
     close_tiny(&r);
 }
 
+/* Adapters loaded and unloaded while the engine serves (vLLM's runtime LoRA
+ * updating): see rig_lora_runtime_case. */
+TEST(lora_loaded_and_unloaded_while_serving) {
+    rig r;
+    hearth_cpu_ctx *cpu;
+    memset(&r, 0, sizeof r);
+    CHECK_EQ(hearth_cpu_ctx_new(&cpu, 2, 64, 512, 256, NULL), HEARTH_OK);
+    CHECK(rig_open_on(&r, &hearth_cpu_ops, cpu, test_path("tests/fixtures/tiny/qwen2-f32"), HEARTH_DT_F32, 96, 4,
+                      64));
+    rig_lora_runtime_case(&r, test_path(LORA_DIR), 0.0f);
+    close_tiny(&r);
+}
+
 static hearth_seq_summary one(hearth_engine *e, const int32_t *ids, int n, int adapter, int32_t *out) {
     return rig_one(e, ids, n, 8, adapter, out);
 }
@@ -119,14 +132,26 @@ TEST(lora_refusals_name_the_field) {
     refused(m, "/nonexistent/adapter", "not a directory");
     /* another model's adapter: its shapes do not fit */
     refused(other, test_path(LORA_DIR), "shape");
-    /* a name given twice */
-    int id;
+    /* ids in load order, never given twice: an unloaded adapter's slot is taken by the next */
+    int id, ids[HEARTH_MAX_LORA];
     CHECK_EQ(hearth_model_add_lora(m, "x", test_path(LORA_DIR), &id, NULL), HEARTH_OK);
     CHECK_EQ(id, 1);
-    refused(m, test_path(LORA_DIR), "twice");
-    CHECK_EQ(hearth_model_n_lora(m), 1);
+    CHECK_EQ(hearth_model_add_lora(m, "y", test_path(LORA_DIR), &id, NULL), HEARTH_OK);
+    CHECK_EQ(id, 2);
+    CHECK_EQ(hearth_model_n_lora(m), 2);
     CHECK_EQ(hearth_model_lora_find(m, "x"), 1);
-    CHECK_EQ(hearth_model_lora_find(m, "y"), 0);
+    CHECK_EQ(hearth_model_lora_find(m, "z"), 0);
+    CHECK_EQ(hearth_model_remove_lora(m, 1, NULL), HEARTH_OK);
+    CHECK_EQ(hearth_model_remove_lora(m, 1, NULL), HEARTH_ENOENT);
+    CHECK_EQ(hearth_model_n_lora(m), 1);
+    CHECK(hearth_model_lora_name(m, 1) == NULL);
+    CHECK_EQ(hearth_model_lora_find(m, "x"), 0);
+    CHECK_EQ(hearth_model_add_lora(m, "z", test_path(LORA_DIR), &id, NULL), HEARTH_OK);
+    CHECK_EQ(id, 3);
+    CHECK_EQ(hearth_model_lora_ids(m, ids, HEARTH_MAX_LORA), 2);
+    CHECK_EQ(ids[0], 3); /* the first slot again */
+    CHECK_EQ(ids[1], 2);
+    CHECK_STR(hearth_model_lora_name(m, 3), "z");
     hearth_model_free(m);
     hearth_model_free(other);
     hearth_cpu_ctx_free(cpu);
