@@ -64,11 +64,11 @@ struct hearth_seq {
  * touches the model or the cache meanwhile. */
 typedef struct errand {
     hearth_status (*fn)(hearth_engine *e, struct errand *x);
-    const char *name, *dir; /* a load's adapter */
-    int n;                  /* the flush's blocks written; the load's id */
+    hearth_lora_staged *staged; /* a load's adapter, read (add_staged consumes it) */
+    int n;                      /* the flush's blocks written; the load's id */
     hearth_status st;
     hearth_err err;
-    int done;
+    int taken, done;
     struct errand *next;
 } errand;
 
@@ -685,24 +685,25 @@ static int update_gauges(hearth_engine *e) {
 }
 
 /* A flush asked for since the last turn: done here, between steps, and answered. */
+/* Errands are taken one at a time and only while the engine is not stopping,
+ * so that a caller who sees it stopping with its errand not taken may leave. */
 static void run_errands(hearth_engine *e) {
-    pthread_mutex_lock(&e->mu);
-    errand *x = e->errands;
-    e->errands = NULL;
-    pthread_mutex_unlock(&e->mu);
-    while (x) {
-        errand *next = x->next; /* x is the caller's: gone once done */
+    for (;;) {
+        pthread_mutex_lock(&e->mu);
+        errand *x = e->stop ? NULL : e->errands;
+        if (x) e->errands = x->next, x->taken = 1;
+        pthread_mutex_unlock(&e->mu);
+        if (!x) return;
         hearth_status st = x->fn(e, x);
         pthread_mutex_lock(&e->mu);
         x->st = st;
-        x->done = 1;
+        x->done = 1; /* x is the caller's: gone from here on */
         pthread_cond_broadcast(&e->errand_cv);
         pthread_mutex_unlock(&e->mu);
-        x = next;
     }
 }
 
-/* Run x on the engine thread and wait for it. */
+/* Run x on the engine thread and wait for it (EBUSY when the engine stopped before taking it). */
 static hearth_status run_errand(hearth_engine *e, errand *x, hearth_err *err) {
     pthread_mutex_lock(&e->mu);
     if (!e->stop) {
@@ -711,7 +712,7 @@ static hearth_status run_errand(hearth_engine *e, errand *x, hearth_err *err) {
         *p = x;
         pthread_cond_signal(&e->cv);
     }
-    while (!x->done && !e->stop) pthread_cond_wait(&e->errand_cv, &e->mu);
+    while (!x->done && !(e->stop && !x->taken)) pthread_cond_wait(&e->errand_cv, &e->mu);
     const int done = x->done;
     pthread_mutex_unlock(&e->mu);
     if (!done) return hearth_err_set(err, HEARTH_EBUSY, "the engine stopped first");
@@ -1104,7 +1105,7 @@ hearth_status hearth_engine_flush_cache(hearth_engine *e, int *n_written, hearth
 }
 
 static hearth_status lora_load_errand(hearth_engine *e, errand *x) {
-    hearth_status st = hearth_model_add_lora(e->m, x->name, x->dir, &x->n, &x->err);
+    hearth_status st = hearth_model_add_staged(e->m, x->staged, &x->n, &x->err);
     if (st != HEARTH_OK) return st;
     pthread_mutex_lock(&e->mu);
     lora_publish(e, x->n);
@@ -1113,9 +1114,12 @@ static hearth_status lora_load_errand(hearth_engine *e, errand *x) {
 }
 
 hearth_status hearth_engine_lora_load(hearth_engine *e, const char *name, const char *dir, int *id, hearth_err *err) {
-    errand x = {.fn = lora_load_errand, .name = name, .dir = dir};
-    hearth_status st = run_errand(e, &x, err);
-    *id = st == HEARTH_OK ? x.n : 0;
+    *id = 0;
+    errand x = {.fn = lora_load_errand};
+    hearth_status st = hearth_lora_stage(&x.staged, e->m, name, dir, err); /* the file, beside the steps */
+    if (st != HEARTH_OK) return st;
+    if ((st = run_errand(e, &x, err)) == HEARTH_OK) *id = x.n;
+    else if (!x.done) hearth_lora_staged_free(x.staged, e->m); /* the engine stopped: the errand never ran */
     return st;
 }
 

@@ -193,10 +193,11 @@ static hearth_status check_pair(const hearth_model *m, const char *path, int tar
     return HEARTH_OK;
 }
 
-/* One group of one layer (ta: the layer's [HEARTH_LORA_TARGETS][2] tensors, NULL where
- * absent) into backend memory. */
-static hearth_status load_group(hearth_model *m, hearth_lora *a, const char *path, int layer, int g,
-                                const hearth_st_tensor *const *ta, int r, float scale, hearth_err *err) {
+/* One group of one layer (ta: the layer's [HEARTH_LORA_TARGETS][2] tensors,
+ * NULL where absent) stacked in host memory: G->a and G->b (malloc'd; NULL
+ * where the adapter leaves the whole group alone) until commit() uploads them. */
+static hearth_status stage_group(const hearth_model *m, hearth_lora *a, const char *path, int layer, int g,
+                                 const hearth_st_tensor *const *ta, int r, float scale, hearth_err *err) {
     hearth_lora_group *G = &a->groups[(size_t)layer * HEARTH_LORA_GROUPS + g];
     const int R = a->rank, first = FIRST_OF[g];
     int any = 0, sum_out = 0, in = 0;
@@ -216,13 +217,14 @@ static hearth_status load_group(hearth_model *m, hearth_lora *a, const char *pat
             stack_pair(m, first + i, A, B, r, R, scale, ha + (size_t)i * R * in,
                        m->ops->lora_b_t ? hb + o : hb + (size_t)o * R, m->ops->lora_b_t, sum_out);
     }
-    char what[200];
-    snprintf(what, sizeof what, "%s: layer %d", a->path, layer);
-    if (st == HEARTH_OK && (st = put(m, &G->a, ha, (size_t)G->n * R * in, what, err)) == HEARTH_OK)
-        st = put(m, &G->b, hb, (size_t)sum_out * R, what, err);
-    free(ha);
-    free(hb);
+    G->a = ha, G->b = hb; /* freed by the caller's cleanup on failure */
     return st;
+}
+
+/* A group's stacks: A [n R][in], B [sum out][R]. */
+static size_t group_a_len(const hearth_lora_group *G, int R) { return (size_t)G->n * R * G->in; }
+static size_t group_b_len(const hearth_lora_group *G, int R) {
+    return (size_t)(G->out[0] + (G->n > 1 ? G->out[1] : 0) + (G->n > 2 ? G->out[2] : 0)) * R;
 }
 
 /* The file's tensors by layer and target: ta[(l * HEARTH_LORA_TARGETS + t) * 2] its A,
@@ -292,11 +294,17 @@ static hearth_status scratch(hearth_model *m, int R, hearth_err *err) {
     return HEARTH_OK;
 }
 
-/* A slot's memory, host and backend, given back; the slot is free again. */
-static void release(hearth_model *m, hearth_lora *a) {
+/* A slot's memory given back (its groups' stacks: in host memory while
+ * staged, backend memory once committed); the slot is free again. */
+static void release(hearth_model *m, hearth_lora *a, int staged) {
     for (int i = 0; a->groups && i < m->cfg.n_layers * HEARTH_LORA_GROUPS; i++) {
-        hearth_model_free_mem(m, a->groups[i].a);
-        hearth_model_free_mem(m, a->groups[i].b);
+        if (staged) {
+            free(a->groups[i].a);
+            free(a->groups[i].b);
+        } else {
+            hearth_model_free_mem(m, a->groups[i].a);
+            hearth_model_free_mem(m, a->groups[i].b);
+        }
     }
     free(a->name);
     free(a->path);
@@ -304,61 +312,108 @@ static void release(hearth_model *m, hearth_lora *a) {
     memset(a, 0, sizeof *a);
 }
 
-hearth_status hearth_model_add_lora(hearth_model *m, const char *name, const char *dir, int *id, hearth_err *err) {
-    *id = 0;
-    hearth_lora *a = NULL;
-    for (int i = 0; i < HEARTH_MAX_LORA && !a; i++)
-        if (!m->lora[i].id) a = &m->lora[i];
-    if (!a) return hearth_err_set(err, HEARTH_ERANGE, "%s: at most %d adapters are loaded at once", dir, HEARTH_MAX_LORA);
+struct hearth_lora_staged {
+    hearth_lora a; /* its groups' stacks in host memory */
+    int pairs, r;
+};
+
+hearth_status hearth_lora_stage(hearth_lora_staged **out, const hearth_model *m, const char *name, const char *dir,
+                                hearth_err *err) {
+    *out = NULL;
     if (!hearth_path_is_dir(dir))
         return hearth_err_set(err, HEARTH_ENOENT, "%s: not a directory (a LoRA adapter is PEFT's directory: "
                                                   "adapter_config.json + adapter_model.safetensors)", dir);
     lora_config lc;
     hearth_status st = read_config(dir, &lc, err);
     if (st) return st;
-    const int r = lc.r;
-    const float scale = lc.scale;
+    const int r = lc.r, L = m->cfg.n_layers;
     char path[4200];
     snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
     hearth_st_set *sts;
     if ((st = hearth_st_open_file(&sts, path, err))) return st;
-    memset(a, 0, sizeof *a);
-    const int L = m->cfg.n_layers;
-    a->rank = (r + 15) / 16 * 16;
-    a->scale = scale;
-    a->name = strdup(name);
-    a->path = strdup(dir);
-    a->groups = calloc((size_t)L * HEARTH_LORA_GROUPS, sizeof *a->groups);
+    hearth_lora_staged *sg = calloc(1, sizeof *sg);
+    hearth_lora *a = sg ? &sg->a : NULL;
     const hearth_st_tensor **ta = calloc((size_t)L * HEARTH_LORA_TARGETS * 2, sizeof *ta);
-    if (!a->name || !a->path || !a->groups || !ta) {
-        st = hearth_err_set(err, HEARTH_ENOMEM, "out of memory");
-        goto fail;
+    if (a) {
+        a->rank = (r + 15) / 16 * 16;
+        a->scale = lc.scale;
+        a->name = strdup(name);
+        a->path = strdup(dir);
+        a->groups = calloc((size_t)L * HEARTH_LORA_GROUPS, sizeof *a->groups);
     }
-    int pairs;
-    if ((st = collect(m, path, sts, ta, &pairs, err))) goto fail;
-    if ((st = scratch(m, a->rank, err))) goto fail;
-    for (int l = 0; l < L; l++)
-        for (int g = 0; g < HEARTH_LORA_GROUPS; g++)
-            if ((st = load_group(m, a, path, l, g, ta + (size_t)l * HEARTH_LORA_TARGETS * 2, r, scale, err))) goto fail;
-    fingerprint(a, sts, scale);
-    hearth_log_info("%s: adapter '%s': %d matrices of rank %d, scale %g", dir, name, pairs, r, scale);
+    if (!a || !a->name || !a->path || !a->groups || !ta) st = hearth_err_set(err, HEARTH_ENOMEM, "out of memory");
+    if (!st) st = collect(m, path, sts, ta, &sg->pairs, err);
+    for (int l = 0; !st && l < L; l++)
+        for (int g = 0; !st && g < HEARTH_LORA_GROUPS; g++)
+            st = stage_group(m, a, path, l, g, ta + (size_t)l * HEARTH_LORA_TARGETS * 2, r, lc.scale, err);
+    if (!st) fingerprint(a, sts, lc.scale);
     free(ta);
     hearth_st_close(sts);
+    if (st) {
+        hearth_lora_staged_free(sg, m);
+        return st;
+    }
+    sg->r = r;
+    *out = sg;
+    return HEARTH_OK;
+}
+
+void hearth_lora_staged_free(hearth_lora_staged *sg, const hearth_model *m) {
+    if (!sg) return;
+    release((hearth_model *)m, &sg->a, 1);
+    free(sg);
+}
+
+hearth_status hearth_model_add_staged(hearth_model *m, hearth_lora_staged *sg, int *id, hearth_err *err) {
+    *id = 0;
+    hearth_lora *a = NULL, *h = &sg->a;
+    for (int i = 0; i < HEARTH_MAX_LORA && !a; i++)
+        if (!m->lora[i].id) a = &m->lora[i];
+    hearth_status st = a ? scratch(m, h->rank, err)
+                         : hearth_err_set(err, HEARTH_ERANGE, "%s: at most %d adapters are loaded at once", h->path,
+                                          HEARTH_MAX_LORA);
+    if (st) {
+        hearth_lora_staged_free(sg, m);
+        return st;
+    }
+    const int n = m->cfg.n_layers * HEARTH_LORA_GROUPS;
+    *a = *h; /* the groups' shapes, names and fingerprint; the stacks go up one by one */
+    a->groups = calloc((size_t)n, sizeof *a->groups);
+    if (!a->groups) st = hearth_err_set(err, HEARTH_ENOMEM, "out of memory");
+    for (int i = 0; !st && i < n; i++) {
+        const hearth_lora_group *G = &h->groups[i];
+        char what[200];
+        snprintf(what, sizeof what, "%s: layer %d", h->path, i / HEARTH_LORA_GROUPS);
+        a->groups[i] = *G;
+        a->groups[i].a = a->groups[i].b = NULL;
+        if (G->a && !(st = put(m, &a->groups[i].a, G->a, group_a_len(G, h->rank), what, err)))
+            st = put(m, &a->groups[i].b, G->b, group_b_len(G, h->rank), what, err);
+    }
+    h->name = h->path = NULL; /* now a's */
+    if (st) {
+        release(m, a, 0);
+        hearth_lora_staged_free(sg, m);
+        return st;
+    }
+    hearth_log_info("%s: adapter '%s': %d matrices of rank %d, scale %g", a->path, a->name, sg->pairs, sg->r, a->scale);
+    hearth_lora_staged_free(sg, m);
     a->id = *id = ++m->last_lora_id;
     m->n_lora++;
     return HEARTH_OK;
-fail:
-    free(ta);
-    hearth_st_close(sts);
-    release(m, a);
-    return st;
+}
+
+hearth_status hearth_model_add_lora(hearth_model *m, const char *name, const char *dir, int *id, hearth_err *err) {
+    *id = 0;
+    hearth_lora_staged *sg;
+    hearth_status st = hearth_lora_stage(&sg, m, name, dir, err);
+    return st ? st : hearth_model_add_staged(m, sg, id, err);
 }
 
 hearth_status hearth_model_remove_lora(hearth_model *m, int id, hearth_err *err) {
     hearth_lora *a = hearth_model_lora_get(m, id);
     if (!a) return hearth_err_set(err, HEARTH_ENOENT, "no LoRA adapter of id %d is loaded", id);
     hearth_log_info("%s: adapter '%s' unloaded", a->path, a->name);
-    release(m, a);
+    release(m, a, 0);
     m->n_lora--;
     return HEARTH_OK;
 }

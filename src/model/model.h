@@ -93,6 +93,15 @@ hearth_status hearth_model_hidden_row(hearth_model *m, int row, float *out, hear
  * embedding / head adapters) is refused, not ignored. */
 #define HEARTH_MAX_LORA 16
 hearth_status hearth_model_add_lora(hearth_model *m, const char *name, const char *dir, int *id, hearth_err *err);
+/* The same in two halves, so that the slow one runs beside forwards: stage
+ * reads, checks and stacks the directory in host memory (it reads only the
+ * model's shapes), add_staged takes the backend memory and uploads (between
+ * forwards); it consumes s, as staged_free does. */
+typedef struct hearth_lora_staged hearth_lora_staged;
+hearth_status hearth_lora_stage(hearth_lora_staged **s, const hearth_model *m, const char *name, const char *dir,
+                                hearth_err *err);
+hearth_status hearth_model_add_staged(hearth_model *m, hearth_lora_staged *s, int *id, hearth_err *err);
+void hearth_lora_staged_free(hearth_lora_staged *s, const hearth_model *m);
 /* Unload adapter id: its memory is given back and its id is never given
  * again. Only between forwards, and only once no sequence runs with it (the
  * engine sees to both). Ids of the others do not change. */
