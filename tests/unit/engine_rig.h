@@ -170,6 +170,16 @@ static inline hearth_seq_summary rig_one(hearth_engine *e, const int32_t *ids, i
     return sum;
 }
 
+/* A sequence's tokens (up to RIG_NEW) into out and its summary into sum, once it ends: how many. */
+static inline int rig_read(hearth_seq *s, int32_t *out, hearth_seq_summary *sum) {
+    int n = 0;
+    hearth_token_event ev;
+    while (hearth_seq_next(s, &ev, -1) == 1)
+        if (n < RIG_NEW) out[n++] = ev.id;
+    hearth_seq_summary_get(s, sum);
+    return n;
+}
+
 /* How far apart the logits of the serial token and of the batched token are
  * where request i first differs at step k: the serial context (prompt +
  * want[0..k)) in one forward, its last row. -1 on failure. */
@@ -221,12 +231,8 @@ static void rig_batched_tie(rig *r, int n_req, int n_slots, int32_t want[][RIG_N
     static int32_t got[RIG_MAX_REQ][RIG_NEW];
     int diff_at[RIG_MAX_REQ];
     for (int i = 0; i < n_req; i++) {
-        int n = 0;
-        hearth_token_event ev;
-        while (hearth_seq_next(seqs[i], &ev, -1) == 1)
-            if (n < RIG_NEW) got[i][n++] = ev.id;
         hearth_seq_summary sum;
-        hearth_seq_summary_get(seqs[i], &sum);
+        const int n = rig_read(seqs[i], got[i], &sum);
         diff_at[i] = -1;
         for (int k = 0; k < n && diff_at[i] < 0; k++)
             if (got[i][k] != want[i][k]) diff_at[i] = k;
@@ -306,12 +312,8 @@ static inline void rig_lora_runtime_case(rig *r, const char *dir, float tie) {
     }
     static int32_t got[N][RIG_NEW];
     for (int i = 0; i < N; i++) {
-        int n = 0;
-        hearth_token_event ev;
-        while (hearth_seq_next(seqs[i], &ev, -1) == 1)
-            if (n < RIG_NEW) got[i][n++] = ev.id;
         hearth_seq_summary sum;
-        hearth_seq_summary_get(seqs[i], &sum);
+        const int n = rig_read(seqs[i], got[i], &sum);
         CHECK_MSG(sum.finish == HEARTH_FINISH_LENGTH && n == RIG_NEW, "request %d: %d tokens, finish %d", i, n,
                   (int)sum.finish);
         hearth_seq_release(seqs[i]);
