@@ -1,4 +1,6 @@
-/* embeddings.c - POST /v1/embeddings (OpenAI's shape).
+/* embeddings.c - POST /v1/embeddings (OpenAI's shape), and llama-server's own
+ * POST /embedding (alias /embeddings): "content" or "input", answered as a
+ * list of {"index", "embedding": [vector]} (one pooled vector each).
  *
  * input: a string, an array of strings, an array of token ids, or an array
  * of arrays of token ids. Each input is a completion request marked embed
@@ -7,7 +9,9 @@
  * (last-token pooling, as llama-server's --pooling last), L2-normalized.
  * All inputs are started before the first is waited for, so they are
  * batched. encoding_format float or base64 (little-endian float32, what the
- * openai SDK asks for by default); dimensions only as the model's own. */
+ * openai SDK asks for by default); dimensions only as the model's own.
+ * llama-server's embd_normalize on both routes: -1 none, 0 max-abs (int16
+ * range), 1 taxicab, 2 L2 (the default), p > 2 the p-norm. */
 #include "api/api_internal.h"
 
 #include <stdlib.h>
@@ -64,12 +68,25 @@ void api_embeddings(hearth_api *a, const hearth_http_request *rq, const json_t *
         api_cpl_error(a, r, &e);
         return;
     }
-    json_t *in = api_field(b, "input"), *fmt = api_field(b, "encoding_format");
+    const int native = strcmp(rq->path, "/v1/embeddings") != 0; /* llama-server's /embedding */
+    json_t *in = api_field(b, "input"), *fmt = native ? NULL : api_field(b, "encoding_format");
+    json_t *nj = api_field(b, "embd_normalize");
     const char *fs = fmt ? json_string_value(fmt) : "float";
+    if (!in && native) in = api_field(b, "content");
     if (!in) {
-        api_error(r, 400, "invalid_request_error", "input", NULL, "Missing required parameter: 'input'.");
+        api_error(r, 400, "invalid_request_error", "input", NULL,
+                  native ? "\"input\" or \"content\" must be provided" : "Missing required parameter: 'input'.");
         return;
     }
+    if (nj && !json_is_integer(nj)) {
+        api_error(r, 400, "invalid_request_error", "embd_normalize", NULL,
+                  "Invalid 'embd_normalize': expected an integer (-1 none, 0 max-abs, 1 taxicab, 2 L2, p > 2 "
+                  "p-norm).");
+        return;
+    }
+    const int norm = nj ? (json_integer_value(nj) < -1 ? -1 : json_integer_value(nj) > 64 ? 64
+                                                                                    : (int)json_integer_value(nj))
+                        : 2;
     if (!fs || (strcmp(fs, "float") && strcmp(fs, "base64"))) {
         api_error(r, 400, "invalid_request_error", "encoding_format", NULL,
                   "Invalid 'encoding_format': expected 'float' or 'base64'.");
@@ -112,7 +129,7 @@ void api_embeddings(hearth_api *a, const hearth_http_request *rq, const json_t *
         while (hearth_cpl_step(q[i], ignore, NULL, api_conn_gone, rq->conn)) { /* the one token is not read */
         }
         int dim;
-        const float *v = bad ? NULL : hearth_cpl_embedding(q[i], &dim);
+        const float *v = bad ? NULL : hearth_cpl_embedding(q[i], norm, &dim);
         if (!bad && !v) {
             const hearth_cpl_summary *s = hearth_cpl_summary_get(q[i]);
             snprintf(e.msg, sizeof e.msg, "%s", s->error[0] ? s->error : "the embedding failed");
@@ -129,8 +146,11 @@ void api_embeddings(hearth_api *a, const hearth_http_request *rq, const json_t *
                 vec = json_array();
                 for (int k = 0; k < dim; k++) json_array_append_new(vec, json_real(v[k]));
             }
-            json_array_append_new(data, json_pack("{s:s,s:I,s:o*}", "object", "embedding", "index", (json_int_t)i,
-                                                  "embedding", vec));
+            if (native) /* one pooled vector, in a list as llama-server gives it */
+                json_array_append_new(data, json_pack("{s:I,s:[o*]}", "index", (json_int_t)i, "embedding", vec));
+            else
+                json_array_append_new(data, json_pack("{s:s,s:I,s:o*}", "object", "embedding", "index",
+                                                      (json_int_t)i, "embedding", vec));
             tokens += hearth_cpl_summary_get(q[i])->prompt_tokens;
             out_dim = dim;
         }
@@ -141,6 +161,10 @@ void api_embeddings(hearth_api *a, const hearth_http_request *rq, const json_t *
     if (bad) {
         json_decref(data);
         api_cpl_error(a, r, &e);
+        return;
+    }
+    if (native) {
+        api_json(r, 200, data);
         return;
     }
     json_t *dims = api_field(b, "dimensions");

@@ -642,7 +642,8 @@ static const api_proto *completion_route(const char *path) {
 
 static int is_post_route(const char *path) {
     return completion_route(path) || !strcmp(path, "/v1/messages/count_tokens") || !strcmp(path, "/tokenize") ||
-           !strcmp(path, "/detokenize") || !strcmp(path, "/v1/embeddings") || !strcmp(path, "/apply-template") ||
+           !strcmp(path, "/detokenize") || !strcmp(path, "/v1/embeddings") ||
+           !strcmp(path, "/embedding") || !strcmp(path, "/embeddings") || !strcmp(path, "/apply-template") ||
            !strcmp(path, "/admin/cache/flush") || !strcmp(path, "/pause") || !strcmp(path, "/resume") ||
            !strcmp(path, "/v1/load_lora_adapter") || !strcmp(path, "/v1/unload_lora_adapter");
 }
@@ -739,7 +740,9 @@ static void on_handle(void *user, const hearth_http_request *rq, hearth_http_res
                   je.column);
     } else if (!completion_route(rq->path)) { /* the prompt's tokens, nothing generated */
         if (!strcmp(rq->path, "/tokenize")) api_tokenize(a, body, r);
-        else if (!strcmp(rq->path, "/v1/embeddings")) api_embeddings(a, rq, body, r);
+        else if (!strcmp(rq->path, "/v1/embeddings") || !strcmp(rq->path, "/embedding") ||
+                 !strcmp(rq->path, "/embeddings"))
+            api_embeddings(a, rq, body, r);
         else if (!strcmp(rq->path, "/detokenize")) api_detokenize(a, body, r);
         else if (!strcmp(rq->path, "/apply-template")) api_apply_template(a, body, r);
         else if (!strcmp(rq->path, "/v1/load_lora_adapter")) api_lora_load(a, body, r);

@@ -51,7 +51,7 @@ struct hearth_cpl {
     int want_plp; /* prompt_logprobs: the engine scores the prompt for hearth_cpl_prompt_logprobs */
     double t_start, t_first;
     hearth_cpl_summary sum;
-    float *emb; /* embed: the normalized vector, made at the first ask */
+    float *emb; /* embed: the vector as last asked for */
     int emb_dim;
     char *echo;        /* echo: the prompt's text */
     size_t echo_len;
@@ -879,16 +879,13 @@ void hearth_cpl_cancel(hearth_cpl *q) {
     if (q->seq) hearth_seq_cancel(q->seq);
 }
 
-const float *hearth_cpl_embedding(hearth_cpl *q, int *dim) {
+const float *hearth_cpl_embedding(hearth_cpl *q, int norm, int *dim) {
     *dim = 0;
     if (!q->done || q->sum.finish == HEARTH_CPL_FINISH_ERROR || q->sum.finish == HEARTH_CPL_FINISH_CANCELED)
         return NULL;
-    if (!q->emb) {
-        int n = q->seq ? hearth_seq_embedding(q->seq, NULL, 0) : 0;
-        if (!n || !(q->emb = malloc(sizeof *q->emb * (size_t)n))) return NULL;
-        q->emb_dim = hearth_seq_embedding(q->seq, q->emb, n);
-    }
-    *dim = q->emb_dim;
+    int n = q->seq ? hearth_seq_embedding(q->seq, NULL, 0, norm) : 0;
+    if (!n || (!q->emb && !(q->emb = malloc(sizeof *q->emb * (size_t)n)))) return NULL;
+    *dim = hearth_seq_embedding(q->seq, q->emb, n, norm);
     return q->emb;
 }
 

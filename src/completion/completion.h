@@ -218,9 +218,10 @@ const hearth_cpl_params *hearth_cpl_defaults(const hearth_cpl_ctx *c);
 
 /* embed: once the completion is over (hearth_cpl_step returned 0), the
  * embedding - the final-normed hidden state of the prompt's last token
- * (last-token pooling), L2-normalized - in [*dim] floats owned by q; NULL if
- * the completion failed. */
-const float *hearth_cpl_embedding(hearth_cpl *q, int *dim);
+ * (last-token pooling), normalized as hearth_seq_embedding's norm says (2: L2)
+ * - in [*dim] floats owned by q until the next call; NULL if the completion
+ * failed. */
+const float *hearth_cpl_embedding(hearth_cpl *q, int norm, int *dim);
 
 /* echo: the prompt's text (the request's string, or its ids decoded), and,
  * once the engine has computed the whole prompt, its tokens' records with

@@ -179,15 +179,26 @@ void hearth_seq_summary_get(hearth_seq *s, hearth_seq_summary *out) {
     pthread_mutex_unlock(&s->mu);
 }
 
-int hearth_seq_embedding(hearth_seq *s, float *out, int cap) {
+int hearth_seq_embedding(hearth_seq *s, float *out, int cap, int norm) {
     pthread_mutex_lock(&s->mu);
     int n = s->has_hidden ? s->hidden_dim : 0;
     pthread_mutex_unlock(&s->mu);
     if (n == 0 || n > cap) return n; /* the engine writes hidden before has_hidden and never after */
-    double ss = 0.0;
-    for (int i = 0; i < n; i++) ss += (double)s->hidden[i] * s->hidden[i];
-    float inv = ss > 0.0 ? (float)(1.0 / sqrt(ss)) : 0.0f;
-    for (int i = 0; i < n; i++) out[i] = s->hidden[i] * inv;
+    const float *x = s->hidden;
+    double sum = 0.0; /* llama.cpp's common_embd_normalize */
+    for (int i = 0; i < n; i++) {
+        const double v = fabs((double)x[i]);
+        if (norm == 0) sum = v > sum ? v : sum;
+        else if (norm == 1) sum += v;
+        else if (norm == 2) sum += v * v;
+        else if (norm > 2) sum += pow(v, norm);
+    }
+    if (norm < 0) sum = 1.0;
+    else if (norm == 0) sum /= 32760.0; /* an int16 range */
+    else if (norm == 2) sum = sqrt(sum);
+    else if (norm > 2) sum = pow(sum, 1.0 / norm);
+    const float inv = sum > 0.0 ? (float)(1.0 / sum) : 0.0f;
+    for (int i = 0; i < n; i++) out[i] = x[i] * inv;
     return n;
 }
 

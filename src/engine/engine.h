@@ -122,10 +122,12 @@ hearth_status hearth_engine_submit(hearth_engine *e, hearth_gen_request *r, hear
 int hearth_seq_next(hearth_seq *s, hearth_token_event *ev, int timeout_ms);
 void hearth_seq_summary_get(hearth_seq *s, hearth_seq_summary *out);
 /* want_hidden: the embedding - the final-normed hidden state of the
- * prompt's last position, L2-normalized - into out[cap] once the first token
- * event has come. Returns its dimension (out untouched when cap is smaller),
- * 0 when there is none. */
-int hearth_seq_embedding(hearth_seq *s, float *out, int cap);
+ * prompt's last position - into out[cap] once the first token event has
+ * come, normalized as llama.cpp's embd_normalize says: -1 not, 0 to the int16
+ * range by the largest magnitude, 1 taxicab, 2 Euclidean (L2), p > 2 the
+ * p-norm. Returns its dimension (out untouched when cap is smaller), 0 when
+ * there is none. */
+int hearth_seq_embedding(hearth_seq *s, float *out, int cap, int norm);
 /* want_prompt_logprobs: once the first token event has come, the record of
  * prompt token i at [i] for i in [1, n_prompt) ([0] has no logprob: n_top 0,
  * logprob NAN); valid until hearth_seq_release. NULL when not asked for, or

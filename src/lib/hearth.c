@@ -178,7 +178,7 @@ hearth_status hearth_embed(hearth *h, const char *text, float *out, int cap, int
     }
     hearth_seq_summary sum;
     hearth_seq_summary_get(seq, &sum);
-    int d = hearth_seq_embedding(seq, out, cap);
+    int d = hearth_seq_embedding(seq, out, cap, 2);
     if (!d) st = hearth_err_set(err, HEARTH_EIO, "embed failed: %s", sum.error[0] ? sum.error : "no hidden state");
     else if ((*dim = d) > cap) st = hearth_err_set(err, HEARTH_ERANGE, "embed: %d dimensions, room for %d", d, cap);
     hearth_seq_release(seq);

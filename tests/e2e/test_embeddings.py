@@ -1,7 +1,8 @@
 """/v1/embeddings through the official OpenAI SDK on the default model:
 last-token pooling against llama.cpp's (tests/fixtures/smollm2/embed_golden.json,
 tools/oracle/make_embed_golden.py), the same bits alone and in a batch, token
-ids and text alike, float and base64 alike, usage, and the errors."""
+ids and text alike, float and base64 alike, usage, and the errors; llama-server's
+own /embedding (its answer's shape, content or input) and embd_normalize."""
 import json
 
 import numpy as np
@@ -61,3 +62,41 @@ def test_batch_invariant_ids_and_formats(server):
 def test_errors_name_the_field(server, body, param):
     status, text, _ = server.post("/v1/embeddings", {"model": "m", **body})
     assert status == 400 and json.loads(text)["error"]["param"] == param, text
+
+
+def native(server, body, path="/embedding"):
+    status, text, _ = server.post(path, body)
+    assert status == 200, text
+    return json.loads(text)
+
+
+def test_llama_server_route_answers_in_its_shape(server):
+    texts = [c["text"] for c in GOLDEN["cases"]]
+    want = [d.embedding for d in embed(server, texts).data]
+    got = native(server, {"input": texts})
+    # llama-server's shape: a list of {"index", "embedding": [[...]]} (one pooled vector each)
+    assert [sorted(d) for d in got] == [["embedding", "index"]] * len(texts)
+    assert [d["index"] for d in got] == list(range(len(texts)))
+    assert [d["embedding"] for d in got] == [[w] for w in want]
+    assert native(server, {"content": texts[0]}, "/embeddings") == [{"index": 0, "embedding": [want[0]]}]
+    status, text, _ = server.post("/embedding", {})
+    assert status == 400 and '"input" or "content"' in json.loads(text)["error"]["message"]
+
+
+@pytest.mark.parametrize("path", ["/embedding", "/v1/embeddings"])
+def test_embd_normalize(server, path):
+    def vec(norm):
+        body = {"input": GOLDEN["cases"][1]["text"], "embd_normalize": norm}
+        if path == "/embedding":
+            return np.array(native(server, body)[0]["embedding"][0])
+        return np.array(json.loads(server.post(path, body)[1])["data"][0]["embedding"])
+
+    raw = vec(-1)
+    assert np.linalg.norm(raw) > 2  # the hidden state as it is, not unit length
+    np.testing.assert_allclose(vec(2), raw / np.linalg.norm(raw), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(vec(2), GOLDEN["cases"][1]["embedding"], atol=0.01)  # llama.cpp's, as above
+    assert abs(np.abs(vec(0)).max() - 32760) < 0.05  # llama.cpp's int16 range
+    assert abs(np.abs(vec(1)).sum() - 1) < 1e-5
+    assert abs((np.abs(vec(3)) ** 3).sum() - 1) < 1e-4
+    status, text, _ = server.post(path, {"input": "a", "embd_normalize": "l2"})
+    assert status == 400 and json.loads(text)["error"]["param"] == "embd_normalize"
