@@ -96,9 +96,10 @@ void api_models(hearth_api *a, const char *path, hearth_http_response *r) {
 /* A consistent copy of the counters. */
 typedef struct {
     long by_code[API_N_CODES + 1];
-    long ok, canceled, client_gone, error, rejected;
+    long ok, canceled, client_gone, error, rejected, stop, length;
     long prompt, completion, cached, ttft_n;
     double ttft_sum, gen_s_sum;
+    hearth_hist ttft, itl, e2e, queue;
     int active, state;
     hearth_engine_stats es;
     int has_engine;
@@ -119,6 +120,9 @@ static void snap(hearth_api *a, snapshot *s) {
     s->ttft_sum = a->ttft_sum;
     s->ttft_n = a->ttft_n;
     s->gen_s_sum = a->gen_s_sum;
+    s->stop = a->n_stop;
+    s->length = a->n_length;
+    s->ttft = a->h_ttft, s->itl = a->h_itl, s->e2e = a->h_e2e, s->queue = a->h_queue;
     s->active = a->n_jobs;
     hearth_engine *e = a->engine;
     pthread_mutex_unlock(&a->mu);
@@ -278,6 +282,77 @@ void api_stats(hearth_api *a, hearth_http_response *r) {
     api_json(r, 200, doc);
 }
 
+/* A Prometheus label value: backslash, quote and newline escaped. */
+static void label_value(char *out, size_t cap, const char *v) {
+    size_t o = 0;
+    for (; *v && o + 3 < cap; v++) {
+        if (*v == '\\' || *v == '"' || *v == '\n') out[o++] = '\\';
+        out[o++] = *v == '\n' ? 'n' : *v;
+    }
+    out[o] = 0;
+}
+
+/* A bound as prometheus_client writes it (1.0, 0.25, 2560.0). */
+static void bound(char *out, size_t cap, double v) {
+    snprintf(out, cap, v == (double)(long)v ? "%.1f" : "%g", v);
+}
+
+static void hist_lines(api_buf *b, const char *name, const char *help, const char *lab, const hearth_hist *h) {
+    char line[512], le[32];
+    snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    api_buf_puts(b, line);
+    long cum = 0;
+    for (int i = 0; i < h->n; i++) {
+        cum += h->counts[i];
+        bound(le, sizeof le, h->le[i]);
+        snprintf(line, sizeof line, "%s_bucket{%s,le=\"%s\"} %ld\n", name, lab, le, cum);
+        api_buf_puts(b, line);
+    }
+    snprintf(line, sizeof line, "%s_bucket{%s,le=\"+Inf\"} %ld\n%s_sum{%s} %.6f\n%s_count{%s} %ld\n", name, lab,
+             h->count, name, lab, h->sum, name, lab, h->count);
+    api_buf_puts(b, line);
+}
+
+/* The same state under vLLM's names (its V1 engine's), labelled with the model's name, so that dashboards and
+ * alerts written for vLLM read hearth unchanged. Prefix-cache queries and hits count tokens, as vLLM's do. */
+static void vllm_metrics(api_buf *b, const hearth_api *a, const snapshot *s) {
+    char lab[600], v[520], line[1024];
+    label_value(v, sizeof v, a->model_id);
+    snprintf(lab, sizeof lab, "model_name=\"%s\"", v);
+    const int used = s->es.kv_blocks_total - s->es.kv_blocks_free - s->es.kv_blocks_cached;
+    const struct {
+        const char *name, *type, *help;
+        double value;
+    } one[] = {
+        {"vllm:num_requests_running", "gauge", "Requests in the running batch.", s->es.running},
+        {"vllm:num_requests_waiting", "gauge", "Requests waiting for a slot.", s->es.waiting},
+        {"vllm:kv_cache_usage_perc", "gauge", "KV-cache usage (1 = full); blocks only the prefix cache holds count free.",
+         s->es.kv_blocks_total ? (double)used / s->es.kv_blocks_total : 0.0},
+        {"vllm:num_preemptions_total", "counter", "Preemptions.", (double)s->es.preemptions},
+        {"vllm:prompt_tokens_total", "counter", "Prompt tokens of finished requests.", (double)s->prompt},
+        {"vllm:generation_tokens_total", "counter", "Generated tokens of finished requests.", (double)s->completion},
+        {"vllm:prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.",
+         (double)s->prompt},
+        {"vllm:prefix_cache_hits_total", "counter", "Prompt tokens the prefix cache served.", (double)s->cached},
+    };
+    for (size_t i = 0; i < sizeof one / sizeof one[0]; i++) {
+        snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s %s\n%s{%s} %.6g\n", one[i].name, one[i].help, one[i].name,
+                 one[i].type, one[i].name, lab, one[i].value);
+        api_buf_puts(b, line);
+    }
+    snprintf(line, sizeof line,
+             "# HELP vllm:request_success_total Finished requests by reason.\n# TYPE vllm:request_success_total counter\n"
+             "vllm:request_success_total{%s,finished_reason=\"stop\"} %ld\n"
+             "vllm:request_success_total{%s,finished_reason=\"length\"} %ld\n"
+             "vllm:request_success_total{%s,finished_reason=\"abort\"} %ld\n",
+             lab, s->stop, lab, s->length, lab, s->canceled);
+    api_buf_puts(b, line);
+    hist_lines(b, "vllm:time_to_first_token_seconds", "Time to first token.", lab, &s->ttft);
+    hist_lines(b, "vllm:inter_token_latency_seconds", "Gaps between two tokens of a request.", lab, &s->itl);
+    hist_lines(b, "vllm:e2e_request_latency_seconds", "Request latency, start to end.", lab, &s->e2e);
+    hist_lines(b, "vllm:request_queue_time_seconds", "Time a request waited for a slot.", lab, &s->queue);
+}
+
 void api_metrics(hearth_api *a, hearth_http_response *r) {
     snapshot s;
     snap(a, &s);
@@ -374,6 +449,7 @@ void api_metrics(hearth_api *a, hearth_http_response *r) {
       "hearth_uptime_seconds %.3f\n",
       hearth_time_now() - a->t_start);
 #undef P
+    vllm_metrics(&b, a, &s);
     if (b.oom) {
         api_buf_free(&b);
         api_error(r, 503, "unavailable_error", NULL, "out_of_memory", "out of memory");

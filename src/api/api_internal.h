@@ -5,6 +5,7 @@
 #define HEARTH_API_INTERNAL_H
 
 #include "api/api.h"
+#include "core/hist.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -40,9 +41,13 @@ struct hearth_api {
     int n_jobs;
     long by_code[API_N_CODES + 1]; /* last: any other */
     long n_ok, n_canceled, n_client_gone, n_error, n_rejected;
+    long n_stop, n_length; /* n_ok by finish reason (a tool call ends as a stop, as vLLM counts it) */
     long prompt_tokens, completion_tokens, cached_tokens;
     double ttft_sum, gen_s_sum;
     long ttft_n;
+    /* vLLM's request histograms (their buckets in server.c): time to first token, each gap between two tokens
+     * as the client was sent them, the whole request, and its wait for a slot */
+    hearth_hist h_ttft, h_itl, h_e2e, h_queue;
 };
 
 /* The model a job runs, as responses name it: its LoRA adapter's name, else the served model's id. */
@@ -160,6 +165,7 @@ struct api_job {
     int seq;        /* Responses: the next event's sequence_number */
     json_t *output; /* Responses: the output items done so far */
     json_t *echo;   /* Responses: request fields the response repeats */
+    hearth_hist itl; /* its inter-token gaps (hearth_cpl_track_itl), into the server's at its end */
     api_job *prev, *next;
 };
 

@@ -197,6 +197,15 @@ static void job_register(api_job *j) {
 }
 
 /* Count the outcome once, unregister, free. */
+/* vLLM's bucket bounds (s) for its request histograms. */
+static const double TTFT_LE[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
+                                 1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0};
+static const double ITL_LE[] = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,  0.3,  0.4, 0.5,
+                                0.75, 1.0,   2.5,  5.0,   7.5, 10.0, 20.0, 40.0, 80.0};
+static const double REQ_LE[] = {0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0,   15.0,  20.0,
+                                30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+#define N_LE(x) ((int)(sizeof x / sizeof x[0]))
+
 static void job_end(api_job *j) {
     hearth_api *a = j->a;
     const hearth_cpl_summary *s = hearth_cpl_summary_get(j->q);
@@ -208,7 +217,11 @@ static void job_end(api_job *j) {
     switch (s->finish) {
     case HEARTH_CPL_FINISH_STOP:
     case HEARTH_CPL_FINISH_LENGTH:
-    case HEARTH_CPL_FINISH_TOOL_CALLS: a->n_ok++; break;
+    case HEARTH_CPL_FINISH_TOOL_CALLS:
+        a->n_ok++;
+        if (s->finish == HEARTH_CPL_FINISH_LENGTH) a->n_length++;
+        else a->n_stop++;
+        break;
     case HEARTH_CPL_FINISH_CANCELED:
         a->n_canceled++;
         if (s->client_gone) a->n_client_gone++;
@@ -220,6 +233,10 @@ static void job_end(api_job *j) {
     a->cached_tokens += s->cached_tokens;
     if (s->ttft_s > 0) a->ttft_sum += s->ttft_s, a->ttft_n++;
     a->gen_s_sum += s->total_s;
+    if (s->ttft_s > 0) hearth_hist_observe(&a->h_ttft, s->ttft_s);
+    hearth_hist_observe(&a->h_e2e, s->total_s);
+    hearth_hist_observe(&a->h_queue, s->queue_s);
+    hearth_hist_merge(&a->h_itl, &j->itl);
     pthread_mutex_unlock(&a->mu);
     hearth_cpl_free(j->q);
     for (int i = 0; i < j->n_kids; i++) job_end(j->kids[i]);
@@ -470,6 +487,8 @@ static api_job *job_new(hearth_api *a, const hearth_http_request *rq, const api_
     j->echo = json_incref(o->echo);
     j->created = (long)time(NULL);
     j->blk_kind = -1;
+    hearth_hist_init(&j->itl, ITL_LE, N_LE(ITL_LE));
+    hearth_cpl_track_itl(q, &j->itl);
     make_id(j->id, sizeof j->id, p->id_prefix);
     job_register(j);
     return j;
@@ -787,6 +806,10 @@ hearth_status hearth_api_new(hearth_api **out, const hearth_api_opts *o, hearth_
     atomic_init(&a->state, API_LOADING);
     a->t_start = hearth_time_now();
     pthread_mutex_init(&a->mu, NULL);
+    hearth_hist_init(&a->h_ttft, TTFT_LE, N_LE(TTFT_LE));
+    hearth_hist_init(&a->h_itl, ITL_LE, N_LE(ITL_LE));
+    hearth_hist_init(&a->h_e2e, REQ_LE, N_LE(REQ_LE));
+    hearth_hist_init(&a->h_queue, REQ_LE, N_LE(REQ_LE));
     *out = a;
     return HEARTH_OK;
 }

@@ -50,6 +50,8 @@ struct hearth_cpl {
     int n_lp, lp_cap, want_lp;
     int want_plp; /* prompt_logprobs: the engine scores the prompt for hearth_cpl_prompt_logprobs */
     double t_start, t_first;
+    hearth_hist *itl; /* hearth_cpl_track_itl's */
+    double t_prev;    /* when the last token was pulled */
     hearth_cpl_summary sum;
     float *emb; /* embed: the vector as last asked for */
     int emb_dim;
@@ -241,6 +243,7 @@ void hearth_cpl_ctx_free(hearth_cpl_ctx *c) {
 }
 
 hearth_adapter_names *hearth_cpl_adapters(hearth_cpl_ctx *c) { return &c->adapters; }
+void hearth_cpl_track_itl(hearth_cpl *q, hearth_hist *h) { q->itl = h; }
 const char *hearth_cpl_model(const hearth_cpl *q) { return q->adapter ? q->adapter_name : NULL; }
 
 int hearth_cpl_ctx_has_chat(const hearth_cpl_ctx *c) { return c->tmpl != NULL; }
@@ -815,8 +818,11 @@ int hearth_cpl_step(hearth_cpl *q, hearth_cpl_event_fn fn, void *user, hearth_cp
         int r = hearth_seq_next(q->seq, &ev, got ? 0 : 50);
         if (r == 1) {
             got++;
-            if (q->t_first == 0) q->t_first = hearth_time_now();
+            const double now = hearth_time_now();
+            if (q->t_first == 0) q->t_first = now;
             if (q->prompt_only) continue; /* max_tokens 0: the engine's one token is not shown */
+            if (q->itl && q->t_prev > 0) hearth_hist_observe(q->itl, now - q->t_prev);
+            q->t_prev = now;
             q->sum.completion_tokens = ++q->n_pulled; /* so far; settled at the end */
             int is_end = 0;
             for (int i = 0; i < q->sink.n_end; i++) is_end |= q->sink.end_ids[i] == ev.id;

@@ -21,6 +21,7 @@
 #define HEARTH_COMPLETION_H
 
 #include "completion/adapters.h"
+#include "core/hist.h"
 #include "completion/infill.h"
 #include "completion/sink.h"
 #include "engine/engine.h"
@@ -185,6 +186,9 @@ hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, h
                                hearth_cpl_error *e);
 /* The name of the LoRA adapter the completion runs with, NULL for the base model. */
 const char *hearth_cpl_model(const hearth_cpl *q);
+/* Observe into h (the caller's; it must outlive q) each gap between two of q's tokens as hearth_cpl_step pulls
+ * them: the inter-token latency the client sees. */
+void hearth_cpl_track_itl(hearth_cpl *q, hearth_hist *h);
 
 /* Client-liveness probe: non-zero when the client has gone. */
 typedef int (*hearth_cpl_gone_fn)(void *ctx);
