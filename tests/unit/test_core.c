@@ -4,6 +4,7 @@
 #include "core/argmax.h"
 #include "core/file.h"
 #include "core/half.h"
+#include "core/hist.h"
 #include "core/pool.h"
 #include "core/status.h"
 
@@ -127,4 +128,24 @@ TEST(argmax_is_the_first_maximum) {
             if (x[i] > x[want]) want = i;
         CHECK_MSG(hearth_argmax(x, n) == want, "trial %d n %d: %d, want %d", trial, n, hearth_argmax(x, n), want);
     }
+}
+
+/* A bucket holds what is at or below its bound (Prometheus's le); past the last, the +Inf one; merge adds. */
+TEST(hist_buckets_are_upper_bounds) {
+    static const double le[] = {0.1, 1.0, 10.0};
+    hearth_hist h, g;
+    hearth_hist_init(&h, le, 3);
+    hearth_hist_init(&g, le, 3);
+    const double v[] = {0.05, 0.1, 0.5, 1.0, 9.0, 11.0, 1e9};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) hearth_hist_observe(&h, v[i]);
+    CHECK_EQ(h.counts[0], 2); /* 0.05 and 0.1 */
+    CHECK_EQ(h.counts[1], 2);
+    CHECK_EQ(h.counts[2], 1);
+    CHECK_EQ(h.counts[3], 2);
+    CHECK_EQ(h.count, 7);
+    CHECK_NEAR(h.sum, 1e9 + 21.65, 1e-3);
+    hearth_hist_observe(&g, 0.2);
+    hearth_hist_merge(&g, &h);
+    CHECK_EQ(g.counts[1], 3);
+    CHECK_EQ(g.count, 8);
 }
