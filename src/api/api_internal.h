@@ -234,7 +234,9 @@ void api_anthropic_error(hearth_http_response *r);
 void api_count_tokens(hearth_api *a, const json_t *body, hearth_http_response *r);
 
 /* embeddings.c: POST /v1/embeddings */
-void api_embeddings(hearth_api *a, const hearth_http_request *rq, const json_t *body, hearth_http_response *r);
+/* native: llama-server's /embedding (its fields and answer's shape) rather than OpenAI's /v1/embeddings */
+void api_embeddings(hearth_api *a, const hearth_http_request *rq, const json_t *body, hearth_http_response *r,
+                    int native);
 
 /* tokenize.c: POST /tokenize and /detokenize (vLLM's and llama-server's shapes) */
 void api_tokenize(hearth_api *a, const json_t *body, hearth_http_response *r);

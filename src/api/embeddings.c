@@ -62,13 +62,13 @@ static char *base64(const float *x, int n) {
 
 static void ignore(void *user, const hearth_cpl_event *ev) {}
 
-void api_embeddings(hearth_api *a, const hearth_http_request *rq, const json_t *b, hearth_http_response *r) {
+void api_embeddings(hearth_api *a, const hearth_http_request *rq, const json_t *b, hearth_http_response *r,
+                    int native) {
     hearth_cpl_error e = {0};
     if (api_check_body(b, NULL, &e)) {
         api_cpl_error(a, r, &e);
         return;
     }
-    const int native = strcmp(rq->path, "/v1/embeddings") != 0; /* llama-server's /embedding */
     json_t *in = api_field(b, "input"), *fmt = native ? NULL : api_field(b, "encoding_format");
     json_t *nj = api_field(b, "embd_normalize");
     const char *fs = fmt ? json_string_value(fmt) : "float";

@@ -664,13 +664,23 @@ static int is_post_route(const char *path) {
            !strcmp(path, "/detokenize") || !strcmp(path, "/v1/embeddings") ||
            !strcmp(path, "/embedding") || !strcmp(path, "/embeddings") || !strcmp(path, "/apply-template") ||
            !strcmp(path, "/admin/cache/flush") || !strcmp(path, "/pause") || !strcmp(path, "/resume") ||
-           !strcmp(path, "/v1/load_lora_adapter") || !strcmp(path, "/v1/unload_lora_adapter");
+           !strcmp(path, "/v1/load_lora_adapter") || !strcmp(path, "/v1/unload_lora_adapter") ||
+           !strcmp(path, "/invocations");
+}
+
+/* vLLM's POST /invocations (SageMaker's one route): the route whose request the body is, by its fields. */
+static const char *invocation_route(const json_t *body) {
+    return json_object_get(body, "messages") ? "/v1/chat/completions"
+           : json_object_get(body, "prompt") ? "/v1/completions"
+           : json_object_get(body, "input")  ? "/v1/embeddings"
+                                             : NULL;
 }
 
 static int is_page(const char *path) { return !strcmp(path, "/") || !strcmp(path, "/index.html"); }
 
 static int is_get_route(const char *path) {
-    return !strcmp(path, "/health") || !strcmp(path, "/v1/models") || !strncmp(path, "/v1/models/", 11) ||
+    return !strcmp(path, "/health") || !strcmp(path, "/v1/health") || !strcmp(path, "/version") ||
+           !strcmp(path, "/v1/models") || !strncmp(path, "/v1/models/", 11) ||
            !strcmp(path, "/stats") || !strcmp(path, "/metrics") || !strcmp(path, "/props") ||
            !strcmp(path, "/is_paused") || !strcmp(path, "/slots") || is_page(path);
 }
@@ -691,12 +701,16 @@ static int key_ok(const hearth_api *a, const hearth_http_request *rq) {
 
 static int route_early(hearth_api *a, const hearth_http_request *rq, hearth_http_response *r) {
     const char *path = rq->path, *m = rq->method;
+    if (!strcmp(path, "/ping")) { /* SageMaker's health check, either method, as vLLM's */
+        api_health(a, r);
+        return 1;
+    }
     int get = is_get_route(path), post = is_post_route(path);
     if (!get && !post) {
         api_error(r, 404, "invalid_request_error", NULL, "not_found", "Unknown route: %s %s", m, path);
         return 1;
     }
-    if (strcmp(path, "/health") && !is_page(path) && !key_ok(a, rq)) {
+    if (strcmp(path, "/health") && strcmp(path, "/v1/health") && !is_page(path) && !key_ok(a, rq)) {
         api_error(r, 401, "invalid_request_error", NULL, "invalid_api_key",
                   rq->authorization || rq->x_api_key
                       ? "Incorrect API key provided."
@@ -713,7 +727,8 @@ static int route_early(hearth_api *a, const hearth_http_request *rq, hearth_http
         return 1;
     }
     if (get) {
-        if (!strcmp(path, "/health")) api_health(a, r);
+        if (!strcmp(path, "/health") || !strcmp(path, "/v1/health")) api_health(a, r);
+        else if (!strcmp(path, "/version")) api_json(r, 200, json_pack("{s:s}", "version", hearth_version()));
         else if (is_page(path)) api_web_page(r);
         else if (!strcmp(path, "/stats")) api_stats(a, r);
         else if (!strcmp(path, "/metrics")) api_metrics(a, r);
@@ -753,23 +768,27 @@ static void on_handle(void *user, const hearth_http_request *rq, hearth_http_res
     hearth_api *a = user;
     json_error_t je;
     json_t *body = json_loadb(rq->body, rq->body_len, 0, &je);
+    const char *path = body && !strcmp(rq->path, "/invocations") ? invocation_route(body) : rq->path;
     if (!body) {
         api_error(r, 400, "invalid_request_error", NULL, "invalid_json",
                   "We could not parse the JSON body of your request: %s (line %d, column %d).", je.text, je.line,
                   je.column);
-    } else if (!completion_route(rq->path)) { /* the prompt's tokens, nothing generated */
-        if (!strcmp(rq->path, "/tokenize")) api_tokenize(a, body, r);
-        else if (!strcmp(rq->path, "/v1/embeddings") || !strcmp(rq->path, "/embedding") ||
-                 !strcmp(rq->path, "/embeddings"))
-            api_embeddings(a, rq, body, r);
-        else if (!strcmp(rq->path, "/detokenize")) api_detokenize(a, body, r);
-        else if (!strcmp(rq->path, "/apply-template")) api_apply_template(a, body, r);
-        else if (!strcmp(rq->path, "/v1/load_lora_adapter")) api_lora_load(a, body, r);
-        else if (!strcmp(rq->path, "/v1/unload_lora_adapter")) api_lora_unload(a, body, r);
+    } else if (!path) {
+        api_error(r, 400, "invalid_request_error", NULL, NULL,
+                  "/invocations takes a chat request (messages), a completion (prompt) or an embedding (input)");
+        json_decref(body);
+    } else if (!completion_route(path)) { /* the prompt's tokens, nothing generated */
+        if (!strcmp(path, "/tokenize")) api_tokenize(a, body, r);
+        else if (!strcmp(path, "/v1/embeddings")) api_embeddings(a, rq, body, r, 0);
+        else if (!strcmp(path, "/embedding") || !strcmp(path, "/embeddings")) api_embeddings(a, rq, body, r, 1);
+        else if (!strcmp(path, "/detokenize")) api_detokenize(a, body, r);
+        else if (!strcmp(path, "/apply-template")) api_apply_template(a, body, r);
+        else if (!strcmp(path, "/v1/load_lora_adapter")) api_lora_load(a, body, r);
+        else if (!strcmp(path, "/v1/unload_lora_adapter")) api_lora_unload(a, body, r);
         else api_count_tokens(a, body, r);
         json_decref(body);
     } else {
-        const api_proto *p = completion_route(rq->path);
+        const api_proto *p = completion_route(path);
         hearth_cpl_request req;
         hearth_cpl_request_init(&req);
         api_req_opts o = {0};
