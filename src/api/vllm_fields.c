@@ -1,7 +1,7 @@
 /* vllm_fields.c - vLLM's extra sampling and output fields on the OpenAI
  * routes: allowed_token_ids, bad_words, include_stop_str_in_output,
  * skip_special_tokens, spaces_between_special_tokens, truncate_prompt_tokens
- * and cache_salt, with vLLM's meanings (completion.h says what each does). */
+ * cache_salt and priority, with vLLM's meanings (completion.h says what each does). */
 #include "api/api_internal.h"
 
 #include <stdlib.h>
@@ -54,6 +54,8 @@ int api_parse_vllm_fields(const json_t *b, hearth_cpl_request *r, hearth_cpl_err
         return api_fail(e, HEARTH_EINVAL, "truncate_prompt_tokens",
                         "Invalid 'truncate_prompt_tokens': it must be at least 1 (or -1: the context length).");
     if (has) r->truncate_prompt = (int)iv;
+    if (api_get_int(b, "priority", -(1LL << 31), (1LL << 31) - 1, &has, &iv, e)) return 1;
+    if (has) r->priority = (int)iv;
     if ((v = api_field(b, "cache_salt"))) {
         if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > 4096 ||
             strlen(json_string_value(v)) != json_string_length(v))

@@ -46,6 +46,7 @@ typedef struct {
     int n_lora;
     int spec_tokens, spec_ngram_min, spec_ngram_max; /* speculative decoding by prompt lookup (hearth_engine_opts) */
     int spm_infill;            /* /infill prompts put the suffix first (hearth_cpl_ctx_opts) */
+    int priority_scheduling;   /* requests' priority orders the wait (hearth_cpl_ctx_opts) */
 } cli_stack_opts;
 /* --spec-ngram K, --spec-ngram-min N, --spec-ngram-max N at argv[*i] (value at argv[*i + 1]): 1 when
  * taken (into *o, *i past the value), 0 when a is another flag, -1 on a bad value (printed). */

@@ -144,6 +144,7 @@ hearth_status cli_stack_open(cli_stack **out, const cli_stack_opts *o, hearth_er
         .chat_template = tmpl,
         .chat_template_len = tlen,
         .spm_infill = o->spm_infill,
+        .priority_scheduling = o->priority_scheduling,
     };
     const char *names[HEARTH_MAX_LORA];
     int ids[HEARTH_MAX_LORA];
@@ -225,6 +226,8 @@ static void usage(FILE *f) {
             "                         component) beside the base; repeatable (at most 16; alias --lora-modules).\n"
             "                         A request whose \"model\" names it runs with it, in the same batches as\n"
             "                         the others; /v1/models lists it\n"
+            "  --scheduling-policy P  fcfs (default): first come, first served; priority: a request's \"priority\"\n"
+            "                         (vLLM's field; lower first, then arrival) orders the wait for a slot\n"
             "  --runtime-lora         serve vLLM's POST /v1/load_lora_adapter {\"lora_name\", \"lora_path\"} and\n"
             "                         /v1/unload_lora_adapter {\"lora_name\"}: adapters loaded and unloaded while\n"
             "                         serving (they read directories on this machine's disk: give --api-key)\n"
@@ -332,6 +335,11 @@ int cmd_serve(int argc, char **argv) {
             so.spm_infill = 1;
         } else if (!strcmp(a, "--runtime-lora")) {
             runtime_lora = 1;
+        } else if (!strcmp(a, "--scheduling-policy")) {
+            NEED_VALUE();
+            if (strcmp(v, "fcfs") && strcmp(v, "priority"))
+                return cli_usage_error("serve", "%s: expected fcfs or priority, not '%s'", a, v);
+            so.priority_scheduling = !strcmp(v, "priority");
         } else if (!strcmp(a, "--chat-template-file")) {
             NEED_VALUE();
             tmpl_file = v;

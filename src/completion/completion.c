@@ -28,6 +28,7 @@ struct hearth_cpl_ctx {
     hearth_cpl_params defaults; /* built-in < model < flags, resolved once */
     int flag_max_tokens;        /* the server's max_tokens flag, -1 without: it sizes an infill's files */
     int spm_infill;
+    int priority_ok; /* hearth_cpl_ctx_opts.priority_scheduling */
     int32_t end_ids[HEARTH_MAX_STOP_IDS];
     int n_end;
     pthread_mutex_t vb_mu; /* guards vb and dry: made at their first use */
@@ -177,6 +178,7 @@ hearth_status hearth_cpl_ctx_new(hearth_cpl_ctx **out, const hearth_cpl_ctx_opts
     c->vocab = o->cfg->vocab_size;
     c->flag_max_tokens = o->flags.has_max_tokens ? o->flags.max_tokens : -1;
     c->spm_infill = o->spm_infill;
+    c->priority_ok = o->priority_scheduling;
     if (o->chat_template) {
         if (!(c->tmpl_src = malloc(o->chat_template_len + 1))) {
             hearth_cpl_ctx_free(c);
@@ -494,6 +496,10 @@ hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, h
     int32_t *ids = NULL;
     size_t n_ids = 0;
     int in_reasoning = 0;
+    if (r->priority && !c->priority_ok)
+        return reject(e, HEARTH_EINVAL, "priority", NULL,
+                      "priority %d: priority scheduling is not enabled (serve --scheduling-policy priority)",
+                      r->priority);
 
     /* Resolve: request over the context's defaults. */
     hearth_cpl_params p = c->defaults;
@@ -626,6 +632,7 @@ hearth_status hearth_cpl_start(hearth_cpl_ctx *c, const hearth_cpl_request *r, h
     hearth_gen_request g = {0};
     q->adapter = r->model ? hearth_adapter_names_find(&c->adapters, r->model, q->adapter_name) : 0;
     g.adapter = q->adapter;
+    g.priority = r->priority;
     if (r->cache_salt) { /* the salt's hash: only equal salts meet in the prefix cache */
         hearth_sha256 h;
         hearth_sha256_init(&h);

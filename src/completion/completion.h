@@ -94,6 +94,7 @@ typedef struct {
     int include_stop;         /* vLLM's include_stop_str_in_output: a matched stop string ends the output */
     int keep_special;         /* vLLM's skip_special_tokens false: special tokens' text is output */
     int truncate_prompt;      /* vLLM's truncate_prompt_tokens: keep the prompt's last N tokens (-1: the context) */
+    int priority;             /* vLLM's priority: lower is admitted sooner (only with priority scheduling) */
     char *cache_salt;         /* vLLM's cache_salt (owned), or NULL: the prefix cache shares this request's blocks
                                  only with requests of the same salt (tenants cannot time each other's prompts) */
     int repeat_penalty_llama; /* the repetition penalty came as llama-server's repeat_penalty: its window is the
@@ -143,6 +144,7 @@ typedef struct {
     const int *adapter_ids;            /* their ids (NULL: 1..n_adapters) */
     int n_adapters;
     int spm_infill;                    /* infill prompts put the suffix first (llama-server's --spm-infill) */
+    int priority_scheduling;           /* requests may carry a priority (vLLM's --scheduling-policy priority) */
 } hearth_cpl_ctx_opts;
 
 /* Parse the template, collect the end-of-generation ids. EFORMAT names the

@@ -289,10 +289,21 @@ static void hand_out(hearth_engine *e) {
     pthread_mutex_unlock(&e->mu);
 }
 
-static void wait_push_front(hearth_engine *e, hearth_seq *s) {
-    s->next = e->wait_head;
-    e->wait_head = s;
-    if (!e->wait_tail) e->wait_tail = s;
+/* The waiting line is ordered by (priority, submission): a new sequence goes
+ * behind every one of its priority or lower, a preempted one back ahead of
+ * those that came after it. With every priority 0 that is first come, first
+ * served, preempted ones first. */
+static int waits_before(const hearth_seq *a, const hearth_seq *b) {
+    return a->req.priority != b->req.priority ? a->req.priority < b->req.priority : a->task < b->task;
+}
+
+static void wait_insert(hearth_engine *e, hearth_seq *s) {
+    hearth_seq **pp = &e->wait_head;
+    if (e->wait_tail && !waits_before(s, e->wait_tail)) pp = &e->wait_tail->next; /* behind all: the usual case */
+    while (*pp && !waits_before(s, *pp)) pp = &(*pp)->next;
+    s->next = *pp;
+    *pp = s;
+    if (!s->next) e->wait_tail = s;
     e->n_waiting++;
 }
 
@@ -312,7 +323,7 @@ static void preempt(hearth_engine *e, hearth_seq *s) {
     s->n_computed = 0;
     s->draft = 0;
     s->summary.n_preempted++;
-    wait_push_front(e, s);
+    wait_insert(e, s);
     pthread_mutex_lock(&e->mu);
     e->stats.preemptions++;
     pthread_mutex_unlock(&e->mu);
@@ -335,11 +346,7 @@ static void drain_mailbox(hearth_engine *e) {
     pthread_mutex_unlock(&e->mu);
     while (m) {
         hearth_seq *n = m->next;
-        m->next = NULL;
-        if (e->wait_tail) e->wait_tail->next = m;
-        else e->wait_head = m;
-        e->wait_tail = m;
-        e->n_waiting++;
+        wait_insert(e, m);
         m = n;
     }
 }

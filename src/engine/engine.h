@@ -44,6 +44,7 @@ typedef struct {
                         cache shares KV only between sequences of the same adapter */
     int has_cache_salt; /* and, when set, of the same salt (vLLM's cache_salt, hashed) */
     uint8_t cache_salt[32];
+    int priority;       /* vLLM's: a lower value is admitted first; equal ones (and all at 0) in arrival order */
 } hearth_gen_request;
 
 typedef enum {

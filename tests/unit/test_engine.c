@@ -205,8 +205,9 @@ static void preemption_case(void) {
 
 TEST(engine_preemption_keeps_output) { preemption_case(); }
 
-static hearth_seq *submit_ids(hearth_engine *e, int n, int mul, int add, int max_new, int vocab) {
+static hearth_seq *submit_prio(hearth_engine *e, int n, int mul, int add, int max_new, int vocab, int priority) {
     hearth_gen_request q = {0};
+    q.priority = priority;
     q.prompt = malloc(sizeof(int32_t) * (size_t)n);
     for (int i = 0; i < n; i++) q.prompt[i] = (i * mul + add) % vocab;
     q.n_prompt = n;
@@ -220,6 +221,10 @@ static hearth_seq *submit_ids(hearth_engine *e, int n, int mul, int add, int max
         printf("  submit: %s\n", err.msg);
     }
     return s;
+}
+
+static hearth_seq *submit_ids(hearth_engine *e, int n, int mul, int add, int max_new, int vocab) {
+    return submit_prio(e, n, mul, add, max_new, vocab, 0);
 }
 
 /* Wait (up to 5 s) until n sequences run. */
@@ -284,6 +289,50 @@ TEST(engine_prefill_first_come_first_served) {
     CHECK(st.steps - steps >= 145); /* 125 for A's prompt, 20 for B's */
     CHECK_MSG(first[0] < first[1], "A's first token at %.4f s, B's at %.4f s: B took the budget", first[0] - ta,
               first[1] - ta);
+    hearth_engine_free(e);
+    rig_close(&r);
+}
+
+/* vLLM's priority scheduling: requests wait for the one slot in the order of
+ * their priority (lower first), equal ones in arrival order. The scene is set
+ * while paused: A in the slot, then B (5), C (1), D (1), E (-1) waiting. */
+TEST(engine_priority_orders_the_wait) {
+    rig r;
+    CHECK_MSG(rig_open(&r, 64, 1, 64), "cannot open the tiny model");
+    hearth_engine *e;
+    hearth_engine_opts o = {.n_slots = 1, .max_waiting = 8, .queue_cap = 8};
+    hearth_err err = {0};
+    CHECK_EQ(hearth_engine_new(&e, r.m, r.kv, &o, &err), HEARTH_OK);
+    const int vocab = hearth_model_config_get(r.m)->vocab_size, prio[5] = {0, 5, 1, 1, -1};
+    hearth_engine_pause(e, 1);
+    hearth_seq *s[5];
+    double t_sub[5], t_admit[5];
+    for (int i = 0; i < 5; i++) {
+        t_sub[i] = hearth_time_now();
+        s[i] = submit_prio(e, 6, 3 + i, i, 3, vocab, prio[i]);
+        CHECK(s[i] != NULL);
+        if (i == 0) CHECK_MSG(wait_running(e, 1), "A was not admitted while paused");
+    }
+    for (int i = 0; i < 500; i++) { /* the others reach the waiting line */
+        hearth_engine_stats st;
+        hearth_engine_stats_get(e, &st);
+        if (st.waiting == 4) break;
+        usleep(1000);
+    }
+    hearth_engine_pause(e, 0);
+    for (int i = 0; i < 5; i++) {
+        hearth_token_event ev;
+        while (hearth_seq_next(s[i], &ev, -1) == 1) {}
+        hearth_seq_summary sum;
+        hearth_seq_summary_get(s[i], &sum);
+        CHECK_EQ(sum.finish, HEARTH_FINISH_LENGTH);
+        t_admit[i] = t_sub[i] + sum.queue_s;
+        hearth_seq_release(s[i]);
+    }
+    const int want[5] = {0, 4, 2, 3, 1}; /* A, then E, C, D, B */
+    for (int k = 1; k < 5; k++)
+        CHECK_MSG(t_admit[want[k - 1]] < t_admit[want[k]], "request %d (priority %d) was admitted after %d (%d)",
+                  want[k - 1], prio[want[k - 1]], want[k], prio[want[k]]);
     hearth_engine_free(e);
     rig_close(&r);
 }
