@@ -54,8 +54,9 @@ int api_parse_vllm_fields(const json_t *b, hearth_cpl_request *r, hearth_cpl_err
         return api_fail(e, HEARTH_EINVAL, "truncate_prompt_tokens",
                         "Invalid 'truncate_prompt_tokens': it must be at least 1 (or -1: the context length).");
     if (has) r->truncate_prompt = (int)iv;
-    if (api_get_int(b, "priority", -(1LL << 31), (1LL << 31) - 1, &has, &iv, e)) return 1;
-    if (has) r->priority = (int)iv;
+    int has_prio = 0;
+    if (api_get_int(b, "priority", -(1LL << 31), (1LL << 31) - 1, &has_prio, &iv, e)) return 1;
+    if (has_prio) r->priority = (int)iv;
     if ((v = api_field(b, "cache_salt"))) {
         if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > 4096 ||
             strlen(json_string_value(v)) != json_string_length(v))
