@@ -53,8 +53,9 @@ void api_props(hearth_api *a, hearth_http_response *r) {
 }
 
 /* A model in OpenAI's shape and Anthropic's at once (their fields do not
- * collide), so that both SDKs list and retrieve it. A LoRA adapter is listed
- * as vLLM lists one: its name, and the model it adapts as "parent". */
+ * collide), so that both SDKs list and retrieve it, with vLLM's root and
+ * max_model_len. A LoRA adapter is listed as vLLM lists one: its name, and the
+ * model it adapts as "parent". */
 static json_t *model_obj(hearth_api *a, const char *id) {
     time_t created = time(NULL) - (time_t)(hearth_time_now() - a->t_start);
     struct tm tm;
@@ -63,10 +64,17 @@ static json_t *model_obj(hearth_api *a, const char *id) {
     json_t *m = json_pack("{s:s,s:s,s:I,s:s,s:s,s:s,s:s}", "id", id, "object", "model", "created", (json_int_t)created,
                           "owned_by", "hearth", "type", "model", "display_name", id, "created_at", at);
     if (id != a->model_id) json_object_set_new(m, "parent", json_string(a->model_id));
+    /* vLLM's: the context a request may fill (clients size their prompts by it) and what the name serves */
+    json_object_set_new(m, "root", json_string(id));
+    if (a->cpl) json_object_set_new(m, "max_model_len", json_integer(hearth_cpl_ctx_len(a->cpl)));
     return m;
 }
 
 void api_models(hearth_api *a, const char *path, hearth_http_response *r) {
+    if (atomic_load(&a->state) == API_LOADING) { /* no adapters' table yet: the 503 /health gives */
+        api_health(a, r);
+        return;
+    }
     hearth_adapter_name ad[HEARTH_MAX_LORA];
     const int n = hearth_adapter_names_list(hearth_cpl_adapters(a->cpl), ad, HEARTH_MAX_LORA);
     if (!strcmp(path, "/v1/models")) {

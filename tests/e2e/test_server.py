@@ -433,6 +433,7 @@ def test_models_health_stats_metrics(server):
     c = server.client()
     models = c.models.list().data
     assert [m.id for m in models] == ["SmolLM2-135M-Instruct.Q4_1"]
+    assert models[0].max_model_len == 4096 and models[0].root == models[0].id  # vLLM's fields
     assert c.models.retrieve(models[0].id).id == models[0].id
     with pytest.raises(openai.NotFoundError):
         c.models.retrieve("no-such-model")

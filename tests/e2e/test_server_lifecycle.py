@@ -259,7 +259,10 @@ def test_loading_is_503_then_ready():
         st, e = error_of(s.post("/v1/completions", {"prompt": "x", "max_tokens": 1}))
         assert st == 503 and e["code"] == "model_loading"
         assert s.stats()["state"] == "loading"
+        st, e = error_of(s.get("/v1/models"))  # no adapters' table yet: a 503, not a crash
+        assert st == 503 and e["code"] == "model_loading"
         s.wait_ready()
+        assert s.client().models.list().data[0].max_model_len > 0
         assert s.get("/health")[0] == 200
     finally:
         assert s.stop() == 0, s.output()
