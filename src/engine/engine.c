@@ -702,7 +702,6 @@ static int update_gauges(hearth_engine *e) {
     return running;
 }
 
-/* A flush asked for since the last turn: done here, between steps, and answered. */
 /* Errands are taken one at a time and only while the engine is not stopping,
  * so that a caller who sees it stopping with its errand not taken may leave. */
 static void run_errands(hearth_engine *e) {
