@@ -329,11 +329,16 @@ static void preempt(hearth_engine *e, hearth_seq *s) {
     pthread_mutex_unlock(&e->mu);
 }
 
-static hearth_seq *newest_running(hearth_engine *e) {
+/* Whom a full KV cache preempts: the running sequence of the lowest priority
+ * (the largest value), the newest admitted among equals (as vLLM's priority
+ * policy picks); with every priority 0, the newest. */
+static hearth_seq *preemption_victim(hearth_engine *e) {
     hearth_seq *best = NULL;
     for (int i = 0; i < e->o.n_slots; i++) {
         hearth_seq *s = e->running[i];
-        if (s && (!best || s->t_admit > best->t_admit)) best = s;
+        if (s && (!best || s->req.priority > best->req.priority ||
+                  (s->req.priority == best->req.priority && s->t_admit > best->t_admit)))
+            best = s;
     }
     return best;
 }
@@ -501,7 +506,7 @@ static int plan(hearth_engine *e) {
             }
             hearth_status st;
             while ((st = hearth_kv_reserve(e->kv, s->slot, s->n_computed + chunk)) == HEARTH_EBUSY) {
-                hearth_seq *victim = newest_running(e);
+                hearth_seq *victim = preemption_victim(e);
                 n -= victim->plan;
                 victim->plan = 0;
                 preempt(e, victim);

@@ -337,6 +337,39 @@ TEST(engine_priority_orders_the_wait) {
     rig_close(&r);
 }
 
+/* Under KV pressure the preempted one is the lowest priority, not the newest:
+ * L (priority 5) admitted before H (0), both too long to finish side by side
+ * in 6 blocks; H runs through, L gives way and ends after it. */
+TEST(engine_preempts_the_lowest_priority) {
+    rig r;
+    CHECK_MSG(rig_open(&r, 6, 2, 32), "cannot open the tiny model");
+    hearth_engine *e;
+    hearth_engine_opts o = {.n_slots = 2, .max_waiting = 8, .queue_cap = 64};
+    hearth_err err = {0};
+    CHECK_EQ(hearth_engine_new(&e, r.m, r.kv, &o, &err), HEARTH_OK);
+    const int vocab = hearth_model_config_get(r.m)->vocab_size;
+    hearth_engine_pause(e, 1);
+    hearth_seq *l = submit_prio(e, 8, 3, 1, 56, vocab, 5);
+    CHECK_MSG(l && wait_running(e, 1), "L was not admitted while paused");
+    hearth_seq *h = submit_prio(e, 8, 5, 2, 56, vocab, 0);
+    CHECK_MSG(h && wait_running(e, 2), "H was not admitted beside L");
+    hearth_engine_pause(e, 0);
+    hearth_seq_summary sl, sh;
+    hearth_token_event ev;
+    while (hearth_seq_next(h, &ev, -1) == 1) {}
+    while (hearth_seq_next(l, &ev, -1) == 1) {}
+    hearth_seq_summary_get(l, &sl);
+    hearth_seq_summary_get(h, &sh);
+    CHECK_EQ(sl.finish, HEARTH_FINISH_LENGTH);
+    CHECK_EQ(sh.finish, HEARTH_FINISH_LENGTH);
+    CHECK_MSG(sl.n_preempted > 0 && sh.n_preempted == 0, "preempted: L %d times, H %d times", sl.n_preempted,
+              sh.n_preempted);
+    hearth_seq_release(l);
+    hearth_seq_release(h);
+    hearth_engine_free(e);
+    rig_close(&r);
+}
+
 static void rejects_and_cancels_case(void) {
     rig r;
     int ok = rig_open(&r, 32, 2, 32);
