@@ -1,6 +1,6 @@
 /* lora_admin.c - LoRA adapters loaded and unloaded while the server runs, as
  * vLLM's runtime LoRA updating does (VLLM_ALLOW_RUNTIME_LORA_UPDATING):
- *   POST /v1/load_lora_adapter    {"lora_name": N, "lora_path": DIR}
+ *   POST /v1/load_lora_adapter    {"lora_name": N, "lora_path": DIR, "load_inplace": false}
  *   POST /v1/unload_lora_adapter  {"lora_name": N}
  * answered with vLLM's plain-text "Success: ..." line, errors in OpenAI's
  * shape. Only with `serve --runtime-lora` (the routes read directories on the
@@ -8,7 +8,9 @@
  * adapter is selected by its name in a request's "model" and listed by
  * /v1/models at once; an unloaded one takes no new request, and its memory is
  * given back once the requests already running with it end (the engine's
- * hearth_engine_lora_unload). */
+ * hearth_engine_lora_unload). load_inplace (vLLM's) replaces the adapter a
+ * name serves: the new one is loaded first, then the name points at it and the
+ * old one drains as an unloaded one does; a failed load leaves the old. */
 #include "api/api_internal.h"
 
 #include <stdio.h>
@@ -47,6 +49,12 @@ void api_lora_load(hearth_api *a, json_t *body, hearth_http_response *r) {
     const char *name = json_is_object(body) ? field(body, "lora_name", r) : NULL, *dir = NULL;
     if (!json_is_object(body)) api_error(r, 400, "invalid_request_error", NULL, NULL, "the body must be an object");
     if (!name || !(dir = field(body, "lora_path", r))) return;
+    json_t *inplace = json_object_get(body, "load_inplace");
+    if (inplace && !json_is_boolean(inplace)) {
+        api_error(r, 400, "invalid_request_error", "load_inplace", NULL, "'load_inplace' must be a boolean");
+        return;
+    }
+    const int replace = json_is_true(inplace);
     if (!strcmp(name, a->model_id)) {
         api_error(r, 400, "invalid_request_error", "lora_name", NULL,
                   "'%s' is the served model's name; give the adapter another", name);
@@ -56,14 +64,18 @@ void api_lora_load(hearth_api *a, json_t *body, hearth_http_response *r) {
     pthread_mutex_lock(&lora_mu);
     hearth_err err = {0};
     int id = 0;
-    hearth_status st = hearth_adapter_names_find(names, name, NULL)
+    const int had = hearth_adapter_names_find(names, name, NULL);
+    hearth_status st = had && !replace
                            ? hearth_err_set(&err, HEARTH_EINVAL, "The lora adapter '%s' has already been loaded.", name)
                        : strlen(name) >= HEARTH_ADAPTER_NAME_MAX
                            ? hearth_err_set(&err, HEARTH_EINVAL, "an adapter's name has at most %d bytes",
                                             HEARTH_ADAPTER_NAME_MAX - 1)
                            : hearth_engine_lora_load(a->engine, name, dir, &id, &err);
-    if (st == HEARTH_OK && (st = hearth_adapter_names_add(names, id, name, &err)) != HEARTH_OK)
+    if (st == HEARTH_OK && had) { /* in place: the name serves the new one, the old drains */
+        hearth_engine_lora_unload(a->engine, hearth_adapter_names_replace(names, name, id), NULL);
+    } else if (st == HEARTH_OK && (st = hearth_adapter_names_add(names, id, name, &err)) != HEARTH_OK) {
         hearth_engine_lora_unload(a->engine, id, NULL); /* cannot be: the engine holds as many as the names */
+    }
     pthread_mutex_unlock(&lora_mu);
     if (st == HEARTH_OK) success(r, "Success: LoRA adapter '%s' added successfully.", name);
     else if (st == HEARTH_ENOMEM || st == HEARTH_EBUSY)

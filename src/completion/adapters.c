@@ -36,6 +36,14 @@ hearth_status hearth_adapter_names_add(hearth_adapter_names *t, int id, const ch
     return st;
 }
 
+int hearth_adapter_names_replace(hearth_adapter_names *t, const char *name, int id) {
+    pthread_mutex_lock(&t->mu);
+    const int i = find_locked(t, name), old = i >= 0 ? t->e[i].id : 0;
+    if (i >= 0) t->e[i].id = id;
+    pthread_mutex_unlock(&t->mu);
+    return old;
+}
+
 int hearth_adapter_names_remove(hearth_adapter_names *t, const char *name) {
     pthread_mutex_lock(&t->mu);
     int i = find_locked(t, name), id = i >= 0 ? t->e[i].id : 0;

@@ -27,6 +27,8 @@ void hearth_adapter_names_init(hearth_adapter_names *t);
 void hearth_adapter_names_destroy(hearth_adapter_names *t);
 /* Add name for id: EINVAL when the name is empty, too long or taken, ERANGE when the table is full. */
 hearth_status hearth_adapter_names_add(hearth_adapter_names *t, int id, const char *name, hearth_err *err);
+/* Point name at id instead: the id it had, 0 when no adapter has that name (nothing changed then). */
+int hearth_adapter_names_replace(hearth_adapter_names *t, const char *name, int id);
 /* Remove name: its id, 0 when no adapter has that name. */
 int hearth_adapter_names_remove(hearth_adapter_names *t, const char *name);
 /* The id of name (0: none); with out, the name copied there as the table holds it. */

@@ -149,3 +149,21 @@ def test_loads_and_unloads_go_on_past_the_slots(server, adapters):
     for i in range(16):
         assert unload(server, f"b{i}")[0] == 200
     assert models(server) == {BASE}
+
+
+def test_load_inplace_swaps_what_a_name_serves(server, adapters):
+    assert load(server, "swap", adapters[0])[0] == 200
+    assert complete(server, "swap").choices[0].text.rstrip("\n") == run_with(adapters[0])
+    body = {"lora_name": "swap", "lora_path": str(adapters[1]), "load_inplace": True}
+    status, text, _ = server.post("/v1/load_lora_adapter", body)
+    assert status == 200, text
+    assert complete(server, "swap").choices[0].text.rstrip("\n") == run_with(adapters[1])
+    assert sorted(models(server)) == sorted({BASE, "swap"})
+    # a failed in-place load leaves the adapter that was there
+    status, text, _ = server.post("/v1/load_lora_adapter", {**body, "lora_path": "/nonexistent/adapter"})
+    assert status == 404
+    assert complete(server, "swap").choices[0].text.rstrip("\n") == run_with(adapters[1])
+    status, text, _ = server.post("/v1/load_lora_adapter", {**body, "load_inplace": "yes"})
+    assert status == 400 and json.loads(text)["error"]["param"] == "load_inplace"
+    assert unload(server, "swap")[0] == 200
+    assert models(server) == {BASE}
