@@ -132,3 +132,31 @@ def test_a_server_with_a_key(browser):
         assert ask(browser, "Hi", 2).get_attribute("data-state") == "done"
     finally:
         assert s.stop() == 0, s.output()
+
+
+def test_the_model_list_picks_an_adapter(browser, tmp_path):
+    """An adapter (given at start, or loaded while the page is open) is picked in the settings' model list and
+    answers as the API answers for it."""
+    from selenium.webdriver.support.ui import Select
+    from test_lora import write_adapter
+    s = Server("--parallel", 2, "--runtime-lora")
+    try:
+        open_page(browser, s, temperature=0, max_tokens=12)
+        wait_for(lambda: browser.find_element(By.ID, "model").text, "the model's name")
+        d = write_adapter(tmp_path / "tutor", 5)
+        assert s.post("/v1/load_lora_adapter", {"lora_name": "tutor", "lora_path": str(d)})[0] == 200
+        browser.find_element(By.ID, "toggle-settings").click()  # closes the panel
+        browser.find_element(By.ID, "toggle-settings").click()  # reopens it: the list is read again
+        sel = Select(browser.find_element(By.ID, "model-select"))
+        wait_for(lambda: len(sel.options) == 2, "the adapter in the list")
+        sel.select_by_value("tutor")
+        assert browser.find_element(By.ID, "model").text == "tutor"
+        got = ask(browser, Q, 1).find_element(By.CSS_SELECTOR, ".text").text
+        c = s.client()
+        want = c.chat.completions.create(model="tutor", messages=[{"role": "user", "content": Q}], max_tokens=12,
+                                         temperature=0).choices[0].message.content
+        base = c.chat.completions.create(model="m", messages=[{"role": "user", "content": Q}], max_tokens=12,
+                                         temperature=0).choices[0].message.content
+        assert got == want.strip() and want != base, (got, want, base)
+    finally:
+        assert s.stop() == 0, s.output()
