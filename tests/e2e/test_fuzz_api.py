@@ -40,6 +40,8 @@ ROUTES = {
                     "n_probs": 2, "stop": ["x"]},
     "/v1/messages/count_tokens": {"model": "m", "messages": [{"role": "user", "content": "Hi"}]},
     "/v1/embeddings": {"model": "m", "input": ["Hi", "there"], "encoding_format": "float"},
+    "/embedding": {"content": ["Hi", "there"], "embd_normalize": 2},
+    "/invocations": {"model": "m", "prompt": "Hello", "max_tokens": 2, "priority": 0},
     "/tokenize": {"model": "m", "prompt": "Hi", "add_special_tokens": True, "with_pieces": True},
     "/detokenize": {"model": "m", "tokens": [1, 2, 3]},
     "/v1/responses": {"model": "m", "max_output_tokens": 2, "instructions": "Be brief.",
@@ -148,3 +150,28 @@ def test_mutated_infill_bodies_get_named_errors():
     finally:
         assert s.stop() == 0, s.output()
 
+
+
+def test_mutated_lora_admin_bodies_get_named_errors(tmp_path):
+    """The same for the runtime adapter routes (serve --runtime-lora): mutated loads and unloads of a real
+    adapter; each load that succeeds is unloaded again, so the slots never run out."""
+    from test_lora import write_adapter
+    d = str(write_adapter(tmp_path / "a", 9))
+    s = Server("--parallel", 2, "--runtime-lora")
+    try:
+        rng = random.Random("lora")
+        seeds = {"/v1/load_lora_adapter": {"lora_name": "a", "lora_path": d, "load_inplace": False},
+                 "/v1/unload_lora_adapter": {"lora_name": "a"}}
+        for n in range(160):
+            route = rng.choice(list(seeds))
+            body = mutate(rng, seeds[route])
+            status, text, _ = s.post(route, body)
+            assert status in (200, 400, 404), (n, route, body, status, text)
+            if status != 200:
+                err = json.loads(text)["error"]
+                assert err["message"] and err["type"] == "invalid_request_error", (body, err)
+            elif route == "/v1/load_lora_adapter":
+                assert s.post("/v1/unload_lora_adapter", {"lora_name": body["lora_name"]})[0] == 200
+        assert s.get("/health")[0] == 200
+    finally:
+        assert s.stop() == 0, s.output()
