@@ -30,6 +30,9 @@
 #               prompts, decode tok/s; needs the default model, as tests) (~1 min)
 #   grammar     grammar-constrained decoding on the GPU: tools/bench/grammar_peer.py --only hearth (the default
 #               model served with and without a GBNF grammar, decode tok/s; needs the default model, as tests)
+#   session43   what session 43 left untried for want of a GPU: test_cuda engine (cuda_engine_lora_runtime: adapters
+#               loaded and unloaded while serving) and pick, then 64 / 256 sampled streams with the truncating pick's
+#               default (c71e364) against the host sampler (HEARTH_PICK_TRUNCATE=0) (~4 min)
 #   sampled     bench_pick (the pick op alone, with and without top_k / top_p), then hearth bench at 1, 64 and
 #               256 streams of 128 / 128, greedy and sampled with llama-server's default filters (temperature
 #               0.8, top_k 40, top_p 0.95, min_p 0.05) picked on the device (HEARTH_PICK_TRUNCATE=1) and
@@ -90,6 +93,20 @@ for suite in "$@"; do
                 hdr "hearth bench --parallel $n --prompt $P --gen $G"
                 timeout 120 $B/hearth bench "$m" --device cuda --prompt "$P" --gen "$G" --parallel "$n" 2>&1 |
                     grep -E "^engine \|" | head -2
+            done
+        done ;;
+    session43)
+        for f in engine pick; do
+            hdr "test_cuda $f (ok lines left out)"
+            timeout 200 $B/test_cuda $f 2>&1 | grep -vE "^ok |^  layer |^  cuda (mistral|llama|qwen)" | tail -30
+        done
+        m=$(model bf16)
+        smp="--temp 0.8 --top-p 0.95 --top-k 40 --min-p 0.05"
+        for n in 64 256; do
+            for how in default host; do
+                hdr "hearth bench --parallel $n --prompt 128 --gen 128 sampled ($how)"
+                env $([ $how = host ] && echo HEARTH_PICK_TRUNCATE=0) timeout 100 $B/hearth bench "$m" --device cuda \
+                    --prompt 128 --gen 128 --parallel "$n" $smp 2>&1 | grep -E "^engine \|" | head -2
             done
         done ;;
     sampled)
@@ -159,7 +176,8 @@ with open("/tmp/t8b.jsonl", "w") as f:
         hdr "grammar_peer.py --only hearth (cuda)"
         timeout 300 python3 tools/bench/grammar_peer.py --only hearth --bin $B/hearth --threads 16 --reps 3 2>&1 |
             tail -8 ;;
-    *) echo "device_run: unknown suite '$suite' (tests flash attn issue7 issue6 streams peer lora train spec grammar)" ;;
+    *) echo "device_run: unknown suite '$suite' (tests flash attn issue7 issue6 streams peer lora train spec grammar" \
+            "sampled session43)" ;;
     esac
 done
 hdr done
