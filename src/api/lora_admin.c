@@ -28,6 +28,13 @@ static void success(hearth_http_response *r, const char *fmt, const char *name) 
     if (!r->body) api_error(r, 503, "unavailable_error", NULL, "out_of_memory", "out of memory");
 }
 
+/* The body is an object, else a 400 is answered. */
+static int object_body(const json_t *body, hearth_http_response *r) {
+    if (json_is_object(body)) return 1;
+    api_error(r, 400, "invalid_request_error", NULL, NULL, "the body must be an object");
+    return 0;
+}
+
 /* body's string field, or NULL (an error answered) when absent or not a string. */
 static const char *field(json_t *body, const char *key, hearth_http_response *r) {
     const char *v = json_string_value(json_object_get(body, key));
@@ -45,32 +52,35 @@ static int refused(hearth_api *a, hearth_http_response *r) {
 }
 
 void api_lora_load(hearth_api *a, json_t *body, hearth_http_response *r) {
-    if (refused(a, r)) return;
-    const char *name = json_is_object(body) ? field(body, "lora_name", r) : NULL, *dir = NULL;
-    if (!json_is_object(body)) api_error(r, 400, "invalid_request_error", NULL, NULL, "the body must be an object");
-    if (!name || !(dir = field(body, "lora_path", r))) return;
+    if (refused(a, r) || !object_body(body, r)) return;
+    const char *name = field(body, "lora_name", r), *dir = name ? field(body, "lora_path", r) : NULL;
+    if (!dir) return;
     json_t *inplace = json_object_get(body, "load_inplace");
     if (inplace && !json_is_boolean(inplace)) {
         api_error(r, 400, "invalid_request_error", "load_inplace", NULL, "'load_inplace' must be a boolean");
         return;
     }
-    const int replace = json_is_true(inplace);
+    hearth_err err = {0};
     if (!strcmp(name, a->model_id)) {
         api_error(r, 400, "invalid_request_error", "lora_name", NULL,
                   "'%s' is the served model's name; give the adapter another", name);
         return;
     }
+    if (hearth_adapter_name_check(name, &err) != HEARTH_OK) {
+        api_error(r, 400, "invalid_request_error", "lora_name", NULL, "%s", err.msg);
+        return;
+    }
     hearth_adapter_names *names = hearth_cpl_adapters(a->cpl);
     pthread_mutex_lock(&lora_mu);
-    hearth_err err = {0};
-    int id = 0;
     const int had = hearth_adapter_names_find(names, name, NULL);
-    hearth_status st = had && !replace
-                           ? hearth_err_set(&err, HEARTH_EINVAL, "The lora adapter '%s' has already been loaded.", name)
-                       : strlen(name) >= HEARTH_ADAPTER_NAME_MAX
-                           ? hearth_err_set(&err, HEARTH_EINVAL, "an adapter's name has at most %d bytes",
-                                            HEARTH_ADAPTER_NAME_MAX - 1)
-                           : hearth_engine_lora_load(a->engine, name, dir, &id, &err);
+    if (had && !json_is_true(inplace)) {
+        pthread_mutex_unlock(&lora_mu);
+        api_error(r, 400, "invalid_request_error", "lora_name", NULL, "The lora adapter '%s' has already been loaded.",
+                  name);
+        return;
+    }
+    int id = 0;
+    hearth_status st = hearth_engine_lora_load(a->engine, name, dir, &id, &err);
     if (st == HEARTH_OK && had) { /* in place: the name serves the new one, the old drains */
         hearth_engine_lora_unload(a->engine, hearth_adapter_names_replace(names, name, id), NULL);
     } else if (st == HEARTH_OK && (st = hearth_adapter_names_add(names, id, name, &err)) != HEARTH_OK) {
@@ -84,11 +94,7 @@ void api_lora_load(hearth_api *a, json_t *body, hearth_http_response *r) {
 }
 
 void api_lora_unload(hearth_api *a, json_t *body, hearth_http_response *r) {
-    if (refused(a, r)) return;
-    if (!json_is_object(body)) {
-        api_error(r, 400, "invalid_request_error", NULL, NULL, "the body must be an object");
-        return;
-    }
+    if (refused(a, r) || !object_body(body, r)) return;
     const char *name = field(body, "lora_name", r);
     if (!name) return;
     pthread_mutex_lock(&lora_mu);

@@ -16,19 +16,26 @@ static int find_locked(const hearth_adapter_names *t, const char *name) {
     return -1;
 }
 
-hearth_status hearth_adapter_names_add(hearth_adapter_names *t, int id, const char *name, hearth_err *err) {
-    size_t len = strlen(name);
-    if (!len || len >= HEARTH_ADAPTER_NAME_MAX)
-        return hearth_err_set(err, HEARTH_EINVAL, "an adapter's name has 1 to %d bytes, not %zu",
+hearth_status hearth_adapter_name_check(const char *name, hearth_err *err) {
+    const size_t len = strlen(name);
+    if (!len) return hearth_err_set(err, HEARTH_EINVAL, "an adapter's name is empty");
+    if (len >= HEARTH_ADAPTER_NAME_MAX)
+        return hearth_err_set(err, HEARTH_EINVAL, "an adapter's name has at most %d bytes, not %zu",
                               HEARTH_ADAPTER_NAME_MAX - 1, len);
-    hearth_status st = HEARTH_OK;
+    return HEARTH_OK;
+}
+
+hearth_status hearth_adapter_names_add(hearth_adapter_names *t, int id, const char *name, hearth_err *err) {
+    hearth_status st = hearth_adapter_name_check(name, err);
+    if (st != HEARTH_OK) return st;
+    const size_t len = strlen(name);
     pthread_mutex_lock(&t->mu);
     if (find_locked(t, name) >= 0) {
         st = hearth_err_set(err, HEARTH_EINVAL, "the LoRA adapter '%s' has already been loaded", name);
     } else if (t->n == HEARTH_MAX_LORA) {
         st = hearth_err_set(err, HEARTH_ERANGE, "at most %d LoRA adapters are loaded at once", HEARTH_MAX_LORA);
     } else {
-        t->e[t->n].id = id;
+        t->e[t->n].id = id; /* len < HEARTH_ADAPTER_NAME_MAX: checked */
         memcpy(t->e[t->n].name, name, len + 1);
         t->n++;
     }

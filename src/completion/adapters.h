@@ -25,7 +25,9 @@ typedef struct {
 
 void hearth_adapter_names_init(hearth_adapter_names *t);
 void hearth_adapter_names_destroy(hearth_adapter_names *t);
-/* Add name for id: EINVAL when the name is empty, too long or taken, ERANGE when the table is full. */
+/* EINVAL when name cannot be an adapter's (empty, or HEARTH_ADAPTER_NAME_MAX bytes or more). */
+hearth_status hearth_adapter_name_check(const char *name, hearth_err *err);
+/* Add name for id: EINVAL when the name fails the check or is taken, ERANGE when the table is full. */
 hearth_status hearth_adapter_names_add(hearth_adapter_names *t, int id, const char *name, hearth_err *err);
 /* Point name at id instead: the id it had, 0 when no adapter has that name (nothing changed then). */
 int hearth_adapter_names_replace(hearth_adapter_names *t, const char *name, int id);

@@ -195,7 +195,7 @@ static hearth_status check_pair(const hearth_model *m, const char *path, int tar
 
 /* One group of one layer (ta: the layer's [HEARTH_LORA_TARGETS][2] tensors,
  * NULL where absent) stacked in host memory: G->a and G->b (malloc'd; NULL
- * where the adapter leaves the whole group alone) until commit() uploads them. */
+ * where the adapter leaves the whole group alone) until hearth_model_add_staged uploads them. */
 static hearth_status stage_group(const hearth_model *m, hearth_lora *a, const char *path, int layer, int g,
                                  const hearth_st_tensor *const *ta, int r, float scale, hearth_err *err) {
     hearth_lora_group *G = &a->groups[(size_t)layer * HEARTH_LORA_GROUPS + g];
