@@ -334,7 +334,8 @@ static void vllm_metrics(api_buf *b, const hearth_api *a, const snapshot *s) {
     } one[] = {
         {"vllm:num_requests_running", "gauge", "Requests in the running batch.", s->es.running},
         {"vllm:num_requests_waiting", "gauge", "Requests waiting for a slot.", s->es.waiting},
-        {"vllm:kv_cache_usage_perc", "gauge", "KV-cache usage (1 = full); blocks only the prefix cache holds count free.",
+        {"vllm:kv_cache_usage_perc", "gauge",
+         "KV-cache usage (1 = full); blocks only the prefix cache holds count free.",
          s->es.kv_blocks_total ? (double)used / s->es.kv_blocks_total : 0.0},
         {"vllm:num_preemptions_total", "counter", "Preemptions.", (double)s->es.preemptions},
         {"vllm:prompt_tokens_total", "counter", "Prompt tokens of finished requests.", (double)s->prompt},
@@ -349,7 +350,8 @@ static void vllm_metrics(api_buf *b, const hearth_api *a, const snapshot *s) {
         api_buf_puts(b, line);
     }
     snprintf(line, sizeof line,
-             "# HELP vllm:request_success_total Finished requests by reason.\n# TYPE vllm:request_success_total counter\n"
+             "# HELP vllm:request_success_total Finished requests by reason.\n"
+             "# TYPE vllm:request_success_total counter\n"
              "vllm:request_success_total{%s,finished_reason=\"stop\"} %ld\n"
              "vllm:request_success_total{%s,finished_reason=\"length\"} %ld\n"
              "vllm:request_success_total{%s,finished_reason=\"abort\"} %ld\n",
