@@ -53,6 +53,9 @@ struct hearth_api {
 /* The model a job runs, as responses name it: its LoRA adapter's name, else the served model's id. */
 const char *api_job_model(const api_job *j);
 
+/* A response's id: prefix, then 24 random letters and digits. */
+void api_make_id(char *out, size_t cap, const char *prefix);
+
 /* Count a response by status code. */
 void api_count_status(hearth_api *a, int status);
 
@@ -116,6 +119,8 @@ int api_parse_llama_samplers(const json_t *b, hearth_cpl_request *r, hearth_cpl_
 /* vLLM's allowed_token_ids, bad_words, include_stop_str_in_output, skip_special_tokens,
  * spaces_between_special_tokens and truncate_prompt_tokens into r (vllm_fields.c). */
 int api_parse_vllm_fields(const json_t *b, hearth_cpl_request *r, hearth_cpl_error *e);
+/* Of those, the two that requests for embeddings and scores take as well: truncate_prompt_tokens and priority. */
+int api_parse_pooling_fields(const json_t *b, hearth_cpl_request *r, hearth_cpl_error *e);
 void api_name_tool_result(const json_t *messages, json_t *tool_msg);
 /* tool_choice that forces a call (name: that tool; NULL: any of r->tools,
  * set already): the answer is constrained to one call in the whole-output
@@ -237,6 +242,19 @@ void api_count_tokens(hearth_api *a, const json_t *body, hearth_http_response *r
 /* native: llama-server's /embedding (its fields and answer's shape) rather than OpenAI's /v1/embeddings */
 void api_embeddings(hearth_api *a, const hearth_http_request *rq, const json_t *body, hearth_http_response *r,
                     int native);
+/* The embeddings of n requests (each a prompt or ids, set by the caller) run as one batch: each takes like's model
+ * (an adapter's name selects it), truncate_prompt and priority, and is deinit'd here. On success (0) vecs[i] is
+ * malloc'd with *dim floats (normalized as hearth_seq_embedding's norm says), tokens[i] its prompt's count, and
+ * model_out (HEARTH_ADAPTER_NAME_MAX bytes, or NULL) the name of what answered; else 1, e says why, vecs[] NULL. */
+int api_embed_batch(hearth_api *a, const hearth_http_request *rq, hearth_cpl_request *reqs, size_t n,
+                    const hearth_cpl_request *like, int norm, float **vecs, int *dim, int *tokens, char *model_out,
+                    hearth_cpl_error *e);
+
+/* score.c: vLLM's POST /score (alias /v1/score) and the rerank routes (vLLM's /rerank, /v1/rerank, /v2/rerank:
+ * Jina's and Cohere's shape; llama-server's /reranking, /v1/reranking), scored by the cosine of the texts'
+ * embeddings, as vLLM scores with an embedding model. */
+void api_score(hearth_api *a, const hearth_http_request *rq, const json_t *body, hearth_http_response *r);
+void api_rerank(hearth_api *a, const hearth_http_request *rq, const json_t *body, hearth_http_response *r);
 
 /* tokenize.c: POST /tokenize and /detokenize (vLLM's and llama-server's shapes) */
 void api_tokenize(hearth_api *a, const json_t *body, hearth_http_response *r);

@@ -62,6 +62,53 @@ static char *base64(const float *x, int n) {
 
 static void ignore(void *user, const hearth_cpl_event *ev) {}
 
+int api_embed_batch(hearth_api *a, const hearth_http_request *rq, hearth_cpl_request *reqs, size_t n,
+                    const hearth_cpl_request *like, int norm, float **vecs, int *dim, int *tokens, char *model_out,
+                    hearth_cpl_error *e) {
+    hearth_cpl **q = calloc(n, sizeof *q);
+    size_t started = 0;
+    int bad = q ? 0 : api_fail(e, HEARTH_ENOMEM, NULL, "out of memory");
+    for (size_t i = 0; i < n; i++) { /* every input started before any is waited for: one batch */
+        reqs[i].embed = 1;
+        reqs[i].truncate_prompt = like->truncate_prompt;
+        reqs[i].priority = like->priority;
+        if (!bad && like->model && !(reqs[i].model = strdup(like->model))) /* an adapter's name selects it */
+            bad = api_fail(e, HEARTH_ENOMEM, NULL, "out of memory");
+        bad = bad || hearth_cpl_start(a->cpl, &reqs[i], &q[i], e) != HEARTH_OK;
+        if (!bad) started++;
+        hearth_cpl_request_deinit(&reqs[i]);
+    }
+    if (model_out) /* the model or adapter that answers, as the responses name it */
+        snprintf(model_out, HEARTH_ADAPTER_NAME_MAX, "%s",
+                 started && hearth_cpl_model(q[0]) ? hearth_cpl_model(q[0]) : a->model_id);
+    for (size_t i = 0; i < started; i++) {
+        if (bad) hearth_cpl_cancel(q[i]); /* another input was refused: the answer is the error */
+        while (hearth_cpl_step(q[i], ignore, NULL, api_conn_gone, rq->conn)) { /* the one token is not read */
+        }
+        const float *v = bad ? NULL : hearth_cpl_embedding(q[i], norm, dim);
+        if (!bad && !v) {
+            const hearth_cpl_summary *s = hearth_cpl_summary_get(q[i]);
+            snprintf(e->msg, sizeof e->msg, "%s", s->error[0] ? s->error : "the embedding failed");
+            e->status = s->finish == HEARTH_CPL_FINISH_CANCELED ? HEARTH_EBUSY : HEARTH_EIO;
+            bad = 1;
+        }
+        if (!bad && !(vecs[i] = malloc(sizeof *vecs[i] * (size_t)*dim)))
+            bad = api_fail(e, HEARTH_ENOMEM, NULL, "out of memory");
+        if (!bad) {
+            memcpy(vecs[i], v, sizeof *v * (size_t)*dim);
+            tokens[i] = hearth_cpl_summary_get(q[i])->prompt_tokens;
+        }
+        hearth_cpl_free(q[i]);
+    }
+    free(q);
+    if (bad)
+        for (size_t i = 0; i < n; i++) {
+            free(vecs[i]);
+            vecs[i] = NULL;
+        }
+    return bad;
+}
+
 void api_embeddings(hearth_api *a, const hearth_http_request *rq, const json_t *b, hearth_http_response *r,
                     int native) {
     hearth_cpl_error e = {0};
@@ -100,63 +147,45 @@ void api_embeddings(hearth_api *a, const hearth_http_request *rq, const json_t *
                   MAX_INPUTS, n);
         return;
     }
-    hearth_cpl **q = calloc(n, sizeof *q);
-    hearth_cpl_request *reqs = calloc(n, sizeof *reqs);
-    if (!q || !reqs) {
-        free(q);
-        free(reqs);
-        api_error(r, 503, "unavailable_error", NULL, "out_of_memory", "out of memory");
+    hearth_cpl_request like; /* what every input's request shares */
+    hearth_cpl_request_init(&like);
+    if (api_check_body(b, &like, &e) || api_parse_pooling_fields(b, &like, &e)) {
+        hearth_cpl_request_deinit(&like);
+        api_cpl_error(a, r, &e);
         return;
     }
-    size_t started = 0;
-    int bad = 0;
-    for (size_t i = 0; i < n && !bad; i++) { /* every input started before any is waited for: one batch */
-        bad = one_input(many ? json_array_get(in, i) : in, i, &reqs[i], &e);
-        const char *mn = json_string_value(api_field(b, "model")); /* an adapter's name selects it */
-        if (!bad && mn && !(reqs[i].model = strdup(mn)))
-            bad = api_fail(&e, HEARTH_ENOMEM, NULL, "out of memory");
-        bad = bad || hearth_cpl_start(a->cpl, &reqs[i], &q[i], &e) != HEARTH_OK;
-        if (!bad) started++;
-        hearth_cpl_request_deinit(&reqs[i]);
-    }
+    hearth_cpl_request *reqs = calloc(n, sizeof *reqs);
+    float **vecs = calloc(n, sizeof *vecs);
+    int *tokens = calloc(n, sizeof *tokens), dim = 0, bad = !reqs || !vecs || !tokens;
+    if (bad) api_fail(&e, HEARTH_ENOMEM, NULL, "out of memory");
+    for (size_t i = 0; i < n && !bad; i++) bad = one_input(many ? json_array_get(in, i) : in, i, &reqs[i], &e);
+    char model[HEARTH_ADAPTER_NAME_MAX];
+    if (bad) /* the inputs parsed so far are let go */
+        for (size_t i = 0; reqs && i < n; i++) hearth_cpl_request_deinit(&reqs[i]);
+    else bad = api_embed_batch(a, rq, reqs, n, &like, norm, vecs, &dim, tokens, model, &e);
+    hearth_cpl_request_deinit(&like);
     json_t *data = json_array();
-    long tokens = 0;
-    int out_dim = 0;
-    char model_buf[HEARTH_ADAPTER_NAME_MAX]; /* outlives q */
-    const char *model = started && hearth_cpl_model(q[0]) ? strcpy(model_buf, hearth_cpl_model(q[0])) : NULL;
-    for (size_t i = 0; i < started; i++) {
-        if (bad) hearth_cpl_cancel(q[i]); /* a later input was refused: the answer is the error */
-        while (hearth_cpl_step(q[i], ignore, NULL, api_conn_gone, rq->conn)) { /* the one token is not read */
+    long n_tokens = 0;
+    for (size_t i = 0; i < n && !bad; i++) {
+        json_t *vec;
+        if (!strcmp(fs, "base64")) {
+            char *s64 = base64(vecs[i], dim);
+            vec = s64 ? json_string(s64) : NULL;
+            free(s64);
+        } else {
+            vec = json_array();
+            for (int k = 0; k < dim; k++) json_array_append_new(vec, json_real(vecs[i][k]));
         }
-        int dim;
-        const float *v = bad ? NULL : hearth_cpl_embedding(q[i], norm, &dim);
-        if (!bad && !v) {
-            const hearth_cpl_summary *s = hearth_cpl_summary_get(q[i]);
-            snprintf(e.msg, sizeof e.msg, "%s", s->error[0] ? s->error : "the embedding failed");
-            e.status = s->finish == HEARTH_CPL_FINISH_CANCELED ? HEARTH_EBUSY : HEARTH_EIO;
-            bad = 1;
-        }
-        if (!bad) {
-            json_t *vec;
-            if (!strcmp(fs, "base64")) {
-                char *s64 = base64(v, dim);
-                vec = s64 ? json_string(s64) : NULL;
-                free(s64);
-            } else {
-                vec = json_array();
-                for (int k = 0; k < dim; k++) json_array_append_new(vec, json_real(v[k]));
-            }
-            if (native) /* one pooled vector, in a list as llama-server gives it */
-                json_array_append_new(data, json_pack("{s:I,s:[o*]}", "index", (json_int_t)i, "embedding", vec));
-            else
-                json_array_append_new(data, json_pack("{s:s,s:I,s:o*}", "object", "embedding", "index",
-                                                      (json_int_t)i, "embedding", vec));
-            tokens += hearth_cpl_summary_get(q[i])->prompt_tokens;
-            out_dim = dim;
-        }
-        hearth_cpl_free(q[i]);
+        if (native) /* one pooled vector, in a list as llama-server gives it */
+            json_array_append_new(data, json_pack("{s:I,s:[o*]}", "index", (json_int_t)i, "embedding", vec));
+        else
+            json_array_append_new(data, json_pack("{s:s,s:I,s:o*}", "object", "embedding", "index", (json_int_t)i,
+                                                  "embedding", vec));
+        n_tokens += tokens[i];
     }
-    free(q);
+    for (size_t i = 0; vecs && i < n; i++) free(vecs[i]);
+    free(vecs);
+    free(tokens);
     free(reqs);
     if (bad) {
         json_decref(data);
@@ -168,14 +197,14 @@ void api_embeddings(hearth_api *a, const hearth_http_request *rq, const json_t *
         return;
     }
     json_t *dims = api_field(b, "dimensions");
-    if (dims && (!json_is_integer(dims) || json_integer_value(dims) != out_dim)) {
+    if (dims && (!json_is_integer(dims) || json_integer_value(dims) != dim)) {
         json_decref(data);
         api_error(r, 400, "invalid_request_error", "dimensions", NULL,
                   "Invalid 'dimensions': this model's embeddings have %d dimensions and cannot be shortened.",
-                  out_dim);
+                  dim);
         return;
     }
     api_json(r, 200, json_pack("{s:s,s:o,s:s,s:{s:I,s:I}}", "object", "list", "data", data, "model",
-                               model ? model : a->model_id,
-                               "usage", "prompt_tokens", (json_int_t)tokens, "total_tokens", (json_int_t)tokens));
+                               model, "usage", "prompt_tokens", (json_int_t)n_tokens, "total_tokens",
+                               (json_int_t)n_tokens));
 }

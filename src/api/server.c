@@ -165,7 +165,7 @@ json_t *api_token_bytes(json_t *token_string) {
     return a;
 }
 
-static void make_id(char *out, size_t cap, const char *prefix) {
+void api_make_id(char *out, size_t cap, const char *prefix) {
     static atomic_ullong counter;
     static const char ALNUM[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
     uint64_t x = (uint64_t)(hearth_time_now() * 1e9) + atomic_fetch_add(&counter, 1) * 0x9e3779b97f4a7c15ull;
@@ -489,7 +489,7 @@ static api_job *job_new(hearth_api *a, const hearth_http_request *rq, const api_
     j->blk_kind = -1;
     hearth_hist_init(&j->itl, ITL_LE, N_LE(ITL_LE));
     hearth_cpl_track_itl(q, &j->itl);
-    make_id(j->id, sizeof j->id, p->id_prefix);
+    api_make_id(j->id, sizeof j->id, p->id_prefix);
     job_register(j);
     return j;
 }
@@ -659,13 +659,24 @@ static const api_proto *completion_route(const char *path) {
     return NULL;
 }
 
+/* 1: vLLM's score routes; 2: the rerank routes (vLLM's, Jina's and Cohere's; llama-server's). */
+static int score_route(const char *path) {
+    static const char *const score[] = {"/score", "/v1/score"},
+                             *const rerank[] = {"/rerank", "/v1/rerank", "/v2/rerank", "/reranking", "/v1/reranking"};
+    for (size_t i = 0; i < sizeof score / sizeof *score; i++)
+        if (!strcmp(path, score[i])) return 1;
+    for (size_t i = 0; i < sizeof rerank / sizeof *rerank; i++)
+        if (!strcmp(path, rerank[i])) return 2;
+    return 0;
+}
+
 static int is_post_route(const char *path) {
     return completion_route(path) || !strcmp(path, "/v1/messages/count_tokens") || !strcmp(path, "/tokenize") ||
            !strcmp(path, "/detokenize") || !strcmp(path, "/v1/embeddings") ||
            !strcmp(path, "/embedding") || !strcmp(path, "/embeddings") || !strcmp(path, "/apply-template") ||
            !strcmp(path, "/admin/cache/flush") || !strcmp(path, "/pause") || !strcmp(path, "/resume") ||
            !strcmp(path, "/v1/load_lora_adapter") || !strcmp(path, "/v1/unload_lora_adapter") ||
-           !strcmp(path, "/invocations");
+           !strcmp(path, "/invocations") || score_route(path);
 }
 
 /* vLLM's POST /invocations (SageMaker's one route): the route whose request the body is, by its fields. */
@@ -673,6 +684,8 @@ static const char *invocation_route(const json_t *body) {
     return json_object_get(body, "messages") ? "/v1/chat/completions"
            : json_object_get(body, "prompt") ? "/v1/completions"
            : json_object_get(body, "input")  ? "/v1/embeddings"
+           : json_object_get(body, "query")  ? "/rerank"
+           : json_object_get(body, "text_1") ? "/score"
                                              : NULL;
 }
 
@@ -775,7 +788,8 @@ static void on_handle(void *user, const hearth_http_request *rq, hearth_http_res
                   je.column);
     } else if (!path) {
         api_error(r, 400, "invalid_request_error", NULL, NULL,
-                  "/invocations takes a chat request (messages), a completion (prompt) or an embedding (input)");
+                  "/invocations takes a chat request (messages), a completion (prompt), an embedding (input), a "
+                  "rerank (query) or a score (text_1)");
         json_decref(body);
     } else if (!completion_route(path)) { /* the prompt's tokens, nothing generated */
         if (!strcmp(path, "/tokenize")) api_tokenize(a, body, r);
@@ -783,6 +797,8 @@ static void on_handle(void *user, const hearth_http_request *rq, hearth_http_res
         else if (!strcmp(path, "/embedding") || !strcmp(path, "/embeddings")) api_embeddings(a, rq, body, r, 1);
         else if (!strcmp(path, "/detokenize")) api_detokenize(a, body, r);
         else if (!strcmp(path, "/apply-template")) api_apply_template(a, body, r);
+        else if (score_route(path) == 1) api_score(a, rq, body, r);
+        else if (score_route(path) == 2) api_rerank(a, rq, body, r);
         else if (!strcmp(path, "/v1/load_lora_adapter")) api_lora_load(a, body, r);
         else if (!strcmp(path, "/v1/unload_lora_adapter")) api_lora_unload(a, body, r);
         else api_count_tokens(a, body, r);

@@ -37,6 +37,20 @@ static int bad_words(const json_t *v, hearth_cpl_request *r, hearth_cpl_error *e
     return 0;
 }
 
+int api_parse_pooling_fields(const json_t *b, hearth_cpl_request *r, hearth_cpl_error *e) {
+    long long iv;
+    int has = 0;
+    if (api_get_int(b, "truncate_prompt_tokens", -1, 1 << 30, &has, &iv, e)) return 1;
+    if (has && iv == 0)
+        return api_fail(e, HEARTH_EINVAL, "truncate_prompt_tokens",
+                        "Invalid 'truncate_prompt_tokens': it must be at least 1 (or -1: the context length).");
+    if (has) r->truncate_prompt = (int)iv;
+    has = 0;
+    if (api_get_int(b, "priority", -(1LL << 31), (1LL << 31) - 1, &has, &iv, e)) return 1;
+    if (has) r->priority = (int)iv;
+    return 0;
+}
+
 int api_parse_vllm_fields(const json_t *b, hearth_cpl_request *r, hearth_cpl_error *e) {
     json_t *v = api_field(b, "allowed_token_ids");
     if (v && allowed_ids(v, r, e)) return 1;
@@ -47,16 +61,7 @@ int api_parse_vllm_fields(const json_t *b, hearth_cpl_request *r, hearth_cpl_err
         api_get_bool(b, "skip_special_tokens", &skip, e) || api_get_bool(b, "spaces_between_special_tokens", &spaces, e))
         return 1;
     r->keep_special = !skip;
-    long long iv;
-    int has = 0;
-    if (api_get_int(b, "truncate_prompt_tokens", -1, 1 << 30, &has, &iv, e)) return 1;
-    if (has && iv == 0)
-        return api_fail(e, HEARTH_EINVAL, "truncate_prompt_tokens",
-                        "Invalid 'truncate_prompt_tokens': it must be at least 1 (or -1: the context length).");
-    if (has) r->truncate_prompt = (int)iv;
-    int has_prio = 0;
-    if (api_get_int(b, "priority", -(1LL << 31), (1LL << 31) - 1, &has_prio, &iv, e)) return 1;
-    if (has_prio) r->priority = (int)iv;
+    if (api_parse_pooling_fields(b, r, e)) return 1;
     if ((v = api_field(b, "cache_salt"))) {
         if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > 4096 ||
             strlen(json_string_value(v)) != json_string_length(v))

@@ -100,3 +100,13 @@ def test_embd_normalize(server, path):
     assert abs((np.abs(vec(3)) ** 3).sum() - 1) < 1e-4
     status, text, _ = server.post(path, {"input": "a", "embd_normalize": "l2"})
     assert status == 400 and json.loads(text)["error"]["param"] == "embd_normalize"
+
+
+def test_truncate_prompt_tokens_keeps_the_last_tokens(server):
+    ids = GOLDEN["cases"][2]["prompt_ids"]
+    cut = embed(server, GOLDEN["cases"][2]["text"], extra_body={"truncate_prompt_tokens": 5})
+    assert cut.usage.prompt_tokens == 5
+    assert cut.data[0].embedding == embed(server, [ids[-5:]]).data[0].embedding
+    assert cut.data[0].embedding != embed(server, [ids]).data[0].embedding
+    status, text, _ = server.post("/v1/embeddings", {"input": "a", "priority": 1})
+    assert status == 400 and json.loads(text)["error"]["param"] == "priority"  # no --scheduling-policy priority

@@ -1,5 +1,5 @@
 """Malformed request bodies against every JSON route (completions, messages,
-responses, embeddings, tokenize; the chat seed carries a JSON Schema): each answer is a
+responses, embeddings, rerank, score, tokenize; the chat seed carries a JSON Schema): each answer is a
 200 or a 4xx whose body says what is wrong in the route's own error shape,
 and the server stays up. The bodies are valid requests with fields replaced
 by values of every JSON type, dropped, nested or duplicated, from a fixed
@@ -42,6 +42,9 @@ ROUTES = {
     "/v1/embeddings": {"model": "m", "input": ["Hi", "there"], "encoding_format": "float"},
     "/embedding": {"content": ["Hi", "there"], "embd_normalize": 2},
     "/invocations": {"model": "m", "prompt": "Hello", "max_tokens": 2, "priority": 0},
+    "/v2/rerank": {"model": "m", "query": "cat", "documents": ["a cat", {"text": "a dog"}], "top_n": 1,
+                   "max_tokens_per_doc": 4, "return_documents": True},
+    "/score": {"model": "m", "text_1": ["a", "b"], "text_2": ["c", "d"], "truncate_prompt_tokens": 3},
     "/tokenize": {"model": "m", "prompt": "Hi", "add_special_tokens": True, "with_pieces": True},
     "/detokenize": {"model": "m", "tokens": [1, 2, 3]},
     "/v1/responses": {"model": "m", "max_output_tokens": 2, "instructions": "Be brief.",
