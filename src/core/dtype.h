@@ -20,6 +20,7 @@ typedef enum hearth_dtype {
     HEARTH_DT_Q8_0 = 8,
     HEARTH_DT_Q8_1 = 9,  /* activations only (ggml's q8_1) */
     HEARTH_DT_Q4_K = 12,
+    HEARTH_DT_Q5_K = 13,
     HEARTH_DT_Q6_K = 14,
     HEARTH_DT_Q8_K = 15, /* activations only (ggml's q8_K) */
     HEARTH_DT_BF16 = 30,
@@ -40,6 +41,9 @@ const hearth_dtype_info *hearth_dtype_get(uint32_t type);
 /* The same for a type id read from a model file: NULL also for hearth's
  * internal types, which no file may carry. */
 const hearth_dtype_info *hearth_dtype_get_ggml(uint32_t type);
+
+/* ggml's name of a type id a file may carry, known to this build or not ("q5_0", "iq4_xs", ...), or NULL. */
+const char *hearth_ggml_type_name(uint32_t type);
 
 /* Bytes of a row of n elements; 0 if n is not a multiple of the block size
  * or the type is unknown. */

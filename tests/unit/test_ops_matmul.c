@@ -33,7 +33,8 @@ static void *xalloc(size_t n) {
 }
 
 static const hearth_dtype ALL_WT[] = {HEARTH_DT_F32, HEARTH_DT_F16, HEARTH_DT_BF16, HEARTH_DT_Q4_0,
-                                      HEARTH_DT_Q4_1, HEARTH_DT_Q8_0, HEARTH_DT_Q4_K, HEARTH_DT_Q6_K};
+                                      HEARTH_DT_Q4_1, HEARTH_DT_Q8_0, HEARTH_DT_Q4_K, HEARTH_DT_Q6_K,
+                                      HEARTH_DT_Q5_K};
 
 /* ---- byte layouts: hand-built blocks dequantize to the documented values ------ */
 
@@ -88,6 +89,34 @@ TEST(dequant_q4_K_layout) {
         for (int l = 0; l < 32; l++) qs[32 * c + l] = (unsigned char)(q[64 * c + l] | q[64 * c + 32 + l] << 4);
     float y[256];
     hearth_cpu_dequantize_row(HEARTH_DT_Q4_K, raw, y, 256);
+    for (int e = 0; e < 256; e++) {
+        int j = e / 32;
+        CHECK_MSG(y[e] == 0.5f * sc[j] * q[e] - 0.25f * m[j], "e=%d: %g", e, y[e]);
+    }
+}
+
+/* q5_K: q4_K's scales and mins at the same bytes, qh[32] at 16, the nibbles at 48 (ggml's block_q5_K) */
+TEST(dequant_q5_K_layout) {
+    const int sc[8] = {1, 2, 3, 4, 17, 33, 50, 63}, m[8] = {0, 5, 10, 15, 16, 31, 47, 63};
+    unsigned char raw[176] = {0};
+    raw[0] = 0x00, raw[1] = 0x38; /* d = 0.5 */
+    raw[2] = 0x00, raw[3] = 0x34; /* dmin = 0.25 */
+    unsigned char *s = raw + 4, *qh = raw + 16, *qs = raw + 48;
+    for (int j = 0; j < 4; j++) {
+        s[j] = (unsigned char)(sc[j] | (sc[j + 4] >> 4) << 6);
+        s[j + 4] = (unsigned char)(m[j] | (m[j + 4] >> 4) << 6);
+        s[j + 8] = (unsigned char)((sc[j + 4] & 15) | (m[j + 4] & 15) << 4);
+    }
+    int q[256];
+    for (int e = 0; e < 256; e++) q[e] = (e * 11 + e / 32) % 32;
+    for (int c = 0; c < 4; c++)
+        for (int l = 0; l < 32; l++) {
+            int lo = q[64 * c + l], hi = q[64 * c + 32 + l]; /* sub-blocks 2c and 2c + 1 */
+            qs[32 * c + l] = (unsigned char)((lo & 15) | (hi & 15) << 4);
+            qh[l] |= (unsigned char)((lo >> 4) << (2 * c) | (hi >> 4) << (2 * c + 1));
+        }
+    float y[256];
+    hearth_cpu_dequantize_row(HEARTH_DT_Q5_K, raw, y, 256);
     for (int e = 0; e < 256; e++) {
         int j = e / 32;
         CHECK_MSG(y[e] == 0.5f * sc[j] * q[e] - 0.25f * m[j], "e=%d: %g", e, y[e]);
@@ -205,6 +234,7 @@ static double roundtrip(hearth_dtype t, int n, int *ok) {
         case HEARTH_DT_Q4_0: step = amax / 8.0; break;
         case HEARTH_DT_Q4_1: step = (mx - mn) / 15.0; break;
         case HEARTH_DT_Q4_K: step = (mx - fminf(mn, 0)) / 15.0; break;
+        case HEARTH_DT_Q5_K: step = (mx - fminf(mn, 0)) / 31.0; break;
         case HEARTH_DT_Q6_K: step = 2.0 * amax / 63.0; break;
         case HEARTH_DT_Q8_0: case HEARTH_DT_Q8_1: case HEARTH_DT_Q8_K: step = amax / 127.0; break;
         default: break;
@@ -247,7 +277,7 @@ TEST(quant_roundtrip_error_bounds) {
     struct { hearth_dtype t; double rel; } cases[] = {
         {HEARTH_DT_F32, 0}, {HEARTH_DT_F16, 0}, {HEARTH_DT_BF16, 0},
         {HEARTH_DT_Q8_0, 1.1}, {HEARTH_DT_Q8_1, 1.1}, {HEARTH_DT_Q8_K, 1.1}, {HEARTH_DT_Q4_0, 1.2},
-        {HEARTH_DT_Q4_1, 1.1}, {HEARTH_DT_Q4_K, 1.3}, {HEARTH_DT_Q6_K, 1.3},
+        {HEARTH_DT_Q4_1, 1.1}, {HEARTH_DT_Q4_K, 1.3}, {HEARTH_DT_Q5_K, 1.3}, {HEARTH_DT_Q6_K, 1.3},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int ok;
@@ -268,7 +298,7 @@ TEST(quant_k_quants_fixed_points) {
     CHECK_EQ(hearth_cpu_quantize_row(HEARTH_DT_Q6_K, x, q, 256), HEARTH_OK);
     hearth_cpu_dequantize_row(HEARTH_DT_Q6_K, q, y, 256);
     for (int i = 0; i < 256; i++) CHECK(y[i] == 0);
-    for (hearth_dtype t = HEARTH_DT_Q4_K; t <= HEARTH_DT_Q6_K; t += 2) {
+    for (hearth_dtype t = HEARTH_DT_Q4_K; t <= HEARTH_DT_Q6_K; t++) {
         for (int i = 0; i < 256; i++) x[i] = grand();
         CHECK_EQ(hearth_cpu_quantize_row(t, x, q, 256), HEARTH_OK);
         hearth_cpu_dequantize_row(t, q, y, 256);
@@ -309,7 +339,7 @@ static void *make_weights(hearth_dtype t, int K, int N) {
             switch (t) {
             case HEARTH_DT_Q4_0: case HEARTH_DT_Q8_0: h[0] = rand_scale(1); break;
             case HEARTH_DT_Q4_1: h[0] = rand_scale(0), h[1] = rand_scale(1); break;
-            case HEARTH_DT_Q4_K: h[0] = rand_scale(0), h[1] = rand_scale(0); break;
+            case HEARTH_DT_Q4_K: case HEARTH_DT_Q5_K: h[0] = rand_scale(0), h[1] = rand_scale(0); break;
             case HEARTH_DT_Q6_K: h[104] = rand_scale(0); break; /* d at byte 208 */
             default: break;
             }
@@ -340,7 +370,7 @@ static float *make_x(int T, int K) {
  * |w|, plus f32 accumulation (both sides, worst case K * 2^-24 each). */
 static double err_bound(hearth_dtype t, const void *wrow, const float *wrow_deq, const float *x, int K) {
     double bound = 0, mag = 0;
-    int blk = (t == HEARTH_DT_Q4_K || t == HEARTH_DT_Q6_K) ? 256 : 32;
+    int blk = (t == HEARTH_DT_Q4_K || t == HEARTH_DT_Q5_K || t == HEARTH_DT_Q6_K) ? 256 : 32;
     for (int k0 = 0; k0 < K; k0 += blk) {
         int end = k0 + blk < K ? k0 + blk : K;
         double amax = 0, wsum = 0;
@@ -350,7 +380,7 @@ static double err_bound(hearth_dtype t, const void *wrow, const float *wrow_deq,
         case HEARTH_DT_Q4_0: case HEARTH_DT_Q8_0: case HEARTH_DT_Q4_1:
             ex = 0.5 * d + 127 * (d * 0x1p-11 + 0x1p-25); /* code rounding + f16 scale */
             break;
-        case HEARTH_DT_Q4_K: case HEARTH_DT_Q6_K: ex = 0.5 * d * (1 + 0x1p-20); break;
+        case HEARTH_DT_Q4_K: case HEARTH_DT_Q5_K: case HEARTH_DT_Q6_K: ex = 0.5 * d * (1 + 0x1p-20); break;
         default: ex = 0; break;
         }
         bound += ex * wsum;
@@ -537,6 +567,7 @@ TEST(matmul_q4_0) { check_type(HEARTH_DT_Q4_0); }
 TEST(matmul_q4_1) { check_type(HEARTH_DT_Q4_1); }
 TEST(matmul_q8_0) { check_type(HEARTH_DT_Q8_0); }
 TEST(matmul_q4_K) { check_type(HEARTH_DT_Q4_K); }
+TEST(matmul_q5_K) { check_type(HEARTH_DT_Q5_K); }
 TEST(matmul_q6_K) { check_type(HEARTH_DT_Q6_K); }
 
 /* Activation preparation of every ISA gives the same bytes as the scalar one. */

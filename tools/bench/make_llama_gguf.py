@@ -5,12 +5,13 @@ For benchmarks: the default shape is Llama-3.1-8B's (hidden 4096, 32 layers,
 32 heads, 8 KV heads, FFN 14336, vocab 128256). Run it where the model is
 used (16 GB in bf16: never copy it around):
 
-    python3 tools/bench/make_llama_gguf.py OUT.gguf --type bf16|f16|q8_0|q4_0|q4_K|q4_K_M
+    python3 tools/bench/make_llama_gguf.py OUT.gguf --type bf16|f16|q8_0|q4_0|q4_K|q4_K_M|q5_K|q5_K_M
                                           [--output-type q6_K] [--layers 32] ...
 
 q4_K_M mixes types as llama.cpp's Q4_K_M does for llama: Q4_K everywhere but
 attn_v and ffn_down in Q6_K in the layers llama.cpp gives more bits (the
-first and last eighth, and every third between), and a Q6_K output.
+first and last eighth, and every third between), and a Q6_K output; q5_K_M
+the same with Q5_K.
 
 Weights are random but valid: float types hold N(0, 0.02) values; quantized
 blocks hold random codes under an f16 scale of the size ggml's quantizer
@@ -27,9 +28,11 @@ import sys
 import numpy as np
 
 GGUF_MAGIC = 0x46554747
-T_F32, T_F16, T_Q4_0, T_Q8_0, T_Q4_K, T_Q6_K, T_BF16 = 0, 1, 2, 8, 12, 14, 30
-TYPES = {"f32": T_F32, "f16": T_F16, "bf16": T_BF16, "q4_0": T_Q4_0, "q8_0": T_Q8_0, "q4_K": T_Q4_K, "q6_K": T_Q6_K}
-BLOCK = {T_F32: (1, 4), T_F16: (1, 2), T_BF16: (1, 2), T_Q4_0: (32, 18), T_Q8_0: (32, 34), T_Q4_K: (256, 144), T_Q6_K: (256, 210)}
+T_F32, T_F16, T_Q4_0, T_Q8_0, T_Q4_K, T_Q5_K, T_Q6_K, T_BF16 = 0, 1, 2, 8, 12, 13, 14, 30
+TYPES = {"f32": T_F32, "f16": T_F16, "bf16": T_BF16, "q4_0": T_Q4_0, "q8_0": T_Q8_0, "q4_K": T_Q4_K, "q5_K": T_Q5_K,
+         "q6_K": T_Q6_K}
+BLOCK = {T_F32: (1, 4), T_F16: (1, 2), T_BF16: (1, 2), T_Q4_0: (32, 18), T_Q8_0: (32, 34), T_Q4_K: (256, 144),
+         T_Q5_K: (256, 176), T_Q6_K: (256, 210)}
 V_I32, V_U32, V_F32, V_STR, V_ARR = 5, 4, 6, 8, 9
 ALIGN = 32
 TILE = 64 << 20
@@ -60,7 +63,8 @@ def make_tile(t, cols, rng):
     nb = rows * cols // BLOCK[t][0]
     blk = np.empty((nb, BLOCK[t][1]), dtype=np.uint8)
     # scales: |w| of N(0, 0.02) reaches ~0.05 in a block of 32 (~0.07 in 256)
-    scale_amax = {T_Q4_0: 0.05 / 8, T_Q8_0: 0.05 / 127, T_Q4_K: 0.07 / 15 / 63, T_Q6_K: 0.07 / 32 / 127}[t]
+    scale_amax = {T_Q4_0: 0.05 / 8, T_Q8_0: 0.05 / 127, T_Q4_K: 0.07 / 15 / 63, T_Q5_K: 0.07 / 31 / 63,
+                  T_Q6_K: 0.07 / 32 / 127}[t]
     d = f16_bits(scale_amax * (0.75 + 0.5 * rng.random(nb, dtype=np.float32))).view(np.uint8).reshape(nb, 2)
     codes = rng.integers(0, 256, size=(nb, BLOCK[t][1]), dtype=np.uint8)
     if t == T_Q4_0:
@@ -69,7 +73,7 @@ def make_tile(t, cols, rng):
     elif t == T_Q8_0:
         blk[:, 0:2] = d
         blk[:, 2:] = codes[:, 2:]
-    elif t == T_Q4_K:  # d, dmin, 6-bit scales and mins packed in 12 bytes, qs[128]
+    elif t in (T_Q4_K, T_Q5_K):  # d, dmin, 6-bit scales and mins packed in 12 bytes, (q5_K: qh[32]) qs[128]
         blk[:, 0:2] = d
         blk[:, 2:4] = d  # dmin: w = d * sc * q - dmin * m, about zero-centred
         blk[:, 4:] = codes[:, 4:]
@@ -145,7 +149,8 @@ def add_vocab(w, n):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out")
-    ap.add_argument("--type", default="bf16", choices=["f32", "f16", "bf16", "q8_0", "q4_0", "q4_K", "q4_K_M"])
+    ap.add_argument("--type", default="bf16", choices=["f32", "f16", "bf16", "q8_0", "q4_0", "q4_K", "q4_K_M",
+                                                           "q5_K", "q5_K_M"])
     ap.add_argument("--output-type", default=None, help="type of output.weight (default: --type)")
     ap.add_argument("--layers", type=int, default=32)
     ap.add_argument("--hidden", type=int, default=4096)
@@ -156,8 +161,8 @@ def main():
     ap.add_argument("--ctx", type=int, default=8192)
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
-    mix = a.type == "q4_K_M"
-    wt = T_Q4_K if mix else TYPES[a.type]
+    mix = a.type.endswith("_M")
+    wt = TYPES[a.type[:-2]] if mix else TYPES[a.type]
     ot = TYPES[a.output_type] if a.output_type else (T_Q6_K if mix else wt)
 
     def more_bits(l):  # llama.cpp's use_more_bits(i_layer, n_layers)

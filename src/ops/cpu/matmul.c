@@ -12,7 +12,7 @@
  *   q8_0/q4_0/q4_1, T < 3 (AVX-512; AVX2: T < 5): 16 rows at a time, one exact
  *     integer dot per row and block out of VPDPBUSD partials and a
  *     transpose-add tree (decode);
- *   q8_0/q4_0/q4_1, T >= 3 (AVX2: 5), and q4_K/q6_K always: 16-row panels repacked so
+ *   q8_0/q4_0/q4_1, T >= 3 (AVX2: 5), and q4_K/q5_K/q6_K always: 16-row panels repacked so
  *     that a vector holds four codes of every row; broadcast activations give
  *     per-row dots directly (prefill; 8 tokens per pass over the panel);
  *   f32/f16/bf16: 4 rows x 6 tokens of 16-lane FMA chains.
@@ -45,6 +45,7 @@ int hearth_cpu_mm_index(hearth_dtype wt) {
     case HEARTH_DT_Q4_1: return MM_Q4_1;
     case HEARTH_DT_Q8_0: return MM_Q8_0;
     case HEARTH_DT_Q4_K: return MM_Q4_K;
+    case HEARTH_DT_Q5_K: return MM_Q5_K;
     case HEARTH_DT_Q6_K: return MM_Q6_K;
     default: return -1;
     }
@@ -137,7 +138,7 @@ static int act_kind(int wt_index) {
     case MM_BF16: return ACT_BF16;
     case MM_Q4_0: case MM_Q8_0: return ACT_Q8_0;
     case MM_Q4_1: return ACT_Q8_1;
-    case MM_Q4_K: case MM_Q6_K: return ACT_Q8_K;
+    case MM_Q4_K: case MM_Q5_K: case MM_Q6_K: return ACT_Q8_K;
     default: return ACT_NONE;
     }
 }
@@ -219,7 +220,11 @@ static void rows_task(void *ctx, int task, int n_tasks) {
 
 /* The row kernel for weights of index wi laid out as layout, on isa. */
 static mm_rows_fn rows_fn(const mm_isa *isa, int wi, int layout) {
-    if (layout == HEARTH_LAYOUT_STORED) return isa->rows[wi] ? isa->rows[wi] : hearth_cpu_mm_scalar.rows[wi];
+    if (layout == HEARTH_LAYOUT_STORED) { /* AVX-512 without a kernel of its own takes AVX2's (q5_K) */
+        if (isa->rows[wi]) return isa->rows[wi];
+        if (isa == &hearth_cpu_mm_avx512 && hearth_cpu_mm_avx2.rows[wi]) return hearth_cpu_mm_avx2.rows[wi];
+        return hearth_cpu_mm_scalar.rows[wi];
+    }
     HEARTH_ASSERT(layout == HEARTH_LAYOUT_PANEL8 && hearth_cpu_mm_scalar.panel[wi]);
     if (isa->panel[wi]) return isa->panel[wi];
     if (hearth_cpu_isa_available(HEARTH_CPU_ISA_AVX2) && hearth_cpu_mm_avx2.panel[wi])

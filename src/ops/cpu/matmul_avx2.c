@@ -461,7 +461,7 @@ static void panel_q8_0(const mm_job *j, int n0, int n1) { panel_q(j, n0, n1, Q_Q
 static void panel_q4_0(const mm_job *j, int n0, int n1) { panel_q(j, n0, n1, Q_Q4_0); }
 static void panel_q4_1(const mm_job *j, int n0, int n1) { panel_q(j, n0, n1, Q_Q4_1); }
 
-/* ---- q4_K / q6_K: 8-row panels --------------------------------------------------- */
+/* ---- q4_K / q5_K / q6_K: 8-row panels --------------------------------------------------- */
 
 typedef struct {
     uint8_t q[64][32];   /* [group of 4 codes][row * 4 + e] */
@@ -479,18 +479,9 @@ INLINE __m256i kdw(const rows8 *g, const uint8_t *base, const uint8_t *tile, siz
 
 INLINE __m256 load_f16x8_at(const uint8_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p)); }
 
-/* tile: NULL, or block b's tile of panel-laid rows (which g then only sizes) */
-INLINE void pack_q4_K(kpanel *P, const rows8 *g, const uint8_t *tile, int b) {
-    const uint8_t *base = g->p[0] + (size_t)b * sizeof(hearth_block_q4_K);
-    const __m256i low4 = _mm256_set1_epi8(0x0f), m6 = _mm256_set1_epi32(63);
-    UNROLL for (int c = 0; c < 4; c++) {
-        UNROLL for (int gi = 0; gi < 8; gi++) {
-            __m256i v = kdw(g, base, tile, 16 + 32 * c + 4 * gi);
-            _mm256_store_si256((__m256i *)(void *)P->q[(2 * c) * 8 + gi], _mm256_and_si256(v, low4));
-            _mm256_store_si256((__m256i *)(void *)P->q[(2 * c + 1) * 8 + gi],
-                               _mm256_and_si256(_mm256_srli_epi16(v, 4), low4));
-        }
-    }
+/* The d, dmin, scales and mins of 8 rows' q4_K (or q5_K) block at base (tile: as kdw's). */
+INLINE void pack_k_scales(kpanel *P, const rows8 *g, const uint8_t *base, const uint8_t *tile) {
+    const __m256i m6 = _mm256_set1_epi32(63);
     if (tile) {
         _mm256_store_ps(P->d, load_f16x8_at(tile));
         _mm256_store_ps(P->dmin, load_f16x8_at(tile + 16));
@@ -511,6 +502,21 @@ INLINE void pack_q4_K(kpanel *P, const rows8 *g, const uint8_t *tile, int b) {
         _mm256_store_si256((__m256i *)(void *)P->sc[jj + 4], sc_hi);
         _mm256_store_si256((__m256i *)(void *)P->m[jj + 4], m_hi);
     }
+}
+
+/* tile: NULL, or block b's tile of panel-laid rows (which g then only sizes) */
+INLINE void pack_q4_K(kpanel *P, const rows8 *g, const uint8_t *tile, int b) {
+    const uint8_t *base = g->p[0] + (size_t)b * sizeof(hearth_block_q4_K);
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    UNROLL for (int c = 0; c < 4; c++) {
+        UNROLL for (int gi = 0; gi < 8; gi++) {
+            __m256i v = kdw(g, base, tile, 16 + 32 * c + 4 * gi);
+            _mm256_store_si256((__m256i *)(void *)P->q[(2 * c) * 8 + gi], _mm256_and_si256(v, low4));
+            _mm256_store_si256((__m256i *)(void *)P->q[(2 * c + 1) * 8 + gi],
+                               _mm256_and_si256(_mm256_srli_epi16(v, 4), low4));
+        }
+    }
+    pack_k_scales(P, g, base, tile);
 }
 
 /* The 6-bit codes of 32 bytes of ql (low nibbles, then high) at ql0 and ql1
@@ -547,7 +553,26 @@ INLINE void pack_q6_K(kpanel *P, const rows8 *g, int b) {
     _mm256_store_ps(P->d, cvt_lo16(_mm256_srli_epi32(gather(g, base + 206), 16)));
 }
 
-enum { K_Q4_K, K_Q6_K };
+/* q5_K: q4_K's layout of the first 16 bytes, then qh[32] (at 16) and the nibbles (at 48). Its codes in the
+ * panel are q4_K's nibbles with bit j of qh[l] as their fifth bit (sub-block j, element l). */
+INLINE void pack_q5_K(kpanel *P, const rows8 *g, int b) {
+    const uint8_t *base = g->p[0] + (size_t)b * sizeof(hearth_block_q5_K);
+    const __m256i low4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
+    UNROLL for (int gi = 0; gi < 8; gi++) {
+        __m256i h = gather(g, base + 16 + 4 * gi);
+        UNROLL for (int c = 0; c < 4; c++) {
+            __m256i v = gather(g, base + 48 + 32 * c + 4 * gi);
+            __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * c), one), 4);
+            __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * c + 1), one), 4);
+            _mm256_store_si256((__m256i *)(void *)P->q[(2 * c) * 8 + gi], _mm256_or_si256(_mm256_and_si256(v, low4), h0));
+            _mm256_store_si256((__m256i *)(void *)P->q[(2 * c + 1) * 8 + gi],
+                               _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), low4), h1));
+        }
+    }
+    pack_k_scales(P, g, base, NULL);
+}
+
+enum { K_Q4_K, K_Q6_K, K_Q5_K };
 
 INLINE void gemm_k_tile(const mm_job *j, const kpanel *P, const rows8 *g, int n, int b, int t0, const int C,
                         const int kind) {
@@ -562,26 +587,30 @@ INLINE void gemm_k_tile(const mm_job *j, const kpanel *P, const rows8 *g, int n,
         bs[c] = a->bsums + ((size_t)t * a->nb_stride + b) * 16;
         isum[c] = imin[c] = _mm256_setzero_si256();
     }
-    if (kind == K_Q4_K) {
+    if (kind == K_Q4_K || kind == K_Q5_K) {
+        /* int16 pair sums: 8 groups of 4-bit codes (<= 8 * 2 * 15 * 128), 4 of 5-bit ones (<= 4 * 2 * 31 * 128) */
+        const int GN = kind == K_Q5_K ? 4 : 8;
         for (int sb = 0; sb < 8; sb++) {
-            __m256i s16[PANEL_C];
-            UNROLL for (int c = 0; c < C; c++) s16[c] = _mm256_setzero_si256();
-            UNROLL for (int gi = 0; gi < 8; gi++) {
-                __m256i w = _mm256_load_si256((const __m256i *)(const void *)P->q[8 * sb + gi]);
-                UNROLL for (int c = 0; c < C; c++) {
-                    int32_t x4;
-                    memcpy(&x4, xq[c] + 32 * sb + 4 * gi, 4);
-                    s16[c] = _mm256_add_epi16(s16[c], _mm256_maddubs_epi16(w, _mm256_set1_epi32(x4)));
-                }
-            }
             /* PMADDWD instead of PMULLD (2 uops on Intel): the scale (< 64) in both int16 halves
              * of each row's dword weighs the pair sums at once; the min (< 64) is the dword's low
              * int16 and the bsum pair (|.| <= 4064) the low int16 of its broadcast. Same integers. */
             __m256i sc = _mm256_load_si256((const __m256i *)(const void *)P->sc[sb]);
             const __m256i sc2 = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16));
+            UNROLL for (int g0 = 0; g0 < 8; g0 += GN) {
+                __m256i s16[PANEL_C];
+                UNROLL for (int c = 0; c < C; c++) s16[c] = _mm256_setzero_si256();
+                UNROLL for (int gi = g0; gi < g0 + GN; gi++) {
+                    __m256i w = _mm256_load_si256((const __m256i *)(const void *)P->q[8 * sb + gi]);
+                    UNROLL for (int c = 0; c < C; c++) {
+                        int32_t x4;
+                        memcpy(&x4, xq[c] + 32 * sb + 4 * gi, 4);
+                        s16[c] = _mm256_add_epi16(s16[c], _mm256_maddubs_epi16(w, _mm256_set1_epi32(x4)));
+                    }
+                }
+                UNROLL for (int c = 0; c < C; c++) isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(s16[c], sc2));
+            }
             __m256i m = _mm256_load_si256((const __m256i *)(const void *)P->m[sb]);
             UNROLL for (int c = 0; c < C; c++) {
-                isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(s16[c], sc2));
                 int pair = bs[c][2 * sb] + bs[c][2 * sb + 1];
                 imin[c] = _mm256_add_epi32(imin[c], _mm256_madd_epi16(m, _mm256_set1_epi32(pair & 0xffff)));
             }
@@ -614,7 +643,7 @@ INLINE void gemm_k_tile(const mm_job *j, const kpanel *P, const rows8 *g, int n,
         __m256 acc = b == 0 ? _mm256_setzero_ps() : _mm256_maskload_ps(yp, g->store);
         __m256 dx = _mm256_set1_ps(a->d[(size_t)t * a->nb_stride + b]);
         acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(isum[c]), acc);
-        if (kind == K_Q4_K) acc = _mm256_fnmadd_ps(_mm256_mul_ps(dm, dx), _mm256_cvtepi32_ps(imin[c]), acc);
+        if (kind != K_Q6_K) acc = _mm256_fnmadd_ps(_mm256_mul_ps(dm, dx), _mm256_cvtepi32_ps(imin[c]), acc);
         _mm256_maskstore_ps(yp, g->store, acc);
     }
 }
@@ -630,6 +659,7 @@ INLINE void gemm_k(const mm_job *j, int n0, int n1, const int kind, const int pa
         for (int b = 0; b < j->a->nb; b++) {
             const uint8_t *tile = n + 8 <= np ? j->w + (size_t)n * j->row_bytes + (size_t)b * tb : NULL;
             if (kind == K_Q4_K) pack_q4_K(&P, &g, tile, b);
+            else if (kind == K_Q5_K) pack_q5_K(&P, &g, b);
             else pack_q6_K(&P, &g, b);
             for (int t0 = 0; t0 < j->T; t0 += PANEL_C) {
                 switch (j->T - t0 < PANEL_C ? j->T - t0 : PANEL_C) {
@@ -643,7 +673,7 @@ INLINE void gemm_k(const mm_job *j, int n0, int n1, const int kind, const int pa
     }
 }
 
-/* ---- q4_K / q6_K decode (T < 5): a row at a time ---------------------------------
+/* ---- q4_K / q5_K / q6_K decode (T < 5): a row at a time ---------------------------------
  *
  * Packing 8-row panels costs more than one token's dot, so a few tokens take
  * each row as stored, as llama.cpp's vec_dot does: a block's 32-byte code
@@ -652,13 +682,15 @@ INLINE void gemm_k(const mm_job *j, int n0, int n1, const int kind, const int pa
  * exact, so the block's isum (and q4_K's imin) and then its f32 steps are
  * the scalar kernel's. q6_K dots the unsigned codes (0..63) and takes 32 *
  * sum_g sc_g * bsums_g off, which is the dot of (q - 32). */
-INLINE int q4_K_isum(const hearth_block_q4_K *w, const int8_t *x, const int16_t *bs, int *mins) {
+/* qh: q5_K's fifth bits (bit j of qh[l] for element l of sub-block j), or NULL (q4_K) */
+INLINE int k_isum(const uint8_t *scales, const uint8_t *qs, const uint8_t *qh, const int8_t *x, const int16_t *bs,
+                  int *mins) {
     /* the 6-bit scales and mins of sub-blocks 0..3 and 4..7, a byte each
      * (hearth_q4_K_scale_min, four at a time) */
     uint32_t a0, a1, a2;
-    memcpy(&a0, w->scales, 4);
-    memcpy(&a1, w->scales + 4, 4);
-    memcpy(&a2, w->scales + 8, 4);
+    memcpy(&a0, scales, 4);
+    memcpy(&a1, scales + 4, 4);
+    memcpy(&a2, scales + 8, 4);
     const uint32_t sc[2] = {a0 & 0x3f3f3f3fu, (a2 & 0x0f0f0f0fu) | ((a0 >> 6) & 0x03030303u) << 4};
     const uint32_t m03 = a1 & 0x3f3f3f3fu, m47 = ((a2 >> 4) & 0x0f0f0f0fu) | ((a1 >> 6) & 0x03030303u) << 4;
     /* imin = sum_j m_j * (bsums_2j + bsums_2j+1) */
@@ -673,11 +705,18 @@ INLINE int q4_K_isum(const hearth_block_q4_K *w, const int8_t *x, const int16_t 
     UNROLL for (int p = 0; p < 4; p++) { /* sub-blocks 2p (low nibbles) and 2p + 1 (high) */
         int j0 = 2 * p, j1 = 2 * p + 1;
         int16_t sc0 = (int16_t)((sc[j0 / 4] >> (8 * (j0 % 4))) & 0xff), sc1 = (int16_t)((sc[j1 / 4] >> (8 * (j1 % 4))) & 0xff);
-        __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(w->qs + 32 * p));
+        __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * p));
         __m256i x0 = _mm256_loadu_si256((const __m256i *)(const void *)(x + 64 * p));
         __m256i x1 = _mm256_loadu_si256((const __m256i *)(const void *)(x + 64 * p + 32));
-        __m256i p0 = _mm256_maddubs_epi16(_mm256_and_si256(q, low4), x0);
-        __m256i p1 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4), x1);
+        __m256i c0 = _mm256_and_si256(q, low4), c1 = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+        if (qh) { /* bits 2p and 2p + 1 of each qh byte, as bit 4 of the codes (<= 31: the pair sums fit int16) */
+            const __m256i one = _mm256_set1_epi8(1);
+            __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)qh);
+            c0 = _mm256_or_si256(c0, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, j0), one), 4));
+            c1 = _mm256_or_si256(c1, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, j1), one), 4));
+        }
+        __m256i p0 = _mm256_maddubs_epi16(c0, x0);
+        __m256i p1 = _mm256_maddubs_epi16(c1, x1);
         acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p0, _mm256_set1_epi16(sc0)));
         acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p1, _mm256_set1_epi16(sc1)));
     }
@@ -732,7 +771,12 @@ INLINE void rows_k(const mm_job *j, int n0, int n1, const int kind) {
             for (int b = 0; b < a->nb; b++) {
                 if (kind == K_Q4_K) {
                     const hearth_block_q4_K *w = (const hearth_block_q4_K *)(const void *)row + b;
-                    int mins, s = q4_K_isum(w, x + 256 * (size_t)b, bs + 16 * (size_t)b, &mins);
+                    int mins, s = k_isum(w->scales, w->qs, NULL, x + 256 * (size_t)b, bs + 16 * (size_t)b, &mins);
+                    acc = fmaf(_cvtsh_ss(w->d) * dx[b], (float)s, acc);
+                    acc = fmaf(-(_cvtsh_ss(w->dmin) * dx[b]), (float)mins, acc);
+                } else if (kind == K_Q5_K) {
+                    const hearth_block_q5_K *w = (const hearth_block_q5_K *)(const void *)row + b;
+                    int mins, s = k_isum(w->scales, w->qs, w->qh, x + 256 * (size_t)b, bs + 16 * (size_t)b, &mins);
                     acc = fmaf(_cvtsh_ss(w->d) * dx[b], (float)s, acc);
                     acc = fmaf(-(_cvtsh_ss(w->dmin) * dx[b]), (float)mins, acc);
                 } else {
@@ -748,6 +792,7 @@ INLINE void rows_k(const mm_job *j, int n0, int n1, const int kind) {
 
 static void rows_q4_K(const mm_job *j, int n0, int n1) { rows_k(j, n0, n1, K_Q4_K); }
 static void rows_q6_K(const mm_job *j, int n0, int n1) { rows_k(j, n0, n1, K_Q6_K); }
+static void rows_q5_K(const mm_job *j, int n0, int n1) { rows_k(j, n0, n1, K_Q5_K); }
 
 /* ---- q4_K panel-laid (panel.h), decode (T < 5) -----------------------------------
  *
@@ -756,7 +801,7 @@ static void rows_q6_K(const mm_job *j, int n0, int n1) { rows_k(j, n0, n1, K_Q6_
  * (PMADDUBSW), a sub-block's pair sums add up in int16, and one PMADDWD by
  * the sub-block's scales (each row's in its lanes) leaves each row's exact
  * integer in its lane. The scales are unpacked for 8 rows with the 32-bit
- * masks of q4_K_isum; the mins are one PMADDWD of the widened bytes against
+ * masks of k_isum; the mins are one PMADDWD of the widened bytes against
  * the token's bsum pairs. The integers are the scalar kernel's, and so are
  * the f32 steps, lane by lane. (q6_K keeps its stored layout: its 6-bit
  * code assembly costs the same a weight either way, and a panel-laid q6_K
@@ -957,7 +1002,8 @@ static void rows_bf16(const mm_job *j, int n0, int n1) { frows(j, n0, n1, W_BF16
 const mm_isa hearth_cpu_mm_avx2 = {
     .name = "avx2",
     .rows = {[MM_F32] = rows_f32, [MM_F16] = rows_f16, [MM_BF16] = rows_bf16, [MM_Q4_0] = rows_q4_0,
-             [MM_Q4_1] = rows_q4_1, [MM_Q8_0] = rows_q8_0, [MM_Q4_K] = rows_q4_K, [MM_Q6_K] = rows_q6_K},
+             [MM_Q4_1] = rows_q4_1, [MM_Q8_0] = rows_q8_0, [MM_Q4_K] = rows_q4_K, [MM_Q6_K] = rows_q6_K,
+             [MM_Q5_K] = rows_q5_K},
     .panel = {[MM_Q4_0] = panel_q4_0, [MM_Q4_1] = panel_q4_1, [MM_Q8_0] = panel_q8_0, [MM_Q4_K] = panel_q4_K},
     .act = {[ACT_F16] = act_f16, [ACT_BF16] = act_bf16, [ACT_Q8_0] = act_q8_01, [ACT_Q8_1] = act_q8_01},
 };

@@ -17,6 +17,7 @@
  *   q4_1:       acc = fmaf(dw_b * dx_b, isum_b, acc); acc = fmaf(mw_b, sx_b, acc)
  *   q4_K:       acc = fmaf(dw_b * dx_b, isum_b, acc); acc = fmaf(-(dminw_b * dx_b), imin_b, acc)
  *               isum = sum_j sc_j * dot_j,  imin = sum_j m_j * (bsums_2j + bsums_2j+1)
+ *   q5_K:       as q4_K, its codes q = nibble | 16 * high bit
  *   q6_K:       acc = fmaf(dw_b * dx_b, isum_b, acc),  isum = sum_g sc_g * dot_g(q - 32)
  * starting from acc = 0; y = acc.
  * Float weights: sixteen lanes, lane l = fmaf chain over k = l, l+16, ...
@@ -175,23 +176,32 @@ ROWS_PANEL(panel_q4_0, hearth_block_q4_0, HEARTH_DT_Q4_0, step_q4_0)
 ROWS_PANEL(panel_q4_1, hearth_block_q4_1, HEARTH_DT_Q4_1, step_q4_1)
 ROWS_PANEL(panel_q8_0, hearth_block_q8_0, HEARTH_DT_Q8_0, step_q8_0)
 
-/* One block's step of the q4_K / q6_K dots. */
-static float step_q4_K(const hearth_block_q4_K *w, const mm_act *a, int t, int b, float acc) {
+/* One block's step of the q4_K / q5_K / q6_K dots; qh: q5_K's fifth bits, or NULL (q4_K). */
+static float step_mins(uint16_t d, uint16_t dmin, const uint8_t *scales, const uint8_t *qs4, const uint8_t *qh,
+                       const mm_act *a, int t, int b, float acc) {
     const int8_t *q = a->qs + (size_t)t * a->qs_stride + 256 * (size_t)b;
     const int16_t *bs = a->bsums + ((size_t)t * a->nb_stride + (size_t)b) * 16;
     const float dx = a->d[(size_t)t * a->nb_stride + (size_t)b];
     int s = 0, mins = 0;
     for (int j = 0; j < 8; j++) {
         int sc, m;
-        hearth_q4_K_scale_min(w->scales, j, &sc, &m);
-        const uint8_t *qs = w->qs + 32 * (j / 2);
+        hearth_q4_K_scale_min(scales, j, &sc, &m);
+        const uint8_t *qs = qs4 + 32 * (j / 2);
         int shift = 4 * (j & 1), sub = 0;
-        for (int l = 0; l < 32; l++) sub += ((qs[l] >> shift) & 0x0F) * q[32 * j + l];
+        for (int l = 0; l < 32; l++) sub += ((qs[l] >> shift & 0x0F) | (qh ? (qh[l] >> j & 1) << 4 : 0)) * q[32 * j + l];
         s += sc * sub;
         mins += m * (bs[2 * j] + bs[2 * j + 1]);
     }
-    acc = fmaf(hearth_f16_to_f32(w->d) * dx, (float)s, acc);
-    return fmaf(-(hearth_f16_to_f32(w->dmin) * dx), (float)mins, acc);
+    acc = fmaf(hearth_f16_to_f32(d) * dx, (float)s, acc);
+    return fmaf(-(hearth_f16_to_f32(dmin) * dx), (float)mins, acc);
+}
+
+static float step_q4_K(const hearth_block_q4_K *w, const mm_act *a, int t, int b, float acc) {
+    return step_mins(w->d, w->dmin, w->scales, w->qs, NULL, a, t, b, acc);
+}
+
+static float step_q5_K(const hearth_block_q5_K *w, const mm_act *a, int t, int b, float acc) {
+    return step_mins(w->d, w->dmin, w->scales, w->qs, w->qh, a, t, b, acc);
 }
 
 static float step_q6_K(const hearth_block_q6_K *w, const mm_act *a, int t, int b, float acc) {
@@ -212,6 +222,7 @@ static float step_q6_K(const hearth_block_q6_K *w, const mm_act *a, int t, int b
 }
 
 DOT_STORED(dot_q4_K, hearth_block_q4_K, step_q4_K)
+DOT_STORED(dot_q5_K, hearth_block_q5_K, step_q5_K)
 DOT_STORED(dot_q6_K, hearth_block_q6_K, step_q6_K)
 ROWS_PANEL(panel_q4_K, hearth_block_q4_K, HEARTH_DT_Q4_K, step_q4_K)
 
@@ -266,6 +277,7 @@ ROWS_Q(rows_q4_0, dot_q4_0)
 ROWS_Q(rows_q4_1, dot_q4_1)
 ROWS_Q(rows_q8_0, dot_q8_0)
 ROWS_Q(rows_q4_K, dot_q4_K)
+ROWS_Q(rows_q5_K, dot_q5_K)
 ROWS_Q(rows_q6_K, dot_q6_K)
 ROWS_F(rows_f32, dot_f32)
 ROWS_F(rows_f16, dot_f16)
@@ -276,7 +288,8 @@ static void act_none(const float *x, const mm_act *a, int t0, int t1) {}
 const mm_isa hearth_cpu_mm_scalar = {
     .name = "scalar",
     .rows = {[MM_F32] = rows_f32, [MM_F16] = rows_f16, [MM_BF16] = rows_bf16, [MM_Q4_0] = rows_q4_0,
-             [MM_Q4_1] = rows_q4_1, [MM_Q8_0] = rows_q8_0, [MM_Q4_K] = rows_q4_K, [MM_Q6_K] = rows_q6_K},
+             [MM_Q4_1] = rows_q4_1, [MM_Q8_0] = rows_q8_0, [MM_Q4_K] = rows_q4_K, [MM_Q6_K] = rows_q6_K,
+             [MM_Q5_K] = rows_q5_K},
     .panel = {[MM_Q4_0] = panel_q4_0, [MM_Q4_1] = panel_q4_1, [MM_Q8_0] = panel_q8_0, [MM_Q4_K] = panel_q4_K},
     .act = {[ACT_NONE] = act_none, [ACT_F16] = act_f16, [ACT_BF16] = act_bf16, [ACT_Q8_0] = act_q8_01,
             [ACT_Q8_1] = act_q8_01, [ACT_Q8_K] = act_q8_K},

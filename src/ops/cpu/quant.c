@@ -37,7 +37,7 @@ int hearth_cpu_quant_known(hearth_dtype t) {
     switch (t) {
     case HEARTH_DT_F32: case HEARTH_DT_F16: case HEARTH_DT_BF16:
     case HEARTH_DT_Q4_0: case HEARTH_DT_Q4_1: case HEARTH_DT_Q8_0: case HEARTH_DT_Q8_1:
-    case HEARTH_DT_Q4_K: case HEARTH_DT_Q6_K: case HEARTH_DT_Q8_K: case HEARTH_DT_E4M3:
+    case HEARTH_DT_Q4_K: case HEARTH_DT_Q5_K: case HEARTH_DT_Q6_K: case HEARTH_DT_Q8_K: case HEARTH_DT_E4M3:
         return 1;
     }
     return 0;
@@ -95,6 +95,20 @@ static void deq_q4_K(const hearth_block_q4_K *b, float *y, int64_t nb) {
     }
 }
 
+static void deq_q5_K(const hearth_block_q5_K *b, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++) {
+        float d = hearth_f16_to_f32(b[i].d), dmin = hearth_f16_to_f32(b[i].dmin);
+        for (int j = 0; j < 8; j++) {
+            int sc, m;
+            hearth_q4_K_scale_min(b[i].scales, j, &sc, &m);
+            float dj = d * (float)sc, mj = dmin * (float)m;
+            const uint8_t *q = b[i].qs + 32 * (j / 2);
+            for (int l = 0; l < 32; l++)
+                *y++ = dj * (float)((q[l] >> (4 * (j & 1)) & 0x0F) | ((b[i].qh[l] >> j) & 1) << 4) - mj;
+        }
+    }
+}
+
 static void deq_q6_K(const hearth_block_q6_K *b, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, y += 256) {
         float d = hearth_f16_to_f32(b[i].d);
@@ -148,6 +162,7 @@ void hearth_cpu_dequantize_row(hearth_dtype t, const void *src, float *dst, int6
     case HEARTH_DT_Q8_0: deq_q8_0(src, dst, nb); break;
     case HEARTH_DT_Q8_1: deq_q8_1(src, dst, nb); break;
     case HEARTH_DT_Q4_K: deq_q4_K(src, dst, nb); break;
+    case HEARTH_DT_Q5_K: deq_q5_K(src, dst, nb); break;
     case HEARTH_DT_Q6_K: deq_q6_K(src, dst, nb); break;
     case HEARTH_DT_Q8_K: deq_q8_K(src, dst, nb); break;
     }
@@ -279,53 +294,73 @@ static float fit_scale_min(int n, int nmax, const float *x, const float *w, uint
     return scale;
 }
 
+/* One super-block of q4_K / q5_K (ggml's quantize_row_q4_K_ref / _q5_K_ref): the packed 6-bit scales and mins
+ * into s[12], d and dmin, and the codes (0..nmax) of its 256 elements into L. */
+static void quant_k_mins(const float *x, uint8_t *s, uint16_t *d_out, uint16_t *dmin_out, uint8_t *L, int nmax,
+                         float rmin, int nstep) {
+    uint8_t Laux[32];
+    float w[32], mins[8], scales[8], max_scale = 0, max_min = 0;
+    for (int j = 0; j < 8; j++) {
+        const float *xs = x + 32 * j;
+        float sum_x2 = 0;
+        for (int l = 0; l < 32; l++) sum_x2 += xs[l] * xs[l];
+        float av_x = sqrtf(sum_x2 / 32);
+        for (int l = 0; l < 32; l++) w[l] = av_x + fabsf(xs[l]);
+        scales[j] = fit_scale_min(32, nmax, xs, w, L + 32 * j, &mins[j], Laux, rmin, 0.1f, nstep);
+        if (scales[j] > max_scale) max_scale = scales[j];
+        if (mins[j] > max_min) max_min = mins[j];
+    }
+    float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
+    float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
+    memset(s, 0, 12);
+    for (int j = 0; j < 8; j++) {
+        uint8_t ls = (uint8_t)nearest_int(inv_scale * scales[j]);
+        uint8_t lm = (uint8_t)nearest_int(inv_min * mins[j]);
+        if (ls > 63) ls = 63;
+        if (lm > 63) lm = 63;
+        if (j < 4) {
+            s[j] = ls;
+            s[j + 4] = lm;
+        } else {
+            s[j + 4] = (uint8_t)((ls & 0x0F) | (lm & 0x0F) << 4);
+            s[j - 4] |= (uint8_t)((ls >> 4) << 6);
+            s[j] |= (uint8_t)((lm >> 4) << 6);
+        }
+    }
+    *d_out = hearth_f32_to_f16(max_scale / 63.f);
+    *dmin_out = hearth_f32_to_f16(max_min / 63.f);
+    /* requantize against the stored (rounded) scales */
+    for (int j = 0; j < 8; j++) {
+        int sc, m;
+        hearth_q4_K_scale_min(s, j, &sc, &m);
+        float d = hearth_f16_to_f32(*d_out) * (float)sc;
+        if (d == 0.f) continue;
+        float dm = hearth_f16_to_f32(*dmin_out) * (float)m;
+        for (int l = 0; l < 32; l++) L[32 * j + l] = (uint8_t)clampi(nearest_int((x[32 * j + l] + dm) / d), 0, nmax);
+    }
+}
+
 static void quant_q4_K(const float *x, hearth_block_q4_K *y, int64_t nb) {
-    uint8_t L[256], Laux[32];
-    float w[32], mins[8], scales[8];
+    uint8_t L[256];
     for (int64_t i = 0; i < nb; i++, x += 256) {
-        float max_scale = 0, max_min = 0;
-        for (int j = 0; j < 8; j++) {
-            const float *xs = x + 32 * j;
-            float sum_x2 = 0;
-            for (int l = 0; l < 32; l++) sum_x2 += xs[l] * xs[l];
-            float av_x = sqrtf(sum_x2 / 32);
-            for (int l = 0; l < 32; l++) w[l] = av_x + fabsf(xs[l]);
-            scales[j] = fit_scale_min(32, 15, xs, w, L + 32 * j, &mins[j], Laux, -1.f, 0.1f, 20);
-            if (scales[j] > max_scale) max_scale = scales[j];
-            if (mins[j] > max_min) max_min = mins[j];
-        }
-        float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
-        float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
-        uint8_t *s = y[i].scales;
-        for (int j = 0; j < 8; j++) {
-            uint8_t ls = (uint8_t)nearest_int(inv_scale * scales[j]);
-            uint8_t lm = (uint8_t)nearest_int(inv_min * mins[j]);
-            if (ls > 63) ls = 63;
-            if (lm > 63) lm = 63;
-            if (j < 4) {
-                s[j] = ls;
-                s[j + 4] = lm;
-            } else {
-                s[j + 4] = (uint8_t)((ls & 0x0F) | (lm & 0x0F) << 4);
-                s[j - 4] |= (uint8_t)((ls >> 4) << 6);
-                s[j] |= (uint8_t)((lm >> 4) << 6);
-            }
-        }
-        y[i].d = hearth_f32_to_f16(max_scale / 63.f);
-        y[i].dmin = hearth_f32_to_f16(max_min / 63.f);
-        /* requantize against the stored (rounded) scales */
-        for (int j = 0; j < 8; j++) {
-            int sc, m;
-            hearth_q4_K_scale_min(s, j, &sc, &m);
-            float d = hearth_f16_to_f32(y[i].d) * (float)sc;
-            if (d == 0.f) continue;
-            float dm = hearth_f16_to_f32(y[i].dmin) * (float)m;
-            for (int l = 0; l < 32; l++)
-                L[32 * j + l] = (uint8_t)clampi(nearest_int((x[32 * j + l] + dm) / d), 0, 15);
-        }
+        quant_k_mins(x, y[i].scales, &y[i].d, &y[i].dmin, L, 15, -1.f, 20);
         for (int c = 0; c < 4; c++)
             for (int l = 0; l < 32; l++)
                 y[i].qs[32 * c + l] = (uint8_t)(L[64 * c + l] | L[64 * c + 32 + l] << 4);
+    }
+}
+
+static void quant_q5_K(const float *x, hearth_block_q5_K *y, int64_t nb) {
+    uint8_t L[256];
+    for (int64_t i = 0; i < nb; i++, x += 256) {
+        quant_k_mins(x, y[i].scales, &y[i].d, &y[i].dmin, L, 31, -0.5f, 15);
+        memset(y[i].qh, 0, sizeof y[i].qh);
+        for (int j = 0; j < 8; j++)
+            for (int l = 0; l < 32; l++) {
+                y[i].qs[32 * (j / 2) + l] = (uint8_t)((j & 1 ? y[i].qs[32 * (j / 2) + l] : 0) |
+                                                      (L[32 * j + l] & 0x0F) << (4 * (j & 1)));
+                y[i].qh[l] |= (uint8_t)((L[32 * j + l] >> 4) << j);
+            }
     }
 }
 
@@ -456,6 +491,7 @@ hearth_status hearth_cpu_quantize_row(hearth_dtype t, const float *src, void *ds
     case HEARTH_DT_Q8_0: quant_q8_0(src, dst, nb); break;
     case HEARTH_DT_Q8_1: quant_q8_1(src, dst, nb); break;
     case HEARTH_DT_Q4_K: quant_q4_K(src, dst, nb); break;
+    case HEARTH_DT_Q5_K: quant_q5_K(src, dst, nb); break;
     case HEARTH_DT_Q6_K: quant_q6_K(src, dst, nb); break;
     case HEARTH_DT_Q8_K: quant_q8_K(src, dst, nb); break;
     }

@@ -57,13 +57,16 @@
 #include <stdint.h>
 
 #define HEARTH_QK 32    /* elements per block of q4_0, q4_1, q8_0, q8_1 */
-#define HEARTH_QK_K 256 /* elements per super-block of q4_K, q6_K, q8_K */
+#define HEARTH_QK_K 256 /* elements per super-block of q4_K, q5_K, q6_K, q8_K */
 
 typedef struct { uint16_t d; uint8_t qs[16]; } hearth_block_q4_0;
 typedef struct { uint16_t d, m; uint8_t qs[16]; } hearth_block_q4_1;
 typedef struct { uint16_t d; int8_t qs[32]; } hearth_block_q8_0;
 typedef struct { uint16_t d, s; int8_t qs[32]; } hearth_block_q8_1;
 typedef struct { uint16_t d, dmin; uint8_t scales[12]; uint8_t qs[128]; } hearth_block_q4_K;
+/* q5_K: q4_K's scales and mins, and a fifth bit: element l of sub-block j is
+ * d * sc_j * (nibble | 16 * bit j of qh[l]) - dmin * m_j, the nibble as q4_K's. */
+typedef struct { uint16_t d, dmin; uint8_t scales[12]; uint8_t qh[32]; uint8_t qs[128]; } hearth_block_q5_K;
 typedef struct { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; uint16_t d; } hearth_block_q6_K;
 typedef struct { float d; int8_t qs[256]; int16_t bsums[16]; } hearth_block_q8_K;
 
@@ -72,10 +75,11 @@ _Static_assert(sizeof(hearth_block_q4_1) == 20, "q4_1 block is 20 bytes");
 _Static_assert(sizeof(hearth_block_q8_0) == 34, "q8_0 block is 34 bytes");
 _Static_assert(sizeof(hearth_block_q8_1) == 36, "q8_1 block is 36 bytes");
 _Static_assert(sizeof(hearth_block_q4_K) == 144, "q4_K block is 144 bytes");
+_Static_assert(sizeof(hearth_block_q5_K) == 176, "q5_K block is 176 bytes");
 _Static_assert(sizeof(hearth_block_q6_K) == 210, "q6_K block is 210 bytes");
 _Static_assert(sizeof(hearth_block_q8_K) == 292, "q8_K block is 292 bytes");
 
-/* The 6-bit scale and min of sub-block j (0..7) of a q4_K block. */
+/* The 6-bit scale and min of sub-block j (0..7) of a q4_K (or q5_K) block. */
 static inline void hearth_q4_K_scale_min(const uint8_t *scales, int j, int *sc, int *m) {
     if (j < 4) {
         *sc = scales[j] & 63;
@@ -87,7 +91,7 @@ static inline void hearth_q4_K_scale_min(const uint8_t *scales, int j, int *sc, 
 }
 
 /* True for the types hearth_cpu_dequantize_row / _quantize_row know:
- * f32, f16, bf16, q4_0, q4_1, q8_0, q8_1, q4_K, q6_K, q8_K, e4m3. */
+ * f32, f16, bf16, q4_0, q4_1, q8_0, q8_1, q4_K, q5_K, q6_K, q8_K, e4m3. */
 int hearth_cpu_quant_known(hearth_dtype t);
 
 /* dst[0..n) = the values of the n elements at src (a row of type t).
