@@ -218,6 +218,33 @@ TEST(parity_tiny_gguf_vs_llamacpp) {
     CHECK_MSG(n >= 4, "expected GGUF conversions in F32/F16/Q8_0/Q4_0, found %d", n);
 }
 
+/* K-quant models quantized by llama.cpp (tools/oracle/make_kquant_golden.py: a
+ * Q5_K_M mix of a random width-256 llama) against llama.cpp's logits on them:
+ * the same top-1 everywhere, the same greedy runs, and logits within KQ_TOL
+ * of theirs (logit std 1.3; 0.044 measured, the spread the tiny Q8_0 / Q4_0
+ * goldens show too: both sides quantize activations as ggml does, their f32
+ * sums run in other orders). A misread fifth bit moves logits by whole units. */
+#define KQ_TOL 0.1
+TEST(parity_kquant_vs_llamacpp) {
+    char root[1024];
+    snprintf(root, sizeof root, "%s", test_path("tests/fixtures/kquant"));
+    DIR *d = opendir(root);
+    CHECK_MSG(d, "%s: missing", root);
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        size_t len = strlen(de->d_name);
+        if (len < 13 || strcmp(de->d_name + len - 12, ".golden.json")) continue;
+        char model[2048], golden[2100];
+        snprintf(model, sizeof model, "%s/%.*s.gguf", root, (int)(len - 12), de->d_name);
+        snprintf(golden, sizeof golden, "%s/%s", root, de->d_name);
+        check_golden(model, golden, root, KQ_TOL);
+        n++;
+    }
+    closedir(d);
+    CHECK_MSG(n >= 1, "expected the Q5_K_M golden of make_kquant_golden.py, found %d", n);
+}
+
 /* LoRA adapters (tools/oracle/make_lora_goldens.py: PEFT on the tiny HF
  * models, f32) applied by hearth to their base: f32 tolerance. llama3-all
  * also over the base's GGUF conversion, whose q / k rows llama.cpp's

@@ -48,12 +48,12 @@ def f16_bits(x):
     return np.asarray(x, dtype=np.float16).view(np.uint16)
 
 
-def make_tile(t, cols, rng):
-    """About TILE bytes of whole rows of type t with `cols` columns."""
+def make_tile(t, cols, rng, std=0.02, tile=TILE):
+    """About `tile` bytes of whole rows of type t with `cols` columns."""
     rb = row_bytes(t, cols)
-    rows = max(1, TILE // rb)
+    rows = max(1, tile // rb)
     if t in (T_F32, T_F16, T_BF16):
-        v = rng.standard_normal((rows, cols), dtype=np.float32) * 0.02
+        v = rng.standard_normal((rows, cols), dtype=np.float32) * std
         if t == T_F32:
             return v.tobytes()
         if t == T_F16:
@@ -160,6 +160,9 @@ def main():
     ap.add_argument("--vocab", type=int, default=128256)
     ap.add_argument("--ctx", type=int, default=8192)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--std", type=float, default=0.02, help="float types: the weights' standard deviation")
+    ap.add_argument("--tile-mb", type=float, default=TILE / 2**20,
+                    help="MiB of random rows repeated through each tensor (small models: make it cover them)")
     a = ap.parse_args()
     mix = a.type.endswith("_M")
     wt = TYPES[a.type[:-2]] if mix else TYPES[a.type]
@@ -208,7 +211,7 @@ def main():
             return
         key = (t, dims[0])
         if key not in tiles:
-            tiles[key] = make_tile(t, dims[0], rng)
+            tiles[key] = make_tile(t, dims[0], rng, a.std, int(a.tile_mb * 2**20))
         tile = tiles[key]
         left = n
         while left > 0:
