@@ -220,11 +220,7 @@ static void rows_task(void *ctx, int task, int n_tasks) {
 
 /* The row kernel for weights of index wi laid out as layout, on isa. */
 static mm_rows_fn rows_fn(const mm_isa *isa, int wi, int layout) {
-    if (layout == HEARTH_LAYOUT_STORED) { /* AVX-512 without a kernel of its own takes AVX2's (q5_K) */
-        if (isa->rows[wi]) return isa->rows[wi];
-        if (isa == &hearth_cpu_mm_avx512 && hearth_cpu_mm_avx2.rows[wi]) return hearth_cpu_mm_avx2.rows[wi];
-        return hearth_cpu_mm_scalar.rows[wi];
-    }
+    if (layout == HEARTH_LAYOUT_STORED) return isa->rows[wi] ? isa->rows[wi] : hearth_cpu_mm_scalar.rows[wi];
     HEARTH_ASSERT(layout == HEARTH_LAYOUT_PANEL8 && hearth_cpu_mm_scalar.panel[wi]);
     if (isa->panel[wi]) return isa->panel[wi];
     if (hearth_cpu_isa_available(HEARTH_CPU_ISA_AVX2) && hearth_cpu_mm_avx2.panel[wi])

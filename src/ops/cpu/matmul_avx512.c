@@ -471,7 +471,7 @@ PANEL_Q(panel_q8_0, MM_Q8_0, Q_Q8_0)
 PANEL_Q(panel_q4_0, MM_Q4_0, Q_Q4_0)
 PANEL_Q(panel_q4_1, MM_Q4_1, Q_Q4_1)
 
-/* ---- q4_K / q6_K: panels for every T ------------------------------------------------
+/* ---- q4_K / q5_K / q6_K: panels for every T ------------------------------------------------
  *
  * One super-block (256) of 16 rows per panel, codes laid out as for q4_0 (four
  * consecutive codes of the 16 rows per vector); the sub-block scales (and
@@ -513,21 +513,11 @@ INLINE void k4_scales(const k4src *s, int b, __m512 *d, __m512 *dmin) {
     *dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
 }
 
-INLINE void pack_q4_K(kpanel *P, const k4src *src, int b) {
-    const __m512i low4 = _mm512_set1_epi8(0x0f), m6 = _mm512_set1_epi32(63);
-    UNROLL for (int c = 0; c < 4; c++) {
-        UNROLL for (int gi = 0; gi < 8; gi++) {
-            __m512i v = k4_dword(src, b, 3 + 8 * c + gi);
-            _mm512_store_si512(P->q[(2 * c) * 8 + gi], _mm512_and_si512(v, low4));
-            _mm512_store_si512(P->q[(2 * c + 1) * 8 + gi], _mm512_and_si512(_mm512_srli_epi16(v, 4), low4));
-        }
-    }
-    __m512 d, dmin;
-    k4_scales(src, b, &d, &dmin);
+/* d, dmin and the scale dwords s0, s1, s2 (scales[0..3], [4..7], [8..11]) of 16 rows' q4_K / q5_K block */
+INLINE void pack_k_scales(kpanel *P, __m512 d, __m512 dmin, __m512i s0, __m512i s1, __m512i s2) {
+    const __m512i m6 = _mm512_set1_epi32(63);
     _mm512_store_ps(P->d, d);
     _mm512_store_ps(P->dmin, dmin);
-    /* scales[0..3], [4..7], [8..11] of each row */
-    __m512i s0 = k4_dword(src, b, 0), s1 = k4_dword(src, b, 1), s2 = k4_dword(src, b, 2);
     UNROLL for (int j = 0; j < 4; j++) {
         __m512i a0 = _mm512_srli_epi32(s0, 8 * j), a1 = _mm512_srli_epi32(s1, 8 * j), a2 = _mm512_srli_epi32(s2, 8 * j);
         _mm512_store_si512(P->sc[j], _mm512_and_si512(a0, m6));
@@ -543,6 +533,43 @@ INLINE void pack_q4_K(kpanel *P, const k4src *src, int b) {
     UNROLL for (int k = 0; k < 4; k++)
         _mm512_store_si512(P->m2[k], _mm512_or_si512(_mm512_load_si512(P->m[2 * k]),
                                                      _mm512_slli_epi32(_mm512_load_si512(P->m[2 * k + 1]), 16)));
+}
+
+INLINE void pack_q4_K(kpanel *P, const k4src *src, int b) {
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    UNROLL for (int c = 0; c < 4; c++) {
+        UNROLL for (int gi = 0; gi < 8; gi++) {
+            __m512i v = k4_dword(src, b, 3 + 8 * c + gi);
+            _mm512_store_si512(P->q[(2 * c) * 8 + gi], _mm512_and_si512(v, low4));
+            _mm512_store_si512(P->q[(2 * c + 1) * 8 + gi], _mm512_and_si512(_mm512_srli_epi16(v, 4), low4));
+        }
+    }
+    __m512 d, dmin;
+    k4_scales(src, b, &d, &dmin);
+    pack_k_scales(P, d, dmin, k4_dword(src, b, 0), k4_dword(src, b, 1), k4_dword(src, b, 2));
+}
+
+/* q5_K (stored rows): q4_K's first 16 bytes, qh[32] at 16, the nibbles at 48; bit j of qh[l] is the fifth bit
+ * of element l of sub-block j */
+INLINE void pack_q5_K(kpanel *P, const rows16 *g, int b) {
+    const uint8_t *base = g->p[0] + (size_t)b * sizeof(hearth_block_q5_K);
+    const __m512i low4 = _mm512_set1_epi8(0x0f), one = _mm512_set1_epi8(1);
+    UNROLL for (int gi = 0; gi < 8; gi++) {
+        __m512i h = _mm512_i32gather_epi32(g->off, base + 16 + 4 * gi, 1);
+        UNROLL for (int c = 0; c < 4; c++) {
+            __m512i v = _mm512_i32gather_epi32(g->off, base + 48 + 32 * c + 4 * gi, 1);
+            __m512i h0 = _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, 2 * c), one), 4);
+            __m512i h1 = _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, 2 * c + 1), one), 4);
+            _mm512_store_si512(P->q[(2 * c) * 8 + gi], _mm512_or_si512(_mm512_and_si512(v, low4), h0));
+            _mm512_store_si512(P->q[(2 * c + 1) * 8 + gi],
+                               _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), low4), h1));
+        }
+    }
+    __m512i dd = _mm512_i32gather_epi32(g->off, base, 1);
+    pack_k_scales(P, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd)),
+                  _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))),
+                  _mm512_i32gather_epi32(g->off, base + 4, 1), _mm512_i32gather_epi32(g->off, base + 8, 1),
+                  _mm512_i32gather_epi32(g->off, base + 12, 1));
 }
 
 INLINE void pack_q6_K(kpanel *P, const rows16 *g, int b) {
@@ -577,7 +604,7 @@ INLINE void pack_q6_K(kpanel *P, const rows16 *g, int b) {
     _mm512_store_ps(P->d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))));
 }
 
-enum { K_Q4_K, K_Q6_K };
+enum { K_Q4_K, K_Q6_K, K_Q5_K };
 
 /* The sub-block loops stay rolled, as in AVX2's gemm_k_tile: unrolled, a
  * tile of 8 tokens was ~800 instructions with spills, and its speed swung
@@ -597,7 +624,7 @@ INLINE void gemm_k_tile(const mm_job *j, const kpanel *P, const rows16 *g, int n
         bs[c] = a->bsums + ((size_t)t * a->nb_stride + b) * 16;
         isum[c] = imin[c] = _mm512_setzero_si512();
     }
-    if (kind == K_Q4_K) {
+    if (kind != K_Q6_K) { /* q4_K and q5_K: the same sums, codes <= 15 or <= 31 (VPDPBUSD adds in int32) */
         for (int sb = 0; sb < 8; sb++) {
             __m512i ia[GEMM_C];
             UNROLL for (int c = 0; c < C; c++) ia[c] = _mm512_setzero_si512();
@@ -641,7 +668,7 @@ INLINE void gemm_k_tile(const mm_job *j, const kpanel *P, const rows16 *g, int n
         __m512 acc = b == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(g->store, yp);
         __m512 dx = _mm512_set1_ps(a->d[(size_t)t * a->nb_stride + b]);
         acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, dx), _mm512_cvtepi32_ps(isum[c]), acc);
-        if (kind == K_Q4_K) acc = _mm512_fnmadd_ps(_mm512_mul_ps(dm, dx), _mm512_cvtepi32_ps(imin[c]), acc);
+        if (kind != K_Q6_K) acc = _mm512_fnmadd_ps(_mm512_mul_ps(dm, dx), _mm512_cvtepi32_ps(imin[c]), acc);
         _mm512_mask_storeu_ps(yp, g->store, acc);
     }
 }
@@ -658,6 +685,7 @@ INLINE void gemm_k(const mm_job *j, int n0, int n1, const int kind, const int pa
         src.g = &g;
         for (int b = 0; b < j->a->nb; b++) {
             if (kind == K_Q4_K) pack_q4_K(&P, &src, b);
+            else if (kind == K_Q5_K) pack_q5_K(&P, &g, b);
             else pack_q6_K(&P, &g, b);
             int t0 = 0;
             for (; t0 + 8 <= j->T; t0 += 8) gemm_k_tile(j, &P, &g, n, b, t0, 8, kind);
@@ -674,6 +702,11 @@ static void rows_q4_K(const mm_job *j, int n0, int n1) { gemm_k(j, n0, n1, K_Q4_
 static void rows_q6_K(const mm_job *j, int n0, int n1) {
     if (j->T >= GEMM_MIN_T) gemm_k(j, n0, n1, K_Q6_K, 0);
     else hearth_cpu_mm_avx2.rows[MM_Q6_K](j, n0, n1);
+}
+/* q5_K at decode through AVX2's row kernel, as q6_K */
+static void rows_q5_K(const mm_job *j, int n0, int n1) {
+    if (j->T >= GEMM_MIN_T) gemm_k(j, n0, n1, K_Q5_K, 0);
+    else hearth_cpu_mm_avx2.rows[MM_Q5_K](j, n0, n1);
 }
 /* q4_K panel-laid: decode through AVX2's panel kernel (5.3x this file's at T = 1 on a Zen 4 VM, s30), prefill
  * through these panels packed from the tiles */
@@ -753,7 +786,8 @@ static void rows_bf16(const mm_job *j, int n0, int n1) { frows(j, n0, n1, W_BF16
 const mm_isa hearth_cpu_mm_avx512 = {
     .name = "avx512",
     .rows = {[MM_F32] = rows_f32, [MM_F16] = rows_f16, [MM_BF16] = rows_bf16, [MM_Q4_0] = rows_q4_0,
-             [MM_Q4_1] = rows_q4_1, [MM_Q8_0] = rows_q8_0, [MM_Q4_K] = rows_q4_K, [MM_Q6_K] = rows_q6_K},
+             [MM_Q4_1] = rows_q4_1, [MM_Q8_0] = rows_q8_0, [MM_Q4_K] = rows_q4_K, [MM_Q6_K] = rows_q6_K,
+             [MM_Q5_K] = rows_q5_K},
     .panel = {[MM_Q4_0] = panel_q4_0, [MM_Q4_1] = panel_q4_1, [MM_Q8_0] = panel_q8_0, [MM_Q4_K] = panel_q4_K},
     .act = {[ACT_F16] = act_f16, [ACT_BF16] = act_bf16, [ACT_Q8_0] = act_q8_01, [ACT_Q8_1] = act_q8_01,
             [ACT_Q8_K] = act_q8_K},
