@@ -4,6 +4,7 @@
 static const hearth_dtype_info *lookup(uint32_t t) {
     static const hearth_dtype_info f32 = {"f32", 1, 4}, f16 = {"f16", 1, 2}, bf16 = {"bf16", 1, 2},
                                    q4_0 = {"q4_0", 32, 18}, q4_1 = {"q4_1", 32, 20},
+                                   q5_0 = {"q5_0", 32, 22}, q5_1 = {"q5_1", 32, 24},
                                    q8_0 = {"q8_0", 32, 34}, q8_1 = {"q8_1", 32, 36},
                                    q4_k = {"q4_K", 256, 144}, q5_k = {"q5_K", 256, 176},
                                    q6_k = {"q6_K", 256, 210},
@@ -14,6 +15,8 @@ static const hearth_dtype_info *lookup(uint32_t t) {
     case HEARTH_DT_BF16: return &bf16;
     case HEARTH_DT_Q4_0: return &q4_0;
     case HEARTH_DT_Q4_1: return &q4_1;
+    case HEARTH_DT_Q5_0: return &q5_0;
+    case HEARTH_DT_Q5_1: return &q5_1;
     case HEARTH_DT_Q8_0: return &q8_0;
     case HEARTH_DT_Q8_1: return &q8_1;
     case HEARTH_DT_Q4_K: return &q4_k;

@@ -17,6 +17,8 @@ typedef enum hearth_dtype {
     HEARTH_DT_F16 = 1,
     HEARTH_DT_Q4_0 = 2,
     HEARTH_DT_Q4_1 = 3,
+    HEARTH_DT_Q5_0 = 6,
+    HEARTH_DT_Q5_1 = 7,
     HEARTH_DT_Q8_0 = 8,
     HEARTH_DT_Q8_1 = 9,  /* activations only (ggml's q8_1) */
     HEARTH_DT_Q4_K = 12,

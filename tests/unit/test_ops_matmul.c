@@ -34,7 +34,7 @@ static void *xalloc(size_t n) {
 
 static const hearth_dtype ALL_WT[] = {HEARTH_DT_F32, HEARTH_DT_F16, HEARTH_DT_BF16, HEARTH_DT_Q4_0,
                                       HEARTH_DT_Q4_1, HEARTH_DT_Q8_0, HEARTH_DT_Q4_K, HEARTH_DT_Q6_K,
-                                      HEARTH_DT_Q5_K};
+                                      HEARTH_DT_Q5_K, HEARTH_DT_Q5_0, HEARTH_DT_Q5_1};
 
 /* ---- byte layouts: hand-built blocks dequantize to the documented values ------ */
 
@@ -92,6 +92,30 @@ TEST(dequant_q4_K_layout) {
     for (int e = 0; e < 256; e++) {
         int j = e / 32;
         CHECK_MSG(y[e] == 0.5f * sc[j] * q[e] - 0.25f * m[j], "e=%d: %g", e, y[e]);
+    }
+}
+
+/* q5_0 / q5_1 (ggml's block_q5_0 / _q5_1): d (and m), qh[4] with bit e for element e, the nibbles as q4_0's */
+TEST(dequant_q5_0_q5_1_layout) {
+    unsigned char r0[22] = {0}, r1[24] = {0};
+    r0[0] = 0x00, r0[1] = 0x38;                   /* d = 0.5 */
+    r1[0] = 0x00, r1[1] = 0x34, r1[2] = 0x00, r1[3] = 0xBC; /* d = 0.25, m = -1 */
+    int q[32];
+    for (int e = 0; e < 32; e++) q[e] = (e * 13 + 5) % 32;
+    for (int e = 0; e < 32; e++) {
+        r0[2 + e / 8] |= (unsigned char)((q[e] >> 4) << (e % 8));
+        r1[4 + e / 8] |= (unsigned char)((q[e] >> 4) << (e % 8));
+    }
+    for (int j = 0; j < 16; j++) {
+        r0[6 + j] = (unsigned char)((q[j] & 15) | (q[j + 16] & 15) << 4);
+        r1[8 + j] = r0[6 + j];
+    }
+    float y0[32], y1[32];
+    hearth_cpu_dequantize_row(HEARTH_DT_Q5_0, r0, y0, 32);
+    hearth_cpu_dequantize_row(HEARTH_DT_Q5_1, r1, y1, 32);
+    for (int e = 0; e < 32; e++) {
+        CHECK_MSG(y0[e] == 0.5f * (q[e] - 16), "q5_0 e=%d: %g", e, y0[e]);
+        CHECK_MSG(y1[e] == 0.25f * q[e] - 1.f, "q5_1 e=%d: %g", e, y1[e]);
     }
 }
 
@@ -199,7 +223,7 @@ TEST(quantize_rejects_bad_arguments) {
     CHECK_EQ(hearth_cpu_quantize_row(HEARTH_DT_Q4_0, x, out, 33), HEARTH_EINVAL);
     CHECK_EQ(hearth_cpu_quantize_row(HEARTH_DT_Q4_K, x, out, 64), HEARTH_EINVAL);
     CHECK_EQ(hearth_cpu_quantize_row(HEARTH_DT_Q8_0, x, out, -32), HEARTH_EINVAL);
-    CHECK_EQ(hearth_cpu_quantize_row((hearth_dtype)7, x, out, 32), HEARTH_EINVAL); /* q5_1: unknown here */
+    CHECK_EQ(hearth_cpu_quantize_row((hearth_dtype)10, x, out, 256), HEARTH_EINVAL); /* q2_K: unknown here */
     CHECK_EQ(hearth_cpu_quantize_row((hearth_dtype)999, x, out, 32), HEARTH_EINVAL);
     CHECK_EQ(hearth_cpu_quantize_row(HEARTH_DT_F16, x, out, 0), HEARTH_OK);
     CHECK(!hearth_cpu_matmul_supports(HEARTH_DT_Q8_1) && !hearth_cpu_matmul_supports(HEARTH_DT_Q8_K));
@@ -233,6 +257,8 @@ static double roundtrip(hearth_dtype t, int n, int *ok) {
         switch (t) {
         case HEARTH_DT_Q4_0: step = amax / 8.0; break;
         case HEARTH_DT_Q4_1: step = (mx - mn) / 15.0; break;
+        case HEARTH_DT_Q5_0: step = amax / 16.0; break;
+        case HEARTH_DT_Q5_1: step = (mx - mn) / 31.0; break;
         case HEARTH_DT_Q4_K: step = (mx - fminf(mn, 0)) / 15.0; break;
         case HEARTH_DT_Q5_K: step = (mx - fminf(mn, 0)) / 31.0; break;
         case HEARTH_DT_Q6_K: step = 2.0 * amax / 63.0; break;
@@ -251,6 +277,9 @@ static double roundtrip(hearth_dtype t, int n, int *ok) {
             case HEARTH_DT_BF16: bound = fabsf(x[i]) * 0x1p-8; break;
             case HEARTH_DT_Q4_0: bound = step * ((v4 > 7.49 ? 1.0 : 0.5) + 8 * 0x1p-11); break;
             case HEARTH_DT_Q4_1: bound = step * (0.5 + 15 * 0x1p-11) + fabsf(mn) * 0x1p-11; break;
+            case HEARTH_DT_Q5_0: bound = step * ((smax != 0 && x[i] / (smax / -16.0) > 15.49 ? 1.0 : 0.5) + 16 * 0x1p-11);
+                break;
+            case HEARTH_DT_Q5_1: bound = step * (0.5 + 31 * 0x1p-11) + fabsf(mn) * 0x1p-11; break;
             case HEARTH_DT_Q8_0: case HEARTH_DT_Q8_1: bound = step * (0.5 + 127 * 0x1p-11); break;
             case HEARTH_DT_Q8_K: bound = step * 0.5; break;
             /* k-quants: scales are fitted, so no per-element bound; the RMS is checked */
@@ -277,7 +306,7 @@ TEST(quant_roundtrip_error_bounds) {
     struct { hearth_dtype t; double rel; } cases[] = {
         {HEARTH_DT_F32, 0}, {HEARTH_DT_F16, 0}, {HEARTH_DT_BF16, 0},
         {HEARTH_DT_Q8_0, 1.1}, {HEARTH_DT_Q8_1, 1.1}, {HEARTH_DT_Q8_K, 1.1}, {HEARTH_DT_Q4_0, 1.2},
-        {HEARTH_DT_Q4_1, 1.1}, {HEARTH_DT_Q4_K, 1.3}, {HEARTH_DT_Q5_K, 1.3}, {HEARTH_DT_Q6_K, 1.3},
+        {HEARTH_DT_Q4_1, 1.1}, {HEARTH_DT_Q5_0, 1.2}, {HEARTH_DT_Q5_1, 1.1}, {HEARTH_DT_Q4_K, 1.3}, {HEARTH_DT_Q5_K, 1.3}, {HEARTH_DT_Q6_K, 1.3},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int ok;
@@ -337,8 +366,8 @@ static void *make_weights(hearth_dtype t, int K, int N) {
         for (size_t o = 0; o < rb; o += (size_t)bb) {
             uint16_t *h = (uint16_t *)(void *)(r + o);
             switch (t) {
-            case HEARTH_DT_Q4_0: case HEARTH_DT_Q8_0: h[0] = rand_scale(1); break;
-            case HEARTH_DT_Q4_1: h[0] = rand_scale(0), h[1] = rand_scale(1); break;
+            case HEARTH_DT_Q4_0: case HEARTH_DT_Q5_0: case HEARTH_DT_Q8_0: h[0] = rand_scale(1); break;
+            case HEARTH_DT_Q4_1: case HEARTH_DT_Q5_1: h[0] = rand_scale(0), h[1] = rand_scale(1); break;
             case HEARTH_DT_Q4_K: case HEARTH_DT_Q5_K: h[0] = rand_scale(0), h[1] = rand_scale(0); break;
             case HEARTH_DT_Q6_K: h[104] = rand_scale(0); break; /* d at byte 208 */
             default: break;
@@ -377,7 +406,7 @@ static double err_bound(hearth_dtype t, const void *wrow, const float *wrow_deq,
         for (int k = k0; k < end; k++) amax = fmax(amax, fabsf(x[k])), wsum += fabsf(wrow_deq[k]);
         double d = amax / 127, ex = 0;
         switch (t) {
-        case HEARTH_DT_Q4_0: case HEARTH_DT_Q8_0: case HEARTH_DT_Q4_1:
+        case HEARTH_DT_Q4_0: case HEARTH_DT_Q8_0: case HEARTH_DT_Q4_1: case HEARTH_DT_Q5_0: case HEARTH_DT_Q5_1:
             ex = 0.5 * d + 127 * (d * 0x1p-11 + 0x1p-25); /* code rounding + f16 scale */
             break;
         case HEARTH_DT_Q4_K: case HEARTH_DT_Q5_K: case HEARTH_DT_Q6_K: ex = 0.5 * d * (1 + 0x1p-20); break;
@@ -386,6 +415,10 @@ static double err_bound(hearth_dtype t, const void *wrow, const float *wrow_deq,
         bound += ex * wsum;
         if (t == HEARTH_DT_Q4_1) { /* s = f16(d * isum), |s| <= 32 * amax: its rounding times |m| */
             const hearth_block_q4_1 *b = (const hearth_block_q4_1 *)wrow + k0 / 32;
+            bound += fabsf(hearth_f16_to_f32(b->m)) * 33 * amax * 0x1p-11;
+        }
+        if (t == HEARTH_DT_Q5_1) {
+            const hearth_block_q5_1 *b = (const hearth_block_q5_1 *)wrow + k0 / 32;
             bound += fabsf(hearth_f16_to_f32(b->m)) * 33 * amax * 0x1p-11;
         }
         for (int k = k0; k < end; k++) {
@@ -568,6 +601,8 @@ TEST(matmul_q4_1) { check_type(HEARTH_DT_Q4_1); }
 TEST(matmul_q8_0) { check_type(HEARTH_DT_Q8_0); }
 TEST(matmul_q4_K) { check_type(HEARTH_DT_Q4_K); }
 TEST(matmul_q5_K) { check_type(HEARTH_DT_Q5_K); }
+TEST(matmul_q5_0) { check_type(HEARTH_DT_Q5_0); }
+TEST(matmul_q5_1) { check_type(HEARTH_DT_Q5_1); }
 TEST(matmul_q6_K) { check_type(HEARTH_DT_Q6_K); }
 
 /* Activation preparation of every ISA gives the same bytes as the scalar one. */

@@ -144,7 +144,20 @@ INLINE void store_rows(const mm_job *j, const rows8 *g, int n, int t, __m256 acc
     _mm256_maskstore_ps(j->y + (size_t)t * j->N + n, g->store, acc);
 }
 
-enum { Q_Q8_0, Q_Q4_0, Q_Q4_1 };
+enum { Q_Q8_0, Q_Q4_0, Q_Q4_1, Q_Q5_0, Q_Q5_1 };
+
+/* A block's bytes, and where its codes (and q5's fifth bits) start. */
+INLINE size_t q_bytes(const int kind) {
+    return kind == Q_Q8_0 ? sizeof(hearth_block_q8_0) : kind == Q_Q4_0 ? sizeof(hearth_block_q4_0)
+           : kind == Q_Q4_1 ? sizeof(hearth_block_q4_1) : kind == Q_Q5_0 ? sizeof(hearth_block_q5_0)
+                                                        : sizeof(hearth_block_q5_1);
+}
+INLINE size_t q_codes(const int kind) {
+    return kind == Q_Q4_1 ? 4 : kind == Q_Q5_0 ? 6 : kind == Q_Q5_1 ? 8 : 2;
+}
+INLINE size_t q_high(const int kind) { return kind == Q_Q5_0 ? 2 : 4; }
+INLINE int q_has_min(const int kind) { return kind == Q_Q4_1 || kind == Q_Q5_1; }
+INLINE int q_is5(const int kind) { return kind == Q_Q5_0 || kind == Q_Q5_1; }
 
 /* The 32 codes of a q4 block as bytes 0..15 (element order). */
 INLINE __m256i q4_bytes(const uint8_t *qs) {
@@ -153,11 +166,30 @@ INLINE __m256i q4_bytes(const uint8_t *qs) {
     return _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
 }
 
+/* A q5 block's fifth bits as 0x10 in byte e (element order): byte e / 8 of qh spread over 8 bytes, each
+ * keeping its own bit. */
+INLINE __m256i q5_high(const uint8_t *qh) {
+    int32_t h;
+    memcpy(&h, qh, 4);
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
+                                            3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x(0x8040201008040201);
+    __m256i v = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(h), spread), bit);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(v, bit), _mm256_set1_epi8(0x10));
+}
+
+/* Bits s .. s + 3 of each dword lane of h (a q5 block's qh, gathered for 8 rows) as 0x10 in its bytes 0..3. */
+INLINE __m256i q5_high4(__m256i h, int s) {
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12, 0, 0, 0, 0, 4, 4, 4, 4,
+                                            8, 8, 8, 8, 12, 12, 12, 12);
+    const __m256i bit = _mm256_set1_epi32(0x08040201);
+    __m256i v = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_srli_epi32(h, s), spread), bit);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(v, bit), _mm256_set1_epi8(0x10));
+}
+
 INLINE void gemv8(const mm_job *j, int n, int nr, int t0, const int tt, const int kind) {
     const mm_act *a = j->a;
-    const size_t bb = kind == Q_Q8_0 ? sizeof(hearth_block_q8_0)
-                      : kind == Q_Q4_0 ? sizeof(hearth_block_q4_0) : sizeof(hearth_block_q4_1);
-    const size_t qo = kind == Q_Q4_1 ? 4 : 2;
+    const size_t bb = q_bytes(kind), qo = q_codes(kind);
     const __m256i ones = _mm256_set1_epi16(1);
     rows8 g;
     rows8_init(&g, j, n, nr);
@@ -166,7 +198,11 @@ INLINE void gemv8(const mm_job *j, int n, int nr, int t0, const int tt, const in
     for (int b = 0; b < a->nb; b++) {
         size_t o = (size_t)b * bb;
         __m256 dw = load_f16x8(&g, o), mw = _mm256_setzero_ps();
-        if (kind == Q_Q4_1) mw = load_f16x8(&g, o + 2);
+        if (q_has_min(kind)) mw = load_f16x8(&g, o + 2);
+        __m256i w5[8];
+        if (q_is5(kind))
+            UNROLL for (int i = 0; i < 8; i++)
+                w5[i] = _mm256_or_si256(q4_bytes(g.p[i] + o + qo), q5_high(g.p[i] + o + q_high(kind)));
         UNROLL for (int c = 0; c < tt; c++) {
             int t = t0 + c;
             size_t xo = (size_t)t * a->nb_stride + b;
@@ -176,15 +212,18 @@ INLINE void gemv8(const mm_job *j, int n, int nr, int t0, const int tt, const in
                 if (kind == Q_Q8_0) {
                     __m256i w = _mm256_loadu_si256((const __m256i *)(const void *)(g.p[i] + o + 2));
                     p[i] = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w)), ones);
+                } else if (q_is5(kind)) { /* codes <= 31: a pair <= 2 * 31 * 128 */
+                    p[i] = _mm256_madd_epi16(_mm256_maddubs_epi16(w5[i], x), ones);
                 } else {
                     p[i] = _mm256_madd_epi16(_mm256_maddubs_epi16(q4_bytes(g.p[i] + o + qo), x), ones);
                 }
             }
             __m256i isum = reduce8(p);
             if (kind == Q_Q4_0) isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(8 * a->isum[xo]));
+            if (kind == Q_Q5_0) isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(16 * a->isum[xo]));
             __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(a->d[xo]));
             acc[c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), acc[c]);
-            if (kind == Q_Q4_1) acc[c] = _mm256_fmadd_ps(mw, _mm256_set1_ps(a->s[xo]), acc[c]);
+            if (q_has_min(kind)) acc[c] = _mm256_fmadd_ps(mw, _mm256_set1_ps(a->s[xo]), acc[c]);
         }
     }
     UNROLL for (int c = 0; c < tt; c++) store_rows(j, &g, n, t0 + c, acc[c]);
@@ -213,8 +252,7 @@ INLINE __m256 cvt_lo16(__m256i v) { /* the low f16 of each dword lane, as f32 */
 }
 
 INLINE void pack_q(qpanel *P, const rows8 *g, int b0, int nbk, const int kind) {
-    const size_t bb = kind == Q_Q8_0 ? sizeof(hearth_block_q8_0)
-                      : kind == Q_Q4_0 ? sizeof(hearth_block_q4_0) : sizeof(hearth_block_q4_1);
+    const size_t bb = q_bytes(kind);
     const __m256i low4 = _mm256_set1_epi8(0x0f);
     for (int bi = 0; bi < nbk; bi++) {
         const uint8_t *base = g->p[0] + (size_t)(b0 + bi) * bb;
@@ -222,16 +260,22 @@ INLINE void pack_q(qpanel *P, const rows8 *g, int b0, int nbk, const int kind) {
             UNROLL for (int gi = 0; gi < 8; gi++)
                 _mm256_store_si256((__m256i *)(void *)P->q[bi][gi], gather(g, base + 2 + 4 * gi));
         } else {
-            const size_t qo = kind == Q_Q4_1 ? 4 : 2;
+            const size_t qo = q_codes(kind);
+            const __m256i h = q_is5(kind) ? gather(g, base + q_high(kind)) : _mm256_setzero_si256();
             UNROLL for (int gi = 0; gi < 4; gi++) {
                 __m256i v = gather(g, base + qo + 4 * gi);
-                _mm256_store_si256((__m256i *)(void *)P->q[bi][gi], _mm256_and_si256(v, low4));
-                _mm256_store_si256((__m256i *)(void *)P->q[bi][gi + 4], _mm256_and_si256(_mm256_srli_epi16(v, 4), low4));
+                __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+                if (q_is5(kind)) { /* elements 4 gi .. + 3 and 16 + 4 gi .. + 3 */
+                    lo = _mm256_or_si256(lo, q5_high4(h, 4 * gi));
+                    hi = _mm256_or_si256(hi, q5_high4(h, 16 + 4 * gi));
+                }
+                _mm256_store_si256((__m256i *)(void *)P->q[bi][gi], lo);
+                _mm256_store_si256((__m256i *)(void *)P->q[bi][gi + 4], hi);
             }
         }
         __m256i v = gather(g, base);
         _mm256_store_ps(P->d[bi], cvt_lo16(v));
-        if (kind == Q_Q4_1) _mm256_store_ps(P->m[bi], cvt_lo16(_mm256_srli_epi32(v, 16)));
+        if (q_has_min(kind)) _mm256_store_ps(P->m[bi], cvt_lo16(_mm256_srli_epi32(v, 16)));
     }
 }
 
@@ -264,26 +308,33 @@ INLINE void gemm_q_tile(const mm_job *j, const qpanel *P, const rows8 *g, int n,
                 }
             }
         } else {
-            __m256i s16[PANEL_C];
-            UNROLL for (int c = 0; c < C; c++) s16[c] = _mm256_setzero_si256();
-            UNROLL for (int gi = 0; gi < 8; gi++) {
-                __m256i w = _mm256_load_si256((const __m256i *)(const void *)P->q[bi][gi]);
-                UNROLL for (int c = 0; c < C; c++) {
-                    int32_t x4;
-                    memcpy(&x4, xq[c] + 32 * b + 4 * gi, 4);
-                    s16[c] = _mm256_add_epi16(s16[c], _mm256_maddubs_epi16(w, _mm256_set1_epi32(x4)));
+            /* int16 pair sums: the 8 groups of q4 codes (<= 8 * 2 * 15 * 128), q5's in halves of 4 */
+            const int GN = q_is5(kind) ? 4 : 8;
+            UNROLL for (int c = 0; c < C; c++) ia[c] = _mm256_setzero_si256();
+            UNROLL for (int g0 = 0; g0 < 8; g0 += GN) {
+                __m256i s16[PANEL_C];
+                UNROLL for (int c = 0; c < C; c++) s16[c] = _mm256_setzero_si256();
+                UNROLL for (int gi = g0; gi < g0 + GN; gi++) {
+                    __m256i w = _mm256_load_si256((const __m256i *)(const void *)P->q[bi][gi]);
+                    UNROLL for (int c = 0; c < C; c++) {
+                        int32_t x4;
+                        memcpy(&x4, xq[c] + 32 * b + 4 * gi, 4);
+                        s16[c] = _mm256_add_epi16(s16[c], _mm256_maddubs_epi16(w, _mm256_set1_epi32(x4)));
+                    }
                 }
+                UNROLL for (int c = 0; c < C; c++) ia[c] = _mm256_add_epi32(ia[c], _mm256_madd_epi16(s16[c], ones));
             }
             UNROLL for (int c = 0; c < C; c++) {
-                ia[c] = _mm256_madd_epi16(s16[c], ones);
                 if (kind == Q_Q4_0) ia[c] = _mm256_sub_epi32(ia[c], _mm256_set1_epi32(8 * a->isum[xo[c] + b]));
+                if (kind == Q_Q5_0) ia[c] = _mm256_sub_epi32(ia[c], _mm256_set1_epi32(16 * a->isum[xo[c] + b]));
             }
         }
         __m256 dw = _mm256_load_ps(P->d[bi]);
         UNROLL for (int c = 0; c < C; c++) {
             __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(a->d[xo[c] + b]));
             acc[c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(ia[c]), acc[c]);
-            if (kind == Q_Q4_1) acc[c] = _mm256_fmadd_ps(_mm256_load_ps(P->m[bi]), _mm256_set1_ps(a->s[xo[c] + b]), acc[c]);
+            if (q_has_min(kind))
+                acc[c] = _mm256_fmadd_ps(_mm256_load_ps(P->m[bi]), _mm256_set1_ps(a->s[xo[c] + b]), acc[c]);
         }
     }
     UNROLL for (int c = 0; c < C; c++) store_rows(j, g, n, t0 + c, acc[c]);
@@ -355,6 +406,8 @@ INLINE void rows_q(const mm_job *j, int n0, int n1, const int kind) {
 static void rows_q8_0(const mm_job *j, int n0, int n1) { rows_q(j, n0, n1, Q_Q8_0); }
 static void rows_q4_0(const mm_job *j, int n0, int n1) { rows_q(j, n0, n1, Q_Q4_0); }
 static void rows_q4_1(const mm_job *j, int n0, int n1) { rows_q(j, n0, n1, Q_Q4_1); }
+static void rows_q5_0(const mm_job *j, int n0, int n1) { rows_q(j, n0, n1, Q_Q5_0); }
+static void rows_q5_1(const mm_job *j, int n0, int n1) { rows_q(j, n0, n1, Q_Q5_1); }
 
 /* ---- q8_0 / q4_0 / q4_1 panel-laid (panel.h), decode ---------------------------
  *
@@ -1003,7 +1056,7 @@ const mm_isa hearth_cpu_mm_avx2 = {
     .name = "avx2",
     .rows = {[MM_F32] = rows_f32, [MM_F16] = rows_f16, [MM_BF16] = rows_bf16, [MM_Q4_0] = rows_q4_0,
              [MM_Q4_1] = rows_q4_1, [MM_Q8_0] = rows_q8_0, [MM_Q4_K] = rows_q4_K, [MM_Q6_K] = rows_q6_K,
-             [MM_Q5_K] = rows_q5_K},
+             [MM_Q5_K] = rows_q5_K, [MM_Q5_0] = rows_q5_0, [MM_Q5_1] = rows_q5_1},
     .panel = {[MM_Q4_0] = panel_q4_0, [MM_Q4_1] = panel_q4_1, [MM_Q8_0] = panel_q8_0, [MM_Q4_K] = panel_q4_K},
     .act = {[ACT_F16] = act_f16, [ACT_BF16] = act_bf16, [ACT_Q8_0] = act_q8_01, [ACT_Q8_1] = act_q8_01},
 };

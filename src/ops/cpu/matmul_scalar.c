@@ -15,6 +15,7 @@
  * of the weight codes and the activation codes, then (fmaf = one rounding)
  *   q4_0, q8_0: acc = fmaf(dw_b * dx_b, isum_b, acc)           isum over (q - 8) resp. q
  *   q4_1:       acc = fmaf(dw_b * dx_b, isum_b, acc); acc = fmaf(mw_b, sx_b, acc)
+ *   q5_0, q5_1: as q4_0 (isum over q - 16) and q4_1, their codes q = nibble | 16 * fifth bit
  *   q4_K:       acc = fmaf(dw_b * dx_b, isum_b, acc); acc = fmaf(-(dminw_b * dx_b), imin_b, acc)
  *               isum = sum_j sc_j * dot_j,  imin = sum_j m_j * (bsums_2j + bsums_2j+1)
  *   q5_K:       as q4_K, its codes q = nibble | 16 * high bit
@@ -140,6 +141,24 @@ static float step_q4_1(const hearth_block_q4_1 *w, const mm_act *a, int t, int b
     return fmaf(hearth_f16_to_f32(w->m), a->s[o], acc);
 }
 
+static float step_q5_0(const hearth_block_q5_0 *w, const mm_act *a, int t, int b, float acc) {
+    const int8_t *q = a->qs + (size_t)t * a->qs_stride + 32 * (size_t)b;
+    const size_t o = (size_t)t * a->nb_stride + (size_t)b;
+    int s = 0;
+    for (int e = 0; e < 32; e++) s += hearth_q5_code(w->qs, w->qh, e) * q[e];
+    s -= 16 * a->isum[o];
+    return fmaf(hearth_f16_to_f32(w->d) * a->d[o], (float)s, acc);
+}
+
+static float step_q5_1(const hearth_block_q5_1 *w, const mm_act *a, int t, int b, float acc) {
+    const int8_t *q = a->qs + (size_t)t * a->qs_stride + 32 * (size_t)b;
+    const size_t o = (size_t)t * a->nb_stride + (size_t)b;
+    int s = 0;
+    for (int e = 0; e < 32; e++) s += hearth_q5_code(w->qs, w->qh, e) * q[e];
+    acc = fmaf(hearth_f16_to_f32(w->d) * a->d[o], (float)s, acc);
+    return fmaf(hearth_f16_to_f32(w->m), a->s[o], acc);
+}
+
 static float step_q8_0(const hearth_block_q8_0 *w, const mm_act *a, int t, int b, float acc) {
     const int8_t *q = a->qs + (size_t)t * a->qs_stride + 32 * (size_t)b;
     int s = 0;
@@ -157,6 +176,8 @@ static float step_q8_0(const hearth_block_q8_0 *w, const mm_act *a, int t, int b
 DOT_STORED(dot_q4_0, hearth_block_q4_0, step_q4_0)
 DOT_STORED(dot_q4_1, hearth_block_q4_1, step_q4_1)
 DOT_STORED(dot_q8_0, hearth_block_q8_0, step_q8_0)
+DOT_STORED(dot_q5_0, hearth_block_q5_0, step_q5_0)
+DOT_STORED(dot_q5_1, hearth_block_q5_1, step_q5_1)
 
 /* The same dots over panel-laid weights (panel.h), a block taken out at a time. */
 #define ROWS_PANEL(name, blk_t, wt, step)                                          \
@@ -278,6 +299,8 @@ ROWS_Q(rows_q4_1, dot_q4_1)
 ROWS_Q(rows_q8_0, dot_q8_0)
 ROWS_Q(rows_q4_K, dot_q4_K)
 ROWS_Q(rows_q5_K, dot_q5_K)
+ROWS_Q(rows_q5_0, dot_q5_0)
+ROWS_Q(rows_q5_1, dot_q5_1)
 ROWS_Q(rows_q6_K, dot_q6_K)
 ROWS_F(rows_f32, dot_f32)
 ROWS_F(rows_f16, dot_f16)
@@ -289,7 +312,7 @@ const mm_isa hearth_cpu_mm_scalar = {
     .name = "scalar",
     .rows = {[MM_F32] = rows_f32, [MM_F16] = rows_f16, [MM_BF16] = rows_bf16, [MM_Q4_0] = rows_q4_0,
              [MM_Q4_1] = rows_q4_1, [MM_Q8_0] = rows_q8_0, [MM_Q4_K] = rows_q4_K, [MM_Q6_K] = rows_q6_K,
-             [MM_Q5_K] = rows_q5_K},
+             [MM_Q5_K] = rows_q5_K, [MM_Q5_0] = rows_q5_0, [MM_Q5_1] = rows_q5_1},
     .panel = {[MM_Q4_0] = panel_q4_0, [MM_Q4_1] = panel_q4_1, [MM_Q8_0] = panel_q8_0, [MM_Q4_K] = panel_q4_K},
     .act = {[ACT_NONE] = act_none, [ACT_F16] = act_f16, [ACT_BF16] = act_bf16, [ACT_Q8_0] = act_q8_01,
             [ACT_Q8_1] = act_q8_01, [ACT_Q8_K] = act_q8_K},

@@ -36,7 +36,8 @@ static inline int trunc_code(float v, int hi) {
 int hearth_cpu_quant_known(hearth_dtype t) {
     switch (t) {
     case HEARTH_DT_F32: case HEARTH_DT_F16: case HEARTH_DT_BF16:
-    case HEARTH_DT_Q4_0: case HEARTH_DT_Q4_1: case HEARTH_DT_Q8_0: case HEARTH_DT_Q8_1:
+    case HEARTH_DT_Q4_0: case HEARTH_DT_Q4_1: case HEARTH_DT_Q5_0: case HEARTH_DT_Q5_1:
+    case HEARTH_DT_Q8_0: case HEARTH_DT_Q8_1:
     case HEARTH_DT_Q4_K: case HEARTH_DT_Q5_K: case HEARTH_DT_Q6_K: case HEARTH_DT_Q8_K: case HEARTH_DT_E4M3:
         return 1;
     }
@@ -62,6 +63,20 @@ static void deq_q4_1(const hearth_block_q4_1 *b, float *y, int64_t nb) {
             y[j] = d * (float)(b[i].qs[j] & 0x0F) + m;
             y[j + 16] = d * (float)(b[i].qs[j] >> 4) + m;
         }
+    }
+}
+
+static void deq_q5_0(const hearth_block_q5_0 *b, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, y += 32) {
+        float d = hearth_f16_to_f32(b[i].d);
+        for (int e = 0; e < 32; e++) y[e] = (float)(hearth_q5_code(b[i].qs, b[i].qh, e) - 16) * d;
+    }
+}
+
+static void deq_q5_1(const hearth_block_q5_1 *b, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, y += 32) {
+        float d = hearth_f16_to_f32(b[i].d), m = hearth_f16_to_f32(b[i].m);
+        for (int e = 0; e < 32; e++) y[e] = d * (float)hearth_q5_code(b[i].qs, b[i].qh, e) + m;
     }
 }
 
@@ -161,6 +176,8 @@ void hearth_cpu_dequantize_row(hearth_dtype t, const void *src, float *dst, int6
     case HEARTH_DT_Q4_1: deq_q4_1(src, dst, nb); break;
     case HEARTH_DT_Q8_0: deq_q8_0(src, dst, nb); break;
     case HEARTH_DT_Q8_1: deq_q8_1(src, dst, nb); break;
+    case HEARTH_DT_Q5_0: deq_q5_0(src, dst, nb); break;
+    case HEARTH_DT_Q5_1: deq_q5_1(src, dst, nb); break;
     case HEARTH_DT_Q4_K: deq_q4_K(src, dst, nb); break;
     case HEARTH_DT_Q5_K: deq_q5_K(src, dst, nb); break;
     case HEARTH_DT_Q6_K: deq_q6_K(src, dst, nb); break;
@@ -200,6 +217,43 @@ static void quant_q4_1(const float *x, hearth_block_q4_1 *y, int64_t nb) {
             int q1 = trunc_code((x[j + 16] - min) * id + 0.5f, 15);
             y[i].qs[j] = (uint8_t)(q0 | q1 << 4);
         }
+    }
+}
+
+/* Codes 0..31 of 32 elements into a q5 block's nibbles and fifth bits. */
+static void pack_q5(const int *q, uint8_t *qs, uint8_t *qh) {
+    memset(qh, 0, 4);
+    for (int j = 0; j < 16; j++) qs[j] = (uint8_t)((q[j] & 0x0F) | (q[j + 16] & 0x0F) << 4);
+    for (int e = 0; e < 32; e++) qh[e / 8] |= (uint8_t)((q[e] >> 4) << (e % 8));
+}
+
+static void quant_q5_0(const float *x, hearth_block_q5_0 *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, x += 32) {
+        /* as q4_0: the signed value of largest magnitude (first one wins) maps to -16 */
+        float amax = 0.f, max = 0.f;
+        for (int j = 0; j < 32; j++)
+            if (amax < fabsf(x[j])) amax = fabsf(x[j]), max = x[j];
+        float d = max / -16.f, id = d != 0.f ? 1.f / d : 0.f;
+        y[i].d = hearth_f32_to_f16(d);
+        int q[32];
+        for (int j = 0; j < 32; j++) q[j] = trunc_code(x[j] * id + 16.5f, 31);
+        pack_q5(q, y[i].qs, y[i].qh);
+    }
+}
+
+static void quant_q5_1(const float *x, hearth_block_q5_1 *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, x += 32) {
+        float min = FLT_MAX, max = -FLT_MAX;
+        for (int j = 0; j < 32; j++) {
+            if (x[j] < min) min = x[j];
+            if (x[j] > max) max = x[j];
+        }
+        float d = (max - min) / 31.f, id = d != 0.f ? 1.f / d : 0.f;
+        y[i].d = hearth_f32_to_f16(d);
+        y[i].m = hearth_f32_to_f16(min);
+        int q[32];
+        for (int j = 0; j < 32; j++) q[j] = trunc_code((x[j] - min) * id + 0.5f, 31);
+        pack_q5(q, y[i].qs, y[i].qh);
     }
 }
 
@@ -488,6 +542,8 @@ hearth_status hearth_cpu_quantize_row(hearth_dtype t, const float *src, void *ds
     }
     case HEARTH_DT_Q4_0: quant_q4_0(src, dst, nb); break;
     case HEARTH_DT_Q4_1: quant_q4_1(src, dst, nb); break;
+    case HEARTH_DT_Q5_0: quant_q5_0(src, dst, nb); break;
+    case HEARTH_DT_Q5_1: quant_q5_1(src, dst, nb); break;
     case HEARTH_DT_Q8_0: quant_q8_0(src, dst, nb); break;
     case HEARTH_DT_Q8_1: quant_q8_1(src, dst, nb); break;
     case HEARTH_DT_Q4_K: quant_q4_K(src, dst, nb); break;

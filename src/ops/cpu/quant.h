@@ -61,6 +61,10 @@
 
 typedef struct { uint16_t d; uint8_t qs[16]; } hearth_block_q4_0;
 typedef struct { uint16_t d, m; uint8_t qs[16]; } hearth_block_q4_1;
+/* q5_0 / q5_1: q4_0's / q4_1's nibbles and a fifth bit, bit e of the little-endian qh for element e:
+ * d * (code - 16), resp. d * code + m */
+typedef struct { uint16_t d; uint8_t qh[4]; uint8_t qs[16]; } hearth_block_q5_0;
+typedef struct { uint16_t d, m; uint8_t qh[4]; uint8_t qs[16]; } hearth_block_q5_1;
 typedef struct { uint16_t d; int8_t qs[32]; } hearth_block_q8_0;
 typedef struct { uint16_t d, s; int8_t qs[32]; } hearth_block_q8_1;
 typedef struct { uint16_t d, dmin; uint8_t scales[12]; uint8_t qs[128]; } hearth_block_q4_K;
@@ -72,6 +76,8 @@ typedef struct { float d; int8_t qs[256]; int16_t bsums[16]; } hearth_block_q8_K
 
 _Static_assert(sizeof(hearth_block_q4_0) == 18, "q4_0 block is 18 bytes");
 _Static_assert(sizeof(hearth_block_q4_1) == 20, "q4_1 block is 20 bytes");
+_Static_assert(sizeof(hearth_block_q5_0) == 22, "q5_0 block is 22 bytes");
+_Static_assert(sizeof(hearth_block_q5_1) == 24, "q5_1 block is 24 bytes");
 _Static_assert(sizeof(hearth_block_q8_0) == 34, "q8_0 block is 34 bytes");
 _Static_assert(sizeof(hearth_block_q8_1) == 36, "q8_1 block is 36 bytes");
 _Static_assert(sizeof(hearth_block_q4_K) == 144, "q4_K block is 144 bytes");
@@ -91,7 +97,13 @@ static inline void hearth_q4_K_scale_min(const uint8_t *scales, int j, int *sc, 
 }
 
 /* True for the types hearth_cpu_dequantize_row / _quantize_row know:
- * f32, f16, bf16, q4_0, q4_1, q8_0, q8_1, q4_K, q5_K, q6_K, q8_K, e4m3. */
+ * f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q8_1, q4_K, q5_K, q6_K, q8_K, e4m3. */
+
+/* The 5-bit code of element e (0..31) of a q5_0 / q5_1 block. */
+static inline int hearth_q5_code(const uint8_t *qs, const uint8_t *qh, int e) {
+    int nib = e < 16 ? qs[e] & 0x0F : qs[e - 16] >> 4;
+    return nib | ((qh[e / 8] >> (e % 8)) & 1) << 4;
+}
 int hearth_cpu_quant_known(hearth_dtype t);
 
 /* dst[0..n) = the values of the n elements at src (a row of type t).

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""make_kquant_golden.py - a K-quant GGUF quantized by llama.cpp, and llama.cpp's goldens on it.
+"""make_quant_golden.py - GGUFs quantized by llama.cpp (Q5_K_M, Q5_0, Q5_1), and llama.cpp's goldens on them.
 
 The tiny models' rows (64-96 wide) are too short for K-quants (256-element
 super-blocks: llama.cpp falls back to other types), so this writes a random
@@ -9,7 +9,8 @@ has llama.cpp quantize it (llama_model_quantize, llama-quantize's default mix
 for the type), and records llama.cpp's logits and greedy continuations on it:
 
   tests/fixtures/kquant/random-<type>.gguf          (q5_K_M: Q5_K, Q6_K where llama.cpp
-                                                     gives more bits, a Q6_K output)
+                                                     gives more bits, a Q6_K output; q5_0 /
+                                                     q5_1: those, a Q6_K output)
   tests/fixtures/kquant/random-<type>.golden.json   make_tiny_gguf.py's schema
   tests/fixtures/kquant/random-<type>.logits<i>.f32
 
@@ -19,7 +20,7 @@ margin is at least PICK and every greedy step's as well, so that a rounding
 difference cannot flip a top-1: hearth quantizes the activations to Q8_K for
 these weights as llama.cpp does, but sums in another order.
 
-Run:  .venv/bin/python tools/oracle/make_kquant_golden.py   (scripts/setup.sh --oracle)
+Run:  .venv/bin/python tools/oracle/make_quant_golden.py --type q5_K_M|q5_0|q5_1   (scripts/setup.sh --oracle)
 """
 import argparse
 import ctypes
@@ -41,7 +42,8 @@ OUT = os.path.join(ROOT, "tests", "fixtures", "kquant")
 N_CTX, N_THREADS, PICK = 128, 2, 0.05
 SHAPE = ["--layers", "2", "--hidden", "256", "--ffn", "512", "--heads", "4", "--kv-heads", "2", "--vocab", "512",
          "--ctx", "256", "--std", "0.08", "--tile-mb", "4"]
-FTYPES = {"q5_K_M": llama_cpp.LLAMA_FTYPE_MOSTLY_Q5_K_M}
+FTYPES = {"q5_K_M": llama_cpp.LLAMA_FTYPE_MOSTLY_Q5_K_M, "q5_0": llama_cpp.LLAMA_FTYPE_MOSTLY_Q5_0,
+          "q5_1": llama_cpp.LLAMA_FTYPE_MOSTLY_Q5_1}
 
 
 def quantize(src, dst, qtype):
