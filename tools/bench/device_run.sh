@@ -96,7 +96,7 @@ for suite in "$@"; do
             done
         done ;;
     session43)
-        for f in engine pick; do
+        for f in engine pick cuda_refuses; do
             hdr "test_cuda $f (ok lines left out)"
             timeout 200 $B/test_cuda $f 2>&1 | grep -vE "^ok |^  layer |^  cuda (mistral|llama|qwen)" | tail -30
         done
