@@ -6,6 +6,7 @@ static const hearth_dtype_info *lookup(uint32_t t) {
                                    q4_0 = {"q4_0", 32, 18}, q4_1 = {"q4_1", 32, 20},
                                    q5_0 = {"q5_0", 32, 22}, q5_1 = {"q5_1", 32, 24},
                                    q8_0 = {"q8_0", 32, 34}, q8_1 = {"q8_1", 32, 36},
+                                   q2_k = {"q2_K", 256, 84}, q3_k = {"q3_K", 256, 110},
                                    q4_k = {"q4_K", 256, 144}, q5_k = {"q5_K", 256, 176},
                                    q6_k = {"q6_K", 256, 210},
                                    q8_k = {"q8_K", 256, 292}, e4m3 = {"e4m3", 1, 1};
@@ -19,6 +20,8 @@ static const hearth_dtype_info *lookup(uint32_t t) {
     case HEARTH_DT_Q5_1: return &q5_1;
     case HEARTH_DT_Q8_0: return &q8_0;
     case HEARTH_DT_Q8_1: return &q8_1;
+    case HEARTH_DT_Q2_K: return &q2_k;
+    case HEARTH_DT_Q3_K: return &q3_k;
     case HEARTH_DT_Q4_K: return &q4_k;
     case HEARTH_DT_Q5_K: return &q5_k;
     case HEARTH_DT_Q6_K: return &q6_k;

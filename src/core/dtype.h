@@ -21,6 +21,8 @@ typedef enum hearth_dtype {
     HEARTH_DT_Q5_1 = 7,
     HEARTH_DT_Q8_0 = 8,
     HEARTH_DT_Q8_1 = 9,  /* activations only (ggml's q8_1) */
+    HEARTH_DT_Q2_K = 10,
+    HEARTH_DT_Q3_K = 11,
     HEARTH_DT_Q4_K = 12,
     HEARTH_DT_Q5_K = 13,
     HEARTH_DT_Q6_K = 14,

@@ -180,18 +180,21 @@ TEST(cuda_model_pick_matches_host_rule) {
     CHECK_MSG(bad == 0, "%d of %d rows differ", bad, T);
 }
 
-/* The 5-bit types have no CUDA kernels: a model with them is refused at load, the type named. */
-TEST(cuda_refuses_5bit_weights_by_name) {
-    static const char *files[] = {"tests/fixtures/kquant/random-q5_K_M.gguf", "tests/fixtures/kquant/random-q5_0.gguf",
-                                  "tests/fixtures/kquant/random-q5_1.gguf"};
-    static const char *names[] = {"q5_K weights are not supported on CUDA", "q5_0 weights", "q5_1 weights"};
-    for (int i = 0; i < 3; i++) {
+/* q2_K, q3_K and the 5-bit types have no CUDA kernels: a model with them is refused at load, the type named
+ * (its token embedding's, the first tensor loaded). */
+TEST(cuda_refuses_weights_without_kernels_by_name) {
+    static const char *files[] = {"random-q5_K_M", "random-q5_0", "random-q5_1", "random-q3_K_M", "random-q2_K"};
+    static const char *names[] = {"q5_K weights are not supported on CUDA", "q5_0 weights", "q5_1 weights",
+                                  "q3_K weights", "q2_K weights"};
+    for (int i = 0; i < 5; i++) {
+        char path[256];
+        snprintf(path, sizeof path, "tests/fixtures/kquant/%s.gguf", files[i]);
         hearth_err err = {0};
         hearth_cuda_ctx *c;
         CHECK_EQ(hearth_cuda_ctx_new(&c, 0, 64, 1024, 256, &err), HEARTH_OK);
         hearth_model *m = NULL;
-        hearth_status st = hearth_model_load(&m, test_path(files[i]), &hearth_cuda_ops, c, 64, 0, &err);
-        CHECK_MSG(st == HEARTH_ENOTSUP && strstr(err.msg, names[i]), "%s: %d %s", files[i], st, err.msg);
+        hearth_status st = hearth_model_load(&m, test_path(path), &hearth_cuda_ops, c, 64, 0, &err);
+        CHECK_MSG(st == HEARTH_ENOTSUP && strstr(err.msg, names[i]), "%s: %d %s", path, st, err.msg);
         hearth_model_free(m);
         hearth_cuda_ctx_free(c);
     }

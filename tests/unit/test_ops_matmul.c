@@ -34,7 +34,8 @@ static void *xalloc(size_t n) {
 
 static const hearth_dtype ALL_WT[] = {HEARTH_DT_F32, HEARTH_DT_F16, HEARTH_DT_BF16, HEARTH_DT_Q4_0,
                                       HEARTH_DT_Q4_1, HEARTH_DT_Q8_0, HEARTH_DT_Q4_K, HEARTH_DT_Q6_K,
-                                      HEARTH_DT_Q5_K, HEARTH_DT_Q5_0, HEARTH_DT_Q5_1};
+                                      HEARTH_DT_Q5_K, HEARTH_DT_Q5_0, HEARTH_DT_Q5_1, HEARTH_DT_Q2_K,
+                                      HEARTH_DT_Q3_K};
 
 /* ---- byte layouts: hand-built blocks dequantize to the documented values ------ */
 
@@ -92,6 +93,40 @@ TEST(dequant_q4_K_layout) {
     for (int e = 0; e < 256; e++) {
         int j = e / 32;
         CHECK_MSG(y[e] == 0.5f * sc[j] * q[e] - 0.25f * m[j], "e=%d: %g", e, y[e]);
+    }
+}
+
+/* q2_K / q3_K from random bytes against ggml's dequantize_row_q2_K / _q3_K, restated here: four 2-bit
+ * codes a byte over 128-element halves, q3_K's scales unpacked as ggml does (three words of masks). */
+TEST(dequant_q2_K_q3_K_layout) {
+    unsigned char r2[84], r3[110];
+    for (int i = 0; i < 84; i++) r2[i] = (unsigned char)rnd();
+    for (int i = 0; i < 110; i++) r3[i] = (unsigned char)rnd();
+    r2[80] = 0x00, r2[81] = 0x38, r2[82] = 0x00, r2[83] = 0x34; /* d = 0.5, dmin = 0.25 */
+    r3[108] = 0x00, r3[109] = 0x3C;                             /* d = 1 */
+    float y2[256], y3[256], w2[256], w3[256];
+    hearth_cpu_dequantize_row(HEARTH_DT_Q2_K, r2, y2, 256);
+    hearth_cpu_dequantize_row(HEARTH_DT_Q3_K, r3, y3, 256);
+    uint32_t aux[4];
+    memcpy(aux, r3 + 96, 12);
+    uint32_t tmp = aux[2];
+    aux[2] = ((aux[0] >> 4) & 0x0f0f0f0f) | (((tmp >> 4) & 0x03030303) << 4);
+    aux[3] = ((aux[1] >> 4) & 0x0f0f0f0f) | (((tmp >> 6) & 0x03030303) << 4);
+    aux[0] = (aux[0] & 0x0f0f0f0f) | (((tmp >> 0) & 0x03030303) << 4);
+    aux[1] = (aux[1] & 0x0f0f0f0f) | (((tmp >> 2) & 0x03030303) << 4);
+    const int8_t *sc3 = (const int8_t *)aux;
+    const unsigned char *q2 = r2 + 16, *q3 = r3 + 32, *hm = r3;
+    int is = 0, k = 0, m = 1;
+    for (int n = 0; n < 256; n += 128, q2 += 32, q3 += 32)
+        for (int j = 0, shift = 0; j < 4; j++, shift += 2, m <<= 1)
+            for (int half = 0; half < 2; half++, is++)
+                for (int l = 16 * half; l < 16 * half + 16; l++, k++) {
+                    w2[k] = 0.5f * (float)(r2[is] & 15) * (float)(q2[l] >> shift & 3) - 0.25f * (float)(r2[is] >> 4);
+                    w3[k] = (float)(sc3[is] - 32) * (float)((q3[l] >> shift & 3) - (hm[l] & m ? 0 : 4));
+                }
+    for (int e = 0; e < 256; e++) {
+        CHECK_MSG(y2[e] == w2[e], "q2_K e=%d: %g vs %g", e, y2[e], w2[e]);
+        CHECK_MSG(y3[e] == w3[e], "q3_K e=%d: %g vs %g", e, y3[e], w3[e]);
     }
 }
 
@@ -359,8 +394,9 @@ static void *make_weights(hearth_dtype t, int K, int N) {
         unsigned char *r = w + rb * (size_t)n;
         float sc = 0.05f * (1 + n % 4);
         for (int k = 0; k < K; k++) row[k] = grand() * sc;
-        if (hearth_cpu_quantize_row(t, row, r, K) != HEARTH_OK) abort();
-        if (n % 3 != 1 || hearth_dtype_get(t)->block == 1) continue;
+        int raw = t == HEARTH_DT_Q2_K || t == HEARTH_DT_Q3_K; /* read, never written: every row raw */
+        if (!raw && hearth_cpu_quantize_row(t, row, r, K) != HEARTH_OK) abort();
+        if (!raw && (n % 3 != 1 || hearth_dtype_get(t)->block == 1)) continue;
         for (size_t i = 0; i < rb; i++) r[i] = (unsigned char)rnd();
         int bb = hearth_dtype_get(t)->block_bytes;
         for (size_t o = 0; o < rb; o += (size_t)bb) {
@@ -370,6 +406,8 @@ static void *make_weights(hearth_dtype t, int K, int N) {
             case HEARTH_DT_Q4_1: case HEARTH_DT_Q5_1: h[0] = rand_scale(0), h[1] = rand_scale(1); break;
             case HEARTH_DT_Q4_K: case HEARTH_DT_Q5_K: h[0] = rand_scale(0), h[1] = rand_scale(0); break;
             case HEARTH_DT_Q6_K: h[104] = rand_scale(0); break; /* d at byte 208 */
+            case HEARTH_DT_Q2_K: h[40] = rand_scale(0), h[41] = rand_scale(0); break; /* d, dmin at 80 */
+            case HEARTH_DT_Q3_K: h[54] = rand_scale(0); break;                      /* d at byte 108 */
             default: break;
             }
         }
@@ -399,7 +437,7 @@ static float *make_x(int T, int K) {
  * |w|, plus f32 accumulation (both sides, worst case K * 2^-24 each). */
 static double err_bound(hearth_dtype t, const void *wrow, const float *wrow_deq, const float *x, int K) {
     double bound = 0, mag = 0;
-    int blk = (t == HEARTH_DT_Q4_K || t == HEARTH_DT_Q5_K || t == HEARTH_DT_Q6_K) ? 256 : 32;
+    int blk = hearth_dtype_get(t)->block == 256 ? 256 : 32;
     for (int k0 = 0; k0 < K; k0 += blk) {
         int end = k0 + blk < K ? k0 + blk : K;
         double amax = 0, wsum = 0;
@@ -409,7 +447,9 @@ static double err_bound(hearth_dtype t, const void *wrow, const float *wrow_deq,
         case HEARTH_DT_Q4_0: case HEARTH_DT_Q8_0: case HEARTH_DT_Q4_1: case HEARTH_DT_Q5_0: case HEARTH_DT_Q5_1:
             ex = 0.5 * d + 127 * (d * 0x1p-11 + 0x1p-25); /* code rounding + f16 scale */
             break;
-        case HEARTH_DT_Q4_K: case HEARTH_DT_Q5_K: case HEARTH_DT_Q6_K: ex = 0.5 * d * (1 + 0x1p-20); break;
+        case HEARTH_DT_Q2_K: case HEARTH_DT_Q3_K: case HEARTH_DT_Q4_K: case HEARTH_DT_Q5_K: case HEARTH_DT_Q6_K:
+            ex = 0.5 * d * (1 + 0x1p-20);
+            break;
         default: ex = 0; break;
         }
         bound += ex * wsum;
@@ -602,6 +642,8 @@ TEST(matmul_q8_0) { check_type(HEARTH_DT_Q8_0); }
 TEST(matmul_q4_K) { check_type(HEARTH_DT_Q4_K); }
 TEST(matmul_q5_K) { check_type(HEARTH_DT_Q5_K); }
 TEST(matmul_q5_0) { check_type(HEARTH_DT_Q5_0); }
+TEST(matmul_q2_K) { check_type(HEARTH_DT_Q2_K); }
+TEST(matmul_q3_K) { check_type(HEARTH_DT_Q3_K); }
 TEST(matmul_q5_1) { check_type(HEARTH_DT_Q5_1); }
 TEST(matmul_q6_K) { check_type(HEARTH_DT_Q6_K); }
 

@@ -28,11 +28,13 @@ import sys
 import numpy as np
 
 GGUF_MAGIC = 0x46554747
-T_F32, T_F16, T_Q4_0, T_Q5_0, T_Q5_1, T_Q8_0, T_Q4_K, T_Q5_K, T_Q6_K, T_BF16 = 0, 1, 2, 6, 7, 8, 12, 13, 14, 30
+T_F32, T_F16, T_Q4_0, T_Q5_0, T_Q5_1, T_Q8_0, T_Q2_K, T_Q3_K, T_Q4_K, T_Q5_K, T_Q6_K, T_BF16 = \
+    0, 1, 2, 6, 7, 8, 10, 11, 12, 13, 14, 30
 TYPES = {"f32": T_F32, "f16": T_F16, "bf16": T_BF16, "q4_0": T_Q4_0, "q5_0": T_Q5_0, "q5_1": T_Q5_1, "q8_0": T_Q8_0,
-         "q4_K": T_Q4_K, "q5_K": T_Q5_K, "q6_K": T_Q6_K}
+         "q2_K": T_Q2_K, "q3_K": T_Q3_K, "q4_K": T_Q4_K, "q5_K": T_Q5_K, "q6_K": T_Q6_K}
 BLOCK = {T_F32: (1, 4), T_F16: (1, 2), T_BF16: (1, 2), T_Q4_0: (32, 18), T_Q5_0: (32, 22), T_Q5_1: (32, 24),
-         T_Q8_0: (32, 34), T_Q4_K: (256, 144), T_Q5_K: (256, 176), T_Q6_K: (256, 210)}
+         T_Q8_0: (32, 34), T_Q2_K: (256, 84), T_Q3_K: (256, 110), T_Q4_K: (256, 144), T_Q5_K: (256, 176),
+         T_Q6_K: (256, 210)}
 V_I32, V_U32, V_F32, V_STR, V_ARR = 5, 4, 6, 8, 9
 ALIGN = 32
 TILE = 64 << 20
@@ -63,7 +65,7 @@ def make_tile(t, cols, rng, std=0.02, tile=TILE):
     nb = rows * cols // BLOCK[t][0]
     blk = np.empty((nb, BLOCK[t][1]), dtype=np.uint8)
     # scales: |w| of N(0, 0.02) reaches ~0.05 in a block of 32 (~0.07 in 256)
-    scale_amax = {T_Q4_0: 0.05 / 8, T_Q5_0: 0.05 / 16, T_Q5_1: 0.1 / 31, T_Q8_0: 0.05 / 127, T_Q4_K: 0.07 / 15 / 63, T_Q5_K: 0.07 / 31 / 63,
+    scale_amax = {T_Q2_K: 0.07 / 3 / 15, T_Q3_K: 0.07 / 4 / 32, T_Q4_0: 0.05 / 8, T_Q5_0: 0.05 / 16, T_Q5_1: 0.1 / 31, T_Q8_0: 0.05 / 127, T_Q4_K: 0.07 / 15 / 63, T_Q5_K: 0.07 / 31 / 63,
                   T_Q6_K: 0.07 / 32 / 127}[t]
     d = f16_bits(scale_amax * (0.75 + 0.5 * rng.random(nb, dtype=np.float32))).view(np.uint8).reshape(nb, 2)
     codes = rng.integers(0, 256, size=(nb, BLOCK[t][1]), dtype=np.uint8)
@@ -78,6 +80,13 @@ def make_tile(t, cols, rng, std=0.02, tile=TILE):
     elif t == T_Q8_0:
         blk[:, 0:2] = d
         blk[:, 2:] = codes[:, 2:]
+    elif t == T_Q2_K:  # scales[16] (4-bit scale | 4-bit min), qs[64], d, dmin
+        blk[:, :80] = codes[:, :80]
+        blk[:, 80:82] = d
+        blk[:, 82:84] = d
+    elif t == T_Q3_K:  # hmask[32], qs[64], scales[12], d
+        blk[:, :108] = codes[:, :108]
+        blk[:, 108:110] = d
     elif t in (T_Q4_K, T_Q5_K):  # d, dmin, 6-bit scales and mins packed in 12 bytes, (q5_K: qh[32]) qs[128]
         blk[:, 0:2] = d
         blk[:, 2:4] = d  # dmin: w = d * sc * q - dmin * m, about zero-centred
@@ -155,7 +164,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out")
     ap.add_argument("--type", default="bf16", choices=["f32", "f16", "bf16", "q8_0", "q4_0", "q5_0", "q5_1",
-                                                           "q4_K", "q4_K_M", "q5_K", "q5_K_M"])
+                                                           "q2_K", "q3_K", "q4_K", "q4_K_M", "q5_K", "q5_K_M"])
     ap.add_argument("--output-type", default=None, help="type of output.weight (default: --type)")
     ap.add_argument("--layers", type=int, default=32)
     ap.add_argument("--hidden", type=int, default=4096)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""make_quant_golden.py - GGUFs quantized by llama.cpp (Q5_K_M, Q5_0, Q5_1), and llama.cpp's goldens on them.
+"""make_quant_golden.py - GGUFs quantized by llama.cpp (Q5_K_M, Q5_0, Q5_1, Q3_K_M, Q2_K), and llama.cpp's goldens.
 
 The tiny models' rows (64-96 wide) are too short for K-quants (256-element
 super-blocks: llama.cpp falls back to other types), so this writes a random
@@ -10,7 +10,9 @@ for the type), and records llama.cpp's logits and greedy continuations on it:
 
   tests/fixtures/kquant/random-<type>.gguf          (q5_K_M: Q5_K, Q6_K where llama.cpp
                                                      gives more bits, a Q6_K output; q5_0 /
-                                                     q5_1: those, a Q6_K output)
+                                                     q5_1: those, a Q6_K output; q3_K_M: Q3_K,
+                                                     Q4_K / Q5_K where llama.cpp gives more
+                                                     bits; q2_K: Q2_K, Q3_K, Q4_K)
   tests/fixtures/kquant/random-<type>.golden.json   make_tiny_gguf.py's schema
   tests/fixtures/kquant/random-<type>.logits<i>.f32
 
@@ -20,7 +22,8 @@ margin is at least PICK and every greedy step's as well, so that a rounding
 difference cannot flip a top-1: hearth quantizes the activations to Q8_K for
 these weights as llama.cpp does, but sums in another order.
 
-Run:  .venv/bin/python tools/oracle/make_quant_golden.py --type q5_K_M|q5_0|q5_1   (scripts/setup.sh --oracle)
+Run:  .venv/bin/python tools/oracle/make_quant_golden.py --type q5_K_M|q5_0|q5_1|q3_K_M|q2_K
+      (scripts/setup.sh --oracle)
 """
 import argparse
 import ctypes
@@ -43,7 +46,8 @@ N_CTX, N_THREADS, PICK = 128, 2, 0.05
 SHAPE = ["--layers", "2", "--hidden", "256", "--ffn", "512", "--heads", "4", "--kv-heads", "2", "--vocab", "512",
          "--ctx", "256", "--std", "0.08", "--tile-mb", "4"]
 FTYPES = {"q5_K_M": llama_cpp.LLAMA_FTYPE_MOSTLY_Q5_K_M, "q5_0": llama_cpp.LLAMA_FTYPE_MOSTLY_Q5_0,
-          "q5_1": llama_cpp.LLAMA_FTYPE_MOSTLY_Q5_1}
+          "q5_1": llama_cpp.LLAMA_FTYPE_MOSTLY_Q5_1, "q3_K_M": llama_cpp.LLAMA_FTYPE_MOSTLY_Q3_K_M,
+          "q2_K": llama_cpp.LLAMA_FTYPE_MOSTLY_Q2_K}
 
 
 def quantize(src, dst, qtype):

@@ -843,6 +843,93 @@ INLINE void rows_k(const mm_job *j, int n0, int n1, const int kind) {
     }
 }
 
+/* ---- q2_K / q3_K: a row at a time, every T ------------------------------------------
+ *
+ * As llama.cpp's vec_dot: per (h, j), the 2-bit codes of elements 128 h + 32 j + 0..31 are one shift
+ * and mask of qs[32 h ..] (q3_K: with 4 * hbit or-ed in, so 0..7, and 4 * sum_g sc_g bsums_g taken
+ * off), dotted with the token's 32 codes by PMADDUBSW, and sub-blocks 8 h + 2 j and + 1 (the vector's
+ * two 128-bit halves) weighed by their scales in one PMADDWD. A block's codes and scales are unpacked
+ * once for all T tokens, each token's y the running sum over blocks. The integers are the scalar
+ * kernel's. */
+typedef struct {
+    __m256i c[8], s[8]; /* (h, j): the codes of its 32 elements; its two sub-blocks' scales, a 128-bit half each */
+    __m256i sc16;       /* the 16 scales (q2_K: and mins16 its mins) as int16 */
+    __m256i m16;
+} k23blk;
+
+/* q3_K's 16 scales less 32 as int16 (hearth_q3_K_scale, four at a time: low nibbles of scales[0..7], then
+ * their high nibbles, each with two bits of scales[8..11]) */
+INLINE __m256i q3_K_scales16(const uint8_t *sc) {
+    uint32_t a0, a1, a2;
+    memcpy(&a0, sc, 4);
+    memcpy(&a1, sc + 4, 4);
+    memcpy(&a2, sc + 8, 4);
+    const uint32_t lo = 0x0f0f0f0fu, hi = 0x03030303u;
+    __m128i b = _mm_setr_epi32((int)((a0 & lo) | (a2 & hi) << 4), (int)((a1 & lo) | (a2 >> 2 & hi) << 4),
+                               (int)((a0 >> 4 & lo) | (a2 >> 4 & hi) << 4), (int)((a1 >> 4 & lo) | (a2 >> 6 & hi) << 4));
+    return _mm256_sub_epi16(_mm256_cvtepu8_epi16(b), _mm256_set1_epi16(32));
+}
+
+INLINE void k23_unpack(k23blk *B, const uint8_t *qs, const uint8_t *hmask) {
+    const __m256i three = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+    const __m256i H = hmask ? _mm256_loadu_si256((const __m256i *)(const void *)hmask) : _mm256_setzero_si256();
+    UNROLL for (int h = 0; h < 2; h++) {
+        __m256i Q = _mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * h));
+        /* the scales of sub-blocks 8h .. 8h + 7 in both halves, then pairs picked as q6_K's */
+        const __m256i sh = h ? _mm256_permute2x128_si256(B->sc16, B->sc16, 0x11)
+                             : _mm256_permute2x128_si256(B->sc16, B->sc16, 0x00);
+        UNROLL for (int j = 0; j < 4; j++) {
+            __m256i c = _mm256_and_si256(_mm256_srli_epi16(Q, 2 * j), three);
+            if (hmask)
+                c = _mm256_or_si256(c, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(H, 4 * h + j), one), 2));
+            B->c[4 * h + j] = c;
+            B->s[4 * h + j] = pick_scale_pair(sh, j);
+        }
+    }
+}
+
+INLINE void rows_k23(const mm_job *j, int n0, int n1, const int q3) {
+    const mm_act *a = j->a;
+    k23blk B;
+    for (int n = n0; n < n1; n++) {
+        const uint8_t *row = j->w + (size_t)n * j->row_bytes;
+        for (int b = 0; b < a->nb; b++) {
+            float d, dmin = 0.f;
+            if (q3) {
+                const hearth_block_q3_K *w = (const hearth_block_q3_K *)(const void *)row + b;
+                B.sc16 = q3_K_scales16(w->scales);
+                k23_unpack(&B, w->qs, w->hmask);
+                d = _cvtsh_ss(w->d);
+            } else {
+                const hearth_block_q2_K *w = (const hearth_block_q2_K *)(const void *)row + b;
+                __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(const void *)w->scales));
+                B.sc16 = _mm256_and_si256(v, _mm256_set1_epi16(15));
+                B.m16 = _mm256_srli_epi16(v, 4);
+                k23_unpack(&B, w->qs, NULL);
+                d = _cvtsh_ss(w->d), dmin = _cvtsh_ss(w->dmin);
+            }
+            for (int t = 0; t < j->T; t++) {
+                const int8_t *x = a->qs + (size_t)t * a->qs_stride + 256 * (size_t)b;
+                const size_t xo = (size_t)t * a->nb_stride + (size_t)b;
+                const __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)(a->bsums + xo * 16));
+                __m256i acc = q3 ? _mm256_slli_epi32(_mm256_madd_epi16(B.sc16, bs), 2) : _mm256_setzero_si256();
+                acc = _mm256_sub_epi32(_mm256_setzero_si256(), acc); /* q3_K: - 4 * sum_g sc_g bsums_g */
+                UNROLL for (int k = 0; k < 8; k++) {
+                    __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(x + 32 * k));
+                    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(B.c[k], xv), B.s[k]));
+                }
+                float *y = j->y + (size_t)t * j->N + n, dx = a->d[xo];
+                float r = fmaf(d * dx, (float)hsum_i32(acc), b == 0 ? 0.f : *y);
+                if (!q3) r = fmaf(-(dmin * dx), (float)hsum_i32(_mm256_madd_epi16(B.m16, bs)), r);
+                *y = r;
+            }
+        }
+    }
+}
+
+static void rows_q2_K(const mm_job *j, int n0, int n1) { rows_k23(j, n0, n1, 0); }
+static void rows_q3_K(const mm_job *j, int n0, int n1) { rows_k23(j, n0, n1, 1); }
+
 static void rows_q4_K(const mm_job *j, int n0, int n1) { rows_k(j, n0, n1, K_Q4_K); }
 static void rows_q6_K(const mm_job *j, int n0, int n1) { rows_k(j, n0, n1, K_Q6_K); }
 static void rows_q5_K(const mm_job *j, int n0, int n1) { rows_k(j, n0, n1, K_Q5_K); }
@@ -1056,7 +1143,8 @@ const mm_isa hearth_cpu_mm_avx2 = {
     .name = "avx2",
     .rows = {[MM_F32] = rows_f32, [MM_F16] = rows_f16, [MM_BF16] = rows_bf16, [MM_Q4_0] = rows_q4_0,
              [MM_Q4_1] = rows_q4_1, [MM_Q8_0] = rows_q8_0, [MM_Q4_K] = rows_q4_K, [MM_Q6_K] = rows_q6_K,
-             [MM_Q5_K] = rows_q5_K, [MM_Q5_0] = rows_q5_0, [MM_Q5_1] = rows_q5_1},
+             [MM_Q5_K] = rows_q5_K, [MM_Q5_0] = rows_q5_0, [MM_Q5_1] = rows_q5_1, [MM_Q2_K] = rows_q2_K,
+             [MM_Q3_K] = rows_q3_K},
     .panel = {[MM_Q4_0] = panel_q4_0, [MM_Q4_1] = panel_q4_1, [MM_Q8_0] = panel_q8_0, [MM_Q4_K] = panel_q4_K},
     .act = {[ACT_F16] = act_f16, [ACT_BF16] = act_bf16, [ACT_Q8_0] = act_q8_01, [ACT_Q8_1] = act_q8_01},
 };

@@ -20,6 +20,8 @@
  *               isum = sum_j sc_j * dot_j,  imin = sum_j m_j * (bsums_2j + bsums_2j+1)
  *   q5_K:       as q4_K, its codes q = nibble | 16 * high bit
  *   q6_K:       acc = fmaf(dw_b * dx_b, isum_b, acc),  isum = sum_g sc_g * dot_g(q - 32)
+ *   q3_K:       as q6_K, isum = sum_g (sc_g - 32) * dot_g(q - 4 * !hbit)
+ *   q2_K:       as q4_K over 16 sub-blocks of 16: isum = sum_g sc_g * dot_g, imin = sum_g m_g * bsums_g
  * starting from acc = 0; y = acc.
  * Float weights: sixteen lanes, lane l = fmaf chain over k = l, l+16, ...
  * (k ascending), then the pairwise tree (l, l+8), (l, l+4), (l, l+2), (0, 1).
@@ -225,6 +227,35 @@ static float step_q5_K(const hearth_block_q5_K *w, const mm_act *a, int t, int b
     return step_mins(w->d, w->dmin, w->scales, w->qs, w->qh, a, t, b, acc);
 }
 
+/* q2_K / q3_K: element 128 h + 32 j + l is in sub-block 8 h + 2 j + l / 16 (quant.h) */
+static float step_q2_K(const hearth_block_q2_K *w, const mm_act *a, int t, int b, float acc) {
+    const int8_t *q = a->qs + (size_t)t * a->qs_stride + 256 * (size_t)b;
+    const int16_t *bs = a->bsums + ((size_t)t * a->nb_stride + (size_t)b) * 16;
+    const float dx = a->d[(size_t)t * a->nb_stride + (size_t)b];
+    int s = 0, mins = 0;
+    for (int g = 0; g < 16; g++) {
+        int h = g / 8, j = g % 8 / 2, l0 = 16 * (g % 2), sub = 0;
+        for (int l = l0; l < l0 + 16; l++) sub += (w->qs[32 * h + l] >> (2 * j) & 3) * q[128 * h + 32 * j + l];
+        s += (w->scales[g] & 15) * sub;
+        mins += (w->scales[g] >> 4) * bs[g];
+    }
+    acc = fmaf(hearth_f16_to_f32(w->d) * dx, (float)s, acc);
+    return fmaf(-(hearth_f16_to_f32(w->dmin) * dx), (float)mins, acc);
+}
+
+static float step_q3_K(const hearth_block_q3_K *w, const mm_act *a, int t, int b, float acc) {
+    const int8_t *q = a->qs + (size_t)t * a->qs_stride + 256 * (size_t)b;
+    int s = 0;
+    for (int g = 0; g < 16; g++) {
+        int h = g / 8, j = g % 8 / 2, l0 = 16 * (g % 2), sub = 0;
+        for (int l = l0; l < l0 + 16; l++)
+            sub += ((w->qs[32 * h + l] >> (2 * j) & 3) - (w->hmask[l] >> (4 * h + j) & 1 ? 0 : 4)) *
+                   q[128 * h + 32 * j + l];
+        s += hearth_q3_K_scale(w->scales, g) * sub;
+    }
+    return fmaf(hearth_f16_to_f32(w->d) * a->d[(size_t)t * a->nb_stride + (size_t)b], (float)s, acc);
+}
+
 static float step_q6_K(const hearth_block_q6_K *w, const mm_act *a, int t, int b, float acc) {
     const int8_t *q = a->qs + (size_t)t * a->qs_stride + 256 * (size_t)b;
     int s = 0;
@@ -245,6 +276,8 @@ static float step_q6_K(const hearth_block_q6_K *w, const mm_act *a, int t, int b
 DOT_STORED(dot_q4_K, hearth_block_q4_K, step_q4_K)
 DOT_STORED(dot_q5_K, hearth_block_q5_K, step_q5_K)
 DOT_STORED(dot_q6_K, hearth_block_q6_K, step_q6_K)
+DOT_STORED(dot_q2_K, hearth_block_q2_K, step_q2_K)
+DOT_STORED(dot_q3_K, hearth_block_q3_K, step_q3_K)
 ROWS_PANEL(panel_q4_K, hearth_block_q4_K, HEARTH_DT_Q4_K, step_q4_K)
 
 static float tree16(const float *a) {
@@ -302,6 +335,8 @@ ROWS_Q(rows_q5_K, dot_q5_K)
 ROWS_Q(rows_q5_0, dot_q5_0)
 ROWS_Q(rows_q5_1, dot_q5_1)
 ROWS_Q(rows_q6_K, dot_q6_K)
+ROWS_Q(rows_q2_K, dot_q2_K)
+ROWS_Q(rows_q3_K, dot_q3_K)
 ROWS_F(rows_f32, dot_f32)
 ROWS_F(rows_f16, dot_f16)
 ROWS_F(rows_bf16, dot_bf16)
@@ -312,7 +347,8 @@ const mm_isa hearth_cpu_mm_scalar = {
     .name = "scalar",
     .rows = {[MM_F32] = rows_f32, [MM_F16] = rows_f16, [MM_BF16] = rows_bf16, [MM_Q4_0] = rows_q4_0,
              [MM_Q4_1] = rows_q4_1, [MM_Q8_0] = rows_q8_0, [MM_Q4_K] = rows_q4_K, [MM_Q6_K] = rows_q6_K,
-             [MM_Q5_K] = rows_q5_K, [MM_Q5_0] = rows_q5_0, [MM_Q5_1] = rows_q5_1},
+             [MM_Q5_K] = rows_q5_K, [MM_Q5_0] = rows_q5_0, [MM_Q5_1] = rows_q5_1, [MM_Q2_K] = rows_q2_K,
+             [MM_Q3_K] = rows_q3_K},
     .panel = {[MM_Q4_0] = panel_q4_0, [MM_Q4_1] = panel_q4_1, [MM_Q8_0] = panel_q8_0, [MM_Q4_K] = panel_q4_K},
     .act = {[ACT_NONE] = act_none, [ACT_F16] = act_f16, [ACT_BF16] = act_bf16, [ACT_Q8_0] = act_q8_01,
             [ACT_Q8_1] = act_q8_01, [ACT_Q8_K] = act_q8_K},

@@ -38,7 +38,8 @@ int hearth_cpu_quant_known(hearth_dtype t) {
     case HEARTH_DT_F32: case HEARTH_DT_F16: case HEARTH_DT_BF16:
     case HEARTH_DT_Q4_0: case HEARTH_DT_Q4_1: case HEARTH_DT_Q5_0: case HEARTH_DT_Q5_1:
     case HEARTH_DT_Q8_0: case HEARTH_DT_Q8_1:
-    case HEARTH_DT_Q4_K: case HEARTH_DT_Q5_K: case HEARTH_DT_Q6_K: case HEARTH_DT_Q8_K: case HEARTH_DT_E4M3:
+    case HEARTH_DT_Q2_K: case HEARTH_DT_Q3_K: case HEARTH_DT_Q4_K:
+    case HEARTH_DT_Q5_K: case HEARTH_DT_Q6_K: case HEARTH_DT_Q8_K: case HEARTH_DT_E4M3:
         return 1;
     }
     return 0;
@@ -106,6 +107,29 @@ static void deq_q4_K(const hearth_block_q4_K *b, float *y, int64_t nb) {
             float d1 = d * (float)sc1, mm1 = dmin * (float)m1;
             for (int l = 0; l < 32; l++) *y++ = d0 * (float)(q[l] & 0x0F) - mm0;
             for (int l = 0; l < 32; l++) *y++ = d1 * (float)(q[l] >> 4) - mm1;
+        }
+    }
+}
+
+/* q2_K / q3_K: element 128 h + 32 j + l, sub-block 8 h + 2 j + l / 16 (quant.h) */
+static void deq_q2_K(const hearth_block_q2_K *b, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, y += 256) {
+        float d = hearth_f16_to_f32(b[i].d), dmin = hearth_f16_to_f32(b[i].dmin);
+        for (int e = 0; e < 256; e++) {
+            int h = e / 128, j = e % 128 / 32, l = e % 32, g = 8 * h + 2 * j + l / 16;
+            int q = b[i].qs[32 * h + l] >> (2 * j) & 3;
+            y[e] = d * (float)(b[i].scales[g] & 15) * (float)q - dmin * (float)(b[i].scales[g] >> 4);
+        }
+    }
+}
+
+static void deq_q3_K(const hearth_block_q3_K *b, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, y += 256) {
+        float d = hearth_f16_to_f32(b[i].d);
+        for (int e = 0; e < 256; e++) {
+            int h = e / 128, j = e % 128 / 32, l = e % 32, g = 8 * h + 2 * j + l / 16;
+            int q = (b[i].qs[32 * h + l] >> (2 * j) & 3) - (b[i].hmask[l] >> (4 * h + j) & 1 ? 0 : 4);
+            y[e] = d * (float)hearth_q3_K_scale(b[i].scales, g) * (float)q;
         }
     }
 }
@@ -178,6 +202,8 @@ void hearth_cpu_dequantize_row(hearth_dtype t, const void *src, float *dst, int6
     case HEARTH_DT_Q8_1: deq_q8_1(src, dst, nb); break;
     case HEARTH_DT_Q5_0: deq_q5_0(src, dst, nb); break;
     case HEARTH_DT_Q5_1: deq_q5_1(src, dst, nb); break;
+    case HEARTH_DT_Q2_K: deq_q2_K(src, dst, nb); break;
+    case HEARTH_DT_Q3_K: deq_q3_K(src, dst, nb); break;
     case HEARTH_DT_Q4_K: deq_q4_K(src, dst, nb); break;
     case HEARTH_DT_Q5_K: deq_q5_K(src, dst, nb); break;
     case HEARTH_DT_Q6_K: deq_q6_K(src, dst, nb); break;
@@ -550,6 +576,7 @@ hearth_status hearth_cpu_quantize_row(hearth_dtype t, const float *src, void *ds
     case HEARTH_DT_Q5_K: quant_q5_K(src, dst, nb); break;
     case HEARTH_DT_Q6_K: quant_q6_K(src, dst, nb); break;
     case HEARTH_DT_Q8_K: quant_q8_K(src, dst, nb); break;
+    case HEARTH_DT_Q2_K: case HEARTH_DT_Q3_K: return HEARTH_EINVAL; /* read, never written */
     }
     return HEARTH_OK;
 }

@@ -68,6 +68,12 @@ typedef struct { uint16_t d, m; uint8_t qh[4]; uint8_t qs[16]; } hearth_block_q5
 typedef struct { uint16_t d; int8_t qs[32]; } hearth_block_q8_0;
 typedef struct { uint16_t d, s; int8_t qs[32]; } hearth_block_q8_1;
 typedef struct { uint16_t d, dmin; uint8_t scales[12]; uint8_t qs[128]; } hearth_block_q4_K;
+/* q2_K / q3_K: 16 sub-blocks of 16; 2-bit codes, four to a byte: element 128 h + 32 j + l (h < 2, j < 4,
+ * l < 32) is bits 2j, 2j + 1 of qs[32 h + l], in sub-block 8 h + 2 j + l / 16. q2_K: d * (scales[g] & 15) * q -
+ * dmin * (scales[g] >> 4). q3_K: d * (sc_g - 32) * (q - 4 * !hbit), hbit = bit 4 h + j of hmask[l], the 6-bit
+ * sc_g packed in scales[12] (hearth_q3_K_scale). */
+typedef struct { uint8_t scales[16]; uint8_t qs[64]; uint16_t d, dmin; } hearth_block_q2_K;
+typedef struct { uint8_t hmask[32]; uint8_t qs[64]; uint8_t scales[12]; uint16_t d; } hearth_block_q3_K;
 /* q5_K: q4_K's scales and mins, and a fifth bit: element l of sub-block j is
  * d * sc_j * (nibble | 16 * bit j of qh[l]) - dmin * m_j, the nibble as q4_K's. */
 typedef struct { uint16_t d, dmin; uint8_t scales[12]; uint8_t qh[32]; uint8_t qs[128]; } hearth_block_q5_K;
@@ -80,6 +86,8 @@ _Static_assert(sizeof(hearth_block_q5_0) == 22, "q5_0 block is 22 bytes");
 _Static_assert(sizeof(hearth_block_q5_1) == 24, "q5_1 block is 24 bytes");
 _Static_assert(sizeof(hearth_block_q8_0) == 34, "q8_0 block is 34 bytes");
 _Static_assert(sizeof(hearth_block_q8_1) == 36, "q8_1 block is 36 bytes");
+_Static_assert(sizeof(hearth_block_q2_K) == 84, "q2_K block is 84 bytes");
+_Static_assert(sizeof(hearth_block_q3_K) == 110, "q3_K block is 110 bytes");
 _Static_assert(sizeof(hearth_block_q4_K) == 144, "q4_K block is 144 bytes");
 _Static_assert(sizeof(hearth_block_q5_K) == 176, "q5_K block is 176 bytes");
 _Static_assert(sizeof(hearth_block_q6_K) == 210, "q6_K block is 210 bytes");
@@ -97,7 +105,15 @@ static inline void hearth_q4_K_scale_min(const uint8_t *scales, int j, int *sc, 
 }
 
 /* True for the types hearth_cpu_dequantize_row / _quantize_row know:
- * f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q8_1, q4_K, q5_K, q6_K, q8_K, e4m3. */
+ * f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q8_1, q2_K, q3_K, q4_K, q5_K, q6_K, q8_K, e4m3
+ * (q2_K and q3_K dequantize only: hearth reads them, it does not write them). */
+
+/* The scale of sub-block g (0..15) of a q3_K block, less 32 (-32..31): the low 4 bits in scales[0..7]
+ * (nibble g / 8 of byte g % 8), the high 2 in scales[8..11] (bits 2 (g / 4) of byte 8 + g % 4). */
+static inline int hearth_q3_K_scale(const uint8_t *scales, int g) {
+    int lo = scales[g % 8] >> (4 * (g / 8)) & 15, hi = scales[8 + g % 4] >> (2 * (g / 4)) & 3;
+    return (lo | hi << 4) - 32;
+}
 
 /* The 5-bit code of element e (0..31) of a q5_0 / q5_1 block. */
 static inline int hearth_q5_code(const uint8_t *qs, const uint8_t *qh, int e) {
@@ -114,7 +130,7 @@ void hearth_cpu_dequantize_row(hearth_dtype t, const void *src, float *dst, int6
 /* Quantize n floats into a row of type t, the way ggml's reference quantizer
  * (quantize_row_*_ref) does, so that files and round trips match ggml's; f16,
  * bf16 and e4m3 round to nearest even (e4m3: core/fp8.h). Returns HEARTH_EINVAL (dst untouched) when
- * t is unknown or n is negative or not a multiple of the block size.
+ * t is unknown, q2_K or q3_K, or n is negative or not a multiple of the block size.
  * Non-finite inputs give unspecified (but in-range, crash-free) codes. */
 hearth_status hearth_cpu_quantize_row(hearth_dtype t, const float *src, void *dst, int64_t n);
 
