@@ -8,7 +8,8 @@ static const hearth_dtype_info *lookup(uint32_t t) {
                                    q8_0 = {"q8_0", 32, 34}, q8_1 = {"q8_1", 32, 36},
                                    q2_k = {"q2_K", 256, 84}, q3_k = {"q3_K", 256, 110},
                                    q4_k = {"q4_K", 256, 144}, q5_k = {"q5_K", 256, 176},
-                                   q6_k = {"q6_K", 256, 210},
+                                   q6_k = {"q6_K", 256, 210}, iq4_nl = {"iq4_nl", 32, 18},
+                                   iq4_xs = {"iq4_xs", 256, 136},
                                    q8_k = {"q8_K", 256, 292}, e4m3 = {"e4m3", 1, 1};
     switch (t) {
     case HEARTH_DT_F32: return &f32;
@@ -25,6 +26,8 @@ static const hearth_dtype_info *lookup(uint32_t t) {
     case HEARTH_DT_Q4_K: return &q4_k;
     case HEARTH_DT_Q5_K: return &q5_k;
     case HEARTH_DT_Q6_K: return &q6_k;
+    case HEARTH_DT_IQ4_NL: return &iq4_nl;
+    case HEARTH_DT_IQ4_XS: return &iq4_xs;
     case HEARTH_DT_Q8_K: return &q8_k;
     case HEARTH_DT_E4M3: return &e4m3;
     }

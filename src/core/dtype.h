@@ -27,6 +27,8 @@ typedef enum hearth_dtype {
     HEARTH_DT_Q5_K = 13,
     HEARTH_DT_Q6_K = 14,
     HEARTH_DT_Q8_K = 15, /* activations only (ggml's q8_K) */
+    HEARTH_DT_IQ4_NL = 20,
+    HEARTH_DT_IQ4_XS = 23,
     HEARTH_DT_BF16 = 30,
     HEARTH_DT_E4M3 = 0x10000, /* OCP FP8 e4m3fn, scale 1 (core/fp8.h); KV cache elements */
 } hearth_dtype;

@@ -271,7 +271,8 @@ static hearth_status parse_tensor_info(parser *ps, int64_t idx) {
     if (!dt && hearth_ggml_type_name(t->type))
         return perr(ps, HEARTH_ENOTSUP,
                     "tensor type %s (ggml type %u) is not supported (hearth reads f32, f16, bf16, q4_0, q4_1, q8_0, "
-                    "q2_K, q3_K, q4_K, q5_0, q5_1, q5_K and q6_K)", hearth_ggml_type_name(t->type), t->type);
+                    "q2_K, q3_K, q4_K, q5_0, q5_1, q5_K, q6_K, iq4_nl and iq4_xs)",
+                    hearth_ggml_type_name(t->type), t->type);
     if (!dt) return perr(ps, HEARTH_ENOTSUP, "unknown tensor type %u", t->type);
     if (t->ne[0] % dt->block)
         return perr(ps, HEARTH_EFORMAT, "ne[0] = %lld is not a multiple of the %s block size %d",

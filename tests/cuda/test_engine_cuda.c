@@ -180,13 +180,14 @@ TEST(cuda_model_pick_matches_host_rule) {
     CHECK_MSG(bad == 0, "%d of %d rows differ", bad, T);
 }
 
-/* q2_K, q3_K and the 5-bit types have no CUDA kernels: a model with them is refused at load, the type named
+/* q2_K, q3_K, the 5-bit and the iq4 types have no CUDA kernels: a model with them is refused at load, the type named
  * (its token embedding's, the first tensor loaded). */
 TEST(cuda_refuses_weights_without_kernels_by_name) {
-    static const char *files[] = {"random-q5_K_M", "random-q5_0", "random-q5_1", "random-q3_K_M", "random-q2_K"};
+    static const char *files[] = {"random-q5_K_M", "random-q5_0", "random-q5_1", "random-q3_K_M", "random-q2_K",
+                                  "random-iq4_nl", "random-iq4_xs"};
     static const char *names[] = {"q5_K weights are not supported on CUDA", "q5_0 weights", "q5_1 weights",
-                                  "q3_K weights", "q2_K weights"};
-    for (int i = 0; i < 5; i++) {
+                                  "q3_K weights", "q2_K weights", "iq4_nl weights", "iq4_xs weights"};
+    for (int i = 0; i < 7; i++) {
         char path[256];
         snprintf(path, sizeof path, "tests/fixtures/kquant/%s.gguf", files[i]);
         hearth_err err = {0};

@@ -281,7 +281,7 @@ static void p_ne_overflow(gw_buf *w, const small_offs *o) {
 static void p_ne_block(gw_buf *w, const small_offs *o) { patch_u64(w, INFO_NE0(o, 1), 16); }
 static void p_type(gw_buf *w, const small_offs *o) { patch_u32(w, INFO_TYPE(o, 1), 99); }
 /* a type ggml has and hearth does not read: named as ggml names it */
-static void p_type_iq4(gw_buf *w, const small_offs *o) { patch_u32(w, INFO_TYPE(o, 1), 23); }
+static void p_type_iq2(gw_buf *w, const small_offs *o) { patch_u32(w, INFO_TYPE(o, 1), 16); }
 /* hearth's internal KV element type is no type a file may carry */
 static void p_type_e4m3(gw_buf *w, const small_offs *o) { patch_u32(w, INFO_TYPE(o, 2), HEARTH_DT_E4M3); }
 static void p_misaligned(gw_buf *w, const small_offs *o) {
@@ -316,8 +316,8 @@ TEST(gguf_corrupt_fields_are_named) {
         {"ne overflow", p_ne_overflow, HEARTH_EFORMAT, "tensor tok.a", "ne[1] = 1099511627776: element count overflows"},
         {"ne0 not a block multiple", p_ne_block, HEARTH_EFORMAT, "tensor tok.b", "not a multiple of the q8_0 block size 32"},
         {"unknown tensor type", p_type, HEARTH_ENOTSUP, "tensor tok.b", "unknown tensor type 99"},
-        {"unsupported ggml type", p_type_iq4, HEARTH_ENOTSUP, "tensor tok.b",
-         "tensor type iq4_xs (ggml type 23) is not supported"},
+        {"unsupported ggml type", p_type_iq2, HEARTH_ENOTSUP, "tensor tok.b",
+         "tensor type iq2_xxs (ggml type 16) is not supported"},
         {"internal tensor type", p_type_e4m3, HEARTH_ENOTSUP, "tensor tok.c", "unknown tensor type 65536"},
         {"misaligned offset", p_misaligned, HEARTH_EFORMAT, "tensor tok.b", "not a multiple of the alignment 64"},
         {"offset past end", p_pastend, HEARTH_EFORMAT, "tensor tok.b: data [", "past end of file (size"},

@@ -35,7 +35,7 @@ static void *xalloc(size_t n) {
 static const hearth_dtype ALL_WT[] = {HEARTH_DT_F32, HEARTH_DT_F16, HEARTH_DT_BF16, HEARTH_DT_Q4_0,
                                       HEARTH_DT_Q4_1, HEARTH_DT_Q8_0, HEARTH_DT_Q4_K, HEARTH_DT_Q6_K,
                                       HEARTH_DT_Q5_K, HEARTH_DT_Q5_0, HEARTH_DT_Q5_1, HEARTH_DT_Q2_K,
-                                      HEARTH_DT_Q3_K};
+                                      HEARTH_DT_Q3_K, HEARTH_DT_IQ4_NL, HEARTH_DT_IQ4_XS};
 
 /* ---- byte layouts: hand-built blocks dequantize to the documented values ------ */
 
@@ -127,6 +127,33 @@ TEST(dequant_q2_K_q3_K_layout) {
     for (int e = 0; e < 256; e++) {
         CHECK_MSG(y2[e] == w2[e], "q2_K e=%d: %g vs %g", e, y2[e], w2[e]);
         CHECK_MSG(y3[e] == w3[e], "q3_K e=%d: %g vs %g", e, y3[e], w3[e]);
+    }
+}
+
+/* iq4_nl / iq4_xs from random bytes against ggml's dequantizers restated: its codebook, q4_0's nibble order,
+ * iq4_xs's 6-bit scales split over scales_l (nibbles) and scales_h (bit pairs) */
+TEST(dequant_iq4_layout) {
+    static const int book[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+    unsigned char nl[18], xs[136];
+    for (int i = 0; i < 18; i++) nl[i] = (unsigned char)rnd();
+    for (int i = 0; i < 136; i++) xs[i] = (unsigned char)rnd();
+    nl[0] = 0x00, nl[1] = 0x38; /* d = 0.5 */
+    xs[0] = 0x00, xs[1] = 0x34; /* d = 0.25 */
+    float y[256];
+    hearth_cpu_dequantize_row(HEARTH_DT_IQ4_NL, nl, y, 32);
+    for (int j = 0; j < 16; j++) {
+        CHECK_MSG(y[j] == 0.5f * book[nl[2 + j] & 15], "iq4_nl j=%d", j);
+        CHECK_MSG(y[j + 16] == 0.5f * book[nl[2 + j] >> 4], "iq4_nl j=%d", j + 16);
+    }
+    hearth_cpu_dequantize_row(HEARTH_DT_IQ4_XS, xs, y, 256);
+    unsigned sh = xs[2] | xs[3] << 8;
+    for (int ib = 0; ib < 8; ib++) {
+        int ls = ((xs[4 + ib / 2] >> 4 * (ib % 2)) & 15) | ((sh >> 2 * ib) & 3) << 4;
+        for (int j = 0; j < 16; j++) {
+            const unsigned char q = xs[8 + 16 * ib + j];
+            CHECK_MSG(y[32 * ib + j] == 0.25f * (float)(ls - 32) * (float)book[q & 15], "iq4_xs %d %d", ib, j);
+            CHECK_MSG(y[32 * ib + j + 16] == 0.25f * (float)(ls - 32) * (float)book[q >> 4], "iq4_xs %d %d", ib, j);
+        }
     }
 }
 
@@ -394,7 +421,8 @@ static void *make_weights(hearth_dtype t, int K, int N) {
         unsigned char *r = w + rb * (size_t)n;
         float sc = 0.05f * (1 + n % 4);
         for (int k = 0; k < K; k++) row[k] = grand() * sc;
-        int raw = t == HEARTH_DT_Q2_K || t == HEARTH_DT_Q3_K; /* read, never written: every row raw */
+        int raw = t == HEARTH_DT_Q2_K || t == HEARTH_DT_Q3_K || t == HEARTH_DT_IQ4_NL ||
+                  t == HEARTH_DT_IQ4_XS; /* read, never written: every row raw */
         if (!raw && hearth_cpu_quantize_row(t, row, r, K) != HEARTH_OK) abort();
         if (!raw && (n % 3 != 1 || hearth_dtype_get(t)->block == 1)) continue;
         for (size_t i = 0; i < rb; i++) r[i] = (unsigned char)rnd();
@@ -402,7 +430,9 @@ static void *make_weights(hearth_dtype t, int K, int N) {
         for (size_t o = 0; o < rb; o += (size_t)bb) {
             uint16_t *h = (uint16_t *)(void *)(r + o);
             switch (t) {
-            case HEARTH_DT_Q4_0: case HEARTH_DT_Q5_0: case HEARTH_DT_Q8_0: h[0] = rand_scale(1); break;
+            case HEARTH_DT_Q4_0: case HEARTH_DT_Q5_0: case HEARTH_DT_Q8_0: case HEARTH_DT_IQ4_NL: case HEARTH_DT_IQ4_XS:
+                h[0] = rand_scale(1);
+                break;
             case HEARTH_DT_Q4_1: case HEARTH_DT_Q5_1: h[0] = rand_scale(0), h[1] = rand_scale(1); break;
             case HEARTH_DT_Q4_K: case HEARTH_DT_Q5_K: h[0] = rand_scale(0), h[1] = rand_scale(0); break;
             case HEARTH_DT_Q6_K: h[104] = rand_scale(0); break; /* d at byte 208 */
@@ -445,9 +475,11 @@ static double err_bound(hearth_dtype t, const void *wrow, const float *wrow_deq,
         double d = amax / 127, ex = 0;
         switch (t) {
         case HEARTH_DT_Q4_0: case HEARTH_DT_Q8_0: case HEARTH_DT_Q4_1: case HEARTH_DT_Q5_0: case HEARTH_DT_Q5_1:
+        case HEARTH_DT_IQ4_NL:
             ex = 0.5 * d + 127 * (d * 0x1p-11 + 0x1p-25); /* code rounding + f16 scale */
             break;
         case HEARTH_DT_Q2_K: case HEARTH_DT_Q3_K: case HEARTH_DT_Q4_K: case HEARTH_DT_Q5_K: case HEARTH_DT_Q6_K:
+        case HEARTH_DT_IQ4_XS:
             ex = 0.5 * d * (1 + 0x1p-20);
             break;
         default: ex = 0; break;
@@ -643,6 +675,8 @@ TEST(matmul_q4_K) { check_type(HEARTH_DT_Q4_K); }
 TEST(matmul_q5_K) { check_type(HEARTH_DT_Q5_K); }
 TEST(matmul_q5_0) { check_type(HEARTH_DT_Q5_0); }
 TEST(matmul_q2_K) { check_type(HEARTH_DT_Q2_K); }
+TEST(matmul_iq4_nl) { check_type(HEARTH_DT_IQ4_NL); }
+TEST(matmul_iq4_xs) { check_type(HEARTH_DT_IQ4_XS); }
 TEST(matmul_q3_K) { check_type(HEARTH_DT_Q3_K); }
 TEST(matmul_q5_1) { check_type(HEARTH_DT_Q5_1); }
 TEST(matmul_q6_K) { check_type(HEARTH_DT_Q6_K); }

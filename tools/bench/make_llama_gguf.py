@@ -28,13 +28,14 @@ import sys
 import numpy as np
 
 GGUF_MAGIC = 0x46554747
-T_F32, T_F16, T_Q4_0, T_Q5_0, T_Q5_1, T_Q8_0, T_Q2_K, T_Q3_K, T_Q4_K, T_Q5_K, T_Q6_K, T_BF16 = \
-    0, 1, 2, 6, 7, 8, 10, 11, 12, 13, 14, 30
+T_F32, T_F16, T_Q4_0, T_Q5_0, T_Q5_1, T_Q8_0, T_Q2_K, T_Q3_K, T_Q4_K, T_Q5_K, T_Q6_K, T_IQ4_NL, T_IQ4_XS, T_BF16 = \
+    0, 1, 2, 6, 7, 8, 10, 11, 12, 13, 14, 20, 23, 30
 TYPES = {"f32": T_F32, "f16": T_F16, "bf16": T_BF16, "q4_0": T_Q4_0, "q5_0": T_Q5_0, "q5_1": T_Q5_1, "q8_0": T_Q8_0,
-         "q2_K": T_Q2_K, "q3_K": T_Q3_K, "q4_K": T_Q4_K, "q5_K": T_Q5_K, "q6_K": T_Q6_K}
+         "q2_K": T_Q2_K, "q3_K": T_Q3_K, "q4_K": T_Q4_K, "q5_K": T_Q5_K, "q6_K": T_Q6_K, "iq4_nl": T_IQ4_NL,
+         "iq4_xs": T_IQ4_XS}
 BLOCK = {T_F32: (1, 4), T_F16: (1, 2), T_BF16: (1, 2), T_Q4_0: (32, 18), T_Q5_0: (32, 22), T_Q5_1: (32, 24),
          T_Q8_0: (32, 34), T_Q2_K: (256, 84), T_Q3_K: (256, 110), T_Q4_K: (256, 144), T_Q5_K: (256, 176),
-         T_Q6_K: (256, 210)}
+         T_Q6_K: (256, 210), T_IQ4_NL: (32, 18), T_IQ4_XS: (256, 136)}
 V_I32, V_U32, V_F32, V_STR, V_ARR = 5, 4, 6, 8, 9
 ALIGN = 32
 TILE = 64 << 20
@@ -65,11 +66,11 @@ def make_tile(t, cols, rng, std=0.02, tile=TILE):
     nb = rows * cols // BLOCK[t][0]
     blk = np.empty((nb, BLOCK[t][1]), dtype=np.uint8)
     # scales: |w| of N(0, 0.02) reaches ~0.05 in a block of 32 (~0.07 in 256)
-    scale_amax = {T_Q2_K: 0.07 / 3 / 15, T_Q3_K: 0.07 / 4 / 32, T_Q4_0: 0.05 / 8, T_Q5_0: 0.05 / 16, T_Q5_1: 0.1 / 31, T_Q8_0: 0.05 / 127, T_Q4_K: 0.07 / 15 / 63, T_Q5_K: 0.07 / 31 / 63,
+    scale_amax = {T_IQ4_NL: 0.05 / 127, T_IQ4_XS: 0.07 / 127 / 31, T_Q2_K: 0.07 / 3 / 15, T_Q3_K: 0.07 / 4 / 32, T_Q4_0: 0.05 / 8, T_Q5_0: 0.05 / 16, T_Q5_1: 0.1 / 31, T_Q8_0: 0.05 / 127, T_Q4_K: 0.07 / 15 / 63, T_Q5_K: 0.07 / 31 / 63,
                   T_Q6_K: 0.07 / 32 / 127}[t]
     d = f16_bits(scale_amax * (0.75 + 0.5 * rng.random(nb, dtype=np.float32))).view(np.uint8).reshape(nb, 2)
     codes = rng.integers(0, 256, size=(nb, BLOCK[t][1]), dtype=np.uint8)
-    if t in (T_Q4_0, T_Q5_0):
+    if t in (T_Q4_0, T_Q5_0, T_IQ4_NL, T_IQ4_XS):  # d first, then codes (iq4_xs: its scales among them)
         blk[:, 0:2] = d
         blk[:, 2:] = codes[:, 2:]
     elif t == T_Q5_1:  # d, m = -16 d (about zero-centred), qh[4], qs[16]
@@ -164,7 +165,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out")
     ap.add_argument("--type", default="bf16", choices=["f32", "f16", "bf16", "q8_0", "q4_0", "q5_0", "q5_1",
-                                                           "q2_K", "q3_K", "q4_K", "q4_K_M", "q5_K", "q5_K_M"])
+                                                           "q2_K", "q3_K", "q4_K", "q4_K_M", "q5_K", "q5_K_M",
+                                                           "iq4_nl", "iq4_xs"])
     ap.add_argument("--output-type", default=None, help="type of output.weight (default: --type)")
     ap.add_argument("--layers", type=int, default=32)
     ap.add_argument("--hidden", type=int, default=4096)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""make_quant_golden.py - GGUFs quantized by llama.cpp (Q5_K_M, Q5_0, Q5_1, Q3_K_M, Q2_K), and llama.cpp's goldens.
+"""make_quant_golden.py - GGUFs quantized by llama.cpp (Q5_K_M, Q5_0, Q5_1, Q3_K_M, Q2_K, IQ4_NL, IQ4_XS) + goldens.
 
 The tiny models' rows (64-96 wide) are too short for K-quants (256-element
 super-blocks: llama.cpp falls back to other types), so this writes a random
@@ -12,7 +12,8 @@ for the type), and records llama.cpp's logits and greedy continuations on it:
                                                      gives more bits, a Q6_K output; q5_0 /
                                                      q5_1: those, a Q6_K output; q3_K_M: Q3_K,
                                                      Q4_K / Q5_K where llama.cpp gives more
-                                                     bits; q2_K: Q2_K, Q3_K, Q4_K)
+                                                     bits; q2_K: Q2_K, Q3_K, Q4_K; iq4_nl /
+                                                     iq4_xs: those, a Q6_K output)
   tests/fixtures/kquant/random-<type>.golden.json   make_tiny_gguf.py's schema
   tests/fixtures/kquant/random-<type>.logits<i>.f32
 
@@ -22,7 +23,7 @@ margin is at least PICK and every greedy step's as well, so that a rounding
 difference cannot flip a top-1: hearth quantizes the activations to Q8_K for
 these weights as llama.cpp does, but sums in another order.
 
-Run:  .venv/bin/python tools/oracle/make_quant_golden.py --type q5_K_M|q5_0|q5_1|q3_K_M|q2_K
+Run:  .venv/bin/python tools/oracle/make_quant_golden.py --type q5_K_M|q5_0|q5_1|q3_K_M|q2_K|iq4_nl|iq4_xs
       (scripts/setup.sh --oracle)
 """
 import argparse
@@ -47,7 +48,8 @@ SHAPE = ["--layers", "2", "--hidden", "256", "--ffn", "512", "--heads", "4", "--
          "--ctx", "256", "--std", "0.08", "--tile-mb", "4"]
 FTYPES = {"q5_K_M": llama_cpp.LLAMA_FTYPE_MOSTLY_Q5_K_M, "q5_0": llama_cpp.LLAMA_FTYPE_MOSTLY_Q5_0,
           "q5_1": llama_cpp.LLAMA_FTYPE_MOSTLY_Q5_1, "q3_K_M": llama_cpp.LLAMA_FTYPE_MOSTLY_Q3_K_M,
-          "q2_K": llama_cpp.LLAMA_FTYPE_MOSTLY_Q2_K}
+          "q2_K": llama_cpp.LLAMA_FTYPE_MOSTLY_Q2_K, "iq4_nl": llama_cpp.LLAMA_FTYPE_MOSTLY_IQ4_NL,
+          "iq4_xs": llama_cpp.LLAMA_FTYPE_MOSTLY_IQ4_XS}
 
 
 def quantize(src, dst, qtype):

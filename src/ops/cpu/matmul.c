@@ -46,6 +46,8 @@ int hearth_cpu_mm_index(hearth_dtype wt) {
     case HEARTH_DT_Q8_0: return MM_Q8_0;
     case HEARTH_DT_Q5_0: return MM_Q5_0;
     case HEARTH_DT_Q5_1: return MM_Q5_1;
+    case HEARTH_DT_IQ4_NL: return MM_IQ4_NL;
+    case HEARTH_DT_IQ4_XS: return MM_IQ4_XS;
     case HEARTH_DT_Q2_K: return MM_Q2_K;
     case HEARTH_DT_Q3_K: return MM_Q3_K;
     case HEARTH_DT_Q4_K: return MM_Q4_K;
@@ -140,9 +142,9 @@ static int act_kind(int wt_index) {
     switch (wt_index) {
     case MM_F16: return ACT_F16;
     case MM_BF16: return ACT_BF16;
-    case MM_Q4_0: case MM_Q5_0: case MM_Q8_0: return ACT_Q8_0;
+    case MM_Q4_0: case MM_Q5_0: case MM_Q8_0: case MM_IQ4_NL: return ACT_Q8_0;
     case MM_Q4_1: case MM_Q5_1: return ACT_Q8_1;
-    case MM_Q2_K: case MM_Q3_K: case MM_Q4_K: case MM_Q5_K: case MM_Q6_K: return ACT_Q8_K;
+    case MM_Q2_K: case MM_Q3_K: case MM_Q4_K: case MM_Q5_K: case MM_Q6_K: case MM_IQ4_XS: return ACT_Q8_K;
     default: return ACT_NONE;
     }
 }

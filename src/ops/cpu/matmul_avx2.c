@@ -144,11 +144,11 @@ INLINE void store_rows(const mm_job *j, const rows8 *g, int n, int t, __m256 acc
     _mm256_maskstore_ps(j->y + (size_t)t * j->N + n, g->store, acc);
 }
 
-enum { Q_Q8_0, Q_Q4_0, Q_Q4_1, Q_Q5_0, Q_Q5_1 };
+enum { Q_Q8_0, Q_Q4_0, Q_Q4_1, Q_Q5_0, Q_Q5_1, Q_IQ4_NL };
 
 /* A block's bytes, and where its codes (and q5's fifth bits) start. */
 INLINE size_t q_bytes(const int kind) {
-    return kind == Q_Q8_0 ? sizeof(hearth_block_q8_0) : kind == Q_Q4_0 ? sizeof(hearth_block_q4_0)
+    return kind == Q_Q8_0 ? sizeof(hearth_block_q8_0) : kind == Q_Q4_0 || kind == Q_IQ4_NL ? sizeof(hearth_block_q4_0)
            : kind == Q_Q4_1 ? sizeof(hearth_block_q4_1) : kind == Q_Q5_0 ? sizeof(hearth_block_q5_0)
                                                         : sizeof(hearth_block_q5_1);
 }
@@ -158,6 +158,8 @@ INLINE size_t q_codes(const int kind) {
 INLINE size_t q_high(const int kind) { return kind == Q_Q5_0 ? 2 : 4; }
 INLINE int q_has_min(const int kind) { return kind == Q_Q4_1 || kind == Q_Q5_1; }
 INLINE int q_is5(const int kind) { return kind == Q_Q5_0 || kind == Q_Q5_1; }
+/* signed codes (q8_0, and iq4_nl's codebook values): dotted as |w| * sign(x, w) */
+INLINE int q_signed(const int kind) { return kind == Q_Q8_0 || kind == Q_IQ4_NL; }
 
 /* The 32 codes of a q4 block as bytes 0..15 (element order). */
 INLINE __m256i q4_bytes(const uint8_t *qs) {
@@ -187,6 +189,12 @@ INLINE __m256i q5_high4(__m256i h, int s) {
     return _mm256_and_si256(_mm256_cmpeq_epi8(v, bit), _mm256_set1_epi8(0x10));
 }
 
+/* The 32 codes of an iq4_nl / iq4_xs sub-block (q4_0's nibble order) looked up in the codebook: int8 values. */
+INLINE __m256i iq4_vals(const uint8_t *qs) {
+    const __m256i book = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)hearth_iq4_values));
+    return _mm256_shuffle_epi8(book, q4_bytes(qs));
+}
+
 INLINE void gemv8(const mm_job *j, int n, int nr, int t0, const int tt, const int kind) {
     const mm_act *a = j->a;
     const size_t bb = q_bytes(kind), qo = q_codes(kind);
@@ -209,8 +217,9 @@ INLINE void gemv8(const mm_job *j, int n, int nr, int t0, const int tt, const in
             __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(a->qs + (size_t)t * a->qs_stride + 32 * b));
             __m256i p[8];
             UNROLL for (int i = 0; i < 8; i++) {
-                if (kind == Q_Q8_0) {
-                    __m256i w = _mm256_loadu_si256((const __m256i *)(const void *)(g.p[i] + o + 2));
+                if (q_signed(kind)) {
+                    __m256i w = kind == Q_IQ4_NL ? iq4_vals(g.p[i] + o + 2)
+                                                 : _mm256_loadu_si256((const __m256i *)(const void *)(g.p[i] + o + 2));
                     p[i] = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w)), ones);
                 } else if (q_is5(kind)) { /* codes <= 31: a pair <= 2 * 31 * 128 */
                     p[i] = _mm256_madd_epi16(_mm256_maddubs_epi16(w5[i], x), ones);
@@ -262,9 +271,12 @@ INLINE void pack_q(qpanel *P, const rows8 *g, int b0, int nbk, const int kind) {
         } else {
             const size_t qo = q_codes(kind);
             const __m256i h = q_is5(kind) ? gather(g, base + q_high(kind)) : _mm256_setzero_si256();
+            const __m256i book =
+                _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)hearth_iq4_values));
             UNROLL for (int gi = 0; gi < 4; gi++) {
                 __m256i v = gather(g, base + qo + 4 * gi);
                 __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+                if (kind == Q_IQ4_NL) lo = _mm256_shuffle_epi8(book, lo), hi = _mm256_shuffle_epi8(book, hi);
                 if (q_is5(kind)) { /* elements 4 gi .. + 3 and 16 + 4 gi .. + 3 */
                     lo = _mm256_or_si256(lo, q5_high4(h, 4 * gi));
                     hi = _mm256_or_si256(hi, q5_high4(h, 16 + 4 * gi));
@@ -295,7 +307,7 @@ INLINE void gemm_q_tile(const mm_job *j, const qpanel *P, const rows8 *g, int n,
     for (int bi = 0; bi < nbk; bi++) {
         int b = b0 + bi;
         __m256i ia[PANEL_C];
-        if (kind == Q_Q8_0) {
+        if (q_signed(kind)) {
             UNROLL for (int c = 0; c < C; c++) ia[c] = _mm256_setzero_si256();
             UNROLL for (int gi = 0; gi < 8; gi++) {
                 __m256i w = _mm256_load_si256((const __m256i *)(const void *)P->q[bi][gi]);
@@ -927,6 +939,43 @@ INLINE void rows_k23(const mm_job *j, int n0, int n1, const int q3) {
     }
 }
 
+/* ---- iq4_xs: a row at a time, every T -------------------------------------------------
+ *
+ * The codes looked up in the codebook (iq4_vals), a sub-block of 32 a vector; its dot with the token's
+ * codes as q8_0's (|v| * sign(x, v) by PMADDUBSW), weighed by the sub-block's scale in the PMADDWD. A
+ * block unpacked once for every token, as rows_k23. (iq4_nl, q4_0's block with codebook codes, goes
+ * through q8_0's kernels: the kind Q_IQ4_NL.) */
+static void rows_iq4_xs(const mm_job *j, int n0, int n1) {
+    const mm_act *a = j->a;
+    __m256i av[8], sv[8], sg[8]; /* |values|, the sub-block's scale (int16), the values (for the sign) */
+    for (int n = n0; n < n1; n++) {
+        const uint8_t *row = j->w + (size_t)n * j->row_bytes;
+        for (int b = 0; b < a->nb; b++) {
+            const hearth_block_iq4_xs *w = (const hearth_block_iq4_xs *)(const void *)row + b;
+            UNROLL for (int ib = 0; ib < 8; ib++) {
+                sg[ib] = iq4_vals(w->qs + 16 * ib);
+                av[ib] = _mm256_sign_epi8(sg[ib], sg[ib]);
+                sv[ib] = _mm256_set1_epi16((int16_t)hearth_iq4_xs_scale(w, ib));
+            }
+            const float d = _cvtsh_ss(w->d);
+            for (int t = 0; t < j->T; t++) {
+                const int8_t *x = a->qs + (size_t)t * a->qs_stride + 256 * (size_t)b;
+                const size_t xo = (size_t)t * a->nb_stride + (size_t)b;
+                __m256i acc = _mm256_setzero_si256();
+                UNROLL for (int k = 0; k < 8; k++) {
+                    __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(x + 32 * k));
+                    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(av[k], _mm256_sign_epi8(xv, sg[k])),
+                                                                  sv[k]));
+                }
+                float *y = j->y + (size_t)t * j->N + n;
+                *y = fmaf(d * a->d[xo], (float)hsum_i32(acc), b == 0 ? 0.f : *y);
+            }
+        }
+    }
+}
+
+static void rows_iq4_nl(const mm_job *j, int n0, int n1) { rows_q(j, n0, n1, Q_IQ4_NL); }
+
 static void rows_q2_K(const mm_job *j, int n0, int n1) { rows_k23(j, n0, n1, 0); }
 static void rows_q3_K(const mm_job *j, int n0, int n1) { rows_k23(j, n0, n1, 1); }
 
@@ -1144,7 +1193,7 @@ const mm_isa hearth_cpu_mm_avx2 = {
     .rows = {[MM_F32] = rows_f32, [MM_F16] = rows_f16, [MM_BF16] = rows_bf16, [MM_Q4_0] = rows_q4_0,
              [MM_Q4_1] = rows_q4_1, [MM_Q8_0] = rows_q8_0, [MM_Q4_K] = rows_q4_K, [MM_Q6_K] = rows_q6_K,
              [MM_Q5_K] = rows_q5_K, [MM_Q5_0] = rows_q5_0, [MM_Q5_1] = rows_q5_1, [MM_Q2_K] = rows_q2_K,
-             [MM_Q3_K] = rows_q3_K},
+             [MM_Q3_K] = rows_q3_K, [MM_IQ4_NL] = rows_iq4_nl, [MM_IQ4_XS] = rows_iq4_xs},
     .panel = {[MM_Q4_0] = panel_q4_0, [MM_Q4_1] = panel_q4_1, [MM_Q8_0] = panel_q8_0, [MM_Q4_K] = panel_q4_K},
     .act = {[ACT_F16] = act_f16, [ACT_BF16] = act_bf16, [ACT_Q8_0] = act_q8_01, [ACT_Q8_1] = act_q8_01},
 };

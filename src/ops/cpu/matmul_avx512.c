@@ -708,11 +708,13 @@ static void rows_q5_K(const mm_job *j, int n0, int n1) {
     if (j->T >= GEMM_MIN_T) gemm_k(j, n0, n1, K_Q5_K, 0);
     else hearth_cpu_mm_avx2.rows[MM_Q5_K](j, n0, n1);
 }
-/* q5_0 / q5_1 / q2_K / q3_K (stored rows): AVX2's kernels */
+/* q5_0 / q5_1 / q2_K / q3_K / iq4_nl / iq4_xs (stored rows): AVX2's kernels */
 static void rows_q5_0(const mm_job *j, int n0, int n1) { hearth_cpu_mm_avx2.rows[MM_Q5_0](j, n0, n1); }
 static void rows_q5_1(const mm_job *j, int n0, int n1) { hearth_cpu_mm_avx2.rows[MM_Q5_1](j, n0, n1); }
 static void rows_q2_K(const mm_job *j, int n0, int n1) { hearth_cpu_mm_avx2.rows[MM_Q2_K](j, n0, n1); }
 static void rows_q3_K(const mm_job *j, int n0, int n1) { hearth_cpu_mm_avx2.rows[MM_Q3_K](j, n0, n1); }
+static void rows_iq4_nl(const mm_job *j, int n0, int n1) { hearth_cpu_mm_avx2.rows[MM_IQ4_NL](j, n0, n1); }
+static void rows_iq4_xs(const mm_job *j, int n0, int n1) { hearth_cpu_mm_avx2.rows[MM_IQ4_XS](j, n0, n1); }
 /* q4_K panel-laid: decode through AVX2's panel kernel (5.3x this file's at T = 1 on a Zen 4 VM, s30), prefill
  * through these panels packed from the tiles */
 static void panel_q4_K(const mm_job *j, int n0, int n1) {
@@ -793,7 +795,7 @@ const mm_isa hearth_cpu_mm_avx512 = {
     .rows = {[MM_F32] = rows_f32, [MM_F16] = rows_f16, [MM_BF16] = rows_bf16, [MM_Q4_0] = rows_q4_0,
              [MM_Q4_1] = rows_q4_1, [MM_Q8_0] = rows_q8_0, [MM_Q4_K] = rows_q4_K, [MM_Q6_K] = rows_q6_K,
              [MM_Q5_K] = rows_q5_K, [MM_Q5_0] = rows_q5_0, [MM_Q5_1] = rows_q5_1, [MM_Q2_K] = rows_q2_K,
-             [MM_Q3_K] = rows_q3_K},
+             [MM_Q3_K] = rows_q3_K, [MM_IQ4_NL] = rows_iq4_nl, [MM_IQ4_XS] = rows_iq4_xs},
     .panel = {[MM_Q4_0] = panel_q4_0, [MM_Q4_1] = panel_q4_1, [MM_Q8_0] = panel_q8_0, [MM_Q4_K] = panel_q4_K},
     .act = {[ACT_F16] = act_f16, [ACT_BF16] = act_bf16, [ACT_Q8_0] = act_q8_01, [ACT_Q8_1] = act_q8_01,
             [ACT_Q8_K] = act_q8_K},

@@ -14,7 +14,7 @@
 
 /* Weight types, as small indices into the kernel tables. */
 enum { MM_F32, MM_F16, MM_BF16, MM_Q4_0, MM_Q4_1, MM_Q8_0, MM_Q4_K, MM_Q6_K, MM_Q5_K, MM_Q5_0, MM_Q5_1,
-       MM_Q2_K, MM_Q3_K, MM_NWT };
+       MM_Q2_K, MM_Q3_K, MM_IQ4_NL, MM_IQ4_XS, MM_NWT };
 
 /* How the activations are prepared for each weight type. */
 enum {

@@ -22,6 +22,7 @@
  *   q6_K:       acc = fmaf(dw_b * dx_b, isum_b, acc),  isum = sum_g sc_g * dot_g(q - 32)
  *   q3_K:       as q6_K, isum = sum_g (sc_g - 32) * dot_g(q - 4 * !hbit)
  *   q2_K:       as q4_K over 16 sub-blocks of 16: isum = sum_g sc_g * dot_g, imin = sum_g m_g * bsums_g
+ *   iq4_nl:     as q8_0, the codes values[q];  iq4_xs: as q6_K, isum = sum_ib (ls_ib - 32) * dot_ib(values[q])
  * starting from acc = 0; y = acc.
  * Float weights: sixteen lanes, lane l = fmaf chain over k = l, l+16, ...
  * (k ascending), then the pairwise tree (l, l+8), (l, l+4), (l, l+2), (0, 1).
@@ -256,6 +257,27 @@ static float step_q3_K(const hearth_block_q3_K *w, const mm_act *a, int t, int b
     return fmaf(hearth_f16_to_f32(w->d) * a->d[(size_t)t * a->nb_stride + (size_t)b], (float)s, acc);
 }
 
+static float step_iq4_nl(const hearth_block_iq4_nl *w, const mm_act *a, int t, int b, float acc) {
+    const int8_t *q = a->qs + (size_t)t * a->qs_stride + 32 * (size_t)b;
+    int s = 0;
+    for (int j = 0; j < 16; j++)
+        s += hearth_iq4_values[w->qs[j] & 15] * q[j] + hearth_iq4_values[w->qs[j] >> 4] * q[j + 16];
+    return fmaf(hearth_f16_to_f32(w->d) * a->d[(size_t)t * a->nb_stride + (size_t)b], (float)s, acc);
+}
+
+static float step_iq4_xs(const hearth_block_iq4_xs *w, const mm_act *a, int t, int b, float acc) {
+    const int8_t *q = a->qs + (size_t)t * a->qs_stride + 256 * (size_t)b;
+    int s = 0;
+    for (int ib = 0; ib < 8; ib++) {
+        const uint8_t *c = w->qs + 16 * ib;
+        const int8_t *x = q + 32 * ib;
+        int sub = 0;
+        for (int j = 0; j < 16; j++) sub += hearth_iq4_values[c[j] & 15] * x[j] + hearth_iq4_values[c[j] >> 4] * x[j + 16];
+        s += hearth_iq4_xs_scale(w, ib) * sub;
+    }
+    return fmaf(hearth_f16_to_f32(w->d) * a->d[(size_t)t * a->nb_stride + (size_t)b], (float)s, acc);
+}
+
 static float step_q6_K(const hearth_block_q6_K *w, const mm_act *a, int t, int b, float acc) {
     const int8_t *q = a->qs + (size_t)t * a->qs_stride + 256 * (size_t)b;
     int s = 0;
@@ -278,6 +300,8 @@ DOT_STORED(dot_q5_K, hearth_block_q5_K, step_q5_K)
 DOT_STORED(dot_q6_K, hearth_block_q6_K, step_q6_K)
 DOT_STORED(dot_q2_K, hearth_block_q2_K, step_q2_K)
 DOT_STORED(dot_q3_K, hearth_block_q3_K, step_q3_K)
+DOT_STORED(dot_iq4_nl, hearth_block_iq4_nl, step_iq4_nl)
+DOT_STORED(dot_iq4_xs, hearth_block_iq4_xs, step_iq4_xs)
 ROWS_PANEL(panel_q4_K, hearth_block_q4_K, HEARTH_DT_Q4_K, step_q4_K)
 
 static float tree16(const float *a) {
@@ -337,6 +361,8 @@ ROWS_Q(rows_q5_1, dot_q5_1)
 ROWS_Q(rows_q6_K, dot_q6_K)
 ROWS_Q(rows_q2_K, dot_q2_K)
 ROWS_Q(rows_q3_K, dot_q3_K)
+ROWS_Q(rows_iq4_nl, dot_iq4_nl)
+ROWS_Q(rows_iq4_xs, dot_iq4_xs)
 ROWS_F(rows_f32, dot_f32)
 ROWS_F(rows_f16, dot_f16)
 ROWS_F(rows_bf16, dot_bf16)
@@ -348,7 +374,7 @@ const mm_isa hearth_cpu_mm_scalar = {
     .rows = {[MM_F32] = rows_f32, [MM_F16] = rows_f16, [MM_BF16] = rows_bf16, [MM_Q4_0] = rows_q4_0,
              [MM_Q4_1] = rows_q4_1, [MM_Q8_0] = rows_q8_0, [MM_Q4_K] = rows_q4_K, [MM_Q6_K] = rows_q6_K,
              [MM_Q5_K] = rows_q5_K, [MM_Q5_0] = rows_q5_0, [MM_Q5_1] = rows_q5_1, [MM_Q2_K] = rows_q2_K,
-             [MM_Q3_K] = rows_q3_K},
+             [MM_Q3_K] = rows_q3_K, [MM_IQ4_NL] = rows_iq4_nl, [MM_IQ4_XS] = rows_iq4_xs},
     .panel = {[MM_Q4_0] = panel_q4_0, [MM_Q4_1] = panel_q4_1, [MM_Q8_0] = panel_q8_0, [MM_Q4_K] = panel_q4_K},
     .act = {[ACT_NONE] = act_none, [ACT_F16] = act_f16, [ACT_BF16] = act_bf16, [ACT_Q8_0] = act_q8_01,
             [ACT_Q8_1] = act_q8_01, [ACT_Q8_K] = act_q8_K},

@@ -40,6 +40,7 @@ int hearth_cpu_quant_known(hearth_dtype t) {
     case HEARTH_DT_Q8_0: case HEARTH_DT_Q8_1:
     case HEARTH_DT_Q2_K: case HEARTH_DT_Q3_K: case HEARTH_DT_Q4_K:
     case HEARTH_DT_Q5_K: case HEARTH_DT_Q6_K: case HEARTH_DT_Q8_K: case HEARTH_DT_E4M3:
+    case HEARTH_DT_IQ4_NL: case HEARTH_DT_IQ4_XS:
         return 1;
     }
     return 0;
@@ -134,6 +135,33 @@ static void deq_q3_K(const hearth_block_q3_K *b, float *y, int64_t nb) {
     }
 }
 
+/* ggml's kvalues_iq4nl: the format's codebook */
+const int8_t hearth_iq4_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+static void deq_iq4_nl(const hearth_block_iq4_nl *b, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, y += 32) {
+        float d = hearth_f16_to_f32(b[i].d);
+        for (int j = 0; j < 16; j++) {
+            y[j] = d * (float)hearth_iq4_values[b[i].qs[j] & 15];
+            y[j + 16] = d * (float)hearth_iq4_values[b[i].qs[j] >> 4];
+        }
+    }
+}
+
+static void deq_iq4_xs(const hearth_block_iq4_xs *b, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++) {
+        float d = hearth_f16_to_f32(b[i].d);
+        for (int ib = 0; ib < 8; ib++, y += 32) {
+            float dl = d * (float)hearth_iq4_xs_scale(&b[i], ib);
+            const uint8_t *q = b[i].qs + 16 * ib;
+            for (int j = 0; j < 16; j++) {
+                y[j] = dl * (float)hearth_iq4_values[q[j] & 15];
+                y[j + 16] = dl * (float)hearth_iq4_values[q[j] >> 4];
+            }
+        }
+    }
+}
+
 static void deq_q5_K(const hearth_block_q5_K *b, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++) {
         float d = hearth_f16_to_f32(b[i].d), dmin = hearth_f16_to_f32(b[i].dmin);
@@ -204,6 +232,8 @@ void hearth_cpu_dequantize_row(hearth_dtype t, const void *src, float *dst, int6
     case HEARTH_DT_Q5_1: deq_q5_1(src, dst, nb); break;
     case HEARTH_DT_Q2_K: deq_q2_K(src, dst, nb); break;
     case HEARTH_DT_Q3_K: deq_q3_K(src, dst, nb); break;
+    case HEARTH_DT_IQ4_NL: deq_iq4_nl(src, dst, nb); break;
+    case HEARTH_DT_IQ4_XS: deq_iq4_xs(src, dst, nb); break;
     case HEARTH_DT_Q4_K: deq_q4_K(src, dst, nb); break;
     case HEARTH_DT_Q5_K: deq_q5_K(src, dst, nb); break;
     case HEARTH_DT_Q6_K: deq_q6_K(src, dst, nb); break;
@@ -576,7 +606,8 @@ hearth_status hearth_cpu_quantize_row(hearth_dtype t, const float *src, void *ds
     case HEARTH_DT_Q5_K: quant_q5_K(src, dst, nb); break;
     case HEARTH_DT_Q6_K: quant_q6_K(src, dst, nb); break;
     case HEARTH_DT_Q8_K: quant_q8_K(src, dst, nb); break;
-    case HEARTH_DT_Q2_K: case HEARTH_DT_Q3_K: return HEARTH_EINVAL; /* read, never written */
+    case HEARTH_DT_Q2_K: case HEARTH_DT_Q3_K: case HEARTH_DT_IQ4_NL: case HEARTH_DT_IQ4_XS:
+        return HEARTH_EINVAL; /* read, never written */
     }
     return HEARTH_OK;
 }

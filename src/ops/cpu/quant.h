@@ -78,6 +78,12 @@ typedef struct { uint8_t hmask[32]; uint8_t qs[64]; uint8_t scales[12]; uint16_t
  * d * sc_j * (nibble | 16 * bit j of qh[l]) - dmin * m_j, the nibble as q4_K's. */
 typedef struct { uint16_t d, dmin; uint8_t scales[12]; uint8_t qh[32]; uint8_t qs[128]; } hearth_block_q5_K;
 typedef struct { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; uint16_t d; } hearth_block_q6_K;
+/* iq4_nl / iq4_xs: 4-bit codes (q4_0's nibble order) that index ggml's non-linear codebook
+ * hearth_iq4_values: d * values[code]; iq4_xs in 8 sub-blocks of 32 whose 6-bit scales less 32 are the
+ * nibble ib % 2 of scales_l[ib / 2] and bits 2 ib of scales_h: d * (ls_ib - 32) * values[code]. */
+typedef struct { uint16_t d; uint8_t qs[16]; } hearth_block_iq4_nl;
+typedef struct { uint16_t d, scales_h; uint8_t scales_l[4]; uint8_t qs[128]; } hearth_block_iq4_xs;
+extern const int8_t hearth_iq4_values[16];
 typedef struct { float d; int8_t qs[256]; int16_t bsums[16]; } hearth_block_q8_K;
 
 _Static_assert(sizeof(hearth_block_q4_0) == 18, "q4_0 block is 18 bytes");
@@ -91,6 +97,8 @@ _Static_assert(sizeof(hearth_block_q3_K) == 110, "q3_K block is 110 bytes");
 _Static_assert(sizeof(hearth_block_q4_K) == 144, "q4_K block is 144 bytes");
 _Static_assert(sizeof(hearth_block_q5_K) == 176, "q5_K block is 176 bytes");
 _Static_assert(sizeof(hearth_block_q6_K) == 210, "q6_K block is 210 bytes");
+_Static_assert(sizeof(hearth_block_iq4_nl) == 18, "iq4_nl block is 18 bytes");
+_Static_assert(sizeof(hearth_block_iq4_xs) == 136, "iq4_xs block is 136 bytes");
 _Static_assert(sizeof(hearth_block_q8_K) == 292, "q8_K block is 292 bytes");
 
 /* The 6-bit scale and min of sub-block j (0..7) of a q4_K (or q5_K) block. */
@@ -105,14 +113,19 @@ static inline void hearth_q4_K_scale_min(const uint8_t *scales, int j, int *sc, 
 }
 
 /* True for the types hearth_cpu_dequantize_row / _quantize_row know:
- * f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q8_1, q2_K, q3_K, q4_K, q5_K, q6_K, q8_K, e4m3
- * (q2_K and q3_K dequantize only: hearth reads them, it does not write them). */
+ * f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q8_1, q2_K, q3_K, q4_K, q5_K, q6_K, q8_K, iq4_nl,
+ * iq4_xs, e4m3 (q2_K, q3_K and the iq4 types dequantize only: hearth reads them, it does not write them). */
 
 /* The scale of sub-block g (0..15) of a q3_K block, less 32 (-32..31): the low 4 bits in scales[0..7]
  * (nibble g / 8 of byte g % 8), the high 2 in scales[8..11] (bits 2 (g / 4) of byte 8 + g % 4). */
 static inline int hearth_q3_K_scale(const uint8_t *scales, int g) {
     int lo = scales[g % 8] >> (4 * (g / 8)) & 15, hi = scales[8 + g % 4] >> (2 * (g / 4)) & 3;
     return (lo | hi << 4) - 32;
+}
+
+/* The scale less 32 of sub-block ib (0..7) of an iq4_xs block. */
+static inline int hearth_iq4_xs_scale(const hearth_block_iq4_xs *b, int ib) {
+    return ((b->scales_l[ib / 2] >> (4 * (ib % 2)) & 15) | (b->scales_h >> (2 * ib) & 3) << 4) - 32;
 }
 
 /* The 5-bit code of element e (0..31) of a q5_0 / q5_1 block. */
@@ -130,7 +143,7 @@ void hearth_cpu_dequantize_row(hearth_dtype t, const void *src, float *dst, int6
 /* Quantize n floats into a row of type t, the way ggml's reference quantizer
  * (quantize_row_*_ref) does, so that files and round trips match ggml's; f16,
  * bf16 and e4m3 round to nearest even (e4m3: core/fp8.h). Returns HEARTH_EINVAL (dst untouched) when
- * t is unknown, q2_K or q3_K, or n is negative or not a multiple of the block size.
+ * t is unknown, q2_K, q3_K or an iq4 type, or n is negative or not a multiple of the block size.
  * Non-finite inputs give unspecified (but in-range, crash-free) codes. */
 hearth_status hearth_cpu_quantize_row(hearth_dtype t, const float *src, void *dst, int64_t n);
 
