@@ -482,7 +482,7 @@ typedef struct {
     uint8_t q[64][64];       /* [group of 4 codes][row * 4 + e] */
     int32_t sc[16][16];      /* [sub-block][row] (q4_K uses 8) */
     int32_t m[8][16];        /* q4_K mins */
-    int32_t m2[4][16];       /* q4_K mins of sub-blocks 2k, 2k + 1 as two int16s */
+    int32_t m2[8][16];       /* q4_K (4) / q2_K (8) mins of sub-blocks 2k, 2k + 1 as two int16s */
     float d[16], dmin[16];
 } kpanel;
 
@@ -604,7 +604,85 @@ INLINE void pack_q6_K(kpanel *P, const rows16 *g, int b) {
     _mm512_store_ps(P->d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))));
 }
 
-enum { K_Q4_K, K_Q6_K, K_Q5_K };
+/* q3_K / q2_K / iq4_xs: as q6_K, 16 sub-blocks of 16 whose unsigned codes are dotted and a constant
+ * times the sub-block's bsum taken off (q3_K: codes 0..7, 4; iq4_xs: the codebook value + 128, 128; q2_K:
+ * codes 0..3, none), each sub-block's sum then weighed by its scale (iq4_xs: a sub-block of 32's scale for
+ * both halves); q2_K's mins go as q4_K's, eight pairs. */
+INLINE __m512i gather16(const rows16 *g, const uint8_t *p) { return _mm512_i32gather_epi32(g->off, p, 1); }
+
+INLINE void pack_q3_K(kpanel *P, const rows16 *g, int b) {
+    const uint8_t *base = g->p[0] + (size_t)b * sizeof(hearth_block_q3_K);
+    const __m512i three = _mm512_set1_epi8(3), one = _mm512_set1_epi8(1);
+    UNROLL for (int h = 0; h < 2; h++)
+        for (int l0 = 0; l0 < 32; l0 += 4) {
+            __m512i Q = gather16(g, base + 32 + 32 * h + l0), H = gather16(g, base + l0);
+            UNROLL for (int j = 0; j < 4; j++) {
+                __m512i c = _mm512_and_si512(_mm512_srli_epi16(Q, 2 * j), three);
+                c = _mm512_or_si512(c, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(H, 4 * h + j), one), 2));
+                _mm512_store_si512(P->q[(128 * h + 32 * j + l0) / 4], c);
+            }
+        }
+    const __m512i a[3] = {gather16(g, base + 96), gather16(g, base + 100), gather16(g, base + 104)};
+    UNROLL for (int s = 0; s < 16; s++) { /* hearth_q3_K_scale, a lane a row */
+        int lb = s % 8;
+        __m512i lo = _mm512_and_si512(_mm512_srli_epi32(a[lb / 4], 8 * (lb % 4) + 4 * (s / 8)), _mm512_set1_epi32(15));
+        __m512i hi = _mm512_and_si512(_mm512_srli_epi32(a[2], 8 * (s % 4) + 2 * (s / 4)), _mm512_set1_epi32(3));
+        _mm512_store_si512(P->sc[s], _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), _mm512_set1_epi32(32)));
+    }
+    __m512i dd = gather16(g, base + 106); /* scales[10..11], d: stays inside the block */
+    _mm512_store_ps(P->d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))));
+}
+
+INLINE void pack_q2_K(kpanel *P, const rows16 *g, int b) {
+    const uint8_t *base = g->p[0] + (size_t)b * sizeof(hearth_block_q2_K);
+    const __m512i three = _mm512_set1_epi8(3), low4 = _mm512_set1_epi32(15);
+    UNROLL for (int h = 0; h < 2; h++)
+        for (int l0 = 0; l0 < 32; l0 += 4) {
+            __m512i Q = gather16(g, base + 16 + 32 * h + l0);
+            UNROLL for (int j = 0; j < 4; j++)
+                _mm512_store_si512(P->q[(128 * h + 32 * j + l0) / 4], _mm512_and_si512(_mm512_srli_epi16(Q, 2 * j), three));
+        }
+    UNROLL for (int i = 0; i < 4; i++) {
+        __m512i s = gather16(g, base + 4 * i);
+        UNROLL for (int k = 0; k < 4; k++) {
+            __m512i v = _mm512_and_si512(_mm512_srli_epi32(s, 8 * k), _mm512_set1_epi32(255));
+            _mm512_store_si512(P->sc[4 * i + k], _mm512_and_si512(v, low4));
+            _mm512_store_si512(P->m[(4 * i + k) % 8], _mm512_srli_epi32(v, 4)); /* staged: pairs below */
+            if (k % 2) /* sub-blocks 4i + k - 1, 4i + k: one dword of two int16s */
+                _mm512_store_si512(P->m2[(4 * i + k) / 2],
+                                   _mm512_or_si512(_mm512_load_si512(P->m[(4 * i + k - 1) % 8]),
+                                                   _mm512_slli_epi32(_mm512_srli_epi32(v, 4), 16)));
+        }
+    }
+    __m512i dd = gather16(g, base + 80);
+    _mm512_store_ps(P->d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd)));
+    _mm512_store_ps(P->dmin, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))));
+}
+
+INLINE void pack_iq4_xs(kpanel *P, const rows16 *g, int b) {
+    const uint8_t *base = g->p[0] + (size_t)b * sizeof(hearth_block_iq4_xs);
+    const __m512i low4 = _mm512_set1_epi8(0x0f), flip = _mm512_set1_epi8((char)0x80);
+    const __m512i book = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)hearth_iq4_values));
+    UNROLL for (int ib = 0; ib < 8; ib++)
+        UNROLL for (int gi = 0; gi < 4; gi++) {
+            __m512i Q = gather16(g, base + 8 + 16 * ib + 4 * gi);
+            __m512i lo = _mm512_shuffle_epi8(book, _mm512_and_si512(Q, low4));
+            __m512i hi = _mm512_shuffle_epi8(book, _mm512_and_si512(_mm512_srli_epi16(Q, 4), low4));
+            _mm512_store_si512(P->q[8 * ib + gi], _mm512_xor_si512(lo, flip)); /* value + 128 */
+            _mm512_store_si512(P->q[8 * ib + 4 + gi], _mm512_xor_si512(hi, flip));
+        }
+    __m512i dh = gather16(g, base), sl = gather16(g, base + 4);
+    UNROLL for (int ib = 0; ib < 8; ib++) { /* hearth_iq4_xs_scale, a lane a row */
+        __m512i lo = _mm512_and_si512(_mm512_srli_epi32(sl, 8 * (ib / 2) + 4 * (ib % 2)), _mm512_set1_epi32(15));
+        __m512i hi = _mm512_and_si512(_mm512_srli_epi32(dh, 16 + 2 * ib), _mm512_set1_epi32(3));
+        __m512i s = _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), _mm512_set1_epi32(32));
+        _mm512_store_si512(P->sc[2 * ib], s);
+        _mm512_store_si512(P->sc[2 * ib + 1], s);
+    }
+    _mm512_store_ps(P->d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dh)));
+}
+
+enum { K_Q4_K, K_Q6_K, K_Q5_K, K_Q3_K, K_Q2_K, K_IQ4_XS };
 
 /* The sub-block loops stay rolled, as in AVX2's gemm_k_tile: unrolled, a
  * tile of 8 tokens was ~800 instructions with spills, and its speed swung
@@ -624,7 +702,7 @@ INLINE void gemm_k_tile(const mm_job *j, const kpanel *P, const rows16 *g, int n
         bs[c] = a->bsums + ((size_t)t * a->nb_stride + b) * 16;
         isum[c] = imin[c] = _mm512_setzero_si512();
     }
-    if (kind != K_Q6_K) { /* q4_K and q5_K: the same sums, codes <= 15 or <= 31 (VPDPBUSD adds in int32) */
+    if (kind == K_Q4_K || kind == K_Q5_K) { /* the same sums, codes <= 15 or <= 31 (VPDPBUSD adds in int32) */
         for (int sb = 0; sb < 8; sb++) {
             __m512i ia[GEMM_C];
             UNROLL for (int c = 0; c < C; c++) ia[c] = _mm512_setzero_si512();
@@ -648,9 +726,10 @@ INLINE void gemm_k_tile(const mm_job *j, const kpanel *P, const rows16 *g, int n
                 imin[c] = _mm512_dpwssd_epi32(imin[c], _mm512_load_si512(P->m2[k]), _mm512_set1_epi32(p16[k]));
         }
     } else {
+        const int off = kind == K_Q6_K ? 32 : kind == K_Q3_K ? 4 : kind == K_IQ4_XS ? 128 : 0;
         for (int sb = 0; sb < 16; sb++) {
             __m512i ia[GEMM_C];
-            UNROLL for (int c = 0; c < C; c++) ia[c] = _mm512_set1_epi32(-32 * bs[c][sb]);
+            UNROLL for (int c = 0; c < C; c++) ia[c] = _mm512_set1_epi32(-off * bs[c][sb]);
             UNROLL for (int gi = 0; gi < 4; gi++) {
                 __m512i w = _mm512_load_si512(P->q[4 * sb + gi]);
                 UNROLL for (int c = 0; c < C; c++) {
@@ -660,6 +739,12 @@ INLINE void gemm_k_tile(const mm_job *j, const kpanel *P, const rows16 *g, int n
             __m512i sc = _mm512_load_si512(P->sc[sb]);
             UNROLL for (int c = 0; c < C; c++) isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(ia[c], sc));
         }
+        if (kind == K_Q2_K) /* the mins (< 16) against the bsums (|.| <= 2032), pairs of sub-blocks as int16s */
+            UNROLL for (int c = 0; c < C; c++)
+                UNROLL for (int k = 0; k < 8; k++) {
+                    uint32_t pair = (uint16_t)bs[c][2 * k] | (uint32_t)(uint16_t)bs[c][2 * k + 1] << 16;
+                    imin[c] = _mm512_dpwssd_epi32(imin[c], _mm512_load_si512(P->m2[k]), _mm512_set1_epi32((int)pair));
+                }
     }
     __m512 dw = _mm512_load_ps(P->d), dm = _mm512_load_ps(P->dmin);
     UNROLL for (int c = 0; c < C; c++) {
@@ -668,7 +753,8 @@ INLINE void gemm_k_tile(const mm_job *j, const kpanel *P, const rows16 *g, int n
         __m512 acc = b == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(g->store, yp);
         __m512 dx = _mm512_set1_ps(a->d[(size_t)t * a->nb_stride + b]);
         acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, dx), _mm512_cvtepi32_ps(isum[c]), acc);
-        if (kind != K_Q6_K) acc = _mm512_fnmadd_ps(_mm512_mul_ps(dm, dx), _mm512_cvtepi32_ps(imin[c]), acc);
+        if (kind == K_Q4_K || kind == K_Q5_K || kind == K_Q2_K)
+            acc = _mm512_fnmadd_ps(_mm512_mul_ps(dm, dx), _mm512_cvtepi32_ps(imin[c]), acc);
         _mm512_mask_storeu_ps(yp, g->store, acc);
     }
 }
@@ -686,6 +772,9 @@ INLINE void gemm_k(const mm_job *j, int n0, int n1, const int kind, const int pa
         for (int b = 0; b < j->a->nb; b++) {
             if (kind == K_Q4_K) pack_q4_K(&P, &src, b);
             else if (kind == K_Q5_K) pack_q5_K(&P, &g, b);
+            else if (kind == K_Q3_K) pack_q3_K(&P, &g, b);
+            else if (kind == K_Q2_K) pack_q2_K(&P, &g, b);
+            else if (kind == K_IQ4_XS) pack_iq4_xs(&P, &g, b);
             else pack_q6_K(&P, &g, b);
             int t0 = 0;
             for (; t0 + 8 <= j->T; t0 += 8) gemm_k_tile(j, &P, &g, n, b, t0, 8, kind);
@@ -711,10 +800,20 @@ static void rows_q5_K(const mm_job *j, int n0, int n1) {
 /* q5_0 / q5_1 / q2_K / q3_K / iq4_nl / iq4_xs (stored rows): AVX2's kernels */
 static void rows_q5_0(const mm_job *j, int n0, int n1) { hearth_cpu_mm_avx2.rows[MM_Q5_0](j, n0, n1); }
 static void rows_q5_1(const mm_job *j, int n0, int n1) { hearth_cpu_mm_avx2.rows[MM_Q5_1](j, n0, n1); }
-static void rows_q2_K(const mm_job *j, int n0, int n1) { hearth_cpu_mm_avx2.rows[MM_Q2_K](j, n0, n1); }
-static void rows_q3_K(const mm_job *j, int n0, int n1) { hearth_cpu_mm_avx2.rows[MM_Q3_K](j, n0, n1); }
+/* q2_K / q3_K / iq4_xs: prefill through the panels, decode through AVX2's rows, as q6_K */
+static void rows_q2_K(const mm_job *j, int n0, int n1) {
+    if (j->T >= GEMM_MIN_T) gemm_k(j, n0, n1, K_Q2_K, 0);
+    else hearth_cpu_mm_avx2.rows[MM_Q2_K](j, n0, n1);
+}
+static void rows_q3_K(const mm_job *j, int n0, int n1) {
+    if (j->T >= GEMM_MIN_T) gemm_k(j, n0, n1, K_Q3_K, 0);
+    else hearth_cpu_mm_avx2.rows[MM_Q3_K](j, n0, n1);
+}
 static void rows_iq4_nl(const mm_job *j, int n0, int n1) { hearth_cpu_mm_avx2.rows[MM_IQ4_NL](j, n0, n1); }
-static void rows_iq4_xs(const mm_job *j, int n0, int n1) { hearth_cpu_mm_avx2.rows[MM_IQ4_XS](j, n0, n1); }
+static void rows_iq4_xs(const mm_job *j, int n0, int n1) {
+    if (j->T >= GEMM_MIN_T) gemm_k(j, n0, n1, K_IQ4_XS, 0);
+    else hearth_cpu_mm_avx2.rows[MM_IQ4_XS](j, n0, n1);
+}
 /* q4_K panel-laid: decode through AVX2's panel kernel (5.3x this file's at T = 1 on a Zen 4 VM, s30), prefill
  * through these panels packed from the tiles */
 static void panel_q4_K(const mm_job *j, int n0, int n1) {
