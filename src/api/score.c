@@ -110,8 +110,9 @@ void api_score(hearth_api *a, const hearth_http_request *rq, const json_t *b, he
     const char **t1 = malloc(sizeof *t1 * MAX_TEXTS), **t2 = malloc(sizeof *t2 * MAX_TEXTS);
     pairs p = {0};
     hearth_cpl_error e = {0};
-    int bad = !t1 || !t2 ? api_fail(&e, HEARTH_ENOMEM, NULL, "out of memory") : api_check_body(b, NULL, &e) || texts_of(api_field(b, "text_1"), "text_1", 1, 0, t1, &p.n1, &e) ||
-              texts_of(api_field(b, "text_2"), "text_2", 1, 0, t2, &p.n2, &e);
+    int bad = !t1 || !t2 ? api_fail(&e, HEARTH_ENOMEM, NULL, "out of memory") : 0;
+    bad = bad || api_check_body(b, NULL, &e) || texts_of(api_field(b, "text_1"), "text_1", 1, 0, t1, &p.n1, &e) ||
+          texts_of(api_field(b, "text_2"), "text_2", 1, 0, t2, &p.n2, &e);
     if (!bad && p.n1 > 1 && p.n1 != p.n2)
         bad = api_fail(&e, HEARTH_EINVAL, "text_2",
                        "Invalid 'text_2': text_1 has %zu texts and text_2 %zu; pair them 1:1, 1:N or N:N.", p.n1,

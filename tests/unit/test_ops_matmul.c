@@ -339,7 +339,8 @@ static double roundtrip(hearth_dtype t, int n, int *ok) {
             case HEARTH_DT_BF16: bound = fabsf(x[i]) * 0x1p-8; break;
             case HEARTH_DT_Q4_0: bound = step * ((v4 > 7.49 ? 1.0 : 0.5) + 8 * 0x1p-11); break;
             case HEARTH_DT_Q4_1: bound = step * (0.5 + 15 * 0x1p-11) + fabsf(mn) * 0x1p-11; break;
-            case HEARTH_DT_Q5_0: bound = step * ((smax != 0 && x[i] / (smax / -16.0) > 15.49 ? 1.0 : 0.5) + 16 * 0x1p-11);
+            case HEARTH_DT_Q5_0:
+                bound = step * ((smax != 0 && x[i] / (smax / -16.0) > 15.49 ? 1.0 : 0.5) + 16 * 0x1p-11);
                 break;
             case HEARTH_DT_Q5_1: bound = step * (0.5 + 31 * 0x1p-11) + fabsf(mn) * 0x1p-11; break;
             case HEARTH_DT_Q8_0: case HEARTH_DT_Q8_1: bound = step * (0.5 + 127 * 0x1p-11); break;
@@ -368,7 +369,8 @@ TEST(quant_roundtrip_error_bounds) {
     struct { hearth_dtype t; double rel; } cases[] = {
         {HEARTH_DT_F32, 0}, {HEARTH_DT_F16, 0}, {HEARTH_DT_BF16, 0},
         {HEARTH_DT_Q8_0, 1.1}, {HEARTH_DT_Q8_1, 1.1}, {HEARTH_DT_Q8_K, 1.1}, {HEARTH_DT_Q4_0, 1.2},
-        {HEARTH_DT_Q4_1, 1.1}, {HEARTH_DT_Q5_0, 1.2}, {HEARTH_DT_Q5_1, 1.1}, {HEARTH_DT_Q4_K, 1.3}, {HEARTH_DT_Q5_K, 1.3}, {HEARTH_DT_Q6_K, 1.3},
+        {HEARTH_DT_Q4_1, 1.1}, {HEARTH_DT_Q5_0, 1.2}, {HEARTH_DT_Q5_1, 1.1}, {HEARTH_DT_Q4_K, 1.3},
+        {HEARTH_DT_Q5_K, 1.3}, {HEARTH_DT_Q6_K, 1.3},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int ok;

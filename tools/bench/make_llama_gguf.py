@@ -28,8 +28,8 @@ import sys
 import numpy as np
 
 GGUF_MAGIC = 0x46554747
-T_F32, T_F16, T_Q4_0, T_Q5_0, T_Q5_1, T_Q8_0, T_Q2_K, T_Q3_K, T_Q4_K, T_Q5_K, T_Q6_K, T_IQ4_NL, T_IQ4_XS, T_BF16 = \
-    0, 1, 2, 6, 7, 8, 10, 11, 12, 13, 14, 20, 23, 30
+T_F32, T_F16, T_Q4_0, T_Q5_0, T_Q5_1, T_Q8_0, T_Q2_K, T_Q3_K = 0, 1, 2, 6, 7, 8, 10, 11
+T_Q4_K, T_Q5_K, T_Q6_K, T_IQ4_NL, T_IQ4_XS, T_BF16 = 12, 13, 14, 20, 23, 30
 TYPES = {"f32": T_F32, "f16": T_F16, "bf16": T_BF16, "q4_0": T_Q4_0, "q5_0": T_Q5_0, "q5_1": T_Q5_1, "q8_0": T_Q8_0,
          "q2_K": T_Q2_K, "q3_K": T_Q3_K, "q4_K": T_Q4_K, "q5_K": T_Q5_K, "q6_K": T_Q6_K, "iq4_nl": T_IQ4_NL,
          "iq4_xs": T_IQ4_XS}
@@ -66,7 +66,8 @@ def make_tile(t, cols, rng, std=0.02, tile=TILE):
     nb = rows * cols // BLOCK[t][0]
     blk = np.empty((nb, BLOCK[t][1]), dtype=np.uint8)
     # scales: |w| of N(0, 0.02) reaches ~0.05 in a block of 32 (~0.07 in 256)
-    scale_amax = {T_IQ4_NL: 0.05 / 127, T_IQ4_XS: 0.07 / 127 / 31, T_Q2_K: 0.07 / 3 / 15, T_Q3_K: 0.07 / 4 / 32, T_Q4_0: 0.05 / 8, T_Q5_0: 0.05 / 16, T_Q5_1: 0.1 / 31, T_Q8_0: 0.05 / 127, T_Q4_K: 0.07 / 15 / 63, T_Q5_K: 0.07 / 31 / 63,
+    scale_amax = {T_IQ4_NL: 0.05 / 127, T_IQ4_XS: 0.07 / 127 / 31, T_Q2_K: 0.07 / 3 / 15, T_Q3_K: 0.07 / 4 / 32,
+                  T_Q4_0: 0.05 / 8, T_Q5_0: 0.05 / 16, T_Q5_1: 0.1 / 31, T_Q8_0: 0.05 / 127, T_Q4_K: 0.07 / 15 / 63, T_Q5_K: 0.07 / 31 / 63,
                   T_Q6_K: 0.07 / 32 / 127}[t]
     d = f16_bits(scale_amax * (0.75 + 0.5 * rng.random(nb, dtype=np.float32))).view(np.uint8).reshape(nb, 2)
     codes = rng.integers(0, 256, size=(nb, BLOCK[t][1]), dtype=np.uint8)

@@ -173,8 +173,8 @@ INLINE __m256i q4_bytes(const uint8_t *qs) {
 INLINE __m256i q5_high(const uint8_t *qh) {
     int32_t h;
     memcpy(&h, qh, 4);
-    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
-                                            3, 3, 3, 3, 3, 3);
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2,
+                                            3, 3, 3, 3, 3, 3, 3, 3);
     const __m256i bit = _mm256_set1_epi64x(0x8040201008040201);
     __m256i v = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(h), spread), bit);
     return _mm256_and_si256(_mm256_cmpeq_epi8(v, bit), _mm256_set1_epi8(0x10));
@@ -629,7 +629,8 @@ INLINE void pack_q5_K(kpanel *P, const rows8 *g, int b) {
             __m256i v = gather(g, base + 48 + 32 * c + 4 * gi);
             __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * c), one), 4);
             __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * c + 1), one), 4);
-            _mm256_store_si256((__m256i *)(void *)P->q[(2 * c) * 8 + gi], _mm256_or_si256(_mm256_and_si256(v, low4), h0));
+            _mm256_store_si256((__m256i *)(void *)P->q[(2 * c) * 8 + gi],
+                               _mm256_or_si256(_mm256_and_si256(v, low4), h0));
             _mm256_store_si256((__m256i *)(void *)P->q[(2 * c + 1) * 8 + gi],
                                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), low4), h1));
         }
@@ -878,7 +879,8 @@ INLINE __m256i q3_K_scales16(const uint8_t *sc) {
     memcpy(&a2, sc + 8, 4);
     const uint32_t lo = 0x0f0f0f0fu, hi = 0x03030303u;
     __m128i b = _mm_setr_epi32((int)((a0 & lo) | (a2 & hi) << 4), (int)((a1 & lo) | (a2 >> 2 & hi) << 4),
-                               (int)((a0 >> 4 & lo) | (a2 >> 4 & hi) << 4), (int)((a1 >> 4 & lo) | (a2 >> 6 & hi) << 4));
+                               (int)((a0 >> 4 & lo) | (a2 >> 4 & hi) << 4),
+                               (int)((a1 >> 4 & lo) | (a2 >> 6 & hi) << 4));
     return _mm256_sub_epi16(_mm256_cvtepu8_epi16(b), _mm256_set1_epi16(32));
 }
 
@@ -964,8 +966,8 @@ static void rows_iq4_xs(const mm_job *j, int n0, int n1) {
                 __m256i acc = _mm256_setzero_si256();
                 UNROLL for (int k = 0; k < 8; k++) {
                     __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(x + 32 * k));
-                    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(av[k], _mm256_sign_epi8(xv, sg[k])),
-                                                                  sv[k]));
+                    __m256i p = _mm256_maddubs_epi16(av[k], _mm256_sign_epi8(xv, sg[k]));
+                    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, sv[k]));
                 }
                 float *y = j->y + (size_t)t * j->N + n;
                 *y = fmaf(d * a->d[xo], (float)hsum_i32(acc), b == 0 ? 0.f : *y);

@@ -627,7 +627,8 @@ INLINE void pack_q3_K(kpanel *P, const rows16 *g, int b) {
         int lb = s % 8;
         __m512i lo = _mm512_and_si512(_mm512_srli_epi32(a[lb / 4], 8 * (lb % 4) + 4 * (s / 8)), _mm512_set1_epi32(15));
         __m512i hi = _mm512_and_si512(_mm512_srli_epi32(a[2], 8 * (s % 4) + 2 * (s / 4)), _mm512_set1_epi32(3));
-        _mm512_store_si512(P->sc[s], _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), _mm512_set1_epi32(32)));
+        _mm512_store_si512(P->sc[s],
+                           _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), _mm512_set1_epi32(32)));
     }
     __m512i dd = gather16(g, base + 106); /* scales[10..11], d: stays inside the block */
     _mm512_store_ps(P->d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))));
@@ -640,7 +641,8 @@ INLINE void pack_q2_K(kpanel *P, const rows16 *g, int b) {
         for (int l0 = 0; l0 < 32; l0 += 4) {
             __m512i Q = gather16(g, base + 16 + 32 * h + l0);
             UNROLL for (int j = 0; j < 4; j++)
-                _mm512_store_si512(P->q[(128 * h + 32 * j + l0) / 4], _mm512_and_si512(_mm512_srli_epi16(Q, 2 * j), three));
+                _mm512_store_si512(P->q[(128 * h + 32 * j + l0) / 4],
+                                   _mm512_and_si512(_mm512_srli_epi16(Q, 2 * j), three));
         }
     UNROLL for (int i = 0; i < 4; i++) {
         __m512i s = gather16(g, base + 4 * i);

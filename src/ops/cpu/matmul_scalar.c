@@ -212,7 +212,8 @@ static float step_mins(uint16_t d, uint16_t dmin, const uint8_t *scales, const u
         hearth_q4_K_scale_min(scales, j, &sc, &m);
         const uint8_t *qs = qs4 + 32 * (j / 2);
         int shift = 4 * (j & 1), sub = 0;
-        for (int l = 0; l < 32; l++) sub += ((qs[l] >> shift & 0x0F) | (qh ? (qh[l] >> j & 1) << 4 : 0)) * q[32 * j + l];
+        for (int l = 0; l < 32; l++)
+            sub += ((qs[l] >> shift & 0x0F) | (qh ? (qh[l] >> j & 1) << 4 : 0)) * q[32 * j + l];
         s += sc * sub;
         mins += m * (bs[2 * j] + bs[2 * j + 1]);
     }
@@ -272,7 +273,8 @@ static float step_iq4_xs(const hearth_block_iq4_xs *w, const mm_act *a, int t, i
         const uint8_t *c = w->qs + 16 * ib;
         const int8_t *x = q + 32 * ib;
         int sub = 0;
-        for (int j = 0; j < 16; j++) sub += hearth_iq4_values[c[j] & 15] * x[j] + hearth_iq4_values[c[j] >> 4] * x[j + 16];
+        for (int j = 0; j < 16; j++)
+            sub += hearth_iq4_values[c[j] & 15] * x[j] + hearth_iq4_values[c[j] >> 4] * x[j + 16];
         s += hearth_iq4_xs_scale(w, ib) * sub;
     }
     return fmaf(hearth_f16_to_f32(w->d) * a->d[(size_t)t * a->nb_stride + (size_t)b], (float)s, acc);

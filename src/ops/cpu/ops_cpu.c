@@ -40,7 +40,8 @@ struct hearth_cpu_ctx {
 
 static size_t max_scratch_bytes(int T, int K) {
     static const hearth_dtype types[] = {HEARTH_DT_F32, HEARTH_DT_F16, HEARTH_DT_BF16, HEARTH_DT_Q4_0,
-                                         HEARTH_DT_Q4_1, HEARTH_DT_Q8_0, HEARTH_DT_Q4_K, HEARTH_DT_Q5_K, HEARTH_DT_Q6_K};
+                                         HEARTH_DT_Q4_1, HEARTH_DT_Q8_0, HEARTH_DT_Q4_K, HEARTH_DT_Q5_K,
+                                         HEARTH_DT_Q6_K};
     size_t m = 0;
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         int k = K;

@@ -258,13 +258,18 @@ static void quant_q4_0(const float *x, hearth_block_q4_0 *y, int64_t nb) {
     }
 }
 
+static void min_max32(const float *x, float *min, float *max) {
+    *min = FLT_MAX, *max = -FLT_MAX;
+    for (int j = 0; j < 32; j++) {
+        if (x[j] < *min) *min = x[j];
+        if (x[j] > *max) *max = x[j];
+    }
+}
+
 static void quant_q4_1(const float *x, hearth_block_q4_1 *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, x += 32) {
-        float min = FLT_MAX, max = -FLT_MAX;
-        for (int j = 0; j < 32; j++) {
-            if (x[j] < min) min = x[j];
-            if (x[j] > max) max = x[j];
-        }
+        float min, max;
+        min_max32(x, &min, &max);
         float d = (max - min) / 15.f, id = d != 0.f ? 1.f / d : 0.f;
         y[i].d = hearth_f32_to_f16(d);
         y[i].m = hearth_f32_to_f16(min);
@@ -299,11 +304,8 @@ static void quant_q5_0(const float *x, hearth_block_q5_0 *y, int64_t nb) {
 
 static void quant_q5_1(const float *x, hearth_block_q5_1 *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, x += 32) {
-        float min = FLT_MAX, max = -FLT_MAX;
-        for (int j = 0; j < 32; j++) {
-            if (x[j] < min) min = x[j];
-            if (x[j] > max) max = x[j];
-        }
+        float min, max;
+        min_max32(x, &min, &max);
         float d = (max - min) / 31.f, id = d != 0.f ? 1.f / d : 0.f;
         y[i].d = hearth_f32_to_f16(d);
         y[i].m = hearth_f32_to_f16(min);
