@@ -243,13 +243,17 @@ void hearth_cpu_dequantize_row(hearth_dtype t, const void *src, float *dst, int6
 
 /* ---- reference quantizers ------------------------------------------------ */
 
+/* The signed value of largest magnitude of a 32-block (the first one wins): q4_0 / q5_0 map it to -8 / -16. */
+static float signed_max32(const float *x) {
+    float amax = 0.f, max = 0.f;
+    for (int j = 0; j < 32; j++)
+        if (amax < fabsf(x[j])) amax = fabsf(x[j]), max = x[j];
+    return max;
+}
+
 static void quant_q4_0(const float *x, hearth_block_q4_0 *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, x += 32) {
-        /* the signed value of largest magnitude (first one wins) maps to -8 */
-        float amax = 0.f, max = 0.f;
-        for (int j = 0; j < 32; j++)
-            if (amax < fabsf(x[j])) amax = fabsf(x[j]), max = x[j];
-        float d = max / -8.f, id = d != 0.f ? 1.f / d : 0.f;
+        float d = signed_max32(x) / -8.f, id = d != 0.f ? 1.f / d : 0.f;
         y[i].d = hearth_f32_to_f16(d);
         for (int j = 0; j < 16; j++) {
             int q0 = trunc_code(x[j] * id + 8.5f, 15), q1 = trunc_code(x[j + 16] * id + 8.5f, 15);
@@ -290,11 +294,7 @@ static void pack_q5(const int *q, uint8_t *qs, uint8_t *qh) {
 
 static void quant_q5_0(const float *x, hearth_block_q5_0 *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, x += 32) {
-        /* as q4_0: the signed value of largest magnitude (first one wins) maps to -16 */
-        float amax = 0.f, max = 0.f;
-        for (int j = 0; j < 32; j++)
-            if (amax < fabsf(x[j])) amax = fabsf(x[j]), max = x[j];
-        float d = max / -16.f, id = d != 0.f ? 1.f / d : 0.f;
+        float d = signed_max32(x) / -16.f, id = d != 0.f ? 1.f / d : 0.f;
         y[i].d = hearth_f32_to_f16(d);
         int q[32];
         for (int j = 0; j < 32; j++) q[j] = trunc_code(x[j] * id + 16.5f, 31);
