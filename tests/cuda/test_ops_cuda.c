@@ -89,6 +89,36 @@ static void prepare_as(hearth_weight *w, int offset, int split) {
 }
 static void prepare(hearth_weight *w, int offset) { prepare_as(w, offset, 1); }
 
+/* A row of type t from the floats x: quantized as ggml does, or, for the
+ * types hearth reads but does not write (q2_K, q3_K, iq4_nl, iq4_xs), random
+ * codes and scales with a block scale d (and q2_K's dmin) of x's scale.
+ * Returns 0 on a failure (reported). */
+static int make_row(hearth_dtype t, const float *x, int K, uint8_t *dst) {
+    int at = -1, at2 = -1, div = 1; /* byte offsets of d (and dmin) in a block; d's divisor */
+    switch (t) {
+    case HEARTH_DT_Q2_K: at = 80, at2 = 82, div = 8; break;
+    case HEARTH_DT_Q3_K: at = 108, div = 64; break;
+    case HEARTH_DT_IQ4_NL: at = 0, div = 64; break;
+    case HEARTH_DT_IQ4_XS: at = 0, div = 1024; break;
+    default:
+        if (hearth_cpu_quantize_row(t, x, dst, K) == HEARTH_OK) return 1;
+        test_fail(__FILE__, __LINE__, "quantize_row type %d K %d", t, K);
+        return 0;
+    }
+    float amax = 0.0f;
+    for (int k = 0; k < K; k++) amax = fmaxf(amax, fabsf(x[k]));
+    const hearth_dtype_info *di = hearth_dtype_get(t);
+    const int nb = K / di->block;
+    for (size_t i = 0; i < (size_t)nb * di->block_bytes; i++) dst[i] = (uint8_t)(rnd() >> 56);
+    for (int b = 0; b < nb; b++) {
+        uint8_t *blk = dst + (size_t)b * di->block_bytes;
+        uint16_t d = hearth_f32_to_f16(amax / (float)div * (0.5f + (float)((rnd() >> 40) & 0xff) / 255.0f));
+        memcpy(blk + at, &d, 2);
+        if (at2 >= 0) memcpy(blk + at2, &d, 2);
+    }
+    return 1;
+}
+
 /* One (type, K, N, T) case; offset shifts the device weights by that many
  * bytes (2: the unaligned GEMV path); prep: prepare_weight may split their
  * rows (else they stay as stored: the staged GEMV path for aligned Q4_0 /
@@ -100,10 +130,7 @@ static int matmul_case_prep(hearth_dtype t, int K, int N, int T, int offset, int
     for (int n = 0; n < N; n++) {
         float scale = 0.02f + 0.1f * (float)((rnd() >> 40) & 0xff) / 255.0f;
         for (int k = 0; k < K; k++) row[k] = nrand() * scale;
-        if (hearth_cpu_quantize_row(t, row, w + (size_t)n * rb, K) != HEARTH_OK) {
-            test_fail(__FILE__, __LINE__, "quantize_row type %d K %d", t, K);
-            return 0;
-        }
+        if (!make_row(t, row, K, w + (size_t)n * rb)) return 0;
     }
     free(row);
     float *x = rand_vec((size_t)T * K), *want = malloc(sizeof(float) * (size_t)T * N),
@@ -183,6 +210,27 @@ TEST(cuda_matmul_q6_K) {
     matmul_type(HEARTH_DT_Q6_K, 2048, 256);
     /* split rows at 8 rows of x too long to stay resident (mmv_tc.cu): mmv_tcq_kernel's eight K slices */
     matmul_case(HEARTH_DT_Q6_K, 6144, 29, 8, 0);
+}
+
+/* The types the staged and direct GEMV kernels read alone (no split rows,
+ * no tensor-core kernel): rows 16-byte aligned at the first K (staged) and
+ * not at the second (direct); q2_K and q3_K rows are aligned from 4 and 8
+ * blocks, so their second K = 6144 is aligned too and their 4352 (17
+ * blocks) is not. */
+TEST(cuda_matmul_q5_0) { NEED_GPU(); matmul_type(HEARTH_DT_Q5_0, 512, 96); }
+TEST(cuda_matmul_q5_1) { NEED_GPU(); matmul_type(HEARTH_DT_Q5_1, 512, 96); }
+TEST(cuda_matmul_iq4_nl) { NEED_GPU(); matmul_type(HEARTH_DT_IQ4_NL, 512, 96); }
+TEST(cuda_matmul_q5_K) { NEED_GPU(); matmul_type(HEARTH_DT_Q5_K, 512, 256); }
+TEST(cuda_matmul_iq4_xs) { NEED_GPU(); matmul_type(HEARTH_DT_IQ4_XS, 512, 256); }
+TEST(cuda_matmul_q3_K) {
+    NEED_GPU();
+    matmul_type(HEARTH_DT_Q3_K, 2048, 256);
+    for (int T = 1; T <= 8; T *= 2) matmul_case(HEARTH_DT_Q3_K, 6144, 29, T, 0);
+}
+TEST(cuda_matmul_q2_K) {
+    NEED_GPU();
+    matmul_type(HEARTH_DT_Q2_K, 1024, 256);
+    for (int T = 1; T <= 8; T *= 2) matmul_case(HEARTH_DT_Q2_K, 6144, 29, T, 0);
 }
 
 /* Q4_0 / Q8_0 / Q4_K / Q6_K rows left as stored (the staged GEMV kernel,
@@ -395,8 +443,10 @@ TEST(cuda_matmul_pair) {
 
 TEST(cuda_embed_every_type) {
     NEED_GPU();
-    static const hearth_dtype types[] = {HEARTH_DT_F32, HEARTH_DT_F16, HEARTH_DT_BF16, HEARTH_DT_Q4_0,
-                                         HEARTH_DT_Q4_1, HEARTH_DT_Q8_0, HEARTH_DT_Q4_K, HEARTH_DT_Q6_K};
+    static const hearth_dtype types[] = {HEARTH_DT_F32,  HEARTH_DT_F16,    HEARTH_DT_BF16, HEARTH_DT_Q4_0,
+                                         HEARTH_DT_Q4_1, HEARTH_DT_Q8_0,   HEARTH_DT_Q4_K, HEARTH_DT_Q6_K,
+                                         HEARTH_DT_Q5_0, HEARTH_DT_Q5_1,   HEARTH_DT_Q5_K, HEARTH_DT_Q3_K,
+                                         HEARTH_DT_Q2_K, HEARTH_DT_IQ4_NL, HEARTH_DT_IQ4_XS};
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         hearth_dtype t = types[ti];
         /* Q6_K: 8 blocks, the fewest whose rows split */
@@ -406,7 +456,7 @@ TEST(cuda_embed_every_type) {
         float *row = rand_vec((size_t)cols);
         for (int r = 0; r < rows; r++) {
             for (int k = 0; k < cols; k++) row[k] = nrand() * 0.1f;
-            hearth_cpu_quantize_row(t, row, tab + (size_t)r * rb, cols);
+            make_row(t, row, cols, tab + (size_t)r * rb);
         }
         int32_t ids[17];
         for (int i = 0; i < T; i++) ids[i] = irand(rows);
@@ -2575,6 +2625,112 @@ TEST(cuda_parity_lora_vs_peft) {
     closedir(d);
     CHECK_MSG(ok, "%s", why);
     CHECK_MSG(n >= 3, "expected 3 adapters, found %d", n);
+}
+
+/* Models quantized by llama.cpp (tools/oracle/make_quant_golden.py: the
+ * Q5_K_M, Q5_0, Q5_1, Q3_K_M, Q2_K, IQ4_NL and IQ4_XS mixes of a random
+ * width-256 llama) through the CUDA backend against llama.cpp's logits, as
+ * test_parity.c's parity_kquant_vs_llamacpp on the CPU: one position a
+ * forward (the GEMV kernels, activations quantized as ggml does) within
+ * KQ_TOL and the same top-1 everywhere, and llama.cpp's greedy runs (8-token
+ * prompts, 16 tokens) reproduced. The whole 24-token prompt in one forward
+ * (weights dequantized to bf16 for cuBLAS, x rounded to bf16) is printed. */
+#define KQ_TOL 0.1
+static int kquant_case(const char *name, char *why, size_t why_n) {
+    char model[1024], golden[1024];
+    snprintf(model, sizeof model, "%s/%s.gguf", test_path("tests/fixtures/kquant"), name);
+    snprintf(golden, sizeof golden, "%s/%s.golden.json", test_path("tests/fixtures/kquant"), name);
+    json_error_t jerr;
+    json_t *g = json_load_file(golden, 0, &jerr);
+    if (!g) return snprintf(why, why_n, "%s: %s", golden, jerr.text), 0;
+    hearth_err err = {0};
+    engine e;
+    if (!engine_open(&e, model, 1, 256, HEARTH_DT_F32, &err)) {
+        engine_close(&e);
+        json_decref(g);
+        return snprintf(why, why_n, "%s: %s", model, err.msg), 0;
+    }
+    const int vocab = hearth_model_config_get(e.m)->vocab_size;
+    double max_dec = 0, max_pre = 0;
+    int bad_top1 = 0, fail = 0, bad_greedy = 0;
+    size_t si;
+    json_t *sj;
+    json_array_foreach(json_object_get(g, "sequences"), si, sj) {
+        int32_t ids[64];
+        int n = 0;
+        size_t ii;
+        json_t *v;
+        json_array_foreach(json_object_get(sj, "input_ids"), ii, v) if (n < 64) ids[n++] =
+            (int32_t)json_integer_value(v);
+        char lp[1100];
+        snprintf(lp, sizeof lp, "%s/%s", test_path("tests/fixtures/kquant"),
+                 json_string_value(json_object_get(sj, "logits_file")));
+        float *want = malloc(4 * (size_t)n * vocab), *got = malloc(4 * (size_t)n * vocab);
+        int ok = read_f32(lp, want, (size_t)n * vocab);
+        for (int p = 0; ok && p < n; p++) ok = forward_span(&e, ids + p, p, 1, got + (size_t)p * vocab, &err);
+        hearth_kv_release_slot(e.kv, 0);
+        for (int p = 0; ok && p < n; p++) {
+            float m1, m2;
+            bad_top1 += argmax2(want + (size_t)p * vocab, vocab, &m1) != argmax2(got + (size_t)p * vocab, vocab, &m2);
+            for (int k = 0; k < vocab; k++) {
+                double dd = fabs((double)want[(size_t)p * vocab + k] - got[(size_t)p * vocab + k]);
+                if (!(dd <= max_dec)) max_dec = isnan(dd) ? INFINITY : dd;
+            }
+        }
+        ok = ok && forward_span(&e, ids, 0, n, got, &err);
+        hearth_kv_release_slot(e.kv, 0);
+        for (size_t i = 0; ok && i < (size_t)n * vocab; i++) {
+            double dd = fabs((double)want[i] - got[i]);
+            if (!(dd <= max_pre)) max_pre = isnan(dd) ? INFINITY : dd;
+        }
+        fail |= !ok;
+        free(want);
+        free(got);
+    }
+    json_array_foreach(json_object_get(g, "greedy"), si, sj) {
+        int32_t ids[64];
+        int np = 0, no = 0;
+        size_t ii;
+        json_t *v;
+        json_array_foreach(json_object_get(sj, "prompt_ids"), ii, v) if (np < 32) ids[np++] =
+            (int32_t)json_integer_value(v);
+        json_t *outs = json_object_get(sj, "output_ids");
+        float *lg = malloc(4 * (size_t)np * vocab);
+        int ok = lg && forward_span(&e, ids, 0, np, lg, &err);
+        for (size_t o = 0; ok && o < json_array_size(outs); o++) {
+            float m;
+            const int32_t tok = argmax2(lg + (size_t)(o == 0 ? np - 1 : 0) * vocab, vocab, &m);
+            if (tok != json_integer_value(json_array_get(outs, o))) {
+                bad_greedy++;
+                break;
+            }
+            no++;
+            ok = forward_span(&e, &tok, np + (int)o, 1, lg, &err);
+        }
+        hearth_kv_release_slot(e.kv, 0);
+        fail |= !ok && !bad_greedy;
+        free(lg);
+    }
+    printf("  cuda %s: one position a forward max |dlogit| %.3g, top-1 mismatches %d; whole prompt max |dlogit| "
+           "%.3g; greedy runs differing %d\n",
+           name, max_dec, bad_top1, max_pre, bad_greedy);
+    int ok = check_cuda_ok();
+    engine_close(&e);
+    json_decref(g);
+    if (!ok) return snprintf(why, why_n, "%s: a CUDA error", name), 0;
+    if (fail || bad_top1 || bad_greedy || !(max_dec <= KQ_TOL))
+        return snprintf(why, why_n, "%s: %s, %d top-1 mismatches, max |dlogit| %.3g, %d greedy runs differ", name,
+                        fail ? err.msg : "logits", bad_top1, max_dec, bad_greedy),
+               0;
+    return 1;
+}
+
+TEST(cuda_parity_kquant_vs_llamacpp) {
+    NEED_GPU();
+    static const char *names[] = {"random-q5_K_M", "random-q5_0",   "random-q5_1",  "random-q3_K_M",
+                                  "random-q2_K",   "random-iq4_nl", "random-iq4_xs"};
+    char why[1024];
+    for (int i = 0; i < 7; i++) CHECK_MSG(kquant_case(names[i], why, sizeof why), "%s", why);
 }
 
 /* The default model, greedy for 64 tokens, CUDA against CPU with the same

@@ -37,6 +37,10 @@
 #               256 streams of 128 / 128, greedy and sampled with llama-server's default filters (temperature
 #               0.8, top_k 40, top_p 0.95, min_p 0.05) picked on the device (HEARTH_PICK_TRUNCATE=1) and
 #               on the host (=0) (~2 min)
+#   quants      the weight types read by the staged GEMV only (q5_0, q5_1, iq4_nl, q5_K, q3_K, q2_K, iq4_xs):
+#               test_cuda cuda_matmul, cuda_embed and cuda_parity (llama.cpp's K-quant goldens on the GPU), then
+#               bench_model on the 8B shape in Q5_K_M, IQ4_XS and Q5_0 (+ Q6_K head) (~5 min)
+#   quantpeer   llama.cpp on the files of `quants` (llama-bench as in peer); needs .dev/llama.tar.xz only
 #   peer        the peers beside issue7 and streams: llama.cpp on the same files, llama-bench (prefill
 #               512 / 2048, decode after 512) for the three types and llama-batched-bench 128/128 at
 #               1-256 streams, then PyTorch (tools/bench/peer_torch.py; ~2 min in all); needs .dev/llama.tar.xz, packed here after tools/bench/build_llamacpp_cuda.sh:
@@ -47,8 +51,10 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 export HEARTH_ROOT=$PWD
 B=/tmp/b
-# the peer suite needs only .dev/llama.tar.xz: the two archives and the tree together pass the 64 MiB a call carries
-mkdir -p $B && { [ ! -s .dev/bin.tar.xz ] && [ "$*" = peer ] || tar -C $B -xJf .dev/bin.tar.xz; } ||
+# the peer suites need only .dev/llama.tar.xz: the two archives and the tree together pass the 64 MiB a call carries
+peers_only=1
+for s in "$@"; do [ "$s" = peer ] || [ "$s" = quantpeer ] || peers_only=0; done
+mkdir -p $B && { [ ! -s .dev/bin.tar.xz ] && [ $peers_only = 1 ] || tar -C $B -xJf .dev/bin.tar.xz; } ||
     { echo "device_run: no .dev/bin.tar.xz (pack_device.sh)"; exit 1; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,memory.total --format=csv,noheader
 
@@ -57,7 +63,7 @@ hdr() { echo "## $(date +%T) $*"; }
 model() {
     local f=/tmp/l8b-$1.gguf
     [ -s "$f" ] || timeout 120 python3 tools/bench/make_llama_gguf.py "$f" --type "$1" \
-        $([ "$1" = q4_0 ] && echo --output-type q6_K) >/dev/null 2>&1
+        $(case $1 in q4_0 | q5_0 | iq4_xs) echo --output-type q6_K ;; esac) >/dev/null 2>&1
     echo "$f"
 }
 
@@ -98,8 +104,24 @@ for suite in "$@"; do
                     grep -E "^engine \|" | head -2
             done
         done ;;
+    quants)
+        for f in cuda_matmul cuda_embed cuda_parity; do
+            hdr "test_cuda $f (ok lines left out)"
+            timeout 200 $B/test_cuda $f 2>&1 | grep -vE "^ok |^  layer |^  cuda (mistral|llama|qwen)" | tail -30
+        done
+        for t in q5_K_M iq4_xs q5_0; do
+            m=$(model $t)
+            hdr "bench_model $m --prompt 512 --gen 128 --prefill 2048 --reps 2"
+            timeout 150 $B/bench_model "$m" --prompt 512 --gen 128 --prefill 2048 --reps 2 2>&1 |
+                grep -E "^(model|copy|prefill|decode|roofline)"
+        done ;;
+    quantpeer)
+        [ -s .dev/llama.tar.xz ] || { echo "device_run: no .dev/llama.tar.xz (see the peer suite above)"; continue; }
+        mkdir -p /tmp/lc && tar -C /tmp/lc -xJf .dev/llama.tar.xz
+        hdr "peer_llamacpp.sh on Q5_K_M, IQ4_XS, Q5_0"
+        timeout 300 bash tools/bench/peer_llamacpp.sh /tmp/lc "$(model q5_K_M)" "$(model iq4_xs)" "$(model q5_0)" ;;
     session43)
-        for f in engine pick cuda_refuses; do
+        for f in engine pick; do
             hdr "test_cuda $f (ok lines left out)"
             timeout 200 $B/test_cuda $f 2>&1 | grep -vE "^ok |^  layer |^  cuda (mistral|llama|qwen)" | tail -30
         done
@@ -180,7 +202,7 @@ with open("/tmp/t8b.jsonl", "w") as f:
         timeout 300 python3 tools/bench/grammar_peer.py --only hearth --bin $B/hearth --threads 16 --reps 3 2>&1 |
             tail -8 ;;
     *) echo "device_run: unknown suite '$suite' (tests flash attn issue7 issue6 streams peer lora train spec grammar" \
-            "sampled session43)" ;;
+            "sampled session43 quants quantpeer)" ;;
     esac
 done
 hdr done

@@ -226,6 +226,31 @@ template <> struct qtraits<HEARTH_DT_Q4_1> { enum { BYTES = 20, ELEMS = 32, UNIT
 template <> struct qtraits<HEARTH_DT_Q8_0> { enum { BYTES = 34, ELEMS = 32, UNITS = 1, SEG_BLOCKS = 64 }; };
 template <> struct qtraits<HEARTH_DT_Q4_K> { enum { BYTES = 144, ELEMS = 256, UNITS = 4, SEG_BLOCKS = 16 }; };
 template <> struct qtraits<HEARTH_DT_Q6_K> { enum { BYTES = 210, ELEMS = 256, UNITS = 4, SEG_BLOCKS = 8 }; };
+/* read through the staged and direct GEMVs only (never split, no tensor-core kernel) */
+template <> struct qtraits<HEARTH_DT_Q5_0> { enum { BYTES = 22, ELEMS = 32, UNITS = 1, SEG_BLOCKS = 128 }; };
+template <> struct qtraits<HEARTH_DT_Q5_1> { enum { BYTES = 24, ELEMS = 32, UNITS = 1, SEG_BLOCKS = 64 }; };
+template <> struct qtraits<HEARTH_DT_IQ4_NL> { enum { BYTES = 18, ELEMS = 32, UNITS = 1, SEG_BLOCKS = 128 }; };
+template <> struct qtraits<HEARTH_DT_Q5_K> { enum { BYTES = 176, ELEMS = 256, UNITS = 4, SEG_BLOCKS = 16 }; };
+template <> struct qtraits<HEARTH_DT_Q3_K> { enum { BYTES = 110, ELEMS = 256, UNITS = 4, SEG_BLOCKS = 16 }; };
+template <> struct qtraits<HEARTH_DT_Q2_K> { enum { BYTES = 84, ELEMS = 256, UNITS = 4, SEG_BLOCKS = 16 }; };
+template <> struct qtraits<HEARTH_DT_IQ4_XS> { enum { BYTES = 136, ELEMS = 256, UNITS = 4, SEG_BLOCKS = 16 }; };
+
+/* ggml's kvalues_iq4nl (ops/cpu/quant.c hearth_iq4_values) as four words of
+ * four int8, and the values of four codes (the bytes of n, each 0..15) as
+ * one word: two byte permutes over the table's halves, the half chosen by
+ * each code's bit 3. */
+__device__ __forceinline__ uint32_t iq4_values4(uint32_t n) {
+    const uint32_t t0 = 0xBFAD9881u, t1 = 0xF6EADDCFu, t2 = 0x26190D01u, t3 = 0x71594535u;
+    const uint32_t sel = (n & 7) | ((n >> 4) & 0x70) | ((n >> 8) & 0x700) | ((n >> 12) & 0x7000);
+    const uint32_t lo = __byte_perm(t0, t1, sel), hi = __byte_perm(t2, t3, sel);
+    const uint32_t m = ((n >> 3) & 0x01010101u) * 0xFFu;
+    return (lo & ~m) | (hi & m);
+}
+/* Four 5-bit codes: the nibbles in the bytes of nib, bits 0..3 of h their fifth bits. */
+__device__ __forceinline__ uint32_t q5_codes4(uint32_t nib, uint32_t h) {
+    const uint32_t spread = (h & 1) | ((h & 2) << 7) | ((h & 4) << 14) | ((h & 8) << 21);
+    return nib | (spread << 4);
+}
 
 /* Q4_K: 6-bit scale and min of sub-block j (0..7) from the 12 packed bytes. */
 __device__ __forceinline__ void q4k_scale_min(const uint8_t *sc, int j, int *d, int *m) {
@@ -293,6 +318,87 @@ template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_Q6_K>(const ui
     for (int l = 0; l < 32; l++) {
         int q = (((ql[l] >> lsh) & 0xF) | (((qh[l] >> hsh) & 3) << 4)) - 32;
         o[l] = d * (float)sc[l / 16] * (float)q;
+    }
+}
+
+/* q5_0 / q5_1: element e's code is nibble e % 16 (low for e < 16) of qs, bit e of qh its fifth */
+__device__ __forceinline__ int q5_code(const uint8_t *qs, uint32_t qh, int e) {
+    return ((qs[e & 15] >> (e < 16 ? 0 : 4)) & 0xF) | (int)((qh >> e) & 1) << 4;
+}
+template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_Q5_0>(const uint8_t *b, int g, float *o) {
+    const float d = h2f(ld16(b));
+    const uint32_t qh = ld32u(b + 2);
+#pragma unroll
+    for (int e = 0; e < 32; e++) o[e] = (float)(q5_code(b + 6, qh, e) - 16) * d;
+}
+template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_Q5_1>(const uint8_t *b, int g, float *o) {
+    const float d = h2f(ld16(b)), m = h2f(ld16(b + 2));
+    const uint32_t qh = ld32u(b + 4);
+#pragma unroll
+    for (int e = 0; e < 32; e++) o[e] = __fadd_rn(__fmul_rn(d, (float)q5_code(b + 8, qh, e)), m);
+}
+template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_IQ4_NL>(const uint8_t *b, int g, float *o) {
+    const float d = h2f(ld16(b));
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const uint32_t q = ld32u(b + 2 + 4 * i), lo = iq4_values4(q & 0x0F0F0F0Fu), hi = iq4_values4((q >> 4) & 0x0F0F0F0Fu);
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            o[4 * i + k] = d * (float)(int8_t)(lo >> (8 * k));
+            o[16 + 4 * i + k] = d * (float)(int8_t)(hi >> (8 * k));
+        }
+    }
+}
+/* q5_K sub-block g: q4_K's scales and nibbles, bit g of qh[l] the fifth bit of element l */
+template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_Q5_K>(const uint8_t *b, int g, float *o) {
+    const float d = h2f(ld16(b)), dmin = h2f(ld16(b + 2));
+    int sc, m;
+    q4k_scale_min(b + 4, g, &sc, &m);
+    const float dj = d * (float)sc, mj = dmin * (float)m;
+    const uint8_t *qh = b + 16, *q = b + 48 + 32 * (g >> 1);
+    const int sh = (g & 1) * 4;
+#pragma unroll
+    for (int l = 0; l < 32; l++) o[l] = __fsub_rn(__fmul_rn(dj, (float)(((q[l] >> sh) & 0xF) | ((qh[l] >> g) & 1) << 4)), mj);
+}
+/* q2_K / q3_K group g (0..7): elements 128 h + 32 j + l (h = g / 4, j = g % 4), bits 2j of qs[32 h + l],
+ * in sub-blocks 8 h + 2 j (l < 16) and 8 h + 2 j + 1 (ops/cpu/quant.h) */
+template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_Q2_K>(const uint8_t *b, int g, float *o) {
+    const float d = h2f(ld16(b + 80)), dmin = h2f(ld16(b + 82));
+    const int h = g >> 2, j = g & 3;
+#pragma unroll
+    for (int l = 0; l < 32; l++) {
+        const int sc = b[8 * h + 2 * j + l / 16], q = (b[16 + 32 * h + l] >> (2 * j)) & 3;
+        o[l] = __fsub_rn(__fmul_rn(d * (float)(sc & 15), (float)q), __fmul_rn(dmin, (float)(sc >> 4)));
+    }
+}
+/* the scale of q3_K sub-block s less 32 (hearth_q3_K_scale) */
+__device__ __forceinline__ int q3k_scale(const uint8_t *scales, int s) {
+    return (((scales[s & 7] >> (4 * (s >> 3))) & 15) | ((scales[8 + (s & 3)] >> (2 * (s >> 2))) & 3) << 4) - 32;
+}
+template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_Q3_K>(const uint8_t *b, int g, float *o) {
+    const float d = h2f(ld16(b + 108));
+    const int h = g >> 2, j = g & 3;
+#pragma unroll
+    for (int l = 0; l < 32; l++) {
+        const int q = ((b[32 + 32 * h + l] >> (2 * j)) & 3) - ((b[l] >> (4 * h + j)) & 1 ? 0 : 4);
+        o[l] = d * (float)q3k_scale(b + 96, 8 * h + 2 * j + l / 16) * (float)q;
+    }
+}
+/* iq4_xs sub-block g: scale less 32 from nibble g % 2 of scales_l[g / 2] and bits 2g of scales_h */
+__device__ __forceinline__ int iq4xs_scale(const uint8_t *b, int g) {
+    return (((b[4 + g / 2] >> (4 * (g & 1))) & 15) | ((ld16(b + 2) >> (2 * g)) & 3) << 4) - 32;
+}
+template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_IQ4_XS>(const uint8_t *b, int g, float *o) {
+    const float dl = h2f(ld16(b)) * (float)iq4xs_scale(b, g);
+    const uint8_t *q = b + 8 + 16 * g;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const uint32_t w = ld32u(q + 4 * i), lo = iq4_values4(w & 0x0F0F0F0Fu), hi = iq4_values4((w >> 4) & 0x0F0F0F0Fu);
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            o[4 * i + k] = dl * (float)(int8_t)(lo >> (8 * k));
+            o[16 + 4 * i + k] = dl * (float)(int8_t)(hi >> (8 * k));
+        }
     }
 }
 

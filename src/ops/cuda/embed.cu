@@ -55,6 +55,13 @@ void cu_embed(const cu_launch *L, float *out, const void *table, hearth_dtype t,
     case HEARTH_DT_Q8_0: cu_launch_k(L, embed_quant_kernel<HEARTH_DT_Q8_0>, dim3(gb), dim3(128), 0, out, W, rows, cols, row_bytes, ids, T, split); break;
     case HEARTH_DT_Q4_K: cu_launch_k(L, embed_quant_kernel<HEARTH_DT_Q4_K>, dim3(gb), dim3(128), 0, out, W, rows, cols, row_bytes, ids, T, split); break;
     case HEARTH_DT_Q6_K: cu_launch_k(L, embed_quant_kernel<HEARTH_DT_Q6_K>, dim3(gb), dim3(128), 0, out, W, rows, cols, row_bytes, ids, T, split); break;
+    case HEARTH_DT_Q5_0: cu_launch_k(L, embed_quant_kernel<HEARTH_DT_Q5_0>, dim3(gb), dim3(128), 0, out, W, rows, cols, row_bytes, ids, T, split); break;
+    case HEARTH_DT_Q5_1: cu_launch_k(L, embed_quant_kernel<HEARTH_DT_Q5_1>, dim3(gb), dim3(128), 0, out, W, rows, cols, row_bytes, ids, T, split); break;
+    case HEARTH_DT_IQ4_NL: cu_launch_k(L, embed_quant_kernel<HEARTH_DT_IQ4_NL>, dim3(gb), dim3(128), 0, out, W, rows, cols, row_bytes, ids, T, split); break;
+    case HEARTH_DT_Q5_K: cu_launch_k(L, embed_quant_kernel<HEARTH_DT_Q5_K>, dim3(gb), dim3(128), 0, out, W, rows, cols, row_bytes, ids, T, split); break;
+    case HEARTH_DT_Q3_K: cu_launch_k(L, embed_quant_kernel<HEARTH_DT_Q3_K>, dim3(gb), dim3(128), 0, out, W, rows, cols, row_bytes, ids, T, split); break;
+    case HEARTH_DT_Q2_K: cu_launch_k(L, embed_quant_kernel<HEARTH_DT_Q2_K>, dim3(gb), dim3(128), 0, out, W, rows, cols, row_bytes, ids, T, split); break;
+    case HEARTH_DT_IQ4_XS: cu_launch_k(L, embed_quant_kernel<HEARTH_DT_IQ4_XS>, dim3(gb), dim3(128), 0, out, W, rows, cols, row_bytes, ids, T, split); break;
     case HEARTH_DT_F32: cu_launch_k(L, embed_float_kernel<float>, dim3(eb), dim3(256), 0, out, W, rows, cols, row_bytes, ids, T); break;
     case HEARTH_DT_F16: cu_launch_k(L, embed_float_kernel<__half>, dim3(eb), dim3(256), 0, out, W, rows, cols, row_bytes, ids, T); break;
     case HEARTH_DT_BF16: cu_launch_k(L, embed_float_kernel<__nv_bfloat16>, dim3(eb), dim3(256), 0, out, W, rows, cols, row_bytes, ids, T); break;

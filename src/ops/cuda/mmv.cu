@@ -13,7 +13,8 @@
  * a SwiGLU with its epilogue (silu(gate) * up written next to both raw
  * outputs).
  *
- * Quantized weights (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K): x is q8 / q8_K
+ * Quantized weights (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K; Q5_0, Q5_1, IQ4_NL, Q5_K,
+ * Q3_K, Q2_K, IQ4_XS through the staged and direct kernels only): x is q8 / q8_K
  * (xprep.cu) and the dot products are integer (dp4a) per group, then scaled
  * with the CPU backend's fmaf steps. Q4_0 / Q8_0 / Q4_K / Q6_K rows split at
  * load (split_rows.cu: codes, then scales) stream like float rows.
@@ -434,17 +435,25 @@ template <int NT, int R> struct qdot<HEARTH_DT_Q8_0, NT, R> {
  * code bytes, low nibbles the first) with x's groups v0, v1 (ds0, ds1: their
  * (d, sum, ...)): integer sums scaled by sc, then the mins by m, in two fmaf
  * steps. */
-__device__ __forceinline__ float q4k_unit(const uint32_t *q, const int *v0, const int *v1, float4 ds0, float4 ds1,
-                                          const int *sc, const int *m, float d, float dmin, float acc) {
+__device__ __forceinline__ float mins_unit(const uint32_t *lo, const uint32_t *hi, const int *v0, const int *v1,
+                                           float4 ds0, float4 ds1, const int *sc, const int *m, float d, float dmin,
+                                           float acc) {
     int s0 = 0, s1 = 0;
 #pragma unroll
     for (int i = 0; i < 8; i++) {
-        s0 = __dp4a((int)(q[i] & 0x0F0F0F0Fu), v0[i], s0);
-        s1 = __dp4a((int)((q[i] >> 4) & 0x0F0F0F0Fu), v1[i], s1);
+        s0 = __dp4a((int)lo[i], v0[i], s0);
+        s1 = __dp4a((int)hi[i], v1[i], s1);
     }
     int s = sc[0] * s0 + sc[1] * s1, mins = m[0] * (int)ds0.y + m[1] * (int)ds1.y;
     acc = fmaf(d * ds0.x, (float)s, acc);
     return fmaf(-(dmin * ds0.x), (float)mins, acc);
+}
+__device__ __forceinline__ float q4k_unit(const uint32_t *q, const int *v0, const int *v1, float4 ds0, float4 ds1,
+                                          const int *sc, const int *m, float d, float dmin, float acc) {
+    uint32_t lo[8], hi[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) lo[i] = q[i] & 0x0F0F0F0Fu, hi[i] = (q[i] >> 4) & 0x0F0F0F0Fu;
+    return mins_unit(lo, hi, v0, v1, ds0, ds1, sc, m, d, dmin, acc);
 }
 
 /* The units of R rows (q[r]: their code words) against x's groups g0, g0 + 1
@@ -507,17 +516,18 @@ __device__ __forceinline__ float q6k_unit(const int *va, const int *vb, const in
     return fmaf(d * dx, (float)s, acc);
 }
 
-/* The units of R rows against x's groups gA, gA + 2 of each of its NT rows:
- * the staged (qdot) and split (fmt_split) kernels' shared inner loop. */
+/* The units of R rows against x's groups gA, gB (Q6_K: gA + 2) of each of
+ * its NT rows: the staged (qdot) and split (fmt_split) kernels' shared inner
+ * loop. */
 template <int NT, int R>
 __device__ __forceinline__ void q6k_units(const int (*va)[8], const int (*vb)[8], const int (*sc)[4], const float *d,
-                                          int gA, const xq8 &x, float (*acc)[NT]) {
+                                          int gA, int gB, const xq8 &x, float (*acc)[NT]) {
 #pragma unroll
     for (int t = 0; t < NT; t++) {
         int xa[8], xb[8];
         float4 dsa, dsb;
         x_group(x, t, gA, xa, &dsa);
-        x_group(x, t, gA + 2, xb, &dsb);
+        x_group(x, t, gB, xb, &dsb);
 #pragma unroll
         for (int r = 0; r < R; r++) acc[r][t] = q6k_unit(va[r], vb[r], xa, xb, sc[r], d[r], dsa.x, acc[r][t]);
     }
@@ -547,7 +557,225 @@ template <int NT, int R> struct qdot<HEARTH_DT_Q6_K, NT, R> {
                 vb[r][i] = (int)q6k_s8(L >> 4, H >> (2 * kk));
             }
         }
-        q6k_units<NT, R>(va, vb, sc, d, gb * 8 + 4 * n + kk, x, acc);
+        q6k_units<NT, R>(va, vb, sc, d, gb * 8 + 4 * n + kk, gb * 8 + 4 * n + kk + 2, x, acc);
+    }
+};
+
+/* ---- the types read by the staged and direct kernels only ---------------
+ * Their codes are made int8 words for dp4a; the integer sums and the
+ * scaling steps are the CPU's (ops/cpu/matmul_scalar.c), the K-quants cut
+ * in units of 64 elements as Q4_K and Q6_K are. */
+
+/* 32-element blocks as 8 words of codes q (elements 4i.. in word i): acc +=
+ * fmaf(d * dx, dot - OFF * sum of x), then (MIN) fmaf(m, x's s). */
+template <int NT, int R, int OFF, bool MIN>
+__device__ __forceinline__ void q32_words(const uint32_t (*q)[8], const float *d, const float *m, int gb, const xq8 &x,
+                                          float (*acc)[NT]) {
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+        int v[8];
+        float4 ds;
+        x_group(x, t, gb, v, &ds);
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            int s = 0;
+#pragma unroll
+            for (int i = 0; i < 8; i++) s = __dp4a((int)q[r][i], v[i], s);
+            if (OFF) s -= OFF * (int)ds.y;
+            acc[r][t] = fmaf(d[r] * ds.x, (float)s, acc[r][t]);
+            if (MIN) acc[r][t] = fmaf(m[r], ds.z, acc[r][t]);
+        }
+    }
+}
+
+/* q5_0 (d, qh, qs) and q5_1 (d, m, qh, qs): codes 0..31, q5_0's less 16 through its x sum */
+template <int QT, int NT, int R> struct qdot_q5 {
+    static __device__ __forceinline__ void run(const uint8_t *const *b, int gb, const xq8 &x, float (*acc)[NT]) {
+        constexpr int Q1 = QT == HEARTH_DT_Q5_1, QH = 2 + 2 * Q1;
+        float d[R], m[R];
+        uint32_t q[R][8];
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            d[r] = h2f(ld16(b[r]));
+            m[r] = Q1 ? h2f(ld16(b[r] + 2)) : 0.0f;
+            const uint32_t qh = ld32u(b[r] + QH);
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const uint32_t nib = ld32u(b[r] + QH + 4 + 4 * i);
+                q[r][i] = q5_codes4(nib & 0x0F0F0F0Fu, qh >> (4 * i));
+                q[r][4 + i] = q5_codes4((nib >> 4) & 0x0F0F0F0Fu, qh >> (16 + 4 * i));
+            }
+        }
+        q32_words<NT, R, Q1 ? 0 : 16, Q1>(q, d, m, gb, x, acc);
+    }
+};
+template <int NT, int R> struct qdot<HEARTH_DT_Q5_0, NT, R> {
+    static __device__ __forceinline__ void run(const uint8_t *const *b, int, int gb, const xq8 &x, float (*acc)[NT]) {
+        qdot_q5<HEARTH_DT_Q5_0, NT, R>::run(b, gb, x, acc);
+    }
+};
+template <int NT, int R> struct qdot<HEARTH_DT_Q5_1, NT, R> {
+    static __device__ __forceinline__ void run(const uint8_t *const *b, int, int gb, const xq8 &x, float (*acc)[NT]) {
+        qdot_q5<HEARTH_DT_Q5_1, NT, R>::run(b, gb, x, acc);
+    }
+};
+
+/* iq4_nl (d, qs): the codebook's values as the codes */
+template <int NT, int R> struct qdot<HEARTH_DT_IQ4_NL, NT, R> {
+    static __device__ __forceinline__ void run(const uint8_t *const *b, int, int gb, const xq8 &x, float (*acc)[NT]) {
+        float d[R];
+        uint32_t q[R][8];
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            d[r] = h2f(ld16(b[r]));
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const uint32_t nib = ld32u(b[r] + 2 + 4 * i);
+                q[r][i] = iq4_values4(nib & 0x0F0F0F0Fu);
+                q[r][4 + i] = iq4_values4((nib >> 4) & 0x0F0F0F0Fu);
+            }
+        }
+        q32_words<NT, R, 0, false>(q, d, nullptr, gb, x, acc);
+    }
+};
+
+/* q5_K unit j: Q4_K's unit with bits 2j, 2j + 1 of each qh byte as the codes' fifth bits */
+template <int NT, int R> struct qdot<HEARTH_DT_Q5_K, NT, R> {
+    static __device__ __forceinline__ void run(const uint8_t *const *b, int j, int gb, const xq8 &x,
+                                               float (*acc)[NT]) {
+        float d[R], dmin[R];
+        int sc[R][2], m[R][2];
+        uint32_t lo[R][8], hi[R][8];
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            d[r] = h2f(ld16(b[r]));
+            dmin[r] = h2f(ld16(b[r] + 2));
+            q4k_scale_min(b[r] + 4, 2 * j, &sc[r][0], &m[r][0]);
+            q4k_scale_min(b[r] + 4, 2 * j + 1, &sc[r][1], &m[r][1]);
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                const uint32_t q = ld32u(b[r] + 48 + 32 * j + 4 * i), h = ld32u(b[r] + 16 + 4 * i) >> (2 * j);
+                lo[r][i] = (q & 0x0F0F0F0Fu) | ((h & 0x01010101u) << 4);
+                hi[r][i] = ((q >> 4) & 0x0F0F0F0Fu) | (((h >> 1) & 0x01010101u) << 4);
+            }
+        }
+        const int g0 = gb * 8 + 2 * j;
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            int v0[8], v1[8];
+            float4 ds0, ds1;
+            x_group(x, t, g0, v0, &ds0);
+            x_group(x, t, g0 + 1, v1, &ds1);
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                acc[r][t] = mins_unit(lo[r], hi[r], v0, v1, ds0, ds1, sc[r], m[r], d[r], dmin[r], acc[r][t]);
+        }
+    }
+};
+
+/* q2_K / q3_K unit u: half h = u / 2, element groups j = 2 (u % 2) (A) and j + 1 (B), their codes bits 2j of
+ * qs[32 h + l] (A[l], B[l]), four sub-blocks of 16 (A[0..16), A[16..32), B[0..16), B[16..32)) */
+template <int NT, int R> struct qdot<HEARTH_DT_Q3_K, NT, R> {
+    static __device__ __forceinline__ void run(const uint8_t *const *b, int u, int gb, const xq8 &x,
+                                               float (*acc)[NT]) {
+        const int h = u >> 1, j = 2 * (u & 1);
+        float d[R];
+        int sc[R][4], va[R][8], vb[R][8];
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            d[r] = h2f(ld16(b[r] + 108));
+#pragma unroll
+            for (int k = 0; k < 4; k++) sc[r][k] = q3k_scale(b[r] + 96, 8 * h + j * 2 + k);
+#pragma unroll
+            for (int i = 0; i < 8; i++) { /* code | hbit << 2, less 4, as s8 (q6k_s8's trick) */
+                const uint32_t q = ld32u(b[r] + 32 + 32 * h + 4 * i) >> (2 * j), hm = ld32u(b[r] + 4 * i) >> (4 * h + j);
+                va[r][i] = (int)((((q & 0x03030303u) | ((hm & 0x01010101u) << 2)) + 0x7C7C7C7Cu) ^ 0x80808080u);
+                vb[r][i] = (int)(((((q >> 2) & 0x03030303u) | (((hm >> 1) & 0x01010101u) << 2)) + 0x7C7C7C7Cu) ^
+                                 0x80808080u);
+            }
+        }
+        const int gA = gb * 8 + 4 * h + j;
+        q6k_units<NT, R>(va, vb, sc, d, gA, gA + 1, x, acc);
+    }
+};
+
+template <int NT, int R> struct qdot<HEARTH_DT_Q2_K, NT, R> {
+    static __device__ __forceinline__ void run(const uint8_t *const *b, int u, int gb, const xq8 &x,
+                                               float (*acc)[NT]) {
+        const int h = u >> 1, j = 2 * (u & 1);
+        float d[R], dmin[R];
+        int sc[R][4], m[R][4], va[R][8], vb[R][8];
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            d[r] = h2f(ld16(b[r] + 80));
+            dmin[r] = h2f(ld16(b[r] + 82));
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const int s = b[r][8 * h + j * 2 + k];
+                sc[r][k] = s & 15;
+                m[r][k] = s >> 4;
+            }
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                const uint32_t q = ld32u(b[r] + 16 + 32 * h + 4 * i) >> (2 * j);
+                va[r][i] = (int)(q & 0x03030303u);
+                vb[r][i] = (int)((q >> 2) & 0x03030303u);
+            }
+        }
+        const int gA = gb * 8 + 4 * h + j;
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            int xa[8], xb[8], bs[4] = {0, 0, 0, 0};
+            float4 dsa, dsb;
+            x_group(x, t, gA, xa, &dsa);
+            x_group(x, t, gA + 1, xb, &dsb);
+#pragma unroll
+            for (int i = 0; i < 4; i++) { /* x's sums of 16 */
+                bs[0] = __dp4a(xa[i], 0x01010101, bs[0]);
+                bs[1] = __dp4a(xa[4 + i], 0x01010101, bs[1]);
+                bs[2] = __dp4a(xb[i], 0x01010101, bs[2]);
+                bs[3] = __dp4a(xb[4 + i], 0x01010101, bs[3]);
+            }
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                int a0 = 0, a1 = 0, b0 = 0, b1 = 0;
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    a0 = __dp4a(va[r][i], xa[i], a0);
+                    a1 = __dp4a(va[r][4 + i], xa[4 + i], a1);
+                    b0 = __dp4a(vb[r][i], xb[i], b0);
+                    b1 = __dp4a(vb[r][4 + i], xb[4 + i], b1);
+                }
+                const int s = sc[r][0] * a0 + sc[r][1] * a1 + sc[r][2] * b0 + sc[r][3] * b1;
+                const int mins = m[r][0] * bs[0] + m[r][1] * bs[1] + m[r][2] * bs[2] + m[r][3] * bs[3];
+                acc[r][t] = fmaf(d[r] * dsa.x, (float)s, acc[r][t]);
+                acc[r][t] = fmaf(-(dmin[r] * dsa.x), (float)mins, acc[r][t]);
+            }
+        }
+    }
+};
+
+/* iq4_xs unit u: sub-blocks 2u and 2u + 1 (q4_0's nibble order, 16 bytes each), their scales less 32 */
+template <int NT, int R> struct qdot<HEARTH_DT_IQ4_XS, NT, R> {
+    static __device__ __forceinline__ void run(const uint8_t *const *b, int u, int gb, const xq8 &x,
+                                               float (*acc)[NT]) {
+        float d[R];
+        int sc[R][4], va[R][8], vb[R][8];
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            d[r] = h2f(ld16(b[r]));
+            sc[r][0] = sc[r][1] = iq4xs_scale(b[r], 2 * u);
+            sc[r][2] = sc[r][3] = iq4xs_scale(b[r], 2 * u + 1);
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const uint32_t qa = ld32u(b[r] + 8 + 32 * u + 4 * i), qb = ld32u(b[r] + 24 + 32 * u + 4 * i);
+                va[r][i] = (int)iq4_values4(qa & 0x0F0F0F0Fu);
+                va[r][4 + i] = (int)iq4_values4((qa >> 4) & 0x0F0F0F0Fu);
+                vb[r][i] = (int)iq4_values4(qb & 0x0F0F0F0Fu);
+                vb[r][4 + i] = (int)iq4_values4((qb >> 4) & 0x0F0F0F0Fu);
+            }
+        }
+        q6k_units<NT, R>(va, vb, sc, d, gb * 8 + 2 * u, gb * 8 + 2 * u + 1, x, acc);
     }
 };
 
@@ -771,7 +999,7 @@ template <> struct fmt_split<HEARTH_DT_Q6_K> {
             for (int k = 0; k < 4; k++) sc[r][k] = (int8_t)(w[r].sc >> (8 * k));
             q6k_split_codes((const uint32_t *)w[r].ql, (const uint32_t *)&w[r].qh, va[r], vb[r]);
         }
-        q6k_units<NT, R>(va, vb, sc, d, 2 * (c & ~1) + (c & 1), x, acc);
+        q6k_units<NT, R>(va, vb, sc, d, 2 * (c & ~1) + (c & 1), 2 * (c & ~1) + (c & 1) + 2, x, acc);
     }
 };
 
@@ -892,7 +1120,8 @@ __global__ void __launch_bounds__(256) mmv_quant_direct(mmv_set set, size_t row_
 int cu_mmv_supported(hearth_dtype t) {
     switch (t) {
     case HEARTH_DT_F32: case HEARTH_DT_F16: case HEARTH_DT_BF16: case HEARTH_DT_Q4_0: case HEARTH_DT_Q4_1:
-    case HEARTH_DT_Q8_0: case HEARTH_DT_Q4_K: case HEARTH_DT_Q6_K: return 1;
+    case HEARTH_DT_Q8_0: case HEARTH_DT_Q4_K: case HEARTH_DT_Q6_K: case HEARTH_DT_Q5_0: case HEARTH_DT_Q5_1:
+    case HEARTH_DT_IQ4_NL: case HEARTH_DT_Q5_K: case HEARTH_DT_Q3_K: case HEARTH_DT_Q2_K: case HEARTH_DT_IQ4_XS: return 1;
     default: return 0;
     }
 }
@@ -902,7 +1131,8 @@ int cu_mmv_xprep_kind(hearth_dtype t) {
     case HEARTH_DT_F32: return XPREP_NONE;
     case HEARTH_DT_F16: return XPREP_F16;
     case HEARTH_DT_BF16: return XPREP_BF16;
-    case HEARTH_DT_Q4_K: case HEARTH_DT_Q6_K: return XPREP_Q8K;
+    case HEARTH_DT_Q4_K: case HEARTH_DT_Q6_K: case HEARTH_DT_Q5_K: case HEARTH_DT_Q3_K: case HEARTH_DT_Q2_K:
+    case HEARTH_DT_IQ4_XS: return XPREP_Q8K;
     default: return XPREP_Q8;
     }
 }
@@ -1057,6 +1287,13 @@ static void launch_nt(const cu_launch *L, const mmv_set *set, const void *xp, he
     case HEARTH_DT_Q8_0: launch_quant<HEARTH_DT_Q8_0, NT>(L, set, xp, K, rb); break;
     case HEARTH_DT_Q4_K: launch_quant<HEARTH_DT_Q4_K, NT>(L, set, xp, K, rb); break;
     case HEARTH_DT_Q6_K: launch_quant<HEARTH_DT_Q6_K, NT>(L, set, xp, K, rb); break;
+    case HEARTH_DT_Q5_0: launch_quant<HEARTH_DT_Q5_0, NT>(L, set, xp, K, rb); break;
+    case HEARTH_DT_Q5_1: launch_quant<HEARTH_DT_Q5_1, NT>(L, set, xp, K, rb); break;
+    case HEARTH_DT_IQ4_NL: launch_quant<HEARTH_DT_IQ4_NL, NT>(L, set, xp, K, rb); break;
+    case HEARTH_DT_Q5_K: launch_quant<HEARTH_DT_Q5_K, NT>(L, set, xp, K, rb); break;
+    case HEARTH_DT_Q3_K: launch_quant<HEARTH_DT_Q3_K, NT>(L, set, xp, K, rb); break;
+    case HEARTH_DT_Q2_K: launch_quant<HEARTH_DT_Q2_K, NT>(L, set, xp, K, rb); break;
+    case HEARTH_DT_IQ4_XS: launch_quant<HEARTH_DT_IQ4_XS, NT>(L, set, xp, K, rb); break;
     default: break;
     }
 }

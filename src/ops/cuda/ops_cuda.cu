@@ -1430,15 +1430,11 @@ static void op_upload(void *ctx, void *dst, const void *src, size_t bytes) {
  * off. */
 static hearth_status op_prepare_weight(void *ctx, hearth_weight *w, hearth_err *err) {
     hearth_cuda_ctx *c = (hearth_cuda_ctx *)ctx;
-    switch (w->type) { /* the types the kernels read (mmv.cu, mmv_tc.cu, dequant.cu, embed.cu) */
-    case HEARTH_DT_F32: case HEARTH_DT_F16: case HEARTH_DT_BF16: case HEARTH_DT_Q4_0: case HEARTH_DT_Q4_1:
-    case HEARTH_DT_Q8_0: case HEARTH_DT_Q4_K: case HEARTH_DT_Q6_K: break;
-    default:
+    if (!cu_mmv_supported(w->type)) /* the types the kernels read (mmv.cu, dequant.cu, embed.cu) */
         return hearth_err_set(err, HEARTH_ENOTSUP,
-                              "%s weights are not supported on CUDA yet (f32, f16, bf16, q4_0, q4_1, q8_0, q4_K and "
-                              "q6_K are); --device cpu runs them",
+                              "%s weights are not supported on CUDA (f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, "
+                              "q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl and iq4_xs are)",
                               hearth_dtype_get(w->type) ? hearth_dtype_get(w->type)->name : "these");
-    }
     hearth_status st = reserve(c, (void **)&c->mm.deq, &c->mm.deq_bytes, cu_mm_deq_need(w->type, w->rows, w->cols),
                                "dequantized weight scratch", err);
     if (st != HEARTH_OK || !c->split_rows || w->layout != HEARTH_LAYOUT_STORED) return st;
