@@ -70,7 +70,7 @@ static double rel_err(const float *a, const float *b, size_t n, size_t *at) {
 
 /* A weight uploaded as the model loader leaves it: prepare_weight after the
  * upload, which reserves what its matmuls need and, with split, splits
- * Q4_0 / Q8_0 / Q4_K / Q6_K rows that are 16-byte aligned
+ * Q4_0 / Q8_0 / Q4_K / Q5_K / Q6_K / IQ4_XS rows that are 16-byte aligned
  * (HEARTH_LAYOUT_SPLIT; a test fails if it did not). Q6_K rows are aligned
  * from 8 blocks (K = 2048). */
 static void prepare_as(hearth_weight *w, int offset, int split) {
@@ -81,7 +81,7 @@ static void prepare_as(hearth_weight *w, int offset, int split) {
     if (st != HEARTH_OK) test_fail(__FILE__, __LINE__, "prepare_weight: %s", err.msg);
     int splits = split &&
                  (w->type == HEARTH_DT_Q4_0 || w->type == HEARTH_DT_Q8_0 || w->type == HEARTH_DT_Q4_K ||
-                  w->type == HEARTH_DT_Q6_K) &&
+                  w->type == HEARTH_DT_Q6_K || w->type == HEARTH_DT_Q5_K || w->type == HEARTH_DT_IQ4_XS) &&
                  offset == 0 && w->row_bytes % 16 == 0;
     if (w->layout != (splits ? HEARTH_LAYOUT_SPLIT : HEARTH_LAYOUT_STORED))
         test_fail(__FILE__, __LINE__, "prepare_weight %s offset %d: layout %d", hearth_dtype_get(w->type)->name,
@@ -212,11 +212,12 @@ TEST(cuda_matmul_q6_K) {
     matmul_case(HEARTH_DT_Q6_K, 6144, 29, 8, 0);
 }
 
-/* The types the staged and direct GEMV kernels read alone (no split rows,
- * no tensor-core kernel): rows 16-byte aligned at the first K (staged) and
- * not at the second (direct); q2_K and q3_K rows are aligned from 4 and 8
- * blocks, so their second K = 6144 is aligned too and their 4352 (17
- * blocks) is not. */
+/* The types without tensor-core kernels. Q5_0, Q5_1, IQ4_NL, Q3_K and
+ * Q2_K rows are never split: 16-byte aligned at the first K (the staged
+ * kernel), not at the second (direct); q2_K and q3_K rows are aligned from
+ * 4 and 8 blocks, so their 6144 is aligned too and their 4352 (17 blocks)
+ * is not. Q5_K and IQ4_XS rows split where aligned (IQ4_XS: from 2 blocks),
+ * and go through the staged kernel in cuda_matmul_stored_layout. */
 TEST(cuda_matmul_q5_0) { NEED_GPU(); matmul_type(HEARTH_DT_Q5_0, 512, 96); }
 TEST(cuda_matmul_q5_1) { NEED_GPU(); matmul_type(HEARTH_DT_Q5_1, 512, 96); }
 TEST(cuda_matmul_iq4_nl) { NEED_GPU(); matmul_type(HEARTH_DT_IQ4_NL, 512, 96); }
@@ -233,14 +234,15 @@ TEST(cuda_matmul_q2_K) {
     for (int T = 1; T <= 8; T *= 2) matmul_case(HEARTH_DT_Q2_K, 6144, 29, T, 0);
 }
 
-/* Q4_0 / Q8_0 / Q4_K / Q6_K rows left as stored (the staged GEMV kernel,
+/* Q4_0 / Q8_0 / Q4_K / Q5_K / Q6_K / IQ4_XS rows left as stored (the staged GEMV kernel,
  * which serves rows too long to split, and the dequantizing cuBLAS path);
  * Q6_K rows are 16-byte aligned only at whole 8-block groups. */
 TEST(cuda_matmul_stored_layout) {
     NEED_GPU();
-    static const hearth_dtype ts[] = {HEARTH_DT_Q4_0, HEARTH_DT_Q8_0, HEARTH_DT_Q4_K, HEARTH_DT_Q6_K};
+    static const hearth_dtype ts[] = {HEARTH_DT_Q4_0, HEARTH_DT_Q8_0, HEARTH_DT_Q4_K,
+                                      HEARTH_DT_Q6_K, HEARTH_DT_Q5_K, HEARTH_DT_IQ4_XS};
     static const int Ts[] = {1, 2, 8, 9, 33};
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 6; i++)
         for (int j = 0; j < 5; j++) {
             int q6 = ts[i] == HEARTH_DT_Q6_K;
             if (!matmul_case_prep(ts[i], q6 ? 2048 : 512, 67, Ts[j], 0, 0)) return;
@@ -357,7 +359,7 @@ static int pair_case(hearth_dtype t, int K, int N, int T, int w_desc, int y_desc
     float *row = malloc(sizeof(float) * (size_t)K);
     for (int n = 0; n < 2 * N; n++) {
         for (int k = 0; k < K; k++) row[k] = nrand() * 0.05f;
-        hearth_cpu_quantize_row(t, row, w + (size_t)n * rb, K);
+        make_row(t, row, K, w + (size_t)n * rb);
     }
     free(row);
     int quant = t != HEARTH_DT_F32 && t != HEARTH_DT_F16 && t != HEARTH_DT_BF16;
@@ -472,7 +474,7 @@ TEST(cuda_embed_every_type) {
         CU->embed(g_cu, od, &tdv, idd, T);
         down(got, od, sizeof(float) * T * cols);
         int same = !memcmp(got, want, sizeof(float) * T * cols);
-        /* and as the loader leaves it (Q4_0 / Q8_0 / Q4_K / Q6_K rows split) */
+        /* and as the loader leaves it (Q4_0 / Q8_0 / Q4_K / Q5_K / Q6_K / IQ4_XS rows split) */
         poison(od, sizeof(float) * T * cols);
         prepare(&tdv, 0);
         CU->embed(g_cu, od, &tdv, idd, T);

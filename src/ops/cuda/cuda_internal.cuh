@@ -236,15 +236,20 @@ template <> struct qtraits<HEARTH_DT_Q2_K> { enum { BYTES = 84, ELEMS = 256, UNI
 template <> struct qtraits<HEARTH_DT_IQ4_XS> { enum { BYTES = 136, ELEMS = 256, UNITS = 4, SEG_BLOCKS = 16 }; };
 
 /* ggml's kvalues_iq4nl (ops/cpu/quant.c hearth_iq4_values) as four words of
- * four int8, and the values of four codes (the bytes of n, each 0..15) as
- * one word: two byte permutes over the table's halves, the half chosen by
- * each code's bit 3. */
-__device__ __forceinline__ uint32_t iq4_values4(uint32_t n) {
+ * four int8, looked up for the 8 codes of a code word q (bytes of two
+ * nibbles, q4_0's order): *lo gets the values of the low nibbles (elements
+ * 4i.. of the block), *hi those of the high ones (16 + 4i..). Byte permutes
+ * over the table's halves, by the codes' low 3 bits two at a time, the half
+ * chosen by each code's bit 3; no selector has its bit 3 set (prmt's sign
+ * replication). */
+__device__ __forceinline__ void iq4_values8(uint32_t q, uint32_t *lo, uint32_t *hi) {
     const uint32_t t0 = 0xBFAD9881u, t1 = 0xF6EADDCFu, t2 = 0x26190D01u, t3 = 0x71594535u;
-    const uint32_t sel = (n & 7) | ((n >> 4) & 0x70) | ((n >> 8) & 0x700) | ((n >> 12) & 0x7000);
-    const uint32_t lo = __byte_perm(t0, t1, sel), hi = __byte_perm(t2, t3, sel);
-    const uint32_t m = ((n >> 3) & 0x01010101u) * 0xFFu;
-    return (lo & ~m) | (hi & m);
+    const uint32_t s = q & 0x77777777u, pick = 0x32103210u | ((q & 0x88888888u) >> 1);
+    /* a: elements 0, 16, 1, 17 of the four bytes; b: 2, 18, 3, 19 */
+    const uint32_t a = __byte_perm(__byte_perm(t0, t1, s), __byte_perm(t2, t3, s), pick);
+    const uint32_t b = __byte_perm(__byte_perm(t0, t1, s >> 16), __byte_perm(t2, t3, s >> 16), pick >> 16);
+    *lo = __byte_perm(a, b, 0x6420);
+    *hi = __byte_perm(a, b, 0x7531);
 }
 /* Four 5-bit codes: the nibbles in the bytes of nib, bits 0..3 of h their fifth bits. */
 __device__ __forceinline__ uint32_t q5_codes4(uint32_t nib, uint32_t h) {
@@ -341,7 +346,8 @@ template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_IQ4_NL>(const 
     const float d = h2f(ld16(b));
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-        const uint32_t q = ld32u(b + 2 + 4 * i), lo = iq4_values4(q & 0x0F0F0F0Fu), hi = iq4_values4((q >> 4) & 0x0F0F0F0Fu);
+        uint32_t lo, hi;
+        iq4_values8(ld32u(b + 2 + 4 * i), &lo, &hi);
 #pragma unroll
         for (int k = 0; k < 4; k++) {
             o[4 * i + k] = d * (float)(int8_t)(lo >> (8 * k));
@@ -349,16 +355,20 @@ template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_IQ4_NL>(const 
         }
     }
 }
-/* q5_K sub-block g: q4_K's scales and nibbles, bit g of qh[l] the fifth bit of element l */
-template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_Q5_K>(const uint8_t *b, int g, float *o) {
-    const float d = h2f(ld16(b)), dmin = h2f(ld16(b + 2));
+/* q5_K sub-block g from the block's head (d, dmin, scales: 16 bytes), its 32 qh bytes and the 32 code bytes of
+ * sub-blocks g & ~1 (low nibbles) and g | 1 (high): q4_K's scales and nibbles, bit g of qh[l] the fifth bit of
+ * element l */
+__device__ __forceinline__ void deq_q5_k(const uint8_t *head, const uint8_t *qh, const uint8_t *q, int g, float *o) {
+    const float d = h2f(ld16(head)), dmin = h2f(ld16(head + 2));
     int sc, m;
-    q4k_scale_min(b + 4, g, &sc, &m);
+    q4k_scale_min(head + 4, g, &sc, &m);
     const float dj = d * (float)sc, mj = dmin * (float)m;
-    const uint8_t *qh = b + 16, *q = b + 48 + 32 * (g >> 1);
     const int sh = (g & 1) * 4;
 #pragma unroll
     for (int l = 0; l < 32; l++) o[l] = __fsub_rn(__fmul_rn(dj, (float)(((q[l] >> sh) & 0xF) | ((qh[l] >> g) & 1) << 4)), mj);
+}
+template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_Q5_K>(const uint8_t *b, int g, float *o) {
+    deq_q5_k(b, b + 16, b + 48 + 32 * (g >> 1), g, o);
 }
 /* q2_K / q3_K group g (0..7): elements 128 h + 32 j + l (h = g / 4, j = g % 4), bits 2j of qs[32 h + l],
  * in sub-blocks 8 h + 2 j (l < 16) and 8 h + 2 j + 1 (ops/cpu/quant.h) */
@@ -388,12 +398,13 @@ template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_Q3_K>(const ui
 __device__ __forceinline__ int iq4xs_scale(const uint8_t *b, int g) {
     return (((b[4 + g / 2] >> (4 * (g & 1))) & 15) | ((ld16(b + 2) >> (2 * g)) & 3) << 4) - 32;
 }
-template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_IQ4_XS>(const uint8_t *b, int g, float *o) {
-    const float dl = h2f(ld16(b)) * (float)iq4xs_scale(b, g);
-    const uint8_t *q = b + 8 + 16 * g;
+/* iq4_xs sub-block g from the block's head (d, scales_h, scales_l: 8 bytes) and its 16 code bytes q */
+__device__ __forceinline__ void deq_iq4xs(const uint8_t *head, const uint8_t *q, int g, float *o) {
+    const float dl = h2f(ld16(head)) * (float)iq4xs_scale(head, g);
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-        const uint32_t w = ld32u(q + 4 * i), lo = iq4_values4(w & 0x0F0F0F0Fu), hi = iq4_values4((w >> 4) & 0x0F0F0F0Fu);
+        uint32_t lo, hi;
+        iq4_values8(ld32u(q + 4 * i), &lo, &hi);
 #pragma unroll
         for (int k = 0; k < 4; k++) {
             o[4 * i + k] = dl * (float)(int8_t)(lo >> (8 * k));
@@ -401,12 +412,16 @@ template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_IQ4_XS>(const 
         }
     }
 }
+template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_IQ4_XS>(const uint8_t *b, int g, float *o) {
+    deq_iq4xs(b, b + 8 + 16 * g, g, o);
+}
 
 /* Split rows (hearth_weight.layout == HEARTH_LAYOUT_SPLIT, made at load by
- * cu_split_rows for Q4_0, Q8_0, Q4_K and Q6_K): a stored block is QB bytes
- * of codes and a head of HB bytes (Q4_0, Q8_0: the f16 scale d; Q4_K: d,
- * dmin and the 12 bytes of packed scales and mins, all before the codes;
- * Q6_K: the 16 int8 scales and d, after them); a split row of nb blocks
+ * cu_split_rows for Q4_0, Q8_0, Q4_K, Q5_K, Q6_K and IQ4_XS): a stored
+ * block is QB bytes of codes and a head of HB bytes (Q4_0, Q8_0: the f16
+ * scale d; Q4_K, Q5_K: d, dmin and the 12 bytes of packed scales and mins,
+ * IQ4_XS: d, scales_h and scales_l, all before the codes; Q6_K: the 16 int8
+ * scales and d, after them); a split row of nb blocks
  * holds the blocks' codes first (nb * QB bytes, so 16-byte aligned when the
  * row is), then their heads (nb * HB bytes); the row's size is unchanged.
  * The GEMV then streams codes in aligned 16-byte loads.
@@ -426,6 +441,8 @@ template <> struct split_fmt<HEARTH_DT_Q4_0> { enum { QB = 16, HB = 2 }; };
 template <> struct split_fmt<HEARTH_DT_Q8_0> { enum { QB = 32, HB = 2 }; };
 template <> struct split_fmt<HEARTH_DT_Q4_K> { enum { QB = 128, HB = 16 }; };
 template <> struct split_fmt<HEARTH_DT_Q6_K> { enum { QB = 192, HB = 18 }; };
+template <> struct split_fmt<HEARTH_DT_Q5_K> { enum { QB = 160, HB = 16 }; }; /* codes: qh[32], then qs[128] */
+template <> struct split_fmt<HEARTH_DT_IQ4_XS> { enum { QB = 128, HB = 8 }; };
 
 /* Elements [32g, 32g+32) of a row (nb blocks) of either layout. */
 template <int QT>
@@ -454,6 +471,17 @@ __device__ __forceinline__ void deq_row_group32(const uint8_t *row, int nb, int 
                 int v = (((ql[l] >> (4 * hi)) & 0xF) | (((qh[l & 15] >> (2 * (l >> 4) + 4 * hi)) & 3) << 4)) - 32;
                 o[l] = d * (float)sc[l / 16] * (float)v;
             }
+            return;
+        }
+    } else if constexpr (QT == HEARTH_DT_Q5_K) {
+        if (split) {
+            const uint8_t *codes = row + (size_t)(g / GPB) * QB, *head = row + (size_t)nb * QB + (size_t)(g / GPB) * 16;
+            deq_q5_k(head, codes, codes + 32 + 32 * (g % GPB / 2), g % GPB, o);
+            return;
+        }
+    } else if constexpr (QT == HEARTH_DT_IQ4_XS) {
+        if (split) {
+            deq_iq4xs(row + (size_t)nb * QB + (size_t)(g / GPB) * 8, row + (size_t)g * 16, g % GPB, o);
             return;
         }
     } else if constexpr (QB != 0) {

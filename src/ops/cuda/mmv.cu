@@ -13,11 +13,11 @@
  * a SwiGLU with its epilogue (silu(gate) * up written next to both raw
  * outputs).
  *
- * Quantized weights (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K; Q5_0, Q5_1, IQ4_NL, Q5_K,
- * Q3_K, Q2_K, IQ4_XS through the staged and direct kernels only): x is q8 / q8_K
- * (xprep.cu) and the dot products are integer (dp4a) per group, then scaled
- * with the CPU backend's fmaf steps. Q4_0 / Q8_0 / Q4_K / Q6_K rows split at
- * load (split_rows.cu: codes, then scales) stream like float rows.
+ * Quantized weights (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K,
+ * Q6_K, IQ4_NL, IQ4_XS): x is q8 / q8_K (xprep.cu) and the dot products are
+ * integer (dp4a) per group, then scaled with the CPU backend's fmaf steps.
+ * Q4_0 / Q8_0 / Q4_K / Q5_K / Q6_K / IQ4_XS rows split at load
+ * (split_rows.cu: codes, then scales) stream like float rows.
  * Otherwise, when rows are 16-byte aligned, each warp stages its rows through
  * shared memory in segments with cp.async (double buffered), so the loads are
  * 16 bytes wide and fully coalesced whatever the block size (18, 20, 34, 210
@@ -630,9 +630,7 @@ template <int NT, int R> struct qdot<HEARTH_DT_IQ4_NL, NT, R> {
             d[r] = h2f(ld16(b[r]));
 #pragma unroll
             for (int i = 0; i < 4; i++) {
-                const uint32_t nib = ld32u(b[r] + 2 + 4 * i);
-                q[r][i] = iq4_values4(nib & 0x0F0F0F0Fu);
-                q[r][4 + i] = iq4_values4((nib >> 4) & 0x0F0F0F0Fu);
+                iq4_values8(ld32u(b[r] + 2 + 4 * i), &q[r][i], &q[r][4 + i]);
             }
         }
         q32_words<NT, R, 0, false>(q, d, nullptr, gb, x, acc);
@@ -768,11 +766,8 @@ template <int NT, int R> struct qdot<HEARTH_DT_IQ4_XS, NT, R> {
             sc[r][2] = sc[r][3] = iq4xs_scale(b[r], 2 * u + 1);
 #pragma unroll
             for (int i = 0; i < 4; i++) {
-                const uint32_t qa = ld32u(b[r] + 8 + 32 * u + 4 * i), qb = ld32u(b[r] + 24 + 32 * u + 4 * i);
-                va[r][i] = (int)iq4_values4(qa & 0x0F0F0F0Fu);
-                va[r][4 + i] = (int)iq4_values4((qa >> 4) & 0x0F0F0F0Fu);
-                vb[r][i] = (int)iq4_values4(qb & 0x0F0F0F0Fu);
-                vb[r][4 + i] = (int)iq4_values4((qb >> 4) & 0x0F0F0F0Fu);
+                iq4_values8(ld32u(b[r] + 8 + 32 * u + 4 * i), (uint32_t *)&va[r][i], (uint32_t *)&va[r][4 + i]);
+                iq4_values8(ld32u(b[r] + 24 + 32 * u + 4 * i), (uint32_t *)&vb[r][i], (uint32_t *)&vb[r][4 + i]);
             }
         }
         q6k_units<NT, R>(va, vb, sc, d, gb * 8 + 2 * u, gb * 8 + 2 * u + 1, x, acc);
@@ -943,6 +938,106 @@ template <> struct fmt_split<HEARTH_DT_Q4_K> {
 #pragma unroll
         for (int r = 0; r < R; r++) qp[r] = (const uint32_t *)w[r].q;
         q4k_units<NT, R>(qp, sc, m, d, dmin, 2 * c, x, acc);
+    }
+};
+
+/* Split Q5_K rows: Q4_K's chunks, units and head words, and the block's 32
+ * qh bytes (at the start of its 160 code bytes; the block's four lanes load
+ * the same two sectors, through L1), bits 2j and 2j + 1 of each the fifth
+ * bits of unit j's codes; the same integer sums and fmaf steps as qdot's
+ * (mins_unit). U = 1: 64 bytes of loads in flight a row, as Q4_K's U = 2. */
+template <> struct fmt_split<HEARTH_DT_Q5_K> {
+    enum { QB = split_fmt<HEARTH_DT_Q5_K>::QB };
+    enum { E = 64, U = 1 }; /* elements a chunk, chunks in flight a row */
+    enum { WAVE = 1 };      /* launch_stream */
+    struct W {
+        uint4 q[2], qh[2];
+        uint32_t h; /* word c % 4 of the head, as Q4_K's */
+    };
+    typedef xq8 X;
+    static __device__ __forceinline__ X x_of(const void *xp, int K, int NT) {
+        return {(const int8_t *)xp, (const float4 *)((const int8_t *)xp + (size_t)NT * K), K};
+    }
+    static __device__ __forceinline__ W load(const uint8_t *row, int c, int nch) {
+        const uint4 *b = (const uint4 *)(row + (size_t)(c >> 2) * QB); /* the block's codes: qh, then qs */
+        const uint8_t *head = row + (size_t)nch / 4 * QB + (size_t)(c >> 2) * 16;
+        return {{__ldg(b + 2 + 2 * (c & 3)), __ldg(b + 3 + 2 * (c & 3))}, {__ldg(b), __ldg(b + 1)},
+                __ldg((const uint32_t *)head + (c & 3))};
+    }
+    template <int NT, int R>
+    static __device__ __forceinline__ void dot(const W *w, int c, const X &x, float (*acc)[NT]) {
+        const int lane = threadIdx.x & 31, blk = lane & ~3, j = c & 3;
+        const unsigned blk_mask = 0xFu << blk;
+        float d[R], dmin[R];
+        int sc[R][2], m[R][2];
+        uint32_t lo[R][8], hi[R][8];
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            uint32_t h[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) h[i] = __shfl_sync(blk_mask, w[r].h, blk | i);
+            d[r] = h2f((uint16_t)(h[0] & 0xffffu));
+            dmin[r] = h2f((uint16_t)(h[0] >> 16));
+            q4k_unit_scales(h[1], h[2], h[3], j, sc[r], m[r]);
+            const uint32_t *q = (const uint32_t *)w[r].q, *qh = (const uint32_t *)w[r].qh;
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                const uint32_t hb = qh[i] >> (2 * j);
+                lo[r][i] = (q[i] & 0x0F0F0F0Fu) | ((hb & 0x01010101u) << 4);
+                hi[r][i] = ((q[i] >> 4) & 0x0F0F0F0Fu) | (((hb >> 1) & 0x01010101u) << 4);
+            }
+        }
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            int v0[8], v1[8];
+            float4 ds0, ds1;
+            x_group(x, t, 2 * c, v0, &ds0);
+            x_group(x, t, 2 * c + 1, v1, &ds1);
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                acc[r][t] = mins_unit(lo[r], hi[r], v0, v1, ds0, ds1, sc[r], m[r], d[r], dmin[r], acc[r][t]);
+        }
+    }
+};
+
+/* Split IQ4_XS rows: chunk c is unit c % 4 (sub-blocks 2j, 2j + 1: 32 code
+ * bytes) of block c / 4, as Q4_K's; a lane loads its block's whole 8-byte
+ * head (d, scales_h, scales_l) at byte 32 * nch + 8 * (c / 4). The same
+ * integer sums and fmaf step as qdot's (q6k_units). */
+template <> struct fmt_split<HEARTH_DT_IQ4_XS> {
+    enum { E = 64, U = 2 }; /* elements a chunk, chunks in flight a row */
+    enum { WAVE = 1 };      /* launch_stream */
+    struct W {
+        uint4 q[2];
+        uint2 h;
+    };
+    typedef xq8 X;
+    static __device__ __forceinline__ X x_of(const void *xp, int K, int NT) {
+        return {(const int8_t *)xp, (const float4 *)((const int8_t *)xp + (size_t)NT * K), K};
+    }
+    static __device__ __forceinline__ W load(const uint8_t *row, int c, int nch) {
+        const uint8_t *q = row + (size_t)c * 32, *head = row + (size_t)nch * 32 + (size_t)(c >> 2) * 8;
+        return {{__ldg((const uint4 *)q), __ldg((const uint4 *)(q + 16))}, __ldg((const uint2 *)head)};
+    }
+    template <int NT, int R>
+    static __device__ __forceinline__ void dot(const W *w, int c, const X &x, float (*acc)[NT]) {
+        const int j = c & 3;
+        float d[R];
+        int sc[R][4], va[R][8], vb[R][8];
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const uint32_t sh = w[r].h.x >> (16 + 4 * j), sl = w[r].h.y >> (8 * j);
+            d[r] = h2f((uint16_t)(w[r].h.x & 0xffffu));
+            sc[r][0] = sc[r][1] = (int)((sl & 15) | (sh & 3) << 4) - 32;
+            sc[r][2] = sc[r][3] = (int)(((sl >> 4) & 15) | ((sh >> 2) & 3) << 4) - 32;
+            const uint32_t *q = (const uint32_t *)w[r].q;
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                iq4_values8(q[i], (uint32_t *)&va[r][i], (uint32_t *)&va[r][4 + i]);
+                iq4_values8(q[4 + i], (uint32_t *)&vb[r][i], (uint32_t *)&vb[r][4 + i]);
+            }
+        }
+        q6k_units<NT, R>(va, vb, sc, d, 2 * c, 2 * c + 1, x, acc);
     }
 };
 
@@ -1304,7 +1399,7 @@ int cu_mmv_pairs(const mmv_set *set, hearth_dtype t, int T, int K, size_t row_by
     case HEARTH_DT_F32: case HEARTH_DT_F16: case HEARTH_DT_BF16: return float_streams(set, t, K, row_bytes, xp);
     default:
         return (set->split && (t == HEARTH_DT_Q4_0 || t == HEARTH_DT_Q8_0 || t == HEARTH_DT_Q4_K ||
-                               t == HEARTH_DT_Q6_K)) ||
+                               t == HEARTH_DT_Q6_K || t == HEARTH_DT_Q5_K || t == HEARTH_DT_IQ4_XS)) ||
                quant_staged(set, row_bytes);
     }
 }

@@ -1,4 +1,4 @@
-/* split_rows.cu - Q4_0 / Q8_0 / Q4_K / Q6_K rows re-laid in place at load as
+/* split_rows.cu - Q4_0 / Q8_0 / Q4_K / Q5_K / Q6_K / IQ4_XS rows re-laid in place at load as
  * split rows (cuda_internal.cuh: a row's block codes, then its block heads),
  * for the streamed GEMV. One block a row: the row to shared memory, then
  * back, each byte of the split row read from where split_map says. */
@@ -7,7 +7,7 @@
 #define SPLIT_MAX_ROW (200 * 1024) /* dynamic shared memory of one block */
 
 /* Byte i of a split row's codes (i < nb * QB) and of its heads (i < nb *
- * HB), from the stored row s of nb blocks. Q4_0, Q8_0, Q4_K: a stored block
+ * HB), from the stored row s of nb blocks. Q4_0, Q8_0, Q4_K, Q5_K, IQ4_XS: a stored block
  * is its head, then its codes, each moved whole. */
 template <int QT> struct split_map {
     enum { QB = split_fmt<QT>::QB, HB = split_fmt<QT>::HB, BYTES = qtraits<QT>::BYTES };
@@ -74,6 +74,8 @@ int cu_split_rows(const cu_launch *L, void *w, hearth_dtype t, int rows, int col
     case HEARTH_DT_Q8_0: return launch<HEARTH_DT_Q8_0>(L, (uint8_t *)w, rows, cols, row_bytes);
     case HEARTH_DT_Q4_K: return launch<HEARTH_DT_Q4_K>(L, (uint8_t *)w, rows, cols, row_bytes);
     case HEARTH_DT_Q6_K: return launch<HEARTH_DT_Q6_K>(L, (uint8_t *)w, rows, cols, row_bytes);
+    case HEARTH_DT_Q5_K: return launch<HEARTH_DT_Q5_K>(L, (uint8_t *)w, rows, cols, row_bytes);
+    case HEARTH_DT_IQ4_XS: return launch<HEARTH_DT_IQ4_XS>(L, (uint8_t *)w, rows, cols, row_bytes);
     default: return 0;
     }
 }
