@@ -203,8 +203,10 @@ INLINE void gemv8(const mm_job *j, int n, int nr, int t0, const int tt, const in
     rows8_init(&g, j, n, nr);
     __m256 acc[GEMV_T];
     UNROLL for (int c = 0; c < tt; c++) acc[c] = _mm256_setzero_ps();
+    const size_t next = 8 * j->row_bytes; /* the next 8 rows' block b (panel_gemv's reason; an integer) */
     for (int b = 0; b < a->nb; b++) {
         size_t o = (size_t)b * bb;
+        if (t0 == 0) UNROLL for (int i = 0; i < 8; i++) _mm_prefetch((const char *)((uintptr_t)g.p[i] + o + next), _MM_HINT_T0);
         __m256 dw = load_f16x8(&g, o), mw = _mm256_setzero_ps();
         if (q_has_min(kind)) mw = load_f16x8(&g, o + 2);
         __m256i w5[8];
@@ -821,6 +823,14 @@ INLINE int q6_K_isum(const hearth_block_q6_K *w, const int8_t *x, const int16_t 
     return hsum_i32(acc) - 32 * hsum_i32(off);
 }
 
+/* The lines QP_AHEAD bytes past a block of bb bytes at p asked for (panel_gemv's reason: the hardware
+ * prefetchers fall behind rows streamed from DRAM); past the matrix's end the address is never
+ * dereferenced. */
+INLINE void row_prefetch(const uint8_t *p, const size_t bb) {
+    const uintptr_t ahead = (uintptr_t)p + QP_AHEAD;
+    for (size_t o = 0; o < bb; o += 64) _mm_prefetch((const char *)(ahead + o), _MM_HINT_T0);
+}
+
 INLINE void rows_k(const mm_job *j, int n0, int n1, const int kind) {
     if (j->T >= GEMM_MIN_T) {
         gemm_k(j, n0, n1, kind, 0);
@@ -835,6 +845,12 @@ INLINE void rows_k(const mm_job *j, int n0, int n1, const int kind) {
             const int16_t *bs = a->bsums + (size_t)t * a->nb_stride * 16;
             float acc = 0.f;
             for (int b = 0; b < a->nb; b++) {
+                if (t == 0) { /* the row's first pass streams it from memory */
+                    const size_t bb = kind == K_Q4_K   ? sizeof(hearth_block_q4_K)
+                                      : kind == K_Q5_K ? sizeof(hearth_block_q5_K)
+                                                       : sizeof(hearth_block_q6_K);
+                    row_prefetch(row + (size_t)b * bb, bb);
+                }
                 if (kind == K_Q4_K) {
                     const hearth_block_q4_K *w = (const hearth_block_q4_K *)(const void *)row + b;
                     int mins, s = k_isum(w->scales, w->qs, NULL, x + 256 * (size_t)b, bs + 16 * (size_t)b, &mins);
@@ -902,26 +918,71 @@ INLINE void k23_unpack(k23blk *B, const uint8_t *qs, const uint8_t *hmask) {
     }
 }
 
+/* Block b of a q2_K / q3_K row: its scales (q2_K: and mins) as int16, d and dmin, where its codes are. */
+INLINE void k23_head(const uint8_t *row, int b, const int q3, k23blk *B, float *d, float *dmin, const uint8_t **qs,
+                     const uint8_t **hmask) {
+    if (q3) {
+        const hearth_block_q3_K *w = (const hearth_block_q3_K *)(const void *)row + b;
+        B->sc16 = q3_K_scales16(w->scales);
+        *d = _cvtsh_ss(w->d), *dmin = 0.f, *qs = w->qs, *hmask = w->hmask;
+    } else {
+        const hearth_block_q2_K *w = (const hearth_block_q2_K *)(const void *)row + b;
+        __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(const void *)w->scales));
+        B->sc16 = _mm256_and_si256(v, _mm256_set1_epi16(15));
+        B->m16 = _mm256_srli_epi16(v, 4);
+        *d = _cvtsh_ss(w->d), *dmin = _cvtsh_ss(w->dmin), *qs = w->qs, *hmask = NULL;
+    }
+}
+
+/* One token (decode): each block's codes made and dotted in one pass, y's running sum in a register
+ * (rows_k23's integers and fmaf steps, in the same order). */
+INLINE float k23_row1(const uint8_t *row, const mm_act *a, const int q3) {
+    const __m256i three = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+    const size_t bb = q3 ? sizeof(hearth_block_q3_K) : sizeof(hearth_block_q2_K);
+    float y = 0.f;
+    for (int b = 0; b < a->nb; b++) {
+        row_prefetch(row + (size_t)b * bb, bb);
+        k23blk B;
+        float d, dmin;
+        const uint8_t *qs, *hmask;
+        k23_head(row, b, q3, &B, &d, &dmin, &qs, &hmask);
+        const int8_t *x = a->qs + 256 * (size_t)b;
+        const __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)(a->bsums + 16 * (size_t)b));
+        __m256i acc = q3 ? _mm256_slli_epi32(_mm256_madd_epi16(B.sc16, bs), 2) : _mm256_setzero_si256();
+        acc = _mm256_sub_epi32(_mm256_setzero_si256(), acc);
+        const __m256i H = q3 ? _mm256_loadu_si256((const __m256i *)(const void *)hmask) : _mm256_setzero_si256();
+        UNROLL for (int h = 0; h < 2; h++) {
+            const __m256i Q = _mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * h));
+            const __m256i sh = h ? _mm256_permute2x128_si256(B.sc16, B.sc16, 0x11)
+                                 : _mm256_permute2x128_si256(B.sc16, B.sc16, 0x00);
+            UNROLL for (int jj = 0; jj < 4; jj++) {
+                __m256i c = _mm256_and_si256(_mm256_srli_epi16(Q, 2 * jj), three);
+                if (q3)
+                    c = _mm256_or_si256(c, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(H, 4 * h + jj), one), 2));
+                __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(x + 32 * (4 * h + jj)));
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(c, xv), pick_scale_pair(sh, jj)));
+            }
+        }
+        y = fmaf(d * a->d[b], (float)hsum_i32(acc), y);
+        if (!q3) y = fmaf(-(dmin * a->d[b]), (float)hsum_i32(_mm256_madd_epi16(B.m16, bs)), y);
+    }
+    return y;
+}
+
 INLINE void rows_k23(const mm_job *j, int n0, int n1, const int q3) {
     const mm_act *a = j->a;
+    if (j->T == 1) {
+        for (int n = n0; n < n1; n++) j->y[n] = k23_row1(j->w + (size_t)n * j->row_bytes, a, q3);
+        return;
+    }
     k23blk B;
     for (int n = n0; n < n1; n++) {
         const uint8_t *row = j->w + (size_t)n * j->row_bytes;
         for (int b = 0; b < a->nb; b++) {
-            float d, dmin = 0.f;
-            if (q3) {
-                const hearth_block_q3_K *w = (const hearth_block_q3_K *)(const void *)row + b;
-                B.sc16 = q3_K_scales16(w->scales);
-                k23_unpack(&B, w->qs, w->hmask);
-                d = _cvtsh_ss(w->d);
-            } else {
-                const hearth_block_q2_K *w = (const hearth_block_q2_K *)(const void *)row + b;
-                __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(const void *)w->scales));
-                B.sc16 = _mm256_and_si256(v, _mm256_set1_epi16(15));
-                B.m16 = _mm256_srli_epi16(v, 4);
-                k23_unpack(&B, w->qs, NULL);
-                d = _cvtsh_ss(w->d), dmin = _cvtsh_ss(w->dmin);
-            }
+            float d, dmin;
+            const uint8_t *qs, *hmask;
+            k23_head(row, b, q3, &B, &d, &dmin, &qs, &hmask);
+            k23_unpack(&B, qs, hmask);
             for (int t = 0; t < j->T; t++) {
                 const int8_t *x = a->qs + (size_t)t * a->qs_stride + 256 * (size_t)b;
                 const size_t xo = (size_t)t * a->nb_stride + (size_t)b;
@@ -947,8 +1008,42 @@ INLINE void rows_k23(const mm_job *j, int n0, int n1, const int q3) {
  * codes as q8_0's (|v| * sign(x, v) by PMADDUBSW), weighed by the sub-block's scale in the PMADDWD. A
  * block unpacked once for every token, as rows_k23. (iq4_nl, q4_0's block with codebook codes, goes
  * through q8_0's kernels: the kind Q_IQ4_NL.) */
+/* One token (decode): a sub-block's values made and dotted in one pass, y's running sum in a register
+ * (rows_iq4_xs's integers and fmaf steps, in the same order). */
+static float iq4_xs_row1(const uint8_t *row, const mm_act *a) {
+    const __m256i lo_sh = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28), hi_sh = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+    float y = 0.f;
+    for (int b = 0; b < a->nb; b++) {
+        const hearth_block_iq4_xs *w = (const hearth_block_iq4_xs *)(const void *)row + b;
+        row_prefetch((const uint8_t *)w, sizeof *w);
+        const int8_t *x = a->qs + 256 * (size_t)b;
+        /* the 8 scales less 32 (hearth_iq4_xs_scale), sub-block ib's in both int16 halves of int32 lane ib */
+        uint32_t sl;
+        memcpy(&sl, w->scales_l, 4);
+        __m256i sc = _mm256_or_si256(_mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)sl), lo_sh),
+                                                      _mm256_set1_epi32(15)),
+                                     _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(
+                                                           _mm256_set1_epi32(w->scales_h), hi_sh), _mm256_set1_epi32(3)), 4));
+        sc = _mm256_sub_epi32(sc, _mm256_set1_epi32(32));
+        sc = _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(sc, 16));
+        __m256i acc = _mm256_setzero_si256();
+        UNROLL for (int ib = 0; ib < 8; ib++) {
+            const __m256i sg = iq4_vals(w->qs + 16 * ib);
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(x + 32 * ib));
+            const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(sg, sg), _mm256_sign_epi8(xv, sg));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_permutevar8x32_epi32(sc, _mm256_set1_epi32(ib))));
+        }
+        y = fmaf(_cvtsh_ss(w->d) * a->d[b], (float)hsum_i32(acc), y);
+    }
+    return y;
+}
+
 static void rows_iq4_xs(const mm_job *j, int n0, int n1) {
     const mm_act *a = j->a;
+    if (j->T == 1) {
+        for (int n = n0; n < n1; n++) j->y[n] = iq4_xs_row1(j->w + (size_t)n * j->row_bytes, a);
+        return;
+    }
     __m256i av[8], sv[8], sg[8]; /* |values|, the sub-block's scale (int16), the values (for the sign) */
     for (int n = n0; n < n1; n++) {
         const uint8_t *row = j->w + (size_t)n * j->row_bytes;
