@@ -1236,7 +1236,11 @@ INLINE void ftile(const mm_job *j, int n, const int R, int t0, const int C, cons
     __m256 lo[4][4], hi[4][4];
     UNROLL for (int r = 0; r < R; r++) UNROLL for (int c = 0; c < C; c++) lo[r][c] = hi[r][c] = _mm256_setzero_ps();
     int K = j->K, k = 0;
+    const size_t next = (size_t)R * j->row_bytes; /* the next tile's rows, at this k (row_prefetch's reason) */
     for (; k + 16 <= K; k += 16) {
+        if (es == 4 || !(k & 16))
+            UNROLL for (int r = 0; r < R; r++)
+                _mm_prefetch((const char *)((uintptr_t)w[r] + next + (size_t)k * es), _MM_HINT_T0);
         UNROLL for (int r = 0; r < R; r++) {
             __m256 wl = load_w8(w[r], k, wt), wh = load_w8(w[r], k + 8, wt);
             UNROLL for (int c = 0; c < C; c++) {

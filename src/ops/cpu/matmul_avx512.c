@@ -853,7 +853,11 @@ INLINE void ftile(const mm_job *j, int n, const int R, int t0, const int C, cons
     UNROLL for (int r = 0; r < R; r++)
         UNROLL for (int c = 0; c < C; c++) acc[r][c] = _mm512_setzero_ps();
     int K = j->K, k = 0;
+    const size_t es = wt == W_F32 ? 4 : 2, next = (size_t)R * j->row_bytes; /* the next tile's rows, at this k */
     for (; k + 16 <= K; k += 16) {
+        if (es == 4 || !(k & 16)) /* a line a row: the hardware prefetchers fall behind rows from DRAM */
+            UNROLL for (int r = 0; r < R; r++)
+                _mm_prefetch((const char *)((uintptr_t)w[r] + next + (size_t)k * es), _MM_HINT_T0);
         __m512 wv[4], xv[6];
         UNROLL for (int r = 0; r < R; r++) wv[r] = load_w(w[r], k, 0xffff, wt);
         UNROLL for (int c = 0; c < C; c++) xv[c] = _mm512_loadu_ps(x[c] + k);
