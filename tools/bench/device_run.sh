@@ -39,7 +39,8 @@
 #               on the host (=0) (~2 min)
 #   quants      the weight types first read on the GPU in session 45 (q5_0, q5_1, iq4_nl, q5_K, q3_K, q2_K, iq4_xs):
 #               test_cuda cuda_matmul, cuda_embed and cuda_parity (llama.cpp's K-quant goldens on the GPU), then
-#               bench_model on the 8B shape in Q5_K_M, and IQ4_XS, Q5_0, Q3_K, Q2_K with a Q6_K head (~3 min)
+#               bench_model on the 8B shape in Q5_K_M, and IQ4_XS, Q5_0, Q3_K, Q2_K, Q5_1, IQ4_NL with a Q6_K
+#               head (~3 min)
 #   quantpeer   llama.cpp on the files of `quants` (llama-bench as in peer); needs .dev/llama.tar.xz only
 #   peer        the peers beside issue7 and streams: llama.cpp on the same files, llama-bench (prefill
 #               512 / 2048, decode after 512) for the three types and llama-batched-bench 128/128 at
@@ -63,7 +64,7 @@ hdr() { echo "## $(date +%T) $*"; }
 model() {
     local f=/tmp/l8b-$1.gguf
     [ -s "$f" ] || timeout 120 python3 tools/bench/make_llama_gguf.py "$f" --type "$1" \
-        $(case $1 in q4_0 | q5_0 | iq4_xs | q3_K | q2_K) echo --output-type q6_K ;; esac) >/dev/null 2>&1
+        $(case $1 in q4_0 | q5_0 | q5_1 | iq4_nl | iq4_xs | q3_K | q2_K) echo --output-type q6_K ;; esac) >/dev/null 2>&1
     echo "$f"
 }
 
@@ -109,7 +110,7 @@ for suite in "$@"; do
             hdr "test_cuda $f (ok lines left out)"
             timeout 200 $B/test_cuda $f 2>&1 | grep -vE "^ok |^  layer |^  cuda (mistral|llama|qwen)" | tail -30
         done
-        for t in q5_K_M iq4_xs q5_0 q3_K q2_K; do
+        for t in q5_K_M iq4_xs q5_0 q3_K q2_K q5_1 iq4_nl; do
             m=$(model $t)
             hdr "bench_model $m --prompt 512 --gen 128 --prefill 2048 --reps 2"
             timeout 150 $B/bench_model "$m" --prompt 512 --gen 128 --prefill 2048 --reps 2 2>&1 |
@@ -118,9 +119,9 @@ for suite in "$@"; do
     quantpeer)
         [ -s .dev/llama.tar.xz ] || { echo "device_run: no .dev/llama.tar.xz (see the peer suite above)"; continue; }
         mkdir -p /tmp/lc && tar -C /tmp/lc -xJf .dev/llama.tar.xz
-        hdr "peer_llamacpp.sh on Q5_K_M, IQ4_XS, Q5_0, Q3_K, Q2_K"
-        timeout 400 bash tools/bench/peer_llamacpp.sh /tmp/lc "$(model q5_K_M)" "$(model iq4_xs)" "$(model q5_0)" \
-            "$(model q3_K)" "$(model q2_K)" ;;
+        hdr "peer_llamacpp.sh on Q5_K_M, IQ4_XS, Q5_0, Q3_K, Q2_K, Q5_1, IQ4_NL"
+        timeout 500 bash tools/bench/peer_llamacpp.sh /tmp/lc "$(model q5_K_M)" "$(model iq4_xs)" "$(model q5_0)" \
+            "$(model q3_K)" "$(model q2_K)" "$(model q5_1)" "$(model iq4_nl)" ;;
     session43)
         for f in engine pick; do
             hdr "test_cuda $f (ok lines left out)"

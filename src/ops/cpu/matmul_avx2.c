@@ -206,7 +206,8 @@ INLINE void gemv8(const mm_job *j, int n, int nr, int t0, const int tt, const in
     const size_t next = 8 * j->row_bytes; /* the next 8 rows' block b (panel_gemv's reason; an integer) */
     for (int b = 0; b < a->nb; b++) {
         size_t o = (size_t)b * bb;
-        if (t0 == 0) UNROLL for (int i = 0; i < 8; i++) _mm_prefetch((const char *)((uintptr_t)g.p[i] + o + next), _MM_HINT_T0);
+        if (t0 == 0)
+            UNROLL for (int i = 0; i < 8; i++) _mm_prefetch((const char *)((uintptr_t)g.p[i] + o + next), _MM_HINT_T0);
         __m256 dw = load_f16x8(&g, o), mw = _mm256_setzero_ps();
         if (q_has_min(kind)) mw = load_f16x8(&g, o + 2);
         __m256i w5[8];
@@ -957,8 +958,10 @@ INLINE float k23_row1(const uint8_t *row, const mm_act *a, const int q3) {
                                  : _mm256_permute2x128_si256(B.sc16, B.sc16, 0x00);
             UNROLL for (int jj = 0; jj < 4; jj++) {
                 __m256i c = _mm256_and_si256(_mm256_srli_epi16(Q, 2 * jj), three);
-                if (q3)
-                    c = _mm256_or_si256(c, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(H, 4 * h + jj), one), 2));
+                if (q3) {
+                    const __m256i hb = _mm256_and_si256(_mm256_srli_epi16(H, 4 * h + jj), one);
+                    c = _mm256_or_si256(c, _mm256_slli_epi16(hb, 2));
+                }
                 __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(x + 32 * (4 * h + jj)));
                 acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(c, xv), pick_scale_pair(sh, jj)));
             }
@@ -1011,7 +1014,9 @@ INLINE void rows_k23(const mm_job *j, int n0, int n1, const int q3) {
 /* One token (decode): a sub-block's values made and dotted in one pass, y's running sum in a register
  * (rows_iq4_xs's integers and fmaf steps, in the same order). */
 static float iq4_xs_row1(const uint8_t *row, const mm_act *a) {
-    const __m256i lo_sh = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28), hi_sh = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+    const __m256i lo_sh = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+    const __m256i hi_sh = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+    const __m256i fifteen = _mm256_set1_epi32(15), three = _mm256_set1_epi32(3);
     float y = 0.f;
     for (int b = 0; b < a->nb; b++) {
         const hearth_block_iq4_xs *w = (const hearth_block_iq4_xs *)(const void *)row + b;
@@ -1020,11 +1025,9 @@ static float iq4_xs_row1(const uint8_t *row, const mm_act *a) {
         /* the 8 scales less 32 (hearth_iq4_xs_scale), sub-block ib's in both int16 halves of int32 lane ib */
         uint32_t sl;
         memcpy(&sl, w->scales_l, 4);
-        __m256i sc = _mm256_or_si256(_mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)sl), lo_sh),
-                                                      _mm256_set1_epi32(15)),
-                                     _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(
-                                                           _mm256_set1_epi32(w->scales_h), hi_sh), _mm256_set1_epi32(3)), 4));
-        sc = _mm256_sub_epi32(sc, _mm256_set1_epi32(32));
+        const __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)sl), lo_sh), fifteen);
+        const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(w->scales_h), hi_sh), three);
+        __m256i sc = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
         sc = _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(sc, 16));
         __m256i acc = _mm256_setzero_si256();
         UNROLL for (int ib = 0; ib < 8; ib++) {

@@ -365,7 +365,8 @@ __device__ __forceinline__ void deq_q5_k(const uint8_t *head, const uint8_t *qh,
     const float dj = d * (float)sc, mj = dmin * (float)m;
     const int sh = (g & 1) * 4;
 #pragma unroll
-    for (int l = 0; l < 32; l++) o[l] = __fsub_rn(__fmul_rn(dj, (float)(((q[l] >> sh) & 0xF) | ((qh[l] >> g) & 1) << 4)), mj);
+    for (int l = 0; l < 32; l++)
+        o[l] = __fsub_rn(__fmul_rn(dj, (float)(((q[l] >> sh) & 0xF) | ((qh[l] >> g) & 1) << 4)), mj);
 }
 template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_Q5_K>(const uint8_t *b, int g, float *o) {
     deq_q5_k(b, b + 16, b + 48 + 32 * (g >> 1), g, o);

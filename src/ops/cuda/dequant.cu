@@ -124,18 +124,12 @@ void cu_dequant_bf16(const cu_launch *L, __nv_bfloat16 *dst, const void *w, hear
     const dim3 grid(cu_div_up((long)n_groups, DEQ_NT * DEQ_G)), block(DEQ_NT);
     int eblocks = cu_div_up((long)nr * K, 256);
     switch (t) {
-    case HEARTH_DT_Q4_0: cu_launch_k(L, dequant_groups_kernel<HEARTH_DT_Q4_0>, grid, block, 0, dst, W, K, row_bytes, r0, n_groups, split); break;
-    case HEARTH_DT_Q4_1: cu_launch_k(L, dequant_groups_kernel<HEARTH_DT_Q4_1>, grid, block, 0, dst, W, K, row_bytes, r0, n_groups, split); break;
-    case HEARTH_DT_Q8_0: cu_launch_k(L, dequant_groups_kernel<HEARTH_DT_Q8_0>, grid, block, 0, dst, W, K, row_bytes, r0, n_groups, split); break;
-    case HEARTH_DT_Q4_K: cu_launch_k(L, dequant_groups_kernel<HEARTH_DT_Q4_K>, grid, block, 0, dst, W, K, row_bytes, r0, n_groups, split); break;
-    case HEARTH_DT_Q6_K: cu_launch_k(L, dequant_groups_kernel<HEARTH_DT_Q6_K>, grid, block, 0, dst, W, K, row_bytes, r0, n_groups, split); break;
-    case HEARTH_DT_Q5_0: cu_launch_k(L, dequant_groups_kernel<HEARTH_DT_Q5_0>, grid, block, 0, dst, W, K, row_bytes, r0, n_groups, split); break;
-    case HEARTH_DT_Q5_1: cu_launch_k(L, dequant_groups_kernel<HEARTH_DT_Q5_1>, grid, block, 0, dst, W, K, row_bytes, r0, n_groups, split); break;
-    case HEARTH_DT_IQ4_NL: cu_launch_k(L, dequant_groups_kernel<HEARTH_DT_IQ4_NL>, grid, block, 0, dst, W, K, row_bytes, r0, n_groups, split); break;
-    case HEARTH_DT_Q5_K: cu_launch_k(L, dequant_groups_kernel<HEARTH_DT_Q5_K>, grid, block, 0, dst, W, K, row_bytes, r0, n_groups, split); break;
-    case HEARTH_DT_Q3_K: cu_launch_k(L, dequant_groups_kernel<HEARTH_DT_Q3_K>, grid, block, 0, dst, W, K, row_bytes, r0, n_groups, split); break;
-    case HEARTH_DT_Q2_K: cu_launch_k(L, dequant_groups_kernel<HEARTH_DT_Q2_K>, grid, block, 0, dst, W, K, row_bytes, r0, n_groups, split); break;
-    case HEARTH_DT_IQ4_XS: cu_launch_k(L, dequant_groups_kernel<HEARTH_DT_IQ4_XS>, grid, block, 0, dst, W, K, row_bytes, r0, n_groups, split); break;
+#define DEQ_GROUPS(QT)                                                                                                 \
+    case QT: cu_launch_k(L, dequant_groups_kernel<QT>, grid, block, 0, dst, W, K, row_bytes, r0, n_groups, split); break
+    DEQ_GROUPS(HEARTH_DT_Q4_0); DEQ_GROUPS(HEARTH_DT_Q4_1); DEQ_GROUPS(HEARTH_DT_Q5_0); DEQ_GROUPS(HEARTH_DT_Q5_1);
+    DEQ_GROUPS(HEARTH_DT_Q8_0); DEQ_GROUPS(HEARTH_DT_Q2_K); DEQ_GROUPS(HEARTH_DT_Q3_K); DEQ_GROUPS(HEARTH_DT_Q4_K);
+    DEQ_GROUPS(HEARTH_DT_Q5_K); DEQ_GROUPS(HEARTH_DT_Q6_K); DEQ_GROUPS(HEARTH_DT_IQ4_NL); DEQ_GROUPS(HEARTH_DT_IQ4_XS);
+#undef DEQ_GROUPS
     case HEARTH_DT_F32: cu_launch_k(L, float_to_bf16_kernel<float>, dim3(eblocks), dim3(256), 0, dst, W, K, row_bytes, r0, nr); break;
     case HEARTH_DT_F16: cu_launch_k(L, float_to_bf16_kernel<__half>, dim3(eblocks), dim3(256), 0, dst, W, K, row_bytes, r0, nr); break;
     default: break;

@@ -50,18 +50,15 @@ void cu_embed(const cu_launch *L, float *out, const void *table, hearth_dtype t,
     const uint8_t *W = (const uint8_t *)table;
     int gb = cu_div_up((long)T * (cols / 32), 128), eb = cu_div_up((long)T * cols, 256);
     switch (t) {
-    case HEARTH_DT_Q4_0: cu_launch_k(L, embed_quant_kernel<HEARTH_DT_Q4_0>, dim3(gb), dim3(128), 0, out, W, rows, cols, row_bytes, ids, T, split); break;
-    case HEARTH_DT_Q4_1: cu_launch_k(L, embed_quant_kernel<HEARTH_DT_Q4_1>, dim3(gb), dim3(128), 0, out, W, rows, cols, row_bytes, ids, T, split); break;
-    case HEARTH_DT_Q8_0: cu_launch_k(L, embed_quant_kernel<HEARTH_DT_Q8_0>, dim3(gb), dim3(128), 0, out, W, rows, cols, row_bytes, ids, T, split); break;
-    case HEARTH_DT_Q4_K: cu_launch_k(L, embed_quant_kernel<HEARTH_DT_Q4_K>, dim3(gb), dim3(128), 0, out, W, rows, cols, row_bytes, ids, T, split); break;
-    case HEARTH_DT_Q6_K: cu_launch_k(L, embed_quant_kernel<HEARTH_DT_Q6_K>, dim3(gb), dim3(128), 0, out, W, rows, cols, row_bytes, ids, T, split); break;
-    case HEARTH_DT_Q5_0: cu_launch_k(L, embed_quant_kernel<HEARTH_DT_Q5_0>, dim3(gb), dim3(128), 0, out, W, rows, cols, row_bytes, ids, T, split); break;
-    case HEARTH_DT_Q5_1: cu_launch_k(L, embed_quant_kernel<HEARTH_DT_Q5_1>, dim3(gb), dim3(128), 0, out, W, rows, cols, row_bytes, ids, T, split); break;
-    case HEARTH_DT_IQ4_NL: cu_launch_k(L, embed_quant_kernel<HEARTH_DT_IQ4_NL>, dim3(gb), dim3(128), 0, out, W, rows, cols, row_bytes, ids, T, split); break;
-    case HEARTH_DT_Q5_K: cu_launch_k(L, embed_quant_kernel<HEARTH_DT_Q5_K>, dim3(gb), dim3(128), 0, out, W, rows, cols, row_bytes, ids, T, split); break;
-    case HEARTH_DT_Q3_K: cu_launch_k(L, embed_quant_kernel<HEARTH_DT_Q3_K>, dim3(gb), dim3(128), 0, out, W, rows, cols, row_bytes, ids, T, split); break;
-    case HEARTH_DT_Q2_K: cu_launch_k(L, embed_quant_kernel<HEARTH_DT_Q2_K>, dim3(gb), dim3(128), 0, out, W, rows, cols, row_bytes, ids, T, split); break;
-    case HEARTH_DT_IQ4_XS: cu_launch_k(L, embed_quant_kernel<HEARTH_DT_IQ4_XS>, dim3(gb), dim3(128), 0, out, W, rows, cols, row_bytes, ids, T, split); break;
+#define EMBED_QUANT(QT)                                                                                                \
+    case QT:                                                                                                           \
+        cu_launch_k(L, embed_quant_kernel<QT>, dim3(gb), dim3(128), 0, out, W, rows, cols, row_bytes, ids, T, split);  \
+        break
+    EMBED_QUANT(HEARTH_DT_Q4_0); EMBED_QUANT(HEARTH_DT_Q4_1); EMBED_QUANT(HEARTH_DT_Q5_0);
+    EMBED_QUANT(HEARTH_DT_Q5_1); EMBED_QUANT(HEARTH_DT_Q8_0); EMBED_QUANT(HEARTH_DT_Q2_K);
+    EMBED_QUANT(HEARTH_DT_Q3_K); EMBED_QUANT(HEARTH_DT_Q4_K); EMBED_QUANT(HEARTH_DT_Q5_K);
+    EMBED_QUANT(HEARTH_DT_Q6_K); EMBED_QUANT(HEARTH_DT_IQ4_NL); EMBED_QUANT(HEARTH_DT_IQ4_XS);
+#undef EMBED_QUANT
     case HEARTH_DT_F32: cu_launch_k(L, embed_float_kernel<float>, dim3(eb), dim3(256), 0, out, W, rows, cols, row_bytes, ids, T); break;
     case HEARTH_DT_F16: cu_launch_k(L, embed_float_kernel<__half>, dim3(eb), dim3(256), 0, out, W, rows, cols, row_bytes, ids, T); break;
     case HEARTH_DT_BF16: cu_launch_k(L, embed_float_kernel<__nv_bfloat16>, dim3(eb), dim3(256), 0, out, W, rows, cols, row_bytes, ids, T); break;
