@@ -1011,6 +1011,7 @@ INLINE void rows_k23(const mm_job *j, int n0, int n1, const int q3) {
  * codes as q8_0's (|v| * sign(x, v) by PMADDUBSW), weighed by the sub-block's scale in the PMADDWD. A
  * block unpacked once for every token, as rows_k23. (iq4_nl, q4_0's block with codebook codes, goes
  * through q8_0's kernels: the kind Q_IQ4_NL.) */
+
 /* One token (decode): a sub-block's values made and dotted in one pass, y's running sum in a register
  * (rows_iq4_xs's integers and fmaf steps, in the same order). */
 static float iq4_xs_row1(const uint8_t *row, const mm_act *a) {
@@ -1041,6 +1042,7 @@ static float iq4_xs_row1(const uint8_t *row, const mm_act *a) {
     return y;
 }
 
+/* A block unpacked once for every token (one token: iq4_xs_row1). */
 static void rows_iq4_xs(const mm_job *j, int n0, int n1) {
     const mm_act *a = j->a;
     if (j->T == 1) {
