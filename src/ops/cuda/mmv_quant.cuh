@@ -98,6 +98,28 @@ template <int NT, int R> struct qdot<HEARTH_DT_Q4_1, NT, R> {
     }
 };
 
+/* 32-element blocks as 8 words of codes q (elements 4i.. in word i): acc +=
+ * fmaf(d * dx, dot - OFF * sum of x), then (MIN) fmaf(m, x's s). */
+template <int NT, int R, int OFF, bool MIN>
+__device__ __forceinline__ void q32_words(const uint32_t (*q)[8], const float *d, const float *m, int gb, const xq8 &x,
+                                          float (*acc)[NT]) {
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+        int v[8];
+        float4 ds;
+        x_group(x, t, gb, v, &ds);
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            int s = 0;
+#pragma unroll
+            for (int i = 0; i < 8; i++) s = __dp4a((int)q[r][i], v[i], s);
+            if (OFF) s -= OFF * (int)ds.y;
+            acc[r][t] = fmaf(d[r] * ds.x, (float)s, acc[r][t]);
+            if (MIN) acc[r][t] = fmaf(m[r], ds.z, acc[r][t]);
+        }
+    }
+}
+
 template <int NT, int R> struct qdot<HEARTH_DT_Q8_0, NT, R> {
     static __device__ __forceinline__ void run(const uint8_t *const *b, int sub, int gb, const xq8 &x,
                                                float (*acc)[NT]) {
@@ -109,19 +131,7 @@ template <int NT, int R> struct qdot<HEARTH_DT_Q8_0, NT, R> {
 #pragma unroll
             for (int i = 0; i < 8; i++) q[r][i] = ld32u(b[r] + 2 + 4 * i);
         }
-#pragma unroll
-        for (int t = 0; t < NT; t++) {
-            int v[8];
-            float4 ds;
-            x_group(x, t, gb, v, &ds);
-#pragma unroll
-            for (int r = 0; r < R; r++) {
-                int s = 0;
-#pragma unroll
-                for (int i = 0; i < 8; i++) s = __dp4a((int)q[r][i], v[i], s);
-                acc[r][t] = fmaf(d[r] * ds.x, (float)s, acc[r][t]);
-            }
-        }
+        q32_words<NT, R, 0, false>(q, d, nullptr, gb, x, acc);
     }
 };
 
@@ -192,12 +202,11 @@ template <int NT, int R> struct qdot<HEARTH_DT_Q4_K, NT, R> {
     }
 };
 
-/* acc plus the dot product of a Q6_K unit (groups A and B: va, vb, their 32
- * codes minus 32, 4 a word) with x's groups xa, xb (dx: x's scale): sums of
- * 16 scaled by sc (A[0..16), A[16..32), B[0..16), B[16..32)), then d * dx in
- * one fmaf step. */
-__device__ __forceinline__ float q6k_unit(const int *va, const int *vb, const int *xa, const int *xb, const int *sc,
-                                          float d, float dx, float acc) {
+/* The integer dot product of a Q6_K unit (groups A and B: va, vb, their 32
+ * codes minus 32, 4 a word) with x's groups xa, xb: sums of 16 scaled by sc
+ * (A[0..16), A[16..32), B[0..16), B[16..32)); q6k_unit adds it times d * dx
+ * (dx: x's scale) to acc in one fmaf step. */
+__device__ __forceinline__ int q6k_isum(const int *va, const int *vb, const int *xa, const int *xb, const int *sc) {
     int a0 = 0, a1 = 0, b0 = 0, b1 = 0;
 #pragma unroll
     for (int i = 0; i < 4; i++) {
@@ -206,8 +215,11 @@ __device__ __forceinline__ float q6k_unit(const int *va, const int *vb, const in
         b0 = __dp4a(vb[i], xb[i], b0);
         b1 = __dp4a(vb[4 + i], xb[4 + i], b1);
     }
-    int s = sc[0] * a0 + sc[1] * a1 + sc[2] * b0 + sc[3] * b1;
-    return fmaf(d * dx, (float)s, acc);
+    return sc[0] * a0 + sc[1] * a1 + sc[2] * b0 + sc[3] * b1;
+}
+__device__ __forceinline__ float q6k_unit(const int *va, const int *vb, const int *xa, const int *xb, const int *sc,
+                                          float d, float dx, float acc) {
+    return fmaf(d * dx, (float)q6k_isum(va, vb, xa, xb, sc), acc);
 }
 
 /* The units of R rows against x's groups gA, gB (Q6_K: gA + 2) of each of
@@ -259,28 +271,6 @@ template <int NT, int R> struct qdot<HEARTH_DT_Q6_K, NT, R> {
  * Their codes are made int8 words for dp4a; the integer sums and the
  * scaling steps are the CPU's (ops/cpu/matmul_scalar.c), the K-quants cut
  * in units of 64 elements as Q4_K and Q6_K are. */
-
-/* 32-element blocks as 8 words of codes q (elements 4i.. in word i): acc +=
- * fmaf(d * dx, dot - OFF * sum of x), then (MIN) fmaf(m, x's s). */
-template <int NT, int R, int OFF, bool MIN>
-__device__ __forceinline__ void q32_words(const uint32_t (*q)[8], const float *d, const float *m, int gb, const xq8 &x,
-                                          float (*acc)[NT]) {
-#pragma unroll
-    for (int t = 0; t < NT; t++) {
-        int v[8];
-        float4 ds;
-        x_group(x, t, gb, v, &ds);
-#pragma unroll
-        for (int r = 0; r < R; r++) {
-            int s = 0;
-#pragma unroll
-            for (int i = 0; i < 8; i++) s = __dp4a((int)q[r][i], v[i], s);
-            if (OFF) s -= OFF * (int)ds.y;
-            acc[r][t] = fmaf(d[r] * ds.x, (float)s, acc[r][t]);
-            if (MIN) acc[r][t] = fmaf(m[r], ds.z, acc[r][t]);
-        }
-    }
-}
 
 /* q5_0 (d, qh, qs) and q5_1 (d, m, qh, qs): codes 0..31, q5_0's less 16 through its x sum */
 template <int QT, int NT, int R> struct qdot_q5 {
@@ -430,15 +420,7 @@ template <int NT, int R> struct qdot<HEARTH_DT_Q2_K, NT, R> {
             }
 #pragma unroll
             for (int r = 0; r < R; r++) {
-                int a0 = 0, a1 = 0, b0 = 0, b1 = 0;
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    a0 = __dp4a(va[r][i], xa[i], a0);
-                    a1 = __dp4a(va[r][4 + i], xa[4 + i], a1);
-                    b0 = __dp4a(vb[r][i], xb[i], b0);
-                    b1 = __dp4a(vb[r][4 + i], xb[4 + i], b1);
-                }
-                const int s = sc[r][0] * a0 + sc[r][1] * a1 + sc[r][2] * b0 + sc[r][3] * b1;
+                const int s = q6k_isum(va[r], vb[r], xa, xb, sc[r]);
                 const int mins = m[r][0] * bs[0] + m[r][1] * bs[1] + m[r][2] * bs[2] + m[r][3] * bs[3];
                 acc[r][t] = fmaf(d[r] * dsa.x, (float)s, acc[r][t]);
                 acc[r][t] = fmaf(-(dmin[r] * dsa.x), (float)mins, acc[r][t]);
