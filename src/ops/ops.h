@@ -21,7 +21,7 @@
 /* How a weight's rows are laid out in backend memory. */
 enum {
     HEARTH_LAYOUT_STORED = 0, /* as in the file (ggml blocks for quantized types) */
-    HEARTH_LAYOUT_SPLIT = 1,  /* Q4_0 / Q8_0 / Q4_K / Q5_K / Q6_K / IQ4_XS on CUDA: block codes, then heads */
+    HEARTH_LAYOUT_SPLIT = 1,  /* quantized rows on CUDA: block codes, then heads */
     HEARTH_LAYOUT_PANEL8 = 2, /* Q4_0 / Q4_1 / Q8_0 on the CPU: 8 rows' blocks interleaved (ops/cpu/panel.h) */
 };
 

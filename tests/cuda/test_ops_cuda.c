@@ -70,18 +70,16 @@ static double rel_err(const float *a, const float *b, size_t n, size_t *at) {
 
 /* A weight uploaded as the model loader leaves it: prepare_weight after the
  * upload, which reserves what its matmuls need and, with split, splits
- * Q4_0 / Q8_0 / Q4_K / Q5_K / Q6_K / IQ4_XS rows that are 16-byte aligned
- * (HEARTH_LAYOUT_SPLIT; a test fails if it did not). Q6_K rows are aligned
- * from 8 blocks (K = 2048). */
+ * quantized rows that are 16-byte aligned (HEARTH_LAYOUT_SPLIT; a test
+ * fails if it did not). Q6_K and Q3_K rows are aligned from 8 blocks (K =
+ * 2048), Q2_K's from 4, Q5_0's from 8 (K = 256). */
 static void prepare_as(hearth_weight *w, int offset, int split) {
     hearth_err err = {0};
     hearth_cuda_ctx_set_split_rows(g_cu, split);
     hearth_status st = CU->prepare_weight(g_cu, w, &err);
     hearth_cuda_ctx_set_split_rows(g_cu, 1);
     if (st != HEARTH_OK) test_fail(__FILE__, __LINE__, "prepare_weight: %s", err.msg);
-    int splits = split &&
-                 (w->type == HEARTH_DT_Q4_0 || w->type == HEARTH_DT_Q8_0 || w->type == HEARTH_DT_Q4_K ||
-                  w->type == HEARTH_DT_Q6_K || w->type == HEARTH_DT_Q5_K || w->type == HEARTH_DT_IQ4_XS) &&
+    int splits = split && w->type != HEARTH_DT_F32 && w->type != HEARTH_DT_F16 && w->type != HEARTH_DT_BF16 &&
                  offset == 0 && w->row_bytes % 16 == 0;
     if (w->layout != (splits ? HEARTH_LAYOUT_SPLIT : HEARTH_LAYOUT_STORED))
         test_fail(__FILE__, __LINE__, "prepare_weight %s offset %d: layout %d", hearth_dtype_get(w->type)->name,
@@ -212,12 +210,10 @@ TEST(cuda_matmul_q6_K) {
     matmul_case(HEARTH_DT_Q6_K, 6144, 29, 8, 0);
 }
 
-/* The types without tensor-core kernels. Q5_0, Q5_1, IQ4_NL, Q3_K and
- * Q2_K rows are never split: 16-byte aligned at the first K (the staged
- * kernel), not at the second (direct); q2_K and q3_K rows are aligned from
- * 4 and 8 blocks, so their 6144 is aligned too and their 4352 (17 blocks)
- * is not. Q5_K and IQ4_XS rows split where aligned (IQ4_XS: from 2 blocks),
- * and go through the staged kernel in cuda_matmul_stored_layout. */
+/* The types without tensor-core kernels: rows split where 16-byte aligned
+ * (the first K, 4352 but for q2_K / q3_K, and their 6144: q2_K and q3_K rows
+ * are aligned from 4 and 8 blocks), the direct kernel at the second K; the
+ * staged kernel in cuda_matmul_stored_layout. */
 TEST(cuda_matmul_q5_0) { NEED_GPU(); matmul_type(HEARTH_DT_Q5_0, 512, 96); }
 TEST(cuda_matmul_q5_1) { NEED_GPU(); matmul_type(HEARTH_DT_Q5_1, 512, 96); }
 TEST(cuda_matmul_iq4_nl) { NEED_GPU(); matmul_type(HEARTH_DT_IQ4_NL, 512, 96); }
@@ -234,19 +230,21 @@ TEST(cuda_matmul_q2_K) {
     for (int T = 1; T <= 8; T *= 2) matmul_case(HEARTH_DT_Q2_K, 6144, 29, T, 0);
 }
 
-/* Q4_0 / Q8_0 / Q4_K / Q5_K / Q6_K / IQ4_XS rows left as stored (the staged GEMV kernel,
- * which serves rows too long to split, and the dequantizing cuBLAS path);
- * Q6_K rows are 16-byte aligned only at whole 8-block groups. */
+/* Quantized rows left as stored (the staged GEMV kernel, which serves rows
+ * too long to split and HEARTH_SPLIT_ROWS=0, and the dequantizing cuBLAS
+ * path); Q6_K and Q3_K rows are 16-byte aligned only at whole 8-block
+ * groups, Q2_K's at 4. */
 TEST(cuda_matmul_stored_layout) {
     NEED_GPU();
-    static const hearth_dtype ts[] = {HEARTH_DT_Q4_0, HEARTH_DT_Q8_0, HEARTH_DT_Q4_K,
-                                      HEARTH_DT_Q6_K, HEARTH_DT_Q5_K, HEARTH_DT_IQ4_XS};
+    static const hearth_dtype ts[] = {HEARTH_DT_Q4_0, HEARTH_DT_Q8_0, HEARTH_DT_Q4_K, HEARTH_DT_Q6_K,
+                                      HEARTH_DT_Q5_K, HEARTH_DT_IQ4_XS, HEARTH_DT_Q4_1, HEARTH_DT_Q5_0,
+                                      HEARTH_DT_Q5_1, HEARTH_DT_IQ4_NL, HEARTH_DT_Q3_K, HEARTH_DT_Q2_K};
     static const int Ts[] = {1, 2, 8, 9, 33};
-    for (int i = 0; i < 6; i++)
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
         for (int j = 0; j < 5; j++) {
-            int q6 = ts[i] == HEARTH_DT_Q6_K;
-            if (!matmul_case_prep(ts[i], q6 ? 2048 : 512, 67, Ts[j], 0, 0)) return;
-            if (!matmul_case_prep(ts[i], q6 ? 6144 : 4352, 29, Ts[j], 0, 0)) return;
+            int k8 = ts[i] == HEARTH_DT_Q6_K || ts[i] == HEARTH_DT_Q3_K, k4 = ts[i] == HEARTH_DT_Q2_K;
+            if (!matmul_case_prep(ts[i], k8 ? 2048 : k4 ? 1024 : 512, 67, Ts[j], 0, 0)) return;
+            if (!matmul_case_prep(ts[i], k8 || k4 ? 6144 : 4352, 29, Ts[j], 0, 0)) return;
         }
 }
 
@@ -320,24 +318,26 @@ TEST(cuda_matmul_many_rows) {
 /* streamed GEMVs over long rows: float rows and Q8_0 and Q6_K rows at
  * K = 8192 split K across 2 or 4 warps a row pair (stream_ks in mmv.cu);
  * Q4_0 and Q4_K rows (too few chunks to split), and Q6_K rows at K = 6144,
- * stream several rounds a warp. A partial last group of chunks, an odd row
- * count; at 3001 rows a block takes several groups of row pairs. */
+ * stream several rounds a warp; Q5_0 (a 32-element split format), Q2_K and
+ * Q3_K (their units) the same ways. A partial last group of chunks, an odd
+ * row count; at 3001 rows a block takes several groups of row pairs. */
 TEST(cuda_matmul_split_k) {
     NEED_GPU();
-    static const hearth_dtype ts[] = {HEARTH_DT_BF16, HEARTH_DT_F16,  HEARTH_DT_F32, HEARTH_DT_Q4_0,
-                                      HEARTH_DT_Q8_0, HEARTH_DT_Q4_K, HEARTH_DT_Q6_K};
+    static const hearth_dtype ts[] = {HEARTH_DT_BF16, HEARTH_DT_F16,  HEARTH_DT_F32,  HEARTH_DT_Q4_0, HEARTH_DT_Q8_0,
+                                      HEARTH_DT_Q4_K, HEARTH_DT_Q6_K, HEARTH_DT_Q5_0, HEARTH_DT_Q2_K, HEARTH_DT_Q3_K};
+    const int nts = (int)(sizeof ts / sizeof ts[0]);
     static const int Ts[] = {1, 5, 8};
-    for (int i = 0; i < 7; i++)
+    for (int i = 0; i < nts; i++)
         for (int j = 0; j < 3; j++) {
             /* quantized: whole 8-block groups (split rows), within the CPU context's MAX_COLS */
-            int quant = ts[i] == HEARTH_DT_Q4_0 || ts[i] == HEARTH_DT_Q8_0 || ts[i] == HEARTH_DT_Q4_K ||
-                        ts[i] == HEARTH_DT_Q6_K;
+            int quant = ts[i] != HEARTH_DT_BF16 && ts[i] != HEARTH_DT_F16 && ts[i] != HEARTH_DT_F32;
+            int k8 = ts[i] == HEARTH_DT_Q6_K || ts[i] == HEARTH_DT_Q3_K || ts[i] == HEARTH_DT_Q2_K;
             if (!matmul_case(ts[i], quant ? 8192 : 8200, 29, Ts[j], 0)) return;
-            if (!matmul_case(ts[i], ts[i] == HEARTH_DT_Q6_K ? 6144 : quant ? 4352 : 4104, 301, Ts[j], 0)) return;
+            if (!matmul_case(ts[i], k8 ? 6144 : quant ? 4352 : 4104, 301, Ts[j], 0)) return;
         }
     /* split K over more row pairs than one wave of blocks takes: blocks take two groups of pairs, the last
      * group partly past the rows */
-    for (int i = 0; i < 7; i++)
+    for (int i = 0; i < nts; i++)
         if (!matmul_case(ts[i], ts[i] == HEARTH_DT_BF16 || ts[i] == HEARTH_DT_F16 || ts[i] == HEARTH_DT_F32 ? 8200 : 8192,
                          3001, 1, 0))
             return;

@@ -41,6 +41,10 @@
 #               test_cuda cuda_matmul, cuda_embed and cuda_parity (llama.cpp's K-quant goldens on the GPU), then
 #               bench_model on the 8B shape in Q5_K_M, and IQ4_XS, Q5_0, Q3_K, Q2_K, Q5_1, IQ4_NL with a Q6_K
 #               head (~3 min)
+#   split46     the weight types split at load from session 46 (q4_1, q5_0, q5_1, iq4_nl, q3_K, q2_K): test_cuda
+#               cuda_matmul, cuda_embed, cuda_parity and cuda_layer, then bench_model on the 8B shape in Q5_0,
+#               Q5_1, IQ4_NL, Q3_K and Q2_K (Q6_K head; SPLIT46_TYPES picks), HEARTH_SPLIT_ROWS=0 (the staged
+#               kernel), then split (~8 min)
 #   quantpeer   llama.cpp on the files of `quants` (llama-bench as in peer); needs .dev/llama.tar.xz only
 #   peer        the peers beside issue7 and streams: llama.cpp on the same files, llama-bench (prefill
 #               512 / 2048, decode after 512) for the three types and llama-batched-bench 128/128 at
@@ -115,6 +119,19 @@ for suite in "$@"; do
             hdr "bench_model $m --prompt 512 --gen 128 --prefill 2048 --reps 2"
             timeout 150 $B/bench_model "$m" --prompt 512 --gen 128 --prefill 2048 --reps 2 2>&1 |
                 grep -E "^(model|copy|prefill|decode|roofline)"
+        done ;;
+    split46)
+        for f in cuda_matmul cuda_embed cuda_parity cuda_layer; do
+            hdr "test_cuda $f (ok lines left out)"
+            timeout 240 $B/test_cuda $f 2>&1 | grep -vE "^ok |^  layer |^  cuda (mistral|llama|qwen)" | tail -30
+        done
+        for t in ${SPLIT46_TYPES:-q3_K q2_K q5_0 q5_1 iq4_nl}; do
+            m=$(model $t)
+            for split in 0 1; do
+                hdr "HEARTH_SPLIT_ROWS=$split bench_model $m --prompt 512 --gen 128 --prefill 2048 --reps 2"
+                HEARTH_SPLIT_ROWS=$split timeout 150 $B/bench_model "$m" --prompt 512 --gen 128 --prefill 2048 \
+                    --reps 2 2>&1 | grep -E "^(copy|prefill|decode|roofline)"
+            done
         done ;;
     quantpeer)
         [ -s .dev/llama.tar.xz ] || { echo "device_run: no .dev/llama.tar.xz (see the peer suite above)"; continue; }

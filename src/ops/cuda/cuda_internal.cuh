@@ -287,14 +287,15 @@ __device__ __forceinline__ void deq_q8_0(float d, const uint8_t *q, float *o) {
 template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_Q4_0>(const uint8_t *b, int g, float *o) {
     deq_q4_0(h2f(ld16(b)), b + 2, o);
 }
-template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_Q4_1>(const uint8_t *b, int g, float *o) {
-    float d = h2f(ld16(b)), m = h2f(ld16(b + 2));
+__device__ __forceinline__ void deq_q4_1(float d, float m, const uint8_t *q, float *o) {
 #pragma unroll
     for (int i = 0; i < 16; i++) {
-        int q = b[4 + i];
-        o[i] = __fadd_rn(__fmul_rn(d, (float)(q & 0xF)), m);
-        o[i + 16] = __fadd_rn(__fmul_rn(d, (float)(q >> 4)), m);
+        o[i] = __fadd_rn(__fmul_rn(d, (float)(q[i] & 0xF)), m);
+        o[i + 16] = __fadd_rn(__fmul_rn(d, (float)(q[i] >> 4)), m);
     }
+}
+template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_Q4_1>(const uint8_t *b, int g, float *o) {
+    deq_q4_1(h2f(ld16(b)), h2f(ld16(b + 2)), b + 4, o);
 }
 template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_Q8_0>(const uint8_t *b, int g, float *o) {
     deq_q8_0(h2f(ld16(b)), b + 2, o);
@@ -330,30 +331,33 @@ template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_Q6_K>(const ui
 __device__ __forceinline__ int q5_code(const uint8_t *qs, uint32_t qh, int e) {
     return ((qs[e & 15] >> (e < 16 ? 0 : 4)) & 0xF) | (int)((qh >> e) & 1) << 4;
 }
-template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_Q5_0>(const uint8_t *b, int g, float *o) {
-    const float d = h2f(ld16(b));
-    const uint32_t qh = ld32u(b + 2);
+/* a q5_0 (Q1 false) or q5_1 block from its d, m (q5_1), qh and 16 code bytes qs */
+template <bool Q1> __device__ __forceinline__ void deq_q5(float d, float m, uint32_t qh, const uint8_t *qs, float *o) {
 #pragma unroll
-    for (int e = 0; e < 32; e++) o[e] = (float)(q5_code(b + 6, qh, e) - 16) * d;
+    for (int e = 0; e < 32; e++)
+        o[e] = Q1 ? __fadd_rn(__fmul_rn(d, (float)q5_code(qs, qh, e)), m) : (float)(q5_code(qs, qh, e) - 16) * d;
+}
+template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_Q5_0>(const uint8_t *b, int g, float *o) {
+    deq_q5<false>(h2f(ld16(b)), 0.0f, ld32u(b + 2), b + 6, o);
 }
 template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_Q5_1>(const uint8_t *b, int g, float *o) {
-    const float d = h2f(ld16(b)), m = h2f(ld16(b + 2));
-    const uint32_t qh = ld32u(b + 4);
-#pragma unroll
-    for (int e = 0; e < 32; e++) o[e] = __fadd_rn(__fmul_rn(d, (float)q5_code(b + 8, qh, e)), m);
+    deq_q5<true>(h2f(ld16(b)), h2f(ld16(b + 2)), ld32u(b + 4), b + 8, o);
 }
-template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_IQ4_NL>(const uint8_t *b, int g, float *o) {
-    const float d = h2f(ld16(b));
+/* an iq4_nl block from its d and 16 code bytes q */
+__device__ __forceinline__ void deq_iq4nl(float d, const uint8_t *q, float *o) {
 #pragma unroll
     for (int i = 0; i < 4; i++) {
         uint32_t lo, hi;
-        iq4_values8(ld32u(b + 2 + 4 * i), &lo, &hi);
+        iq4_values8(ld32u(q + 4 * i), &lo, &hi);
 #pragma unroll
         for (int k = 0; k < 4; k++) {
             o[4 * i + k] = d * (float)(int8_t)(lo >> (8 * k));
             o[16 + 4 * i + k] = d * (float)(int8_t)(hi >> (8 * k));
         }
     }
+}
+template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_IQ4_NL>(const uint8_t *b, int g, float *o) {
+    deq_iq4nl(h2f(ld16(b)), b + 2, o);
 }
 /* q5_K sub-block g from the block's head (d, dmin, scales: 16 bytes), its 32 qh bytes and the 32 code bytes of
  * sub-blocks g & ~1 (low nibbles) and g | 1 (high): q4_K's scales and nibbles, bit g of qh[l] the fifth bit of
@@ -418,7 +422,8 @@ template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_IQ4_XS>(const 
 }
 
 /* Split rows (hearth_weight.layout == HEARTH_LAYOUT_SPLIT, made at load by
- * cu_split_rows for Q4_0, Q8_0, Q4_K, Q5_K, Q6_K and IQ4_XS): a stored
+ * cu_split_rows for every quantized type; described here Q4_0, Q8_0, Q4_K,
+ * Q5_K, Q6_K and IQ4_XS, the others below): a stored
  * block is QB bytes of codes and a head of HB bytes (Q4_0, Q8_0: the f16
  * scale d; Q4_K, Q5_K: d, dmin and the 12 bytes of packed scales and mins,
  * IQ4_XS: d, scales_h and scales_l, all before the codes; Q6_K: the 16 int8
@@ -436,7 +441,19 @@ template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_IQ4_XS>(const 
  * byte i holding those of A[i], A[16 + i], B[i], B[16 + i] from bit 0 up.
  * Its head: the row's heads are the nb blocks' scales, 16 bytes a block,
  * unit u's four (A[0..16), A[16..32), B[0..16), B[16..32)) at 4u, then the
- * nb blocks' f16 d. */
+ * nb blocks' f16 d.
+ *
+ * Q4_1 / Q5_0 / Q5_1 / IQ4_NL (session 46): a block's 16 code bytes as
+ * stored; the row's heads are the nb blocks' qh words (Q5_0 / Q5_1), then
+ * their d (and m) as stored, so that each is aligned. Q2_K and Q3_K are re-laid by unit
+ * (qdot's: unit u = 2h + (j / 2) of a block is its groups A = 4h + j and B
+ * = A + 1, j = 0 or 2): unit u's 16 code bytes at 16u, byte p holding the
+ * 2-bit codes of A[p], B[p], A[16 + p], B[16 + p] from bit 0 up; Q3_K then
+ * unit u's 8 bytes of high bits at 64 + 8u (word 0 A's, word 1 B's; bit i of
+ * byte q is element 4i + q's). Q2_K's heads: the nb blocks' 16 scale bytes
+ * (unit u's four at 4u), then their d | dmin words. Q3_K's: the nb blocks'
+ * 12 bytes of scales, byte 4k + u being byte k of unit u's four 6-bit
+ * scales (+ 32) packed from bit 0 up, then their f16 d. */
 template <int QT> struct split_fmt { enum { QB = 0, HB = 0 }; }; /* 0: the type is never split */
 template <> struct split_fmt<HEARTH_DT_Q4_0> { enum { QB = 16, HB = 2 }; };
 template <> struct split_fmt<HEARTH_DT_Q8_0> { enum { QB = 32, HB = 2 }; };
@@ -444,6 +461,17 @@ template <> struct split_fmt<HEARTH_DT_Q4_K> { enum { QB = 128, HB = 16 }; };
 template <> struct split_fmt<HEARTH_DT_Q6_K> { enum { QB = 192, HB = 18 }; };
 template <> struct split_fmt<HEARTH_DT_Q5_K> { enum { QB = 160, HB = 16 }; }; /* codes: qh[32], then qs[128] */
 template <> struct split_fmt<HEARTH_DT_IQ4_XS> { enum { QB = 128, HB = 8 }; };
+template <> struct split_fmt<HEARTH_DT_Q4_1> { enum { QB = 16, HB = 4 }; };
+template <> struct split_fmt<HEARTH_DT_Q5_0> { enum { QB = 16, HB = 6 }; };
+template <> struct split_fmt<HEARTH_DT_Q5_1> { enum { QB = 16, HB = 8 }; };
+template <> struct split_fmt<HEARTH_DT_IQ4_NL> { enum { QB = 16, HB = 2 }; };
+template <> struct split_fmt<HEARTH_DT_Q2_K> { enum { QB = 64, HB = 20 }; };
+template <> struct split_fmt<HEARTH_DT_Q3_K> { enum { QB = 96, HB = 14 }; };
+
+/* The 2-bit code of element l (0..31) of group A (w 0) or B (w 1) of a split q2_K / q3_K unit's codes uc. */
+__device__ __forceinline__ int q23_split_code(const uint8_t *uc, int w, int l) {
+    return (uc[l & 15] >> (2 * w + 4 * (l >> 4))) & 3;
+}
 
 /* Elements [32g, 32g+32) of a row (nb blocks) of either layout. */
 template <int QT>
@@ -483,6 +511,53 @@ __device__ __forceinline__ void deq_row_group32(const uint8_t *row, int nb, int 
     } else if constexpr (QT == HEARTH_DT_IQ4_XS) {
         if (split) {
             deq_iq4xs(row + (size_t)nb * QB + (size_t)(g / GPB) * 8, row + (size_t)g * 16, g % GPB, o);
+            return;
+        }
+    } else if constexpr (QT == HEARTH_DT_Q5_0 || QT == HEARTH_DT_Q5_1) {
+        if (split) {
+            constexpr int QD = QT == HEARTH_DT_Q5_1 ? 4 : 2; /* bytes of d (and m) a block */
+            const uint8_t *dm = row + (size_t)nb * (QB + 4) + (size_t)g * QD;
+            const uint32_t qh = ld32u(row + (size_t)nb * QB + 4 * (size_t)g);
+            deq_q5<QT == HEARTH_DT_Q5_1>(h2f(ld16(dm)), QD == 4 ? h2f(ld16(dm + 2)) : 0.0f, qh, row + (size_t)g * QB, o);
+            return;
+        }
+    } else if constexpr (QT == HEARTH_DT_Q4_1) {
+        if (split) {
+            const uint8_t *dm = row + (size_t)nb * QB + 4 * (size_t)g;
+            deq_q4_1(h2f(ld16(dm)), h2f(ld16(dm + 2)), row + (size_t)g * QB, o);
+            return;
+        }
+    } else if constexpr (QT == HEARTH_DT_IQ4_NL) {
+        if (split) {
+            deq_iq4nl(h2f(ld16(row + (size_t)nb * QB + 2 * (size_t)g)), row + (size_t)g * QB, o);
+            return;
+        }
+    } else if constexpr (QT == HEARTH_DT_Q2_K) {
+        if (split) { /* g is group A (w = 0) or B of unit u */
+            const int b = g / GPB, u = g % GPB >> 1, w = g & 1;
+            const uint8_t *uc = row + (size_t)b * QB + 16 * u, *sc = row + (size_t)nb * QB + 16 * (size_t)b + 4 * u + 2 * w;
+            const uint8_t *dm = row + (size_t)nb * (QB + 16) + 4 * (size_t)b;
+            const float d = h2f(ld16(dm)), dmin = h2f(ld16(dm + 2));
+#pragma unroll
+            for (int l = 0; l < 32; l++) {
+                const int s = sc[l / 16], q = q23_split_code(uc, w, l);
+                o[l] = __fsub_rn(__fmul_rn(d * (float)(s & 15), (float)q), __fmul_rn(dmin, (float)(s >> 4)));
+            }
+            return;
+        }
+    } else if constexpr (QT == HEARTH_DT_Q3_K) {
+        if (split) {
+            const int b = g / GPB, u = g % GPB >> 1, w = g & 1;
+            const uint8_t *uc = row + (size_t)b * QB + 16 * u, *hb = row + (size_t)b * QB + 64 + 8 * u + 4 * w;
+            const uint8_t *sc = row + (size_t)nb * QB + 12 * (size_t)b + u;
+            const uint32_t v24 = sc[0] | (uint32_t)sc[4] << 8 | (uint32_t)sc[8] << 16;
+            const float d = h2f(ld16(row + (size_t)nb * (QB + 12) + 2 * (size_t)b));
+#pragma unroll
+            for (int l = 0; l < 32; l++) {
+                const int s = (int)((v24 >> (6 * (2 * w + l / 16))) & 63) - 32;
+                const int q = q23_split_code(uc, w, l) - ((hb[l & 3] >> (l >> 2)) & 1 ? 0 : 4);
+                o[l] = d * (float)s * (float)q;
+            }
             return;
         }
     } else if constexpr (QB != 0) {

@@ -7,7 +7,7 @@
  * out than in. A thread makes 8 elements, one 16-byte store, so a warp's
  * store is 512 contiguous bytes, and it loads the codes of DEQ_U such pieces
  * before it stores any, so that a thread's short life keeps several loads
- * in flight. Other types and layouts (split Q4_K and Q6_K rows too):
+ * in flight. Other types and layouts (the other types' split rows too):
  * 32-element groups through shared memory (dequant_groups_kernel). The
  * kernel they replaced, a thread a group, took 42.2 us a matrix where these
  * take 22.9 (notes/cuda-kernels.md v16). */

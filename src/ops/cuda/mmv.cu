@@ -16,9 +16,9 @@
  * Quantized weights (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K,
  * Q6_K, IQ4_NL, IQ4_XS): x is q8 / q8_K (xprep.cu) and the dot products are
  * integer (dp4a) per group, then scaled with the CPU backend's fmaf steps.
- * Q4_0 / Q8_0 / Q4_K / Q5_K / Q6_K / IQ4_XS rows split at load
- * (split_rows.cu: codes, then scales) stream like float rows.
- * Otherwise, when rows are 16-byte aligned, each warp stages its rows through
+ * Rows split at load (split_rows.cu: codes, then scales; every quantized
+ * type, where the row is 16-byte aligned) stream like float rows.
+ * Otherwise (HEARTH_SPLIT_ROWS=0 too), when rows are 16-byte aligned, each warp stages its rows through
  * shared memory in segments with cp.async (double buffered), so the loads are
  * 16 bytes wide and fully coalesced whatever the block size (18, 20, 34, 210
  * bytes); otherwise the blocks are read straight from global memory. */
@@ -615,9 +615,7 @@ int cu_mmv_pairs(const mmv_set *set, hearth_dtype t, int T, int K, size_t row_by
     switch (t) { /* as launch_float / launch_quant choose */
     case HEARTH_DT_F32: case HEARTH_DT_F16: case HEARTH_DT_BF16: return float_streams(set, t, K, row_bytes, xp);
     default:
-        return (set->split && (t == HEARTH_DT_Q4_0 || t == HEARTH_DT_Q8_0 || t == HEARTH_DT_Q4_K ||
-                               t == HEARTH_DT_Q6_K || t == HEARTH_DT_Q5_K || t == HEARTH_DT_IQ4_XS)) ||
-               quant_staged(set, row_bytes);
+        return set->split || quant_staged(set, row_bytes); /* every quantized type streams split rows */
     }
 }
 

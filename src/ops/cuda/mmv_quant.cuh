@@ -381,6 +381,34 @@ template <int NT, int R> struct qdot<HEARTH_DT_Q3_K, NT, R> {
     }
 };
 
+/* acc[r][t] += q2_K unit dots of rows r (codes va / vb of groups gA and gA + 1 of the row, the unit's four 4-bit
+ * scales sc and mins m, d, dmin) with x row t: the staged (qdot) and split (fmt_split) kernels' shared inner loop */
+template <int NT, int R>
+__device__ __forceinline__ void q2k_units(const int (*va)[8], const int (*vb)[8], const int (*sc)[4], const int (*m)[4],
+                                          const float *d, const float *dmin, int gA, const xq8 &x, float (*acc)[NT]) {
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+        int xa[8], xb[8], bs[4] = {0, 0, 0, 0};
+        float4 dsa, dsb;
+        x_group(x, t, gA, xa, &dsa);
+        x_group(x, t, gA + 1, xb, &dsb);
+#pragma unroll
+        for (int i = 0; i < 4; i++) { /* x's sums of 16 */
+            bs[0] = __dp4a(xa[i], 0x01010101, bs[0]);
+            bs[1] = __dp4a(xa[4 + i], 0x01010101, bs[1]);
+            bs[2] = __dp4a(xb[i], 0x01010101, bs[2]);
+            bs[3] = __dp4a(xb[4 + i], 0x01010101, bs[3]);
+        }
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const int s = q6k_isum(va[r], vb[r], xa, xb, sc[r]);
+            const int mins = m[r][0] * bs[0] + m[r][1] * bs[1] + m[r][2] * bs[2] + m[r][3] * bs[3];
+            acc[r][t] = fmaf(d[r] * dsa.x, (float)s, acc[r][t]);
+            acc[r][t] = fmaf(-(dmin[r] * dsa.x), (float)mins, acc[r][t]);
+        }
+    }
+}
+
 template <int NT, int R> struct qdot<HEARTH_DT_Q2_K, NT, R> {
     static __device__ __forceinline__ void run(const uint8_t *const *b, int u, int gb, const xq8 &x,
                                                float (*acc)[NT]) {
@@ -404,28 +432,7 @@ template <int NT, int R> struct qdot<HEARTH_DT_Q2_K, NT, R> {
                 vb[r][i] = (int)((q >> 2) & 0x03030303u);
             }
         }
-        const int gA = gb * 8 + 4 * h + j;
-#pragma unroll
-        for (int t = 0; t < NT; t++) {
-            int xa[8], xb[8], bs[4] = {0, 0, 0, 0};
-            float4 dsa, dsb;
-            x_group(x, t, gA, xa, &dsa);
-            x_group(x, t, gA + 1, xb, &dsb);
-#pragma unroll
-            for (int i = 0; i < 4; i++) { /* x's sums of 16 */
-                bs[0] = __dp4a(xa[i], 0x01010101, bs[0]);
-                bs[1] = __dp4a(xa[4 + i], 0x01010101, bs[1]);
-                bs[2] = __dp4a(xb[i], 0x01010101, bs[2]);
-                bs[3] = __dp4a(xb[4 + i], 0x01010101, bs[3]);
-            }
-#pragma unroll
-            for (int r = 0; r < R; r++) {
-                const int s = q6k_isum(va[r], vb[r], xa, xb, sc[r]);
-                const int mins = m[r][0] * bs[0] + m[r][1] * bs[1] + m[r][2] * bs[2] + m[r][3] * bs[3];
-                acc[r][t] = fmaf(d[r] * dsa.x, (float)s, acc[r][t]);
-                acc[r][t] = fmaf(-(dmin[r] * dsa.x), (float)mins, acc[r][t]);
-            }
-        }
+        q2k_units<NT, R>(va, vb, sc, m, d, dmin, gb * 8 + 4 * h + j, x, acc);
     }
 };
 
@@ -771,5 +778,157 @@ template <> struct fmt_split<HEARTH_DT_Q6_K> {
             q6k_split_codes((const uint32_t *)w[r].ql, (const uint32_t *)&w[r].qh, va[r], vb[r]);
         }
         q6k_units<NT, R>(va, vb, sc, d, 2 * (c & ~1) + (c & 1), 2 * (c & ~1) + (c & 1) + 2, x, acc);
+    }
+};
+
+/* Split Q4_1 / Q5_0 / Q5_1 / IQ4_NL rows: chunk c is block c's 16 code bytes, its qh word (Q5_0 / Q5_1) and d
+ * (and m) read from the row's heads (cuda_internal.cuh). The codes made words as qdot makes them, the same
+ * integer sums and fmaf steps (q32_words). */
+template <int QT> struct fmt_split_q32 {
+    enum { E = 32, U = 4 }; /* elements a chunk, chunks in flight a row */
+    enum { WAVE = 1 };      /* launch_stream */
+    enum { Q5 = QT == HEARTH_DT_Q5_0 || QT == HEARTH_DT_Q5_1, MIN = QT == HEARTH_DT_Q4_1 || QT == HEARTH_DT_Q5_1 };
+    struct W {
+        uint4 q;
+        uint32_t qh;
+        uint32_t dm; /* f16 d, and m above it */
+    };
+    typedef xq8 X;
+    static __device__ __forceinline__ X x_of(const void *xp, int K, int NT) {
+        return {(const int8_t *)xp, (const float4 *)((const int8_t *)xp + (size_t)NT * K), K};
+    }
+    static __device__ __forceinline__ W load(const uint8_t *row, int c, int nch) {
+        const uint8_t *heads = row + (size_t)nch * 16, *dm = heads + (Q5 ? (size_t)nch * 4 : 0);
+        return {ld_stream16(row + (size_t)c * 16), Q5 ? __ldg((const uint32_t *)heads + c) : 0u,
+                MIN ? __ldg((const uint32_t *)dm + c) : ld_nc16(dm + 2 * (size_t)c)};
+    }
+    template <int NT, int R>
+    static __device__ __forceinline__ void dot(const W *w, int c, const X &x, float (*acc)[NT]) {
+        float d[R], m[R];
+        uint32_t q[R][8];
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            d[r] = h2f((uint16_t)(w[r].dm & 0xffffu));
+            m[r] = MIN ? h2f((uint16_t)(w[r].dm >> 16)) : 0.0f;
+            const uint32_t *nib = (const uint32_t *)&w[r].q;
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                if constexpr (QT == HEARTH_DT_IQ4_NL) {
+                    iq4_values8(nib[i], &q[r][i], &q[r][4 + i]);
+                } else if constexpr (Q5) {
+                    q[r][i] = q5_codes4(nib[i] & 0x0F0F0F0Fu, w[r].qh >> (4 * i));
+                    q[r][4 + i] = q5_codes4((nib[i] >> 4) & 0x0F0F0F0Fu, w[r].qh >> (16 + 4 * i));
+                } else {
+                    q[r][i] = nib[i] & 0x0F0F0F0Fu;
+                    q[r][4 + i] = (nib[i] >> 4) & 0x0F0F0F0Fu;
+                }
+            }
+        }
+        q32_words<NT, R, QT == HEARTH_DT_Q5_0 ? 16 : 0, MIN>(q, d, m, c, x, acc);
+    }
+};
+template <> struct fmt_split<HEARTH_DT_Q4_1> : fmt_split_q32<HEARTH_DT_Q4_1> {};
+template <> struct fmt_split<HEARTH_DT_Q5_0> : fmt_split_q32<HEARTH_DT_Q5_0> {};
+template <> struct fmt_split<HEARTH_DT_Q5_1> : fmt_split_q32<HEARTH_DT_Q5_1> {};
+template <> struct fmt_split<HEARTH_DT_IQ4_NL> : fmt_split_q32<HEARTH_DT_IQ4_NL> {};
+
+/* A split q2_K / q3_K unit's codes (its four code words P; cuda_internal.cuh) as qdot's va / vb words. */
+__device__ __forceinline__ void q23_split_codes(const uint32_t *P, int *va, int *vb) {
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        va[i] = (int)(P[i] & 0x03030303u);
+        vb[i] = (int)((P[i] >> 2) & 0x03030303u);
+        va[4 + i] = (int)((P[i] >> 4) & 0x03030303u);
+        vb[4 + i] = (int)((P[i] >> 6) & 0x03030303u);
+    }
+}
+
+/* Split Q2_K rows: chunk c is unit c % 4 of block c / 4 (16 code bytes), with its word of four scales and mins
+ * (at byte 16 * nch + 4c) and its block's d | dmin (after the nch words of scales); the same integer sums and
+ * fmaf steps as qdot's (q2k_units). */
+template <> struct fmt_split<HEARTH_DT_Q2_K> {
+    enum { E = 64, U = 4 }; /* elements a chunk, chunks in flight a row */
+    enum { WAVE = 1 };      /* launch_stream */
+    struct W {
+        uint4 q;
+        uint32_t sc; /* scale | min << 4 of A[0..16), A[16..32), B[0..16), B[16..32) */
+        uint32_t dm; /* f16 d | dmin << 16 */
+    };
+    typedef xq8 X;
+    static __device__ __forceinline__ X x_of(const void *xp, int K, int NT) {
+        return {(const int8_t *)xp, (const float4 *)((const int8_t *)xp + (size_t)NT * K), K};
+    }
+    static __device__ __forceinline__ W load(const uint8_t *row, int c, int nch) {
+        const uint32_t *heads = (const uint32_t *)(row + (size_t)nch * 16);
+        return {ld_stream16(row + (size_t)c * 16), __ldg(heads + c), __ldg(heads + nch + (c >> 2))};
+    }
+    template <int NT, int R>
+    static __device__ __forceinline__ void dot(const W *w, int c, const X &x, float (*acc)[NT]) {
+        float d[R], dmin[R];
+        int sc[R][4], m[R][4], va[R][8], vb[R][8];
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            d[r] = h2f((uint16_t)(w[r].dm & 0xffffu));
+            dmin[r] = h2f((uint16_t)(w[r].dm >> 16));
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                sc[r][k] = (int)((w[r].sc >> (8 * k)) & 15);
+                m[r][k] = (int)((w[r].sc >> (8 * k + 4)) & 15);
+            }
+            q23_split_codes((const uint32_t *)&w[r].q, va[r], vb[r]);
+        }
+        q2k_units<NT, R>(va, vb, sc, m, d, dmin, 2 * c, x, acc);
+    }
+};
+
+/* Split Q3_K rows: chunk c is unit c % 4 of block c / 4: its 16 code bytes, its 8 bytes of high bits, the
+ * block's f16 d; the block's four lanes each load one word of its 12 scale bytes (lane 3 word 2 again) and
+ * take the others from their neighbours, unit u's scales being byte u of each. The same integer sums and fmaf
+ * step as qdot's (q6k_units). */
+template <> struct fmt_split<HEARTH_DT_Q3_K> {
+    enum { QB = split_fmt<HEARTH_DT_Q3_K>::QB };
+    enum { E = 64, U = 2 }; /* elements a chunk, chunks in flight a row */
+    enum { WAVE = 1 };      /* launch_stream */
+    struct W {
+        uint4 q;
+        uint2 hb;    /* high bits of A, of B */
+        uint32_t sc; /* word min(c % 4, 2) of the block's scales */
+        uint32_t d;  /* f16 bits */
+    };
+    typedef xq8 X;
+    static __device__ __forceinline__ X x_of(const void *xp, int K, int NT) {
+        return {(const int8_t *)xp, (const float4 *)((const int8_t *)xp + (size_t)NT * K), K};
+    }
+    static __device__ __forceinline__ W load(const uint8_t *row, int c, int nch) {
+        const int b = c >> 2, u = c & 3;
+        const uint8_t *blk = row + (size_t)b * QB, *heads = row + (size_t)nch / 4 * QB;
+        return {ld_stream16(blk + 16 * u), __ldg((const uint2 *)(blk + 64) + u),
+                __ldg((const uint32_t *)(heads + 12 * (size_t)b) + min(u, 2)),
+                ld_nc16(heads + (size_t)nch * 3 + 2 * (size_t)b)};
+    }
+    template <int NT, int R>
+    static __device__ __forceinline__ void dot(const W *w, int c, const X &x, float (*acc)[NT]) {
+        const int lane = threadIdx.x & 31, blk = lane & ~3, sh = 8 * (c & 3);
+        const unsigned blk_mask = 0xFu << blk;
+        float d[R];
+        int sc[R][4], va[R][8], vb[R][8];
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const uint32_t w0 = __shfl_sync(blk_mask, w[r].sc, blk), w1 = __shfl_sync(blk_mask, w[r].sc, blk | 1),
+                           w2 = __shfl_sync(blk_mask, w[r].sc, blk | 2);
+            const uint32_t v24 = ((w0 >> sh) & 255u) | ((w1 >> sh) & 255u) << 8 | ((w2 >> sh) & 255u) << 16;
+#pragma unroll
+            for (int k = 0; k < 4; k++) sc[r][k] = (int)((v24 >> (6 * k)) & 63u) - 32;
+            d[r] = h2f((uint16_t)w[r].d);
+            q23_split_codes((const uint32_t *)&w[r].q, va[r], vb[r]);
+#pragma unroll
+            for (int i = 0; i < 8; i++) { /* code | high bit << 2, less 4, as s8 (q6k_s8's trick) */
+                va[r][i] = (int)((((uint32_t)va[r][i] | ((w[r].hb.x >> i) & 0x01010101u) << 2) + 0x7C7C7C7Cu) ^
+                                 0x80808080u);
+                vb[r][i] = (int)((((uint32_t)vb[r][i] | ((w[r].hb.y >> i) & 0x01010101u) << 2) + 0x7C7C7C7Cu) ^
+                                 0x80808080u);
+            }
+        }
+        q6k_units<NT, R>(va, vb, sc, d, 2 * c, 2 * c + 1, x, acc);
     }
 };

@@ -158,7 +158,7 @@ struct hearth_cuda_ctx {
     int attn_rows_min;    /* from how many rows decode attention runs the tensor-core rows kernel, */
     int attn_rows_ctx;    /* ... over contexts of this many positions (below them, from 9 rows) */
     int rope_gemv_rows;   /* up to which T the q/k/v GEMV takes the rope + KV epilogue */
-    int split_rows;       /* prepare_weight re-lays Q4_0 / Q8_0 / Q4_K / Q6_K rows (split_rows.cu) */
+    int split_rows;       /* prepare_weight re-lays quantized rows (split_rows.cu) */
     int mm_qkv;           /* q, k and v as one GEMM on the cuBLAS path (qkv_stack_unit) */
     float *stack;         /* that GEMM's output, [T][Nq + Nk + Nv]: reserved at load (prepare_set) */
     size_t stack_bytes;
@@ -1425,9 +1425,8 @@ static void op_upload(void *ctx, void *dst, const void *src, size_t bytes) {
 }
 
 /* The dequantization scratch of a quantized weight's cuBLAS path
- * (cu_mm_deq_need: none for float weights), then Q4_0 / Q8_0 / Q4_K / Q6_K
- * rows split for the streamed GEMV (split_rows.cu) unless c->split_rows is
- * off. */
+ * (cu_mm_deq_need: none for float weights), then quantized rows split for
+ * the streamed GEMV (split_rows.cu) unless c->split_rows is off. */
 static hearth_status op_prepare_weight(void *ctx, hearth_weight *w, hearth_err *err) {
     hearth_cuda_ctx *c = (hearth_cuda_ctx *)ctx;
     if (!cu_mmv_supported(w->type)) /* the types the kernels read (mmv.cu, dequant.cu, embed.cu) */
