@@ -39,12 +39,15 @@
 #               on the host (=0) (~2 min)
 #   quants      the weight types first read on the GPU in session 45 (q5_0, q5_1, iq4_nl, q5_K, q3_K, q2_K, iq4_xs):
 #               test_cuda cuda_matmul, cuda_embed and cuda_parity (llama.cpp's K-quant goldens on the GPU), then
-#               bench_model on the 8B shape in Q5_K_M, and IQ4_XS, Q5_0, Q3_K, Q2_K, Q5_1, IQ4_NL with a Q6_K
-#               head (~3 min)
+#               bench_model on the 8B shape in Q5_K_M and Q3_K_M (llama.cpp's mixes), and IQ4_XS, Q5_0, Q3_K,
+#               Q2_K, Q5_1, IQ4_NL with a Q6_K head (~4 min)
 #   split46     the weight types split at load from session 46 (q4_1, q5_0, q5_1, iq4_nl, q3_K, q2_K): test_cuda
 #               cuda_matmul, cuda_embed, cuda_parity and cuda_layer, then bench_model on the 8B shape in Q5_0,
 #               Q5_1, IQ4_NL, Q3_K and Q2_K (Q6_K head; SPLIT46_TYPES picks), HEARTH_SPLIT_ROWS=0 (the staged
 #               kernel), then split (~8 min)
+#   two46       v of another type than q and k as one launch with them (cu_mmv2's pairs of session 46): test_cuda
+#               cuda_layer_split_qkv_rope, then bench_model on the 8B shape in Q5_K_M and Q3_K_M (llama.cpp's mixes),
+#               HEARTH_MMV_TWO=0 (two launches) and 1 alternated twice (~3 min)
 #   quantpeer   llama.cpp on the files of `quants` (llama-bench as in peer); needs .dev/llama.tar.xz only
 #   peer        the peers beside issue7 and streams: llama.cpp on the same files, llama-bench (prefill
 #               512 / 2048, decode after 512) for the three types and llama-batched-bench 128/128 at
@@ -114,7 +117,7 @@ for suite in "$@"; do
             hdr "test_cuda $f (ok lines left out)"
             timeout 200 $B/test_cuda $f 2>&1 | grep -vE "^ok |^  layer |^  cuda (mistral|llama|qwen)" | tail -30
         done
-        for t in q5_K_M iq4_xs q5_0 q3_K q2_K q5_1 iq4_nl; do
+        for t in q5_K_M iq4_xs q5_0 q3_K q2_K q5_1 iq4_nl q3_K_M; do
             m=$(model $t)
             hdr "bench_model $m --prompt 512 --gen 128 --prefill 2048 --reps 2"
             timeout 150 $B/bench_model "$m" --prompt 512 --gen 128 --prefill 2048 --reps 2 2>&1 |
@@ -133,12 +136,23 @@ for suite in "$@"; do
                     --reps 2 2>&1 | grep -E "^(copy|prefill|decode|roofline)"
             done
         done ;;
+    two46)
+        hdr "test_cuda cuda_layer_split_qkv_rope"
+        timeout 240 $B/test_cuda cuda_layer_split_qkv_rope 2>&1 | grep -vE "^ok |^  layer " | tail -20
+        for t in q5_K_M q3_K_M; do
+            m=$(model $t)
+            for two in 0 1 0 1; do
+                hdr "HEARTH_MMV_TWO=$two bench_model $m --prompt 512 --gen 128 --prefill 512 --reps 2"
+                HEARTH_MMV_TWO=$two timeout 150 $B/bench_model "$m" --prompt 512 --gen 128 --prefill 512 --reps 2 \
+                    2>&1 | grep -E "^(copy|decode|roofline)"
+            done
+        done ;;
     quantpeer)
         [ -s .dev/llama.tar.xz ] || { echo "device_run: no .dev/llama.tar.xz (see the peer suite above)"; continue; }
         mkdir -p /tmp/lc && tar -C /tmp/lc -xJf .dev/llama.tar.xz
-        hdr "peer_llamacpp.sh on Q5_K_M, IQ4_XS, Q5_0, Q3_K, Q2_K, Q5_1, IQ4_NL"
+        hdr "peer_llamacpp.sh on Q5_K_M, IQ4_XS, Q5_0, Q3_K, Q2_K, Q5_1, IQ4_NL, Q3_K_M"
         timeout 500 bash tools/bench/peer_llamacpp.sh /tmp/lc "$(model q5_K_M)" "$(model iq4_xs)" "$(model q5_0)" \
-            "$(model q3_K)" "$(model q2_K)" "$(model q5_1)" "$(model iq4_nl)" ;;
+            "$(model q3_K)" "$(model q2_K)" "$(model q5_1)" "$(model iq4_nl)" "$(model q3_K_M)" ;;
     session43)
         for f in engine pick; do
             hdr "test_cuda $f (ok lines left out)"

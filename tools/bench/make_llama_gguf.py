@@ -5,13 +5,15 @@ For benchmarks: the default shape is Llama-3.1-8B's (hidden 4096, 32 layers,
 32 heads, 8 KV heads, FFN 14336, vocab 128256). Run it where the model is
 used (16 GB in bf16: never copy it around):
 
-    python3 tools/bench/make_llama_gguf.py OUT.gguf --type bf16|f16|q8_0|q4_0|q4_K|q4_K_M|q5_K|q5_K_M
+    python3 tools/bench/make_llama_gguf.py OUT.gguf --type bf16|f16|q8_0|q4_0|q4_K|q4_K_M|q5_K|q5_K_M|q3_K_M...
                                           [--output-type q6_K] [--layers 32] ...
 
 q4_K_M mixes types as llama.cpp's Q4_K_M does for llama: Q4_K everywhere but
 attn_v and ffn_down in Q6_K in the layers llama.cpp gives more bits (the
 first and last eighth, and every third between), and a Q6_K output; q5_K_M
-the same with Q5_K.
+the same with Q5_K. q3_K_M as llama.cpp's Q3_K_M for llama: Q3_K but
+attn_v in Q5_K in the first two layers and Q4_K after them, attn_output in
+Q4_K, ffn_down in Q5_K in the first sixteenth and Q4_K after, a Q6_K output.
 
 Weights are random but valid: float types hold N(0, 0.02) values; quantized
 blocks hold random codes under an f16 scale of the size ggml's quantizer
@@ -166,7 +168,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out")
     ap.add_argument("--type", default="bf16", choices=["f32", "f16", "bf16", "q8_0", "q4_0", "q5_0", "q5_1",
-                                                           "q2_K", "q3_K", "q4_K", "q4_K_M", "q5_K", "q5_K_M",
+                                                           "q2_K", "q3_K", "q3_K_M", "q4_K", "q4_K_M", "q5_K", "q5_K_M",
                                                            "iq4_nl", "iq4_xs"])
     ap.add_argument("--output-type", default=None, help="type of output.weight (default: --type)")
     ap.add_argument("--layers", type=int, default=32)
@@ -188,6 +190,21 @@ def main():
     def more_bits(l):  # llama.cpp's use_more_bits(i_layer, n_layers)
         n = a.layers
         return l < n // 8 or l >= 7 * n // 8 or (l - n // 8) % 3 == 2
+
+    def v_type(l):
+        if not mix:
+            return wt
+        if wt == TYPES["q3_K"]:
+            return TYPES["q5_K"] if l < 2 else TYPES["q4_K"]
+        return T_Q6_K if more_bits(l) else wt
+
+    def down_type(l):
+        if not mix:
+            return wt
+        if wt == TYPES["q3_K"]:
+            return TYPES["q5_K"] if l < a.layers // 16 else TYPES["q4_K"]
+        return T_Q6_K if more_bits(l) else wt
+    o_type = TYPES["q4_K"] if mix and wt == TYPES["q3_K"] else wt
     hd = a.hidden // a.heads
     w = Writer()
     w.add_str("general.architecture", "llama")
@@ -212,12 +229,12 @@ def main():
         w.add_tensor(p + "attn_norm.weight", [H], T_F32)
         w.add_tensor(p + "attn_q.weight", [H, H], wt)
         w.add_tensor(p + "attn_k.weight", [H, KV], wt)
-        w.add_tensor(p + "attn_v.weight", [H, KV], T_Q6_K if mix and more_bits(l) else wt)
-        w.add_tensor(p + "attn_output.weight", [H, H], wt)
+        w.add_tensor(p + "attn_v.weight", [H, KV], v_type(l))
+        w.add_tensor(p + "attn_output.weight", [H, H], o_type)
         w.add_tensor(p + "ffn_norm.weight", [H], T_F32)
         w.add_tensor(p + "ffn_gate.weight", [H, F], wt)
         w.add_tensor(p + "ffn_up.weight", [H, F], wt)
-        w.add_tensor(p + "ffn_down.weight", [F, H], T_Q6_K if mix and more_bits(l) else wt)
+        w.add_tensor(p + "ffn_down.weight", [F, H], down_type(l))
 
     rng = np.random.default_rng(a.seed)
     tiles = {}
