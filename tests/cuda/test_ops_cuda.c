@@ -1502,7 +1502,7 @@ static int layer_case_at(hearth_dtype t, int T, hearth_dtype kt, int pos0) {
         float *row = malloc(sizeof(float) * ks[i]);
         for (int n = 0; n < ns[i]; n++) {
             for (int k = 0; k < ks[i]; k++) row[k] = nrand() * 0.05f;
-            hearth_cpu_quantize_row(ti, row, w + (size_t)n * rb, ks[i]);
+            make_row(ti, row, ks[i], w + (size_t)n * rb); /* q2_K / q3_K / iq4_xs: random codes */
         }
         free(row);
         wh[i] = (hearth_weight){w, ti, ns[i], ks[i], rb, HEARTH_LAYOUT_STORED};
@@ -1754,7 +1754,8 @@ TEST(cuda_layer_rope_rows) {
     g_layer_neox = 0;
 }
 
-/* llama.cpp's Q4_K_M keeps attn_v in Q6_K in some layers: q and k share
+/* llama.cpp's Q4_K_M keeps attn_v in Q6_K in some layers (Q5_K_M too;
+ * Q3_K_M's is Q4_K or Q5_K, Q2_K's Q4_K, IQ4_XS's Q5_K): q and k share
  * one set and v takes another (both on q8_K activations), and at one row
  * both carry the rope + KV epilogue (rope_in_gemv_split) in one launch of
  * two formats (the profile's label says so). Fused and
@@ -1762,8 +1763,10 @@ TEST(cuda_layer_rope_rows) {
  * every cache type and rope variant; at 3 and 8 rows the rope is a kernel. */
 TEST(cuda_layer_split_qkv_rope) {
     NEED_GPU();
-    static const hearth_dtype pairs[][2] = {{HEARTH_DT_Q4_K, HEARTH_DT_Q6_K}, {HEARTH_DT_Q6_K, HEARTH_DT_Q4_K},
-                                            {HEARTH_DT_Q4_0, HEARTH_DT_Q8_0}};
+    static const hearth_dtype pairs[][2] = {
+        {HEARTH_DT_Q4_K, HEARTH_DT_Q6_K}, {HEARTH_DT_Q6_K, HEARTH_DT_Q4_K}, {HEARTH_DT_Q4_0, HEARTH_DT_Q8_0},
+        {HEARTH_DT_Q5_K, HEARTH_DT_Q6_K}, {HEARTH_DT_Q3_K, HEARTH_DT_Q5_K}, {HEARTH_DT_Q3_K, HEARTH_DT_Q4_K},
+        {HEARTH_DT_Q2_K, HEARTH_DT_Q4_K}, {HEARTH_DT_Q2_K, HEARTH_DT_Q3_K}, {HEARTH_DT_IQ4_XS, HEARTH_DT_Q5_K}};
     static const hearth_dtype kts[] = {HEARTH_DT_F16, HEARTH_DT_E4M3, HEARTH_DT_F32};
     static const int Ts[] = {1, 3, 8};
     static const int rope[3][2] = {{1, 0}, {2, 0}, {1, 1}}; /* rot_dim divisor, neox */

@@ -518,7 +518,8 @@ __device__ __forceinline__ void deq_row_group32(const uint8_t *row, int nb, int 
             constexpr int QD = QT == HEARTH_DT_Q5_1 ? 4 : 2; /* bytes of d (and m) a block */
             const uint8_t *dm = row + (size_t)nb * (QB + 4) + (size_t)g * QD;
             const uint32_t qh = ld32u(row + (size_t)nb * QB + 4 * (size_t)g);
-            deq_q5<QT == HEARTH_DT_Q5_1>(h2f(ld16(dm)), QD == 4 ? h2f(ld16(dm + 2)) : 0.0f, qh, row + (size_t)g * QB, o);
+            const float m = QD == 4 ? h2f(ld16(dm + 2)) : 0.0f;
+            deq_q5<QT == HEARTH_DT_Q5_1>(h2f(ld16(dm)), m, qh, row + (size_t)g * QB, o);
             return;
         }
     } else if constexpr (QT == HEARTH_DT_Q4_1) {
@@ -535,7 +536,8 @@ __device__ __forceinline__ void deq_row_group32(const uint8_t *row, int nb, int 
     } else if constexpr (QT == HEARTH_DT_Q2_K) {
         if (split) { /* g is group A (w = 0) or B of unit u */
             const int b = g / GPB, u = g % GPB >> 1, w = g & 1;
-            const uint8_t *uc = row + (size_t)b * QB + 16 * u, *sc = row + (size_t)nb * QB + 16 * (size_t)b + 4 * u + 2 * w;
+            const uint8_t *uc = row + (size_t)b * QB + 16 * u;
+            const uint8_t *sc = row + (size_t)nb * QB + 16 * (size_t)b + 4 * u + 2 * w;
             const uint8_t *dm = row + (size_t)nb * (QB + 16) + 4 * (size_t)b;
             const float d = h2f(ld16(dm)), dmin = h2f(ld16(dm + 2));
 #pragma unroll

@@ -675,26 +675,19 @@ int cu_mmv2(const cu_launch *L, const mmv_set *a, hearth_dtype ta, size_t rba, c
         !cu_mmv_pairs(b, tb, T, K, rbb, xp))
         return 0;
     const int pa = cu_div_up(set_rows_host(a), 2), pb = cu_div_up(set_rows_host(b), 2);
-    auto unsplit = [&](hearth_dtype t, int pairs) {
-        switch (t) {
-        case HEARTH_DT_Q4_0: return split_ks<HEARTH_DT_Q4_0>(L, pairs, K) == 1;
-        case HEARTH_DT_Q8_0: return split_ks<HEARTH_DT_Q8_0>(L, pairs, K) == 1;
-        case HEARTH_DT_Q4_K: return split_ks<HEARTH_DT_Q4_K>(L, pairs, K) == 1;
-        case HEARTH_DT_Q6_K: return split_ks<HEARTH_DT_Q6_K>(L, pairs, K) == 1;
-        default: return false;
-        }
-    };
-    if (!unsplit(ta, pa) || !unsplit(tb, pb)) return 0;
-    /* the mixes of llama.cpp's files: Q4_K_M / Q5_K_M's Q6_K attn_v beside Q4_K, Q4_0 beside Q8_0 */
-    if (ta == HEARTH_DT_Q6_K && tb == HEARTH_DT_Q4_K)
-        launch_two<HEARTH_DT_Q6_K, HEARTH_DT_Q4_K>(L, a, rba, b, rbb, xp, K, pa, pb);
-    else if (ta == HEARTH_DT_Q4_K && tb == HEARTH_DT_Q6_K)
-        launch_two<HEARTH_DT_Q4_K, HEARTH_DT_Q6_K>(L, a, rba, b, rbb, xp, K, pa, pb);
-    else if (ta == HEARTH_DT_Q8_0 && tb == HEARTH_DT_Q4_0)
-        launch_two<HEARTH_DT_Q8_0, HEARTH_DT_Q4_0>(L, a, rba, b, rbb, xp, K, pa, pb);
-    else if (ta == HEARTH_DT_Q4_0 && tb == HEARTH_DT_Q8_0)
-        launch_two<HEARTH_DT_Q4_0, HEARTH_DT_Q8_0>(L, a, rba, b, rbb, xp, K, pa, pb);
-    else
-        return 0;
-    return 1;
+    /* the mixes of llama.cpp's files (a: v's type, b: q and k's): Q4_K_M's and Q5_K_M's Q6_K attn_v, Q3_K_M's
+     * Q4_K / Q5_K, Q2_K's Q4_K or Q3_K, IQ4_XS's Q5_K (GQA models); Q8_0 beside Q4_0 */
+#define MMV_TWO(QA, QB)                                                                                                \
+    if (ta == QA && tb == QB) {                                                                                        \
+        if (split_ks<QA>(L, pa, K) != 1 || split_ks<QB>(L, pb, K) != 1) return 0;                                      \
+        launch_two<QA, QB>(L, a, rba, b, rbb, xp, K, pa, pb);                                                          \
+        return 1;                                                                                                      \
+    }
+    MMV_TWO(HEARTH_DT_Q6_K, HEARTH_DT_Q4_K) MMV_TWO(HEARTH_DT_Q4_K, HEARTH_DT_Q6_K)
+    MMV_TWO(HEARTH_DT_Q6_K, HEARTH_DT_Q5_K) MMV_TWO(HEARTH_DT_Q5_K, HEARTH_DT_Q3_K)
+    MMV_TWO(HEARTH_DT_Q4_K, HEARTH_DT_Q3_K) MMV_TWO(HEARTH_DT_Q4_K, HEARTH_DT_Q2_K)
+    MMV_TWO(HEARTH_DT_Q3_K, HEARTH_DT_Q2_K) MMV_TWO(HEARTH_DT_Q5_K, HEARTH_DT_IQ4_XS)
+    MMV_TWO(HEARTH_DT_Q8_0, HEARTH_DT_Q4_0) MMV_TWO(HEARTH_DT_Q4_0, HEARTH_DT_Q8_0)
+#undef MMV_TWO
+    return 0;
 }
