@@ -641,7 +641,81 @@ INLINE void pack_q5_K(kpanel *P, const rows8 *g, int b) {
     pack_k_scales(P, g, base, NULL);
 }
 
-enum { K_Q4_K, K_Q6_K, K_Q5_K };
+/* q3_K / q2_K / iq4_xs (session 46; AVX-512's 16-row panels of session 44 at 8 rows): q6_K's 16 sub-blocks
+ * of 16. q3_K's codes enter unsigned (low bits | 4 * hbit, 0..7) with 4 * bsums_g off, q2_K's as they are
+ * (0..3) with its mins against the bsums as pairs of int16s (P->m[k]: sub-blocks 2k and 2k + 1), iq4_xs's as
+ * their signed codebook values, dotted as |w| and sign(x, w) (as q8_0's: a value + 128 would overflow the
+ * int16 pair sums), a sub-block of 32's scale for both halves. */
+INLINE void pack_q3_K(kpanel *P, const rows8 *g, int b) {
+    const uint8_t *base = g->p[0] + (size_t)b * sizeof(hearth_block_q3_K);
+    const __m256i three = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+    UNROLL for (int h = 0; h < 2; h++)
+        for (int l0 = 0; l0 < 32; l0 += 4) {
+            __m256i Q = gather(g, base + 32 + 32 * h + l0), H = gather(g, base + l0);
+            UNROLL for (int j = 0; j < 4; j++) {
+                __m256i c = _mm256_and_si256(_mm256_srli_epi16(Q, 2 * j), three);
+                c = _mm256_or_si256(c, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(H, 4 * h + j), one), 2));
+                _mm256_store_si256((__m256i *)(void *)P->q[(128 * h + 32 * j + l0) / 4], c);
+            }
+        }
+    const __m256i a[3] = {gather(g, base + 96), gather(g, base + 100), gather(g, base + 104)};
+    UNROLL for (int s = 0; s < 16; s++) { /* hearth_q3_K_scale, a lane a row */
+        int lb = s % 8;
+        __m256i lo = _mm256_and_si256(_mm256_srli_epi32(a[lb / 4], 8 * (lb % 4) + 4 * (s / 8)), _mm256_set1_epi32(15));
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi32(a[2], 8 * (s % 4) + 2 * (s / 4)), _mm256_set1_epi32(3));
+        _mm256_store_si256((__m256i *)(void *)P->sc[s],
+                           _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32)));
+    }
+    _mm256_store_ps(P->d, cvt_lo16(_mm256_srli_epi32(gather(g, base + 106), 16))); /* scales[10..11], d */
+}
+
+INLINE void pack_q2_K(kpanel *P, const rows8 *g, int b) {
+    const uint8_t *base = g->p[0] + (size_t)b * sizeof(hearth_block_q2_K);
+    const __m256i three = _mm256_set1_epi8(3), low4 = _mm256_set1_epi32(15);
+    UNROLL for (int h = 0; h < 2; h++)
+        for (int l0 = 0; l0 < 32; l0 += 4) {
+            __m256i Q = gather(g, base + 16 + 32 * h + l0);
+            UNROLL for (int j = 0; j < 4; j++)
+                _mm256_store_si256((__m256i *)(void *)P->q[(128 * h + 32 * j + l0) / 4],
+                                   _mm256_and_si256(_mm256_srli_epi16(Q, 2 * j), three));
+        }
+    UNROLL for (int i = 0; i < 4; i++) {
+        __m256i s = gather(g, base + 4 * i);
+        UNROLL for (int k = 0; k < 4; k++)
+            _mm256_store_si256((__m256i *)(void *)P->sc[4 * i + k], _mm256_and_si256(_mm256_srli_epi32(s, 8 * k), low4));
+        UNROLL for (int k = 0; k < 4; k += 2) /* the mins of sub-blocks 4i + k, 4i + k + 1 as one dword's int16s */
+            _mm256_store_si256((__m256i *)(void *)P->m[2 * i + k / 2],
+                               _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(s, 8 * k + 4), low4),
+                                               _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(s, 8 * k + 12), low4), 16)));
+    }
+    __m256i dd = gather(g, base + 80);
+    _mm256_store_ps(P->d, cvt_lo16(dd));
+    _mm256_store_ps(P->dmin, cvt_lo16(_mm256_srli_epi32(dd, 16)));
+}
+
+INLINE void pack_iq4_xs(kpanel *P, const rows8 *g, int b) {
+    const uint8_t *base = g->p[0] + (size_t)b * sizeof(hearth_block_iq4_xs);
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    const __m256i book = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)hearth_iq4_values));
+    UNROLL for (int ib = 0; ib < 8; ib++)
+        UNROLL for (int gi = 0; gi < 4; gi++) {
+            __m256i Q = gather(g, base + 8 + 16 * ib + 4 * gi);
+            _mm256_store_si256((__m256i *)(void *)P->q[8 * ib + gi], _mm256_shuffle_epi8(book, _mm256_and_si256(Q, low4)));
+            _mm256_store_si256((__m256i *)(void *)P->q[8 * ib + 4 + gi],
+                               _mm256_shuffle_epi8(book, _mm256_and_si256(_mm256_srli_epi16(Q, 4), low4)));
+        }
+    __m256i dh = gather(g, base), sl = gather(g, base + 4);
+    UNROLL for (int ib = 0; ib < 8; ib++) { /* hearth_iq4_xs_scale, a lane a row */
+        __m256i lo = _mm256_and_si256(_mm256_srli_epi32(sl, 8 * (ib / 2) + 4 * (ib % 2)), _mm256_set1_epi32(15));
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi32(dh, 16 + 2 * ib), _mm256_set1_epi32(3));
+        __m256i sc = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
+        _mm256_store_si256((__m256i *)(void *)P->sc[2 * ib], sc);
+        _mm256_store_si256((__m256i *)(void *)P->sc[2 * ib + 1], sc);
+    }
+    _mm256_store_ps(P->d, cvt_lo16(dh));
+}
+
+enum { K_Q4_K, K_Q6_K, K_Q5_K, K_Q3_K, K_Q2_K, K_IQ4_XS };
 
 INLINE void gemm_k_tile(const mm_job *j, const kpanel *P, const rows8 *g, int n, int b, int t0, const int C,
                         const int kind) {
@@ -684,10 +758,28 @@ INLINE void gemm_k_tile(const mm_job *j, const kpanel *P, const rows8 *g, int n,
                 imin[c] = _mm256_add_epi32(imin[c], _mm256_madd_epi16(m, _mm256_set1_epi32(pair & 0xffff)));
             }
         }
-    } else {
+    } else if (kind == K_IQ4_XS) {
         for (int sb = 0; sb < 16; sb++) {
             __m256i ia[PANEL_C];
-            UNROLL for (int c = 0; c < C; c++) ia[c] = _mm256_set1_epi32(-32 * bs[c][sb]);
+            UNROLL for (int c = 0; c < C; c++) ia[c] = _mm256_setzero_si256();
+            UNROLL for (int gi = 0; gi < 4; gi++) {
+                __m256i w = _mm256_load_si256((const __m256i *)(const void *)P->q[4 * sb + gi]);
+                __m256i aw = _mm256_sign_epi8(w, w);
+                UNROLL for (int c = 0; c < C; c++) {
+                    int32_t x4;
+                    memcpy(&x4, xq[c] + 16 * sb + 4 * gi, 4);
+                    __m256i sx = _mm256_sign_epi8(_mm256_set1_epi32(x4), w);
+                    ia[c] = _mm256_add_epi32(ia[c], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), ones));
+                }
+            }
+            __m256i sc = _mm256_load_si256((const __m256i *)(const void *)P->sc[sb]);
+            UNROLL for (int c = 0; c < C; c++) isum[c] = _mm256_add_epi32(isum[c], _mm256_mullo_epi32(ia[c], sc));
+        }
+    } else { /* q6_K, q3_K, q2_K: unsigned codes, off * bsums off (q6_K's two groups of <= 63 fit int16) */
+        const int off = kind == K_Q6_K ? 32 : kind == K_Q3_K ? 4 : 0;
+        for (int sb = 0; sb < 16; sb++) {
+            __m256i ia[PANEL_C];
+            UNROLL for (int c = 0; c < C; c++) ia[c] = _mm256_set1_epi32(-off * bs[c][sb]);
             UNROLL for (int half = 0; half < 2; half++) {
                 const uint8_t *q0 = P->q[4 * sb + 2 * half], *q1 = P->q[4 * sb + 2 * half + 1];
                 __m256i w0 = _mm256_load_si256((const __m256i *)(const void *)q0);
@@ -704,6 +796,13 @@ INLINE void gemm_k_tile(const mm_job *j, const kpanel *P, const rows8 *g, int n,
             __m256i sc = _mm256_load_si256((const __m256i *)(const void *)P->sc[sb]);
             UNROLL for (int c = 0; c < C; c++) isum[c] = _mm256_add_epi32(isum[c], _mm256_mullo_epi32(ia[c], sc));
         }
+        if (kind == K_Q2_K) /* the mins (< 16) against the bsums (|.| <= 2032), pairs of sub-blocks as int16s */
+            UNROLL for (int c = 0; c < C; c++)
+                UNROLL for (int k = 0; k < 8; k++) {
+                    uint32_t pair = (uint16_t)bs[c][2 * k] | (uint32_t)(uint16_t)bs[c][2 * k + 1] << 16;
+                    imin[c] = _mm256_add_epi32(imin[c], _mm256_madd_epi16(_mm256_load_si256((const __m256i *)(const void *)P->m[k]),
+                                                                          _mm256_set1_epi32((int)pair)));
+                }
     }
     __m256 dw = _mm256_load_ps(P->d), dm = _mm256_load_ps(P->dmin);
     UNROLL for (int c = 0; c < C; c++) {
@@ -712,7 +811,8 @@ INLINE void gemm_k_tile(const mm_job *j, const kpanel *P, const rows8 *g, int n,
         __m256 acc = b == 0 ? _mm256_setzero_ps() : _mm256_maskload_ps(yp, g->store);
         __m256 dx = _mm256_set1_ps(a->d[(size_t)t * a->nb_stride + b]);
         acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(isum[c]), acc);
-        if (kind != K_Q6_K) acc = _mm256_fnmadd_ps(_mm256_mul_ps(dm, dx), _mm256_cvtepi32_ps(imin[c]), acc);
+        if (kind == K_Q4_K || kind == K_Q5_K || kind == K_Q2_K)
+            acc = _mm256_fnmadd_ps(_mm256_mul_ps(dm, dx), _mm256_cvtepi32_ps(imin[c]), acc);
         _mm256_maskstore_ps(yp, g->store, acc);
     }
 }
@@ -729,6 +829,9 @@ INLINE void gemm_k(const mm_job *j, int n0, int n1, const int kind, const int pa
             const uint8_t *tile = n + 8 <= np ? j->w + (size_t)n * j->row_bytes + (size_t)b * tb : NULL;
             if (kind == K_Q4_K) pack_q4_K(&P, &g, tile, b);
             else if (kind == K_Q5_K) pack_q5_K(&P, &g, b);
+            else if (kind == K_Q3_K) pack_q3_K(&P, &g, b);
+            else if (kind == K_Q2_K) pack_q2_K(&P, &g, b);
+            else if (kind == K_IQ4_XS) pack_iq4_xs(&P, &g, b);
             else pack_q6_K(&P, &g, b);
             for (int t0 = 0; t0 < j->T; t0 += PANEL_C) {
                 switch (j->T - t0 < PANEL_C ? j->T - t0 : PANEL_C) {
@@ -974,6 +1077,10 @@ INLINE float k23_row1(const uint8_t *row, const mm_act *a, const int q3) {
 
 INLINE void rows_k23(const mm_job *j, int n0, int n1, const int q3) {
     const mm_act *a = j->a;
+    if (j->T >= GEMM_MIN_T) { /* prefill: 8-row panels */
+        gemm_k(j, n0, n1, q3 ? K_Q3_K : K_Q2_K, 0);
+        return;
+    }
     if (j->T == 1) {
         for (int n = n0; n < n1; n++) j->y[n] = k23_row1(j->w + (size_t)n * j->row_bytes, a, q3);
         return;
@@ -1042,9 +1149,13 @@ static float iq4_xs_row1(const uint8_t *row, const mm_act *a) {
     return y;
 }
 
-/* A block unpacked once for every token (one token: iq4_xs_row1). */
+/* A block unpacked once for every token (one token: iq4_xs_row1; prefill: 8-row panels). */
 static void rows_iq4_xs(const mm_job *j, int n0, int n1) {
     const mm_act *a = j->a;
+    if (j->T >= GEMM_MIN_T) {
+        gemm_k(j, n0, n1, K_IQ4_XS, 0);
+        return;
+    }
     if (j->T == 1) {
         for (int n = n0; n < n1; n++) j->y[n] = iq4_xs_row1(j->w + (size_t)n * j->row_bytes, a);
         return;
