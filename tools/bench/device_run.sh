@@ -79,8 +79,10 @@ for suite in "$@"; do
     case $suite in
     tests)
         [ -s models/SmolLM2-135M-Instruct.Q4_1.gguf ] || tools/bench/split_model.sh join
-        hdr "test_cuda (ok lines left out)"
-        timeout 400 $B/test_cuda 2>&1 | grep -vE "^ok |^  layer |^  cuda (mistral|llama|qwen)" | tail -40 ;;
+        hdr "test_cuda (ok lines left out; the failures first)"
+        timeout 400 $B/test_cuda 2>&1 | grep -vE "^ok |^  layer |^  cuda (mistral|llama|qwen)" > /tmp/test_cuda.log
+        grep -E "FAIL" /tmp/test_cuda.log | head -20
+        tail -40 /tmp/test_cuda.log ;;
     flash)
         hdr "test_cuda cuda_attention_flash"
         timeout 150 $B/test_cuda cuda_attention_flash 2>&1 | tail -8 ;;
