@@ -445,15 +445,15 @@ template <> __device__ __forceinline__ void deq_group32<HEARTH_DT_IQ4_XS>(const 
  *
  * Q4_1 / Q5_0 / Q5_1 / IQ4_NL (session 46): a block's 16 code bytes as
  * stored; the row's heads are the nb blocks' qh words (Q5_0 / Q5_1), then
- * their d (and m) as stored, so that each is aligned. Q2_K and Q3_K are re-laid by unit
- * (qdot's: unit u = 2h + (j / 2) of a block is its groups A = 4h + j and B
- * = A + 1, j = 0 or 2): unit u's 16 code bytes at 16u, byte p holding the
- * 2-bit codes of A[p], B[p], A[16 + p], B[16 + p] from bit 0 up; Q3_K then
- * unit u's 8 bytes of high bits at 64 + 8u (word 0 A's, word 1 B's; bit i of
- * byte q is element 4i + q's). Q2_K's heads: the nb blocks' 16 scale bytes
- * (unit u's four at 4u), then their d | dmin words. Q3_K's: the nb blocks'
- * 12 bytes of scales, byte 4k + u being byte k of unit u's four 6-bit
- * scales (+ 32) packed from bit 0 up, then their f16 d. */
+ * their d (and m) as stored, so that each is aligned. Q2_K and Q3_K are
+ * re-laid by unit (qdot's: unit u = 2h + (j / 2) of a block is its groups
+ * A = 4h + j and B = A + 1, j = 0 or 2): unit u's 16 code bytes at 16u,
+ * byte p holding the 2-bit codes of A[p], B[p], A[16 + p], B[16 + p] from
+ * bit 0 up; Q3_K then unit u's 8 bytes of high bits at 64 + 8u (word 0 A's,
+ * word 1 B's; bit i of byte q is element 4i + q's). Q2_K's heads: the nb
+ * blocks' 16 scale bytes (unit u's four at 4u), then their d | dmin words.
+ * Q3_K's: the nb blocks' 12 bytes of scales, byte 4k + u being byte k of
+ * unit u's four 6-bit scales (+ 32) packed from bit 0 up, then their f16 d. */
 template <int QT> struct split_fmt { enum { QB = 0, HB = 0 }; }; /* 0: the type is never split */
 template <> struct split_fmt<HEARTH_DT_Q4_0> { enum { QB = 16, HB = 2 }; };
 template <> struct split_fmt<HEARTH_DT_Q8_0> { enum { QB = 32, HB = 2 }; };
