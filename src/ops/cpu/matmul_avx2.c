@@ -1387,27 +1387,21 @@ INLINE void ftile(const mm_job *j, int n, const int R, int t0, const int C, cons
         UNROLL for (int c = 0; c < C; c++) j->y[(size_t)(t0 + c) * j->N + n + r] = tree16(lo[r][c], hi[r][c]);
 }
 
+/* Tokens t0 .. t0 + C - 1 over rows n0 .. n1, R rows a tile (the rest one at a time). */
+INLINE void frows_c(const mm_job *j, int n0, int n1, int t0, const int R, const int C, const int wt) {
+    int n = n0;
+    for (; n + R <= n1; n += R) ftile(j, n, R, t0, C, wt);
+    for (; n < n1; n++) ftile(j, n, 1, t0, C, wt);
+}
+
 /* Rows n0 .. n1 for every token: 2 rows x 3 tokens (12 of the 16 registers accumulate; against 2 x 2,
  * bench prefill 128 of a BF16 llama under HEARTH_CPU_ISA=avx2 63-64 -> 75 tok/s, s46), then 2 x 2, then one
  * token 4 rows at a time. */
 INLINE void frows_block(const mm_job *j, int n0, int n1, const int wt) {
     int t0 = 0;
-    for (; t0 + 3 <= j->T; t0 += 3) {
-        int n = n0;
-        for (; n + 2 <= n1; n += 2) ftile(j, n, 2, t0, 3, wt);
-        for (; n < n1; n++) ftile(j, n, 1, t0, 3, wt);
-    }
-    if (j->T - t0 >= 2) {
-        int n = n0;
-        for (; n + 2 <= n1; n += 2) ftile(j, n, 2, t0, 2, wt);
-        for (; n < n1; n++) ftile(j, n, 1, t0, 2, wt);
-        t0 += 2;
-    }
-    if (t0 < j->T) {
-        int n = n0;
-        for (; n + 4 <= n1; n += 4) ftile(j, n, 4, t0, 1, wt);
-        for (; n < n1; n++) ftile(j, n, 1, t0, 1, wt);
-    }
+    for (; t0 + 3 <= j->T; t0 += 3) frows_c(j, n0, n1, t0, 2, 3, wt);
+    if (j->T - t0 >= 2) frows_c(j, n0, n1, t0, 2, 2, wt), t0 += 2;
+    if (t0 < j->T) frows_c(j, n0, n1, t0, 4, 1, wt);
 }
 
 /* Several passes over the tokens (T > 2) go over blocks of rows of ~FBLOCK bytes, which stay in L2 from one
