@@ -8,7 +8,7 @@
  *    updates the 8 rows' accumulators. q8_0 uses |w| times sign(x, w) (no
  *    int16 overflow: 2 * 128 * 127 < 2^15); q4 nibbles enter unsigned, with
  *    the -8 offset of q4_0 removed in integers.
- *  - prefill (T >= 5) of those, and q4_K / q6_K always: 8-row panels (four
+ *  - prefill (T >= 5) of those and of the K-quants and iq4_xs: 8-row panels (four
  *    codes of 8 rows per vector), dotted with broadcast activations; sums stay
  *    in int16 only as far as no overflow is possible (q4: 8 groups, 8 * 2 *
  *    15 * 127 < 2^15; q6: 2 groups).
@@ -294,6 +294,23 @@ INLINE void pack_q(qpanel *P, const rows8 *g, int b0, int nbk, const int kind) {
     }
 }
 
+/* ia[c] += the dots of NG groups of signed codes of 8 rows (q[gi]: 4 codes a row) with token c's codes at
+ * xq[c] + off + 4 gi: |w| times x with w's signs (PMADDUBSW's pair sums <= 2 * 127 * 128 fit int16). */
+INLINE void signed_groups(__m256i *ia, const uint8_t (*q)[32], const int NG, const int8_t *const *xq, size_t off,
+                          const int C) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    UNROLL for (int gi = 0; gi < NG; gi++) {
+        __m256i w = _mm256_load_si256((const __m256i *)(const void *)q[gi]);
+        __m256i aw = _mm256_sign_epi8(w, w);
+        UNROLL for (int c = 0; c < C; c++) {
+            int32_t x4;
+            memcpy(&x4, xq[c] + off + 4 * gi, 4);
+            __m256i sx = _mm256_sign_epi8(_mm256_set1_epi32(x4), w);
+            ia[c] = _mm256_add_epi32(ia[c], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), ones));
+        }
+    }
+}
+
 INLINE void gemm_q_tile(const mm_job *j, const qpanel *P, const rows8 *g, int n, int b0, int nbk, int t0, const int C,
                         int first, const int kind) {
     const mm_act *a = j->a;
@@ -312,16 +329,7 @@ INLINE void gemm_q_tile(const mm_job *j, const qpanel *P, const rows8 *g, int n,
         __m256i ia[PANEL_C];
         if (q_signed(kind)) {
             UNROLL for (int c = 0; c < C; c++) ia[c] = _mm256_setzero_si256();
-            UNROLL for (int gi = 0; gi < 8; gi++) {
-                __m256i w = _mm256_load_si256((const __m256i *)(const void *)P->q[bi][gi]);
-                __m256i aw = _mm256_sign_epi8(w, w);
-                UNROLL for (int c = 0; c < C; c++) {
-                    int32_t x4;
-                    memcpy(&x4, xq[c] + 32 * b + 4 * gi, 4);
-                    __m256i sx = _mm256_sign_epi8(_mm256_set1_epi32(x4), w);
-                    ia[c] = _mm256_add_epi32(ia[c], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), ones));
-                }
-            }
+            signed_groups(ia, P->q[bi], 8, xq, 32 * b, C);
         } else {
             /* int16 pair sums: the 8 groups of q4 codes (<= 8 * 2 * 15 * 128), q5's in halves of 4 */
             const int GN = q_is5(kind) ? 4 : 8;
@@ -529,7 +537,7 @@ static void panel_q8_0(const mm_job *j, int n0, int n1) { panel_q(j, n0, n1, Q_Q
 static void panel_q4_0(const mm_job *j, int n0, int n1) { panel_q(j, n0, n1, Q_Q4_0); }
 static void panel_q4_1(const mm_job *j, int n0, int n1) { panel_q(j, n0, n1, Q_Q4_1); }
 
-/* ---- q4_K / q5_K / q6_K: 8-row panels --------------------------------------------------- */
+/* ---- q4_K / q5_K / q6_K (and q3_K / q2_K / iq4_xs prefill): 8-row panels ---------------- */
 
 typedef struct {
     uint8_t q[64][32];   /* [group of 4 codes][row * 4 + e] */
@@ -762,16 +770,7 @@ INLINE void gemm_k_tile(const mm_job *j, const kpanel *P, const rows8 *g, int n,
         for (int sb = 0; sb < 16; sb++) {
             __m256i ia[PANEL_C];
             UNROLL for (int c = 0; c < C; c++) ia[c] = _mm256_setzero_si256();
-            UNROLL for (int gi = 0; gi < 4; gi++) {
-                __m256i w = _mm256_load_si256((const __m256i *)(const void *)P->q[4 * sb + gi]);
-                __m256i aw = _mm256_sign_epi8(w, w);
-                UNROLL for (int c = 0; c < C; c++) {
-                    int32_t x4;
-                    memcpy(&x4, xq[c] + 16 * sb + 4 * gi, 4);
-                    __m256i sx = _mm256_sign_epi8(_mm256_set1_epi32(x4), w);
-                    ia[c] = _mm256_add_epi32(ia[c], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), ones));
-                }
-            }
+            signed_groups(ia, P->q + 4 * sb, 4, xq, 16 * sb, C);
             __m256i sc = _mm256_load_si256((const __m256i *)(const void *)P->sc[sb]);
             UNROLL for (int c = 0; c < C; c++) isum[c] = _mm256_add_epi32(isum[c], _mm256_mullo_epi32(ia[c], sc));
         }
@@ -976,7 +975,7 @@ INLINE void rows_k(const mm_job *j, int n0, int n1, const int kind) {
     }
 }
 
-/* ---- q2_K / q3_K: a row at a time, every T ------------------------------------------
+/* ---- q2_K / q3_K decode (T < 5): a row at a time (prefill: gemm_k's panels) ----------
  *
  * As llama.cpp's vec_dot: per (h, j), the 2-bit codes of elements 128 h + 32 j + 0..31 are one shift
  * and mask of qs[32 h ..] (q3_K: with 4 * hbit or-ed in, so 0..7, and 4 * sum_g sc_g bsums_g taken
@@ -1112,7 +1111,7 @@ INLINE void rows_k23(const mm_job *j, int n0, int n1, const int q3) {
     }
 }
 
-/* ---- iq4_xs: a row at a time, every T -------------------------------------------------
+/* ---- iq4_xs decode (T < 5): a row at a time (prefill: gemm_k's panels) ----------------
  *
  * The codes looked up in the codebook (iq4_vals), a sub-block of 32 a vector; its dot with the token's
  * codes as q8_0's (|v| * sign(x, v) by PMADDUBSW), weighed by the sub-block's scale in the PMADDWD. A
