@@ -31,7 +31,10 @@
  *   dyn        the same, the 16 KB chunks of a phase claimed one at a time
  *              from a counter, so a fast block takes more of them
  *
- *   bench_persist [--reps 9] [--smem 96] [--bpsm 1] [--stall US] [--l2 KB] [--chase N]
+ *   bench_persist [--reps 9] [--smem 96] [--bpsm 1] [--stall US] [--l2 KB] [--chase N] [--type T]
+ *
+ * --type q4_0 | q8_0 | bf16: the layers' bytes of that format (the same
+ * phases and dependencies; the head Q6_K beside Q4_0, else the same type).
  *
  * --stall US: after q/k/v the threads that meet at the barriers first spin
  * US microseconds (the attention's latency chain, ~7 us at batch 1).
@@ -60,16 +63,25 @@
 namespace {
 
 constexpr int NT = 256, U = 8, LAYERS = 32, NPH = 4; /* matmul phases a layer: q/k/v, o, gate/up, down */
-__host__ __device__ constexpr size_t ph_bytes(int k) {
-    return k == 0   ? 6144ull * 4096 / 32 * 18       /* q/k/v */
-           : k == 1 ? 4096ull * 4096 / 32 * 18       /* o */
-           : k == 2 ? 2 * 14336ull * 4096 / 32 * 18  /* gate/up */
-                    : 4096ull * 14336 / 32 * 18;     /* down */
+/* --type: the bytes of a 32-weight block (Q4_0 18, Q8_0 34, BF16 64), on the host and in constant memory */
+int h_blk = 18;
+__constant__ int d_blk = 18;
+__host__ __device__ inline size_t ph_bytes(int k) {
+#ifdef __CUDA_ARCH__
+    const size_t blk = (size_t)d_blk;
+#else
+    const size_t blk = (size_t)h_blk;
+#endif
+    return k == 0   ? 6144ull * 4096 / 32 * blk       /* q/k/v */
+           : k == 1 ? 4096ull * 4096 / 32 * blk       /* o */
+           : k == 2 ? 2 * 14336ull * 4096 / 32 * blk  /* gate/up */
+                    : 4096ull * 14336 / 32 * blk;     /* down */
 }
 /* barriers after each phase: q/k/v -> attention -> o (two), o -> norm + gate/up, gate/up -> down, down -> norm */
 __host__ __device__ constexpr int ph_bars(int k) { return k == 0 ? 2 : 1; }
 constexpr int BARS = 5;
-constexpr double HEAD_BYTES = 128256.0 * 4096 / 256 * 210; /* the Q6_K head */
+/* the head: Q6_K beside Q4_0 (the issue's 4-bit file), the layers' own type otherwise */
+double head_bytes() { return h_blk == 18 ? 128256.0 * 4096 / 256 * 210 : 128256.0 * 4096 / 32 * h_blk; }
 
 enum { V_STREAM, V_BARRIER, V_REG, V_SMEM, V_SYNC, V_RING_ONLY, V_RING, V_FLAG, V_DYN, N_V };
 const char *V_NAME[N_V] = {"stream", "barrier", "reg", "smem", "sync", "ring-only", "ring", "flag", "dyn"};
@@ -209,7 +221,7 @@ __device__ void ring(const uint8_t *__restrict__ w, bool barriers, int smem_byte
 __device__ __forceinline__ void wait_at_least(const unsigned *p, unsigned n) {
     while (ld_acquire(p) < n) __nanosleep(20);
 }
-__host__ __device__ constexpr unsigned ph_chunks(int k) { return (unsigned)((ph_bytes(k) + STG - 1) / STG); }
+__host__ __device__ inline unsigned ph_chunks(int k) { return (unsigned)((ph_bytes(k) + STG - 1) / STG); }
 
 /* flag, dyn: the ring without grid barriers. A phase is cut into 16 KB
  * chunks; a block's producer takes its chunks (flag: a contiguous share, as
@@ -411,9 +423,16 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--stall") && i + 1 < argc) stall_us = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--l2") && i + 1 < argc) l2_kb = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--chase") && i + 1 < argc) chase = atoi(argv[++i]);
-        else {
+        else if (!strcmp(argv[i], "--type") && i + 1 < argc) {
+            const char *t = argv[++i];
+            h_blk = !strcmp(t, "q4_0") ? 18 : !strcmp(t, "q8_0") ? 34 : !strcmp(t, "bf16") ? 64 : 0;
+            if (!h_blk) {
+                fprintf(stderr, "bench_persist: --type %s: expected q4_0, q8_0 or bf16\n", t);
+                return 2;
+            }
+        } else {
             fprintf(stderr, "usage: bench_persist [--reps 9] [--smem KB] [--bpsm blocks a multiprocessor] "
-                            "[--stall us after q/k/v] [--l2 KB ahead, flag] [--chase loads]\n");
+                            "[--stall us after q/k/v] [--l2 KB ahead, flag] [--chase loads] [--type q4_0|q8_0|bf16]\n");
             return 2;
         }
     }
@@ -431,6 +450,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_persist: device %d has no cooperative launch\n", dev);
         return 1;
     }
+    cudaMemcpyToSymbol(d_blk, &h_blk, sizeof h_blk);
     size_t layer = 0;
     for (int p = 0; p < NPH; p++) layer += ph_bytes(p);
     const size_t total = layer * LAYERS, cp = (size_t)1 << 31;
@@ -460,9 +480,9 @@ int main(int argc, char **argv) {
     }
     const int grid = nsm * bpsm;
     printf("copy bandwidth %.0f GB/s; %d SMs x %d blocks of %d threads, %d KB shared a block; %d layers of %.1f MB "
-           "(Q4_0 8B), %d barriers a layer where the variant has them, a %d us stall after q/k/v (flag, dyn: after %d "
+           "(%s 8B), %d barriers a layer where the variant has them, a %d us stall after q/k/v (flag, dyn: after %d "
            "dependent DRAM loads), flag's L2 prefetch %d KB ahead; median of %d\n",
-           bw, nsm, bpsm, NT, smem_kb, LAYERS, layer / 1e6, BARS, stall_us, chase, l2_kb, reps);
+           bw, nsm, bpsm, NT, smem_kb, LAYERS, layer / 1e6, h_blk == 18 ? "Q4_0" : h_blk == 34 ? "Q8_0" : "BF16", BARS, stall_us, chase, l2_kb, reps);
     printf("%-8s %10s %9s %7s %22s\n", "variant", "us", "GB/s", "%copy", "tok/s ceiling (+ head)");
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0), cudaEventCreate(&e1);
@@ -496,7 +516,7 @@ int main(int argc, char **argv) {
         } else {
             const double gbs = total / (us * 1e-6) / 1e9;
             printf("%-8s %10.1f %9.0f %6.1f%% %22.0f\n", V_NAME[v], us, gbs, 100.0 * gbs / bw,
-                   1e6 / (us + HEAD_BYTES / (bw * 1e3)));
+                   1e6 / (us + head_bytes() / (bw * 1e3)));
         }
         fflush(stdout);
     }

@@ -4,7 +4,7 @@
 # step has a timeout (a hung kernel must not eat the session's device time)
 # and prints a "## HH:MM:SS what" header, so a log reads as notes/runs/*.log.
 #
-# Here:   make -j2 all build/test_cuda build/bench/cuda/bench_model build/bench/cuda/bench_attn
+# Here:   make -j2 all build/test_cuda build/bench/cuda/bench_model build/bench/cuda/bench_attn build/bench/cuda/bench_persist
 #         tools/bench/pack_device.sh                  # .dev/bin.tar.xz (~12 MB)
 # There (the device tool, carry [".dev"]):
 #         bash tools/bench/device_run.sh SUITE...
@@ -17,6 +17,10 @@
 #   attn        bench_attn, the prefill cases, f16 and e4m3 caches
 #   issue7      bench_model on the 8B shape in BF16, Q8_0 and Q4_0 (+ Q6_K head):
 #               decode at batch 1 after 512 tokens, prefill 512 / 2048 (~3 min)
+#   ceiling     bench_persist (a persistent kernel streaming a token's layer weights through the layer's
+#               dependencies, no arithmetic) in BF16, Q8_0 and Q4_0 bytes, one block of 192 KB and two of 96 KB a
+#               multiprocessor, without and with a 7 us stall after q/k/v (the attention's chain): the batch-1
+#               ceiling of a persistent design beside issue 7's goals (~2 min)
 #   issue6      hearth bench at saturation: 512 streams x 1000 / 1000, e4m3 KV (~1 min)
 #   streams     hearth bench at 1, 8, 64 and 256 streams, 128/128 and 1000/1000 (~3 min)
 #   train       test_cuda train, then LoRA SFT on the 8B shape (BF16, rank 16, 4 x 512 tokens a step): hearth
@@ -83,6 +87,15 @@ for suite in "$@"; do
         timeout 400 $B/test_cuda 2>&1 | grep -vE "^ok |^  layer |^  cuda (mistral|llama|qwen)" > /tmp/test_cuda.log
         grep -E "FAIL" /tmp/test_cuda.log | head -20
         tail -40 /tmp/test_cuda.log ;;
+    ceiling)
+        for t in bf16 q8_0 q4_0; do
+            for cfg in "--bpsm 1 --smem 192" "--bpsm 2 --smem 96"; do
+                for st in 0 7; do
+                    hdr "bench_persist --type $t $cfg --stall $st --reps 5"
+                    timeout 60 $B/bench_persist --type $t $cfg --stall $st --reps 5 2>&1 | tail -11
+                done
+            done
+        done ;;
     flash)
         hdr "test_cuda cuda_attention_flash"
         timeout 150 $B/test_cuda cuda_attention_flash 2>&1 | tail -8 ;;

@@ -5,12 +5,13 @@
 # tree: ~12 MB for all four (xz with a 256 MiB dictionary finds the code they
 # share).
 #
-#   make -j2 all build/test_cuda build/bench/cuda/bench_model build/bench/cuda/bench_attn build/bench/cuda/bench_pick
+#   make -j2 all build/test_cuda build/bench/cuda/bench_model build/bench/cuda/bench_attn build/bench/cuda/bench_pick \
+#       build/bench/cuda/bench_persist
 #   tools/bench/pack_device.sh [OUT.tar.xz]        # default .dev/bin.tar.xz
 #
 # There: mkdir -p /tmp/b && tar -C /tmp/b -xJf .dev/bin.tar.xz, then run
 # /tmp/b/hearth, /tmp/b/test_cuda (HEARTH_ROOT=$PWD), /tmp/b/bench_model,
-# /tmp/b/bench_attn, /tmp/b/bench_pick; their rpath finds the libraries in /tmp/b/lib. Keep
+# /tmp/b/bench_attn, /tmp/b/bench_pick, /tmp/b/bench_persist; their rpath finds the libraries in /tmp/b/lib. Keep
 # the archive's folder out of git (.git/info/exclude) and name it in carry.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -18,7 +19,8 @@ out=${1:-.dev/bin.tar.xz}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/lib" "$(dirname "$out")"
-for f in hearth build/test_cuda build/bench/cuda/bench_model build/bench/cuda/bench_attn build/bench/cuda/bench_pick; do
+for f in hearth build/test_cuda build/bench/cuda/bench_model build/bench/cuda/bench_attn build/bench/cuda/bench_pick \
+    build/bench/cuda/bench_persist; do
   [ -x "$f" ] || { echo "pack_device: $f is not built" >&2; exit 1; }
   cp "$f" "$tmp/"
 done
