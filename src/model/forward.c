@@ -113,7 +113,10 @@ hearth_status hearth_model_forward(hearth_model *m, hearth_kv *kv, const int32_t
 
     /* ARCH SWITCH: gemma scales the embedding by sqrt(dim). */
     o->embed(ctx, m->x, &m->tok_embd, d_tokens, T);
-    for (int l = 0; l < c->n_layers; l++) {
+    /* One token of a plain decoder: the backend may run every layer as one launch. */
+    const int one_launch = T == 1 && !ls.n_used && !window && m->dec.layers &&
+                           o->decode_layers(ctx, m->x, &m->dec, view, d_seq, d_pos);
+    for (int l = 0; l < c->n_layers && !one_launch; l++) {
         const hearth_layer_weights *L = &m->layers[l];
         o->rmsnorm(ctx, m->xb, m->x, L->attn_norm, T, dim, c->rms_norm_eps);
         matmuls(o, ctx, (float *const[]){m->q, m->k, m->v}, m->xb, T,

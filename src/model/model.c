@@ -377,6 +377,23 @@ hearth_status hearth_model_peek_config(const char *path, hearth_model_config *cf
     return st;
 }
 
+/* m->dec: the layers for ops->decode_layers, where they are forward.c's plain layer. */
+static hearth_status decoder_ref(hearth_model *m, hearth_err *err) {
+    const hearth_model_config *c = &m->cfg;
+    if (!m->ops->decode_layers || c->attention_bias || c->qk_norm) return HEARTH_OK;
+    if (!(m->dec_layers = calloc((size_t)c->n_layers, sizeof *m->dec_layers)))
+        return hearth_err_set(err, HEARTH_ENOMEM, "out of memory");
+    for (int l = 0; l < c->n_layers; l++) {
+        const hearth_layer_weights *L = &m->layers[l];
+        m->dec_layers[l] = (hearth_layer_ref){&L->wq,      &L->wk,   &L->wv,        &L->wo,      &L->w_gate,
+                                              &L->w_up,    &L->w_down, L->attn_norm, L->ffn_norm};
+    }
+    m->dec = (hearth_decoder_ref){m->dec_layers, c->n_layers,           c->hidden_size,      c->n_heads,
+                                  c->n_kv_heads, c->head_dim,            c->intermediate_size, c->rms_norm_eps,
+                                  &m->rope};
+    return HEARTH_OK;
+}
+
 hearth_status hearth_model_load(hearth_model **out, const char *path, const hearth_ops *ops, void *ops_ctx,
                                 int max_tokens, int max_logit_rows, hearth_err *err) {
     *out = NULL;
@@ -433,6 +450,7 @@ hearth_status hearth_model_load(hearth_model **out, const char *path, const hear
     hearth_sha256_final(&m->fp, m->fingerprint);
     if ((st = load_rope(m, err))) goto fail;
     if ((st = alloc_activations(m, err))) goto fail;
+    if ((st = decoder_ref(m, err))) goto fail;
     *out = m;
     return HEARTH_OK;
 fail:
@@ -447,6 +465,7 @@ void hearth_model_free(hearth_model *m) {
     free(m->owned);
     free(m->h_rows);
     free(m->layers);
+    free(m->dec_layers);
     if (m->gguf) hearth_gguf_close(m->gguf);
     if (m->st) hearth_st_close(m->st);
     free(m->path);

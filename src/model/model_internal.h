@@ -42,6 +42,10 @@ struct hearth_model {
     const float *out_norm;  /* [dim] */
     hearth_layer_weights *layers;
     hearth_rope rope;
+    /* The layers as ops->decode_layers takes them; dec.layers NULL where the
+     * architecture is not the plain layer (biases, q/k norms). */
+    hearth_layer_ref *dec_layers;
+    hearth_decoder_ref dec;
     size_t weight_bytes;
     size_t upload_total, uploaded; /* device backends: bytes of the file's tensors, bytes sent */
     int upload_decile;

@@ -168,6 +168,19 @@ typedef struct hearth_rope {
     int neox;
 } hearth_rope;
 
+/* The decoder's layers as hearth_ops.decode_layers takes them: per layer the
+ * weights of model/forward.c's plain layer (no biases, q/k norms or MoE). */
+typedef struct hearth_layer_ref {
+    const hearth_weight *wq, *wk, *wv, *wo, *w_gate, *w_up, *w_down;
+    const float *attn_norm, *ffn_norm; /* backend memory, f32 [dim] */
+} hearth_layer_ref;
+typedef struct hearth_decoder_ref {
+    const hearth_layer_ref *layers; /* [n_layers] */
+    int n_layers, dim, n_heads, n_kv_heads, head_dim, ffn;
+    float eps;
+    const hearth_rope *rope;
+} hearth_decoder_ref;
+
 /* What a LoRA trainer (train/lora_train.c) needs beyond inference's ops: a
  * backward through the frozen model to the adapter, and AdamW. Buffers are
  * f32 row-major backend memory unless said; ops run in issue order with the
@@ -311,6 +324,13 @@ typedef struct hearth_ops {
     void (*submit)(void *ctx);
     /* LoRA training's ops (above); NULL: this backend does not train. */
     const hearth_train_ops *train;
+    /* Optional (NULL: none). One token's hidden row x [dim] (a forward of T = 1, no adapters, no window)
+     * through every layer of dec, as forward.c's ops compute it (within their rounding: sums may run in
+     * another order), layer l's k and v written at (seq[0], pos[0]) of its cache as kv_write writes them.
+     * Returns 1 when issued; 0, issuing nothing, where the backend has no such launch for this decoder,
+     * cache or context, and the model then runs the layers op by op. */
+    int (*decode_layers)(void *ctx, float *x, const hearth_decoder_ref *dec, const hearth_kv_view *kv,
+                         const int32_t *seq, const int32_t *pos);
 } hearth_ops;
 
 #endif

@@ -23,6 +23,7 @@
  *
  * Training ops (train*.cu) are not recorded: cu_train_begin issues the
  * records, and the op launches straight on the stream behind them. */
+#include "ops/cuda/decode_layers.h"
 #include "ops/cuda/matmul.cuh"
 #include "ops/cuda/sm_share.h"
 #include "ops/cuda/train_cuda.h"
@@ -51,6 +52,7 @@ enum {
     R_ATTN,
     R_PICK,
     R_DOWNLOAD, /* into the pinned download stage, with the ops before it (one graph) */
+    R_DECODE_LAYERS,
 };
 
 struct rec {
@@ -165,6 +167,14 @@ struct hearth_cuda_ctx {
     void *train_tmp;      /* the training ops' scratch (cu_train_scratch), grown on demand */
     size_t train_tmp_bytes;
     int profile, pdl_saved;
+    struct {                /* decode_layers: its device table of the layers, and scratch */
+        int on;             /* HEARTH_DECODE_LAYERS=0: the layers op by op (A/B benchmarks) */
+        int n_layers, n_sm; /* what tab, scratch and plan were made for */
+        cu_dl_layer *h_tab, *d_tab;
+        void *scratch;
+        cu_dl_plan_t plan;
+        int plan_ok;
+    } dl;
     cudaEvent_t prof_ev[PROF_EVENTS];
     struct {
         char label[96];
@@ -269,6 +279,13 @@ static void run_one(hearth_cuda_ctx *c, const rec *r) {
     case R_DOWNLOAD:
         cu_note(L, cudaMemcpyAsync((void *)r->p[0], r->p[1], r->z[0], cudaMemcpyDeviceToHost, c->stream));
         break;
+    case R_DECODE_LAYERS: {
+        const cu_dl_args a = {(float *)r->p[0], (const cu_dl_layer *)r->p[1], r->i[2], (const int32_t *)r->p[2],
+                              r->i[0], r->i[1], (const int32_t *)r->p[3], (const int32_t *)r->p[4],
+                              (const float *)r->p[5], r->i[3], r->f[0], r->f[1], (void *)r->p[6]};
+        cu_decode_layers(L, &c->dl.plan, &a);
+        break;
+    }
     }
 }
 
@@ -720,7 +737,8 @@ static int run_unit(hearth_cuda_ctx *c, const rec *recs, int i, int n, char *lab
         break;
     default: {
         static const char *names[] = {"?", "upload", "copy", "matmul", "embed", "rmsnorm", "rope", "add_bias",
-                                      "add", "lora", "swiglu", "kv_write", "attention", "pick", "download"};
+                                      "add", "lora", "swiglu", "kv_write", "attention", "pick", "download",
+                                      "decode_layers"};
         snprintf(label, lsz, "%s", names[r->kind]);
     }
     }
@@ -1054,6 +1072,8 @@ extern "C" hearth_status hearth_cuda_ctx_new(hearth_cuda_ctx **out, int device, 
         c->split_rows = !(s && atoi(s) == 0);
         s = getenv("HEARTH_MM_QKV"); /* 0: q alone and k + v as a pair on the cuBLAS path (A/B benchmarks) */
         c->mm_qkv = !(s && atoi(s) == 0);
+        s = getenv("HEARTH_DECODE_LAYERS"); /* 0: a decode token's layers op by op (A/B benchmarks) */
+        c->dl.on = !(s && atoi(s) == 0);
     }
     c->L.pdl = 1;
     {
@@ -1132,6 +1152,9 @@ extern "C" void hearth_cuda_ctx_free(hearth_cuda_ctx *c) {
     cudaFree(c->train_tmp);
     cudaFree(c->part);
     cudaFree(c->att_cnt);
+    cudaFree(c->dl.d_tab);
+    cudaFree(c->dl.scratch);
+    free(c->dl.h_tab);
     if (c->stage) cudaFreeHost(c->stage);
     if (c->dl_stage) cudaFreeHost(c->dl_stage);
     if (c->stream) cudaStreamDestroy(c->stream);
@@ -1649,6 +1672,96 @@ static void op_pick(void *ctx, hearth_pick *out, const float *logits, int n_rows
     r->i[1] = vocab;
 }
 
+/* A weight decode_layers reads: BF16 rows as stored, rows x cols, 16-byte aligned. */
+static int dl_weight(const hearth_weight *w, int rows, int cols) {
+    return w->type == HEARTH_DT_BF16 && w->layout == HEARTH_LAYOUT_STORED && w->rows == rows && w->cols == cols &&
+           w->row_bytes == 2 * (size_t)cols && ((uintptr_t)w->data & 15) == 0;
+}
+
+/* The layers' device table for this decoder and cache, made again when either changed (a new model, a
+ * cache allocated anew), with the scratch; 0 when it could not be had. */
+static int dl_table(hearth_cuda_ctx *c, const hearth_decoder_ref *dec, const hearth_kv_view *kv) {
+    const int nl = dec->n_layers;
+    cu_dl_layer *t = (cu_dl_layer *)calloc((size_t)nl, sizeof *t);
+    if (!t) return 0;
+    for (int l = 0; l < nl; l++) {
+        const hearth_layer_ref *L = &dec->layers[l];
+        t[l] = cu_dl_layer{(const uint16_t *)L->wq->data,     (const uint16_t *)L->wk->data,
+                           (const uint16_t *)L->wv->data,     (const uint16_t *)L->wo->data,
+                           (const uint16_t *)L->w_gate->data, (const uint16_t *)L->w_up->data,
+                           (const uint16_t *)L->w_down->data, L->attn_norm,
+                           L->ffn_norm,                       (__half *)kv->k[l],
+                           (__half *)kv->v[l]};
+    }
+    if (c->dl.d_tab && c->dl.n_layers == nl && !memcmp(t, c->dl.h_tab, sizeof *t * (size_t)nl)) {
+        free(t);
+        return 1;
+    }
+    /* rare (a new model or cache): what a launch in flight reads is not changed under it */
+    cudaStreamSynchronize(c->stream);
+    if (!c->dl.d_tab || c->dl.n_layers != nl) {
+        cudaFree(c->dl.d_tab);
+        cudaFree(c->dl.scratch);
+        c->dl.d_tab = NULL, c->dl.scratch = NULL, c->dl.n_layers = 0;
+        if (cudaMalloc(&c->dl.d_tab, sizeof *t * (size_t)nl) != cudaSuccess ||
+            cudaMalloc(&c->dl.scratch, cu_dl_scratch_bytes(nl)) != cudaSuccess) {
+            cudaGetLastError(); /* out of memory here only means the layers run op by op */
+            cudaFree(c->dl.d_tab);
+            c->dl.d_tab = NULL;
+            free(t);
+            return 0;
+        }
+        c->dl.n_layers = nl;
+    }
+    if (cudaMemcpy(c->dl.d_tab, t, sizeof *t * (size_t)nl, cudaMemcpyHostToDevice) != cudaSuccess) {
+        cudaGetLastError();
+        c->dl.n_layers = 0; /* made again next time */
+        free(t);
+        return 0;
+    }
+    free(c->dl.h_tab);
+    c->dl.h_tab = t;
+    return 1;
+}
+
+static int op_decode_layers(void *ctx, float *x, const hearth_decoder_ref *dec, const hearth_kv_view *kv,
+                            const int32_t *seq, const int32_t *pos) {
+    hearth_cuda_ctx *c = (hearth_cuda_ctx *)ctx;
+    if (!c->dl.on || dec->dim != DL_DIM || dec->ffn != DL_FFN || dec->head_dim != DL_HEAD_DIM ||
+        dec->n_kv_heads != DL_KV_HEADS || dec->n_heads != DL_KV_HEADS * DL_GQA || dec->n_layers < 1 ||
+        dec->rope->rot_dim != DL_HEAD_DIM || kv->type != HEARTH_DT_F16 || kv->head_dim != 0 ||
+        kv->kv_dim != DL_KV_HEADS * DL_HEAD_DIM || kv->ctx_len < 1 || kv->ctx_len > DL_MAX_CTX)
+        return 0;
+    const int qkv = DL_KV_HEADS * DL_GQA * DL_HEAD_DIM, kvd = DL_KV_HEADS * DL_HEAD_DIM;
+    for (int l = 0; l < dec->n_layers; l++) {
+        const hearth_layer_ref *L = &dec->layers[l];
+        if (!dl_weight(L->wq, qkv, DL_DIM) || !dl_weight(L->wk, kvd, DL_DIM) || !dl_weight(L->wv, kvd, DL_DIM) ||
+            !dl_weight(L->wo, DL_DIM, qkv) || !dl_weight(L->w_gate, DL_FFN, DL_DIM) ||
+            !dl_weight(L->w_up, DL_FFN, DL_DIM) || !dl_weight(L->w_down, DL_DIM, DL_FFN))
+            return 0;
+    }
+    if (!c->dl.plan_ok || c->dl.n_sm != c->L.n_sm) {
+        c->dl.plan_ok = cu_dl_plan(&c->L, &c->dl.plan);
+        c->dl.n_sm = c->L.n_sm;
+    }
+    if (!c->dl.plan_ok || !dl_table(c, dec, kv)) return 0;
+    rec *r = push(c, R_DECODE_LAYERS);
+    r->p[0] = x;
+    r->p[1] = c->dl.d_tab;
+    r->p[2] = kv->block_table;
+    r->p[3] = seq;
+    r->p[4] = pos;
+    r->p[5] = dec->rope->inv_freq;
+    r->p[6] = c->dl.scratch;
+    r->i[0] = kv->block_size;
+    r->i[1] = kv->max_blocks_per_seq;
+    r->i[2] = dec->n_layers;
+    r->i[3] = dec->rope->neox;
+    r->f[0] = dec->eps;
+    r->f[1] = 1.0f / sqrtf((float)DL_HEAD_DIM);
+    return 1;
+}
+
 extern "C" const hearth_ops hearth_cuda_ops = {
     /* .name = */ "cuda",
     /* .host_memory = */ 0,
@@ -1680,4 +1793,5 @@ extern "C" const hearth_ops hearth_cuda_ops = {
     /* .prepare_set = */ op_prepare_set,
     /* .submit = */ op_submit,
     /* .train = */ &hearth_cuda_train_ops,
+    /* .decode_layers = */ op_decode_layers,
 };

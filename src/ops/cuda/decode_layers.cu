@@ -1,0 +1,518 @@
+/* decode_layers.cu - every layer of one decode token as one persistent
+ * launch (hearth_ops.decode_layers), for BF16 weights of the Llama-3-8B /
+ * Mistral-7B shape (hidden 4096, FFN 14336, 32 q heads of 128 over 8 kv
+ * heads) and an f16 cache of up to 4096 positions. Measured first as
+ * bench/cuda/bench_mega.cu (notes/cuda-kernels.md, session 47): the
+ * kernel-per-op decode leaves DRAM idle at each of a layer's ~7 kernel
+ * boundaries and through the attention; here the weights stream through
+ * every dependency.
+ *
+ * One block a multiprocessor, all resident. Warp 8's lane 0 is the
+ * producer: it copies the block's units of every matmul of every layer, in
+ * order, into a ring of 16 KB shared-memory stages (cp.async.bulk, an
+ * mbarrier a stage), claiming them one at a time from a counter a phase so
+ * that the multiprocessors DRAM serves faster take more; weights depend on
+ * nothing, so it waits only for a free stage. Warps 0-7 consume, a layer
+ * being:
+ *
+ *   qkv   wait for every down row of the layer before; x and its RMS norm in
+ *         registers (a thread holds the 16 elements its chunks meet); q, k,
+ *         v rows, two a stage
+ *   attn  (kv head, split of 16 positions' runs) items, one a block: its
+ *         cached K / V rows (<= 64) copied to shared memory at the layer's
+ *         start (they depend on nothing of this token), then once every qkv row
+ *         is done: rope on q (and in the split holding the position on k,
+ *         written to the cache with v), scores, softmax, P x V to a
+ *         partial; the last split of a head to arrive merges the 16
+ *   o     wait for the 8 heads; x += Wo . attn
+ *   gu    wait for every o row; x's second norm; gate row j and up row j a
+ *         stage, act_j = silu(g) * u
+ *   down  wait for every act; x += Wd . act, half a row a stage
+ *
+ * A phase's dependency is a done counter (the block's writes, a barrier,
+ * one fence and add); the consumers' thread 0 polls it and data other
+ * blocks made is read through L2 (__ldcg). Sums run in a fixed order (a
+ * thread's chunks, a warp's shuffle tree, the warps in order); which block
+ * computes a row depends on timing, not its value. Each matmul's input is
+ * rounded to bf16 as xprep.cu rounds it for the GEMV (the CPU backend's
+ * rounding), the norms sum squares in double as rmsnorm.cu does; rope,
+ * silu and the f16 stores are the per-op kernels' expressions. */
+#include "ops/cuda/cuda_internal.cuh"
+#include "ops/cuda/decode_layers.h"
+
+#include <cuda_fp16.h>
+
+namespace {
+
+constexpr int D = DL_DIM, NKV = DL_KV_HEADS, HD = DL_HEAD_DIM, GQA = DL_GQA, FF = DL_FFN;
+constexpr int QKV = D + 2 * NKV * HD, KVD = NKV * HD;
+constexpr int CW = 8, CT = CW * 32, NT = CT + 32; /* consumer warps; warp CW's lane 0 produces */
+constexpr int STG = 16384, MAX_STAGES = 10;
+/* SPL splits a kv head, of at most MAXP positions each, whose K and V rows all sit in shared memory */
+constexpr int SPL = 16, MAXP = DL_MAX_CTX / SPL;
+constexpr int HALF = FF / 16;                     /* down: 16-byte chunks a stage (half a row) */
+constexpr int NCTR = 20; /* a layer's counters: qkv, attn, o, gu, down done, 3 spare, 8 heads' splits, 4 claims */
+static_assert(D == 2 * 8 * CT && FF == 7 * 8 * CT && HD == 128 && GQA * (HD / 2) == CT, "the thread mapping");
+
+struct net {
+    float *x;
+    const cu_dl_layer *layers;
+    const int32_t *table, *seq, *pos;
+    const float *inv_freq;
+    int L, block_size, max_blocks, neox;
+    float eps, scale;
+    float *qkv, *att, *act, *po, *pml;
+    unsigned *ctr;
+};
+
+__device__ __forceinline__ float bf_lo(uint32_t w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float bf_hi(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }
+__device__ __forceinline__ float dot8(uint4 w, const float *x, float a) {
+    a = fmaf(bf_lo(w.x), x[0], a), a = fmaf(bf_hi(w.x), x[1], a), a = fmaf(bf_lo(w.y), x[2], a);
+    a = fmaf(bf_hi(w.y), x[3], a), a = fmaf(bf_lo(w.z), x[4], a), a = fmaf(bf_hi(w.z), x[5], a);
+    a = fmaf(bf_lo(w.w), x[6], a), a = fmaf(bf_hi(w.w), x[7], a);
+    return a;
+}
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+/* 8 floats of p (16-byte aligned) through L2: another block made them */
+__device__ __forceinline__ void ld8(const float *p, float *o) {
+    const float4 a = __ldcg((const float4 *)p), b = __ldcg((const float4 *)p + 1);
+    o[0] = a.x, o[1] = a.y, o[2] = a.z, o[3] = a.w, o[4] = b.x, o[5] = b.y, o[6] = b.z, o[7] = b.w;
+}
+
+__device__ __forceinline__ void cbar() { asm volatile("bar.sync 1, %0;" ::"r"(CT) : "memory"); }
+__device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ void wait_ge(const unsigned *p, unsigned n) {
+    if (threadIdx.x == 0)
+        while (ld_acquire(p) < n) __nanosleep(20);
+    cbar();
+}
+/* the consumers' writes before it, then one add for the block */
+__device__ __forceinline__ void signal(unsigned *p, unsigned n) {
+    cbar();
+    if (threadIdx.x == 0) {
+        __threadfence(); /* cumulative: the writes the barrier ordered before it */
+        atomicAdd(p, n);
+    }
+}
+
+/* position p of the sequence, kv head h: its f16 row in layer l's pool */
+__device__ __forceinline__ size_t kv_row(const net &n, int p, int h) {
+    const int blk = n.table[(size_t)n.seq[0] * n.max_blocks + p / n.block_size];
+    return ((size_t)blk * n.block_size + p % n.block_size) * KVD + (size_t)h * HD;
+}
+
+struct ring {
+    int S;
+    uint32_t base, full, empty;
+    unsigned c; /* stages so far: stage c % S, its use c / S */
+    int *meta;  /* [S]: the unit a stage holds, -1 for a phase's end */
+    __device__ const uint4 *take(uint8_t *sm) {
+        mbar_wait(full + 8 * (c % S), (c / S) & 1);
+        return (const uint4 *)(sm + (size_t)(c % S) * STG);
+    }
+    __device__ void give() { /* the warp's reads of the stage are done */
+        __syncwarp();
+        if ((threadIdx.x & 31) == 0) mbar_arrive(empty + 8 * (c % S));
+        c++;
+    }
+};
+
+/* A matmul phase in units: two rows of q/k/v (6144 rows) or o, a gate row and its up row, a row of down
+ * (two stages). Units are claimed one at a time, at most umax a block a phase. */
+__host__ __device__ constexpr unsigned units_of(int ph) { return ph == 0 ? QKV / 2 : ph == 1 ? D / 2 : ph == 2 ? FF : D; }
+
+__device__ void produce(const net &n, ring &r, unsigned umax) {
+    auto put = [&](const void *src, const void *src2, uint32_t bytes, int unit) { /* bytes 0: the phase's end */
+        const uint32_t st = r.c % r.S, use = r.c / r.S;
+        if (use > 0) mbar_wait(r.empty + 8 * st, (use - 1) & 1);
+        r.meta[st] = unit;
+        if (bytes) {
+            mbar_expect_tx(r.full + 8 * st, src2 ? 2 * bytes : bytes);
+            bulk_load(r.base + st * STG, src, bytes, r.full + 8 * st);
+            if (src2) bulk_load(r.base + st * STG + bytes, src2, bytes, r.full + 8 * st);
+        } else {
+            mbar_arrive(r.full + 8 * st);
+        }
+        r.c++;
+    };
+    for (int l = 0; l < n.L; l++) {
+        const cu_dl_layer &w = n.layers[l];
+        for (int ph = 0; ph < 4; ph++) {
+            auto emit = [&](unsigned u) {
+                if (ph == 0) { /* rows 2u, 2u + 1 of q | k | v: always of one matrix */
+                    const unsigned row = 2 * u;
+                    const uint16_t *m = row < D ? w.wq + (size_t)row * D
+                                        : row < D + KVD ? w.wk + (size_t)(row - D) * D
+                                                        : w.wv + (size_t)(row - D - KVD) * D;
+                    put(m, nullptr, 4 * D, (int)u);
+                } else if (ph == 1) {
+                    put(w.wo + (size_t)u * 2 * D, nullptr, 4 * D, (int)u);
+                } else if (ph == 2) {
+                    put(w.wg + (size_t)u * D, w.wu + (size_t)u * D, 2 * D, (int)u);
+                } else {
+                    put(w.wd + (size_t)u * FF, nullptr, FF, (int)u);
+                    put(w.wd + (size_t)u * FF + FF / 2, nullptr, FF, (int)u);
+                }
+            };
+            unsigned *claim = n.ctr + l * NCTR + 16 + ph, got = 0, next = atomicAdd(claim, 1u);
+            const unsigned nu = units_of(ph);
+            while (next < nu) {
+                const unsigned u = next;
+                next = ++got < umax ? atomicAdd(claim, 1u) : nu; /* in flight while u's copy is issued */
+                emit(u);
+            }
+            put(nullptr, nullptr, 0, -1);
+        }
+    }
+}
+
+/* a matmul's input rounded to bf16 as xprep.cu rounds it for bf16 weights (the CPU backend's rounding) */
+__device__ __forceinline__ void to_bf16(float *v, int n) {
+    for (int e = 0; e < n; e++) v[e] = __bfloat162float(__float2bfloat16_rn(v[e]));
+}
+
+/* x's chunks t and t + 256 (what a thread's chunks of a 4096-wide row meet), RMS-normed by nw if given,
+ * rounded to bf16 */
+__device__ void load_x(const float *x, const float *nw, float eps, float xr[2][8], double *red) {
+    const int t = threadIdx.x;
+    ld8(x + 8 * t, xr[0]), ld8(x + 8 * (t + CT), xr[1]);
+    if (!nw) {
+        to_bf16(xr[0], 8), to_bf16(xr[1], 8);
+        return;
+    }
+    double ss = 0;
+#pragma unroll
+    for (int k = 0; k < 2; k++)
+#pragma unroll
+        for (int e = 0; e < 8; e++) ss += (double)(xr[k][e] * xr[k][e]);
+    for (int o = 16; o; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if ((t & 31) == 0) red[t >> 5] = ss;
+    cbar();
+    double tot = 0;
+#pragma unroll
+    for (int w = 0; w < CW; w++) tot += red[w];
+    const float inv = 1.0f / sqrtf((float)(tot / D) + eps);
+#pragma unroll
+    for (int k = 0; k < 2; k++)
+#pragma unroll
+        for (int e = 0; e < 8; e++) xr[k][e] = xr[k][e] * inv * __ldg(nw + 8 * (t + k * CT) + e);
+    to_bf16(xr[0], 8), to_bf16(xr[1], 8);
+    cbar(); /* red is free again */
+}
+
+/* the units this block gets of a 4096-wide matmul: unit k's two rows, each warp's share, to
+ * rr[warp * rmax + 2k (+ 1)], the unit to units[k]; returns how many */
+__device__ int gemv4096(const float xr[2][8], ring &r, uint8_t *sm, float *rr, int rmax, int *units) {
+    const int t = threadIdx.x, w = t >> 5;
+    int k = 0;
+    for (;; k++) {
+        const uint4 *s = r.take(sm);
+        const int u = r.meta[r.c % r.S];
+        if (u < 0) {
+            r.give();
+            break;
+        }
+        float a0 = dot8(s[t + CT], xr[1], dot8(s[t], xr[0], 0.0f));
+        float a1 = dot8(s[t + 3 * CT], xr[1], dot8(s[t + 2 * CT], xr[0], 0.0f));
+        r.give();
+        a0 = warp_sum(a0), a1 = warp_sum(a1);
+        if ((t & 31) == 0) rr[w * rmax + 2 * k] = a0, rr[w * rmax + 2 * k + 1] = a1;
+        if (t == 0) units[k] = u;
+    }
+    cbar();
+    return k;
+}
+/* down: a row a unit, half a row a stage, against a thread's 7 chunks of act (t + 256 j) */
+__device__ int gemv_down(const float xa[7][8], ring &r, uint8_t *sm, float *rr, int rmax, int *units) {
+    const int t = threadIdx.x;
+    int k = 0;
+    for (;; k++) {
+        float a = 0;
+        int u = 0;
+        for (int hh = 0; hh < 2; hh++) {
+            const uint4 *s = r.take(sm);
+            u = r.meta[r.c % r.S];
+            if (u < 0) break;
+#pragma unroll
+            for (int j = 0; j < 7; j++) {
+                const int at = t + j * CT - hh * HALF;
+                if ((unsigned)at < (unsigned)HALF) a = dot8(s[at], xa[j], a);
+            }
+            r.give();
+        }
+        if (u < 0) {
+            r.give();
+            break;
+        }
+        a = warp_sum(a);
+        if ((t & 31) == 0) rr[(t >> 5) * rmax + k] = a;
+        if (t == 0) units[k] = u;
+    }
+    cbar();
+    return k;
+}
+__device__ __forceinline__ float row_sum(const float *rr, int rmax, int i) {
+    float s = 0;
+#pragma unroll
+    for (int w = 0; w < CW; w++) s += rr[w * rmax + i];
+    return s;
+}
+
+struct attn_smem {
+    float q[GQA][HD], sc[GQA][MAXP], m[GQA], s[GQA];
+    int last;
+    __align__(16) __half k[MAXP][HD], v[MAXP][HD];
+};
+__device__ __forceinline__ void split_range(const net &n, int item, int &p0, int &p1) {
+    const int ctx = n.pos[0] + 1, per = (ctx + SPL - 1) / SPL;
+    p0 = (item % SPL) * per, p1 = min(ctx, p0 + per);
+}
+/* the item's cached K and V rows before the new position (they depend on nothing of this token) into
+ * shared memory */
+__device__ void kv_prefetch(const net &n, int l, int item, attn_smem &a) {
+    int p0, p1;
+    split_range(n, item, p0, p1);
+    const int np = min(p1, n.pos[0]) - p0, h = item / SPL;
+    const __half *kc = n.layers[l].kc, *vc = n.layers[l].vc;
+    for (int i = threadIdx.x; i < 2 * np * (HD / 8); i += CT) {
+        const int kv = i / (np * (HD / 8)), j = i % (np * (HD / 8)), p = j / (HD / 8), c = j % (HD / 8);
+        cp_async16((kv ? &a.v[p][0] : &a.k[p][0]) + 8 * c, (kv ? vc : kc) + kv_row(n, p0 + p, h) + 8 * c);
+    }
+    cp_async_commit();
+}
+__device__ __forceinline__ float2 h2(uint32_t w) { return __half22float2(*(const __half2 *)&w); }
+
+/* one (kv head, split) of layer l's attention; rope pair t % 64 (cosine and sine at the position: cs, sn) */
+__device__ void attention(const net &n, int l, int item, attn_smem &a, float cs, float sn) {
+    const int t = threadIdx.x, w = t >> 5, lane = t & 31, h = item / SPL, sp = item % SPL, pos = n.pos[0];
+    int p0, p1;
+    split_range(n, item, p0, p1);
+    const int np = max(0, p1 - p0);
+    const cu_dl_layer &ly = n.layers[l];
+    { /* q with rope, scaled; the new k and v into the cache (and shared memory) by the split holding pos */
+        const int i = t >> 6, d = t & 63, ia = n.neox ? d : 2 * d, ib = n.neox ? d + HD / 2 : 2 * d + 1;
+        const float *qh = n.qkv + (h * GQA + i) * HD;
+        float q0 = __ldcg(qh + ia), q1 = __ldcg(qh + ib);
+        rope_rotate_sc(q0, q1, sn, cs);
+        a.q[i][ia] = q0 * n.scale, a.q[i][ib] = q1 * n.scale;
+        if (np > 0 && p1 == pos + 1) {
+            const size_t at = kv_row(n, pos, h);
+            __half *ks = &a.k[pos - p0][0], *vs = &a.v[pos - p0][0];
+            if (t < 64) {
+                float k0 = __ldcg(n.qkv + D + h * HD + ia), k1 = __ldcg(n.qkv + D + h * HD + ib);
+                rope_rotate_sc(k0, k1, sn, cs);
+                const __half h0 = __float2half_rn(k0), h1 = __float2half_rn(k1);
+                ly.kc[at + ia] = h0, ly.kc[at + ib] = h1;
+                ks[ia] = h0, ks[ib] = h1;
+            } else if (t < 64 + HD) {
+                const __half v = __float2half_rn(__ldcg(n.qkv + D + KVD + h * HD + t - 64));
+                ly.vc[at + t - 64] = v;
+                vs[t - 64] = v;
+            }
+        }
+    }
+    cp_async_wait_all();
+    cbar();
+    /* scores: a warp four positions at a time, eight lanes a position, a lane 16 dims */
+    const int sub = lane >> 3, part = lane & 7;
+    for (int pb = p0 + 4 * w; pb < p1; pb += 4 * CW) {
+        const int p = pb + sub;
+        float k[16] = {};
+        if (p < p1) {
+            const uint4 *kr = (const uint4 *)(&a.k[p - p0][0] + 16 * part);
+            const uint4 k0 = kr[0], k1 = kr[1];
+            const uint32_t kw[8] = {k0.x, k0.y, k0.z, k0.w, k1.x, k1.y, k1.z, k1.w};
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                const float2 f = h2(kw[e]);
+                k[2 * e] = f.x, k[2 * e + 1] = f.y;
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < GQA; i++) {
+            float s = 0;
+#pragma unroll
+            for (int e = 0; e < 16; e++) s = fmaf(a.q[i][16 * part + e], k[e], s);
+            s += __shfl_xor_sync(0xffffffffu, s, 1), s += __shfl_xor_sync(0xffffffffu, s, 2);
+            s += __shfl_xor_sync(0xffffffffu, s, 4);
+            if (part == 0 && p < p1) a.sc[i][p - p0] = s;
+        }
+    }
+    cbar();
+    if (w < GQA) { /* warp i: head i's softmax over the split */
+        float m = -1e30f;
+        for (int p = lane; p < np; p += 32) m = fmaxf(m, a.sc[w][p]);
+        m = warp_max(m);
+        float s = 0;
+        for (int p = lane; p < np; p += 32) {
+            const float e = expf(a.sc[w][p] - m);
+            a.sc[w][p] = e, s += e;
+        }
+        s = warp_sum(s);
+        if (lane == 0) a.m[w] = m, a.s[w] = s;
+    }
+    cbar();
+    const int i = t >> 6, d = 2 * (t & 63);
+    auto v_at = [&](int p) { return *(const uint32_t *)&a.v[p][d]; };
+    float o0 = 0, o1 = 0, e0 = 0, e1 = 0; /* even and odd positions' chains side by side */
+    int p = 0;
+    for (; p + 1 < np; p += 2) {
+        const float2 v = h2(v_at(p)), u = h2(v_at(p + 1));
+        o0 = fmaf(a.sc[i][p], v.x, o0), o1 = fmaf(a.sc[i][p], v.y, o1);
+        e0 = fmaf(a.sc[i][p + 1], u.x, e0), e1 = fmaf(a.sc[i][p + 1], u.y, e1);
+    }
+    if (p < np) {
+        const float2 v = h2(v_at(p));
+        o0 = fmaf(a.sc[i][p], v.x, o0), o1 = fmaf(a.sc[i][p], v.y, o1);
+    }
+    const int pi = (h * SPL + sp) * GQA + i;
+    *(float2 *)(n.po + pi * HD + d) = make_float2(o0 + e0, o1 + e1);
+    if (d == 0) *(float2 *)(n.pml + 2 * pi) = make_float2(a.m[i], a.s[i]);
+    cbar();
+    if (t == 0) {
+        __threadfence(); /* the block's partials, ordered by the barrier, before the count */
+        a.last = atomicAdd(&n.ctr[l * NCTR + 8 + h], 1u) == SPL - 1;
+    }
+    cbar();
+    if (!a.last) return;
+    __threadfence();
+    float ml[SPL][2], po[SPL][2]; /* every split's loads in flight at once */
+#pragma unroll
+    for (int s = 0; s < SPL; s++) {
+        const int ps = (h * SPL + s) * GQA + i;
+        const float2 m2 = __ldcg((const float2 *)n.pml + ps), o2 = __ldcg((const float2 *)(n.po + ps * HD + d));
+        ml[s][0] = m2.x, ml[s][1] = m2.y, po[s][0] = o2.x, po[s][1] = o2.y;
+    }
+    float mx = -1e30f;
+#pragma unroll
+    for (int s = 0; s < SPL; s++) mx = fmaxf(mx, ml[s][0]);
+    float den = 0, r0 = 0, r1 = 0;
+#pragma unroll
+    for (int s = 0; s < SPL; s++) {
+        const float f = expf(ml[s][0] - mx);
+        den = fmaf(ml[s][1], f, den), r0 = fmaf(po[s][0], f, r0), r1 = fmaf(po[s][1], f, r1);
+    }
+    *(float2 *)(n.att + (h * GQA + i) * HD + d) = make_float2(r0 / den, r1 / den);
+    signal(&n.ctr[l * NCTR + 1], 1u);
+}
+
+__global__ void __launch_bounds__(NT, 1) decode_layers_kernel(net n, int stages, int umax) {
+    extern __shared__ __align__(128) uint8_t sm[];
+    __shared__ attn_smem as;
+    __shared__ double red[CW];
+    __shared__ int meta[MAX_STAGES];
+    uint64_t *mb = (uint64_t *)(sm + (size_t)stages * STG);
+    const int rmax = 2 * umax;
+    float *rr = (float *)(mb + 2 * MAX_STAGES);
+    int *units = (int *)(rr + CW * rmax);
+    ring r = {stages, smem_u32(sm), smem_u32(mb), smem_u32(mb + MAX_STAGES), 0u, meta};
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < stages; i++) mbar_init(r.full + 8 * i, 1), mbar_init(r.empty + 8 * i, CW);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    if (threadIdx.x >= CT) { /* the producer streams weights, which the kernel before cannot have written */
+        if (threadIdx.x == CT) produce(n, r, (unsigned)umax);
+        return;
+    }
+    pdl_wait();
+    const int t = threadIdx.x;
+    float xr[2][8], sn, cs;
+    sincosf((float)n.pos[0] * n.inv_freq[t & 63], &sn, &cs); /* rope_rotate's angle */
+    for (int l = 0; l < n.L; l++) {
+        unsigned *c = n.ctr + l * NCTR;
+        const cu_dl_layer &ly = n.layers[l];
+        const bool one = gridDim.x >= NKV * SPL && (int)blockIdx.x < NKV * SPL; /* this block's one item */
+        if (one) kv_prefetch(n, l, blockIdx.x, as);
+        /* q, k, v */
+        if (l > 0) wait_ge(n.ctr + (l - 1) * NCTR + 4, D);
+        load_x(n.x, ly.n1, n.eps, xr, red);
+        int k = gemv4096(xr, r, sm, rr, rmax, units);
+        for (int i = t; i < 2 * k; i += CT) n.qkv[2 * units[i / 2] + (i & 1)] = row_sum(rr, rmax, i);
+        signal(c + 0, 2 * k);
+        /* the attention */
+        for (int item = blockIdx.x; item < NKV * SPL; item += gridDim.x) {
+            if (!one) kv_prefetch(n, l, item, as);
+            wait_ge(c + 0, QKV);
+            attention(n, l, item, as, cs, sn);
+            cbar();
+        }
+        /* o, into the residual */
+        wait_ge(c + 1, NKV);
+        load_x(n.att, nullptr, n.eps, xr, red);
+        k = gemv4096(xr, r, sm, rr, rmax, units);
+        for (int i = t; i < 2 * k; i += CT) {
+            const int row = 2 * units[i / 2] + (i & 1);
+            n.x[row] = __ldcg(n.x + row) + row_sum(rr, rmax, i);
+        }
+        signal(c + 2, 2 * k);
+        /* gate and up, silu(g) * u as swiglu.cu computes it */
+        wait_ge(c + 2, D);
+        load_x(n.x, ly.n2, n.eps, xr, red);
+        k = gemv4096(xr, r, sm, rr, rmax, units);
+        for (int j = t; j < k; j += CT) {
+            const float g = row_sum(rr, rmax, 2 * j), u = row_sum(rr, rmax, 2 * j + 1);
+            n.act[units[j]] = g / (1.0f + expf(-g)) * u;
+        }
+        signal(c + 3, k);
+        /* down, into the residual: a thread's 7 chunks of act (t + 256 j) */
+        wait_ge(c + 3, FF);
+        float xa[7][8];
+#pragma unroll
+        for (int j = 0; j < 7; j++) ld8(n.act + 8 * (t + j * CT), xa[j]), to_bf16(xa[j], 8);
+        k = gemv_down(xa, r, sm, rr, rmax, units);
+        for (int i = t; i < k; i += CT) n.x[units[i]] = __ldcg(n.x + units[i]) + row_sum(rr, rmax, i);
+        signal(c + 4, k);
+    }
+    pdl_launch(); /* the next kernel waits for the whole grid in its pdl_wait */
+}
+
+} // namespace
+
+size_t cu_dl_scratch_bytes(int n_layers) {
+    return sizeof(unsigned) * (size_t)n_layers * NCTR +
+           sizeof(float) * ((size_t)QKV + D + FF + (size_t)NKV * SPL * GQA * (HD + 2));
+}
+
+int cu_dl_plan(const cu_launch *L, cu_dl_plan_t *plan) {
+    static unsigned long long done;
+    const int grid = L->n_sm, umax = 2 * cu_div_up(FF, grid) + 2;
+    cudaFuncAttributes fa;
+    int dev = 0, optin = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaFuncGetAttributes(&fa, decode_layers_kernel) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+        return 0;
+    const int fixed = 2 * MAX_STAGES * 8 + CW * 2 * umax * 4 + umax * 4;
+    const int stages = min(MAX_STAGES, (optin - (int)fa.sharedSizeBytes - fixed) / STG);
+    if (stages < 4 || grid < 1) return 0;
+    plan->grid = grid, plan->umax = umax, plan->stages = stages, plan->smem = stages * STG + fixed;
+    cu_smem_setup(L, decode_layers_kernel, plan->smem, true, &done);
+    int fit = 0;
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, decode_layers_kernel, NT, plan->smem) == cudaSuccess &&
+           fit >= 1;
+}
+
+void cu_decode_layers(const cu_launch *L, const cu_dl_plan_t *plan, const cu_dl_args *a) {
+    net n;
+    n.x = a->x, n.layers = a->layers, n.table = a->table, n.seq = a->seq, n.pos = a->pos, n.inv_freq = a->inv_freq;
+    n.L = a->n_layers, n.block_size = a->block_size, n.max_blocks = a->max_blocks, n.neox = a->neox;
+    n.eps = a->eps, n.scale = a->scale;
+    n.ctr = (unsigned *)a->scratch;
+    n.qkv = (float *)(n.ctr + (size_t)a->n_layers * NCTR);
+    n.att = n.qkv + QKV, n.act = n.att + D, n.po = n.act + FF, n.pml = n.po + (size_t)NKV * SPL * GQA * HD;
+    cu_note(L, cudaMemsetAsync(n.ctr, 0, sizeof(unsigned) * (size_t)a->n_layers * NCTR, L->stream));
+    /* every block resident at once (one a multiprocessor of the stream's share), or the waits never end */
+    cu_launch_k(L, decode_layers_kernel, dim3(plan->grid), dim3(NT), (size_t)plan->smem, n, plan->stages, plan->umax);
+}
