@@ -385,12 +385,11 @@ static hearth_status decoder_ref(hearth_model *m, hearth_err *err) {
         return hearth_err_set(err, HEARTH_ENOMEM, "out of memory");
     for (int l = 0; l < c->n_layers; l++) {
         const hearth_layer_weights *L = &m->layers[l];
-        m->dec_layers[l] = (hearth_layer_ref){&L->wq,      &L->wk,   &L->wv,        &L->wo,      &L->w_gate,
-                                              &L->w_up,    &L->w_down, L->attn_norm, L->ffn_norm};
+        m->dec_layers[l] = (hearth_layer_ref){&L->wq,   &L->wk,     &L->wv,       &L->wo,      &L->w_gate,
+                                              &L->w_up, &L->w_down, L->attn_norm, L->ffn_norm};
     }
-    m->dec = (hearth_decoder_ref){m->dec_layers, c->n_layers,           c->hidden_size,      c->n_heads,
-                                  c->n_kv_heads, c->head_dim,            c->intermediate_size, c->rms_norm_eps,
-                                  &m->rope};
+    m->dec = (hearth_decoder_ref){m->dec_layers, c->n_layers, c->hidden_size, c->n_heads, c->n_kv_heads,
+                                  c->head_dim, c->intermediate_size, c->rms_norm_eps, &m->rope};
     return HEARTH_OK;
 }
 
