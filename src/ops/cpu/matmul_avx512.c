@@ -882,13 +882,22 @@ INLINE void frows_c(const mm_job *j, int n0, int n1, int t0, const int C, const 
     for (; n < n1; n++) ftile(j, n, 1, t0, C, wt);
 }
 
-/* Token tiles of 6, the rest as 4 + 2 + 1. */
-INLINE void frows(const mm_job *j, int n0, int n1, const int wt) {
+/* Rows n0 .. n1 for every token: token tiles of 6, the rest as 4 + 2 + 1. */
+INLINE void frows_block(const mm_job *j, int n0, int n1, const int wt) {
     int t0 = 0;
     for (; t0 + 6 <= j->T; t0 += 6) frows_c(j, n0, n1, t0, 6, wt);
     if (j->T - t0 >= 4) frows_c(j, n0, n1, t0, 4, wt), t0 += 4;
     if (j->T - t0 >= 2) frows_c(j, n0, n1, t0, 2, wt), t0 += 2;
     if (j->T - t0 >= 1) frows_c(j, n0, n1, t0, 1, wt);
+}
+
+/* Several passes over the tokens (T > 6) go over blocks of rows of ~FBLOCK bytes, which stay in L2 from one
+ * pass to the next, as the AVX2 path's do (session 46). */
+INLINE void frows(const mm_job *j, int n0, int n1, const int wt) {
+    enum { FBLOCK = 512 * 1024 };
+    int nb = j->T <= 6 ? n1 - n0 : (int)(FBLOCK / j->row_bytes) & ~3;
+    if (nb < 4) nb = 4;
+    for (int b0 = n0; b0 < n1; b0 += nb) frows_block(j, b0, b0 + nb < n1 ? b0 + nb : n1, wt);
 }
 
 static void rows_f32(const mm_job *j, int n0, int n1) { frows(j, n0, n1, W_F32); }
