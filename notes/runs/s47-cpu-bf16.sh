@@ -6,7 +6,7 @@
 # --hidden 2048 --ffn 5632 --heads 32 --kv-heads 4 --vocab 32000).
 set -u
 m=/tmp/m-bf16.gguf
-LB=build/llamacpp-cpu/src/llama_cpp_python-0.3.36/vendor/llama.cpp/build/bin/llama-bench
+LB=build/llamacpp-cpu/bin/llama-bench # tools/bench/build_llamacpp_cpu.sh (run here from its build tree)
 for r in 1 2 3; do
   for h in /tmp/hearth-s47base ./hearth; do
     echo "r$r $h: $($h bench $m --prompt 128 --gen 16 --threads 2 --reps 2 2>&1 | grep -oE 'prefill 128: [0-9.]+ tok/s \| decode 16: [0-9.]+')"
