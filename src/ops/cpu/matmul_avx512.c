@@ -287,16 +287,23 @@ INLINE void gemv_q4(const mm_job *j, int n, int nr, int t0, const int tt, const 
  * T = 2 they win 1.35x in cache but lose ~3% in the model, where the weights
  * stream from DRAM and the repacking shows. */
 enum { GEMM_MIN_T = 3, GEMM_C = 8, KC_BLOCKS = 16 };
-enum { Q_Q8_0, Q_Q4_0, Q_Q4_1 };
+enum { Q_Q8_0, Q_Q4_0, Q_Q4_1, Q_IQ4_NL }; /* iq4_nl: q4_0's block, its codes' codebook values as q8_0's */
 
 typedef struct {
     uint8_t q[KC_BLOCKS][8][64];
     float d[KC_BLOCKS][16], m[KC_BLOCKS][16];
 } qpanel;
 
+/* 4-bit codes as panel bytes: q4_0 / q4_1's as they are, iq4_nl's codebook values + 128 (as q8_0's) */
+INLINE __m512i q4_panel_codes(__m512i c, const int kind) {
+    if (kind != Q_IQ4_NL) return c;
+    const __m512i book = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)hearth_iq4_values));
+    return _mm512_xor_si512(_mm512_shuffle_epi8(book, c), _mm512_set1_epi8((char)0x80));
+}
+
 INLINE void pack_q(qpanel *P, const rows16 *g, int b0, int nbk, const int kind) {
     const size_t bb = kind == Q_Q8_0 ? sizeof(hearth_block_q8_0)
-                      : kind == Q_Q4_0 ? sizeof(hearth_block_q4_0) : sizeof(hearth_block_q4_1);
+                      : kind == Q_Q4_1 ? sizeof(hearth_block_q4_1) : sizeof(hearth_block_q4_0);
     const __m512i low4 = _mm512_set1_epi8(0x0f), flip = _mm512_set1_epi8((char)0x80);
     for (int bi = 0; bi < nbk; bi++) {
         size_t o = (size_t)(b0 + bi) * bb;
@@ -311,8 +318,9 @@ INLINE void pack_q(qpanel *P, const rows16 *g, int b0, int nbk, const int kind) 
             const size_t qo = kind == Q_Q4_1 ? 4 : 2;
             UNROLL for (int gi = 0; gi < 4; gi++) {
                 __m512i v = _mm512_i32gather_epi32(g->off, base + qo + 4 * gi, 1);
-                _mm512_store_si512(P->q[bi][gi], _mm512_and_si512(v, low4));
-                _mm512_store_si512(P->q[bi][gi + 4], _mm512_and_si512(_mm512_srli_epi16(v, 4), low4));
+                _mm512_store_si512(P->q[bi][gi], q4_panel_codes(_mm512_and_si512(v, low4), kind));
+                _mm512_store_si512(P->q[bi][gi + 4],
+                                   q4_panel_codes(_mm512_and_si512(_mm512_srli_epi16(v, 4), low4), kind));
             }
             __m512i v = _mm512_i32gather_epi32(g->off, base, 1);
             _mm512_store_ps(P->d[bi], _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v)));
@@ -341,7 +349,7 @@ INLINE void gemm_q_tile(const mm_job *j, const qpanel *P, const rows16 *g, int n
         int b = b0 + bi;
         __m512i ia[GEMM_C];
         UNROLL for (int c = 0; c < C; c++)
-            ia[c] = kind == Q_Q8_0 ? _mm512_set1_epi32(-128 * xs[c][b])
+            ia[c] = kind == Q_Q8_0 || kind == Q_IQ4_NL ? _mm512_set1_epi32(-128 * xs[c][b])
                     : kind == Q_Q4_0 ? _mm512_set1_epi32(-8 * xs[c][b]) : _mm512_setzero_si512();
         UNROLL for (int gi = 0; gi < 8; gi++) {
             __m512i w = _mm512_load_si512(P->q[bi][gi]);
@@ -799,7 +807,7 @@ static void rows_q5_K(const mm_job *j, int n0, int n1) {
     if (j->T >= GEMM_MIN_T) gemm_k(j, n0, n1, K_Q5_K, 0);
     else hearth_cpu_mm_avx2.rows[MM_Q5_K](j, n0, n1);
 }
-/* q5_0 / q5_1 / q2_K / q3_K / iq4_nl / iq4_xs (stored rows): AVX2's kernels */
+/* q5_0 / q5_1 / q2_K / q3_K / iq4_xs (stored rows): AVX2's kernels */
 static void rows_q5_0(const mm_job *j, int n0, int n1) { hearth_cpu_mm_avx2.rows[MM_Q5_0](j, n0, n1); }
 static void rows_q5_1(const mm_job *j, int n0, int n1) { hearth_cpu_mm_avx2.rows[MM_Q5_1](j, n0, n1); }
 /* q2_K / q3_K / iq4_xs: prefill through the panels, decode through AVX2's rows, as q6_K */
@@ -811,7 +819,11 @@ static void rows_q3_K(const mm_job *j, int n0, int n1) {
     if (j->T >= GEMM_MIN_T) gemm_k(j, n0, n1, K_Q3_K, 0);
     else hearth_cpu_mm_avx2.rows[MM_Q3_K](j, n0, n1);
 }
-static void rows_iq4_nl(const mm_job *j, int n0, int n1) { hearth_cpu_mm_avx2.rows[MM_IQ4_NL](j, n0, n1); }
+/* iq4_nl: prefill through q8_0's panels (its codes looked up while packing), decode through AVX2's kernels */
+static void rows_iq4_nl(const mm_job *j, int n0, int n1) {
+    if (j->T >= GEMM_MIN_T) gemm_q(j, n0, n1, Q_IQ4_NL, 0);
+    else hearth_cpu_mm_avx2.rows[MM_IQ4_NL](j, n0, n1);
+}
 static void rows_iq4_xs(const mm_job *j, int n0, int n1) {
     if (j->T >= GEMM_MIN_T) gemm_k(j, n0, n1, K_IQ4_XS, 0);
     else hearth_cpu_mm_avx2.rows[MM_IQ4_XS](j, n0, n1);
