@@ -287,7 +287,8 @@ INLINE void gemv_q4(const mm_job *j, int n, int nr, int t0, const int tt, const 
  * T = 2 they win 1.35x in cache but lose ~3% in the model, where the weights
  * stream from DRAM and the repacking shows. */
 enum { GEMM_MIN_T = 3, GEMM_C = 8, KC_BLOCKS = 16 };
-enum { Q_Q8_0, Q_Q4_0, Q_Q4_1, Q_IQ4_NL }; /* iq4_nl: q4_0's block, its codes' codebook values as q8_0's */
+/* iq4_nl: q4_0's block, its codes' codebook values as q8_0's; q5_0 / q5_1: q4_0's / q4_1's with a fifth bit */
+enum { Q_Q8_0, Q_Q4_0, Q_Q4_1, Q_IQ4_NL, Q_Q5_0, Q_Q5_1 };
 
 typedef struct {
     uint8_t q[KC_BLOCKS][8][64];
@@ -301,9 +302,23 @@ INLINE __m512i q4_panel_codes(__m512i c, const int kind) {
     return _mm512_xor_si512(_mm512_shuffle_epi8(book, c), _mm512_set1_epi8((char)0x80));
 }
 
+/* Bits 0-3 of each lane's h as bit 4 of its bytes 0-3 (q5's fifth bits of four consecutive elements). */
+INLINE __m512i q5_hbits(__m512i h) {
+    const __m512i one = _mm512_set1_epi32(1);
+    const __m512i b0 = _mm512_slli_epi32(_mm512_and_si512(h, one), 4),
+                  b1 = _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h, 1), one), 12),
+                  b2 = _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h, 2), one), 20),
+                  b3 = _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h, 3), one), 28);
+    return _mm512_or_si512(_mm512_or_si512(b0, b1), _mm512_or_si512(b2, b3));
+}
+
 INLINE void pack_q(qpanel *P, const rows16 *g, int b0, int nbk, const int kind) {
-    const size_t bb = kind == Q_Q8_0 ? sizeof(hearth_block_q8_0)
-                      : kind == Q_Q4_1 ? sizeof(hearth_block_q4_1) : sizeof(hearth_block_q4_0);
+    const size_t bb = kind == Q_Q8_0   ? sizeof(hearth_block_q8_0)
+                      : kind == Q_Q4_1 ? sizeof(hearth_block_q4_1)
+                      : kind == Q_Q5_0 ? sizeof(hearth_block_q5_0)
+                      : kind == Q_Q5_1 ? sizeof(hearth_block_q5_1)
+                                       : sizeof(hearth_block_q4_0);
+    const int q5 = kind == Q_Q5_0 || kind == Q_Q5_1, m1 = kind == Q_Q4_1 || kind == Q_Q5_1;
     const __m512i low4 = _mm512_set1_epi8(0x0f), flip = _mm512_set1_epi8((char)0x80);
     for (int bi = 0; bi < nbk; bi++) {
         size_t o = (size_t)(b0 + bi) * bb;
@@ -315,16 +330,21 @@ INLINE void pack_q(qpanel *P, const rows16 *g, int b0, int nbk, const int kind) 
             }
             _mm512_store_ps(P->d[bi], gather_f16(g, o));
         } else {
-            const size_t qo = kind == Q_Q4_1 ? 4 : 2;
+            const size_t hq = m1 ? 4 : 2, qo = q5 ? hq + 4 : hq; /* q5's qh, then the nibbles */
+            const __m512i h = q5 ? _mm512_i32gather_epi32(g->off, base + hq, 1) : _mm512_setzero_si512();
             UNROLL for (int gi = 0; gi < 4; gi++) {
                 __m512i v = _mm512_i32gather_epi32(g->off, base + qo + 4 * gi, 1);
-                _mm512_store_si512(P->q[bi][gi], q4_panel_codes(_mm512_and_si512(v, low4), kind));
-                _mm512_store_si512(P->q[bi][gi + 4],
-                                   q4_panel_codes(_mm512_and_si512(_mm512_srli_epi16(v, 4), low4), kind));
+                __m512i lo = _mm512_and_si512(v, low4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+                if (q5) {
+                    lo = _mm512_or_si512(lo, q5_hbits(_mm512_srli_epi32(h, 4 * gi)));
+                    hi = _mm512_or_si512(hi, q5_hbits(_mm512_srli_epi32(h, 16 + 4 * gi)));
+                }
+                _mm512_store_si512(P->q[bi][gi], q4_panel_codes(lo, kind));
+                _mm512_store_si512(P->q[bi][gi + 4], q4_panel_codes(hi, kind));
             }
             __m512i v = _mm512_i32gather_epi32(g->off, base, 1);
             _mm512_store_ps(P->d[bi], _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v)));
-            if (kind == Q_Q4_1) _mm512_store_ps(P->m[bi], _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(v, 16))));
+            if (m1) _mm512_store_ps(P->m[bi], _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(v, 16))));
         }
     }
 }
@@ -342,7 +362,7 @@ INLINE void gemm_q_tile(const mm_job *j, const qpanel *P, const rows16 *g, int n
         xq[c] = a->qs + (size_t)t * a->qs_stride;
         dx[c] = a->d + (size_t)t * a->nb_stride;
         xs[c] = a->isum + (size_t)t * a->nb_stride;
-        sx[c] = kind == Q_Q4_1 ? a->s + (size_t)t * a->nb_stride : NULL;
+        sx[c] = kind == Q_Q4_1 || kind == Q_Q5_1 ? a->s + (size_t)t * a->nb_stride : NULL;
         acc[c] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(g->store, j->y + (size_t)t * j->N + n);
     }
     for (int bi = 0; bi < nbk; bi++) {
@@ -350,7 +370,9 @@ INLINE void gemm_q_tile(const mm_job *j, const qpanel *P, const rows16 *g, int n
         __m512i ia[GEMM_C];
         UNROLL for (int c = 0; c < C; c++)
             ia[c] = kind == Q_Q8_0 || kind == Q_IQ4_NL ? _mm512_set1_epi32(-128 * xs[c][b])
-                    : kind == Q_Q4_0 ? _mm512_set1_epi32(-8 * xs[c][b]) : _mm512_setzero_si512();
+                    : kind == Q_Q4_0                   ? _mm512_set1_epi32(-8 * xs[c][b])
+                    : kind == Q_Q5_0                   ? _mm512_set1_epi32(-16 * xs[c][b])
+                                                       : _mm512_setzero_si512();
         UNROLL for (int gi = 0; gi < 8; gi++) {
             __m512i w = _mm512_load_si512(P->q[bi][gi]);
             UNROLL for (int c = 0; c < C; c++) {
@@ -361,7 +383,8 @@ INLINE void gemm_q_tile(const mm_job *j, const qpanel *P, const rows16 *g, int n
         UNROLL for (int c = 0; c < C; c++) {
             __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(dx[c][b]));
             acc[c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(ia[c]), acc[c]);
-            if (kind == Q_Q4_1) acc[c] = _mm512_fmadd_ps(_mm512_load_ps(P->m[bi]), _mm512_set1_ps(sx[c][b]), acc[c]);
+            if (kind == Q_Q4_1 || kind == Q_Q5_1)
+                acc[c] = _mm512_fmadd_ps(_mm512_load_ps(P->m[bi]), _mm512_set1_ps(sx[c][b]), acc[c]);
         }
     }
     UNROLL for (int c = 0; c < C; c++) store_rows(j, g, n, t0 + c, acc[c]);
@@ -807,9 +830,16 @@ static void rows_q5_K(const mm_job *j, int n0, int n1) {
     if (j->T >= GEMM_MIN_T) gemm_k(j, n0, n1, K_Q5_K, 0);
     else hearth_cpu_mm_avx2.rows[MM_Q5_K](j, n0, n1);
 }
-/* q5_0 / q5_1 / q2_K / q3_K / iq4_xs (stored rows): AVX2's kernels */
-static void rows_q5_0(const mm_job *j, int n0, int n1) { hearth_cpu_mm_avx2.rows[MM_Q5_0](j, n0, n1); }
-static void rows_q5_1(const mm_job *j, int n0, int n1) { hearth_cpu_mm_avx2.rows[MM_Q5_1](j, n0, n1); }
+/* q5_0 / q5_1: prefill through q4_0's / q4_1's panels (the fifth bits or-ed in while packing), decode through
+ * AVX2's kernels */
+static void rows_q5_0(const mm_job *j, int n0, int n1) {
+    if (j->T >= GEMM_MIN_T) gemm_q(j, n0, n1, Q_Q5_0, 0);
+    else hearth_cpu_mm_avx2.rows[MM_Q5_0](j, n0, n1);
+}
+static void rows_q5_1(const mm_job *j, int n0, int n1) {
+    if (j->T >= GEMM_MIN_T) gemm_q(j, n0, n1, Q_Q5_1, 0);
+    else hearth_cpu_mm_avx2.rows[MM_Q5_1](j, n0, n1);
+}
 /* q2_K / q3_K / iq4_xs: prefill through the panels, decode through AVX2's rows, as q6_K */
 static void rows_q2_K(const mm_job *j, int n0, int n1) {
     if (j->T >= GEMM_MIN_T) gemm_k(j, n0, n1, K_Q2_K, 0);
