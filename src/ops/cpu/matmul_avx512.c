@@ -820,44 +820,22 @@ INLINE void gemm_k(const mm_job *j, int n0, int n1, const int kind, const int pa
 }
 
 static void rows_q4_K(const mm_job *j, int n0, int n1) { gemm_k(j, n0, n1, K_Q4_K, 0); }
-/* q6_K at decode through AVX2's row kernel: 2.3x these panels at T = 1 on a Zen 4 VM (bench_matmul, s30) */
-static void rows_q6_K(const mm_job *j, int n0, int n1) {
-    if (j->T >= GEMM_MIN_T) gemm_k(j, n0, n1, K_Q6_K, 0);
-    else hearth_cpu_mm_avx2.rows[MM_Q6_K](j, n0, n1);
-}
-/* q5_K at decode through AVX2's row kernel, as q6_K */
-static void rows_q5_K(const mm_job *j, int n0, int n1) {
-    if (j->T >= GEMM_MIN_T) gemm_k(j, n0, n1, K_Q5_K, 0);
-    else hearth_cpu_mm_avx2.rows[MM_Q5_K](j, n0, n1);
-}
-/* q5_0 / q5_1: prefill through q4_0's / q4_1's panels (the fifth bits or-ed in while packing), decode through
- * AVX2's kernels */
-static void rows_q5_0(const mm_job *j, int n0, int n1) {
-    if (j->T >= GEMM_MIN_T) gemm_q(j, n0, n1, Q_Q5_0, 0);
-    else hearth_cpu_mm_avx2.rows[MM_Q5_0](j, n0, n1);
-}
-static void rows_q5_1(const mm_job *j, int n0, int n1) {
-    if (j->T >= GEMM_MIN_T) gemm_q(j, n0, n1, Q_Q5_1, 0);
-    else hearth_cpu_mm_avx2.rows[MM_Q5_1](j, n0, n1);
-}
-/* q2_K / q3_K / iq4_xs: prefill through the panels, decode through AVX2's rows, as q6_K */
-static void rows_q2_K(const mm_job *j, int n0, int n1) {
-    if (j->T >= GEMM_MIN_T) gemm_k(j, n0, n1, K_Q2_K, 0);
-    else hearth_cpu_mm_avx2.rows[MM_Q2_K](j, n0, n1);
-}
-static void rows_q3_K(const mm_job *j, int n0, int n1) {
-    if (j->T >= GEMM_MIN_T) gemm_k(j, n0, n1, K_Q3_K, 0);
-    else hearth_cpu_mm_avx2.rows[MM_Q3_K](j, n0, n1);
-}
-/* iq4_nl: prefill through q8_0's panels (its codes looked up while packing), decode through AVX2's kernels */
-static void rows_iq4_nl(const mm_job *j, int n0, int n1) {
-    if (j->T >= GEMM_MIN_T) gemm_q(j, n0, n1, Q_IQ4_NL, 0);
-    else hearth_cpu_mm_avx2.rows[MM_IQ4_NL](j, n0, n1);
-}
-static void rows_iq4_xs(const mm_job *j, int n0, int n1) {
-    if (j->T >= GEMM_MIN_T) gemm_k(j, n0, n1, K_IQ4_XS, 0);
-    else hearth_cpu_mm_avx2.rows[MM_IQ4_XS](j, n0, n1);
-}
+/* Prefill through this file's panels, decode (T < GEMM_MIN_T) through AVX2's row kernels: q6_K (2.3x these
+ * panels at T = 1 on a Zen 4 VM, bench_matmul, s30), q5_K as q6_K; q2_K, q3_K, iq4_xs (the K panels); q5_0 / q5_1
+ * (q4_0's / q4_1's panels, the fifth bits or-ed in while packing); iq4_nl (q8_0's, its codes looked up). */
+#define PREFILL_PANELS(name, gemm, kind, wi)                                           \
+    static void name(const mm_job *j, int n0, int n1) {                                \
+        if (j->T >= GEMM_MIN_T) gemm(j, n0, n1, kind, 0);                              \
+        else hearth_cpu_mm_avx2.rows[wi](j, n0, n1);                                   \
+    }
+PREFILL_PANELS(rows_q6_K, gemm_k, K_Q6_K, MM_Q6_K)
+PREFILL_PANELS(rows_q5_K, gemm_k, K_Q5_K, MM_Q5_K)
+PREFILL_PANELS(rows_q2_K, gemm_k, K_Q2_K, MM_Q2_K)
+PREFILL_PANELS(rows_q3_K, gemm_k, K_Q3_K, MM_Q3_K)
+PREFILL_PANELS(rows_iq4_xs, gemm_k, K_IQ4_XS, MM_IQ4_XS)
+PREFILL_PANELS(rows_q5_0, gemm_q, Q_Q5_0, MM_Q5_0)
+PREFILL_PANELS(rows_q5_1, gemm_q, Q_Q5_1, MM_Q5_1)
+PREFILL_PANELS(rows_iq4_nl, gemm_q, Q_IQ4_NL, MM_IQ4_NL)
 /* q4_K panel-laid: decode through AVX2's panel kernel (5.3x this file's at T = 1 on a Zen 4 VM, s30), prefill
  * through these panels packed from the tiles */
 static void panel_q4_K(const mm_job *j, int n0, int n1) {
@@ -933,12 +911,9 @@ INLINE void frows_block(const mm_job *j, int n0, int n1, const int wt) {
     if (j->T - t0 >= 1) frows_c(j, n0, n1, t0, 1, wt);
 }
 
-/* Several passes over the tokens (T > 6) go over blocks of rows of ~FBLOCK bytes, which stay in L2 from one
- * pass to the next, as the AVX2 path's do (session 46). */
+/* Blocks of rows that stay in L2 across the passes over the tokens (mm_float_block_rows). */
 INLINE void frows(const mm_job *j, int n0, int n1, const int wt) {
-    enum { FBLOCK = 512 * 1024 };
-    int nb = j->T <= 6 ? n1 - n0 : (int)(FBLOCK / j->row_bytes) & ~3;
-    if (nb < 4) nb = 4;
+    const int nb = mm_float_block_rows(j, n0, n1, 6);
     for (int b0 = n0; b0 < n1; b0 += nb) frows_block(j, b0, b0 + nb < n1 ? b0 + nb : n1, wt);
 }
 

@@ -50,6 +50,14 @@ typedef struct {
     int T, K, N;
 } mm_job;
 
+/* Float weights: when the token tiles make several passes over a task's rows (T > one_pass_T), the rows go in
+ * blocks of ~512 KB, which stay in L2 from one pass to the next (sessions 46, 47); the rows in a block. */
+static inline int mm_float_block_rows(const mm_job *j, int n0, int n1, int one_pass_T) {
+    if (j->T <= one_pass_T) return n1 - n0;
+    const int nb = (int)((512 * 1024) / j->row_bytes) & ~3;
+    return nb < 4 ? 4 : nb;
+}
+
 /* Compute y[t*N + n] for every t < T and n0 <= n < n1. */
 typedef void (*mm_rows_fn)(const mm_job *job, int n0, int n1);
 /* Prepare the activations of tokens t0 <= t < t1 (kind a->kind). */
