@@ -1678,25 +1678,31 @@ static int dl_weight(const hearth_weight *w, int rows, int cols) {
            w->row_bytes == 2 * (size_t)cols && ((uintptr_t)w->data & 15) == 0;
 }
 
+/* Layer l's entry of decode_layers' device table. */
+static cu_dl_layer dl_entry(const hearth_decoder_ref *dec, const hearth_kv_view *kv, int l) {
+    const hearth_layer_ref *L = &dec->layers[l];
+    return cu_dl_layer{(const uint16_t *)L->wq->data,     (const uint16_t *)L->wk->data,
+                       (const uint16_t *)L->wv->data,     (const uint16_t *)L->wo->data,
+                       (const uint16_t *)L->w_gate->data, (const uint16_t *)L->w_up->data,
+                       (const uint16_t *)L->w_down->data, L->attn_norm,
+                       L->ffn_norm,                       (__half *)kv->k[l],
+                       (__half *)kv->v[l]};
+}
+
 /* The layers' device table for this decoder and cache, made again when either changed (a new model, a
- * cache allocated anew), with the scratch; 0 when it could not be had. */
+ * cache allocated anew), with the scratch; 0 when it could not be had. A token whose table is the last
+ * one's (every token but the first of a model and cache) compares it and allocates nothing. */
 static int dl_table(hearth_cuda_ctx *c, const hearth_decoder_ref *dec, const hearth_kv_view *kv) {
     const int nl = dec->n_layers;
-    cu_dl_layer *t = (cu_dl_layer *)calloc((size_t)nl, sizeof *t);
+    int same = c->dl.d_tab && c->dl.n_layers == nl;
+    for (int l = 0; l < nl && same; l++) {
+        const cu_dl_layer e = dl_entry(dec, kv, l);
+        same = !memcmp(&e, &c->dl.h_tab[l], sizeof e);
+    }
+    if (same) return 1;
+    cu_dl_layer *t = (cu_dl_layer *)malloc(sizeof *t * (size_t)nl);
     if (!t) return 0;
-    for (int l = 0; l < nl; l++) {
-        const hearth_layer_ref *L = &dec->layers[l];
-        t[l] = cu_dl_layer{(const uint16_t *)L->wq->data,     (const uint16_t *)L->wk->data,
-                           (const uint16_t *)L->wv->data,     (const uint16_t *)L->wo->data,
-                           (const uint16_t *)L->w_gate->data, (const uint16_t *)L->w_up->data,
-                           (const uint16_t *)L->w_down->data, L->attn_norm,
-                           L->ffn_norm,                       (__half *)kv->k[l],
-                           (__half *)kv->v[l]};
-    }
-    if (c->dl.d_tab && c->dl.n_layers == nl && !memcmp(t, c->dl.h_tab, sizeof *t * (size_t)nl)) {
-        free(t);
-        return 1;
-    }
+    for (int l = 0; l < nl; l++) t[l] = dl_entry(dec, kv, l);
     /* rare (a new model or cache): what a launch in flight reads is not changed under it */
     cudaStreamSynchronize(c->stream);
     if (!c->dl.d_tab || c->dl.n_layers != nl) {
