@@ -1,10 +1,12 @@
 /* test_decode_layers_cuda.c - hearth_ops.decode_layers (decode_layers.cu):
- * two layers of the Llama-3-8B shape in BF16 through the one launch against
+ * two layers of the Llama-3-8B shape in BF16, Q8_0 and Q4_0 through the one launch against
  * the same token through forward.c's op sequence on the same backend, at
- * positions 40, 700 and 1023 (the last the launch takes), both rope pairings;
+ * positions 40 (one tile of 64 positions a split), 700 (two) and 3000 (three, the last past a split's
+ * first tile) and 4095 (the last the launch takes), both rope pairings;
  * and the cases it must decline (returning 0 with nothing issued). */
 #include "../unit/testhelp.h"
 
+#include "core/dtype.h"
 #include "core/half.h"
 #include "ops/cuda/ops_cuda.h"
 #include "ops/ops.h"
@@ -29,6 +31,7 @@ static float urand(void) { return (float)((rnd() >> 40) * (1.0 / 16777216.0)) * 
 static const hearth_ops *O = &hearth_cuda_ops;
 
 typedef struct {
+    hearth_dtype type; /* the weights' */
     hearth_cuda_ctx *c;
     hearth_weight w[NL][7]; /* q, k, v, o, gate, up, down */
     float *n1[NL], *n2[NL], *inv;
@@ -47,19 +50,30 @@ static void *up(rig *r, const void *h, size_t bytes) {
     return d;
 }
 
-/* BF16 rows x cols, uniform in +-sqrt(3 / cols) (outputs of about unit variance) */
-static int bf16_weight(rig *r, hearth_weight *w, int rows, int cols) {
-    const size_t n = (size_t)rows * cols;
-    uint16_t *h = malloc(2 * n);
+/* rows x cols of r->type, about uniform in +-sqrt(3 / cols) (outputs of about unit variance): BF16
+ * values, or Q8_0 / Q4_0 blocks of random codes under an f16 scale near a / 127 or a / 8 */
+static int weight(rig *r, hearth_weight *w, int rows, int cols) {
+    const size_t rb = hearth_dtype_row_bytes(r->type, cols), n = rb * rows;
+    uint8_t *h = malloc(n);
     if (!h) return 0;
     const float a = sqrtf(3.0f / (float)cols);
-    for (size_t i = 0; i < n; i++) {
-        float f = a * urand();
-        uint32_t u;
-        memcpy(&u, &f, 4);
-        h[i] = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    if (r->type == HEARTH_DT_BF16) {
+        for (size_t i = 0; i < n / 2; i++) {
+            float f = a * urand();
+            uint32_t u;
+            memcpy(&u, &f, 4);
+            const uint16_t b = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+            memcpy(h + 2 * i, &b, 2);
+        }
+    } else {
+        const int q8 = r->type == HEARTH_DT_Q8_0, bb = q8 ? 34 : 18;
+        for (size_t b = 0; b < n / bb; b++) {
+            const uint16_t d = hearth_f32_to_f16(a * (0.75f + 0.25f * urand()) / (q8 ? 127.0f : 8.0f));
+            memcpy(h + b * bb, &d, 2);
+            for (int i = 2; i < bb; i++) h[b * bb + i] = (uint8_t)(q8 ? (int)(rnd() % 255) - 127 : (int)(rnd() & 0xff));
+        }
     }
-    *w = (hearth_weight){up(r, h, 2 * n), HEARTH_DT_BF16, rows, cols, 2 * (size_t)cols, HEARTH_LAYOUT_STORED};
+    *w = (hearth_weight){up(r, h, n), r->type, rows, cols, rb, HEARTH_LAYOUT_STORED};
     free(h);
     hearth_err err = {0};
     return w->data && O->prepare_weight(r->c, w, &err) == HEARTH_OK;
@@ -73,8 +87,9 @@ static float *vec(rig *r, int n, float lo, float hi) {
     return d;
 }
 
-static int rig_make(rig *r) {
+static int rig_make(rig *r, hearth_dtype type) {
     memset(r, 0, sizeof *r);
+    r->type = type;
     hearth_err err = {0};
     if (hearth_cuda_ctx_new(&r->c, 0, 8, FF, CTX, &err) != HEARTH_OK) {
         test_fail(__FILE__, __LINE__, "cuda context: %s", err.msg);
@@ -83,7 +98,7 @@ static int rig_make(rig *r) {
     static const int rows[7] = {D, KVD, KVD, D, FF, FF, D}, cols[7] = {D, D, D, D, D, D, FF};
     for (int l = 0; l < NL; l++) {
         for (int i = 0; i < 7; i++)
-            if (!bf16_weight(r, &r->w[l][i], rows[i], cols[i])) return 0;
+            if (!weight(r, &r->w[l][i], rows[i], cols[i])) return 0;
         r->n1[l] = vec(r, D, 0.5f, 1.5f), r->n2[l] = vec(r, D, 0.5f, 1.5f);
         r->lr[l] = (hearth_layer_ref){&r->w[l][0], &r->w[l][1], &r->w[l][2], &r->w[l][3], &r->w[l][4],
                                       &r->w[l][5], &r->w[l][6], r->n1[l],    r->n2[l]};
@@ -217,7 +232,7 @@ static int case_at(rig *r, int pos, int neox) {
     int ok = hearth_cuda_ctx_error(r->c, &err) == HEARTH_OK;
     if (!ok) test_fail(__FILE__, __LINE__, "CUDA error: %s", err.msg);
     if (ok && !took) {
-        test_fail(__FILE__, __LINE__, "decode_layers declined the 8B shape at pos %d", pos);
+        test_fail(__FILE__, __LINE__, "decode_layers declined the 8B shape in %s at pos %d", hearth_dtype_get(r->type)->name, pos);
         ok = 0;
     }
     /* f32 sums in other orders, two layers deep, where an activation landing on the other side of a bf16
@@ -228,29 +243,44 @@ static int case_at(rig *r, int pos, int neox) {
     double md = 0;
     for (int i = 0; i < D && ok; i++) md = fmax(md, isnan(xg[i]) ? INFINITY : fabs((double)xg[i] - xw[i]));
     if (ok && !(md <= tol * max_abs(xw, D))) {
-        test_fail(__FILE__, __LINE__, "x at pos %d neox %d: max |diff| %.3g of max |x| %.3g", pos, neox, md, max_abs(xw, D));
+        test_fail(__FILE__, __LINE__, "%s x at pos %d neox %d: max |diff| %.3g of max |x| %.3g", hearth_dtype_get(r->type)->name,
+                  pos, neox, md, max_abs(xw, D));
         ok = 0;
     }
     if (ok) ok = caches_agree(r, kg, kw, pos, "k", tol) && caches_agree(r, vg, vw, pos, "v", tol);
-    if (ok) printf("  pos %d neox %d: x max |diff| %.3g of %.3g\n", pos, neox, md, max_abs(xw, D));
+    if (ok)
+        printf("  %s pos %d neox %d: x max |diff| %.3g of %.3g\n", hearth_dtype_get(r->type)->name, pos, neox, md,
+               max_abs(xw, D));
     for (int l = 0; l < NL; l++) free(kw[l]), free(vw[l]), free(kg[l]), free(vg[l]);
     return ok;
 }
 
 TEST(cuda_decode_layers_matches_op_by_op) {
     rig r;
-    if (rig_make(&r)) {
-        static const int pos[] = {40, 700, 1023};
-        for (int i = 0; i < 3; i++)
+    if (rig_make(&r, HEARTH_DT_BF16)) {
+        static const int pos[] = {40, 700, 3000, 4095};
+        for (int i = 0; i < 4; i++)
             if (!case_at(&r, pos[i], i == 1)) break;
     }
     rig_free(&r);
 }
 
+/* Q8_0 and Q4_0 rows (split at load): x in q8 groups made in the launch as xprep.cu makes them */
+TEST(cuda_decode_layers_quantized_match_op_by_op) {
+    static const hearth_dtype types[] = {HEARTH_DT_Q8_0, HEARTH_DT_Q4_0};
+    for (int k = 0; k < 2; k++) {
+        rig r;
+        int ok = rig_make(&r, types[k]);
+        if (ok) ok = case_at(&r, 40, 0) && case_at(&r, 3000, 1);
+        rig_free(&r);
+        if (!ok) break;
+    }
+}
+
 /* What the kernel is not built for is declined with nothing issued: the layers then run op by op. */
 TEST(cuda_decode_layers_declines_what_it_does_not_fit) {
     rig r;
-    if (!rig_make(&r)) {
+    if (!rig_make(&r, HEARTH_DT_BF16)) {
         rig_free(&r);
         return;
     }
@@ -258,7 +288,7 @@ TEST(cuda_decode_layers_declines_what_it_does_not_fit) {
     float *dx = O->alloc(r.c, 4 * D);
     vw.type = HEARTH_DT_E4M3;
     CHECK(O->decode_layers(r.c, dx, &r.dec, &vw, r.dseq, r.dpos) == 0);
-    vw = view_of(&r, r.k, r.v, 1024); /* 1025 positions: past the shared memory's */
+    vw = view_of(&r, r.k, r.v, CTX); /* CTX + 1 positions */
     CHECK(O->decode_layers(r.c, dx, &r.dec, &vw, r.dseq, r.dpos) == 0);
     vw = view_of(&r, r.k, r.v, 100);
     hearth_decoder_ref d = r.dec;

@@ -20,6 +20,7 @@
 #   layers47    decode_layers (session 47): test_cuda decode_layers, then on the 8B shape in BF16 with
 #               HEARTH_DECODE_LAYERS=1 and 0: bench_model after 512, hearth bench --parallel 1 at 128 / 128 and
 #               1000 / 1000, and hearth run greedy for 200 tokens (the texts compared) (~3 min)
+#   layers48    the same for each of LAYERS_TYPES (default "bf16 q8_0 q4_0"; the quantized at 128 / 128 only)
 #   ceiling     bench_persist (a persistent kernel streaming a token's layer weights through the layer's
 #               dependencies, no arithmetic) in BF16, Q8_0 and Q4_0 bytes, one block of 192 KB and two of 96 KB a
 #               multiprocessor, without and with a 7 us stall after q/k/v (the attention's chain): the batch-1
@@ -90,24 +91,30 @@ for suite in "$@"; do
         timeout 400 $B/test_cuda 2>&1 | grep -vE "^ok |^  layer |^  cuda (mistral|llama|qwen)" > /tmp/test_cuda.log
         grep -E "FAIL" /tmp/test_cuda.log | head -20
         tail -40 /tmp/test_cuda.log ;;
-    layers47)
+    layers47 | layers48)
         hdr "test_cuda decode_layers"
-        timeout 240 $B/test_cuda decode_layers 2>&1 | tail -9
-        m=$(model bf16)
-        for dl in 1 0; do
-            hdr "HEARTH_DECODE_LAYERS=$dl bench_model $m --prompt 512 --gen 128 --prefill 512 --reps 2"
-            HEARTH_DECODE_LAYERS=$dl timeout 200 $B/bench_model "$m" --prompt 512 --gen 128 --prefill 512 --reps 2 2>&1 |
-                grep -E "decode|roofline"
-            for pg in "128 128" "1000 1000"; do
-                read -r P G <<<"$pg"
-                hdr "HEARTH_DECODE_LAYERS=$dl hearth bench --parallel 1 --prompt $P --gen $G"
-                HEARTH_DECODE_LAYERS=$dl timeout 120 $B/hearth bench "$m" --device cuda --prompt "$P" --gen "$G" \
-                    --parallel 1 2>&1 | grep -E "^engine \|" | head -2
+        timeout 240 $B/test_cuda decode_layers 2>&1 | tail -12
+        types=bf16
+        [ "$suite" = layers48 ] && types=${LAYERS_TYPES:-"bf16 q8_0 q4_0"}
+        for t in $types; do
+            m=$(model "$t")
+            for dl in 1 0; do
+                hdr "HEARTH_DECODE_LAYERS=$dl bench_model $m --prompt 512 --gen 128 --prefill 512 --reps 2"
+                HEARTH_DECODE_LAYERS=$dl timeout 200 $B/bench_model "$m" --prompt 512 --gen 128 --prefill 512 \
+                    --reps 2 2>&1 | grep -E "decode|roofline"
+                for pg in "128 128" "1000 1000"; do
+                    read -r P G <<<"$pg"
+                    [ "$t" != bf16 ] && [ "$P" = 1000 ] && continue
+                    hdr "HEARTH_DECODE_LAYERS=$dl hearth bench $m --parallel 1 --prompt $P --gen $G"
+                    HEARTH_DECODE_LAYERS=$dl timeout 120 $B/hearth bench "$m" --device cuda --prompt "$P" \
+                        --gen "$G" --parallel 1 2>&1 | grep -E "^engine \|" | head -2
+                done
+                HEARTH_DECODE_LAYERS=$dl timeout 120 $B/hearth run "$m" "The quick brown fox jumps over the lazy dog." \
+                    --temp 0 -n 200 --device cuda >/tmp/greedy$dl.txt 2>/dev/null
             done
-            HEARTH_DECODE_LAYERS=$dl timeout 120 $B/hearth run "$m" "The quick brown fox jumps over the lazy dog." \
-                --temp 0 -n 200 --device cuda >/tmp/greedy$dl.txt 2>/dev/null
-        done
-        cmp -s /tmp/greedy0.txt /tmp/greedy1.txt && echo "greedy text identical" || echo "greedy text DIFFERS" ;;
+            cmp -s /tmp/greedy0.txt /tmp/greedy1.txt && echo "$t greedy text identical" ||
+                { echo "$t greedy text DIFFERS:"; head -c 600 /tmp/greedy1.txt; echo; head -c 600 /tmp/greedy0.txt; echo; }
+        done ;;
     ceiling)
         for t in bf16 q8_0 q4_0; do
             for cfg in "--bpsm 1 --smem 192" "--bpsm 2 --smem 96"; do

@@ -1,7 +1,8 @@
 /* decode_layers.cu - every layer of one decode token as one persistent
- * launch (hearth_ops.decode_layers), for BF16 weights of the Llama-3-8B /
- * Mistral-7B shape (hidden 4096, FFN 14336, 32 q heads of 128 over 8 kv
- * heads) and an f16 cache of up to 4096 positions. Measured first as
+ * launch (hearth_ops.decode_layers), for BF16, Q8_0 or Q4_0 weights (dlf:
+ * the types' rows and arithmetic) of the Llama-3-8B / Mistral-7B shape
+ * (hidden 4096, FFN 14336, 32 q heads of 128 over 8 kv heads) and an f16
+ * cache of up to 4096 positions. Measured first as
  * bench/cuda/bench_mega.cu (notes/cuda-kernels.md, session 47): the
  * kernel-per-op decode leaves DRAM idle at each of a layer's ~7 kernel
  * boundaries and through the attention; here the weights stream through
@@ -17,40 +18,44 @@
  *
  *   qkv   wait for every down row of the layer before; x and its RMS norm in
  *         registers (a thread holds the 16 elements its chunks meet); q, k,
- *         v rows, two a stage
+ *         v rows, R a stage
  *   attn  (kv head, split of 16 positions' runs) items, one a block: its
- *         cached K / V rows (<= 64) copied to shared memory at the layer's
- *         start (they depend on nothing of this token), then once every qkv row
- *         is done: rope on q (and in the split holding the position on k,
- *         written to the cache with v), scores, softmax, P x V to a
- *         partial; the last split of a head to arrive merges the 16
+ *         first tile of 64 cached K / V rows copied to shared memory at the
+ *         layer's start (they depend on nothing of this token), then once
+ *         every qkv row is done: rope on q (and in the split holding the
+ *         position on k, written to the cache with v), a tile at a time
+ *         scores, an online softmax and P x V, to a partial; the last split
+ *         of a head to arrive merges the 16
  *   o     wait for the 8 heads; x += Wo . attn
- *   gu    wait for every o row; x's second norm; gate row j and up row j a
- *         stage, act_j = silu(g) * u
- *   down  wait for every act; x += Wd . act, half a row a stage
+ *   gu    wait for every o row; x's second norm; R / 2 gate rows and their
+ *         up rows a stage, act_j = silu(g) * u
+ *   down  wait for every act; x += Wd . act (BF16 half a row a stage, Q8_0
+ *         a row, Q4_0 two)
  *
  * A phase's dependency is a done counter (the block's writes, a barrier,
  * one fence and add); the consumers' thread 0 polls it and data other
  * blocks made is read through L2 (__ldcg). Sums run in a fixed order (a
  * thread's chunks, a warp's shuffle tree, the warps in order); which block
  * computes a row depends on timing, not its value. Each matmul's input is
- * rounded to bf16 as xprep.cu rounds it for the GEMV (the CPU backend's
- * rounding), the norms sum squares in double as rmsnorm.cu does; rope,
+ * made as xprep.cu makes it for the GEMV (the CPU backend's rounding: bf16
+ * for BF16, q8 32-groups for Q8_0 / Q4_0, whose integer sums are scaled as
+ * mmv's split rows scale theirs), the norms sum squares in double as rmsnorm.cu does; rope,
  * silu and the f16 stores are the per-op kernels' expressions. */
 #include "ops/cuda/cuda_internal.cuh"
 #include "ops/cuda/decode_layers.h"
 
 #include <cuda_fp16.h>
 
+#include <algorithm>
+
 namespace {
 
 constexpr int D = DL_DIM, NKV = DL_KV_HEADS, HD = DL_HEAD_DIM, GQA = DL_GQA, FF = DL_FFN;
 constexpr int QKV = D + 2 * NKV * HD, KVD = NKV * HD;
 constexpr int CW = 8, CT = CW * 32, NT = CT + 32; /* consumer warps; warp CW's lane 0 produces */
-constexpr int STG = 16384, MAX_STAGES = 10;
-/* SPL splits a kv head, of at most MAXP positions each, whose K and V rows all sit in shared memory */
-constexpr int SPL = 16, MAXP = DL_MAX_CTX / SPL;
-constexpr int HALF = FF / 16;                     /* down: 16-byte chunks a stage (half a row) */
+constexpr int MAX_STAGES = 10;
+/* SPL splits a kv head, their positions in tiles of TILE whose K and V rows sit in shared memory */
+constexpr int SPL = 16, TILE = 64;
 constexpr int NCTR = 20; /* a layer's counters: qkv, attn, o, gu, down done, 3 spare, 8 heads' splits, 4 claims */
 static_assert(D == 2 * 8 * CT && FF == 7 * 8 * CT && HD == 128 && GQA * (HD / 2) == CT, "the thread mapping");
 
@@ -87,6 +92,81 @@ __device__ __forceinline__ void ld8(const float *p, float *o) {
     o[0] = a.x, o[1] = a.y, o[2] = a.z, o[3] = a.w, o[4] = b.x, o[5] = b.y, o[6] = b.z, o[7] = b.w;
 }
 
+/* q8 of a 32-group held by four neighbouring lanes, 8 elements each (v), as xprep.cu's XPREP_Q8 makes it
+ * (warp_q8_group's bits: the same max, fmaxf being exact): the lane's codes packed in q, the group's f16 d;
+ * returns the sum of the lane's codes. Every lane of the warp calls it. */
+__device__ __forceinline__ int q8_of8(const float *v, uint32_t *q, float &d) {
+    float amax = fabsf(v[0]);
+#pragma unroll
+    for (int i = 1; i < 8; i++) amax = fmaxf(amax, fabsf(v[i]));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    d = __half2float(__float2half_rn(amax / 127.0f));
+    int sum = 0;
+    q[0] = q[1] = 0;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const int c = q8_sat(v[i] * id);
+        sum += c;
+        q[i / 4] |= (uint32_t)(c & 0xff) << (8 * (i % 4));
+    }
+    return sum;
+}
+
+/* A weight type's rows as the kernel reads them. A stage holds R rows of a 4096-wide matrix (q, k, v, o; a
+ * gate / up unit is R / 2 gate rows, then the R / 2 up rows) and DR rows of down over DS stages. A thread's
+ * input is chunks of 8 consecutive elements (chunk c: elements 8c ..), prepared (X) as xprep.cu prepares
+ * the op sequence's matmul input for the type; dot adds a row's chunk c (the row's nch chunks) times x. */
+template <int QT> struct dlf;
+template <> struct dlf<HEARTH_DT_BF16> { /* rows as stored */
+    static constexpr int STG = 16384, R = 2, DR = 1, DS = 2;
+    static __host__ __device__ constexpr size_t row_bytes(int k) { return 2 * (size_t)k; }
+    struct X {
+        float v[8];
+    };
+    static __device__ __forceinline__ void prep(const float *v, X &x) {
+#pragma unroll
+        for (int e = 0; e < 8; e++) x.v[e] = __bfloat162float(__float2bfloat16_rn(v[e]));
+    }
+    static __device__ __forceinline__ float dot(const uint8_t *row, int c, int, const X &x, float a) {
+        return dot8(*(const uint4 *)(row + 16 * c), x.v, a);
+    }
+};
+/* Q8_0 and Q4_0 rows split at load (split_rows.cu: the blocks' codes, then their f16 scales); x in q8
+ * 32-groups; a chunk's integer sum scaled as mmv's split rows scale theirs, fmaf(d * dx, sum, acc). */
+template <> struct dlf<HEARTH_DT_Q8_0> {
+    static constexpr int STG = 4 * 4352, R = 4, DR = 1, DS = 1;
+    static __host__ __device__ constexpr size_t row_bytes(int k) { return (size_t)k + (size_t)k / 16; }
+    struct X {
+        uint32_t q[2];
+        float d;
+    };
+    static __device__ __forceinline__ void prep(const float *v, X &x) { q8_of8(v, x.q, x.d); }
+    static __device__ __forceinline__ float dot(const uint8_t *row, int c, int nch, const X &x, float a) {
+        const uint2 w = *(const uint2 *)(row + 8 * c);
+        const int s = __dp4a((int)w.y, (int)x.q[1], __dp4a((int)w.x, (int)x.q[0], 0));
+        return fmaf(h2f(*(const uint16_t *)(row + 8 * nch + 2 * (c >> 2))) * x.d, (float)s, a);
+    }
+};
+template <> struct dlf<HEARTH_DT_Q4_0> { /* a block's byte i: element i in the low nibble, i + 16 the high */
+    static constexpr int STG = 8 * 2304, R = 8, DR = 2, DS = 1;
+    static __host__ __device__ constexpr size_t row_bytes(int k) { return (size_t)k / 2 + (size_t)k / 16; }
+    struct X {
+        uint32_t q[2];
+        float d;
+        int off; /* 8 x the sum of the codes: the nibbles' offset */
+    };
+    static __device__ __forceinline__ void prep(const float *v, X &x) { x.off = 8 * q8_of8(v, x.q, x.d); }
+    static __device__ __forceinline__ float dot(const uint8_t *row, int c, int nch, const X &x, float a) {
+        const int b = c >> 2, sh = 4 * ((c >> 1) & 1);
+        const uint2 w = *(const uint2 *)(row + 16 * b + 8 * (c & 1));
+        const int s = __dp4a((int)((w.y >> sh) & 0x0F0F0F0Fu), (int)x.q[1],
+                             __dp4a((int)((w.x >> sh) & 0x0F0F0F0Fu), (int)x.q[0], 0));
+        return fmaf(h2f(*(const uint16_t *)(row + 4 * nch + 2 * b)) * x.d, (float)(s - x.off), a);
+    }
+};
+
 __device__ __forceinline__ void cbar() { asm volatile("bar.sync 1, %0;" ::"r"(CT) : "memory"); }
 __device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
     unsigned v;
@@ -114,13 +194,13 @@ __device__ __forceinline__ size_t kv_row(const net &n, int p, int h) {
 }
 
 struct ring {
-    int S;
+    int S, stg; /* stages, bytes a stage */
     uint32_t base, full, empty;
     unsigned c; /* stages so far: stage c % S, its use c / S */
     int *meta;  /* [S]: the unit a stage holds, -1 for a phase's end */
-    __device__ const uint4 *take(uint8_t *sm) {
+    __device__ const uint8_t *take(uint8_t *sm) {
         mbar_wait(full + 8 * (c % S), (c / S) & 1);
-        return (const uint4 *)(sm + (size_t)(c % S) * STG);
+        return sm + (size_t)(c % S) * stg;
     }
     __device__ void give() { /* the warp's reads of the stage are done */
         __syncwarp();
@@ -129,19 +209,28 @@ struct ring {
     }
 };
 
-/* A matmul phase in units: two rows of q/k/v (6144 rows) or o, a gate row and its up row, a row of down
- * (two stages). Units are claimed one at a time, at most umax a block a phase. */
-__host__ __device__ constexpr unsigned units_of(int ph) { return ph == 0 ? QKV / 2 : ph == 1 ? D / 2 : ph == 2 ? FF : D; }
+/* A matmul phase in units: R rows of q | k | v (never two matrices') or of o, R / 2 gate rows and their up
+ * rows, DR rows of down (DS stages); rows_of: the sums a unit makes. Units are claimed one at a time, at
+ * most ucap a block a phase (twice its share, and two): what rr holds. */
+template <int QT> __host__ __device__ constexpr unsigned units_of(int ph) {
+    return ph == 0 ? QKV / dlf<QT>::R : ph == 1 ? D / dlf<QT>::R : ph == 2 ? FF / (dlf<QT>::R / 2) : D / dlf<QT>::DR;
+}
+template <int QT> __host__ __device__ constexpr int rows_of(int ph) { return ph == 3 ? dlf<QT>::DR : dlf<QT>::R; }
+template <int QT> __host__ __device__ constexpr unsigned ucap(int ph, unsigned grid) {
+    return 2 * ((units_of<QT>(ph) + grid - 1) / grid) + 2;
+}
 
-__device__ void produce(const net &n, ring &r, unsigned umax) {
+template <int QT> __device__ void produce(const net &n, ring &r) {
+    using F = dlf<QT>;
+    constexpr size_t RB = F::row_bytes(D), RF = F::row_bytes(FF);
     auto put = [&](const void *src, const void *src2, uint32_t bytes, int unit) { /* bytes 0: the phase's end */
         const uint32_t st = r.c % r.S, use = r.c / r.S;
         if (use > 0) mbar_wait(r.empty + 8 * st, (use - 1) & 1);
         r.meta[st] = unit;
         if (bytes) {
             mbar_expect_tx(r.full + 8 * st, src2 ? 2 * bytes : bytes);
-            bulk_load(r.base + st * STG, src, bytes, r.full + 8 * st);
-            if (src2) bulk_load(r.base + st * STG + bytes, src2, bytes, r.full + 8 * st);
+            bulk_load(r.base + st * r.stg, src, bytes, r.full + 8 * st);
+            if (src2) bulk_load(r.base + st * r.stg + bytes, src2, bytes, r.full + 8 * st);
         } else {
             mbar_arrive(r.full + 8 * st);
         }
@@ -151,23 +240,25 @@ __device__ void produce(const net &n, ring &r, unsigned umax) {
         const cu_dl_layer &w = n.layers[l];
         for (int ph = 0; ph < 4; ph++) {
             auto emit = [&](unsigned u) {
-                if (ph == 0) { /* rows 2u, 2u + 1 of q | k | v: always of one matrix */
-                    const unsigned row = 2 * u;
-                    const uint16_t *m = row < D ? w.wq + (size_t)row * D
-                                        : row < D + KVD ? w.wk + (size_t)(row - D) * D
-                                                        : w.wv + (size_t)(row - D - KVD) * D;
-                    put(m, nullptr, 4 * D, (int)u);
+                if (ph == 0) {
+                    const size_t row = (size_t)F::R * u;
+                    const uint8_t *m = row < D ? w.wq + row * RB
+                                       : row < D + KVD ? w.wk + (row - D) * RB
+                                                       : w.wv + (row - D - KVD) * RB;
+                    put(m, nullptr, F::R * RB, (int)u);
                 } else if (ph == 1) {
-                    put(w.wo + (size_t)u * 2 * D, nullptr, 4 * D, (int)u);
+                    put(w.wo + (size_t)u * F::R * RB, nullptr, F::R * RB, (int)u);
                 } else if (ph == 2) {
-                    put(w.wg + (size_t)u * D, w.wu + (size_t)u * D, 2 * D, (int)u);
+                    const size_t at = (size_t)u * (F::R / 2) * RB;
+                    put(w.wg + at, w.wu + at, F::R / 2 * RB, (int)u);
                 } else {
-                    put(w.wd + (size_t)u * FF, nullptr, FF, (int)u);
-                    put(w.wd + (size_t)u * FF + FF / 2, nullptr, FF, (int)u);
+                    for (int hh = 0; hh < F::DS; hh++)
+                        put(w.wd + (size_t)u * F::DR * RF + hh * (F::DR * RF / F::DS), nullptr, F::DR * RF / F::DS,
+                            (int)u);
                 }
             };
             unsigned *claim = n.ctr + l * NCTR + 16 + ph, got = 0, next = atomicAdd(claim, 1u);
-            const unsigned nu = units_of(ph);
+            const unsigned nu = units_of<QT>(ph), umax = ucap<QT>(ph, gridDim.x);
             while (next < nu) {
                 const unsigned u = next;
                 next = ++got < umax ? atomicAdd(claim, 1u) : nu; /* in flight while u's copy is issued */
@@ -178,77 +269,105 @@ __device__ void produce(const net &n, ring &r, unsigned umax) {
     }
 }
 
-/* a matmul's input rounded to bf16 as xprep.cu rounds it for bf16 weights (the CPU backend's rounding) */
-__device__ __forceinline__ void to_bf16(float *v, int n) {
-    for (int e = 0; e < n; e++) v[e] = __bfloat162float(__float2bfloat16_rn(v[e]));
-}
-
 /* x's chunks t and t + 256 (what a thread's chunks of a 4096-wide row meet), RMS-normed by nw if given,
- * rounded to bf16 */
-__device__ void load_x(const float *x, const float *nw, float eps, float xr[2][8], double *red) {
+ * prepared for the weights' type */
+template <int QT>
+__device__ void load_x(const float *x, const float *nw, float eps, typename dlf<QT>::X (&xq)[2], double *red) {
     const int t = threadIdx.x;
+    float xr[2][8];
     ld8(x + 8 * t, xr[0]), ld8(x + 8 * (t + CT), xr[1]);
-    if (!nw) {
-        to_bf16(xr[0], 8), to_bf16(xr[1], 8);
-        return;
+    if (nw) {
+        double ss = 0;
+#pragma unroll
+        for (int k = 0; k < 2; k++)
+#pragma unroll
+            for (int e = 0; e < 8; e++) ss += (double)(xr[k][e] * xr[k][e]);
+        for (int o = 16; o; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        if ((t & 31) == 0) red[t >> 5] = ss;
+        cbar();
+        double tot = 0;
+#pragma unroll
+        for (int w = 0; w < CW; w++) tot += red[w];
+        const float inv = 1.0f / sqrtf((float)(tot / D) + eps);
+#pragma unroll
+        for (int k = 0; k < 2; k++)
+#pragma unroll
+            for (int e = 0; e < 8; e++) xr[k][e] = xr[k][e] * inv * __ldg(nw + 8 * (t + k * CT) + e);
+        cbar(); /* red is free again */
     }
-    double ss = 0;
-#pragma unroll
-    for (int k = 0; k < 2; k++)
-#pragma unroll
-        for (int e = 0; e < 8; e++) ss += (double)(xr[k][e] * xr[k][e]);
-    for (int o = 16; o; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    if ((t & 31) == 0) red[t >> 5] = ss;
-    cbar();
-    double tot = 0;
-#pragma unroll
-    for (int w = 0; w < CW; w++) tot += red[w];
-    const float inv = 1.0f / sqrtf((float)(tot / D) + eps);
-#pragma unroll
-    for (int k = 0; k < 2; k++)
-#pragma unroll
-        for (int e = 0; e < 8; e++) xr[k][e] = xr[k][e] * inv * __ldg(nw + 8 * (t + k * CT) + e);
-    to_bf16(xr[0], 8), to_bf16(xr[1], 8);
-    cbar(); /* red is free again */
+    dlf<QT>::prep(xr[0], xq[0]), dlf<QT>::prep(xr[1], xq[1]);
 }
 
-/* the units this block gets of a 4096-wide matmul: unit k's two rows, each warp's share, to
- * rr[warp * rmax + 2k (+ 1)], the unit to units[k]; returns how many */
-__device__ int gemv4096(const float xr[2][8], ring &r, uint8_t *sm, float *rr, int rmax, int *units) {
+/* The warp's sums of R values a lane (R a power of two), halving the values at each of the first log2 R
+ * steps: the lane ends with the sum of value `row`, as do the 32 / R lanes beside it. */
+template <int R> __device__ __forceinline__ float rows_sum(float (&a)[R], int &row) {
+    const int lane = threadIdx.x & 31;
+    row = 0;
+#pragma unroll
+    for (int n = R, o = 16; n > 1; n >>= 1, o >>= 1) {
+        const bool hi = lane & o;
+#pragma unroll
+        for (int i = 0; i < n / 2; i++) {
+            const float keep = hi ? a[i + n / 2] : a[i], send = hi ? a[i] : a[i + n / 2];
+            a[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+        }
+        if (hi) row += n / 2;
+    }
+    float v = a[0];
+#pragma unroll
+    for (int o = 16 / R; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* the units this block gets of a 4096-wide matmul: unit k's R rows, each warp's share, to
+ * rr[warp * rmax + R k + i], the unit to units[k]; returns how many */
+template <int QT>
+__device__ int gemv4096(const typename dlf<QT>::X (&x)[2], ring &r, uint8_t *sm, float *rr, int rmax, int *units) {
+    using F = dlf<QT>;
+    constexpr size_t RB = F::row_bytes(D);
     const int t = threadIdx.x, w = t >> 5;
     int k = 0;
     for (;; k++) {
-        const uint4 *s = r.take(sm);
+        const uint8_t *s = r.take(sm);
         const int u = r.meta[r.c % r.S];
         if (u < 0) {
             r.give();
             break;
         }
-        float a0 = dot8(s[t + CT], xr[1], dot8(s[t], xr[0], 0.0f));
-        float a1 = dot8(s[t + 3 * CT], xr[1], dot8(s[t + 2 * CT], xr[0], 0.0f));
+        float a[F::R];
+#pragma unroll
+        for (int i = 0; i < F::R; i++)
+            a[i] = F::dot(s + i * RB, t + CT, D / 8, x[1], F::dot(s + i * RB, t, D / 8, x[0], 0.0f));
         r.give();
-        a0 = warp_sum(a0), a1 = warp_sum(a1);
-        if ((t & 31) == 0) rr[w * rmax + 2 * k] = a0, rr[w * rmax + 2 * k + 1] = a1;
+        int row;
+        const float v = rows_sum<F::R>(a, row);
+        if ((t & (32 / F::R - 1)) == 0) rr[w * rmax + F::R * k + row] = v;
         if (t == 0) units[k] = u;
     }
     cbar();
     return k;
 }
-/* down: a row a unit, half a row a stage, against a thread's 7 chunks of act (t + 256 j) */
-__device__ int gemv_down(const float xa[7][8], ring &r, uint8_t *sm, float *rr, int rmax, int *units) {
+/* down: DR rows a unit over DS stages, against a thread's 7 chunks of act (t + 256 j) */
+template <int QT>
+__device__ int gemv_down(const typename dlf<QT>::X (&xa)[7], ring &r, uint8_t *sm, float *rr, int rmax, int *units) {
+    using F = dlf<QT>;
+    constexpr size_t RF = F::row_bytes(FF);
+    constexpr int NCH = FF / 8, PER = NCH / F::DS; /* chunks a row, a stage */
     const int t = threadIdx.x;
     int k = 0;
     for (;; k++) {
-        float a = 0;
+        float a[F::DR] = {};
         int u = 0;
-        for (int hh = 0; hh < 2; hh++) {
-            const uint4 *s = r.take(sm);
+        for (int hh = 0; hh < F::DS; hh++) {
+            const uint8_t *s = r.take(sm);
             u = r.meta[r.c % r.S];
             if (u < 0) break;
 #pragma unroll
             for (int j = 0; j < 7; j++) {
-                const int at = t + j * CT - hh * HALF;
-                if ((unsigned)at < (unsigned)HALF) a = dot8(s[at], xa[j], a);
+                const int at = t + j * CT - hh * PER;
+                if (F::DS == 1 || (unsigned)at < (unsigned)PER)
+#pragma unroll
+                    for (int i = 0; i < F::DR; i++) a[i] = F::dot(s + i * RF, at, NCH, xa[j], a[i]);
             }
             r.give();
         }
@@ -256,8 +375,9 @@ __device__ int gemv_down(const float xa[7][8], ring &r, uint8_t *sm, float *rr, 
             r.give();
             break;
         }
-        a = warp_sum(a);
-        if ((t & 31) == 0) rr[(t >> 5) * rmax + k] = a;
+        int row;
+        const float v = rows_sum<F::DR>(a, row);
+        if ((t & (32 / F::DR - 1)) == 0) rr[(t >> 5) * rmax + F::DR * k + row] = v;
         if (t == 0) units[k] = u;
     }
     cbar();
@@ -271,26 +391,30 @@ __device__ __forceinline__ float row_sum(const float *rr, int rmax, int i) {
 }
 
 struct attn_smem {
-    float q[GQA][HD], sc[GQA][MAXP], m[GQA], s[GQA];
+    float q[GQA][HD], sc[GQA][TILE], m[GQA], s[GQA], alpha[GQA]; /* per head: running max and sum, rescale */
     int last;
-    __align__(16) __half k[MAXP][HD], v[MAXP][HD];
+    __align__(16) __half k[TILE][HD], v[TILE][HD], knew[HD], vnew[HD];
 };
 __device__ __forceinline__ void split_range(const net &n, int item, int &p0, int &p1) {
     const int ctx = n.pos[0] + 1, per = (ctx + SPL - 1) / SPL;
     p0 = (item % SPL) * per, p1 = min(ctx, p0 + per);
 }
-/* the item's cached K and V rows before the new position (they depend on nothing of this token) into
- * shared memory */
-__device__ void kv_prefetch(const net &n, int l, int item, attn_smem &a) {
-    int p0, p1;
-    split_range(n, item, p0, p1);
-    const int np = min(p1, n.pos[0]) - p0, h = item / SPL;
+/* cached K and V rows [ts, te) of kv head h, before the new position (they depend on nothing of this
+ * token), into the shared tile (cp.async; the caller waits) */
+__device__ void tile_load(const net &n, int l, int h, int ts, int te, attn_smem &a) {
+    const int np = min(te, n.pos[0]) - ts;
     const __half *kc = n.layers[l].kc, *vc = n.layers[l].vc;
     for (int i = threadIdx.x; i < 2 * np * (HD / 8); i += CT) {
         const int kv = i / (np * (HD / 8)), j = i % (np * (HD / 8)), p = j / (HD / 8), c = j % (HD / 8);
-        cp_async16((kv ? &a.v[p][0] : &a.k[p][0]) + 8 * c, (kv ? vc : kc) + kv_row(n, p0 + p, h) + 8 * c);
+        cp_async16((kv ? &a.v[p][0] : &a.k[p][0]) + 8 * c, (kv ? vc : kc) + kv_row(n, ts + p, h) + 8 * c);
     }
     cp_async_commit();
+}
+/* an item's first tile, asked for at the layer's start */
+__device__ void kv_prefetch(const net &n, int l, int item, attn_smem &a) {
+    int p0, p1;
+    split_range(n, item, p0, p1);
+    tile_load(n, l, item / SPL, p0, min(p1, p0 + TILE), a);
 }
 __device__ __forceinline__ float2 h2(uint32_t w) { return __half22float2(*(const __half2 *)&w); }
 
@@ -309,74 +433,85 @@ __device__ void attention(const net &n, int l, int item, attn_smem &a, float cs,
         a.q[i][ia] = q0 * n.scale, a.q[i][ib] = q1 * n.scale;
         if (np > 0 && p1 == pos + 1) {
             const size_t at = kv_row(n, pos, h);
-            __half *ks = &a.k[pos - p0][0], *vs = &a.v[pos - p0][0];
             if (t < 64) {
                 float k0 = __ldcg(n.qkv + D + h * HD + ia), k1 = __ldcg(n.qkv + D + h * HD + ib);
                 rope_rotate_sc(k0, k1, sn, cs);
                 const __half h0 = __float2half_rn(k0), h1 = __float2half_rn(k1);
                 ly.kc[at + ia] = h0, ly.kc[at + ib] = h1;
-                ks[ia] = h0, ks[ib] = h1;
+                a.knew[ia] = h0, a.knew[ib] = h1;
             } else if (t < 64 + HD) {
                 const __half v = __float2half_rn(__ldcg(n.qkv + D + KVD + h * HD + t - 64));
                 ly.vc[at + t - 64] = v;
-                vs[t - 64] = v;
+                a.vnew[t - 64] = v;
             }
         }
+        if (t < GQA) a.m[t] = -1e30f, a.s[t] = 0.0f;
     }
-    cp_async_wait_all();
-    cbar();
-    /* scores: a warp four positions at a time, eight lanes a position, a lane 16 dims */
-    const int sub = lane >> 3, part = lane & 7;
-    for (int pb = p0 + 4 * w; pb < p1; pb += 4 * CW) {
-        const int p = pb + sub;
-        float k[16] = {};
-        if (p < p1) {
-            const uint4 *kr = (const uint4 *)(&a.k[p - p0][0] + 16 * part);
-            const uint4 k0 = kr[0], k1 = kr[1];
-            const uint32_t kw[8] = {k0.x, k0.y, k0.z, k0.w, k1.x, k1.y, k1.z, k1.w};
-#pragma unroll
-            for (int e = 0; e < 8; e++) {
-                const float2 f = h2(kw[e]);
-                k[2 * e] = f.x, k[2 * e + 1] = f.y;
-            }
-        }
-#pragma unroll
-        for (int i = 0; i < GQA; i++) {
-            float s = 0;
-#pragma unroll
-            for (int e = 0; e < 16; e++) s = fmaf(a.q[i][16 * part + e], k[e], s);
-            s += __shfl_xor_sync(0xffffffffu, s, 1), s += __shfl_xor_sync(0xffffffffu, s, 2);
-            s += __shfl_xor_sync(0xffffffffu, s, 4);
-            if (part == 0 && p < p1) a.sc[i][p - p0] = s;
-        }
-    }
-    cbar();
-    if (w < GQA) { /* warp i: head i's softmax over the split */
-        float m = -1e30f;
-        for (int p = lane; p < np; p += 32) m = fmaxf(m, a.sc[w][p]);
-        m = warp_max(m);
-        float s = 0;
-        for (int p = lane; p < np; p += 32) {
-            const float e = expf(a.sc[w][p] - m);
-            a.sc[w][p] = e, s += e;
-        }
-        s = warp_sum(s);
-        if (lane == 0) a.m[w] = m, a.s[w] = s;
-    }
-    cbar();
-    const int i = t >> 6, d = 2 * (t & 63);
-    auto v_at = [&](int p) { return *(const uint32_t *)&a.v[p][d]; };
+    const int i = t >> 6, d = 2 * (t & 63), sub = lane >> 3, part = lane & 7;
     float o0 = 0, o1 = 0, e0 = 0, e1 = 0; /* even and odd positions' chains side by side */
-    int p = 0;
-    for (; p + 1 < np; p += 2) {
-        const float2 v = h2(v_at(p)), u = h2(v_at(p + 1));
-        o0 = fmaf(a.sc[i][p], v.x, o0), o1 = fmaf(a.sc[i][p], v.y, o1);
-        e0 = fmaf(a.sc[i][p + 1], u.x, e0), e1 = fmaf(a.sc[i][p + 1], u.y, e1);
+    for (int ts = p0; ts < p1; ts += TILE) { /* the first tile was asked for at the layer's start */
+        const int te = min(p1, ts + TILE), nt = te - ts;
+        if (ts > p0) tile_load(n, l, h, ts, te, a);
+        cp_async_wait_all();
+        cbar();
+        if (pos >= ts && pos < te && t < HD) a.k[pos - ts][t] = a.knew[t], a.v[pos - ts][t] = a.vnew[t];
+        cbar();
+        /* scores: a warp four positions at a time, eight lanes a position, a lane 16 dims */
+        for (int pb = 4 * w; pb < nt; pb += 4 * CW) {
+            const int p = pb + sub;
+            float k[16] = {};
+            if (p < nt) {
+                const uint4 *kr = (const uint4 *)(&a.k[p][0] + 16 * part);
+                const uint4 k0 = kr[0], k1 = kr[1];
+                const uint32_t kw[8] = {k0.x, k0.y, k0.z, k0.w, k1.x, k1.y, k1.z, k1.w};
+#pragma unroll
+                for (int e = 0; e < 8; e++) {
+                    const float2 f = h2(kw[e]);
+                    k[2 * e] = f.x, k[2 * e + 1] = f.y;
+                }
+            }
+#pragma unroll
+            for (int g = 0; g < GQA; g++) {
+                float s = 0;
+#pragma unroll
+                for (int e = 0; e < 16; e++) s = fmaf(a.q[g][16 * part + e], k[e], s);
+                s += __shfl_xor_sync(0xffffffffu, s, 1), s += __shfl_xor_sync(0xffffffffu, s, 2);
+                s += __shfl_xor_sync(0xffffffffu, s, 4);
+                if (part == 0 && p < nt) a.sc[g][p] = s;
+            }
+        }
+        cbar();
+        if (w < GQA) { /* warp g: head g's softmax, online across tiles */
+            float m = -1e30f;
+            for (int p = lane; p < nt; p += 32) m = fmaxf(m, a.sc[w][p]);
+            m = fmaxf(warp_max(m), a.m[w]);
+            float s = 0;
+            for (int p = lane; p < nt; p += 32) {
+                const float e = expf(a.sc[w][p] - m);
+                a.sc[w][p] = e, s += e;
+            }
+            s = warp_sum(s);
+            if (lane == 0) {
+                const float al = expf(a.m[w] - m);
+                a.alpha[w] = al, a.s[w] = a.s[w] * al + s, a.m[w] = m;
+            }
+        }
+        cbar();
+        const float al = a.alpha[i];
+        o0 *= al, o1 *= al, e0 *= al, e1 *= al;
+        int p = 0;
+        for (; p + 1 < nt; p += 2) {
+            const float2 v = h2(*(const uint32_t *)&a.v[p][d]), u = h2(*(const uint32_t *)&a.v[p + 1][d]);
+            o0 = fmaf(a.sc[i][p], v.x, o0), o1 = fmaf(a.sc[i][p], v.y, o1);
+            e0 = fmaf(a.sc[i][p + 1], u.x, e0), e1 = fmaf(a.sc[i][p + 1], u.y, e1);
+        }
+        if (p < nt) {
+            const float2 v = h2(*(const uint32_t *)&a.v[p][d]);
+            o0 = fmaf(a.sc[i][p], v.x, o0), o1 = fmaf(a.sc[i][p], v.y, o1);
+        }
+        cbar(); /* the tile's buffers are free for the next */
     }
-    if (p < np) {
-        const float2 v = h2(v_at(p));
-        o0 = fmaf(a.sc[i][p], v.x, o0), o1 = fmaf(a.sc[i][p], v.y, o1);
-    }
+    if (np == 0) cp_async_wait_all(), cbar(); /* an empty split: m and s as set above */
     const int pi = (h * SPL + sp) * GQA + i;
     *(float2 *)(n.po + pi * HD + d) = make_float2(o0 + e0, o1 + e1);
     if (d == 0) *(float2 *)(n.pml + 2 * pi) = make_float2(a.m[i], a.s[i]);
@@ -408,29 +543,31 @@ __device__ void attention(const net &n, int l, int item, attn_smem &a, float cs,
     signal(&n.ctr[l * NCTR + 1], 1u);
 }
 
-__global__ void __launch_bounds__(NT, 1) decode_layers_kernel(net n, int stages, int umax) {
+template <int QT> __global__ void __launch_bounds__(NT, 1) decode_layers_kernel(net n, int stages, int rmax) {
+    using F = dlf<QT>;
     extern __shared__ __align__(128) uint8_t sm[];
     __shared__ attn_smem as;
     __shared__ double red[CW];
     __shared__ int meta[MAX_STAGES];
-    uint64_t *mb = (uint64_t *)(sm + (size_t)stages * STG);
-    const int rmax = 2 * umax;
+    uint64_t *mb = (uint64_t *)(sm + (size_t)stages * F::STG);
     float *rr = (float *)(mb + 2 * MAX_STAGES);
     int *units = (int *)(rr + CW * rmax);
-    ring r = {stages, smem_u32(sm), smem_u32(mb), smem_u32(mb + MAX_STAGES), 0u, meta};
+    ring r = {stages, F::STG, smem_u32(sm), smem_u32(mb), smem_u32(mb + MAX_STAGES), 0u, meta};
     if (threadIdx.x == 0) {
         for (int i = 0; i < stages; i++) mbar_init(r.full + 8 * i, 1), mbar_init(r.empty + 8 * i, CW);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncthreads();
     if (threadIdx.x >= CT) { /* the producer streams weights, which the kernel before cannot have written */
-        if (threadIdx.x == CT) produce(n, r, (unsigned)umax);
+        if (threadIdx.x == CT) produce<QT>(n, r);
         return;
     }
     pdl_wait();
     const int t = threadIdx.x;
-    float xr[2][8], sn, cs;
+    typename F::X xr[2];
+    float sn, cs;
     sincosf((float)n.pos[0] * n.inv_freq[t & 63], &sn, &cs); /* rope_rotate's angle */
+    constexpr int R = F::R, G = R / 2, DR = F::DR;
     for (int l = 0; l < n.L; l++) {
         unsigned *c = n.ctr + l * NCTR;
         const cu_dl_layer &ly = n.layers[l];
@@ -438,10 +575,10 @@ __global__ void __launch_bounds__(NT, 1) decode_layers_kernel(net n, int stages,
         if (one) kv_prefetch(n, l, blockIdx.x, as);
         /* q, k, v */
         if (l > 0) wait_ge(n.ctr + (l - 1) * NCTR + 4, D);
-        load_x(n.x, ly.n1, n.eps, xr, red);
-        int k = gemv4096(xr, r, sm, rr, rmax, units);
-        for (int i = t; i < 2 * k; i += CT) n.qkv[2 * units[i / 2] + (i & 1)] = row_sum(rr, rmax, i);
-        signal(c + 0, 2 * k);
+        load_x<QT>(n.x, ly.n1, n.eps, xr, red);
+        int k = gemv4096<QT>(xr, r, sm, rr, rmax, units);
+        for (int i = t; i < R * k; i += CT) n.qkv[R * units[i / R] + i % R] = row_sum(rr, rmax, i);
+        signal(c + 0, R * k);
         /* the attention */
         for (int item = blockIdx.x; item < NKV * SPL; item += gridDim.x) {
             if (!one) kv_prefetch(n, l, item, as);
@@ -451,32 +588,67 @@ __global__ void __launch_bounds__(NT, 1) decode_layers_kernel(net n, int stages,
         }
         /* o, into the residual */
         wait_ge(c + 1, NKV);
-        load_x(n.att, nullptr, n.eps, xr, red);
-        k = gemv4096(xr, r, sm, rr, rmax, units);
-        for (int i = t; i < 2 * k; i += CT) {
-            const int row = 2 * units[i / 2] + (i & 1);
+        load_x<QT>(n.att, nullptr, n.eps, xr, red);
+        k = gemv4096<QT>(xr, r, sm, rr, rmax, units);
+        for (int i = t; i < R * k; i += CT) {
+            const int row = R * units[i / R] + i % R;
             n.x[row] = __ldcg(n.x + row) + row_sum(rr, rmax, i);
         }
-        signal(c + 2, 2 * k);
-        /* gate and up, silu(g) * u as swiglu.cu computes it */
+        signal(c + 2, R * k);
+        /* gate and up (a unit's G gate rows, then their up rows), silu(g) * u as swiglu.cu computes it */
         wait_ge(c + 2, D);
-        load_x(n.x, ly.n2, n.eps, xr, red);
-        k = gemv4096(xr, r, sm, rr, rmax, units);
-        for (int j = t; j < k; j += CT) {
-            const float g = row_sum(rr, rmax, 2 * j), u = row_sum(rr, rmax, 2 * j + 1);
-            n.act[units[j]] = g / (1.0f + expf(-g)) * u;
+        load_x<QT>(n.x, ly.n2, n.eps, xr, red);
+        k = gemv4096<QT>(xr, r, sm, rr, rmax, units);
+        for (int j = t; j < G * k; j += CT) {
+            const int at = R * (j / G) + j % G;
+            const float g = row_sum(rr, rmax, at), u = row_sum(rr, rmax, at + G);
+            n.act[G * units[j / G] + j % G] = g / (1.0f + expf(-g)) * u;
         }
-        signal(c + 3, k);
+        signal(c + 3, G * k);
         /* down, into the residual: a thread's 7 chunks of act (t + 256 j) */
         wait_ge(c + 3, FF);
-        float xa[7][8];
+        typename F::X xa[7];
 #pragma unroll
-        for (int j = 0; j < 7; j++) ld8(n.act + 8 * (t + j * CT), xa[j]), to_bf16(xa[j], 8);
-        k = gemv_down(xa, r, sm, rr, rmax, units);
-        for (int i = t; i < k; i += CT) n.x[units[i]] = __ldcg(n.x + units[i]) + row_sum(rr, rmax, i);
-        signal(c + 4, k);
+        for (int j = 0; j < 7; j++) {
+            float v[8];
+            ld8(n.act + 8 * (t + j * CT), v);
+            F::prep(v, xa[j]);
+        }
+        k = gemv_down<QT>(xa, r, sm, rr, rmax, units);
+        for (int i = t; i < DR * k; i += CT) {
+            const int row = DR * units[i / DR] + i % DR;
+            n.x[row] = __ldcg(n.x + row) + row_sum(rr, rmax, i);
+        }
+        signal(c + 4, DR * k);
     }
     pdl_launch(); /* the next kernel waits for the whole grid in its pdl_wait */
+}
+
+/* the most sums of a phase a block keeps (rr's floats a warp) */
+template <int QT> int rmax_of(int grid) {
+    int m = 0;
+    for (int ph = 0; ph < 4; ph++) m = std::max(m, (int)ucap<QT>(ph, (unsigned)grid) * rows_of<QT>(ph));
+    return m;
+}
+
+template <int QT> int plan_of(const cu_launch *L, cu_dl_plan_t *plan) {
+    static unsigned long long done;
+    const int grid = L->n_sm, rmax = rmax_of<QT>(grid);
+    cudaFuncAttributes fa;
+    int dev = 0, optin = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaFuncGetAttributes(&fa, decode_layers_kernel<QT>) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+        return 0;
+    const int fixed = 2 * MAX_STAGES * 8 + CW * rmax * 4 + rmax * 4;
+    const int stages = std::min(MAX_STAGES, (optin - (int)fa.sharedSizeBytes - fixed) / dlf<QT>::STG);
+    if (stages < 4 || grid < 1) return 0;
+    plan->type = QT, plan->grid = grid, plan->rmax = rmax, plan->stages = stages;
+    plan->smem = stages * dlf<QT>::STG + fixed;
+    cu_smem_setup(L, decode_layers_kernel<QT>, plan->smem, true, &done);
+    int fit = 0;
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, decode_layers_kernel<QT>, NT, plan->smem) ==
+               cudaSuccess &&
+           fit >= 1;
 }
 
 } // namespace
@@ -486,22 +658,13 @@ size_t cu_dl_scratch_bytes(int n_layers) {
            sizeof(float) * ((size_t)QKV + D + FF + (size_t)NKV * SPL * GQA * (HD + 2));
 }
 
-int cu_dl_plan(const cu_launch *L, cu_dl_plan_t *plan) {
-    static unsigned long long done;
-    const int grid = L->n_sm, umax = 2 * cu_div_up(FF, grid) + 2;
-    cudaFuncAttributes fa;
-    int dev = 0, optin = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaFuncGetAttributes(&fa, decode_layers_kernel) != cudaSuccess ||
-        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
-        return 0;
-    const int fixed = 2 * MAX_STAGES * 8 + CW * 2 * umax * 4 + umax * 4;
-    const int stages = min(MAX_STAGES, (optin - (int)fa.sharedSizeBytes - fixed) / STG);
-    if (stages < 4 || grid < 1) return 0;
-    plan->grid = grid, plan->umax = umax, plan->stages = stages, plan->smem = stages * STG + fixed;
-    cu_smem_setup(L, decode_layers_kernel, plan->smem, true, &done);
-    int fit = 0;
-    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, decode_layers_kernel, NT, plan->smem) == cudaSuccess &&
-           fit >= 1;
+int cu_dl_plan(const cu_launch *L, int type, cu_dl_plan_t *plan) {
+    switch (type) {
+    case HEARTH_DT_BF16: return plan_of<HEARTH_DT_BF16>(L, plan);
+    case HEARTH_DT_Q8_0: return plan_of<HEARTH_DT_Q8_0>(L, plan);
+    case HEARTH_DT_Q4_0: return plan_of<HEARTH_DT_Q4_0>(L, plan);
+    }
+    return 0;
 }
 
 void cu_decode_layers(const cu_launch *L, const cu_dl_plan_t *plan, const cu_dl_args *a) {
@@ -514,5 +677,8 @@ void cu_decode_layers(const cu_launch *L, const cu_dl_plan_t *plan, const cu_dl_
     n.att = n.qkv + QKV, n.act = n.att + D, n.po = n.act + FF, n.pml = n.po + (size_t)NKV * SPL * GQA * HD;
     cu_note(L, cudaMemsetAsync(n.ctr, 0, sizeof(unsigned) * (size_t)a->n_layers * NCTR, L->stream));
     /* every block resident at once (one a multiprocessor of the stream's share), or the waits never end */
-    cu_launch_k(L, decode_layers_kernel, dim3(plan->grid), dim3(NT), (size_t)plan->smem, n, plan->stages, plan->umax);
+    auto k = plan->type == HEARTH_DT_Q8_0   ? decode_layers_kernel<HEARTH_DT_Q8_0>
+             : plan->type == HEARTH_DT_Q4_0 ? decode_layers_kernel<HEARTH_DT_Q4_0>
+                                            : decode_layers_kernel<HEARTH_DT_BF16>;
+    cu_launch_k(L, k, dim3(plan->grid), dim3(NT), (size_t)plan->smem, n, plan->stages, plan->rmax);
 }

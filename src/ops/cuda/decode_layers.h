@@ -14,12 +14,12 @@
 #define DL_HEAD_DIM 128
 #define DL_KV_HEADS 8
 #define DL_GQA 4
-#define DL_MAX_CTX 1024 /* 16 splits of <= 64 positions, all in shared memory; longer runs op by op */
+#define DL_MAX_CTX 4096
 
 /* One layer's weights (BF16 rows as stored), norms and f16 cache pools, as the kernel reads them from a
  * device table. */
 struct cu_dl_layer {
-    const uint16_t *wq, *wk, *wv, *wo, *wg, *wu, *wd;
+    const uint8_t *wq, *wk, *wv, *wo, *wg, *wu, *wd;
     const float *n1, *n2;
     __half *kc, *vc;
 };
@@ -38,12 +38,13 @@ struct cu_dl_args {
 };
 
 struct cu_dl_plan_t {
-    int grid, stages, umax, smem;
+    int type, grid, stages, rmax, smem;
 };
 
 size_t cu_dl_scratch_bytes(int n_layers);
-/* The launch's shape for L's share of the device; 0 where the kernel does not fit a multiprocessor. */
-int cu_dl_plan(const struct cu_launch *L, cu_dl_plan_t *plan);
+/* The launch's shape for L's share of the device and weights of `type` (HEARTH_DT_BF16 as stored, Q8_0 or
+ * Q4_0 rows split at load); 0 for another type or where the kernel does not fit a multiprocessor. */
+int cu_dl_plan(const struct cu_launch *L, int type, cu_dl_plan_t *plan);
 void cu_decode_layers(const struct cu_launch *L, const cu_dl_plan_t *plan, const cu_dl_args *a);
 
 #endif

@@ -1672,20 +1672,23 @@ static void op_pick(void *ctx, hearth_pick *out, const float *logits, int n_rows
     r->i[1] = vocab;
 }
 
-/* A weight decode_layers reads: BF16 rows as stored, rows x cols, 16-byte aligned. */
-static int dl_weight(const hearth_weight *w, int rows, int cols) {
-    return w->type == HEARTH_DT_BF16 && w->layout == HEARTH_LAYOUT_STORED && w->rows == rows && w->cols == cols &&
-           w->row_bytes == 2 * (size_t)cols && ((uintptr_t)w->data & 15) == 0;
+/* A weight decode_layers reads: rows x cols of the layers' type, BF16 rows as stored or Q8_0 / Q4_0 rows
+ * split at load, 16-byte aligned. */
+static int dl_weight(const hearth_weight *w, hearth_dtype type, int rows, int cols) {
+    const int split = type == HEARTH_DT_Q8_0 || type == HEARTH_DT_Q4_0;
+    return w->type == type && (type == HEARTH_DT_BF16 || split) &&
+           w->layout == (split ? HEARTH_LAYOUT_SPLIT : HEARTH_LAYOUT_STORED) && w->rows == rows &&
+           w->cols == cols && w->row_bytes == hearth_dtype_row_bytes(type, cols) && ((uintptr_t)w->data & 15) == 0;
 }
 
 /* Layer l's entry of decode_layers' device table. */
 static cu_dl_layer dl_entry(const hearth_decoder_ref *dec, const hearth_kv_view *kv, int l) {
     const hearth_layer_ref *L = &dec->layers[l];
-    return cu_dl_layer{(const uint16_t *)L->wq->data,     (const uint16_t *)L->wk->data,
-                       (const uint16_t *)L->wv->data,     (const uint16_t *)L->wo->data,
-                       (const uint16_t *)L->w_gate->data, (const uint16_t *)L->w_up->data,
-                       (const uint16_t *)L->w_down->data, L->attn_norm,
-                       L->ffn_norm,                       (__half *)kv->k[l],
+    return cu_dl_layer{(const uint8_t *)L->wq->data,     (const uint8_t *)L->wk->data,
+                       (const uint8_t *)L->wv->data,     (const uint8_t *)L->wo->data,
+                       (const uint8_t *)L->w_gate->data, (const uint8_t *)L->w_up->data,
+                       (const uint8_t *)L->w_down->data, L->attn_norm,
+                       L->ffn_norm,                      (__half *)kv->k[l],
                        (__half *)kv->v[l]};
 }
 
@@ -1739,15 +1742,18 @@ static int op_decode_layers(void *ctx, float *x, const hearth_decoder_ref *dec, 
         kv->kv_dim != DL_KV_HEADS * DL_HEAD_DIM || kv->ctx_len < 1 || kv->ctx_len > DL_MAX_CTX)
         return 0;
     const int qkv = DL_KV_HEADS * DL_GQA * DL_HEAD_DIM, kvd = DL_KV_HEADS * DL_HEAD_DIM;
+    const hearth_dtype t = dec->layers[0].wq->type;
     for (int l = 0; l < dec->n_layers; l++) {
         const hearth_layer_ref *L = &dec->layers[l];
-        if (!dl_weight(L->wq, qkv, DL_DIM) || !dl_weight(L->wk, kvd, DL_DIM) || !dl_weight(L->wv, kvd, DL_DIM) ||
-            !dl_weight(L->wo, DL_DIM, qkv) || !dl_weight(L->w_gate, DL_FFN, DL_DIM) ||
-            !dl_weight(L->w_up, DL_FFN, DL_DIM) || !dl_weight(L->w_down, DL_DIM, DL_FFN))
+        if (!dl_weight(L->wq, t, qkv, DL_DIM) || !dl_weight(L->wk, t, kvd, DL_DIM) ||
+            !dl_weight(L->wv, t, kvd, DL_DIM) || !dl_weight(L->wo, t, DL_DIM, qkv) ||
+            !dl_weight(L->w_gate, t, DL_FFN, DL_DIM) || !dl_weight(L->w_up, t, DL_FFN, DL_DIM) ||
+            !dl_weight(L->w_down, t, DL_DIM, DL_FFN))
             return 0;
     }
-    if (!c->dl.plan_ok || c->dl.n_sm != c->L.n_sm) {
-        c->dl.plan_ok = cu_dl_plan(&c->L, &c->dl.plan);
+    if (!c->dl.plan_ok || c->dl.n_sm != c->L.n_sm || c->dl.plan.type != (int)t) {
+        c->dl.plan_ok = cu_dl_plan(&c->L, t, &c->dl.plan);
+        c->dl.plan.type = t;
         c->dl.n_sm = c->L.n_sm;
     }
     if (!c->dl.plan_ok || !dl_table(c, dec, kv)) return 0;
