@@ -1,9 +1,11 @@
 /* test_decode_layers_cuda.c - hearth_ops.decode_layers (decode_layers.cu):
- * two layers of the Llama-3-8B shape in BF16, Q8_0 and Q4_0 through the one launch against
- * the same token through forward.c's op sequence on the same backend, at
- * positions 40 (one tile of 64 positions a split), 700 (two) and 3000 (three, the last past a split's
- * first tile) and 4095 (the last the launch takes), both rope pairings;
- * and the cases it must decline (returning 0 with nothing issued). */
+ * two layers of the Llama-3-8B shape through the one launch against the
+ * same token through forward.c's op sequence on the same backend: BF16 at
+ * positions 40 (a split's positions in one tile of 64), 700, 3000 (a
+ * split's later tiles read when reached) and 4095 (the last the launch
+ * takes); Q8_0 and Q4_0 (rows split at load) at 40 and 3000; both rope
+ * pairings; and the cases it must decline (returning 0 with nothing
+ * issued). */
 #include "../unit/testhelp.h"
 
 #include "core/dtype.h"
@@ -299,6 +301,11 @@ TEST(cuda_decode_layers_declines_what_it_does_not_fit) {
     r.lr[0].wq = &q;
     CHECK(O->decode_layers(r.c, dx, &r.dec, &vw, r.dseq, r.dpos) == 0);
     r.lr[0].wq = &r.w[0][0];
+    hearth_weight dn = r.w[1][6]; /* a layer's matrix of another type than the first's */
+    dn.type = HEARTH_DT_Q8_0;
+    r.lr[1].w_down = &dn;
+    CHECK(O->decode_layers(r.c, dx, &r.dec, &vw, r.dseq, r.dpos) == 0);
+    r.lr[1].w_down = &r.w[1][6];
     CHECK(O->decode_layers(r.c, dx, &r.dec, &vw, r.dseq, r.dpos) == 1);
     O->free(r.c, dx);
     rig_free(&r);

@@ -14,10 +14,10 @@
 #define DL_HEAD_DIM 128
 #define DL_KV_HEADS 8
 #define DL_GQA 4
-#define DL_MAX_CTX 4096
+#define DL_MAX_CTX 4096 /* a split's positions go through shared memory in tiles of 64 */
 
-/* One layer's weights (BF16 rows as stored), norms and f16 cache pools, as the kernel reads them from a
- * device table. */
+/* One layer's weights (of the plan's type: BF16 rows as stored, Q8_0 / Q4_0 rows split at load), norms and
+ * f16 cache pools, as the kernel reads them from a device table. */
 struct cu_dl_layer {
     const uint8_t *wq, *wk, *wv, *wo, *wg, *wu, *wd;
     const float *n1, *n2;
