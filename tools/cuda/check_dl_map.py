@@ -74,18 +74,20 @@ def report(what, got, ref):
     print(f"{what}: max relative error {err:.3g}" + ("  FAIL" if not err < 1e-4 else ""))
     if not err < 1e-4: failed.append(what)
 
-for qt, R, DR in (('q8', 4, 1), ('q4', 8, 2)):
-    x = rng.standard_normal(D).astype(np.float32)
-    xq, xd = q8_groups(x)
-    xoff = 8 * xq.sum(1)
-    rows = []
-    ref = []
-    for r in range(R):
-        codes = rng.integers(-127, 128, D) if qt == 'q8' else rng.integers(0, 16, D)
-        sc = (rng.random(D // 32) * 0.01 + 0.001).astype(np.float16)
+def make_case(qt, n, K):
+    """x of K (its q8 groups, d's and 8 x sums), n random split rows of K and their dequantized dots with x"""
+    xq, xd = q8_groups(rng.standard_normal(K).astype(np.float32))
+    rows, ref = [], []
+    for r in range(n):
+        codes = rng.integers(-127, 128, K) if qt == 'q8' else rng.integers(0, 16, K)
+        sc = (rng.random(K // 32) * 0.01 + 0.001).astype(np.float16)
         rows.append(split_row(qt, codes, sc))
         deq = (codes if qt == 'q8' else codes - 8).reshape(-1, 32) * sc.astype(np.float32)[:, None]
         ref.append(float((deq * (xq * xd[:, None])).sum()))
+    return xq, xd, 8 * xq.sum(1), rows, ref
+
+for qt, R, DR in (('q8', 4, 1), ('q4', 8, 2)):
+    xq, xd, xoff, rows, ref = make_case(qt, R, D)
     P = R // 2
     rr = np.full((CW, R), np.nan)
     for w in range(CW):
@@ -100,15 +102,7 @@ for qt, R, DR in (('q8', 4, 1), ('q4', 8, 2)):
     got = [sum(rr[w, i] for w in range(4 * (i & 1), 4 * (i & 1) + 4)) for i in range(R)]
     report(qt + ' 4096-wide', got, ref)
     # down
-    a = rng.standard_normal(FF).astype(np.float32)
-    aq, ad = q8_groups(a); aoff = 8 * aq.sum(1)
-    drows = []; dref = []
-    for r in range(DR):
-        codes = rng.integers(-127, 128, FF) if qt == 'q8' else rng.integers(0, 16, FF)
-        sc = (rng.random(FF // 32) * 0.01 + 0.001).astype(np.float16)
-        drows.append(split_row(qt, codes, sc))
-        deq = (codes if qt == 'q8' else codes - 8).reshape(-1, 32) * sc.astype(np.float32)[:, None]
-        dref.append(float((deq * (aq * ad[:, None])).sum()))
+    aq, ad, aoff, drows, dref = make_case(qt, DR, FF)
     rr = np.full((CW, DR), np.nan)
     for w in range(CW):
         vals = []
