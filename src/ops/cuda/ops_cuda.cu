@@ -1752,8 +1752,7 @@ static int op_decode_layers(void *ctx, float *x, const hearth_decoder_ref *dec, 
             return 0;
     }
     if (!c->dl.plan_ok || c->dl.n_sm != c->L.n_sm || c->dl.plan.type != (int)t) {
-        c->dl.plan_ok = cu_dl_plan(&c->L, t, &c->dl.plan);
-        c->dl.plan.type = t;
+        c->dl.plan_ok = cu_dl_plan(&c->L, t, &c->dl.plan); /* sets plan.type when it succeeds */
         c->dl.n_sm = c->L.n_sm;
     }
     if (!c->dl.plan_ok || !dl_table(c, dec, kv)) return 0;
