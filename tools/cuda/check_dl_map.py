@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Host emulation of decode_layers.cu's quantized consumers in the "block a
-thread" mapping of notes/patches/decode-layers-quant-blocks.patch (session
-48, not yet run on a GPU), for Q8_0 and Q4_0: rows split at load as
+thread" mapping (written in session 48, landed in session 49 after its
+test passed on an H100), for Q8_0 and Q4_0: rows split at load as
 split_rows.cu lays them (codes, then f16 scales), x made into xprep's q8
 32-groups (with Q4_0's 8 x sum), a 4096-wide stage's R rows taken as
 thread t's block t % 128 of rows 2p + t / 128 (p < R / 2), each warp's

@@ -115,11 +115,13 @@ __device__ __forceinline__ int q8_of8(const float *v, uint32_t *q, float &d) {
 }
 
 /* A weight type's rows as the kernel reads them. A stage holds R rows of a 4096-wide matrix (q, k, v, o; a
- * gate / up unit is R / 2 gate rows, then the R / 2 up rows) and DR rows of down over DS stages. A thread's
- * input is chunks of 8 consecutive elements (chunk c: elements 8c ..), prepared (X) as xprep.cu prepares
- * the op sequence's matmul input for the type; dot adds a row's chunk c (the row's nch chunks) times x. */
+ * gate / up unit is R / 2 gate rows, then the R / 2 up rows) and DR rows of down over DS stages.
+ *
+ * BF16 (rows as stored): a thread holds x's chunks of 8 consecutive elements (chunk c: elements 8c ..),
+ * t and t + 256 of a 4096-wide row, t + 256 j of down's, rounded to bf16 as xprep.cu rounds them; dot
+ * adds a row's chunk c times x. */
 template <int QT> struct dlf;
-template <> struct dlf<HEARTH_DT_BF16> { /* rows as stored */
+template <> struct dlf<HEARTH_DT_BF16> {
     static constexpr int STG = 16384, R = 2, DR = 1, DS = 2;
     static __host__ __device__ constexpr size_t row_bytes(int k) { return 2 * (size_t)k; }
     struct X {
@@ -133,39 +135,66 @@ template <> struct dlf<HEARTH_DT_BF16> { /* rows as stored */
         return dot8(*(const uint4 *)(row + 16 * c), x.v, a);
     }
 };
-/* Q8_0 and Q4_0 rows split at load (split_rows.cu: the blocks' codes, then their f16 scales); x in q8
- * 32-groups; a chunk's integer sum scaled as mmv's split rows scale theirs, fmaf(d * dx, sum, acc). */
+/* Q8_0 and Q4_0 rows split at load (split_rows.cu: the blocks' codes, then their f16 scales). x is made
+ * into xprep.cu's q8 32-groups (xb) through shared memory, and a thread takes whole blocks: block t % 128
+ * of rows 2p + t / 128 (p < R / 2) of a 4096-wide stage, blocks t and t + 256 of down's rows. dot adds
+ * block b of a row (nb blocks) times x's group: the integer sum scaled as mmv scales a split row's,
+ * fmaf(d * dx, sum, acc). */
+struct xb {
+    uint32_t q[8]; /* the group's codes */
+    float d;
+    int off; /* 8 x the codes' sum: Q4_0's nibbles' offset */
+};
 template <> struct dlf<HEARTH_DT_Q8_0> {
     static constexpr int STG = 4 * 4352, R = 4, DR = 1, DS = 1;
     static __host__ __device__ constexpr size_t row_bytes(int k) { return (size_t)k + (size_t)k / 16; }
-    struct X {
-        uint32_t q[2];
-        float d;
-    };
-    static __device__ __forceinline__ void prep(const float *v, X &x) { q8_of8(v, x.q, x.d); }
-    static __device__ __forceinline__ float dot(const uint8_t *row, int c, int nch, const X &x, float a) {
-        const uint2 w = *(const uint2 *)(row + 8 * c);
-        const int s = __dp4a((int)w.y, (int)x.q[1], __dp4a((int)w.x, (int)x.q[0], 0));
-        return fmaf(h2f(*(const uint16_t *)(row + 8 * nch + 2 * (c >> 2))) * x.d, (float)s, a);
+    typedef xb X;
+    static __device__ __forceinline__ float dot(const uint8_t *row, int b, int nb, const xb &x, float a) {
+        const uint4 w0 = *(const uint4 *)(row + 32 * b), w1 = *(const uint4 *)(row + 32 * b + 16);
+        const uint32_t w[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+        int s = 0;
+#pragma unroll
+        for (int i = 0; i < 8; i++) s = __dp4a((int)w[i], (int)x.q[i], s);
+        return fmaf(h2f(*(const uint16_t *)(row + 32 * nb + 2 * b)) * x.d, (float)s, a);
     }
 };
 template <> struct dlf<HEARTH_DT_Q4_0> { /* a block's byte i: element i in the low nibble, i + 16 the high */
     static constexpr int STG = 8 * 2304, R = 8, DR = 2, DS = 1;
     static __host__ __device__ constexpr size_t row_bytes(int k) { return (size_t)k / 2 + (size_t)k / 16; }
-    struct X {
-        uint32_t q[2];
-        float d;
-        int off; /* 8 x the sum of the codes: the nibbles' offset */
-    };
-    static __device__ __forceinline__ void prep(const float *v, X &x) { x.off = 8 * q8_of8(v, x.q, x.d); }
-    static __device__ __forceinline__ float dot(const uint8_t *row, int c, int nch, const X &x, float a) {
-        const int b = c >> 2, sh = 4 * ((c >> 1) & 1);
-        const uint2 w = *(const uint2 *)(row + 16 * b + 8 * (c & 1));
-        const int s = __dp4a((int)((w.y >> sh) & 0x0F0F0F0Fu), (int)x.q[1],
-                             __dp4a((int)((w.x >> sh) & 0x0F0F0F0Fu), (int)x.q[0], 0));
-        return fmaf(h2f(*(const uint16_t *)(row + 4 * nch + 2 * b)) * x.d, (float)(s - x.off), a);
+    typedef xb X;
+    static __device__ __forceinline__ float dot(const uint8_t *row, int b, int nb, const xb &x, float a) {
+        const uint4 v = *(const uint4 *)(row + 16 * b);
+        const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+        int s = 0;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            s = __dp4a((int)(w[i] & 0x0F0F0F0Fu), (int)x.q[i], s);
+            s = __dp4a((int)((w[i] >> 4) & 0x0F0F0F0Fu), (int)x.q[4 + i], s);
+        }
+        return fmaf(h2f(*(const uint16_t *)(row + 16 * nb + 2 * b)) * x.d, (float)(s - x.off), a);
     }
 };
+
+/* x's q8 groups in shared memory, for K elements */
+template <int K> struct xq_smem {
+    __align__(16) int8_t q[K];
+    float d[K / 32];
+    int off[K / 32];
+};
+/* chunk c of x (8 values, v; four lanes a group) into xs as xprep.cu's q8 */
+template <int K> __device__ __forceinline__ void xq_put(const float *v, int c, xq_smem<K> &xs) {
+    uint32_t q[2];
+    float d;
+    int sum = q8_of8(v, q, d);
+    *(uint2 *)(xs.q + 8 * c) = make_uint2(q[0], q[1]);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    if ((threadIdx.x & 3) == 0) xs.d[c / 4] = d, xs.off[c / 4] = 8 * sum;
+}
+template <int K> __device__ __forceinline__ xb xq_get(const xq_smem<K> &xs, int b) {
+    const uint4 a = *(const uint4 *)(xs.q + 32 * b), c = *(const uint4 *)(xs.q + 32 * b + 16);
+    return xb{{a.x, a.y, a.z, a.w, c.x, c.y, c.z, c.w}, xs.d[b], xs.off[b]};
+}
 
 __device__ __forceinline__ void cbar() { asm volatile("bar.sync 1, %0;" ::"r"(CT) : "memory"); }
 __device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
@@ -270,9 +299,10 @@ template <int QT> __device__ void produce(const net &n, ring &r) {
 }
 
 /* x's chunks t and t + 256 (what a thread's chunks of a 4096-wide row meet), RMS-normed by nw if given,
- * prepared for the weights' type */
-template <int QT>
-__device__ void load_x(const float *x, const float *nw, float eps, typename dlf<QT>::X (&xq)[2], double *red) {
+ * prepared for the weights' type (the quantized through xs) */
+template <int QT, int KX>
+__device__ void load_x(const float *x, const float *nw, float eps, typename dlf<QT>::X (&xq)[2], double *red,
+                       xq_smem<KX> &xs) {
     const int t = threadIdx.x;
     float xr[2][8];
     ld8(x + 8 * t, xr[0]), ld8(x + 8 * (t + CT), xr[1]);
@@ -295,7 +325,14 @@ __device__ void load_x(const float *x, const float *nw, float eps, typename dlf<
             for (int e = 0; e < 8; e++) xr[k][e] = xr[k][e] * inv * __ldg(nw + 8 * (t + k * CT) + e);
         cbar(); /* red is free again */
     }
-    dlf<QT>::prep(xr[0], xq[0]), dlf<QT>::prep(xr[1], xq[1]);
+    if constexpr (QT == HEARTH_DT_BF16) {
+        dlf<QT>::prep(xr[0], xq[0]), dlf<QT>::prep(xr[1], xq[1]);
+    } else {
+        xq_put(xr[0], t, xs), xq_put(xr[1], t + CT, xs);
+        cbar();
+        xq[0] = xq_get(xs, t & 127);
+        cbar(); /* xs is free again */
+    }
 }
 
 /* The warp's sums of R values a lane (R a power of two), halving the values at each of the first log2 R
@@ -320,12 +357,14 @@ template <int R> __device__ __forceinline__ float rows_sum(float (&a)[R], int &r
 }
 
 /* the units this block gets of a 4096-wide matmul: unit k's R rows, each warp's share, to
- * rr[warp * rmax + R k + i], the unit to units[k]; returns how many */
+ * rr[warp * rmax + R k + i] (the quantized types: warps 0-3 the even rows, 4-7 the odd), the unit to
+ * units[k]; returns how many */
 template <int QT>
 __device__ int gemv4096(const typename dlf<QT>::X (&x)[2], ring &r, uint8_t *sm, float *rr, int rmax, int *units) {
     using F = dlf<QT>;
     constexpr size_t RB = F::row_bytes(D);
-    const int t = threadIdx.x, w = t >> 5;
+    constexpr int P = QT == HEARTH_DT_BF16 ? F::R : F::R / 2; /* a thread's rows a stage */
+    const int t = threadIdx.x, w = t >> 5, h = t >> 7;
     int k = 0;
     for (;; k++) {
         const uint8_t *s = r.take(sm);
@@ -334,22 +373,29 @@ __device__ int gemv4096(const typename dlf<QT>::X (&x)[2], ring &r, uint8_t *sm,
             r.give();
             break;
         }
-        float a[F::R];
+        float a[P];
 #pragma unroll
-        for (int i = 0; i < F::R; i++)
-            a[i] = F::dot(s + i * RB, t + CT, D / 8, x[1], F::dot(s + i * RB, t, D / 8, x[0], 0.0f));
+        for (int i = 0; i < P; i++) {
+            if constexpr (QT == HEARTH_DT_BF16)
+                a[i] = F::dot(s + i * RB, t + CT, D / 8, x[1], F::dot(s + i * RB, t, D / 8, x[0], 0.0f));
+            else
+                a[i] = F::dot(s + (2 * i + h) * RB, t & 127, D / 32, x[0], 0.0f);
+        }
         r.give();
         int row;
-        const float v = rows_sum<F::R>(a, row);
-        if ((t & (32 / F::R - 1)) == 0) rr[w * rmax + F::R * k + row] = v;
+        const float v = rows_sum<P>(a, row);
+        if ((t & (32 / P - 1)) == 0) rr[w * rmax + F::R * k + (QT == HEARTH_DT_BF16 ? row : 2 * row + h)] = v;
         if (t == 0) units[k] = u;
     }
     cbar();
     return k;
 }
-/* down: DR rows a unit over DS stages, against a thread's 7 chunks of act (t + 256 j) */
+/* down: DR rows a unit over DS stages, against a thread's 7 chunks of act (t + 256 j; the quantized
+ * types: its blocks t and t + 256) */
+template <int QT> constexpr int nxa = QT == HEARTH_DT_BF16 ? 7 : 2; /* x's pieces a thread holds for down */
 template <int QT>
-__device__ int gemv_down(const typename dlf<QT>::X (&xa)[7], ring &r, uint8_t *sm, float *rr, int rmax, int *units) {
+__device__ int gemv_down(const typename dlf<QT>::X (&xa)[nxa<QT>], ring &r, uint8_t *sm, float *rr, int rmax,
+                         int *units) {
     using F = dlf<QT>;
     constexpr size_t RF = F::row_bytes(FF);
     constexpr int NCH = FF / 8, PER = NCH / F::DS; /* chunks a row, a stage */
@@ -362,12 +408,20 @@ __device__ int gemv_down(const typename dlf<QT>::X (&xa)[7], ring &r, uint8_t *s
             const uint8_t *s = r.take(sm);
             u = r.meta[r.c % r.S];
             if (u < 0) break;
+            if constexpr (QT == HEARTH_DT_BF16) {
 #pragma unroll
-            for (int j = 0; j < 7; j++) {
-                const int at = t + j * CT - hh * PER;
-                if (F::DS == 1 || (unsigned)at < (unsigned)PER)
+                for (int j = 0; j < 7; j++) {
+                    const int at = t + j * CT - hh * PER;
+                    if (F::DS == 1 || (unsigned)at < (unsigned)PER)
 #pragma unroll
-                    for (int i = 0; i < F::DR; i++) a[i] = F::dot(s + i * RF, at, NCH, xa[j], a[i]);
+                        for (int i = 0; i < F::DR; i++) a[i] = F::dot(s + i * RF, at, NCH, xa[j], a[i]);
+                }
+            } else {
+#pragma unroll
+                for (int i = 0; i < F::DR; i++) {
+                    a[i] = F::dot(s + i * RF, t, FF / 32, xa[0], a[i]);
+                    if (t + CT < FF / 32) a[i] = F::dot(s + i * RF, t + CT, FF / 32, xa[1], a[i]);
+                }
             }
             r.give();
         }
@@ -383,10 +437,10 @@ __device__ int gemv_down(const typename dlf<QT>::X (&xa)[7], ring &r, uint8_t *s
     cbar();
     return k;
 }
-__device__ __forceinline__ float row_sum(const float *rr, int rmax, int i) {
+/* row i's sum over warps w0 .. w0 + nw - 1, in order */
+__device__ __forceinline__ float row_sum(const float *rr, int rmax, int i, int w0 = 0, int nw = CW) {
     float s = 0;
-#pragma unroll
-    for (int w = 0; w < CW; w++) s += rr[w * rmax + i];
+    for (int w = w0; w < w0 + nw; w++) s += rr[w * rmax + i];
     return s;
 }
 
@@ -545,8 +599,14 @@ __device__ void attention(const net &n, int l, int item, attn_smem &a, float cs,
 
 template <int QT> __global__ void __launch_bounds__(NT, 1) decode_layers_kernel(net n, int stages, int rmax) {
     using F = dlf<QT>;
+    constexpr bool BF = QT == HEARTH_DT_BF16;
     extern __shared__ __align__(128) uint8_t sm[];
-    __shared__ attn_smem as;
+    /* the attention's, or (the quantized types) down's input between the layer's attention and the next's
+     * first K / V copies */
+    constexpr size_t UB = sizeof(attn_smem), XB = BF ? 1 : sizeof(xq_smem<FF>);
+    __shared__ __align__(16) uint8_t ubuf[UB > XB ? UB : XB];
+    attn_smem &as = *reinterpret_cast<attn_smem *>(ubuf);
+    __shared__ xq_smem<BF ? 32 : D> xs; /* the quantized types' 4096-wide inputs */
     __shared__ double red[CW];
     __shared__ int meta[MAX_STAGES];
     uint64_t *mb = (uint64_t *)(sm + (size_t)stages * F::STG);
@@ -568,6 +628,9 @@ template <int QT> __global__ void __launch_bounds__(NT, 1) decode_layers_kernel(
     float sn, cs;
     sincosf((float)n.pos[0] * n.inv_freq[t & 63], &sn, &cs); /* rope_rotate's angle */
     constexpr int R = F::R, G = R / 2, DR = F::DR;
+    /* a 4096-wide matmul's row i: its sums from every warp (BF16), or from the half that took it */
+    constexpr int NW = BF ? CW : CW / 2;
+    auto W0 = [](int i) { return BF ? 0 : CW / 2 * (i & 1); };
     for (int l = 0; l < n.L; l++) {
         unsigned *c = n.ctr + l * NCTR;
         const cu_dl_layer &ly = n.layers[l];
@@ -575,9 +638,9 @@ template <int QT> __global__ void __launch_bounds__(NT, 1) decode_layers_kernel(
         if (one) kv_prefetch(n, l, blockIdx.x, as);
         /* q, k, v */
         if (l > 0) wait_ge(n.ctr + (l - 1) * NCTR + 4, D);
-        load_x<QT>(n.x, ly.n1, n.eps, xr, red);
+        load_x<QT>(n.x, ly.n1, n.eps, xr, red, xs);
         int k = gemv4096<QT>(xr, r, sm, rr, rmax, units);
-        for (int i = t; i < R * k; i += CT) n.qkv[R * units[i / R] + i % R] = row_sum(rr, rmax, i);
+        for (int i = t; i < R * k; i += CT) n.qkv[R * units[i / R] + i % R] = row_sum(rr, rmax, i, W0(i), NW);
         signal(c + 0, R * k);
         /* the attention */
         for (int item = blockIdx.x; item < NKV * SPL; item += gridDim.x) {
@@ -588,31 +651,45 @@ template <int QT> __global__ void __launch_bounds__(NT, 1) decode_layers_kernel(
         }
         /* o, into the residual */
         wait_ge(c + 1, NKV);
-        load_x<QT>(n.att, nullptr, n.eps, xr, red);
+        load_x<QT>(n.att, nullptr, n.eps, xr, red, xs);
         k = gemv4096<QT>(xr, r, sm, rr, rmax, units);
         for (int i = t; i < R * k; i += CT) {
             const int row = R * units[i / R] + i % R;
-            n.x[row] = __ldcg(n.x + row) + row_sum(rr, rmax, i);
+            n.x[row] = __ldcg(n.x + row) + row_sum(rr, rmax, i, W0(i), NW);
         }
         signal(c + 2, R * k);
         /* gate and up (a unit's G gate rows, then their up rows), silu(g) * u as swiglu.cu computes it */
         wait_ge(c + 2, D);
-        load_x<QT>(n.x, ly.n2, n.eps, xr, red);
+        load_x<QT>(n.x, ly.n2, n.eps, xr, red, xs);
         k = gemv4096<QT>(xr, r, sm, rr, rmax, units);
         for (int j = t; j < G * k; j += CT) {
             const int at = R * (j / G) + j % G;
-            const float g = row_sum(rr, rmax, at), u = row_sum(rr, rmax, at + G);
+            const float g = row_sum(rr, rmax, at, W0(at), NW), u = row_sum(rr, rmax, at + G, W0(at + G), NW);
             n.act[G * units[j / G] + j % G] = g / (1.0f + expf(-g)) * u;
         }
         signal(c + 3, G * k);
         /* down, into the residual: a thread's 7 chunks of act (t + 256 j) */
         wait_ge(c + 3, FF);
-        typename F::X xa[7];
+        typename F::X xa[nxa<QT>];
+        if constexpr (BF) {
 #pragma unroll
-        for (int j = 0; j < 7; j++) {
-            float v[8];
-            ld8(n.act + 8 * (t + j * CT), v);
-            F::prep(v, xa[j]);
+            for (int j = 0; j < 7; j++) {
+                float v[8];
+                ld8(n.act + 8 * (t + j * CT), v);
+                F::prep(v, xa[j]);
+            }
+        } else {
+            xq_smem<FF> &xd = *reinterpret_cast<xq_smem<FF> *>(ubuf);
+#pragma unroll
+            for (int j = 0; j < 7; j++) {
+                float v[8];
+                ld8(n.act + 8 * (t + j * CT), v);
+                xq_put(v, t + j * CT, xd);
+            }
+            cbar();
+            xa[0] = xq_get(xd, t);
+            xa[1] = t + CT < FF / 32 ? xq_get(xd, t + CT) : xb{};
+            cbar(); /* the next layer's K / V copies may take the buffer */
         }
         k = gemv_down<QT>(xa, r, sm, rr, rmax, units);
         for (int i = t; i < DR * k; i += CT) {
