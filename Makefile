@@ -137,14 +137,17 @@ $(BUILD)/bench/cuda/%: bench/cuda/%.cu src/ops/cuda/cuda_internal.cuh bench/cuda
 bench-cuda: $(CUDA_BENCH)
 
 # A measurement build: bench_model with the decode attention's step stamps
-# (attention_decode.cu, HEARTH_ATTN_STAMPS), which it prints after the decode.
+# (attention_decode.cu, HEARTH_ATTN_STAMPS) and decode_layers' (decode_layers.cu,
+# HEARTH_DL_STAMPS), which it prints after the decode.
 bench-stamps: $(BUILD)/stamps/bench_model_st
-$(BUILD)/stamps/bench_model_st: bench/cuda/bench_model.c src/ops/cuda/attention_decode.cu $(BUILD)/libhearth.a
+$(BUILD)/stamps/bench_model_st: bench/cuda/bench_model.c src/ops/cuda/attention_decode.cu src/ops/cuda/decode_layers.cu \
+		$(BUILD)/libhearth.a
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -DHEARTH_ATTN_STAMPS -c -o $(BUILD)/stamps/attention_decode.cu.o src/ops/cuda/attention_decode.cu
+	$(NVCC) $(NVFLAGS) -DHEARTH_DL_STAMPS -c -o $(BUILD)/stamps/decode_layers.cu.o src/ops/cuda/decode_layers.cu
 	cp $(BUILD)/libhearth.a $(BUILD)/stamps/libhearth.a
-	ar r $(BUILD)/stamps/libhearth.a $(BUILD)/stamps/attention_decode.cu.o
-	$(CC) $(CFLAGS) -DHEARTH_ATTN_STAMPS -c -o $(BUILD)/stamps/bench_model.o bench/cuda/bench_model.c
+	ar r $(BUILD)/stamps/libhearth.a $(BUILD)/stamps/attention_decode.cu.o $(BUILD)/stamps/decode_layers.cu.o
+	$(CC) $(CFLAGS) -DHEARTH_ATTN_STAMPS -DHEARTH_DL_STAMPS -c -o $(BUILD)/stamps/bench_model.o bench/cuda/bench_model.c
 	$(CC) -o $@ $(BUILD)/stamps/bench_model.o $(BUILD)/stamps/libhearth.a $(LDLIBS)
 
 # A GPU timeline for devices without Nsight Systems (tools/prof/cupti_trace.c).

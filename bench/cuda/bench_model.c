@@ -201,6 +201,12 @@ int main(int argc, char **argv) {
         cu_attn_stamps_print();
     }
 #endif
+#ifdef HEARTH_DL_STAMPS
+    { /* and decode_layers' steps (decode_layers.cu), its last launch */
+        extern void cu_dl_stamps_print(void);
+        cu_dl_stamps_print();
+    }
+#endif
     hearth_err e2 = {0};
     if (hearth_cuda_ctx_error(c, &e2) != HEARTH_OK) {
         fprintf(stderr, "bench_model: %s\n", e2.msg);

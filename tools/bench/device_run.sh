@@ -21,6 +21,9 @@
 #               HEARTH_DECODE_LAYERS=1 and 0: bench_model after 512, hearth bench --parallel 1 at 128 / 128 and
 #               1000 / 1000, and hearth run greedy for 200 tokens (the texts compared) (~3 min)
 #   layers48    the same for each of LAYERS_TYPES (default "bf16 q8_0 q4_0"; the quantized at 128 / 128 only)
+#   dlstamps    decode_layers' steps a layer (`make bench-stamps`, packed as bench_model_st): bench_model_st
+#               after 512 tokens for each of LAYERS_TYPES (default "q4_0 q8_0 bf16"), then the same at 3000
+#               positions for the first type (~1 min)
 #   ceiling     bench_persist (a persistent kernel streaming a token's layer weights through the layer's
 #               dependencies, no arithmetic) in BF16, Q8_0 and Q4_0 bytes, one block of 192 KB and two of 96 KB a
 #               multiprocessor, without and with a 7 us stall after q/k/v (the attention's chain): the batch-1
@@ -115,6 +118,18 @@ for suite in "$@"; do
             cmp -s /tmp/greedy0.txt /tmp/greedy1.txt && echo "$t greedy text identical" ||
                 { echo "$t greedy text DIFFERS:"; head -c 600 /tmp/greedy1.txt; echo; head -c 600 /tmp/greedy0.txt; echo; }
         done ;;
+    dlstamps)
+        first=
+        for t in ${LAYERS_TYPES:-"q4_0 q8_0 bf16"}; do
+            m=$(model "$t")
+            first=${first:-$m}
+            hdr "bench_model_st $m --prompt 512 --gen 128 --prefill 512 --reps 1"
+            timeout 200 $B/bench_model_st "$m" --prompt 512 --gen 128 --prefill 512 --reps 1 2>&1 |
+                grep -E "^decode|^roofline|^decode_layers stamps|^  "
+        done
+        hdr "bench_model_st $first --prompt 3000 --gen 64 --prefill 512 --reps 1"
+        timeout 200 $B/bench_model_st "$first" --prompt 3000 --gen 64 --prefill 512 --reps 1 2>&1 |
+            grep -E "^decode|^roofline|^decode_layers stamps|^  " ;;
     ceiling)
         for t in bf16 q8_0 q4_0; do
             for cfg in "--bpsm 1 --smem 192" "--bpsm 2 --smem 96"; do

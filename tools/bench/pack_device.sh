@@ -11,7 +11,8 @@
 #
 # There: mkdir -p /tmp/b && tar -C /tmp/b -xJf .dev/bin.tar.xz, then run
 # /tmp/b/hearth, /tmp/b/test_cuda (HEARTH_ROOT=$PWD), /tmp/b/bench_model,
-# /tmp/b/bench_attn, /tmp/b/bench_pick, /tmp/b/bench_persist; their rpath finds the libraries in /tmp/b/lib. Keep
+# /tmp/b/bench_attn, /tmp/b/bench_pick, /tmp/b/bench_persist (and /tmp/b/bench_model_st where
+# `make bench-stamps` built it); their rpath finds the libraries in /tmp/b/lib. Keep
 # the archive's folder out of git (.git/info/exclude) and name it in carry.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -24,6 +25,8 @@ for f in hearth build/test_cuda build/bench/cuda/bench_model build/bench/cuda/be
   [ -x "$f" ] || { echo "pack_device: $f is not built" >&2; exit 1; }
   cp "$f" "$tmp/"
 done
+# the measurement build (`make bench-stamps`), where there is one
+[ -x build/stamps/bench_model_st ] && cp build/stamps/bench_model_st "$tmp/"
 for lib in libmicrohttpd.so.12 libutf8proc.so.2; do
   path=$(ldd hearth | awk -v l="$lib" '$1 == l { print $3 }')
   [ -n "$path" ] || { echo "pack_device: hearth does not link $lib" >&2; exit 1; }

@@ -216,6 +216,27 @@ __device__ __forceinline__ void signal(unsigned *p, unsigned n) {
     }
 }
 
+/* HEARTH_DL_STAMPS (a measurement build only, `make bench-stamps`): thread 0 of each block's consumers
+ * records %globaltimer at a layer's steps (ST_*), the producer when it claims a phase's first unit and
+ * puts its end; the last launch's are kept, cu_dl_stamps_print sums them up (bench_model prints them). */
+enum {
+    ST_QKV_WAIT, ST_QKV_X, ST_QKV_MM, ST_QKV_SIG, ST_ATT_WAIT, ST_ATT_DONE, ST_O_WAIT, ST_O_X, ST_O_SIG, ST_GU_WAIT,
+    ST_GU_X, ST_GU_SIG, ST_DN_WAIT, ST_DN_X, ST_DN_SIG, ST_PROD, /* + 2 ph: phase ph's first claim, + 2 ph + 1 its end */
+    ST_N = ST_PROD + 8
+};
+#ifdef HEARTH_DL_STAMPS
+constexpr int ST_L = 32, ST_B = 160;
+__device__ unsigned long long g_dl_st[ST_L][ST_B][ST_N];
+__device__ int g_dl_shape[2]; /* grid, layers */
+__device__ __forceinline__ void stamp(int l, int i) {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    if (l < ST_L && blockIdx.x < ST_B) g_dl_st[l][blockIdx.x][i] = t;
+}
+#else
+__device__ __forceinline__ void stamp(int, int) {}
+#endif
+
 /* position p of the sequence, kv head h: its f16 row in layer l's pool */
 __device__ __forceinline__ size_t kv_row(const net &n, int p, int h) {
     const int blk = n.table[(size_t)n.seq[0] * n.max_blocks + p / n.block_size];
@@ -286,6 +307,7 @@ template <int QT> __device__ void produce(const net &n, ring &r) {
                             (int)u);
                 }
             };
+            stamp(l, ST_PROD + 2 * ph);
             unsigned *claim = n.ctr + l * NCTR + 16 + ph, got = 0, next = atomicAdd(claim, 1u);
             const unsigned nu = units_of<QT>(ph), umax = ucap<QT>(ph, gridDim.x);
             while (next < nu) {
@@ -294,6 +316,7 @@ template <int QT> __device__ void produce(const net &n, ring &r) {
                 emit(u);
             }
             put(nullptr, nullptr, 0, -1);
+            stamp(l, ST_PROD + 2 * ph + 1);
         }
     }
 }
@@ -638,29 +661,40 @@ template <int QT> __global__ void __launch_bounds__(NT, 1) decode_layers_kernel(
         if (one) kv_prefetch(n, l, blockIdx.x, as);
         /* q, k, v */
         if (l > 0) wait_ge(n.ctr + (l - 1) * NCTR + 4, D);
+        if (t == 0) stamp(l, ST_QKV_WAIT);
         load_x<QT>(n.x, ly.n1, n.eps, xr, red, xs);
+        if (t == 0) stamp(l, ST_QKV_X);
         int k = gemv4096<QT>(xr, r, sm, rr, rmax, units);
+        if (t == 0) stamp(l, ST_QKV_MM);
         for (int i = t; i < R * k; i += CT) n.qkv[R * units[i / R] + i % R] = row_sum(rr, rmax, i, W0(i), NW);
         signal(c + 0, R * k);
+        if (t == 0) stamp(l, ST_QKV_SIG), stamp(l, ST_ATT_WAIT);
         /* the attention */
         for (int item = blockIdx.x; item < NKV * SPL; item += gridDim.x) {
             if (!one) kv_prefetch(n, l, item, as);
             wait_ge(c + 0, QKV);
+            if (t == 0 && item == (int)blockIdx.x) stamp(l, ST_ATT_WAIT);
             attention(n, l, item, as, cs, sn);
             cbar();
         }
+        if (t == 0) stamp(l, ST_ATT_DONE);
         /* o, into the residual */
         wait_ge(c + 1, NKV);
+        if (t == 0) stamp(l, ST_O_WAIT);
         load_x<QT>(n.att, nullptr, n.eps, xr, red, xs);
+        if (t == 0) stamp(l, ST_O_X);
         k = gemv4096<QT>(xr, r, sm, rr, rmax, units);
         for (int i = t; i < R * k; i += CT) {
             const int row = R * units[i / R] + i % R;
             n.x[row] = __ldcg(n.x + row) + row_sum(rr, rmax, i, W0(i), NW);
         }
         signal(c + 2, R * k);
+        if (t == 0) stamp(l, ST_O_SIG);
         /* gate and up (a unit's G gate rows, then their up rows), silu(g) * u as swiglu.cu computes it */
         wait_ge(c + 2, D);
+        if (t == 0) stamp(l, ST_GU_WAIT);
         load_x<QT>(n.x, ly.n2, n.eps, xr, red, xs);
+        if (t == 0) stamp(l, ST_GU_X);
         k = gemv4096<QT>(xr, r, sm, rr, rmax, units);
         for (int j = t; j < G * k; j += CT) {
             const int at = R * (j / G) + j % G;
@@ -668,8 +702,10 @@ template <int QT> __global__ void __launch_bounds__(NT, 1) decode_layers_kernel(
             n.act[G * units[j / G] + j % G] = g / (1.0f + expf(-g)) * u;
         }
         signal(c + 3, G * k);
+        if (t == 0) stamp(l, ST_GU_SIG);
         /* down, into the residual: a thread's 7 chunks of act (t + 256 j) */
         wait_ge(c + 3, FF);
+        if (t == 0) stamp(l, ST_DN_WAIT);
         typename F::X xa[nxa<QT>];
         if constexpr (BF) {
 #pragma unroll
@@ -691,13 +727,18 @@ template <int QT> __global__ void __launch_bounds__(NT, 1) decode_layers_kernel(
             xa[1] = t + CT < FF / 32 ? xq_get(xd, t + CT) : xb{};
             cbar(); /* the next layer's K / V copies may take the buffer */
         }
+        if (t == 0) stamp(l, ST_DN_X);
         k = gemv_down<QT>(xa, r, sm, rr, rmax, units);
         for (int i = t; i < DR * k; i += CT) {
             const int row = DR * units[i / DR] + i % DR;
             n.x[row] = __ldcg(n.x + row) + row_sum(rr, rmax, i);
         }
         signal(c + 4, DR * k);
+        if (t == 0) stamp(l, ST_DN_SIG);
     }
+#ifdef HEARTH_DL_STAMPS
+    if (blockIdx.x == 0 && t == 0) g_dl_shape[0] = gridDim.x, g_dl_shape[1] = n.L;
+#endif
     pdl_launch(); /* the next kernel waits for the whole grid in its pdl_wait */
 }
 
@@ -759,3 +800,42 @@ void cu_decode_layers(const cu_launch *L, const cu_dl_plan_t *plan, const cu_dl_
                                             : decode_layers_kernel<HEARTH_DT_BF16>;
     cu_launch_k(L, k, dim3(plan->grid), dim3(NT), (size_t)plan->smem, n, plan->stages, plan->rmax);
 }
+
+#ifdef HEARTH_DL_STAMPS
+#include <stdio.h>
+/* The last launch's steps (us from the layer's first block to wake for q, k, v), each the mean over the
+ * layers but the first and last of the min, median and max over the blocks. */
+extern "C" void cu_dl_stamps_print(void) {
+    static unsigned long long h[ST_L][ST_B][ST_N];
+    int shape[2];
+    if (cudaMemcpyFromSymbol(h, g_dl_st, sizeof h) != cudaSuccess ||
+        cudaMemcpyFromSymbol(shape, g_dl_shape, sizeof shape) != cudaSuccess)
+        return;
+    const int nb = std::min(shape[0], ST_B), nl = std::min(shape[1], ST_L);
+    if (nb < 1 || nl < 3) return;
+    static const char *names[ST_N] = {
+        "qkv woke",     "qkv x ready",  "qkv rows done", "qkv signalled", "attn woke",     "attn done",
+        "o woke",       "o x ready",    "o signalled",   "gu woke",       "gu x ready",    "gu signalled",
+        "down woke",    "down x ready", "down signalled", "prod qkv first", "prod qkv end", "prod o first",
+        "prod o end",   "prod gu first", "prod gu end",  "prod down first", "prod down end"};
+    double acc[ST_N][3] = {}, layer = 0;
+    for (int l = 1; l < nl - 1; l++) {
+        unsigned long long t0 = ~0ull;
+        for (int b = 0; b < nb; b++) t0 = std::min(t0, h[l][b][ST_QKV_WAIT]);
+        unsigned long long t1 = ~0ull;
+        for (int b = 0; b < nb; b++) t1 = std::min(t1, h[l + 1][b][ST_QKV_WAIT]);
+        layer += (double)(t1 - t0) / 1e3;
+        for (int i = 0; i < ST_N; i++) {
+            double v[ST_B];
+            for (int b = 0; b < nb; b++) v[b] = ((double)h[l][b][i] - (double)t0) / 1e3;
+            std::sort(v, v + nb);
+            acc[i][0] += v[0], acc[i][1] += v[nb / 2], acc[i][2] += v[nb - 1];
+        }
+    }
+    const double k = 1.0 / (nl - 2);
+    printf("decode_layers stamps (last launch, %d blocks, layers 1-%d): a layer %.2f us\n", nb, nl - 2, layer * k);
+    printf("  %-16s %8s %8s %8s  (us from the layer's first qkv wake)\n", "step", "min", "median", "max");
+    for (int i = 0; i < ST_N; i++)
+        printf("  %-16s %8.2f %8.2f %8.2f\n", names[i], acc[i][0] * k, acc[i][1] * k, acc[i][2] * k);
+}
+#endif
