@@ -47,6 +47,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace {
 
@@ -68,6 +69,7 @@ struct net {
     float eps, scale;
     float *qkv, *att, *act, *po, *pml;
     unsigned *ctr;
+    int rel; /* signals as release adds (HEARTH_DL_RELEASE) */
 };
 
 __device__ __forceinline__ float bf_lo(uint32_t w) { return __uint_as_float(w << 16); }
@@ -207,13 +209,23 @@ __device__ __forceinline__ void wait_ge(const unsigned *p, unsigned n) {
         while (ld_acquire(p) < n) __nanosleep(20);
     cbar();
 }
-/* the consumers' writes before it, then one add for the block */
-__device__ __forceinline__ void signal(unsigned *p, unsigned n) {
+/* the consumers' writes before it, then one add for the block: a fence and the add, or (rel) the add as a
+ * release, which orders the writes the barrier ordered before it as the fence does */
+__device__ __forceinline__ void signal(unsigned *p, unsigned n, bool rel) {
     cbar();
     if (threadIdx.x == 0) {
-        __threadfence(); /* cumulative: the writes the barrier ordered before it */
-        atomicAdd(p, n);
+        if (rel) {
+            asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(n) : "memory");
+        } else {
+            __threadfence(); /* cumulative: the writes the barrier ordered before it */
+            atomicAdd(p, n);
+        }
     }
+}
+__device__ __forceinline__ unsigned add_acq_rel(unsigned *p, unsigned n) {
+    unsigned old;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(n) : "memory");
+    return old;
 }
 
 /* HEARTH_DL_STAMPS (a measurement build only, `make bench-stamps`): thread 0 of each block's consumers
@@ -594,12 +606,16 @@ __device__ void attention(const net &n, int l, int item, attn_smem &a, float cs,
     if (d == 0) *(float2 *)(n.pml + 2 * pi) = make_float2(a.m[i], a.s[i]);
     cbar();
     if (t == 0) {
-        __threadfence(); /* the block's partials, ordered by the barrier, before the count */
-        a.last = atomicAdd(&n.ctr[l * NCTR + 8 + h], 1u) == SPL - 1;
+        if (n.rel) { /* the count releases the block's partials, ordered by the barrier, and acquires the others' */
+            a.last = add_acq_rel(&n.ctr[l * NCTR + 8 + h], 1u) == SPL - 1;
+        } else {
+            __threadfence(); /* the block's partials, ordered by the barrier, before the count */
+            a.last = atomicAdd(&n.ctr[l * NCTR + 8 + h], 1u) == SPL - 1;
+        }
     }
     cbar();
     if (!a.last) return;
-    __threadfence();
+    if (!n.rel) __threadfence();
     float ml[SPL][2], po[SPL][2]; /* every split's loads in flight at once */
 #pragma unroll
     for (int s = 0; s < SPL; s++) {
@@ -617,7 +633,7 @@ __device__ void attention(const net &n, int l, int item, attn_smem &a, float cs,
         den = fmaf(ml[s][1], f, den), r0 = fmaf(po[s][0], f, r0), r1 = fmaf(po[s][1], f, r1);
     }
     *(float2 *)(n.att + (h * GQA + i) * HD + d) = make_float2(r0 / den, r1 / den);
-    signal(&n.ctr[l * NCTR + 1], 1u);
+    signal(&n.ctr[l * NCTR + 1], 1u, n.rel);
 }
 
 template <int QT> __global__ void __launch_bounds__(NT, 1) decode_layers_kernel(net n, int stages, int rmax) {
@@ -667,7 +683,7 @@ template <int QT> __global__ void __launch_bounds__(NT, 1) decode_layers_kernel(
         int k = gemv4096<QT>(xr, r, sm, rr, rmax, units);
         if (t == 0) stamp(l, ST_QKV_MM);
         for (int i = t; i < R * k; i += CT) n.qkv[R * units[i / R] + i % R] = row_sum(rr, rmax, i, W0(i), NW);
-        signal(c + 0, R * k);
+        signal(c + 0, R * k, n.rel);
         if (t == 0) stamp(l, ST_QKV_SIG), stamp(l, ST_ATT_WAIT);
         /* the attention */
         for (int item = blockIdx.x; item < NKV * SPL; item += gridDim.x) {
@@ -688,7 +704,7 @@ template <int QT> __global__ void __launch_bounds__(NT, 1) decode_layers_kernel(
             const int row = R * units[i / R] + i % R;
             n.x[row] = __ldcg(n.x + row) + row_sum(rr, rmax, i, W0(i), NW);
         }
-        signal(c + 2, R * k);
+        signal(c + 2, R * k, n.rel);
         if (t == 0) stamp(l, ST_O_SIG);
         /* gate and up (a unit's G gate rows, then their up rows), silu(g) * u as swiglu.cu computes it */
         wait_ge(c + 2, D);
@@ -701,7 +717,7 @@ template <int QT> __global__ void __launch_bounds__(NT, 1) decode_layers_kernel(
             const float g = row_sum(rr, rmax, at, W0(at), NW), u = row_sum(rr, rmax, at + G, W0(at + G), NW);
             n.act[G * units[j / G] + j % G] = g / (1.0f + expf(-g)) * u;
         }
-        signal(c + 3, G * k);
+        signal(c + 3, G * k, n.rel);
         if (t == 0) stamp(l, ST_GU_SIG);
         /* down, into the residual: a thread's 7 chunks of act (t + 256 j) */
         wait_ge(c + 3, FF);
@@ -733,7 +749,7 @@ template <int QT> __global__ void __launch_bounds__(NT, 1) decode_layers_kernel(
             const int row = DR * units[i / DR] + i % DR;
             n.x[row] = __ldcg(n.x + row) + row_sum(rr, rmax, i);
         }
-        signal(c + 4, DR * k);
+        signal(c + 4, DR * k, n.rel);
         if (t == 0) stamp(l, ST_DN_SIG);
     }
 #ifdef HEARTH_DL_STAMPS
@@ -791,6 +807,12 @@ void cu_decode_layers(const cu_launch *L, const cu_dl_plan_t *plan, const cu_dl_
     n.L = a->n_layers, n.block_size = a->block_size, n.max_blocks = a->max_blocks, n.neox = a->neox;
     n.eps = a->eps, n.scale = a->scale;
     n.ctr = (unsigned *)a->scratch;
+    static int rel = -1; /* HEARTH_DL_RELEASE=1: the done counters as release adds (measured against fences) */
+    if (rel < 0) {
+        const char *s = getenv("HEARTH_DL_RELEASE");
+        rel = s && atoi(s) == 1;
+    }
+    n.rel = rel;
     n.qkv = (float *)(n.ctr + (size_t)a->n_layers * NCTR);
     n.att = n.qkv + QKV, n.act = n.att + D, n.po = n.act + FF, n.pml = n.po + (size_t)NKV * SPL * GQA * HD;
     cu_note(L, cudaMemsetAsync(n.ctr, 0, sizeof(unsigned) * (size_t)a->n_layers * NCTR, L->stream));
