@@ -774,7 +774,12 @@ template <int QT> int plan_of(const cu_launch *L, cu_dl_plan_t *plan) {
         cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
         return 0;
     const int fixed = 2 * MAX_STAGES * 8 + CW * rmax * 4 + rmax * 4;
-    const int stages = std::min(MAX_STAGES, (optin - (int)fa.sharedSizeBytes - fixed) / dlf<QT>::STG);
+    static int cap = -1; /* HEARTH_DL_STAGES=N: at most N stages (measurements of the ring's depth) */
+    if (cap < 0) {
+        const char *e = getenv("HEARTH_DL_STAGES");
+        cap = e && atoi(e) > 0 ? atoi(e) : MAX_STAGES;
+    }
+    const int stages = std::min(std::min(cap, MAX_STAGES), (optin - (int)fa.sharedSizeBytes - fixed) / dlf<QT>::STG);
     if (stages < 4 || grid < 1) return 0;
     plan->type = QT, plan->grid = grid, plan->rmax = rmax, plan->stages = stages;
     plan->smem = stages * dlf<QT>::STG + fixed;
