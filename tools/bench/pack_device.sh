@@ -27,6 +27,8 @@ for f in hearth build/test_cuda build/bench/cuda/bench_model build/bench/cuda/be
 done
 # the measurement build (`make bench-stamps`), where there is one
 [ -x build/stamps/bench_model_st ] && cp build/stamps/bench_model_st "$tmp/"
+# and any other programs named in PACK_EXTRA (e.g. an earlier build of bench_model to run beside this one)
+for f in ${PACK_EXTRA:-}; do cp "$f" "$tmp/"; done
 for lib in libmicrohttpd.so.12 libutf8proc.so.2; do
   path=$(ldd hearth | awk -v l="$lib" '$1 == l { print $3 }')
   [ -n "$path" ] || { echo "pack_device: hearth does not link $lib" >&2; exit 1; }

@@ -69,7 +69,7 @@ struct net {
     float eps, scale;
     float *qkv, *att, *act, *po, *pml;
     unsigned *ctr;
-    int rel; /* signals as release adds (HEARTH_DL_RELEASE) */
+    int rel; /* signals as release adds (HEARTH_DL_RELEASE, on by default) */
 };
 
 __device__ __forceinline__ float bf_lo(uint32_t w) { return __uint_as_float(w << 16); }
@@ -333,10 +333,24 @@ template <int QT> __device__ void produce(const net &n, ring &r) {
     }
 }
 
+/* a norm's weights at a thread's chunks t and t + 256, loaded before the wait for x (they depend on
+ * nothing of this token, and their load would be one more round trip after it) */
+struct nw16 {
+    float v[2][8];
+};
+__device__ __forceinline__ nw16 load_nw(const float *nw) {
+    nw16 r;
+#pragma unroll
+    for (int k = 0; k < 2; k++)
+#pragma unroll
+        for (int e = 0; e < 8; e++) r.v[k][e] = __ldg(nw + 8 * (threadIdx.x + k * CT) + e);
+    return r;
+}
+
 /* x's chunks t and t + 256 (what a thread's chunks of a 4096-wide row meet), RMS-normed by nw if given,
  * prepared for the weights' type (the quantized through xs) */
 template <int QT, int KX>
-__device__ void load_x(const float *x, const float *nw, float eps, typename dlf<QT>::X (&xq)[2], double *red,
+__device__ void load_x(const float *x, const nw16 *nw, float eps, typename dlf<QT>::X (&xq)[2], double *red,
                        xq_smem<KX> &xs) {
     const int t = threadIdx.x;
     float xr[2][8];
@@ -357,7 +371,7 @@ __device__ void load_x(const float *x, const float *nw, float eps, typename dlf<
 #pragma unroll
         for (int k = 0; k < 2; k++)
 #pragma unroll
-            for (int e = 0; e < 8; e++) xr[k][e] = xr[k][e] * inv * __ldg(nw + 8 * (t + k * CT) + e);
+            for (int e = 0; e < 8; e++) xr[k][e] = xr[k][e] * inv * nw->v[k][e];
         cbar(); /* red is free again */
     }
     if constexpr (QT == HEARTH_DT_BF16) {
@@ -676,9 +690,10 @@ template <int QT> __global__ void __launch_bounds__(NT, 1) decode_layers_kernel(
         const bool one = gridDim.x >= NKV * SPL && (int)blockIdx.x < NKV * SPL; /* this block's one item */
         if (one) kv_prefetch(n, l, blockIdx.x, as);
         /* q, k, v */
+        nw16 nw = load_nw(ly.n1);
         if (l > 0) wait_ge(n.ctr + (l - 1) * NCTR + 4, D);
         if (t == 0) stamp(l, ST_QKV_WAIT);
-        load_x<QT>(n.x, ly.n1, n.eps, xr, red, xs);
+        load_x<QT>(n.x, &nw, n.eps, xr, red, xs);
         if (t == 0) stamp(l, ST_QKV_X);
         int k = gemv4096<QT>(xr, r, sm, rr, rmax, units);
         if (t == 0) stamp(l, ST_QKV_MM);
@@ -707,9 +722,10 @@ template <int QT> __global__ void __launch_bounds__(NT, 1) decode_layers_kernel(
         signal(c + 2, R * k, n.rel);
         if (t == 0) stamp(l, ST_O_SIG);
         /* gate and up (a unit's G gate rows, then their up rows), silu(g) * u as swiglu.cu computes it */
+        nw = load_nw(ly.n2);
         wait_ge(c + 2, D);
         if (t == 0) stamp(l, ST_GU_WAIT);
-        load_x<QT>(n.x, ly.n2, n.eps, xr, red, xs);
+        load_x<QT>(n.x, &nw, n.eps, xr, red, xs);
         if (t == 0) stamp(l, ST_GU_X);
         k = gemv4096<QT>(xr, r, sm, rr, rmax, units);
         for (int j = t; j < G * k; j += CT) {
@@ -812,10 +828,10 @@ void cu_decode_layers(const cu_launch *L, const cu_dl_plan_t *plan, const cu_dl_
     n.L = a->n_layers, n.block_size = a->block_size, n.max_blocks = a->max_blocks, n.neox = a->neox;
     n.eps = a->eps, n.scale = a->scale;
     n.ctr = (unsigned *)a->scratch;
-    static int rel = -1; /* HEARTH_DL_RELEASE=1: the done counters as release adds (measured against fences) */
+    static int rel = -1; /* HEARTH_DL_RELEASE=0: a fence and an add (s49-run2: 1-1.2% slower) */
     if (rel < 0) {
         const char *s = getenv("HEARTH_DL_RELEASE");
-        rel = s && atoi(s) == 1;
+        rel = !(s && atoi(s) == 0);
     }
     n.rel = rel;
     n.qkv = (float *)(n.ctr + (size_t)a->n_layers * NCTR);
