@@ -33,7 +33,7 @@
  *         a row, Q4_0 two)
  *
  * A phase's dependency is a done counter (the block's writes, a barrier,
- * one fence and add); the consumers' thread 0 polls it and data other
+ * one release add); the consumers' thread 0 polls it and data other
  * blocks made is read through L2 (__ldcg). Sums run in a fixed order (a
  * thread's chunks, a warp's shuffle tree, the warps in order); which block
  * computes a row depends on timing, not its value. Each matmul's input is
