@@ -21,6 +21,8 @@
 #               HEARTH_DECODE_LAYERS=1 and 0: bench_model after 512, hearth bench --parallel 1 at 128 / 128 and
 #               1000 / 1000, and hearth run greedy for 200 tokens (the texts compared) (~3 min)
 #   layers48    the same for each of LAYERS_TYPES (default "bf16 q8_0 q4_0"; the quantized at 128 / 128 only)
+#   abprev      this build's bench_model beside an earlier one packed as bench_model_prev (PACK_EXTRA=... pack_device.sh),
+#               alternated three times after 512 tokens for each of LAYERS_TYPES (default "q4_0 q8_0 bf16") (~1 min)
 #   dlstamps    decode_layers' steps a layer (`make bench-stamps`, packed as bench_model_st): bench_model_st
 #               after 512 tokens for each of LAYERS_TYPES (default "q4_0 q8_0 bf16"), then the same at 3000
 #               positions for the first type (~1 min)
@@ -117,6 +119,18 @@ for suite in "$@"; do
             done
             cmp -s /tmp/greedy0.txt /tmp/greedy1.txt && echo "$t greedy text identical" ||
                 { echo "$t greedy text DIFFERS:"; head -c 600 /tmp/greedy1.txt; echo; head -c 600 /tmp/greedy0.txt; echo; }
+        done ;;
+    abprev)
+        [ -x $B/bench_model_prev ] || { echo "device_run: no bench_model_prev packed"; continue; }
+        for t in ${LAYERS_TYPES:-"q4_0 q8_0 bf16"}; do
+            m=$(model "$t")
+            for i in 1 2 3; do
+                for b in bench_model_prev bench_model; do
+                    hdr "$b $m --prompt 512 --gen 128 --prefill 512 --reps 1"
+                    timeout 100 $B/$b "$m" --prompt 512 --gen 128 --prefill 512 --reps 1 2>&1 |
+                        grep -E "^(decode|roofline|bench_model)"
+                done
+            done
         done ;;
     dlstamps)
         first=
