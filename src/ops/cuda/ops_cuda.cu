@@ -1751,9 +1751,11 @@ static int op_decode_layers(void *ctx, float *x, const hearth_decoder_ref *dec, 
             !dl_weight(L->w_down, t, DL_DIM, DL_FFN))
             return 0;
     }
-    if (!c->dl.plan_ok || c->dl.n_sm != c->L.n_sm || c->dl.plan.type != (int)t) {
-        c->dl.plan_ok = cu_dl_plan(&c->L, t, &c->dl.plan); /* sets plan.type when it succeeds */
-        c->dl.n_sm = c->L.n_sm;
+    /* planned once for a type and a share of the device: where the kernel does not fit, the per-token path
+     * does not ask the runtime again */
+    if (c->dl.n_sm != c->L.n_sm || c->dl.plan.type != (int)t) {
+        c->dl.plan_ok = cu_dl_plan(&c->L, t, &c->dl.plan);
+        c->dl.plan.type = t, c->dl.n_sm = c->L.n_sm;
     }
     if (!c->dl.plan_ok || !dl_table(c, dec, kv)) return 0;
     rec *r = push(c, R_DECODE_LAYERS);
