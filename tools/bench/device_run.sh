@@ -23,6 +23,10 @@
 #   layers48    the same for each of LAYERS_TYPES (default "bf16 q8_0 q4_0"; the quantized at 128 / 128 only)
 #   abprev      this build's bench_model beside an earlier one packed as bench_model_prev (PACK_EXTRA=... pack_device.sh),
 #               alternated three times after 512 tokens for each of LAYERS_TYPES (default "q4_0 q8_0 bf16") (~1 min)
+#   variants    the patches tools/bench/pack_variants.sh packed against this commit's kernel: test_cuda_NAME
+#               decode_layers for each, then bench_model_prev and every bench_model_NAME alternated twice after 512
+#               tokens for each of LAYERS_TYPES (default "q4_0 q8_0 bf16"); VARIANT_ENVS="NAME:VAR=V ..." adds a
+#               run of bench_model_NAME under VAR=V each time (~1 min for two patches)
 #   dlstamps    decode_layers' steps a layer (`make bench-stamps`, packed as bench_model_st): bench_model_st
 #               after 512 tokens for each of LAYERS_TYPES (default "q4_0 q8_0 bf16"), then the same at 3000
 #               positions for the first type (~1 min)
@@ -129,6 +133,27 @@ for suite in "$@"; do
                     hdr "$b $m --prompt 512 --gen 128 --prefill 512 --reps 1"
                     timeout 100 $B/$b "$m" --prompt 512 --gen 128 --prefill 512 --reps 1 2>&1 |
                         grep -E "^(decode|roofline|bench_model)"
+                done
+            done
+        done ;;
+    variants)
+        names=$(cd $B && ls bench_model_* | grep -vxE "bench_model_(prev|st)" | sed 's/^bench_model_//')
+        [ -n "$names" ] || { echo "device_run: no bench_model_NAME packed (pack_variants.sh)"; continue; }
+        for v in $names; do
+            hdr "test_cuda_$v decode_layers"
+            timeout 60 $B/test_cuda_$v decode_layers 2>&1 | tail -3
+        done
+        runs="bench_model_prev:"
+        for v in $names; do runs="$runs bench_model_$v:"; done
+        for e in ${VARIANT_ENVS:-}; do runs="$runs bench_model_${e%%:*}:${e#*:}"; done
+        for t in ${LAYERS_TYPES:-"q4_0 q8_0 bf16"}; do
+            m=$(model "$t")
+            for i in 1 2; do
+                for r in $runs; do
+                    b=${r%%:*} set=${r#*:}
+                    hdr "$set $b $m --prompt 512 --gen 128 --prefill 512 --reps 1"
+                    env $set timeout 60 $B/$b "$m" --prompt 512 --gen 128 --prefill 512 --reps 1 2>&1 |
+                        grep -E "^(decode|bench_model)"
                 done
             done
         done ;;
