@@ -20,13 +20,16 @@ out=${1:-.dev/bin.tar.xz}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/lib" "$(dirname "$out")"
-for f in hearth build/test_cuda build/bench/cuda/bench_model build/bench/cuda/bench_attn build/bench/cuda/bench_pick \
-    build/bench/cuda/bench_persist; do
-  [ -x "$f" ] || { echo "pack_device: $f is not built" >&2; exit 1; }
-  cp "$f" "$tmp/"
-done
-# the measurement build (`make bench-stamps`), where there is one
-[ -x build/stamps/bench_model_st ] && cp build/stamps/bench_model_st "$tmp/"
+# PACK_ONLY=1: only the programs of PACK_EXTRA (pack_variants.sh), not the standard set
+if [ "${PACK_ONLY:-0}" != 1 ]; then
+  for f in hearth build/test_cuda build/bench/cuda/bench_model build/bench/cuda/bench_attn build/bench/cuda/bench_pick \
+      build/bench/cuda/bench_persist; do
+    [ -x "$f" ] || { echo "pack_device: $f is not built" >&2; exit 1; }
+    cp "$f" "$tmp/"
+  done
+  # the measurement build (`make bench-stamps`), where there is one
+  [ -x build/stamps/bench_model_st ] && cp build/stamps/bench_model_st "$tmp/"
+fi
 # and any other programs named in PACK_EXTRA (e.g. an earlier build of bench_model to run beside this one)
 for f in ${PACK_EXTRA:-}; do cp "$f" "$tmp/"; done
 for lib in libmicrohttpd.so.12 libutf8proc.so.2; do

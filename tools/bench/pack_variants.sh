@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # pack_variants.sh - several CUDA patches measured in one device call, each against this commit: builds this
 # tree's bench_model (packed as bench_model_prev), then for each PATCH, applied alone, bench_model_NAME and
-# test_cuda_NAME (NAME: the file's name without .patch and without a leading "decode-layers-"), and packs them
-# with the shared libraries the GPU machine lacks as .dev/bin.tar.xz. The tree is left as it was (each patch
-# reversed after its build). ~1.5 min a patch here.
+# test_cuda_NAME (NAME: the file's name without .patch and without a leading "decode-layers-"), in
+# build/variants, and packs them (pack_device.sh PACK_ONLY=1, with the shared libraries) as .dev/bin.tar.xz.
+# The tree is left as it was (each patch reversed after its build). ~30 s a patch here.
 #
 #   tools/bench/pack_variants.sh notes/patches/decode-layers-prefetch.patch notes/patches/decode-layers-tags.patch
 #
@@ -13,25 +13,19 @@ cd "$(dirname "$0")/../.."
 [ $# -ge 1 ] || { echo "usage: pack_variants.sh PATCH..." >&2; exit 1; }
 git diff --quiet -- src || { echo "pack_variants: src has changes; the baseline must be this commit's" >&2; exit 1; }
 for p in "$@"; do git apply --check "$p"; done
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"; git diff --quiet -- src || git checkout -q -- src' EXIT
-mkdir -p "$tmp/lib" .dev
+out=build/variants
+trap 'git diff --quiet -- src || git checkout -q -- src' EXIT
+rm -rf "$out" && mkdir -p "$out"
 make -j2 all build/bench/cuda/bench_model
-cp build/bench/cuda/bench_model "$tmp/bench_model_prev"
+cp build/bench/cuda/bench_model "$out/bench_model_prev"
 for p in "$@"; do
     name=$(basename "$p" .patch)
     name=${name#decode-layers-}
     git apply "$p"
     make -j2 all build/test_cuda build/bench/cuda/bench_model
-    cp build/bench/cuda/bench_model "$tmp/bench_model_$name"
-    cp build/test_cuda "$tmp/test_cuda_$name"
+    cp build/bench/cuda/bench_model "$out/bench_model_$name"
+    cp build/test_cuda "$out/test_cuda_$name"
     git apply -R "$p"
 done
 make -j2 all build/bench/cuda/bench_model # this commit's objects again
-for lib in libmicrohttpd.so.12 libutf8proc.so.2; do
-    path=$(ldd hearth | awk -v l="$lib" '$1 == l { print $3 }')
-    [ -n "$path" ] || { echo "pack_variants: hearth does not link $lib" >&2; exit 1; }
-    cp "$path" "$tmp/lib/"
-done
-tar -C "$tmp" -cf - . | xz -T2 --lzma2=preset=6,dict=256MiB > .dev/bin.tar.xz
-ls -la .dev/bin.tar.xz
+PACK_ONLY=1 PACK_EXTRA="$(echo $out/*)" tools/bench/pack_device.sh
