@@ -126,7 +126,7 @@ for suite in "$@"; do
         done ;;
     abprev)
         [ -x $B/bench_model_prev ] || { echo "device_run: no bench_model_prev packed"; continue; }
-        for t in ${LAYERS_TYPES:-"q4_0 q8_0 bf16"}; do
+        for t in ${LAYERS_TYPES:-q4_0 q8_0 bf16}; do
             m=$(model "$t")
             for i in 1 2 3; do
                 for b in bench_model_prev bench_model; do
@@ -146,7 +146,7 @@ for suite in "$@"; do
         runs="bench_model_prev:"
         for v in $names; do runs="$runs bench_model_$v:"; done
         for e in ${VARIANT_ENVS:-}; do runs="$runs bench_model_${e%%:*}:${e#*:}"; done
-        for t in ${LAYERS_TYPES:-"q4_0 q8_0 bf16"}; do
+        for t in ${LAYERS_TYPES:-q4_0 q8_0 bf16}; do
             m=$(model "$t")
             for i in 1 2; do
                 for r in $runs; do
@@ -159,7 +159,7 @@ for suite in "$@"; do
         done ;;
     dlstamps)
         first=
-        for t in ${LAYERS_TYPES:-"q4_0 q8_0 bf16"}; do
+        for t in ${LAYERS_TYPES:-q4_0 q8_0 bf16}; do
             m=$(model "$t")
             first=${first:-$m}
             hdr "bench_model_st $m --prompt 512 --gen 128 --prefill 512 --reps 1"
