@@ -11,10 +11,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 [ $# -ge 1 ] || { echo "usage: pack_variants.sh PATCH..." >&2; exit 1; }
-git diff --quiet -- src || { echo "pack_variants: src has changes; the baseline must be this commit's" >&2; exit 1; }
 for p in "$@"; do git apply --check "$p"; done
+# the files the patches touch: clean before (the baseline is this commit's), restored however the script ends
+paths=$(for p in "$@"; do git apply --numstat "$p" | cut -f3; done | sort -u)
+git diff --quiet -- $paths || { echo "pack_variants: $paths: changed here; the baseline must be this commit's" >&2; exit 1; }
 out=build/variants
-trap 'git diff --quiet -- src || git checkout -q -- src' EXIT
+trap 'git diff --quiet -- $paths || git checkout -q -- $paths' EXIT
 rm -rf "$out" && mkdir -p "$out"
 make -j2 all build/bench/cuda/bench_model
 cp build/bench/cuda/bench_model "$out/bench_model_prev"
