@@ -133,6 +133,7 @@ __global__ void __launch_bounds__(NT, 1) exchange_kernel(args a) {
             for (int s = 0; s < a.stages; s++) mbar_wait(smem_u32(mb + s), (par >> s) & 1u); /* in flight */
             a.bytes[blockIdx.x] = (unsigned long long)n * STG;
         }
+        __syncwarp(); /* the warp together again before the cluster barrier */
         cl.sync();
         return;
     }
