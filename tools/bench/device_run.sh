@@ -4,7 +4,8 @@
 # step has a timeout (a hung kernel must not eat the session's device time)
 # and prints a "## HH:MM:SS what" header, so a log reads as notes/runs/*.log.
 #
-# Here:   make -j2 all build/test_cuda build/bench/cuda/bench_model build/bench/cuda/bench_attn build/bench/cuda/bench_persist
+# Here:   make -j2 all build/test_cuda build/bench/cuda/bench_model build/bench/cuda/bench_attn build/bench/cuda/bench_persist \
+#             build/bench/cuda/bench_pick build/bench/cuda/bench_cluster
 #         tools/bench/pack_device.sh                  # .dev/bin.tar.xz (~12 MB)
 # There (the device tool, carry [".dev"]):
 #         bash tools/bench/device_run.sh SUITE...
@@ -30,6 +31,10 @@
 #   dlstamps    decode_layers' steps a layer (`make bench-stamps`, packed as bench_model_st): bench_model_st
 #               after 512 tokens for each of LAYERS_TYPES (default "q4_0 q8_0 bf16"), then the same at 3000
 #               positions for the first type (~1 min)
+#   grid        decode_layers on all the multiprocessors and on DL_GRID (default 128, what clusters of 16 would
+#               leave it) (HEARTH_DL_GRID), alternated twice after 512 tokens for each of LAYERS_TYPES (~1 min)
+#   cluster     bench_cluster: clusters of decode_layers' shape resident at once, and a head's partials exchanged
+#               through distributed shared memory against today's global count and loads, inside a weight stream
 #   ceiling     bench_persist (a persistent kernel streaming a token's layer weights through the layer's
 #               dependencies, no arithmetic) in BF16, Q8_0 and Q4_0 bytes, one block of 192 KB and two of 96 KB a
 #               multiprocessor, without and with a 7 us stall after q/k/v (the attention's chain): the batch-1
@@ -157,6 +162,22 @@ for suite in "$@"; do
                 done
             done
         done ;;
+    grid)
+        for t in ${LAYERS_TYPES:-q4_0 q8_0 bf16}; do
+            m=$(model "$t")
+            for i in 1 2; do
+                for set in HEARTH_DL_GRID=0 HEARTH_DL_GRID=${DL_GRID:-128}; do
+                    hdr "$set bench_model $m --prompt 512 --gen 128 --prefill 512 --reps 1"
+                    env $set timeout 60 $B/bench_model "$m" --prompt 512 --gen 128 --prefill 512 --reps 1 2>&1 |
+                        grep -E "^(decode|bench_model)"
+                done
+            done
+        done ;;
+    cluster)
+        hdr "bench_cluster --smem 0,200,220 --iters 2000"
+        timeout 120 $B/bench_cluster --smem 0,200,220 --iters 2000 2>&1
+        hdr "bench_cluster --smem 220 --iters 2000 --stream 0"
+        timeout 60 $B/bench_cluster --smem 220 --iters 2000 --stream 0 2>&1 ;;
     dlstamps)
         first=
         for t in ${LAYERS_TYPES:-q4_0 q8_0 bf16}; do
@@ -332,7 +353,8 @@ with open("/tmp/t8b.jsonl", "w") as f:
         timeout 300 python3 tools/bench/grammar_peer.py --only hearth --bin $B/hearth --threads 16 --reps 3 2>&1 |
             tail -8 ;;
     *) echo "device_run: unknown suite '$suite' (tests flash attn issue7 issue6 streams peer lora train spec grammar" \
-            "sampled session43 quants quantpeer)" ;;
+            "sampled session43 quants quantpeer split46 two46 layers47 layers48 abprev variants dlstamps ceiling grid" \
+            "cluster)" ;;
     esac
 done
 hdr done

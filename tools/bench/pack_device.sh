@@ -6,12 +6,12 @@
 # share).
 #
 #   make -j2 all build/test_cuda build/bench/cuda/bench_model build/bench/cuda/bench_attn build/bench/cuda/bench_pick \
-#       build/bench/cuda/bench_persist
+#       build/bench/cuda/bench_persist build/bench/cuda/bench_cluster
 #   tools/bench/pack_device.sh [OUT.tar.xz]        # default .dev/bin.tar.xz
 #
 # There: mkdir -p /tmp/b && tar -C /tmp/b -xJf .dev/bin.tar.xz, then run
 # /tmp/b/hearth, /tmp/b/test_cuda (HEARTH_ROOT=$PWD), /tmp/b/bench_model,
-# /tmp/b/bench_attn, /tmp/b/bench_pick, /tmp/b/bench_persist (and /tmp/b/bench_model_st where
+# /tmp/b/bench_attn, /tmp/b/bench_pick, /tmp/b/bench_persist, /tmp/b/bench_cluster (and /tmp/b/bench_model_st where
 # `make bench-stamps` built it); their rpath finds the libraries in /tmp/b/lib. Keep
 # the archive's folder out of git (.git/info/exclude) and name it in carry.
 set -euo pipefail
@@ -23,7 +23,7 @@ mkdir -p "$tmp/lib" "$(dirname "$out")"
 # PACK_ONLY=1: only the programs of PACK_EXTRA (pack_variants.sh), not the standard set
 if [ "${PACK_ONLY:-0}" != 1 ]; then
   for f in hearth build/test_cuda build/bench/cuda/bench_model build/bench/cuda/bench_attn build/bench/cuda/bench_pick \
-      build/bench/cuda/bench_persist; do
+      build/bench/cuda/bench_persist build/bench/cuda/bench_cluster; do
     [ -x "$f" ] || { echo "pack_device: $f is not built" >&2; exit 1; }
     cp "$f" "$tmp/"
   done

@@ -792,7 +792,12 @@ template <int QT> int rmax_of(int grid) {
 
 template <int QT> int plan_of(const cu_launch *L, cu_dl_plan_t *plan) {
     static unsigned long long done;
-    const int grid = L->n_sm, rmax = rmax_of<QT>(grid);
+    static int gcap = -1; /* HEARTH_DL_GRID=N: at most N blocks (what fewer multiprocessors cost, a measurement) */
+    if (gcap < 0) {
+        const char *e = getenv("HEARTH_DL_GRID");
+        gcap = e && atoi(e) > 0 ? atoi(e) : 1 << 30;
+    }
+    const int grid = std::min(L->n_sm, gcap), rmax = rmax_of<QT>(grid);
     cudaFuncAttributes fa;
     int dev = 0, optin = 0;
     if (cudaGetDevice(&dev) != cudaSuccess || cudaFuncGetAttributes(&fa, decode_layers_kernel<QT>) != cudaSuccess ||
