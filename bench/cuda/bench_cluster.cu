@@ -85,6 +85,8 @@ __device__ __forceinline__ void st_remote(uint32_t dst, uint32_t bar, int rank, 
                  ::"r"(rd), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(rb)
                  : "memory");
 }
+/* the consumers' barrier (the producer warp runs on, as decode_layers' does) */
+__device__ __forceinline__ void cbar() { asm volatile("bar.sync 1, %0;" ::"r"(CT) : "memory"); }
 __device__ __forceinline__ void mbar_wait_cluster(uint32_t bar, uint32_t parity) {
     uint32_t done;
     do {
@@ -146,7 +148,7 @@ __global__ void __launch_bounds__(NT, 1) exchange_kernel(args a) {
              * after every block's reads of round it - 2 (the reads, a barrier, then the sends) */
             const int b = it & 1;
             if (t == 0 && it > 0) mbar_expect_tx(smem_u32(ib + b), PART * 4);
-            __syncthreads();
+            cbar();
             if (t < PART / 4) { /* float4 t of my partial goes to the block that merges its dims */
                 const int d = 4 * t, to = d / per;
                 st_remote(smem_u32(&inbox[b][rank * per + d % per]), smem_u32(ib + b), to,
@@ -154,20 +156,20 @@ __global__ void __launch_bounds__(NT, 1) exchange_kernel(args a) {
             }
             mbar_wait_cluster(smem_u32(ib + b), (uint32_t)(it >> 1) & 1u);
             for (int i = t; i < PART; i += CT) acc += inbox[b][i];
-            __syncthreads();
+            cbar();
         } else {
             float *pb = a.part + (size_t)PART * gridDim.x * (it & 1), *gp = pb + (size_t)PART * blockIdx.x;
             for (int i = t; i < PART; i += CT) gp[i] = part[i];
-            __syncthreads();
+            cbar();
             if (t == 0) {
                 unsigned *p = a.ctr + group;
                 asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(p) : "memory");
                 while (ld_acquire(p) < (unsigned)(C * (it + 1))) __nanosleep(20);
             }
-            __syncthreads();
+            cbar();
             for (int i = t; i < PART; i += CT) /* from block i / per of the group, my dims */
                 acc += __ldcg(pb + (size_t)PART * (group * C + i / per) + rank * per + i % per);
-            __syncthreads(); /* double-buffered as inbox: a round's writes come after every read two rounds back */
+            cbar(); /* double-buffered as inbox: a round's writes come after every read two rounds back */
         }
     }
     const unsigned long long t1 = gtime();
@@ -208,11 +210,14 @@ int main(int argc, char **argv) {
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
     const int nsm = prop.multiProcessorCount;
+    setvbuf(stdout, NULL, _IOLBF, 0); /* each row as it comes, should a later case hang */
     printf("device %s, %d multiprocessors, %zu KB shared memory a block at most\n", prop.name, nsm,
            prop.sharedMemPerBlockOptin / 1024);
     CK(cudaFuncSetAttribute(exchange_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-    CK(cudaFuncSetAttribute(exchange_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                            (int)prop.sharedMemPerBlockOptin - 4096));
+    cudaFuncAttributes fa;
+    CK(cudaFuncGetAttributes(&fa, exchange_kernel));
+    const size_t dmax = prop.sharedMemPerBlockOptin - fa.sharedSizeBytes; /* the dynamic share at most */
+    CK(cudaFuncSetAttribute(exchange_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dmax));
     const size_t wbytes = (size_t)1 << 30;
     uint8_t *w;
     float *part, *out;
@@ -232,7 +237,7 @@ int main(int argc, char **argv) {
            "max block", "stream GB/s");
     for (int kb : smems) {
         size_t dyn = (size_t)kb * 1024;
-        if (dyn + 8192 > prop.sharedMemPerBlockOptin) dyn = prop.sharedMemPerBlockOptin - 8192;
+        if (dyn > dmax) dyn = dmax;
         if (stream && dyn < (size_t)stages * STG) dyn = (size_t)stages * STG; /* the ring fits */
         for (int C = 1; C <= 16; C *= 2) {
             cudaLaunchConfig_t cfg = {};

@@ -7,6 +7,6 @@
 #   bash notes/runs/s52-run1.sh
 cd "$(dirname "$0")/../.."
 case $(nvidia-smi --query-gpu=name --format=csv,noheader) in
-*H200*) bash tools/bench/device_run.sh issue7 issue6 cluster grid ;;
+*H200*) bash tools/bench/device_run.sh cluster issue7 issue6 ;;
 *) bash tools/bench/device_run.sh cluster grid ;;
 esac
