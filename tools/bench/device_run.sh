@@ -175,9 +175,9 @@ for suite in "$@"; do
         done ;;
     cluster)
         hdr "bench_cluster --smem 0,200,220 --iters 2000"
-        timeout 120 $B/bench_cluster --smem 0,200,220 --iters 2000 2>&1
+        timeout 40 $B/bench_cluster --smem 0,200,220 --iters 2000 2>&1
         hdr "bench_cluster --smem 220 --iters 2000 --stream 0"
-        timeout 60 $B/bench_cluster --smem 220 --iters 2000 --stream 0 2>&1 ;;
+        timeout 20 $B/bench_cluster --smem 220 --iters 2000 --stream 0 2>&1 ;;
     dlstamps)
         first=
         for t in ${LAYERS_TYPES:-q4_0 q8_0 bf16}; do
