@@ -75,8 +75,8 @@ __device__ __forceinline__ unsigned long long gtime() {
     return t;
 }
 
-/* PART / C floats of v, as 16-byte async stores into block `rank`'s buffer at dst, completing on its mbarrier bar
- * (both local shared addresses, mapped into the cluster) */
+/* v, one 16-byte asynchronous store into block `rank`'s shared memory at dst, completing on its mbarrier bar
+ * (dst and bar: this block's addresses of the same variables, mapped into the cluster) */
 __device__ __forceinline__ void st_remote(uint32_t dst, uint32_t bar, int rank, float4 v) {
     uint32_t rd, rb;
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rd) : "r"(dst), "r"(rank));
@@ -87,16 +87,6 @@ __device__ __forceinline__ void st_remote(uint32_t dst, uint32_t bar, int rank, 
 }
 /* the consumers' barrier (the producer warp runs on, as decode_layers' does) */
 __device__ __forceinline__ void cbar() { asm volatile("bar.sync 1, %0;" ::"r"(CT) : "memory"); }
-__device__ __forceinline__ void mbar_wait_cluster(uint32_t bar, uint32_t parity) {
-    uint32_t done;
-    do {
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-                     "selp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done)
-                     : "r"(bar), "r"(parity)
-                     : "memory");
-    } while (!done);
-}
 
 __global__ void __launch_bounds__(NT, 1) exchange_kernel(args a) {
     extern __shared__ __align__(128) uint8_t ring[];
@@ -154,7 +144,7 @@ __global__ void __launch_bounds__(NT, 1) exchange_kernel(args a) {
                 st_remote(smem_u32(&inbox[b][rank * per + d % per]), smem_u32(ib + b), to,
                           *(const float4 *)&part[d]);
             }
-            mbar_wait_cluster(smem_u32(ib + b), (uint32_t)(it >> 1) & 1u);
+            mbar_wait<true>(smem_u32(ib + b), (uint32_t)(it >> 1) & 1u);
             for (int i = t; i < PART; i += CT) acc += inbox[b][i];
             cbar();
         } else {
@@ -230,9 +220,6 @@ int main(int argc, char **argv) {
     CK(cudaMalloc(&ctr, sizeof(unsigned) * nsm));
     CK(cudaMalloc(&ns, sizeof(unsigned long long) * nsm));
     CK(cudaMalloc(&bytes, sizeof(unsigned long long) * nsm));
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
     printf("%8s %4s %9s %6s %8s %12s %12s %10s\n", "smem KB", "C", "clusters", "blocks", "exchange", "us a round",
            "max block", "stream GB/s");
     for (int kb : smems) {
@@ -260,13 +247,8 @@ int main(int argc, char **argv) {
                 args a = {w, wbytes / grid / STG * STG, part, out, ctr, ns, bytes, iters, stages, stream, mode};
                 CK(cudaMemset(ctr, 0, sizeof(unsigned) * nsm));
                 CK(cudaMemset(bytes, 0, sizeof(unsigned long long) * nsm));
-                CK(cudaEventRecord(e0));
                 CK(cudaLaunchKernelEx(&cfg, exchange_kernel, a));
-                CK(cudaEventRecord(e1));
-                CK(cudaEventSynchronize(e1));
-                CK(cudaGetLastError());
-                float ms = 0;
-                CK(cudaEventElapsedTime(&ms, e0, e1));
+                CK(cudaDeviceSynchronize()); /* the blocks time themselves (globaltimer) */
                 std::vector<unsigned long long> hn(grid), hb(grid);
                 CK(cudaMemcpy(hn.data(), ns, sizeof(unsigned long long) * grid, cudaMemcpyDeviceToHost));
                 CK(cudaMemcpy(hb.data(), bytes, sizeof(unsigned long long) * grid, cudaMemcpyDeviceToHost));
