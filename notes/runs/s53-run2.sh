@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# session 53: decode_layers with its boundaries as tagged words (notes/patches/decode-layers-ll.patch: q / k / v,
+# the partials, att, x after o and after down carry their layer's tag; no counters but act's; llact: act too)
+# against HEAD.
+# The variant's test first (and with a grid of 100, where blocks take two items); the benchmarks only if both
+# pass: bench_model_prev / _ll / _llact alternated twice after 512 tokens for each type. Here: make -j2 all
+# build/test_cuda build/bench/cuda/bench_model; tools/bench/pack_variants.sh notes/patches/decode-layers-ll.patch
+# notes/patches/decode-layers-llact.patch.
+# There (carry [".dev"]): bash notes/runs/s53-run2.sh
+cd "$(dirname "$0")/../.."
+case $(nvidia-smi --query-gpu=name --format=csv,noheader) in *H200*) h200=1 ;; *) h200=0 ;; esac
+mkdir -p /tmp/b && tar -C /tmp/b -xJf .dev/bin.tar.xz && nvidia-smi --query-gpu=name --format=csv,noheader
+ok=0
+for v in ll llact; do
+    pass=1
+    for g in 0 100; do
+        echo "## $(date +%T) HEARTH_DL_GRID=$g test_cuda_$v decode_layers"
+        HEARTH_DL_GRID=$g HEARTH_ROOT=$PWD timeout 60 /tmp/b/test_cuda_$v decode_layers 2>&1 | tail -4
+        [ "${PIPESTATUS[0]}" = 0 ] || pass=0
+    done
+    # a variant that fails its test (or hangs) is not measured
+    [ $pass = 1 ] && ok=1 || rm -f /tmp/b/bench_model_$v /tmp/b/test_cuda_$v
+done
+# device_run.sh variants would unpack the failed ones again: the same runs here
+if [ $ok = 1 ]; then
+    for t in q4_0 q8_0 bf16; do
+        m=/tmp/l8b-$t.gguf
+        timeout 120 python3 tools/bench/make_llama_gguf.py $m --type $t $([ $t = q4_0 ] && echo --output-type q6_K) \
+            >/dev/null 2>&1
+        for i in 1 2; do
+            for b in prev ll llact; do
+                [ -x /tmp/b/bench_model_$b ] || continue
+                echo "## $(date +%T) bench_model_$b $m --prompt 512 --gen 128 --prefill 512 --reps 1"
+                HEARTH_ROOT=$PWD timeout 60 /tmp/b/bench_model_$b $m --prompt 512 --gen 128 --prefill 512 --reps 1 2>&1 |
+                    grep -E "^(decode|bench_model)"
+            done
+        done
+    done
+fi
+[ $h200 = 1 ] && bash tools/bench/device_run.sh issue7
+echo "## $(date +%T) end"
