@@ -3,9 +3,8 @@
 # the partials, att, x after o and after down carry their layer's tag; no counters but act's; llact: act too)
 # against HEAD.
 # The variant's test first (and with a grid of 100, where blocks take two items); the benchmarks only if both
-# pass: bench_model_prev / _ll / _llact alternated twice after 512 tokens for each type. Here: make -j2 all
-# build/test_cuda build/bench/cuda/bench_model; tools/bench/pack_variants.sh notes/patches/decode-layers-ll.patch
-# notes/patches/decode-layers-llact.patch.
+# pass: bench_model_prev / _ll / _llact alternated twice after 512 tokens for each type; then the stamps builds'
+# steps of a layer (HEAD and llact); on an H200 issue7 and issue6 (HEAD). Here: bash notes/runs/s53-pack.sh.
 # There (carry [".dev"]): bash notes/runs/s53-run2.sh
 cd "$(dirname "$0")/../.."
 case $(nvidia-smi --query-gpu=name --format=csv,noheader) in *H200*) h200=1 ;; *) h200=0 ;; esac
@@ -37,5 +36,11 @@ if [ $ok = 1 ]; then
         done
     done
 fi
-[ $h200 = 1 ] && bash tools/bench/device_run.sh issue7
+# where the layer's time goes now: HEAD's steps and llact's, Q4_0 after 512 tokens
+for b in prev llact; do
+    echo "## $(date +%T) stamps_$b /tmp/l8b-q4_0.gguf --prompt 512 --gen 128 --prefill 512 --reps 1"
+    HEARTH_ROOT=$PWD timeout 60 /tmp/b/stamps_$b /tmp/l8b-q4_0.gguf --prompt 512 --gen 128 --prefill 512 --reps 1 2>&1 |
+        grep -E "^decode|^decode_layers stamps|^  "
+done
+[ $h200 = 1 ] && bash tools/bench/device_run.sh issue7 issue6
 echo "## $(date +%T) end"
