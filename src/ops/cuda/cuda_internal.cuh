@@ -195,23 +195,22 @@ __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
 }
 /* CLUSTER: acquiring at cluster scope, for what other blocks of the cluster stored into this block's shared
  * memory (st.async ... mbarrier::complete_tx) */
+#define MBAR_TRY_WAIT(SEM)                                                                                             \
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity" SEM ".shared::cta.b64 p, [%1], %2;\n"                    \
+                 "selp.u32 %0, 1, 0, p;\n}\n"                                                                          \
+                 : "=r"(done)                                                                                          \
+                 : "r"(bar), "r"(parity)                                                                               \
+                 : "memory")
 template <bool CLUSTER = false> __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
     uint32_t done;
     do {
         if constexpr (CLUSTER)
-            asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-                         "selp.u32 %0, 1, 0, p;\n}\n"
-                         : "=r"(done)
-                         : "r"(bar), "r"(parity)
-                         : "memory");
+            MBAR_TRY_WAIT(".acquire.cluster");
         else
-            asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                         "selp.u32 %0, 1, 0, p;\n}\n"
-                         : "=r"(done)
-                         : "r"(bar), "r"(parity)
-                         : "memory");
+            MBAR_TRY_WAIT("");
     } while (!done);
 }
+#undef MBAR_TRY_WAIT
 /* bytes (a multiple of 16) of global src into shared dst, completing on bar (which expects them) */
 __device__ __forceinline__ void bulk_load(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar) {
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
