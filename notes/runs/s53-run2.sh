@@ -18,14 +18,17 @@ for v in ll llact; do
         [ "${PIPESTATUS[0]}" = 0 ] || pass=0
     done
     # a variant that fails its test (or hangs) is not measured
-    [ $pass = 1 ] && ok=1 || rm -f /tmp/b/bench_model_$v /tmp/b/test_cuda_$v
+    [ $pass = 1 ] && ok=1 || rm -f /tmp/b/bench_model_$v /tmp/b/test_cuda_$v /tmp/b/stamps_$v
 done
+model() { # a random-weight 8B-shaped GGUF of type $1 at /tmp/l8b-$1.gguf (~15 s)
+    [ -s /tmp/l8b-$1.gguf ] || timeout 120 python3 tools/bench/make_llama_gguf.py /tmp/l8b-$1.gguf --type $1 \
+        $([ $1 = q4_0 ] && echo --output-type q6_K) >/dev/null 2>&1
+}
 # device_run.sh variants would unpack the failed ones again: the same runs here
 if [ $ok = 1 ]; then
     for t in q4_0 q8_0 bf16; do
         m=/tmp/l8b-$t.gguf
-        timeout 120 python3 tools/bench/make_llama_gguf.py $m --type $t $([ $t = q4_0 ] && echo --output-type q6_K) \
-            >/dev/null 2>&1
+        model $t
         for i in 1 2; do
             for b in prev ll llact; do
                 [ -x /tmp/b/bench_model_$b ] || continue
@@ -37,7 +40,9 @@ if [ $ok = 1 ]; then
     done
 fi
 # where the layer's time goes now: HEAD's steps and llact's, Q4_0 after 512 tokens
+model q4_0
 for b in prev llact; do
+    [ -x /tmp/b/stamps_$b ] || continue
     echo "## $(date +%T) stamps_$b /tmp/l8b-q4_0.gguf --prompt 512 --gen 128 --prefill 512 --reps 1"
     HEARTH_ROOT=$PWD timeout 60 /tmp/b/stamps_$b /tmp/l8b-q4_0.gguf --prompt 512 --gen 128 --prefill 512 --reps 1 2>&1 |
         grep -E "^decode|^decode_layers stamps|^  "
