@@ -22,11 +22,11 @@
  *   attn  (kv head, split of 16 positions' runs) items, one a block: its
  *         first tile of 64 cached K / V rows copied to shared memory at the
  *         layer's start (they depend on nothing of this token), then once
- *         every qkv row is done: rope on q (and in the split holding the
- *         position on k, written to the cache with v), a tile at a time
- *         scores, an online softmax and P x V, to a partial; the last split
- *         of a head to arrive merges the 16
- *   o     wait for the 8 heads; x += Wo . attn
+ *         its head's q, k and v rows are there: rope on q (and in the split
+ *         holding the position on k, written to the cache with v), a tile at
+ *         a time scores, an online softmax and P x V, to a partial; then each
+ *         of a head's 16 splits merges 32 of its dims from the 16 partials
+ *   o     wait for the 128 merges; x += Wo . attn
  *   gu    wait for every o row; x's second norm; R / 2 gate rows and their
  *         up rows a stage, act_j = silu(g) * u
  *   down  wait for every act; x += Wd . act (BF16 half a row a stage, Q8_0
@@ -34,7 +34,11 @@
  *
  * A phase's dependency is a done counter (the block's writes, a barrier,
  * one release add); the consumers' thread 0 polls it and data other
- * blocks made is read through L2 (__ldcg). Sums run in a fixed order (a
+ * blocks made is read through L2 (__ldcg). Where a value has few readers
+ * (q, k, v rows: a head's 16 splits; a split's partial: its head's
+ * mergers) it travels as a tagged word instead, which its readers wait
+ * for without a counter (tw below; session 54: the broadcast inputs x,
+ * att and act lose as tagged words, 132 blocks spinning on them). Sums run in a fixed order (a
  * thread's chunks, a warp's shuffle tree, the warps in order); which block
  * computes a row depends on timing, not its value. Each matmul's input is
  * made as xprep.cu makes it for the GEMV (the CPU backend's rounding: bf16
@@ -57,7 +61,8 @@ constexpr int CW = 8, CT = CW * 32, NT = CT + 32; /* consumer warps; warp CW's l
 constexpr int MAX_STAGES = 10;
 /* SPL splits a kv head, their positions in tiles of TILE whose K and V rows sit in shared memory */
 constexpr int SPL = 16, TILE = 64;
-constexpr int NCTR = 20; /* a layer's counters: qkv, attn, o, gu, down done, 3 spare, 8 heads' splits, 4 claims */
+/* a layer's counters: 0 spare (q / k / v are tagged words), merges, o, gu, down done, 11 spare, 4 claims */
+constexpr int NCTR = 20;
 static_assert(D == 2 * 8 * CT && FF == 7 * 8 * CT && HD == 128 && GQA * (HD / 2) == CT, "the thread mapping");
 
 struct net {
@@ -67,7 +72,9 @@ struct net {
     const float *inv_freq;
     int L, block_size, max_blocks, neox;
     float eps, scale;
-    float *qkv, *att, *act, *po, *pml;
+    float *att, *act;
+    /* tagged words (tw): q / k / v rows, the splits' partials and their m / s */
+    unsigned long long *qf, *pf, *pm;
     unsigned *ctr;
     int rel; /* signals as release adds (HEARTH_DL_RELEASE, on by default) */
 };
@@ -229,12 +236,43 @@ __device__ __forceinline__ void signal(unsigned *p, unsigned n, int rel) {
         }
     }
 }
-__device__ __forceinline__ unsigned add_acq_rel(unsigned *p, unsigned n) {
-    unsigned old;
-    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(n) : "memory");
-    return old;
-}
 
+/* Tagged words (NCCL's LL protocol): a value another block makes travels with its layer's tag, l + 1, in one
+ * 8-byte word (the value's bits low, the tag high), which is stored and loaded whole. A reader spins on the
+ * words it needs until each carries the tag: no fence, no counter, no load after the wait. The words are
+ * zeroed before each launch, and a buffer's tag only grows within one. */
+typedef unsigned long long tw;
+__device__ __forceinline__ tw tw_of(float v, unsigned tag) { return (tw)tag << 32 | __float_as_uint(v); }
+__device__ __forceinline__ bool tw_ok(tw w, unsigned tag) { return (unsigned)(w >> 32) >= tag; }
+__device__ __forceinline__ float tw_val(tw w) { return __uint_as_float((unsigned)w); }
+__device__ __forceinline__ void st_tw(tw *p, float v, unsigned tag) {
+    asm volatile("st.relaxed.gpu.global.b64 [%0], %1;" ::"l"(p), "l"(tw_of(v, tag)) : "memory");
+}
+/* two words, p 16-byte aligned */
+__device__ __forceinline__ void st_tw2(tw *p, float a, float b, unsigned tag) {
+    asm volatile("st.relaxed.gpu.global.v2.b64 [%0], {%1, %2};" ::"l"(p), "l"(tw_of(a, tag)), "l"(tw_of(b, tag))
+                 : "memory");
+}
+__device__ __forceinline__ tw ld_tw(const tw *p) {
+    tw w;
+    asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(w) : "l"(p) : "memory");
+    return w;
+}
+__device__ __forceinline__ void ld_tw2(const tw *p, tw &a, tw &b) {
+    asm volatile("ld.relaxed.gpu.global.v2.b64 {%0, %1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
+}
+/* the value at p once it carries tag */
+__device__ __forceinline__ float wait_tw(const tw *p, unsigned tag) {
+    tw w;
+    while (!tw_ok(w = ld_tw(p), tag)) __nanosleep(32);
+    return tw_val(w);
+}
+/* the values at p and q once both carry tag (both loads in flight at once) */
+__device__ __forceinline__ void wait_tw2(const tw *p, const tw *q, unsigned tag, float &a, float &b) {
+    tw u, v;
+    while (u = ld_tw(p), v = ld_tw(q), !(tw_ok(u, tag) && tw_ok(v, tag))) __nanosleep(32);
+    a = tw_val(u), b = tw_val(v);
+}
 /* HEARTH_DL_STAMPS (a measurement build only, `make bench-stamps`): thread 0 of each block's consumers
  * records %globaltimer at a layer's steps (ST_*), the producer when it claims a phase's first unit and
  * puts its end; the last launch's are kept, cu_dl_stamps_print sums them up (bench_model prints them). */
@@ -537,20 +575,22 @@ __device__ void attention(const net &n, int l, int item, attn_smem &a, float cs,
     const cu_dl_layer &ly = n.layers[l];
     { /* q with rope, scaled; the new k and v into the cache (and shared memory) by the split holding pos */
         const int i = t >> 6, d = t & 63, ia = n.neox ? d : 2 * d, ib = n.neox ? d + HD / 2 : 2 * d + 1;
-        const float *qh = n.qkv + (h * GQA + i) * HD;
-        float q0 = __ldcg(qh + ia), q1 = __ldcg(qh + ib);
+        const tw *qh = n.qf + (h * GQA + i) * HD;
+        float q0, q1;
+        wait_tw2(qh + ia, qh + ib, l + 1, q0, q1);
         rope_rotate_sc(q0, q1, sn, cs);
         a.q[i][ia] = q0 * n.scale, a.q[i][ib] = q1 * n.scale;
         if (np > 0 && p1 == pos + 1) {
             const size_t at = kv_row(n, pos, h);
             if (t < 64) {
-                float k0 = __ldcg(n.qkv + D + h * HD + ia), k1 = __ldcg(n.qkv + D + h * HD + ib);
+                float k0, k1;
+                wait_tw2(n.qf + D + h * HD + ia, n.qf + D + h * HD + ib, l + 1, k0, k1);
                 rope_rotate_sc(k0, k1, sn, cs);
                 const __half h0 = __float2half_rn(k0), h1 = __float2half_rn(k1);
                 ly.kc[at + ia] = h0, ly.kc[at + ib] = h1;
                 a.knew[ia] = h0, a.knew[ib] = h1;
             } else if (t < 64 + HD) {
-                const __half v = __float2half_rn(__ldcg(n.qkv + D + KVD + h * HD + t - 64));
+                const __half v = __float2half_rn(wait_tw(n.qf + D + KVD + h * HD + t - 64, l + 1));
                 ly.vc[at + t - 64] = v;
                 a.vnew[t - 64] = v;
             }
@@ -623,40 +663,47 @@ __device__ void attention(const net &n, int l, int item, attn_smem &a, float cs,
     }
     if (np == 0) cp_async_wait_all(), cbar(); /* an empty split: m and s as set above */
     const int pi = (h * SPL + sp) * GQA + i;
-    *(float2 *)(n.po + pi * HD + d) = make_float2(o0 + e0, o1 + e1);
-    if (d == 0) *(float2 *)(n.pml + 2 * pi) = make_float2(a.m[i], a.s[i]);
-    cbar();
-    if (t == 0) {
-        if (n.rel == 2) { /* the measurement build's unordered counts */
-            a.last = atomicAdd(&n.ctr[l * NCTR + 8 + h], 1u) == SPL - 1;
-        } else if (n.rel) { /* the count releases the block's partials, ordered by the barrier, and acquires the others' */
-            a.last = add_acq_rel(&n.ctr[l * NCTR + 8 + h], 1u) == SPL - 1;
-        } else {
-            __threadfence(); /* the block's partials, ordered by the barrier, before the count */
-            a.last = atomicAdd(&n.ctr[l * NCTR + 8 + h], 1u) == SPL - 1;
+    st_tw2(n.pf + pi * HD + d, o0 + e0, o1 + e1, l + 1);
+    if (d == 0) st_tw2(n.pm + 2 * pi, a.m[i], a.s[i], l + 1);
+}
+
+/* item's share of its head's merge: split sp merges the head's GQA x HD dims PER sp .. PER sp + PER - 1, as
+ * the one merger did before tagged words (the same order and expressions), in warp 0 from the SPL splits'
+ * partials and m / s, which all 256 threads wait for (two words each, threads 0-15 a split's m / s too) and
+ * put in a's q and sc, free after the attention */
+constexpr int PER = GQA * HD / SPL;
+static_assert(PER == 32 && SPL * PER == 2 * CT, "a warp a merge, two words a thread");
+__device__ void merge(const net &n, int l, int item, attn_smem &a) {
+    const int t = threadIdx.x, h = item / SPL, g0 = (item % SPL) * PER, i = g0 / HD;
+    float *po = &a.q[0][0], *ml = &a.sc[0][0]; /* [SPL][PER], [SPL][2] */
+    {
+        const int s = t >> 4, j = 2 * (t & 15);
+        const tw *pp = n.pf + (size_t)(h * SPL + s) * GQA * HD + g0 + j, *pm = n.pm + 2 * ((h * SPL + t) * GQA + i);
+        tw o0, o1, m = 0, v = 0;
+        for (;;) {
+            ld_tw2(pp, o0, o1);
+            bool ok = tw_ok(o0, l + 1) && tw_ok(o1, l + 1);
+            if (t < SPL) ld_tw2(pm, m, v), ok = ok && tw_ok(m, l + 1) && tw_ok(v, l + 1);
+            if (ok) break;
+            __nanosleep(32);
         }
+        po[s * PER + j] = tw_val(o0), po[s * PER + j + 1] = tw_val(o1);
+        if (t < SPL) ml[2 * t] = tw_val(m), ml[2 * t + 1] = tw_val(v);
     }
     cbar();
-    if (!a.last) return;
-    if (!n.rel) __threadfence();
-    float ml[SPL][2], po[SPL][2]; /* every split's loads in flight at once */
+    if (t < PER) {
+        float mx = -1e30f;
 #pragma unroll
-    for (int s = 0; s < SPL; s++) {
-        const int ps = (h * SPL + s) * GQA + i;
-        const float2 m2 = __ldcg((const float2 *)n.pml + ps), o2 = __ldcg((const float2 *)(n.po + ps * HD + d));
-        ml[s][0] = m2.x, ml[s][1] = m2.y, po[s][0] = o2.x, po[s][1] = o2.y;
+        for (int s = 0; s < SPL; s++) mx = fmaxf(mx, ml[2 * s]);
+        float den = 0, r = 0;
+#pragma unroll
+        for (int s = 0; s < SPL; s++) {
+            const float f = expf(ml[2 * s] - mx);
+            den = fmaf(ml[2 * s + 1], f, den), r = fmaf(po[s * PER + t], f, r);
+        }
+        n.att[h * GQA * HD + g0 + t] = r / den;
     }
-    float mx = -1e30f;
-#pragma unroll
-    for (int s = 0; s < SPL; s++) mx = fmaxf(mx, ml[s][0]);
-    float den = 0, r0 = 0, r1 = 0;
-#pragma unroll
-    for (int s = 0; s < SPL; s++) {
-        const float f = expf(ml[s][0] - mx);
-        den = fmaf(ml[s][1], f, den), r0 = fmaf(po[s][0], f, r0), r1 = fmaf(po[s][1], f, r1);
-    }
-    *(float2 *)(n.att + (h * GQA + i) * HD + d) = make_float2(r0 / den, r1 / den);
-    signal(&n.ctr[l * NCTR + 1], 1u, n.rel);
+    signal(&n.ctr[l * NCTR + 1], 1u, n.rel); /* its barrier: q and sc are free again */
 }
 
 template <int QT> __global__ void __launch_bounds__(NT, 1) decode_layers_kernel(net n, int stages, int rmax) {
@@ -706,20 +753,22 @@ template <int QT> __global__ void __launch_bounds__(NT, 1) decode_layers_kernel(
         if (t == 0) stamp(l, ST_QKV_X);
         int k = gemv4096<QT>(xr, r, sm, rr, rmax, units);
         if (t == 0) stamp(l, ST_QKV_MM);
-        for (int i = t; i < R * k; i += CT) n.qkv[R * units[i / R] + i % R] = row_sum(rr, rmax, i, W0(i), NW);
-        signal(c + 0, R * k, n.rel);
+        for (int i = t; i < R * k; i += CT)
+            st_tw(n.qf + R * units[i / R] + i % R, row_sum(rr, rmax, i, W0(i), NW), l + 1);
+        cbar(); /* rr is free again */
         if (t == 0) stamp(l, ST_QKV_SIG), stamp(l, ST_ATT_WAIT);
         /* the attention */
         for (int item = blockIdx.x; item < NKV * SPL; item += gridDim.x) {
             if (!one) kv_prefetch(n, l, item, as);
-            wait_ge(c + 0, QKV);
             if (t == 0 && item == (int)blockIdx.x) stamp(l, ST_ATT_WAIT);
-            attention(n, l, item, as, cs, sn);
+            attention(n, l, item, as, cs, sn); /* waits for its head's q, k, v */
             cbar();
         }
+        /* the merges after all of the block's partials: a split's merge waits for the others' partials */
+        for (int item = blockIdx.x; item < NKV * SPL; item += gridDim.x) merge(n, l, item, as);
         if (t == 0) stamp(l, ST_ATT_DONE);
         /* o, into the residual */
-        wait_ge(c + 1, NKV);
+        wait_ge(c + 1, NKV * SPL); /* every split's share of the merges */
         if (t == 0) stamp(l, ST_O_WAIT);
         load_x<QT>(n.att, nullptr, n.eps, xr, red, xs);
         if (t == 0) stamp(l, ST_O_X);
@@ -830,9 +879,10 @@ static bool cu_dl_stamps_build() {
 #endif
 }
 
+/* the tagged words, after the counters: q / k / v, the partials, their m / s */
+constexpr size_t NTW = (size_t)QKV + (size_t)NKV * SPL * GQA * (HD + 2);
 size_t cu_dl_scratch_bytes(int n_layers) {
-    return sizeof(unsigned) * (size_t)n_layers * NCTR +
-           sizeof(float) * ((size_t)QKV + D + FF + (size_t)NKV * SPL * GQA * (HD + 2));
+    return sizeof(unsigned) * (size_t)n_layers * NCTR + sizeof(tw) * NTW + sizeof(float) * (D + FF);
 }
 
 int cu_dl_plan(const cu_launch *L, int type, cu_dl_plan_t *plan) {
@@ -856,9 +906,12 @@ void cu_decode_layers(const cu_launch *L, const cu_dl_plan_t *plan, const cu_dl_
         rel = !s ? 1 : atoi(s) == 0 ? 0 : atoi(s) == 2 && cu_dl_stamps_build() ? 2 : 1;
     }
     n.rel = rel;
-    n.qkv = (float *)(n.ctr + (size_t)a->n_layers * NCTR);
-    n.att = n.qkv + QKV, n.act = n.att + D, n.po = n.act + FF, n.pml = n.po + (size_t)NKV * SPL * GQA * HD;
-    cu_note(L, cudaMemsetAsync(n.ctr, 0, sizeof(unsigned) * (size_t)a->n_layers * NCTR, L->stream));
+    static_assert(NCTR * sizeof(unsigned) % 16 == 0, "the tagged words 16-byte aligned");
+    n.qf = (tw *)(n.ctr + (size_t)a->n_layers * NCTR);
+    n.pf = n.qf + QKV, n.pm = n.pf + (size_t)NKV * SPL * GQA * HD;
+    n.att = (float *)(n.pm + (size_t)NKV * SPL * GQA * 2), n.act = n.att + D;
+    /* the counters and the tagged words start at 0 (no tag) */
+    cu_note(L, cudaMemsetAsync(n.ctr, 0, (char *)n.att - (char *)n.ctr, L->stream));
     /* every block resident at once (one a multiprocessor of the stream's share), or the waits never end */
     auto k = plan->type == HEARTH_DT_Q8_0   ? decode_layers_kernel<HEARTH_DT_Q8_0>
              : plan->type == HEARTH_DT_Q4_0 ? decode_layers_kernel<HEARTH_DT_Q4_0>
