@@ -35,16 +35,17 @@
  * A phase's dependency is a done counter (the block's writes, a barrier,
  * one release add); the consumers' thread 0 polls it and data other
  * blocks made is read through L2 (__ldcg). Where a value has few readers
- * (q, k, v rows: a head's 16 splits; a split's partial: its head's
- * mergers) it travels as a tagged word instead, which its readers wait
- * for without a counter (tw below; session 54: the broadcast inputs x,
- * att and act lose as tagged words, 132 blocks spinning on them). Sums run in a fixed order (a
- * thread's chunks, a warp's shuffle tree, the warps in order); which block
- * computes a row depends on timing, not its value. Each matmul's input is
- * made as xprep.cu makes it for the GEMV (the CPU backend's rounding: bf16
- * for BF16, q8 32-groups for Q8_0 / Q4_0, whose integer sums are scaled as
- * mmv's split rows scale theirs), the norms sum squares in double as rmsnorm.cu does; rope,
- * silu and the f16 stores are the per-op kernels' expressions. */
+ * (q, k, v rows: a head's 16 splits; a split's partial: its head's mergers)
+ * it travels as a tagged word instead, which its readers wait for without a
+ * counter (tw below; session 54: the broadcast inputs x, att and act lose
+ * as tagged words, 132 blocks spinning on them). Sums run in a fixed order
+ * (a thread's chunks, a warp's shuffle tree, the warps in order); which
+ * block computes a row depends on timing, not its value. Each matmul's
+ * input is made as xprep.cu makes it for the GEMV (the CPU backend's
+ * rounding: bf16 for BF16, q8 32-groups for Q8_0 / Q4_0, whose integer sums
+ * are scaled as mmv's split rows scale theirs), the norms sum squares in
+ * double as rmsnorm.cu does; rope, silu and the f16 stores are the per-op
+ * kernels' expressions. */
 #include "ops/cuda/cuda_internal.cuh"
 #include "ops/cuda/decode_layers.h"
 
