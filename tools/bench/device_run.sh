@@ -25,9 +25,12 @@
 #   abprev      this build's bench_model beside an earlier one packed as bench_model_prev (PACK_EXTRA=... pack_device.sh),
 #               alternated three times after 512 tokens for each of LAYERS_TYPES (default "q4_0 q8_0 bf16") (~1 min)
 #   variants    the patches tools/bench/pack_variants.sh packed against this commit's kernel: test_cuda_NAME
-#               decode_layers for each, then bench_model_prev and every bench_model_NAME alternated twice after 512
-#               tokens for each of LAYERS_TYPES (default "q4_0 q8_0 bf16"); VARIANT_ENVS="NAME:VAR=V ..." adds a
-#               run of bench_model_NAME under VAR=V each time (~1 min for two patches)
+#               decode_layers for each at the full grid and at HEARTH_DL_GRID=100 (blocks with two items; a
+#               variant that fails or hangs, 60 s, is not measured), then bench_model_prev and every
+#               bench_model_NAME alternated twice after 512 tokens for each of LAYERS_TYPES (default "q4_0 q8_0
+#               bf16"); VARIANT_ENVS="NAME:VAR=V ..." adds a run of bench_model_NAME under VAR=V each time; then,
+#               where PACK_STAMPS=1 packed them, the stamps builds' steps of a layer, stamps_prev and every
+#               stamps_NAME, on the first type (~1.5 min for one patch)
 #   dlstamps    decode_layers' steps a layer (`make bench-stamps`, packed as bench_model_st): bench_model_st
 #               after 512 tokens for each of LAYERS_TYPES (default "q4_0 q8_0 bf16"), then the same at 3000
 #               positions for the first type (~1 min)
@@ -144,13 +147,22 @@ for suite in "$@"; do
     variants)
         names=$(cd $B && ls bench_model_* | grep -vxE "bench_model_(prev|st)" | sed 's/^bench_model_//')
         [ -n "$names" ] || { echo "device_run: no bench_model_NAME packed (pack_variants.sh)"; continue; }
+        passed=
         for v in $names; do
-            hdr "test_cuda_$v decode_layers"
-            timeout 60 $B/test_cuda_$v decode_layers 2>&1 | tail -3
+            ok=1
+            for g in 0 100; do
+                hdr "HEARTH_DL_GRID=$g test_cuda_$v decode_layers"
+                HEARTH_DL_GRID=$g timeout 60 $B/test_cuda_$v decode_layers 2>&1 | tail -3
+                [ "${PIPESTATUS[0]}" = 0 ] || ok=0
+            done
+            [ $ok = 1 ] && passed="$passed $v" || echo "device_run: $v failed its test; not measured"
         done
+        [ -n "$passed" ] || continue
         runs="bench_model_prev:"
-        for v in $names; do runs="$runs bench_model_$v:"; done
-        for e in ${VARIANT_ENVS:-}; do runs="$runs bench_model_${e%%:*}:${e#*:}"; done
+        for v in $passed; do runs="$runs bench_model_$v:"; done
+        for e in ${VARIANT_ENVS:-}; do
+            case " $passed " in *" ${e%%:*} "*) runs="$runs bench_model_${e%%:*}:${e#*:}" ;; esac
+        done
         for t in ${LAYERS_TYPES:-q4_0 q8_0 bf16}; do
             m=$(model "$t")
             for i in 1 2; do
@@ -161,6 +173,14 @@ for suite in "$@"; do
                         grep -E "^(decode|bench_model)"
                 done
             done
+        done
+        t=${LAYERS_TYPES:-q4_0}
+        m=$(model "${t%% *}")
+        for v in prev $passed; do
+            [ -x $B/stamps_$v ] || continue
+            hdr "stamps_$v $m --prompt 512 --gen 128 --prefill 512 --reps 1"
+            timeout 60 $B/stamps_$v "$m" --prompt 512 --gen 128 --prefill 512 --reps 1 2>&1 |
+                grep -E "^decode|^decode_layers stamps|^  "
         done ;;
     grid)
         for t in ${LAYERS_TYPES:-q4_0 q8_0 bf16}; do
