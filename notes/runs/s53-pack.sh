@@ -1,15 +1,8 @@
 #!/usr/bin/env bash
-# session 53: packs what notes/runs/s53-run2.sh runs: HEAD's bench_model (bench_model_prev), the two tagged-word
-# patches' bench_model_ll / _llact and test_cuda_ll / _llact (pack_variants.sh), and the stamps builds
-# (`make bench-stamps`) of HEAD and of llact as build/variants/stamps_prev / stamps_llact, into .dev/bin.tar.xz.
+# session 53: packs the tagged-word patches (ll, llact) against HEAD with their tests and the stamps builds, into
+# .dev/bin.tar.xz, for notes/runs/s53-run2.sh (~4 min here). notes/runs/s54-run1.log was made with this file as
+# of 80ac253, which did the same steps by hand.
+# The patches apply to 80ac253's tree (llqkv landed after, c7b0862): check out 80ac253 to run it again.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-make -j2 all build/test_cuda build/bench/cuda/bench_model
-tools/bench/pack_variants.sh notes/patches/decode-layers-ll.patch notes/patches/decode-layers-llact.patch
-make bench-stamps && cp build/stamps/bench_model_st build/variants/stamps_prev
-trap 'git checkout -q -- src/ops/cuda/decode_layers.cu' EXIT
-git apply notes/patches/decode-layers-llact.patch
-make bench-stamps && cp build/stamps/bench_model_st build/variants/stamps_llact
-git checkout -q -- src/ops/cuda/decode_layers.cu
-make -j2 all bench-stamps
-PACK_ONLY=1 PACK_EXTRA="$(echo build/variants/*)" tools/bench/pack_device.sh
+PACK_STAMPS=1 tools/bench/pack_variants.sh notes/patches/decode-layers-ll.patch notes/patches/decode-layers-llact.patch

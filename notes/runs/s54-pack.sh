@@ -1,15 +1,8 @@
 #!/usr/bin/env bash
-# session 54: packs what notes/runs/s54-run2.sh runs: HEAD's bench_model (bench_model_prev), the hybrid tagged-word
-# patch's bench_model_llqkv / test_cuda_llqkv (pack_variants.sh), and the stamps builds (`make bench-stamps`) of
-# HEAD and of llqkv as build/variants/stamps_prev / stamps_llqkv, into .dev/bin.tar.xz (~2.5 min here).
+# session 54: packs the hybrid tagged-word patch (llqkv) against HEAD with its test and the stamps builds, into
+# .dev/bin.tar.xz, for notes/runs/s54-run2.sh (~2.5 min here). notes/runs/s54-run2.log was made with this file
+# as of 3f7f2d2, which did the same steps by hand.
+# The patches apply to 3f7f2d2's tree (llqkv landed after, c7b0862): check out 3f7f2d2 to run it again.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-make -j2 all build/test_cuda build/bench/cuda/bench_model
-tools/bench/pack_variants.sh notes/patches/decode-layers-llqkv.patch
-make bench-stamps && cp build/stamps/bench_model_st build/variants/stamps_prev
-trap 'git checkout -q -- src/ops/cuda/decode_layers.cu' EXIT
-git apply notes/patches/decode-layers-llqkv.patch
-make bench-stamps && cp build/stamps/bench_model_st build/variants/stamps_llqkv
-git checkout -q -- src/ops/cuda/decode_layers.cu
-make -j2 all bench-stamps
-PACK_ONLY=1 PACK_EXTRA="$(echo build/variants/*)" tools/bench/pack_device.sh
+PACK_STAMPS=1 tools/bench/pack_variants.sh notes/patches/decode-layers-llqkv.patch
