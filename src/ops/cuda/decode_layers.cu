@@ -278,8 +278,8 @@ __device__ __forceinline__ void wait_tw2(const tw *p, const tw *q, unsigned tag,
  * records %globaltimer at a layer's steps (ST_*), the producer when it claims a phase's first unit and
  * puts its end; the last launch's are kept, cu_dl_stamps_print sums them up (bench_model prints them). */
 enum {
-    ST_QKV_WAIT, ST_QKV_X, ST_QKV_MM, ST_QKV_SIG, ST_ATT_WAIT, ST_ATT_DONE, ST_O_WAIT, ST_O_X, ST_O_SIG, ST_GU_WAIT,
-    ST_GU_X, ST_GU_SIG, ST_DN_WAIT, ST_DN_X, ST_DN_SIG, ST_PROD, /* + 2 ph: phase ph's first claim, + 2 ph + 1 its end */
+    ST_QKV_WAIT, ST_QKV_X, ST_QKV_MM, ST_QKV_SIG, ST_ATT_WAIT, ST_ATT_IN, ST_ATT_PART, ST_MRG_IN, ST_ATT_DONE,
+    ST_O_WAIT, ST_O_X, ST_O_SIG, ST_GU_WAIT, ST_GU_X, ST_GU_SIG, ST_DN_WAIT, ST_DN_X, ST_DN_SIG, ST_PROD, /* + 2 ph: phase ph's first claim, + 2 ph + 1 its end */
     ST_N = ST_PROD + 8
 };
 #ifdef HEARTH_DL_STAMPS
@@ -607,6 +607,7 @@ __device__ void attention(const net &n, int l, int item, attn_smem &a, float cs,
         cbar();
         if (pos >= ts && pos < te && t < HD) a.k[pos - ts][t] = a.knew[t], a.v[pos - ts][t] = a.vnew[t];
         cbar();
+        if (t == 0 && ts == p0 && item == (int)blockIdx.x) stamp(l, ST_ATT_IN);
         /* scores: a warp four positions at a time, eight lanes a position, a lane 16 dims */
         for (int pb = 4 * w; pb < nt; pb += 4 * CW) {
             const int p = pb + sub;
@@ -662,10 +663,14 @@ __device__ void attention(const net &n, int l, int item, attn_smem &a, float cs,
         }
         cbar(); /* the tile's buffers are free for the next */
     }
-    if (np == 0) cp_async_wait_all(), cbar(); /* an empty split: m and s as set above */
+    if (np == 0) { /* an empty split: m and s as set above */
+        cp_async_wait_all(), cbar();
+        if (t == 0 && item == (int)blockIdx.x) stamp(l, ST_ATT_IN);
+    }
     const int pi = (h * SPL + sp) * GQA + i;
     st_tw2(n.pf + pi * HD + d, o0 + e0, o1 + e1, l + 1);
     if (d == 0) st_tw2(n.pm + 2 * pi, a.m[i], a.s[i], l + 1);
+    if (t == 0 && item == (int)blockIdx.x) stamp(l, ST_ATT_PART);
 }
 
 /* item's share of its head's merge: split sp merges the head's GQA x HD dims PER sp .. PER sp + PER - 1, as
@@ -692,6 +697,7 @@ __device__ void merge(const net &n, int l, int item, attn_smem &a) {
         if (t < SPL) ml[2 * t] = tw_val(m), ml[2 * t + 1] = tw_val(v);
     }
     cbar();
+    if (t == 0 && item == (int)blockIdx.x) stamp(l, ST_MRG_IN);
     if (t < PER) {
         float mx = -1e30f;
 #pragma unroll
@@ -767,6 +773,8 @@ template <int QT> __global__ void __launch_bounds__(NT, 1) decode_layers_kernel(
         }
         /* the merges after all of the block's partials: a split's merge waits for the others' partials */
         for (int item = blockIdx.x; item < NKV * SPL; item += gridDim.x) merge(n, l, item, as);
+        if (t == 0 && (int)blockIdx.x >= NKV * SPL) /* no item: its attention steps are its end */
+            stamp(l, ST_ATT_IN), stamp(l, ST_ATT_PART), stamp(l, ST_MRG_IN);
         if (t == 0) stamp(l, ST_ATT_DONE);
         /* o, into the residual */
         wait_ge(c + 1, NKV * SPL); /* every split's share of the merges */
@@ -933,7 +941,8 @@ extern "C" void cu_dl_stamps_print(void) {
     const int nb = std::min(shape[0], ST_B), nl = std::min(shape[1], ST_L);
     if (nb < 1 || nl < 3) return;
     static const char *names[ST_N] = {
-        "qkv woke",     "qkv x ready",  "qkv rows done", "qkv signalled", "attn woke",     "attn done",
+        "qkv woke",     "qkv x ready",  "qkv rows done", "qkv signalled", "attn woke",     "attn inputs in",
+        "attn partial",  "merge inputs in", "attn done",
         "o woke",       "o x ready",    "o signalled",   "gu woke",       "gu x ready",    "gu signalled",
         "down woke",    "down x ready", "down signalled", "prod qkv first", "prod qkv end", "prod o first",
         "prod o end",   "prod gu first", "prod gu end",  "prod down first", "prod down end"};
