@@ -279,7 +279,8 @@ __device__ __forceinline__ void wait_tw2(const tw *p, const tw *q, unsigned tag,
  * puts its end; the last launch's are kept, cu_dl_stamps_print sums them up (bench_model prints them). */
 enum {
     ST_QKV_WAIT, ST_QKV_X, ST_QKV_MM, ST_QKV_SIG, ST_ATT_WAIT, ST_ATT_IN, ST_ATT_PART, ST_MRG_IN, ST_ATT_DONE,
-    ST_O_WAIT, ST_O_X, ST_O_SIG, ST_GU_WAIT, ST_GU_X, ST_GU_SIG, ST_DN_WAIT, ST_DN_X, ST_DN_SIG, ST_PROD, /* + 2 ph: phase ph's first claim, + 2 ph + 1 its end */
+    ST_O_WAIT, ST_O_X, ST_O_SIG, ST_GU_WAIT, ST_GU_X, ST_GU_SIG, ST_DN_WAIT, ST_DN_X, ST_DN_SIG,
+    ST_PROD, /* + 2 ph: phase ph's first claim, + 2 ph + 1 its end */
     ST_N = ST_PROD + 8
 };
 #ifdef HEARTH_DL_STAMPS
@@ -942,7 +943,7 @@ extern "C" void cu_dl_stamps_print(void) {
     if (nb < 1 || nl < 3) return;
     static const char *names[ST_N] = {
         "qkv woke",     "qkv x ready",  "qkv rows done", "qkv signalled", "attn woke",     "attn inputs in",
-        "attn partial",  "merge inputs in", "attn done",
+        "attn partial", "merge inputs in", "attn done",
         "o woke",       "o x ready",    "o signalled",   "gu woke",       "gu x ready",    "gu signalled",
         "down woke",    "down x ready", "down signalled", "prod qkv first", "prod qkv end", "prod o first",
         "prod o end",   "prod gu first", "prod gu end",  "prod down first", "prod down end"};
