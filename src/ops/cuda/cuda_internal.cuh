@@ -218,6 +218,20 @@ __device__ __forceinline__ void bulk_load(uint32_t dst, const void *src, uint32_
                  : "memory");
 }
 
+/* bulk_load for data read once (a token's weights): its L2 lines evicted first, so the stream does not evict
+ * what is read again (the kernel's code, activations, the K / V cache) */
+__device__ __forceinline__ uint64_t l2_evict_first() {
+    uint64_t p;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+    return p;
+}
+__device__ __forceinline__ void bulk_load_once(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar,
+                                               uint64_t policy) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, "
+                 "[%3], %4;" ::"r"(dst), "l"(src), "r"(bytes), "r"(bar), "l"(policy)
+                 : "memory");
+}
+
 /* ---- ggml block layouts (device side) ------------------------------------
  * Blocks are read with 2-byte loads: every field of every block type is
  * 2-byte aligned in a row, whatever the row's alignment beyond that. */

@@ -332,14 +332,15 @@ template <int QT> __host__ __device__ constexpr unsigned ucap(int ph, unsigned g
 template <int QT> __device__ void produce(const net &n, ring &r) {
     using F = dlf<QT>;
     constexpr size_t RB = F::row_bytes(D), RF = F::row_bytes(FF);
+    const uint64_t once = l2_evict_first();
     auto put = [&](const void *src, const void *src2, uint32_t bytes, int unit) { /* bytes 0: the phase's end */
         const uint32_t st = r.c % r.S, use = r.c / r.S;
         if (use > 0) mbar_wait(r.empty + 8 * st, (use - 1) & 1);
         r.meta[st] = unit;
         if (bytes) {
             mbar_expect_tx(r.full + 8 * st, src2 ? 2 * bytes : bytes);
-            bulk_load(r.base + st * r.stg, src, bytes, r.full + 8 * st);
-            if (src2) bulk_load(r.base + st * r.stg + bytes, src2, bytes, r.full + 8 * st);
+            bulk_load_once(r.base + st * r.stg, src, bytes, r.full + 8 * st, once);
+            if (src2) bulk_load_once(r.base + st * r.stg + bytes, src2, bytes, r.full + 8 * st, once);
         } else {
             mbar_arrive(r.full + 8 * st);
         }
