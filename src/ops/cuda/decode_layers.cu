@@ -279,7 +279,8 @@ __device__ __forceinline__ void wait_tw2(const tw *p, const tw *q, unsigned tag,
  * puts its end; the last launch's are kept, cu_dl_stamps_print sums them up (bench_model prints them). */
 enum {
     ST_QKV_WAIT, ST_QKV_X, ST_QKV_MM, ST_QKV_SIG, ST_ATT_WAIT, ST_ATT_IN, ST_ATT_PART, ST_MRG_IN, ST_ATT_DONE,
-    ST_O_WAIT, ST_O_X, ST_O_SIG, ST_GU_WAIT, ST_GU_X, ST_GU_SIG, ST_DN_WAIT, ST_DN_X, ST_DN_SIG,
+    ST_O_WAIT, ST_O_X, ST_O_MM, ST_O_SIG, ST_GU_WAIT, ST_GU_X, ST_GU_MM, ST_GU_SIG, ST_DN_WAIT, ST_DN_X, ST_DN_MM,
+    ST_DN_SIG,
     ST_PROD, /* + 2 ph: phase ph's first claim, + 2 ph + 1 its end */
     ST_N = ST_PROD + 8
 };
@@ -784,6 +785,7 @@ template <int QT> __global__ void __launch_bounds__(NT, 1) decode_layers_kernel(
         load_x<QT>(n.att, nullptr, n.eps, xr, red, xs);
         if (t == 0) stamp(l, ST_O_X);
         k = gemv4096<QT>(xr, r, sm, rr, rmax, units);
+        if (t == 0) stamp(l, ST_O_MM);
         for (int i = t; i < R * k; i += CT) {
             const int row = R * units[i / R] + i % R;
             n.x[row] = __ldcg(n.x + row) + row_sum(rr, rmax, i, W0(i), NW);
@@ -797,6 +799,7 @@ template <int QT> __global__ void __launch_bounds__(NT, 1) decode_layers_kernel(
         load_x<QT>(n.x, &nw, n.eps, xr, red, xs);
         if (t == 0) stamp(l, ST_GU_X);
         k = gemv4096<QT>(xr, r, sm, rr, rmax, units);
+        if (t == 0) stamp(l, ST_GU_MM);
         for (int j = t; j < G * k; j += CT) {
             const int at = R * (j / G) + j % G;
             const float g = row_sum(rr, rmax, at, W0(at), NW), u = row_sum(rr, rmax, at + G, W0(at + G), NW);
@@ -830,6 +833,7 @@ template <int QT> __global__ void __launch_bounds__(NT, 1) decode_layers_kernel(
         }
         if (t == 0) stamp(l, ST_DN_X);
         k = gemv_down<QT>(xa, r, sm, rr, rmax, units);
+        if (t == 0) stamp(l, ST_DN_MM);
         for (int i = t; i < DR * k; i += CT) {
             const int row = DR * units[i / DR] + i % DR;
             n.x[row] = __ldcg(n.x + row) + row_sum(rr, rmax, i);
@@ -945,8 +949,9 @@ extern "C" void cu_dl_stamps_print(void) {
     static const char *names[ST_N] = {
         "qkv woke",     "qkv x ready",  "qkv rows done", "qkv signalled", "attn woke",     "attn inputs in",
         "attn partial", "merge inputs in", "attn done",
-        "o woke",       "o x ready",    "o signalled",   "gu woke",       "gu x ready",    "gu signalled",
-        "down woke",    "down x ready", "down signalled", "prod qkv first", "prod qkv end", "prod o first",
+        "o woke",       "o x ready",    "o rows done",   "o signalled",   "gu woke",       "gu x ready",
+        "gu rows done", "gu signalled", "down woke",     "down x ready",  "down rows done", "down signalled",
+        "prod qkv first", "prod qkv end", "prod o first",
         "prod o end",   "prod gu first", "prod gu end",  "prod down first", "prod down end"};
     double acc[ST_N][3] = {}, layer = 0;
     for (int l = 1; l < nl - 1; l++) {
