@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # session 56, second call: the producer's copies in flight capped (infl, HEARTH_DL_INFLIGHT) against HEAD; on an
 # H200 issue 7 and 6 first
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."  # run as .dev/s56.sh (cd "$(dirname "$0")/..") in session 56
 export HEARTH_ROOT=$PWD
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader)
 mkdir -p /tmp/b && tar -C /tmp/b -xJf .dev/bin.tar.xz && echo "$gpu"
