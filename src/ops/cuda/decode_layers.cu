@@ -13,7 +13,10 @@
  * order, into a ring of 16 KB shared-memory stages (cp.async.bulk, an
  * mbarrier a stage), claiming them one at a time from a counter a phase so
  * that the multiprocessors DRAM serves faster take more; weights depend on
- * nothing, so it waits only for a free stage. Warps 0-7 consume, a layer
+ * nothing, so it waits only for a free stage (and, for Q4_0, for the copy
+ * two back to land: fewer bytes queued at once, session 56). The copies
+ * are marked evict-first in L2: read once a token, they are not to evict
+ * what every block reads again. Warps 0-7 consume, a layer
  * being:
  *
  *   qkv   wait for every down row of the layer before; x and its RMS norm in
@@ -77,7 +80,8 @@ struct net {
     /* tagged words (tw): q / k / v rows, the splits' partials and their m / s */
     unsigned long long *qf, *pf, *pm;
     unsigned *ctr;
-    int rel; /* signals as release adds (HEARTH_DL_RELEASE, on by default) */
+    int rel;  /* signals as release adds (HEARTH_DL_RELEASE, on by default) */
+    int infl; /* the producer's copies in flight at most (0: as many as the ring's stages) */
 };
 
 __device__ __forceinline__ float bf_lo(uint32_t w) { return __uint_as_float(w << 16); }
@@ -337,6 +341,10 @@ template <int QT> __device__ void produce(const net &n, ring &r) {
     auto put = [&](const void *src, const void *src2, uint32_t bytes, int unit) { /* bytes 0: the phase's end */
         const uint32_t st = r.c % r.S, use = r.c / r.S;
         if (use > 0) mbar_wait(r.empty + 8 * st, (use - 1) & 1);
+        if (n.infl > 0 && r.c >= (unsigned)n.infl) { /* the copy infl stages back has landed */
+            const unsigned b = r.c - n.infl;
+            mbar_wait(r.full + 8 * (b % r.S), (b / r.S) & 1);
+        }
         r.meta[st] = unit;
         if (bytes) {
             mbar_expect_tx(r.full + 8 * st, src2 ? 2 * bytes : bytes);
@@ -921,6 +929,14 @@ void cu_decode_layers(const cu_launch *L, const cu_dl_plan_t *plan, const cu_dl_
         rel = !s ? 1 : atoi(s) == 0 ? 0 : atoi(s) == 2 && cu_dl_stamps_build() ? 2 : 1;
     }
     n.rel = rel;
+    /* HEARTH_DL_INFLIGHT=N: at most N copies in flight a block (0: no cap). Q4_0's default 2 (s56-run3 on an
+     * H100: +1.5%; 3 even, 4-6 -1%); Q8_0 and BF16 measured at 3 and 5 only (+0.2-0.3% and -0.5%), uncapped */
+    static int infl = -2;
+    if (infl == -2) {
+        const char *s = getenv("HEARTH_DL_INFLIGHT");
+        infl = s ? std::max(0, atoi(s)) : -1;
+    }
+    n.infl = infl >= 0 ? infl : plan->type == HEARTH_DT_Q4_0 ? 2 : 0;
     static_assert(NCTR * sizeof(unsigned) % 16 == 0, "the tagged words 16-byte aligned");
     n.qf = (tw *)(n.ctr + (size_t)a->n_layers * NCTR);
     n.pf = n.qf + QKV, n.pm = n.pf + (size_t)NKV * SPL * GQA * HD;
