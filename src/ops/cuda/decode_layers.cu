@@ -13,8 +13,8 @@
  * order, into a ring of 16 KB shared-memory stages (cp.async.bulk, an
  * mbarrier a stage), claiming them one at a time from a counter a phase so
  * that the multiprocessors DRAM serves faster take more; weights depend on
- * nothing, so it waits only for a free stage (and, for Q4_0, for the copy
- * two back to land: fewer bytes queued at once, session 56). The copies
+ * nothing, so it waits only for a free stage and for the copy two back to
+ * land (fewer bytes queued at once, session 56). The copies
  * are marked evict-first in L2: read once a token, they are not to evict
  * what every block reads again. Warps 0-7 consume, a layer
  * being:
@@ -819,21 +819,16 @@ template <int QT> __global__ void __launch_bounds__(NT, 1) decode_layers_kernel(
         wait_ge(c + 3, FF);
         if (t == 0) stamp(l, ST_DN_WAIT);
         typename F::X xa[nxa<QT>];
+        float av[7][8]; /* the thread's 14 loads in flight at once, then their prep */
+#pragma unroll
+        for (int j = 0; j < 7; j++) ld8(n.act + 8 * (t + j * CT), av[j]);
         if constexpr (BF) {
 #pragma unroll
-            for (int j = 0; j < 7; j++) {
-                float v[8];
-                ld8(n.act + 8 * (t + j * CT), v);
-                F::prep(v, xa[j]);
-            }
+            for (int j = 0; j < 7; j++) F::prep(av[j], xa[j]);
         } else {
             xq_smem<FF> &xd = *reinterpret_cast<xq_smem<FF> *>(ubuf);
 #pragma unroll
-            for (int j = 0; j < 7; j++) {
-                float v[8];
-                ld8(n.act + 8 * (t + j * CT), v);
-                xq_put(v, t + j * CT, xd);
-            }
+            for (int j = 0; j < 7; j++) xq_put(av[j], t + j * CT, xd);
             cbar();
             xa[0] = xq_get(xd, t);
             xa[1] = t + CT < FF / 32 ? xq_get(xd, t + CT) : xb{};
@@ -929,14 +924,14 @@ void cu_decode_layers(const cu_launch *L, const cu_dl_plan_t *plan, const cu_dl_
         rel = !s ? 1 : atoi(s) == 0 ? 0 : atoi(s) == 2 && cu_dl_stamps_build() ? 2 : 1;
     }
     n.rel = rel;
-    /* HEARTH_DL_INFLIGHT=N: at most N copies in flight a block (0: no cap). Q4_0's default 2 (s56-run3 on an
-     * H100: +1.5%; 3 even, 4-6 -1%); Q8_0 and BF16 measured at 3 and 5 only (+0.2-0.3% and -0.5%), uncapped */
-    static int infl = -2;
-    if (infl == -2) {
+    /* HEARTH_DL_INFLIGHT=N: at most N copies in flight a block (0: no cap; a measurement knob). 2 by default:
+     * on an H100 +1.6% Q4_0, +3.5% Q8_0, +2.7% BF16 against no cap; 3 even with none, 4-6 ~-1% (s56-run3, -run4) */
+    static int infl = -1;
+    if (infl < 0) {
         const char *s = getenv("HEARTH_DL_INFLIGHT");
-        infl = s ? std::max(0, atoi(s)) : -1;
+        infl = s ? std::max(0, atoi(s)) : 2;
     }
-    n.infl = infl >= 0 ? infl : plan->type == HEARTH_DT_Q4_0 ? 2 : 0;
+    n.infl = infl;
     static_assert(NCTR * sizeof(unsigned) % 16 == 0, "the tagged words 16-byte aligned");
     n.qf = (tw *)(n.ctr + (size_t)a->n_layers * NCTR);
     n.pf = n.qf + QKV, n.pm = n.pf + (size_t)NKV * SPL * GQA * HD;
