@@ -14,9 +14,9 @@
  * mbarrier a stage), claiming them one at a time from a counter a phase so
  * that the multiprocessors DRAM serves faster take more; weights depend on
  * nothing, so it waits only for a free stage and for the copy two back to
- * land (fewer bytes queued at once, session 56). The copies
- * are marked evict-first in L2: read once a token, they are not to evict
- * what every block reads again. Warps 0-7 consume, a layer
+ * land (fewer bytes queued at once, session 56). The copies are marked
+ * evict-first in L2: read once a token, they are not to evict what every
+ * block reads again. Warps 0-7 consume, a layer
  * being:
  *
  *   qkv   wait for every down row of the layer before; x and its RMS norm in
@@ -341,7 +341,9 @@ template <int QT> __device__ void produce(const net &n, ring &r) {
     auto put = [&](const void *src, const void *src2, uint32_t bytes, int unit) { /* bytes 0: the phase's end */
         const uint32_t st = r.c % r.S, use = r.c / r.S;
         if (use > 0) mbar_wait(r.empty + 8 * st, (use - 1) & 1);
-        if (n.infl > 0 && r.c >= (unsigned)n.infl) { /* the copy infl stages back has landed */
+        /* the copy infl back has landed (infl < S: that stage's last use, so its parity names its phase; at S or
+         * more the free stage is the cap) */
+        if (n.infl > 0 && n.infl < r.S && r.c >= (unsigned)n.infl) {
             const unsigned b = r.c - n.infl;
             mbar_wait(r.full + 8 * (b % r.S), (b / r.S) & 1);
         }
