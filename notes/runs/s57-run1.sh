@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # for session 57's first call (carry [".dev"]; packed at session 56's last commit): on an H200 issues 7 and 6
 # first; then the landed kernel against the op sequence (layers48), and HEARTH_DL_INFLIGHT 0 / 1 / 2 / 3
-# alternated twice a type after 512 tokens, the stamps at 1 and 2; then the variants packed beside (xsm)
+# alternated twice a type after 512 tokens, the stamps at 1 and 2; then the variants packed beside (xsm; l2pf at
+# its default 8 units and at 4 and 16)
 cd "$(dirname "$0")/../.."  # kept as .dev/s57.sh too (cd "$(dirname "$0")/..")
 export HEARTH_ROOT=$PWD
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader)
@@ -26,5 +27,6 @@ for c in 1 2; do
     HEARTH_DL_INFLIGHT=$c timeout 60 /tmp/b/bench_model_st /tmp/l8b-q4_0.gguf --prompt 512 --gen 128 --prefill 512 \
         --reps 1 2>&1 | grep -E "^decode|^decode_layers stamps|^  "
 done
-bash tools/bench/device_run.sh variants 2>&1 | grep -vE "^\s+(prod|attn|merge)"
+VARIANT_ENVS="l2pf:HEARTH_DL_L2PF=4 l2pf:HEARTH_DL_L2PF=16" bash tools/bench/device_run.sh variants 2>&1 |
+    grep -vE "^\s+(prod|attn|merge)"
 hdr done
