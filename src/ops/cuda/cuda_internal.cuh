@@ -219,7 +219,7 @@ __device__ __forceinline__ void bulk_load(uint32_t dst, const void *src, uint32_
 }
 
 /* bulk_load for data read once (a token's weights): its L2 lines evicted first, so the stream does not evict
- * what is read again (the kernel's code, activations, the K / V cache) */
+ * what is read again (activations, counters, the K / V cache) */
 __device__ __forceinline__ uint64_t l2_evict_first() {
     uint64_t p;
     asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));

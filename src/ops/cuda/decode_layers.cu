@@ -959,13 +959,14 @@ extern "C" void cu_dl_stamps_print(void) {
         return;
     const int nb = std::min(shape[0], ST_B), nl = std::min(shape[1], ST_L);
     if (nb < 1 || nl < 3) return;
-    static const char *names[ST_N] = {
+    static const char *names[] = {
         "qkv woke",     "qkv x ready",  "qkv rows done", "qkv signalled", "attn woke",     "attn inputs in",
         "attn partial", "merge inputs in", "attn done",
         "o woke",       "o x ready",    "o rows done",   "o signalled",   "gu woke",       "gu x ready",
         "gu rows done", "gu signalled", "down woke",     "down x ready",  "down rows done", "down signalled",
         "prod qkv first", "prod qkv end", "prod o first",
         "prod o end",   "prod gu first", "prod gu end",  "prod down first", "prod down end"};
+    static_assert(sizeof names / sizeof *names == ST_N, "a name for every step");
     double acc[ST_N][3] = {}, layer = 0;
     for (int l = 1; l < nl - 1; l++) {
         unsigned long long t0 = ~0ull;
