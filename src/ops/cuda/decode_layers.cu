@@ -407,13 +407,21 @@ __device__ __forceinline__ nw16 load_nw(const float *nw) {
 }
 
 /* x's chunks t and t + 256 (what a thread's chunks of a 4096-wide row meet), RMS-normed by nw if given,
- * prepared for the weights' type (the quantized through xs) */
+ * prepared for the weights' type (the quantized through xs); with keep, x as read into keep too (the residual
+ * the phase after adds to, read there from shared memory instead of L2) */
 template <int QT, int KX>
 __device__ void load_x(const float *x, const nw16 *nw, float eps, typename dlf<QT>::X (&xq)[2], double *red,
-                       xq_smem<KX> &xs) {
+                       xq_smem<KX> &xs, float *keep = nullptr) {
     const int t = threadIdx.x;
     float xr[2][8];
     ld8(x + 8 * t, xr[0]), ld8(x + 8 * (t + CT), xr[1]);
+    if (keep)
+#pragma unroll
+        for (int k = 0; k < 2; k++) {
+            float4 *d = (float4 *)(keep + 8 * (t + k * CT));
+            d[0] = make_float4(xr[k][0], xr[k][1], xr[k][2], xr[k][3]);
+            d[1] = make_float4(xr[k][4], xr[k][5], xr[k][6], xr[k][7]);
+        }
     if (nw) {
         double ss = 0;
 #pragma unroll
@@ -739,7 +747,8 @@ template <int QT> __global__ void __launch_bounds__(NT, 1) decode_layers_kernel(
     __shared__ double red[CW];
     __shared__ int meta[MAX_STAGES];
     uint64_t *mb = (uint64_t *)(sm + (size_t)stages * F::STG);
-    float *rr = (float *)(mb + 2 * MAX_STAGES);
+    float *xk = (float *)(mb + 2 * MAX_STAGES); /* x as q / k / v read it (o's residual), then as gu (down's) */
+    float *rr = xk + D;
     int *units = (int *)(rr + CW * rmax);
     ring r = {stages, F::STG, smem_u32(sm), smem_u32(mb), smem_u32(mb + MAX_STAGES), 0u, meta};
     if (threadIdx.x == 0) {
@@ -769,7 +778,7 @@ template <int QT> __global__ void __launch_bounds__(NT, 1) decode_layers_kernel(
         nw16 nw = load_nw(ly.n1);
         if (l > 0) wait_ge(n.ctr + (l - 1) * NCTR + 4, D);
         if (t == 0) stamp(l, ST_QKV_WAIT);
-        load_x<QT>(n.x, &nw, n.eps, xr, red, xs);
+        load_x<QT>(n.x, &nw, n.eps, xr, red, xs, xk);
         if (t == 0) stamp(l, ST_QKV_X);
         int k = gemv4096<QT>(xr, r, sm, rr, rmax, units);
         if (t == 0) stamp(l, ST_QKV_MM);
@@ -798,7 +807,7 @@ template <int QT> __global__ void __launch_bounds__(NT, 1) decode_layers_kernel(
         if (t == 0) stamp(l, ST_O_MM);
         for (int i = t; i < R * k; i += CT) {
             const int row = R * units[i / R] + i % R;
-            n.x[row] = __ldcg(n.x + row) + row_sum(rr, rmax, i, W0(i), NW);
+            n.x[row] = xk[row] + row_sum(rr, rmax, i, W0(i), NW);
         }
         signal(c + 2, R * k, n.rel);
         if (t == 0) stamp(l, ST_O_SIG);
@@ -806,7 +815,7 @@ template <int QT> __global__ void __launch_bounds__(NT, 1) decode_layers_kernel(
         nw = load_nw(ly.n2);
         wait_ge(c + 2, D);
         if (t == 0) stamp(l, ST_GU_WAIT);
-        load_x<QT>(n.x, &nw, n.eps, xr, red, xs);
+        load_x<QT>(n.x, &nw, n.eps, xr, red, xs, xk);
         if (t == 0) stamp(l, ST_GU_X);
         k = gemv4096<QT>(xr, r, sm, rr, rmax, units);
         if (t == 0) stamp(l, ST_GU_MM);
@@ -841,7 +850,7 @@ template <int QT> __global__ void __launch_bounds__(NT, 1) decode_layers_kernel(
         if (t == 0) stamp(l, ST_DN_MM);
         for (int i = t; i < DR * k; i += CT) {
             const int row = DR * units[i / DR] + i % DR;
-            n.x[row] = __ldcg(n.x + row) + row_sum(rr, rmax, i);
+            n.x[row] = xk[row] + row_sum(rr, rmax, i);
         }
         signal(c + 4, DR * k, n.rel);
         if (t == 0) stamp(l, ST_DN_SIG);
@@ -872,7 +881,7 @@ template <int QT> int plan_of(const cu_launch *L, cu_dl_plan_t *plan) {
     if (cudaGetDevice(&dev) != cudaSuccess || cudaFuncGetAttributes(&fa, decode_layers_kernel<QT>) != cudaSuccess ||
         cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
         return 0;
-    const int fixed = 2 * MAX_STAGES * 8 + CW * rmax * 4 + rmax * 4;
+    const int fixed = 2 * MAX_STAGES * 8 + D * 4 + CW * rmax * 4 + rmax * 4;
     static int cap = -1; /* HEARTH_DL_STAGES=N: at most N stages (measurements of the ring's depth) */
     if (cap < 0) {
         const char *e = getenv("HEARTH_DL_STAGES");
