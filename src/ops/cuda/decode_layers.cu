@@ -589,6 +589,10 @@ __device__ void kv_prefetch(const net &n, int l, int item, attn_smem &a) {
 __device__ __forceinline__ float2 h2(uint32_t w) { return __half22float2(*(const __half2 *)&w); }
 
 /* one (kv head, split) of layer l's attention; rope pair t % 64 (cosine and sine at the position: cs, sn) */
+/* where q's dim d sits in a.q's row: the scores' lanes read 16 dims each, 16 part .. 16 part + 15, as four
+ * float4; their four chunks are stored rotated by part / 2, so the eight parts' loads of one chunk fall in eight
+ * different quads of banks (in order, parts 0 / 2 / 4 / 6 would all meet in banks 0-3) */
+__device__ __forceinline__ int qsw(int d) { return (d & ~15) | ((((d >> 2) & 3) ^ ((d >> 5) & 3)) << 2) | (d & 3); }
 __device__ void attention(const net &n, int l, int item, attn_smem &a, float cs, float sn) {
     const int t = threadIdx.x, w = t >> 5, lane = t & 31, h = item / SPL, sp = item % SPL, pos = n.pos[0];
     int p0, p1;
@@ -601,7 +605,7 @@ __device__ void attention(const net &n, int l, int item, attn_smem &a, float cs,
         float q0, q1;
         wait_tw2(qh + ia, qh + ib, l + 1, q0, q1);
         rope_rotate_sc(q0, q1, sn, cs);
-        a.q[i][ia] = q0 * n.scale, a.q[i][ib] = q1 * n.scale;
+        a.q[i][qsw(ia)] = q0 * n.scale, a.q[i][qsw(ib)] = q1 * n.scale;
         if (np > 0 && p1 == pos + 1) {
             const size_t at = kv_row(n, pos, h);
             if (t < 64) {
@@ -635,7 +639,8 @@ __device__ void attention(const net &n, int l, int item, attn_smem &a, float cs,
             float k[16] = {};
             if (p < nt) {
                 const uint4 *kr = (const uint4 *)(&a.k[p][0] + 16 * part);
-                const uint4 k0 = kr[0], k1 = kr[1];
+                const int f = part >> 2; /* parts 4-7 load their second half first: eight quads of banks */
+                const uint4 ka = kr[f], kb = kr[f ^ 1], k0 = f ? kb : ka, k1 = f ? ka : kb;
                 const uint32_t kw[8] = {k0.x, k0.y, k0.z, k0.w, k1.x, k1.y, k1.z, k1.w};
 #pragma unroll
                 for (int e = 0; e < 8; e++) {
@@ -647,7 +652,11 @@ __device__ void attention(const net &n, int l, int item, attn_smem &a, float cs,
             for (int g = 0; g < GQA; g++) {
                 float s = 0;
 #pragma unroll
-                for (int e = 0; e < 16; e++) s = fmaf(a.q[g][16 * part + e], k[e], s);
+                for (int e = 0; e < 4; e++) { /* dims 16 part + 4 e .. + 3, where qsw put them */
+                    const float4 q = *(const float4 *)&a.q[g][16 * part + 4 * (e ^ (part >> 1))];
+                    s = fmaf(q.x, k[4 * e], s), s = fmaf(q.y, k[4 * e + 1], s);
+                    s = fmaf(q.z, k[4 * e + 2], s), s = fmaf(q.w, k[4 * e + 3], s);
+                }
                 s += __shfl_xor_sync(0xffffffffu, s, 1), s += __shfl_xor_sync(0xffffffffu, s, 2);
                 s += __shfl_xor_sync(0xffffffffu, s, 4);
                 if (part == 0 && p < nt) a.sc[g][p] = s;

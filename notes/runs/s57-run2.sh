@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# session 57's second call (carry [".dev"]; packed at abde7f4 with qsw beside, PACK_STAMPS=1): on an H200 the
+# goals alone (issue7 issue6); on an H100 the ring-depth guard (HEARTH_DL_INFLIGHT=10: no cap, no hang), the
+# variants (qsw against HEAD, after 512), then both after 3000 positions, alternated twice
+cd "$(dirname "$0")/../.."  # kept as .dev/s57b.sh too (cd "$(dirname "$0")/..")
+export HEARTH_ROOT=$PWD
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader)
+mkdir -p /tmp/b && tar -C /tmp/b -xJf .dev/bin.tar.xz && echo "$gpu"
+hdr() { echo "## $(date +%T) $*"; }
+case "$gpu" in
+*H200*) bash tools/bench/device_run.sh issue7 issue6 2>&1 | tee $OUT/s57-h200.log | tail -60; exit ;;
+esac
+hdr "HEARTH_DL_INFLIGHT=10 test_cuda decode_layers"
+HEARTH_DL_INFLIGHT=10 timeout 60 /tmp/b/test_cuda decode_layers 2>&1 | tail -3
+bash tools/bench/device_run.sh variants 2>&1 | grep -vE "^\s+(prod)"
+for t in q4_0 q8_0 bf16; do
+    for i in 1 2; do
+        for b in bench_model_prev bench_model_qsw; do
+            hdr "$b /tmp/l8b-$t.gguf --prompt 3000 --gen 64 --prefill 512 --reps 1"
+            timeout 60 /tmp/b/$b /tmp/l8b-$t.gguf --prompt 3000 --gen 64 --prefill 512 --reps 1 2>&1 | grep -E "^decode"
+        done
+    done
+done
+hdr done
