@@ -282,9 +282,9 @@ __device__ __forceinline__ void wait_tw2(const tw *p, const tw *q, unsigned tag,
  * records %globaltimer at a layer's steps (ST_*), the producer when it claims a phase's first unit and
  * puts its end; the last launch's are kept, cu_dl_stamps_print sums them up (bench_model prints them). */
 enum {
-    ST_QKV_WAIT, ST_QKV_X, ST_QKV_MM, ST_QKV_SIG, ST_ATT_WAIT, ST_ATT_IN, ST_ATT_PART, ST_MRG_IN, ST_ATT_DONE,
-    ST_O_WAIT, ST_O_X, ST_O_MM, ST_O_SIG, ST_GU_WAIT, ST_GU_X, ST_GU_MM, ST_GU_SIG, ST_DN_WAIT, ST_DN_X, ST_DN_MM,
-    ST_DN_SIG,
+    ST_QKV_WAIT, ST_QKV_X, ST_QKV_MM, ST_QKV_SIG, ST_ATT_WAIT, ST_ATT_IN, ST_ATT_SC, ST_ATT_SM, ST_ATT_PART,
+    ST_MRG_IN, ST_ATT_DONE, ST_O_WAIT, ST_O_X, ST_O_MM, ST_O_SIG, ST_GU_WAIT, ST_GU_X, ST_GU_MM, ST_GU_SIG,
+    ST_DN_WAIT, ST_DN_X, ST_DN_MM, ST_DN_SIG,
     ST_PROD, /* + 2 ph: phase ph's first claim, + 2 ph + 1 its end */
     ST_N = ST_PROD + 8
 };
@@ -588,11 +588,11 @@ __device__ void kv_prefetch(const net &n, int l, int item, attn_smem &a) {
 }
 __device__ __forceinline__ float2 h2(uint32_t w) { return __half22float2(*(const __half2 *)&w); }
 
-/* one (kv head, split) of layer l's attention; rope pair t % 64 (cosine and sine at the position: cs, sn) */
 /* where q's dim d sits in a.q's row: the scores' lanes read 16 dims each, 16 part .. 16 part + 15, as four
  * float4; their four chunks are stored rotated by part / 2, so the eight parts' loads of one chunk fall in eight
  * different quads of banks (in order, parts 0 / 2 / 4 / 6 would all meet in banks 0-3) */
 __device__ __forceinline__ int qsw(int d) { return (d & ~15) | ((((d >> 2) & 3) ^ ((d >> 5) & 3)) << 2) | (d & 3); }
+/* one (kv head, split) of layer l's attention; rope pair t % 64 (cosine and sine at the position: cs, sn) */
 __device__ void attention(const net &n, int l, int item, attn_smem &a, float cs, float sn) {
     const int t = threadIdx.x, w = t >> 5, lane = t & 31, h = item / SPL, sp = item % SPL, pos = n.pos[0];
     int p0, p1;
@@ -663,6 +663,7 @@ __device__ void attention(const net &n, int l, int item, attn_smem &a, float cs,
             }
         }
         cbar();
+        if (t == 0 && ts == p0 && item == (int)blockIdx.x) stamp(l, ST_ATT_SC);
         if (w < GQA) { /* warp g: head g's softmax, online across tiles */
             float m = -1e30f;
             for (int p = lane; p < nt; p += 32) m = fmaxf(m, a.sc[w][p]);
@@ -679,6 +680,7 @@ __device__ void attention(const net &n, int l, int item, attn_smem &a, float cs,
             }
         }
         cbar();
+        if (t == 0 && ts == p0 && item == (int)blockIdx.x) stamp(l, ST_ATT_SM);
         const float al = a.alpha[i];
         o0 *= al, o1 *= al, e0 *= al, e1 *= al;
         int p = 0;
@@ -695,7 +697,7 @@ __device__ void attention(const net &n, int l, int item, attn_smem &a, float cs,
     }
     if (np == 0) { /* an empty split: m and s as set above */
         cp_async_wait_all(), cbar();
-        if (t == 0 && item == (int)blockIdx.x) stamp(l, ST_ATT_IN);
+        if (t == 0 && item == (int)blockIdx.x) stamp(l, ST_ATT_IN), stamp(l, ST_ATT_SC), stamp(l, ST_ATT_SM);
     }
     const int pi = (h * SPL + sp) * GQA + i;
     st_tw2(n.pf + pi * HD + d, o0 + e0, o1 + e1, l + 1);
@@ -805,7 +807,7 @@ template <int QT> __global__ void __launch_bounds__(NT, 1) decode_layers_kernel(
         /* the merges after all of the block's partials: a split's merge waits for the others' partials */
         for (int item = blockIdx.x; item < NKV * SPL; item += gridDim.x) merge(n, l, item, as);
         if (t == 0 && (int)blockIdx.x >= NKV * SPL) /* no item: its attention steps are its end */
-            stamp(l, ST_ATT_IN), stamp(l, ST_ATT_PART), stamp(l, ST_MRG_IN);
+            stamp(l, ST_ATT_IN), stamp(l, ST_ATT_SC), stamp(l, ST_ATT_SM), stamp(l, ST_ATT_PART), stamp(l, ST_MRG_IN);
         if (t == 0) stamp(l, ST_ATT_DONE);
         /* o, into the residual */
         wait_ge(c + 1, NKV * SPL); /* every split's share of the merges */
@@ -979,7 +981,7 @@ extern "C" void cu_dl_stamps_print(void) {
     if (nb < 1 || nl < 3) return;
     static const char *names[] = {
         "qkv woke",     "qkv x ready",  "qkv rows done", "qkv signalled", "attn woke",     "attn inputs in",
-        "attn partial", "merge inputs in", "attn done",
+        "attn scores",  "attn softmax", "attn partial", "merge inputs in", "attn done",
         "o woke",       "o x ready",    "o rows done",   "o signalled",   "gu woke",       "gu x ready",
         "gu rows done", "gu signalled", "down woke",     "down x ready",  "down rows done", "down signalled",
         "prod qkv first", "prod qkv end", "prod o first",
