@@ -684,6 +684,13 @@ __device__ void attention(const net &n, int l, int item, attn_smem &a, float cs,
         const float al = a.alpha[i];
         o0 *= al, o1 *= al, e0 *= al, e1 *= al;
         int p = 0;
+        for (; p + 3 < nt; p += 4) { /* four positions' scores in one broadcast load; the chains as below */
+            const float4 sc = *(const float4 *)&a.sc[i][p];
+            const float2 v = h2(*(const uint32_t *)&a.v[p][d]), u = h2(*(const uint32_t *)&a.v[p + 1][d]);
+            const float2 v2 = h2(*(const uint32_t *)&a.v[p + 2][d]), u2 = h2(*(const uint32_t *)&a.v[p + 3][d]);
+            o0 = fmaf(sc.x, v.x, o0), o1 = fmaf(sc.x, v.y, o1), e0 = fmaf(sc.y, u.x, e0), e1 = fmaf(sc.y, u.y, e1);
+            o0 = fmaf(sc.z, v2.x, o0), o1 = fmaf(sc.z, v2.y, o1), e0 = fmaf(sc.w, u2.x, e0), e1 = fmaf(sc.w, u2.y, e1);
+        }
         for (; p + 1 < nt; p += 2) {
             const float2 v = h2(*(const uint32_t *)&a.v[p][d]), u = h2(*(const uint32_t *)&a.v[p + 1][d]);
             o0 = fmaf(a.sc[i][p], v.x, o0), o1 = fmaf(a.sc[i][p], v.y, o1);
