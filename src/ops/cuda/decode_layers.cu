@@ -765,6 +765,7 @@ template <int QT> __global__ void __launch_bounds__(NT, 1) decode_layers_kernel(
     __shared__ double red[CW];
     __shared__ int meta[MAX_STAGES];
     uint64_t *mb = (uint64_t *)(sm + (size_t)stages * F::STG);
+    static_assert(2 * MAX_STAGES * 8 % 16 == 0, "xk after the barriers 16-byte aligned: load_x stores float4");
     float *xk = (float *)(mb + 2 * MAX_STAGES); /* x as q / k / v read it (o's residual), then as gu (down's) */
     float *rr = xk + D;
     int *units = (int *)(rr + CW * rmax);
