@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# session 58's first call (carry [".dev"]; packed at session 57's last commit with kvbulk beside,
+# session 58's first call (carry [".dev"]; packed at session 57's last commit with kvbulk and sct beside,
 # PACK_STAMPS=1): on an H200 the goals alone (issue7 issue6); on an H100 the variants after 512 (a third time
-# too), then HEAD and kvbulk after 3000 positions alternated twice, and the stamps there
+# too), then HEAD, kvbulk and sct after 3000 positions alternated twice, and the stamps there
 cd "$(dirname "$0")/../.."  # kept as .dev/s58.sh too (cd "$(dirname "$0")/..")
 export HEARTH_ROOT=$PWD
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader)
@@ -12,18 +12,18 @@ case "$gpu" in
 esac
 bash tools/bench/device_run.sh variants 2>&1 | grep -vE "^\s+(prod)"
 for t in q4_0 q8_0 bf16; do
-    for b in bench_model_prev bench_model_kvbulk; do
+    for b in bench_model_prev bench_model_kvbulk bench_model_sct; do
         hdr "$b /tmp/l8b-$t.gguf --prompt 512 --gen 128 --prefill 512 --reps 1 (a third time)"
         timeout 60 /tmp/b/$b /tmp/l8b-$t.gguf --prompt 512 --gen 128 --prefill 512 --reps 1 2>&1 | grep -E "^decode"
     done
     for i in 1 2; do
-        for b in bench_model_prev bench_model_kvbulk; do
+        for b in bench_model_prev bench_model_kvbulk bench_model_sct; do
             hdr "$b /tmp/l8b-$t.gguf --prompt 3000 --gen 64 --prefill 512 --reps 1"
             timeout 60 /tmp/b/$b /tmp/l8b-$t.gguf --prompt 3000 --gen 64 --prefill 512 --reps 1 2>&1 | grep -E "^decode"
         done
     done
 done
-for v in prev kvbulk; do
+for v in prev kvbulk sct; do
     hdr "stamps_$v /tmp/l8b-q4_0.gguf --prompt 3000 --gen 64 --prefill 512 --reps 1"
     timeout 60 /tmp/b/stamps_$v /tmp/l8b-q4_0.gguf --prompt 3000 --gen 64 --prefill 512 --reps 1 2>&1 |
         grep -E "^decode|^decode_layers stamps|^  " | grep -vE "^\s+prod"
