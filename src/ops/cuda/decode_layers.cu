@@ -29,7 +29,8 @@
  *         holding the position on k, written to the cache with v), a tile at
  *         a time scores, an online softmax and P x V, to a partial; then each
  *         of a head's 16 splits merges 32 of its dims from the 16 partials
- *   o     wait for the 128 merges; x += Wo . attn
+ *   o     wait for the 128 merges; x += Wo . attn (the x added to is the one
+ *         q / k / v read, kept in shared memory; down's, the one gate / up read)
  *   gu    wait for every o row; x's second norm; R / 2 gate rows and their
  *         up rows a stage, act_j = silu(g) * u
  *   down  wait for every act; x += Wd . act (BF16 half a row a stage, Q8_0
@@ -955,7 +956,8 @@ void cu_decode_layers(const cu_launch *L, const cu_dl_plan_t *plan, const cu_dl_
     }
     n.rel = rel;
     /* HEARTH_DL_INFLIGHT=N: at most N copies in flight a block (0: no cap; a measurement knob). 2 by default:
-     * on an H100 +1.6% Q4_0, +3.5% Q8_0, +2.7% BF16 against no cap; 3 even with none, 4-6 ~-1% (s56-run3, -run4) */
+     * on an H100 +1.6% Q4_0, +3.5% Q8_0, +2.7% BF16 against no cap; 3 even with none, 4-6 ~-1% (s56-run3, -run4);
+     * 1 starves the larger stages (Q8_0 -7%, BF16 -12% against 2, s57-run1) */
     static int infl = -1;
     if (infl < 0) {
         const char *s = getenv("HEARTH_DL_INFLIGHT");
