@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# session 58's first call (carry [".dev"]; packed at 4078fd8 with kvbulk, sct and act16 beside, PACK_STAMPS=1,
+# session 58's first call (carry [".dev"]; packed at 4078fd8 with kvbulk, sct, act16 and claim2 beside, PACK_STAMPS=1,
 # and the CUPTI tracer): on an H200 the goals alone (issue7 issue6); on an H100 the variants after 512, then
 # HEAD, kvbulk, sct after 3000 positions, and a traced Q4_0 decode (where a token's time outside the layers goes)
 cd "$(dirname "$0")/../.."  # kept as .dev/s58.sh too (cd "$(dirname "$0")/..")
