@@ -10,7 +10,7 @@ hdr() { echo "## $(date +%T) $*"; }
 case "$gpu" in
 *H200*) bash tools/bench/device_run.sh issue7 issue6 2>&1 | tee $OUT/s58-h200.log | tail -60; exit ;;
 esac
-VARIANT_ENVS="claim2:HEARTH_DL_INFLIGHT=3" bash tools/bench/device_run.sh variants 2>&1 | grep -vE "^\s+(prod)"
+VARIANT_ENVS="claim2:HEARTH_DL_INFLIGHT=3" bash tools/bench/device_run.sh variants 2>&1
 hdr "traced: bench_model_prev /tmp/l8b-q4_0.gguf --prompt 512 --gen 64 --prefill 512 --reps 1"
 LD_LIBRARY_PATH=/tmp/b CUDA_INJECTION64_PATH=/tmp/b/libhearth_trace.so HEARTH_TRACE_OUT=/tmp/tr.csv \
     timeout 90 /tmp/b/bench_model_prev /tmp/l8b-q4_0.gguf --prompt 512 --gen 64 --prefill 512 --reps 1 2>&1 |
