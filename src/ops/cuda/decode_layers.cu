@@ -65,7 +65,7 @@ constexpr int QKV = D + 2 * NKV * HD, KVD = NKV * HD;
 constexpr int CW = 8, CT = CW * 32, NT = CT + 32; /* consumer warps; warp CW's lane 0 produces */
 constexpr int MAX_STAGES = 10;
 /* SPL splits a kv head, their positions in tiles of TILE whose K and V rows sit in shared memory */
-constexpr int SPL = 16, TILE = 64;
+constexpr int SPL = 16, TILE = 64, KP = 8; /* K rows 272 bytes apart: row p's 16-byte chunk c in quad (p + c) % 8 */
 /* a layer's counters: 0 spare (q / k / v are tagged words), merges, o, gu, down done, 11 spare, 4 claims */
 constexpr int NCTR = 20;
 static_assert(D == 2 * 8 * CT && FF == 7 * 8 * CT && HD == 128 && GQA * (HD / 2) == CT, "the thread mapping");
@@ -564,8 +564,12 @@ __device__ __forceinline__ float row_sum(const float *rr, int rmax, int i, int w
 struct attn_smem {
     float q[GQA][HD], sc[GQA][TILE], m[GQA], s[GQA], alpha[GQA]; /* per head: running max and sum, rescale */
     int last;
-    __align__(16) __half k[TILE][HD], v[TILE][HD], knew[HD], vnew[HD];
+    __align__(16) __half k[TILE][HD + KP], v[TILE][HD], knew[HD], vnew[HD]; /* K's rows padded: see the scores */
 };
+/* the scores' sums of four 32-dim slices, [slice][head][position] (the quantized types' xs, free during the
+ * attention, holds them) */
+constexpr int PS = 4 * GQA * TILE;
+static_assert(sizeof(xq_smem<D>) >= PS * sizeof(float), "the scores' slices fit in xs");
 __device__ __forceinline__ void split_range(const net &n, int item, int &p0, int &p1) {
     const int ctx = n.pos[0] + 1, per = (ctx + SPL - 1) / SPL;
     p0 = (item % SPL) * per, p1 = min(ctx, p0 + per);
@@ -594,7 +598,7 @@ __device__ __forceinline__ float2 h2(uint32_t w) { return __half22float2(*(const
  * different quads of banks (in order, parts 0 / 2 / 4 / 6 would all meet in banks 0-3) */
 __device__ __forceinline__ int qsw(int d) { return (d & ~15) | ((((d >> 2) & 3) ^ ((d >> 5) & 3)) << 2) | (d & 3); }
 /* one (kv head, split) of layer l's attention; rope pair t % 64 (cosine and sine at the position: cs, sn) */
-__device__ void attention(const net &n, int l, int item, attn_smem &a, float cs, float sn) {
+__device__ void attention(const net &n, int l, int item, attn_smem &a, float cs, float sn, float *ps) {
     const int t = threadIdx.x, w = t >> 5, lane = t & 31, h = item / SPL, sp = item % SPL, pos = n.pos[0];
     int p0, p1;
     split_range(n, item, p0, p1);
@@ -624,7 +628,7 @@ __device__ void attention(const net &n, int l, int item, attn_smem &a, float cs,
         }
         if (t < GQA) a.m[t] = -1e30f, a.s[t] = 0.0f;
     }
-    const int i = t >> 6, d = 2 * (t & 63), sub = lane >> 3, part = lane & 7;
+    const int i = t >> 6, d = 2 * (t & 63);
     float o0 = 0, o1 = 0, e0 = 0, e1 = 0; /* even and odd positions' chains side by side */
     for (int ts = p0; ts < p1; ts += TILE) { /* the first tile was asked for at the layer's start */
         const int te = min(p1, ts + TILE), nt = te - ts;
@@ -634,40 +638,44 @@ __device__ void attention(const net &n, int l, int item, attn_smem &a, float cs,
         if (pos >= ts && pos < te && t < HD) a.k[pos - ts][t] = a.knew[t], a.v[pos - ts][t] = a.vnew[t];
         cbar();
         if (t == 0 && ts == p0 && item == (int)blockIdx.x) stamp(l, ST_ATT_IN);
-        /* scores: a warp four positions at a time, eight lanes a position, a lane 16 dims */
-        for (int pb = 4 * w; pb < nt; pb += 4 * CW) {
-            const int p = pb + sub;
-            float k[16] = {};
-            if (p < nt) {
+        /* scores: a lane a position (lane + 32 (w / 4)), warp w the 32 dims 32 (w % 4) .. + 31 of every head, as
+         * two 16-dim parts; q's reads are broadcasts, K's eight rows a quarter-warp meet eight quads of banks
+         * (KP). The four slices' sums go to ps and are added in the softmax. */
+        if (const int p = lane + 32 * (w >> 2); p < nt) {
+            float s[GQA] = {};
+#pragma unroll
+            for (int hh = 0; hh < 2; hh++) {
+                const int part = 2 * (w & 3) + hh;
                 const uint4 *kr = (const uint4 *)(&a.k[p][0] + 16 * part);
-                const int f = part >> 2; /* parts 4-7 load their second half first: eight quads of banks */
-                const uint4 ka = kr[f], kb = kr[f ^ 1], k0 = f ? kb : ka, k1 = f ? ka : kb;
+                const uint4 k0 = kr[0], k1 = kr[1];
                 const uint32_t kw[8] = {k0.x, k0.y, k0.z, k0.w, k1.x, k1.y, k1.z, k1.w};
+                float k[16];
 #pragma unroll
                 for (int e = 0; e < 8; e++) {
                     const float2 f = h2(kw[e]);
                     k[2 * e] = f.x, k[2 * e + 1] = f.y;
                 }
+#pragma unroll
+                for (int g = 0; g < GQA; g++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) { /* dims 16 part + 4 e .. + 3, where qsw put them */
+                        const float4 q = *(const float4 *)&a.q[g][16 * part + 4 * (e ^ (part >> 1))];
+                        s[g] = fmaf(q.x, k[4 * e], s[g]), s[g] = fmaf(q.y, k[4 * e + 1], s[g]);
+                        s[g] = fmaf(q.z, k[4 * e + 2], s[g]), s[g] = fmaf(q.w, k[4 * e + 3], s[g]);
+                    }
             }
 #pragma unroll
-            for (int g = 0; g < GQA; g++) {
-                float s = 0;
-#pragma unroll
-                for (int e = 0; e < 4; e++) { /* dims 16 part + 4 e .. + 3, where qsw put them */
-                    const float4 q = *(const float4 *)&a.q[g][16 * part + 4 * (e ^ (part >> 1))];
-                    s = fmaf(q.x, k[4 * e], s), s = fmaf(q.y, k[4 * e + 1], s);
-                    s = fmaf(q.z, k[4 * e + 2], s), s = fmaf(q.w, k[4 * e + 3], s);
-                }
-                s += __shfl_xor_sync(0xffffffffu, s, 1), s += __shfl_xor_sync(0xffffffffu, s, 2);
-                s += __shfl_xor_sync(0xffffffffu, s, 4);
-                if (part == 0 && p < nt) a.sc[g][p] = s;
-            }
+            for (int g = 0; g < GQA; g++) ps[((w & 3) * GQA + g) * TILE + p] = s[g];
         }
         cbar();
         if (t == 0 && ts == p0 && item == (int)blockIdx.x) stamp(l, ST_ATT_SC);
         if (w < GQA) { /* warp g: head g's softmax, online across tiles */
             float m = -1e30f;
-            for (int p = lane; p < nt; p += 32) m = fmaxf(m, a.sc[w][p]);
+            for (int p = lane; p < nt; p += 32) {
+                const float *v = ps + w * TILE + p; /* slice j's sum at v[j GQA TILE] */
+                const float sc = ((v[0] + v[GQA * TILE]) + v[2 * GQA * TILE]) + v[3 * GQA * TILE];
+                a.sc[w][p] = sc, m = fmaxf(m, sc);
+            }
             m = fmaxf(warp_max(m), a.m[w]);
             float s = 0;
             for (int p = lane; p < nt; p += 32) {
@@ -763,6 +771,8 @@ template <int QT> __global__ void __launch_bounds__(NT, 1) decode_layers_kernel(
     __shared__ __align__(16) uint8_t ubuf[UB > XB ? UB : XB];
     attn_smem &as = *reinterpret_cast<attn_smem *>(ubuf);
     __shared__ xq_smem<BF ? 32 : D> xs; /* the quantized types' 4096-wide inputs */
+    __shared__ __align__(16) float ps_bf[BF ? PS : 1];           /* BF16's xs is too small for the scores' slices */
+    float *ps = BF ? ps_bf : reinterpret_cast<float *>(&xs);
     __shared__ double red[CW];
     __shared__ int meta[MAX_STAGES];
     uint64_t *mb = (uint64_t *)(sm + (size_t)stages * F::STG);
@@ -810,7 +820,7 @@ template <int QT> __global__ void __launch_bounds__(NT, 1) decode_layers_kernel(
         for (int item = blockIdx.x; item < NKV * SPL; item += gridDim.x) {
             if (!one) kv_prefetch(n, l, item, as);
             if (t == 0 && item == (int)blockIdx.x) stamp(l, ST_ATT_WAIT);
-            attention(n, l, item, as, cs, sn); /* waits for its head's q, k, v */
+            attention(n, l, item, as, cs, sn, ps); /* waits for its head's q, k, v */
             cbar();
         }
         /* the merges after all of the block's partials: a split's merge waits for the others' partials */
