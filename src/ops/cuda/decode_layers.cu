@@ -593,10 +593,6 @@ __device__ void kv_prefetch(const net &n, int l, int item, attn_smem &a) {
 }
 __device__ __forceinline__ float2 h2(uint32_t w) { return __half22float2(*(const __half2 *)&w); }
 
-/* where q's dim d sits in a.q's row: the scores' lanes read 16 dims each, 16 part .. 16 part + 15, as four
- * float4; their four chunks are stored rotated by part / 2, so the eight parts' loads of one chunk fall in eight
- * different quads of banks (in order, parts 0 / 2 / 4 / 6 would all meet in banks 0-3) */
-__device__ __forceinline__ int qsw(int d) { return (d & ~15) | ((((d >> 2) & 3) ^ ((d >> 5) & 3)) << 2) | (d & 3); }
 /* one (kv head, split) of layer l's attention; rope pair t % 64 (cosine and sine at the position: cs, sn) */
 __device__ void attention(const net &n, int l, int item, attn_smem &a, float cs, float sn, float *ps) {
     const int t = threadIdx.x, w = t >> 5, lane = t & 31, h = item / SPL, sp = item % SPL, pos = n.pos[0];
@@ -610,7 +606,7 @@ __device__ void attention(const net &n, int l, int item, attn_smem &a, float cs,
         float q0, q1;
         wait_tw2(qh + ia, qh + ib, l + 1, q0, q1);
         rope_rotate_sc(q0, q1, sn, cs);
-        a.q[i][qsw(ia)] = q0 * n.scale, a.q[i][qsw(ib)] = q1 * n.scale;
+        a.q[i][ia] = q0 * n.scale, a.q[i][ib] = q1 * n.scale;
         if (np > 0 && p1 == pos + 1) {
             const size_t at = kv_row(n, pos, h);
             if (t < 64) {
@@ -658,8 +654,8 @@ __device__ void attention(const net &n, int l, int item, attn_smem &a, float cs,
 #pragma unroll
                 for (int g = 0; g < GQA; g++)
 #pragma unroll
-                    for (int e = 0; e < 4; e++) { /* dims 16 part + 4 e .. + 3, where qsw put them */
-                        const float4 q = *(const float4 *)&a.q[g][16 * part + 4 * (e ^ (part >> 1))];
+                    for (int e = 0; e < 4; e++) { /* dims 16 part + 4 e .. + 3: the warp's lanes read the same */
+                        const float4 q = *(const float4 *)&a.q[g][16 * part + 4 * e];
                         s[g] = fmaf(q.x, k[4 * e], s[g]), s[g] = fmaf(q.y, k[4 * e + 1], s[g]);
                         s[g] = fmaf(q.z, k[4 * e + 2], s[g]), s[g] = fmaf(q.w, k[4 * e + 3], s[g]);
                     }
