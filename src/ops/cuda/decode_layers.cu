@@ -575,26 +575,37 @@ __device__ __forceinline__ void split_range(const net &n, int item, int &p0, int
     p0 = (item % SPL) * per, p1 = min(ctx, p0 + per);
 }
 /* cached K and V rows [ts, te) of kv head h, before the new position (they depend on nothing of this
- * token), into the shared tile (cp.async; the caller waits) */
-__device__ void tile_load(const net &n, int l, int h, int ts, int te, attn_smem &a) {
-    const int np = min(te, n.pos[0]) - ts;
-    const __half *kc = n.layers[l].kc, *vc = n.layers[l].vc;
-    for (int i = threadIdx.x; i < 2 * np * (HD / 8); i += CT) {
-        const int kv = i / (np * (HD / 8)), j = i % (np * (HD / 8)), p = j / (HD / 8), c = j % (HD / 8);
-        cp_async16((kv ? &a.v[p][0] : &a.k[p][0]) + 8 * c, (kv ? vc : kc) + kv_row(n, ts + p, h) + 8 * c);
+ * token), into the shared tile: one bulk copy a row (256 bytes), thread i < 2 np the K (then V) row i, each
+ * adding its bytes to bar's expected count before its copy, so bar's phase cannot end before every copy is
+ * counted; tile_wait ends it */
+__device__ void tile_load(const net &n, int l, int h, int ts, int te, attn_smem &a, uint32_t bar) {
+    const int np = min(te, n.pos[0]) - ts, t = threadIdx.x;
+    if (t < 2 * np) {
+        const int kv = t >= np, p = t - kv * np;
+        asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(HD * 2) : "memory");
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* after the block's own uses of the tile */
+        bulk_load(smem_u32(kv ? &a.v[p][0] : &a.k[p][0]),
+                  (kv ? n.layers[l].vc : n.layers[l].kc) + kv_row(n, ts + p, h), HD * 2, bar);
     }
-    cp_async_commit();
+}
+/* the tile in shared memory: every thread's tile_load behind the barrier, then one arrival, then the phase's
+ * end (ph counts the block's tiles; every consumer thread keeps the same count) */
+__device__ void tile_wait(uint32_t bar, unsigned &ph) {
+    cbar();
+    if (threadIdx.x == 0) mbar_arrive(bar);
+    mbar_wait(bar, ph & 1), ph++;
 }
 /* an item's first tile, asked for at the layer's start */
-__device__ void kv_prefetch(const net &n, int l, int item, attn_smem &a) {
+__device__ void kv_prefetch(const net &n, int l, int item, attn_smem &a, uint32_t bar) {
     int p0, p1;
     split_range(n, item, p0, p1);
-    tile_load(n, l, item / SPL, p0, min(p1, p0 + TILE), a);
+    tile_load(n, l, item / SPL, p0, min(p1, p0 + TILE), a, bar);
 }
 __device__ __forceinline__ float2 h2(uint32_t w) { return __half22float2(*(const __half2 *)&w); }
 
 /* one (kv head, split) of layer l's attention; rope pair t % 64 (cosine and sine at the position: cs, sn) */
-__device__ void attention(const net &n, int l, int item, attn_smem &a, float cs, float sn, float *ps) {
+__device__ void attention(const net &n, int l, int item, attn_smem &a, float cs, float sn, float *ps, uint32_t bar,
+                          unsigned &ph) {
     const int t = threadIdx.x, w = t >> 5, lane = t & 31, h = item / SPL, sp = item % SPL, pos = n.pos[0];
     int p0, p1;
     split_range(n, item, p0, p1);
@@ -628,9 +639,8 @@ __device__ void attention(const net &n, int l, int item, attn_smem &a, float cs,
     float o0 = 0, o1 = 0, e0 = 0, e1 = 0; /* even and odd positions' chains side by side */
     for (int ts = p0; ts < p1; ts += TILE) { /* the first tile was asked for at the layer's start */
         const int te = min(p1, ts + TILE), nt = te - ts;
-        if (ts > p0) tile_load(n, l, h, ts, te, a);
-        cp_async_wait_all();
-        cbar();
+        if (ts > p0) tile_load(n, l, h, ts, te, a, bar);
+        tile_wait(bar, ph);
         if (pos >= ts && pos < te && t < HD) a.k[pos - ts][t] = a.knew[t], a.v[pos - ts][t] = a.vnew[t];
         cbar();
         if (t == 0 && ts == p0 && item == (int)blockIdx.x) stamp(l, ST_ATT_IN);
@@ -708,7 +718,7 @@ __device__ void attention(const net &n, int l, int item, attn_smem &a, float cs,
         cbar(); /* the tile's buffers are free for the next */
     }
     if (np == 0) { /* an empty split: m and s as set above */
-        cp_async_wait_all(), cbar();
+        tile_wait(bar, ph);
         if (t == 0 && item == (int)blockIdx.x) stamp(l, ST_ATT_IN), stamp(l, ST_ATT_SC), stamp(l, ST_ATT_SM);
     }
     const int pi = (h * SPL + sp) * GQA + i;
@@ -765,6 +775,7 @@ template <int QT> __global__ void __launch_bounds__(NT, 1) decode_layers_kernel(
      * first K / V copies */
     constexpr size_t UB = sizeof(attn_smem), XB = BF ? 1 : sizeof(xq_smem<FF>);
     __shared__ __align__(16) uint8_t ubuf[UB > XB ? UB : XB];
+    __shared__ uint64_t kvb; /* the K / V tiles' bulk copies complete on it (outside ubuf, which down reuses) */
     attn_smem &as = *reinterpret_cast<attn_smem *>(ubuf);
     __shared__ xq_smem<BF ? 32 : D> xs; /* the quantized types' 4096-wide inputs */
     __shared__ __align__(16) float ps_bf[BF ? PS : 1];           /* BF16's xs is too small for the scores' slices */
@@ -779,6 +790,7 @@ template <int QT> __global__ void __launch_bounds__(NT, 1) decode_layers_kernel(
     ring r = {stages, F::STG, smem_u32(sm), smem_u32(mb), smem_u32(mb + MAX_STAGES), 0u, meta};
     if (threadIdx.x == 0) {
         for (int i = 0; i < stages; i++) mbar_init(r.full + 8 * i, 1), mbar_init(r.empty + 8 * i, CW);
+        mbar_init(smem_u32(&kvb), 1);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncthreads();
@@ -795,11 +807,13 @@ template <int QT> __global__ void __launch_bounds__(NT, 1) decode_layers_kernel(
     /* a 4096-wide matmul's row i: its sums from every warp (BF16), or from the half that took it */
     constexpr int NW = BF ? CW : CW / 2;
     auto W0 = [](int i) { return BF ? 0 : CW / 2 * (i & 1); };
+    const uint32_t kbar = smem_u32(&kvb);
+    unsigned kph = 0; /* the K / V tiles so far */
     for (int l = 0; l < n.L; l++) {
         unsigned *c = n.ctr + l * NCTR;
         const cu_dl_layer &ly = n.layers[l];
         const bool one = gridDim.x >= NKV * SPL && (int)blockIdx.x < NKV * SPL; /* this block's one item */
-        if (one) kv_prefetch(n, l, blockIdx.x, as);
+        if (one) kv_prefetch(n, l, blockIdx.x, as, kbar);
         /* q, k, v */
         nw16 nw = load_nw(ly.n1);
         if (l > 0) wait_ge(n.ctr + (l - 1) * NCTR + 4, D);
@@ -814,9 +828,9 @@ template <int QT> __global__ void __launch_bounds__(NT, 1) decode_layers_kernel(
         if (t == 0) stamp(l, ST_QKV_SIG), stamp(l, ST_ATT_WAIT);
         /* the attention */
         for (int item = blockIdx.x; item < NKV * SPL; item += gridDim.x) {
-            if (!one) kv_prefetch(n, l, item, as);
+            if (!one) kv_prefetch(n, l, item, as, kbar);
             if (t == 0 && item == (int)blockIdx.x) stamp(l, ST_ATT_WAIT);
-            attention(n, l, item, as, cs, sn, ps); /* waits for its head's q, k, v */
+            attention(n, l, item, as, cs, sn, ps, kbar, kph); /* waits for its head's q, k, v */
             cbar();
         }
         /* the merges after all of the block's partials: a split's merge waits for the others' partials */
