@@ -14,7 +14,10 @@
  * mbarrier a stage), claiming them one at a time from a counter a phase so
  * that the multiprocessors DRAM serves faster take more; weights depend on
  * nothing, so it waits only for a free stage and for the copy two back to
- * land (fewer bytes queued at once, session 56). The copies are marked
+ * land (fewer bytes queued at once, session 56), or, while the block's
+ * consumers wait between phases, for the copy one back (Q8_0 / Q4_0: their
+ * waits are L2 round trips, which queue behind the bytes in flight; session
+ * 59). The copies are marked
  * evict-first in L2: read once a token, they are not to evict what every
  * block reads again. Warps 0-7 consume, a layer
  * being:
@@ -83,6 +86,7 @@ struct net {
     unsigned *ctr;
     int rel;  /* signals as release adds (HEARTH_DL_RELEASE, on by default) */
     int infl; /* the producer's copies in flight at most (0: as many as the ring's stages) */
+    int sinfl; /* the same while the block's consumers wait between phases (-1: none issued then) */
 };
 
 __device__ __forceinline__ float bf_lo(uint32_t w) { return __uint_as_float(w << 16); }
@@ -313,6 +317,7 @@ struct ring {
     uint32_t base, full, empty;
     unsigned c; /* stages so far: stage c % S, its use c / S */
     int *meta;  /* [S]: the unit a stage holds, -1 for a phase's end */
+    volatile int *sw; /* 1 while the consumers are between a phase's last rows and the next phase's input */
     __device__ const uint8_t *take(uint8_t *sm) {
         mbar_wait(full + 8 * (c % S), (c / S) & 1);
         return sm + (size_t)(c % S) * stg;
@@ -344,8 +349,13 @@ template <int QT> __device__ void produce(const net &n, ring &r) {
         if (use > 0) mbar_wait(r.empty + 8 * st, (use - 1) & 1);
         /* the copy infl back has landed (infl < S: that stage's last use, so its parity names its phase; at S or
          * more the free stage is the cap) */
-        if (n.infl > 0 && n.infl < r.S && r.c >= (unsigned)n.infl) {
-            const unsigned b = r.c - n.infl;
+        /* while the consumers wait between phases, fewer copies in flight (or none): the waits are L2 round
+         * trips (counts, x, q / k / v, partials), which queue behind the stream's bytes in flight */
+        if (n.sinfl < 0)
+            while (*r.sw) __nanosleep(64);
+        const int cap = *r.sw ? n.sinfl : n.infl;
+        if (cap > 0 && cap < r.S && r.c >= (unsigned)cap) {
+            const unsigned b = r.c - cap;
             mbar_wait(r.full + 8 * (b % r.S), (b / r.S) & 1);
         }
         r.meta[st] = unit;
@@ -782,13 +792,15 @@ template <int QT> __global__ void __launch_bounds__(NT, 1) decode_layers_kernel(
     float *ps = BF ? ps_bf : reinterpret_cast<float *>(&xs);
     __shared__ double red[CW];
     __shared__ int meta[MAX_STAGES];
+    __shared__ int syncw;
     uint64_t *mb = (uint64_t *)(sm + (size_t)stages * F::STG);
     static_assert(2 * MAX_STAGES * 8 % 16 == 0, "xk after the barriers 16-byte aligned: load_x stores float4");
     float *xk = (float *)(mb + 2 * MAX_STAGES); /* x as q / k / v read it (o's residual), then as gu (down's) */
     float *rr = xk + D;
     int *units = (int *)(rr + CW * rmax);
-    ring r = {stages, F::STG, smem_u32(sm), smem_u32(mb), smem_u32(mb + MAX_STAGES), 0u, meta};
+    ring r = {stages, F::STG, smem_u32(sm), smem_u32(mb), smem_u32(mb + MAX_STAGES), 0u, meta, &syncw};
     if (threadIdx.x == 0) {
+        syncw = 0;
         for (int i = 0; i < stages; i++) mbar_init(r.full + 8 * i, 1), mbar_init(r.empty + 8 * i, CW);
         mbar_init(smem_u32(&kvb), 1);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -819,9 +831,9 @@ template <int QT> __global__ void __launch_bounds__(NT, 1) decode_layers_kernel(
         if (l > 0) wait_ge(n.ctr + (l - 1) * NCTR + 4, D);
         if (t == 0) stamp(l, ST_QKV_WAIT);
         load_x<QT>(n.x, &nw, n.eps, xr, red, xs, xk);
-        if (t == 0) stamp(l, ST_QKV_X);
+        if (t == 0) stamp(l, ST_QKV_X), *r.sw = 0;
         int k = gemv4096<QT>(xr, r, sm, rr, rmax, units);
-        if (t == 0) stamp(l, ST_QKV_MM);
+        if (t == 0) stamp(l, ST_QKV_MM), *r.sw = 1;
         for (int i = t; i < R * k; i += CT)
             st_tw(n.qf + R * units[i / R] + i % R, row_sum(rr, rmax, i, W0(i), NW), l + 1);
         cbar(); /* rr is free again */
@@ -842,9 +854,9 @@ template <int QT> __global__ void __launch_bounds__(NT, 1) decode_layers_kernel(
         wait_ge(c + 1, NKV * SPL); /* every split's share of the merges */
         if (t == 0) stamp(l, ST_O_WAIT);
         load_x<QT>(n.att, nullptr, n.eps, xr, red, xs);
-        if (t == 0) stamp(l, ST_O_X);
+        if (t == 0) stamp(l, ST_O_X), *r.sw = 0;
         k = gemv4096<QT>(xr, r, sm, rr, rmax, units);
-        if (t == 0) stamp(l, ST_O_MM);
+        if (t == 0) stamp(l, ST_O_MM), *r.sw = 1;
         for (int i = t; i < R * k; i += CT) {
             const int row = R * units[i / R] + i % R;
             n.x[row] = xk[row] + row_sum(rr, rmax, i, W0(i), NW);
@@ -856,9 +868,9 @@ template <int QT> __global__ void __launch_bounds__(NT, 1) decode_layers_kernel(
         wait_ge(c + 2, D);
         if (t == 0) stamp(l, ST_GU_WAIT);
         load_x<QT>(n.x, &nw, n.eps, xr, red, xs, xk);
-        if (t == 0) stamp(l, ST_GU_X);
+        if (t == 0) stamp(l, ST_GU_X), *r.sw = 0;
         k = gemv4096<QT>(xr, r, sm, rr, rmax, units);
-        if (t == 0) stamp(l, ST_GU_MM);
+        if (t == 0) stamp(l, ST_GU_MM), *r.sw = 1;
         for (int j = t; j < G * k; j += CT) {
             const int at = R * (j / G) + j % G;
             const float g = row_sum(rr, rmax, at, W0(at), NW), u = row_sum(rr, rmax, at + G, W0(at + G), NW);
@@ -885,9 +897,9 @@ template <int QT> __global__ void __launch_bounds__(NT, 1) decode_layers_kernel(
             xa[1] = t + CT < FF / 32 ? xq_get(xd, t + CT) : xb{};
             cbar(); /* the next layer's K / V copies may take the buffer */
         }
-        if (t == 0) stamp(l, ST_DN_X);
+        if (t == 0) stamp(l, ST_DN_X), *r.sw = 0;
         k = gemv_down<QT>(xa, r, sm, rr, rmax, units);
-        if (t == 0) stamp(l, ST_DN_MM);
+        if (t == 0) stamp(l, ST_DN_MM), *r.sw = 1;
         for (int i = t; i < DR * k; i += CT) {
             const int row = DR * units[i / DR] + i % DR;
             n.x[row] = xk[row] + row_sum(rr, rmax, i);
@@ -984,6 +996,16 @@ void cu_decode_layers(const cu_launch *L, const cu_dl_plan_t *plan, const cu_dl_
         infl = s ? std::max(0, atoi(s)) : 2;
     }
     n.infl = infl;
+    /* HEARTH_DL_SYNCCAP=N: at most N copies in flight while the block's consumers are between a phase's last
+     * rows and the next phase's input (-1: none issued then; 0: no cap). 1 by default for Q8_0 / Q4_0: on an
+     * H100 +1.1% / +4.5% against 2 (s59-run2), the waits' round trips shorter with fewer bytes queued; BF16
+     * keeps the streaming cap (-0.6% at 1). */
+    static int sinfl = -2;
+    if (sinfl == -2) {
+        const char *s = getenv("HEARTH_DL_SYNCCAP");
+        sinfl = s ? std::max(-1, atoi(s)) : -3; /* -3: the type's default */
+    }
+    n.sinfl = sinfl != -3 ? sinfl : plan->type == HEARTH_DT_BF16 ? infl : 1;
     static_assert(NCTR * sizeof(unsigned) % 16 == 0, "the tagged words 16-byte aligned");
     n.qf = (tw *)(n.ctr + (size_t)a->n_layers * NCTR);
     n.pf = n.qf + QKV, n.pm = n.pf + (size_t)NKV * SPL * GQA * HD;
