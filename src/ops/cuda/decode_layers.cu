@@ -347,13 +347,14 @@ template <int QT> __device__ void produce(const net &n, ring &r) {
     auto put = [&](const void *src, const void *src2, uint32_t bytes, int unit) { /* bytes 0: the phase's end */
         const uint32_t st = r.c % r.S, use = r.c / r.S;
         if (use > 0) mbar_wait(r.empty + 8 * st, (use - 1) & 1);
-        /* the copy infl back has landed (infl < S: that stage's last use, so its parity names its phase; at S or
-         * more the free stage is the cap) */
-        /* while the consumers wait between phases, fewer copies in flight (or none): the waits are L2 round
-         * trips (counts, x, q / k / v, partials), which queue behind the stream's bytes in flight */
+        /* while the consumers wait between phases, fewer copies in flight (sinfl; -1: none issued): the waits
+         * are L2 round trips (counts, x, q / k / v, partials), which queue behind the stream's bytes in flight.
+         * The flag orders nothing: a stale read only moves one copy's issue. */
         if (n.sinfl < 0)
             while (*r.sw) __nanosleep(64);
         const int cap = *r.sw ? n.sinfl : n.infl;
+        /* the copy cap back has landed (cap < S: that stage's last use, so its parity names its phase; at S or
+         * more the free stage is the cap) */
         if (cap > 0 && cap < r.S && r.c >= (unsigned)cap) {
             const unsigned b = r.c - cap;
             mbar_wait(r.full + 8 * (b % r.S), (b / r.S) & 1);
