@@ -593,7 +593,7 @@ __device__ void tile_load(const net &n, int l, int h, int ts, int te, attn_smem 
     const int np = min(te, n.pos[0]) - ts, t = threadIdx.x;
     if (t < 2 * np) {
         const int kv = t >= np, p = t - kv * np;
-        asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(HD * 2) : "memory");
+        mbar_add_tx(bar, HD * 2);
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* after the block's own uses of the tile */
         bulk_load(smem_u32(kv ? &a.v[p][0] : &a.k[p][0]),
                   (kv ? n.layers[l].vc : n.layers[l].kc) + kv_row(n, ts + p, h), HD * 2, bar);
@@ -1001,12 +1001,8 @@ void cu_decode_layers(const cu_launch *L, const cu_dl_plan_t *plan, const cu_dl_
      * rows and the next phase's input (-1: none issued then; 0: no cap). 1 by default for Q8_0 / Q4_0: on an
      * H100 +1.1% / +4.5% against 2 (s59-run2), the waits' round trips shorter with fewer bytes queued; BF16
      * keeps the streaming cap (-0.6% at 1). */
-    static int sinfl = -2;
-    if (sinfl == -2) {
-        const char *s = getenv("HEARTH_DL_SYNCCAP");
-        sinfl = s ? std::max(-1, atoi(s)) : -3; /* -3: the type's default */
-    }
-    n.sinfl = sinfl != -3 ? sinfl : plan->type == HEARTH_DT_BF16 ? infl : 1;
+    static const char *sc = getenv("HEARTH_DL_SYNCCAP");
+    n.sinfl = sc ? std::max(-1, atoi(sc)) : plan->type == HEARTH_DT_BF16 ? infl : 1;
     static_assert(NCTR * sizeof(unsigned) % 16 == 0, "the tagged words 16-byte aligned");
     n.qf = (tw *)(n.ctr + (size_t)a->n_layers * NCTR);
     n.pf = n.qf + QKV, n.pm = n.pf + (size_t)NKV * SPL * GQA * HD;
