@@ -179,7 +179,13 @@ hearth_status hearth_model_pick(hearth_model *m, int n_rows, const hearth_pick_p
         return hearth_err_set(err, HEARTH_EINVAL, "pick: %d rows, the last forward left %d", n_rows, m->n_logit_rows);
     if (!o->pick) return hearth_err_set(err, HEARTH_ENOTSUP, "pick: the %s backend has no pick op", o->name);
     if (n_rows == 0) return HEARTH_OK;
-    o->upload(m->ops_ctx, m->d_pick_params, params, sizeof *params * (size_t)n_rows);
+    /* the last pick's params (a greedy stream's every step) are on the device already: no copy the step waits on */
+    const size_t bytes = sizeof *params * (size_t)n_rows;
+    if (n_rows > m->n_pick_params || memcmp(m->h_pick_params, params, bytes)) {
+        o->upload(m->ops_ctx, m->d_pick_params, params, bytes);
+        memcpy(m->h_pick_params, params, bytes);
+        if (n_rows > m->n_pick_params) m->n_pick_params = n_rows;
+    }
     o->pick(m->ops_ctx, m->d_picks, m->logits, n_rows, m->cfg.vocab_size, m->d_pick_params);
     o->download(m->ops_ctx, out, m->d_picks, sizeof *out * (size_t)n_rows);
     return HEARTH_OK;

@@ -347,7 +347,9 @@ static hearth_status alloc_activations(hearth_model *m, hearth_err *err) {
         if (!*bufs[i].p) return oom(m, "activations", bufs[i].bytes, err);
     }
     m->h_rows = malloc(3 * T * sizeof *m->h_rows);
-    if (!m->h_rows) return hearth_err_set(err, HEARTH_ENOMEM, "%s: out of host memory for the row inputs", m->path);
+    m->h_pick_params = malloc(L * sizeof *m->h_pick_params);
+    if (!m->h_rows || !m->h_pick_params)
+        return hearth_err_set(err, HEARTH_ENOMEM, "%s: out of host memory for the row inputs", m->path);
     return HEARTH_OK;
 }
 
@@ -463,6 +465,7 @@ void hearth_model_free(hearth_model *m) {
     for (int i = 0; i < m->n_owned; i++) m->ops->free(m->ops_ctx, m->owned[i]);
     free(m->owned);
     free(m->h_rows);
+    free(m->h_pick_params);
     free(m->layers);
     free(m->dec_layers);
     if (m->gguf) hearth_gguf_close(m->gguf);

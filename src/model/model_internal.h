@@ -69,6 +69,8 @@ struct hearth_model {
     int32_t *d_rows; /* [3][T]: a forward's token ids, sequences, positions (one upload) */
     int32_t *h_rows; /* [3][T], host: where they are packed for it */
     hearth_pick_params *d_pick_params; /* [T] */
+    hearth_pick_params *h_pick_params; /* [T], host: what d_pick_params holds, its first n_pick_params rows */
+    int n_pick_params;
     hearth_pick *d_picks;              /* [T] */
     int n_logit_rows;                  /* rows of logits the last forward left */
 

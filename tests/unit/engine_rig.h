@@ -9,6 +9,7 @@
 
 #include "engine/engine.h"
 #include "engine/generate.h"
+#include "ops/cpu/pick.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -360,6 +361,42 @@ static inline hearth_seq *rig_submit_lp(hearth_engine *e, const int32_t *ids, in
     hearth_seq *s = NULL;
     if (hearth_engine_submit(e, &q, &s, NULL) != HEARTH_OK) free(q.prompt);
     return s;
+}
+
+/* hearth_model_pick copies a pick's params to the backend only where they
+ * differ from what it copied last: picks over the T logit rows of the last
+ * forward (logits, host [T][vocab]) whose params repeat, change in one row,
+ * shrink to a prefix and come back, each against the host rule
+ * (hearth_pick_row). Row 1's change is a hot draw with the top list, which
+ * its stale params would give in place of the argmax. Returns the rows that
+ * differ (printing the first). */
+static inline int rig_pick_sequence(hearth_model *m, const float *logits, int T) {
+    enum { MAXT = 8 };
+    const int vocab = hearth_model_config_get(m)->vocab_size;
+    hearth_pick_params a[MAXT] = {{0}}, b[MAXT] = {{0}};
+    hearth_pick got[MAXT], want;
+    if (T > MAXT || T < 2) return 1;
+    for (int i = 0; i < T; i++) b[i] = a[i];
+    b[1] = (hearth_pick_params){.temperature = 50.0f, .key = 0x2545f4914f6cdd1dull, .logprobs = 1, .n_top = 5};
+    const hearth_pick_params *sets[] = {a, a, b, b, a, b};
+    const int rows[] = {T, T, T, 1, T, T};
+    int bad = 0;
+    for (int k = 0; k < 6; k++) {
+        hearth_err err = {0};
+        if (hearth_model_pick(m, rows[k], sets[k], got, &err) != HEARTH_OK) {
+            printf("  pick %d: %s\n", k, err.msg);
+            return T;
+        }
+        for (int i = 0; i < rows[k]; i++) {
+            hearth_pick_row(&want, logits + (size_t)i * vocab, vocab, &sets[k][i]);
+            int same = want.id == got[i].id && want.max == got[i].max && want.n_top == got[i].n_top;
+            for (int j = 0; same && j < want.n_top; j++) same = want.top_id[j] == got[i].top_id[j];
+            if (!same && bad++ == 0)
+                printf("  pick %d row %d: want id %d n_top %d, got id %d n_top %d\n", k, i, want.id, want.n_top,
+                       got[i].id, got[i].n_top);
+        }
+    }
+    return bad;
 }
 
 /* tol 0: the same bits (the chosen token's and the top list's logprobs); else the chosen's and the best's

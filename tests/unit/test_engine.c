@@ -86,6 +86,26 @@ TEST(engine_model_logit_rows_bounded_by_slots) {
     rig_close(&r);
 }
 
+/* The pick's params go to the backend only where they changed (a greedy
+ * stream's are the same every step): picks whose params repeat, change,
+ * shrink and come back each equal the host rule. */
+TEST(engine_model_pick_params_copied_when_changed) {
+    rig r;
+    CHECK_MSG(rig_open(&r, 8, 4, 32), "cannot open the tiny model");
+    enum { T = 4 };
+    const int vocab = hearth_model_config_get(r.m)->vocab_size;
+    int32_t ids[T] = {5, 9, 2, 7}, seq[T] = {0, 1, 2, 3}, pos[T] = {0, 0, 0, 0}, rows[T] = {0, 1, 2, 3};
+    for (int k = 0; k < T; k++) CHECK_EQ(hearth_kv_reserve(r.kv, k, 1), HEARTH_OK);
+    float *logits = malloc(sizeof(float) * T * (size_t)vocab);
+    hearth_err err = {0};
+    CHECK_EQ(hearth_model_forward(r.m, r.kv, ids, seq, pos, T, rows, T, logits, &err), HEARTH_OK);
+    const int bad = rig_pick_sequence(r.m, logits, T);
+    free(logits);
+    for (int k = 0; k < T; k++) hearth_kv_release_slot(r.kv, k);
+    rig_close(&r);
+    CHECK_MSG(bad == 0, "%d picked rows differ from the host rule", bad);
+}
+
 typedef struct {
     int32_t *id;
     float *lp;
