@@ -173,9 +173,18 @@ TEST(cuda_model_pick_matches_host_rule) {
             printf("  row %d: want id %d max %g lse %g, got id %d max %g lse %g\n", i, want.id, want.max, want.lse,
                    got[i].id, got[i].max, got[i].lse);
     }
+    /* then picks whose params repeat, change, shrink and come back (copied only when changed), over the
+     * first rows: each pick and its download one kernel (run_unit's fusion) */
+    hearth_cuda_ctx_profile(c, 1); /* the units by name: the picks' downloads fused in */
+    const int bad_seq = rig_pick_sequence(r.m, logits, 8);
+    char text[4096];
+    hearth_cuda_ctx_profile_text(c, text, sizeof text);
+    hearth_cuda_ctx_profile(c, 0);
     free(logits);
     hearth_kv_release_slot(r.kv, 0);
     rig_free(&r);
     hearth_cuda_ctx_free(c);
     CHECK_MSG(bad == 0, "%d of %d rows differ", bad, T);
+    CHECK_MSG(bad_seq == 0, "%d rows of the pick sequence differ", bad_seq);
+    CHECK_MSG(strstr(text, "pick+download") != NULL, "no pick ran with its download fused in:\n%s", text);
 }

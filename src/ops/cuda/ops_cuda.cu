@@ -143,6 +143,7 @@ struct hearth_cuda_ctx {
     uint8_t *stage; /* pinned */
     size_t stage_off;
     uint8_t *dl_stage; /* pinned */
+    void *dl_stage_dev; /* dl_stage as the device writes it (a fused pick + download), NULL where it cannot */
 
     int graphs_on;
     graph_entry graphs[N_GRAPHS];
@@ -161,6 +162,8 @@ struct hearth_cuda_ctx {
     int attn_rows_ctx;    /* ... over contexts of this many positions (below them, from 9 rows) */
     int rope_gemv_rows;   /* up to which T the q/k/v GEMV takes the rope + KV epilogue */
     int split_rows;       /* prepare_weight re-lays quantized rows (split_rows.cu) */
+    int pick_parts;       /* the pick's first pass as a wave of blocks over each row's chunks (pick.cu) */
+    int pick_dl;          /* a pick and the download of its picks as one kernel (run_unit) */
     int mm_qkv;           /* q, k and v as one GEMM on the cuBLAS path (qkv_stack_unit) */
     float *stack;         /* that GEMM's output, [T][Nq + Nk + Nv]: reserved at load (prepare_set) */
     size_t stack_bytes;
@@ -274,7 +277,7 @@ static void run_one(hearth_cuda_ctx *c, const rec *r) {
     case R_ATTN: run_attn(c, r, XPREP_NONE, NULL); break;
     case R_PICK:
         cu_pick(L, (hearth_pick *)r->p[0], (const float *)r->p[1], r->i[0], r->i[1],
-                (const hearth_pick_params *)r->p[2]);
+                (const hearth_pick_params *)r->p[2], c->pick_parts ? c->part : NULL, c->part_floats * 4, NULL);
         break;
     case R_DOWNLOAD:
         cu_note(L, cudaMemcpyAsync((void *)r->p[0], r->p[1], r->z[0], cudaMemcpyDeviceToHost, c->stream));
@@ -710,6 +713,17 @@ static int run_unit(hearth_cuda_ctx *c, const rec *recs, int i, int n, char *lab
                 return 1;
             }
         }
+        /* a pick, then the download of its picks (hearth_model_pick): the pick writes them into the pinned
+         * staging too, which the host reads once the stream is done, and no copy waits behind it (s59's trace
+         * of a Q4_0 token: the copy ended 6 us after the pick) */
+        if (c->pick_dl && left >= 2 && r->kind == R_PICK && r[1].kind == R_DOWNLOAD && c->dl_stage_dev &&
+            r[1].p[0] == c->dl_stage && r[1].p[1] == r->p[0] && r[1].z[0] == sizeof(hearth_pick) * (size_t)r->i[0]) {
+            cu_pick(L, (hearth_pick *)r->p[0], (const float *)r->p[1], r->i[0], r->i[1],
+                    (const hearth_pick_params *)r->p[2], c->pick_parts ? c->part : NULL, c->part_floats * 4,
+                    (hearth_pick *)c->dl_stage_dev);
+            snprintf(label, lsz, "pick+download");
+            return 2;
+        }
         /* rope(q), rope(k), kv_write(k, v), in place */
         if (rope_kv_fits(r, left)) {
             int T = r->i[0], hd = r->i[2];
@@ -1070,6 +1084,10 @@ extern "C" hearth_status hearth_cuda_ctx_new(hearth_cuda_ctx **out, int device, 
         c->rope_gemv_rows = s ? atoi(s) : 1;
         s = getenv("HEARTH_SPLIT_ROWS"); /* 0: weights keep the file's layout (benchmarks) */
         c->split_rows = !(s && atoi(s) == 0);
+        s = getenv("HEARTH_PICK_PARTS"); /* 0: a row's one block reads all of it (A/B benchmarks) */
+        c->pick_parts = !(s && atoi(s) == 0);
+        s = getenv("HEARTH_PICK_DL"); /* 0: the picks' download is a copy after the pick (A/B benchmarks) */
+        c->pick_dl = !(s && atoi(s) == 0);
         s = getenv("HEARTH_MM_QKV"); /* 0: q alone and k + v as a pair on the cuBLAS path (A/B benchmarks) */
         c->mm_qkv = !(s && atoi(s) == 0);
         s = getenv("HEARTH_DECODE_LAYERS"); /* 0: a decode token's layers op by op (A/B benchmarks) */
@@ -1129,6 +1147,10 @@ extern "C" hearth_status hearth_cuda_ctx_new(hearth_cuda_ctx **out, int device, 
         return dev_fail(c, err, "pinned upload staging", STAGE_BYTES, e);
     if ((e = cudaMallocHost((void **)&c->dl_stage, DL_STAGE_BYTES)) != cudaSuccess)
         return dev_fail(c, err, "pinned download staging", DL_STAGE_BYTES, e);
+    if (cudaHostGetDevicePointer(&c->dl_stage_dev, c->dl_stage, 0) != cudaSuccess) {
+        c->dl_stage_dev = NULL; /* not mapped: every download stays a copy */
+        cudaGetLastError();
+    }
     *out = c;
     return HEARTH_OK;
 }
@@ -1211,6 +1233,12 @@ extern "C" void hearth_cuda_ctx_set_rope_gemv(hearth_cuda_ctx *c, int max_rows) 
 }
 
 extern "C" void hearth_cuda_ctx_set_split_rows(hearth_cuda_ctx *c, int on) { c->split_rows = on != 0; }
+
+extern "C" void hearth_cuda_ctx_set_pick_parts(hearth_cuda_ctx *c, int on) {
+    flush(c, 1);
+    drop_graphs(c);
+    c->pick_parts = on != 0;
+}
 
 extern "C" void hearth_cuda_ctx_set_mm_qkv(hearth_cuda_ctx *c, int on) {
     flush(c, 1);

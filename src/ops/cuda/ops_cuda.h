@@ -80,6 +80,10 @@ void hearth_cuda_ctx_set_rope_gemv(hearth_cuda_ctx *c, int max_rows);
  * GEMV kernels (default 1, or HEARTH_SPLIT_ROWS at creation; 0 keeps the
  * file's layout). Weights prepared before keep theirs. */
 void hearth_cuda_ctx_set_split_rows(hearth_cuda_ctx *c, int on);
+/* Whether the pick op finds each row's maximum in a wave of blocks over the
+ * row's chunks before the row's block (default 1, or HEARTH_PICK_PARTS at
+ * creation; 0: the row's block reads all of it). The same picks either way. */
+void hearth_cuda_ctx_set_pick_parts(hearth_cuda_ctx *c, int on);
 /* Above the GEMV rows, a layer's q, k and v matmuls as one cuBLAS GEMM over
  * the three stacked, whose rows the rope + KV store reads (default 1, or
  * HEARTH_MM_QKV at creation; 0: q alone, k and v as a batched pair). Takes

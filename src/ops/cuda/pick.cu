@@ -3,7 +3,9 @@
  * downloads a hearth_pick per row instead of the vocabulary.
  *
  * One block of PK_THREADS per row:
- *  1. max and argmax (first index of the maximum);
+ *  1. max and argmax (first index of the maximum), from the bests of the
+ *     row's chunks that a wave of blocks found before it (pick_part_kernel),
+ *     or over the row where there is no scratch for them;
  *  2. only when asked, one more pass for the draw (temperature > 0) and the
  *     sum of exp(x - max) (logprobs), after the truncation's passes (top_k,
  *     top_p; below) when those are asked;
@@ -274,9 +276,58 @@ __device__ unsigned long long pk_truncation(const float *__restrict__ x, int voc
     return last;
 }
 
+/* ---- the first pass apart: each chunk's best ----
+ * One block a row spends ~14 us reading a 128k vocabulary's 513 KB (s59's
+ * trace of a Q4_0 token: the pick's end 14.5 us after the head's), where the
+ * whole chip reads it in a wave. Block (j, row) writes the best (x, i) of the
+ * row's chunk j, (-inf, INT_MAX) for a chunk without one (all NaN); the
+ * pick's first step then takes the best of the row's chunks. ranks_above is
+ * a total order on the non-NaN pairs, so the best of the bests is the best
+ * of the row: the same (max, first index) bit for bit. */
+#define PK_PART_THREADS 256
+#define PK_CHUNK 4096 /* logits a chunk at least (4 float4 a thread) */
+
+__global__ void __launch_bounds__(PK_PART_THREADS)
+    pick_part_kernel(int2 *__restrict__ part, const float *__restrict__ logits, int vocab, int chunk, int n_part) {
+    __shared__ float sx[PK_PART_THREADS / 32];
+    __shared__ int si[PK_PART_THREADS / 32];
+    pdl_wait();
+    const int j = blockIdx.x, row = blockIdx.y, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const float *x = logits + (size_t)row * vocab;
+    const int i0 = j * chunk, i1 = min(vocab, i0 + chunk);
+    float bx = -INFINITY;
+    int bi = INT_MAX;
+    if ((vocab & 3) == 0 && ((uintptr_t)x & 15) == 0) { /* chunk is a multiple of 4: i0 is too */
+        const float4 *x4 = (const float4 *)x;
+#pragma unroll 4
+        for (int k = (i0 >> 2) + (int)threadIdx.x; k < (i1 >> 2); k += PK_PART_THREADS) {
+            const float4 v = x4[k];
+            if (ranks_above(v.x, 4 * k, bx, bi)) bx = v.x, bi = 4 * k;
+            if (ranks_above(v.y, 4 * k + 1, bx, bi)) bx = v.y, bi = 4 * k + 1;
+            if (ranks_above(v.z, 4 * k + 2, bx, bi)) bx = v.z, bi = 4 * k + 2;
+            if (ranks_above(v.w, 4 * k + 3, bx, bi)) bx = v.w, bi = 4 * k + 3;
+        }
+    } else {
+#pragma unroll 4
+        for (int i = i0 + (int)threadIdx.x; i < i1; i += PK_PART_THREADS)
+            if (ranks_above(x[i], i, bx, bi)) bx = x[i], bi = i;
+    }
+    pdl_launch();
+    warp_best(bx, bi);
+    if (lane == 0) sx[w] = bx, si[w] = bi;
+    __syncthreads();
+    if (w == 0) {
+        bx = lane < PK_PART_THREADS / 32 ? sx[lane] : -INFINITY;
+        bi = lane < PK_PART_THREADS / 32 ? si[lane] : INT_MAX;
+        warp_best(bx, bi);
+        if (lane == 0) part[(size_t)row * n_part + j] = make_int2(__float_as_int(bx), bi);
+    }
+}
+
 __global__ void __launch_bounds__(PK_THREADS, 1)
     pick_kernel(hearth_pick *__restrict__ out, const float *__restrict__ logits, int vocab,
-                const hearth_pick_params *__restrict__ params) {
+                const hearth_pick_params *__restrict__ params, const int2 *__restrict__ part, int n_part,
+                hearth_pick *__restrict__ host) {
     __shared__ float sx[PK_WARPS];
     __shared__ int si[PK_WARPS];
     __shared__ double sd[PK_WARPS];
@@ -289,12 +340,19 @@ __global__ void __launch_bounds__(PK_THREADS, 1)
     const float *x = logits + (size_t)row * vocab;
     const hearth_pick_params p = params[row];
 
-    /* 1. max, first index */
+    /* 1. max, first index: of the row's chunks' bests (pick_part_kernel) where there are, else of the row */
     float mx = -INFINITY;
     int am = INT_MAX;
-    visit_row(x, vocab, [&](float v, int i) {
-        if (ranks_above(v, i, mx, am)) mx = v, am = i;
-    });
+    if (part) {
+        for (int j = tid; j < n_part; j += PK_THREADS) {
+            const int2 b = part[(size_t)row * n_part + j];
+            if (ranks_above(__int_as_float(b.x), b.y, mx, am)) mx = __int_as_float(b.x), am = b.y;
+        }
+    } else {
+        visit_row(x, vocab, [&](float v, int i) {
+            if (ranks_above(v, i, mx, am)) mx = v, am = i;
+        });
+    }
     block_best(mx, am, sx, si);
     if (am == INT_MAX) am = 0, mx = x[0]; /* an all-NaN row */
 
@@ -363,19 +421,22 @@ __global__ void __launch_bounds__(PK_THREADS, 1)
     }
     pdl_launch();
     __syncthreads();
-    /* every field written, unused ones 0 (as the CPU's zeroed struct) */
-    hearth_pick *o = out + row;
+    /* every field written, unused ones 0 (as the CPU's zeroed struct): word k of the struct by thread k, into
+     * out and, where the download is fused in, the same into its pinned host memory */
+    static_assert(sizeof(hearth_pick) == 4 * (5 + 2 * HEARTH_PICK_TOP), "hearth_pick's words");
     const int found = s_found;
-    if (tid == 0) {
-        o->id = id;
-        o->max = mx;
-        o->lse = p.logprobs ? __fadd_rn(mx, (float)log(sum)) : 0.0f;
-        o->chosen = p.logprobs ? x[id] : 0.0f;
-        o->n_top = found;
-    }
-    if (tid < HEARTH_PICK_TOP) {
-        o->top_id[tid] = tid < found ? ti[tid] : 0;
-        o->top_x[tid] = tid < found ? tx[tid] : 0.0f;
+    if (tid < 5 + 2 * HEARTH_PICK_TOP) {
+        const int k = tid - 5 - HEARTH_PICK_TOP;
+        uint32_t v;
+        if (tid == 0) v = (uint32_t)id;
+        else if (tid == 1) v = __float_as_uint(mx);
+        else if (tid == 2) v = __float_as_uint(p.logprobs ? __fadd_rn(mx, (float)log(sum)) : 0.0f);
+        else if (tid == 3) v = __float_as_uint(p.logprobs ? x[id] : 0.0f);
+        else if (tid == 4) v = (uint32_t)found;
+        else if (k < 0) v = tid - 5 < found ? (uint32_t)ti[tid - 5] : 0u;
+        else v = k < found ? __float_as_uint(tx[k]) : 0u;
+        ((uint32_t *)(out + row))[tid] = v;
+        if (host) ((uint32_t *)(host + row))[tid] = v;
     }
 }
 
@@ -387,8 +448,20 @@ __global__ void pick_noise_kernel(float *dst, int n) {
 }
 
 void cu_pick(const cu_launch *L, hearth_pick *out, const float *logits, int n_rows, int vocab,
-             const hearth_pick_params *params) {
-    cu_launch_k(L, pick_kernel, dim3(n_rows), dim3(PK_THREADS), 0, out, logits, vocab, params);
+             const hearth_pick_params *params, void *scratch, size_t scratch_bytes, hearth_pick *host) {
+    /* chunks of PK_CHUNK, or more a chunk where the row has more than PK_THREADS of them */
+    int chunk = PK_CHUNK;
+    if (cu_div_up(vocab, chunk) > PK_THREADS) chunk = (int)cu_div_up(cu_div_up(vocab, PK_THREADS), 4) * 4;
+    const int n_part = (int)cu_div_up(vocab, chunk);
+    int2 *part = (int2 *)scratch;
+    if (part && n_rows <= 65535 && sizeof(int2) * (size_t)n_rows * n_part <= scratch_bytes) { /* grid y <= 65535 */
+        cu_launch_k(L, pick_part_kernel, dim3(n_part, n_rows), dim3(PK_PART_THREADS), 0, part, logits, vocab, chunk,
+                    n_part);
+    } else {
+        part = NULL;
+    }
+    cu_launch_k(L, pick_kernel, dim3(n_rows), dim3(PK_THREADS), 0, out, logits, vocab, params, (const int2 *)part,
+                n_part, host);
 }
 
 void cu_pick_noise(const cu_launch *L, float *dst, int n) {
