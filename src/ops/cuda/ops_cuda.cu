@@ -232,6 +232,12 @@ static int run_attn(hearth_cuda_ctx *c, const rec *r, int prep_kind, void *prep)
                         c->part_floats, c->att_cnt, ATT_CNT, prep_kind, prep);
 }
 
+/* An R_PICK record; host non-NULL: its picks written there too (a download fused in) */
+static void run_pick(hearth_cuda_ctx *c, const rec *r, hearth_pick *host) {
+    cu_pick(&c->L, (hearth_pick *)r->p[0], (const float *)r->p[1], r->i[0], r->i[1],
+            (const hearth_pick_params *)r->p[2], c->pick_parts ? c->part : NULL, c->part_floats * 4, host);
+}
+
 static void run_one(hearth_cuda_ctx *c, const rec *r) {
     const cu_launch *L = &c->L;
     if (r->kind != R_MATMUL) cu_mm_invalidate(&c->mm);
@@ -276,8 +282,7 @@ static void run_one(hearth_cuda_ctx *c, const rec *r) {
     }
     case R_ATTN: run_attn(c, r, XPREP_NONE, NULL); break;
     case R_PICK:
-        cu_pick(L, (hearth_pick *)r->p[0], (const float *)r->p[1], r->i[0], r->i[1],
-                (const hearth_pick_params *)r->p[2], c->pick_parts ? c->part : NULL, c->part_floats * 4, NULL);
+        run_pick(c, r, NULL);
         break;
     case R_DOWNLOAD:
         cu_note(L, cudaMemcpyAsync((void *)r->p[0], r->p[1], r->z[0], cudaMemcpyDeviceToHost, c->stream));
@@ -718,9 +723,7 @@ static int run_unit(hearth_cuda_ctx *c, const rec *recs, int i, int n, char *lab
          * of a Q4_0 token: the copy ended 6 us after the pick) */
         if (c->pick_dl && left >= 2 && r->kind == R_PICK && r[1].kind == R_DOWNLOAD && c->dl_stage_dev &&
             r[1].p[0] == c->dl_stage && r[1].p[1] == r->p[0] && r[1].z[0] == sizeof(hearth_pick) * (size_t)r->i[0]) {
-            cu_pick(L, (hearth_pick *)r->p[0], (const float *)r->p[1], r->i[0], r->i[1],
-                    (const hearth_pick_params *)r->p[2], c->pick_parts ? c->part : NULL, c->part_floats * 4,
-                    (hearth_pick *)c->dl_stage_dev);
+            run_pick(c, r, (hearth_pick *)c->dl_stage_dev);
             snprintf(label, lsz, "pick+download");
             return 2;
         }
