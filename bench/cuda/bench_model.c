@@ -5,7 +5,7 @@
  * never a test.
  *
  *   bench_model MODEL [--prompt 512] [--gen 128] [--prefill 512,2048] [--reps 3]
- *                     [--kv f16|f32|fp8] [--no-graphs] [--no-pdl] [--no-fusion] [--profile]
+ *                     [--kv f16|f32|fp8] [--no-graphs] [--no-pdl] [--no-fusion] [--profile] [--ahead 0|1]
  *
  * --kv picks the KV cache's element type (default f16, as the server).
  *
@@ -44,7 +44,7 @@ static size_t wbytes(const hearth_weight *w) { return w->row_bytes * (size_t)w->
 
 int main(int argc, char **argv) {
     const char *path = NULL, *prefill_arg = "512,2048";
-    int n_prompt = 512, n_gen = 128, reps = 3, graphs = 1, pdl = 1, fusion = 1, profile = 0;
+    int n_prompt = 512, n_gen = 128, reps = 3, graphs = 1, pdl = 1, fusion = 1, profile = 0, ahead = 1;
     hearth_dtype kv_type = HEARTH_DT_F16;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--prompt") && i + 1 < argc) n_prompt = atoi(argv[++i]);
@@ -58,10 +58,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--no-pdl")) pdl = 0;
         else if (!strcmp(argv[i], "--no-fusion")) fusion = 0;
         else if (!strcmp(argv[i], "--profile")) profile = 1;
+        else if (!strcmp(argv[i], "--ahead") && i + 1 < argc) ahead = atoi(argv[++i]) != 0;
         else if (argv[i][0] != '-' && !path) path = argv[i];
         else {
             fprintf(stderr, "usage: bench_model MODEL [--prompt N] [--gen N] [--prefill A,B] [--reps N] "
-                            "[--kv f16|f32|fp8] [--no-graphs] [--no-pdl] [--no-fusion] [--profile]\n");
+                            "[--kv f16|f32|fp8] [--no-graphs] [--no-pdl] [--no-fusion] [--profile] [--ahead 0|1]\n");
             return 2;
         }
     }
@@ -177,9 +178,11 @@ int main(int argc, char **argv) {
     int32_t next = argmax(logits, vocab), row0 = 0;
     int warm = 8;
     double ta = 0;
-    /* each token as the server picks it: greedy by the pick op on the device, 4 bytes down */
+    /* each token as the server picks it: greedy by the pick op on the device, its pick downloaded; with
+     * --ahead 1 (the server's default on a GPU) step i + 1 is issued before step i's pick is read, its token
+     * the one the pick left on the device */
     hearth_pick_params pp = {0};
-    hearth_pick pk;
+    hearth_pick pk[2];
     hearth_cuda_stats st0 = {0};
     for (int i = 0; i < n_gen; i++) {
         if (i == warm) {
@@ -187,13 +190,15 @@ int main(int argc, char **argv) {
             hearth_cuda_ctx_stats(c, &st0);
         }
         int32_t p = n_prompt + i;
-        if (hearth_model_forward(m, kv, &next, seq, &p, 1, &row0, 1, NULL, &err) ||
-            hearth_model_pick(m, 1, &pp, &pk, &err)) {
+        if (hearth_model_forward(m, kv, ahead && i > 0 ? NULL : &next, seq, &p, 1, &row0, 1, NULL, &err) ||
+            hearth_model_pick_begin(m, 1, &pp, &pk[i % 2], &err)) {
             fprintf(stderr, "bench_model: %s\n", err.msg);
             return 1;
         }
-        next = pk.id;
+        if (!ahead || i > 0) hearth_model_pick_end(m); /* step i's pick, or with ahead step i - 1's */
+        next = pk[i % 2].id;
     }
+    if (ahead) hearth_model_pick_end(m);
     double dec = (now_s() - ta) / (n_gen - warm);
 #ifdef HEARTH_ATTN_STAMPS
     { /* a measurement build: the decode attention's steps (attention_decode.cu) */
@@ -215,8 +220,8 @@ int main(int argc, char **argv) {
     hearth_cuda_stats st;
     hearth_cuda_ctx_stats(c, &st);
     double roof_w = bw * 1e9 / (double)tok, roof_wkv = bw * 1e9 / ((double)tok + kv_bytes);
-    printf("decode (batch 1, after %d prompt tokens, %d steps timed): %.3f ms/token  %.1f tok/s\n", n_prompt,
-           n_gen - warm, dec * 1e3, 1.0 / dec);
+    printf("decode (batch 1, after %d prompt tokens, %d steps timed%s): %.3f ms/token  %.1f tok/s\n", n_prompt,
+           n_gen - warm, ahead ? ", one ahead" : "", dec * 1e3, 1.0 / dec);
     printf("bytes per token: weights %.3f GB, %s KV at position %d %.3f GB\n", tok / 1e9,
            kv_type == HEARTH_DT_F16 ? "f16" : "f32", ctx_mid, kv_bytes / 1e9);
     printf("roofline (copy bandwidth / bytes): weights only %.0f tok/s -> %.1f%%; weights + KV %.0f tok/s -> %.1f%%\n",

@@ -93,10 +93,10 @@ int main(int argc, char **argv) {
                     pp[i].key = 0x1234567ull * (uint64_t)(i + 1);
                 }
                 o->upload(c, pd, pp, sizeof *pp * (size_t)R);
-                o->pick(c, od, xd, R, V, pd); /* warm-up */
+                o->pick(c, od, xd, R, V, pd, NULL); /* warm-up */
                 hearth_cuda_ctx_sync(c);
                 hearth_cuda_ctx_profile(c, 1);
-                for (int i = 0; i < reps; i++) o->pick(c, od, xd, R, V, pd);
+                for (int i = 0; i < reps; i++) o->pick(c, od, xd, R, V, pd, NULL);
                 hearth_cuda_ctx_profile_text(c, text, sizeof text);
                 hearth_cuda_ctx_profile(c, 0);
                 double us = pick_us(text);

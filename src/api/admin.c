@@ -273,6 +273,7 @@ void api_stats(hearth_api *a, hearth_http_response *r) {
                             json_real(s.es.prefix_lookups ? (double)s.es.prefix_hits / s.es.prefix_lookups : 0.0));
         json_object_set_new(eng, "paused", json_boolean(s.es.paused));
         json_object_set_new(eng, "rows_a_step", json_real(s.es.steps ? (double)s.es.step_rows / s.es.steps : 0.0));
+        json_object_set_new(eng, "steps_ahead", json_integer(s.es.steps_ahead));
         json_object_set_new(eng, "spec_draft_tokens", json_integer(s.es.spec_drafted));
         json_object_set_new(eng, "spec_accepted_tokens", json_integer(s.es.spec_accepted));
         json_object_set_new(eng, "spec_acceptance_rate",

@@ -143,10 +143,10 @@ int cli_bench_engine(hearth_session *s, int n_par, int n_req, int n_prompt, int 
                    adm[(int)((n_done - 1) * 0.99)]);
         }
         printf("engine | decode after the first token: %.2f tok/s per stream (mean)\n", dec / n_done);
-        printf("engine | %ld steps, %.1f rows a step, %.2f ms a step in forward + choice | tokens chosen by the "
-               "pick op %ld, by the host sampler %ld\n",
-               es.steps, es.steps ? (double)es.step_rows / es.steps : 0.0, es.steps ? 1e3 * es.step_s / es.steps : 0.0,
-               es.rows_by_pick_op, es.rows_by_host_sampler);
+        printf("engine | %ld steps (%ld issued ahead), %.1f rows a step, %.2f ms a step in forward + choice | tokens "
+               "chosen by the pick op %ld, by the host sampler %ld\n",
+               es.steps, es.steps_ahead, es.steps ? (double)es.step_rows / es.steps : 0.0,
+               es.steps ? 1e3 * es.step_s / es.steps : 0.0, es.rows_by_pick_op, es.rows_by_host_sampler);
         if (es.steps)
             printf("engine | the engine thread, ms a step besides forward + choice: %.3f planning, %.3f handing out "
                    "tokens, %.3f in all\n",

@@ -16,12 +16,21 @@
 #include "engine/sampler.h"
 #include "model/model.h"
 
+/* One choice between its begin and its end: what the pick drew and left. */
 typedef struct {
-    int cap, vocab;
     hearth_pick_params *params; /* [cap] */
     hearth_pick *picks;         /* [cap] */
-    uint8_t *by_pick;            /* [cap] row chosen by the pick op */
+    uint8_t *by_pick;           /* [cap] row chosen by the pick op */
     uint64_t (*rng)[4];         /* [cap] a pick row's sampler stream after its key was drawn */
+    int n_pick;
+    hearth_status st; /* _begin's, and its message: _end returns them */
+    char msg[512];
+} hearth_choice;
+
+typedef struct {
+    int cap, vocab;
+    hearth_choice set[2]; /* begun, oldest first from set[first] */
+    int first, n_open;
     float *logits;              /* [n_bufs][vocab] host rows */
     int n_bufs;                 /* host rows sampled at once (the pool's threads), at least 1 */
     hearth_pool *pool;          /* NULL: one thread */
@@ -47,5 +56,20 @@ void hearth_chooser_deinit(hearth_chooser *c);
  * forward yields, never which. */
 hearth_status hearth_choose(hearth_chooser *c, hearth_model *m, hearth_sampler *const *smp, const uint8_t *want_lp,
                             const int32_t *draft, int n_rows, int32_t *ids, hearth_logprobs *lps, hearth_err *err);
+
+/* hearth_choose in two halves, for a step issued before the last one's
+ * tokens are read (the engine's step ahead): _begin draws the pick rows'
+ * params and begins the model's pick (hearth_model_pick_begin); _end, given
+ * the same arguments, ends the oldest choice begun and chooses its rows.
+ * At most two are open. A host row reads the last forward's logits, so a
+ * choice begun while another is open must have every row by the pick
+ * (hearth_choose_by_pick), as must the open one. _end is called whatever
+ * _begin returned. */
+hearth_status hearth_choose_begin(hearth_chooser *c, hearth_model *m, hearth_sampler *const *smp,
+                                  const uint8_t *want_lp, const int32_t *draft, int n_rows, hearth_err *err);
+hearth_status hearth_choose_end(hearth_chooser *c, hearth_model *m, hearth_sampler *const *smp, const uint8_t *want_lp,
+                                const int32_t *draft, int n_rows, int32_t *ids, hearth_logprobs *lps, hearth_err *err);
+/* 1 when the pick op would choose the token of sampler s (drawing nothing). */
+int hearth_choose_by_pick(const hearth_chooser *c, const hearth_model *m, const hearth_sampler *s);
 
 #endif

@@ -72,6 +72,19 @@ typedef struct errand {
     struct errand *next;
 } errand;
 
+/* A step issued (its forward, its choice begun) whose tokens are still to
+ * be read: what reading them needs. */
+typedef struct {
+    int n, n_rows, n_plp, any_draft, begun;
+    hearth_status st;
+    hearth_err err;
+    double t0, plan_s, out_s;
+    hearth_seq **row_seq;    /* [max_tokens] owner of each logit row (a reference held until read) */
+    int32_t *row_draft;      /* [max_tokens] the draft the next row is fed, -1: none */
+    hearth_sampler **row_smp; /* [max_tokens] */
+    uint8_t *row_lp;          /* [max_tokens] wants logprobs */
+} flight;
+
 struct hearth_engine {
     hearth_model *m;
     hearth_kv *kv;
@@ -103,15 +116,17 @@ struct hearth_engine {
     hearth_seq **running; /* [n_slots], NULL = free slot */
     struct admitted { double t; int slot; } *order; /* [n_slots] plan's scratch: running slots, first admitted first */
     int32_t *b_tokens, *b_seq, *b_pos, *b_rows, *b_adapter; /* [max_tokens] */
-    hearth_seq **row_seq;                        /* [max_tokens] owner of each logit row */
-    int32_t *row_draft;                          /* [max_tokens] the draft the next row is fed, -1: none */
+    /* The steps issued, whose tokens are still to be read: fl[cur], and with
+     * ahead fl[cur ^ 1] too, issued before fl[cur]'s tokens were read. */
+    flight fl[2];
+    int cur, ahead;
+    int ahead_on;    /* steps may be issued ahead (device backends; HEARTH_ENGINE_AHEAD) */
+    double t_chosen; /* when the last step's tokens were chosen */
     /* logit rows after the chosen ones: a prompt position whose next token's logprob is asked for */
     hearth_seq **plp_seq; /* [max_tokens] */
     int32_t *plp_pos;     /* [max_tokens] */
     int32_t *plp_row;     /* [max_tokens] its row of the batch */
     float *plp_logits;    /* [vocab] one row on the host */
-    hearth_sampler **row_smp;                    /* [max_tokens] */
-    uint8_t *row_lp;                             /* [max_tokens] wants logprobs */
     int32_t *row_id;                             /* [max_tokens] chosen token */
     hearth_logprobs *row_lps;                    /* [max_tokens] */
     hearth_chooser chooser;
@@ -417,6 +432,7 @@ static void admit(hearth_engine *e) {
         if (prefix_in_flight(e, s)) break; /* FIFO too: those behind it wait the step or two */
         wait_pop(e);
         s->slot = slot;
+        s->plan = s->draft = 0; /* until planned (a step in flight reads the running sequences' plans) */
         /* prompt logprobs need every prompt position's logits: no cached prefix */
         s->n_computed = s->req.want_prompt_logprobs
                             ? 0
@@ -565,15 +581,31 @@ static hearth_finish take_token(hearth_engine *e, hearth_seq *s, int r, double n
     return fin;
 }
 
-/* Build one batch, run it, sample. Returns 1 if any work was done (the
- * turn's time since t_turn then counted before the tokens go out, so that
- * a consumer who sees its last token reads stats that hold its step). */
-static int step(hearth_engine *e, double t_turn) {
-    const double t_plan = hearth_time_now();
-    if (plan(e) == 0) {
-        hand_out(e);
-        return 0;
+/* After a step's forward: start it on the device, hand the last step's
+ * tokens out meanwhile, and begin its choice. Each row holds a reference to
+ * its sequence until its tokens are read (collect), which a step issued ahead
+ * does across a loop turn, whose cancellations may finish the sequence. */
+static void launch(hearth_engine *e, flight *f) {
+    if (e->overlap) hearth_model_submit(e->m);
+    const double t_out = hearth_time_now();
+    hand_out(e);
+    f->out_s = hearth_time_now() - t_out;
+    for (int r = 0; r < f->n_rows; r++) {
+        hearth_seq *s = f->row_seq[r];
+        atomic_fetch_add(&s->refs, 1);
+        f->row_smp[r] = &s->sampler;
+        f->row_lp[r] = (uint8_t)s->req.want_logprobs;
     }
+    f->begun = f->st == HEARTH_OK;
+    if (f->begun)
+        f->st = hearth_choose_begin(&e->chooser, e->m, f->row_smp, f->row_lp, f->any_draft ? f->row_draft : NULL,
+                                    f->n_rows, &f->err);
+}
+
+/* Plan a batch and issue it as f. Returns 0 when there was nothing to run. */
+static int issue(hearth_engine *e, flight *f) {
+    const double t_plan = hearth_time_now();
+    if (plan(e) == 0) return 0;
     int n = 0, n_rows = 0, n_plp = 0, adapters = 0, any_draft = 0;
     for (int i = 0; i < e->o.n_slots; i++) {
         hearth_seq *s = e->running[i];
@@ -598,60 +630,122 @@ static int step(hearth_engine *e, double t_turn) {
         if (s->n_computed == s->n_tokens + s->draft)
             for (int j = s->draft; j >= 0; j--) {
                 e->b_rows[n_rows] = n - 1 - j;
-                e->row_draft[n_rows] = j > 0 ? s->tokens[s->n_tokens + s->draft - j] : -1;
-                e->row_seq[n_rows++] = s;
+                f->row_draft[n_rows] = j > 0 ? s->tokens[s->n_tokens + s->draft - j] : -1;
+                f->row_seq[n_rows++] = s;
             }
     }
     memcpy(e->b_rows + n_rows, e->plp_row, sizeof *e->plp_row * (size_t)n_plp); /* behind the rows chosen from */
-    hearth_err err = {0};
-    double t0 = hearth_time_now();
-    const double plan_s = t0 - t_plan;
-    hearth_status st = hearth_model_set_row_adapters(e->m, adapters ? e->b_adapter : NULL, n, &err);
-    if (st == HEARTH_OK)
-        st = hearth_model_forward(e->m, e->kv, e->b_tokens, e->b_seq, e->b_pos, n, e->b_rows, n_rows + n_plp, NULL,
-                                  &err);
-    /* the last step's tokens go out while the device runs this one (its time is deliver_s, not step_s) */
-    if (e->overlap) hearth_model_submit(e->m);
-    const double t_out = hearth_time_now();
-    hand_out(e);
-    const double out_s = hearth_time_now() - t_out;
-    for (int r = 0; r < n_rows; r++) {
-        e->row_smp[r] = &e->row_seq[r]->sampler;
-        e->row_lp[r] = (uint8_t)e->row_seq[r]->req.want_logprobs;
+    *f = (flight){n, n_rows, n_plp, any_draft, 0, HEARTH_OK, {0}, hearth_time_now(), 0, 0,
+                  f->row_seq, f->row_draft, f->row_smp, f->row_lp};
+    f->plan_s = f->t0 - t_plan;
+    f->st = hearth_model_set_row_adapters(e->m, adapters ? e->b_adapter : NULL, n, &f->err);
+    if (f->st == HEARTH_OK)
+        f->st = hearth_model_forward(e->m, e->kv, e->b_tokens, e->b_seq, e->b_pos, n, e->b_rows, n_rows + n_plp, NULL,
+                                     &f->err);
+    launch(e, f);
+    return 1;
+}
+
+/* Whether the next step can be issued before f's tokens are read: f is one
+ * decode row of every running sequence, all chosen by the pick op (the host
+ * reads no logits, which the next forward overwrites), and each sequence's
+ * next row is known but for its token, which the pick leaves on the device
+ * for the next forward (hearth_model_forward given no tokens). A token that
+ * ends its sequence leaves that row's work unused; an end known now (the
+ * length) and anything the host must see first (drafts, prompt logprobs, the
+ * hidden state, adapters, requests waiting to be admitted) make the engine
+ * read f first, as every step did before. */
+static int ahead_ok(hearth_engine *e, const flight *f) {
+    if (!e->ahead_on || f->st != HEARTH_OK || f->n_plp || f->any_draft || f->n_rows != f->n || e->wait_head ||
+        e->o.spec_tokens > 0)
+        return 0;
+    int n_run = 0;
+    for (int i = 0; i < e->o.n_slots; i++) n_run += e->running[i] != NULL;
+    if (n_run != f->n_rows) return 0;
+    for (int r = 0; r < f->n_rows; r++) {
+        hearth_seq *s = f->row_seq[r];
+        if (s->slot < 0 || atomic_load(&s->cancel) || s->req.adapter || (s->req.want_hidden && s->n_gen == 0) ||
+            s->n_computed != s->n_tokens || s->n_gen + 1 >= s->req.max_new || s->n_tokens + 1 >= e->ctx ||
+            queue_room(s) < 2 || !hearth_choose_by_pick(&e->chooser, e->m, &s->sampler))
+            return 0;
     }
-    if (st == HEARTH_OK)
-        st = hearth_choose(&e->chooser, e->m, e->row_smp, e->row_lp, any_draft ? e->row_draft : NULL, n_rows,
-                           e->row_id, e->row_lps, &err);
+    return 1;
+}
+
+/* Issue g, the step after f, before f's tokens are read: row r is f's row
+ * r's sequence at its next position, its token the one f's pick chose.
+ * Returns 0, issuing nothing, where a sequence's next position has no room. */
+static int issue_ahead(hearth_engine *e, const flight *f, flight *g) {
+    for (int r = 0; r < f->n_rows; r++) {
+        const hearth_seq *s = f->row_seq[r];
+        if (hearth_kv_reserve(e->kv, s->slot, s->n_computed + 1) != HEARTH_OK) return 0; /* no preemption here */
+    }
+    const int n = f->n_rows;
+    *g = (flight){n, n, 0, 0, 0, HEARTH_OK, {0}, hearth_time_now(), 0, 0,
+                  g->row_seq, g->row_draft, g->row_smp, g->row_lp};
+    for (int r = 0; r < n; r++) {
+        hearth_seq *s = f->row_seq[r];
+        g->row_seq[r] = s;
+        g->row_draft[r] = -1;
+        e->b_seq[r] = s->slot;
+        e->b_pos[r] = s->n_computed++;
+        e->b_rows[r] = r;
+        s->plan = 1;
+    }
+    g->st = hearth_model_set_row_adapters(e->m, NULL, n, &g->err);
+    if (g->st == HEARTH_OK)
+        g->st = hearth_model_forward(e->m, e->kv, NULL, e->b_seq, e->b_pos, n, e->b_rows, n, NULL, &g->err);
+    launch(e, g);
+    pthread_mutex_lock(&e->mu);
+    e->stats.steps_ahead++;
+    pthread_mutex_unlock(&e->mu);
+    return 1;
+}
+
+/* Read f's tokens: end its choice, then each sequence takes its token (and
+ * kept drafts) or its end. */
+static void collect(hearth_engine *e, flight *f) {
+    const int n_rows = f->n_rows, n_plp = f->n_plp;
+    if (f->begun) {
+        hearth_err cerr = {0};
+        hearth_status st = hearth_choose_end(&e->chooser, e->m, f->row_smp, f->row_lp,
+                                             f->any_draft ? f->row_draft : NULL, n_rows, e->row_id, e->row_lps, &cerr);
+        if (f->st == HEARTH_OK && st != HEARTH_OK) f->st = st, f->err = cerr;
+    }
+    hearth_status st = f->st;
+    /* its time: from its issue, or where it was issued ahead from the last step's choice (not counted twice) */
+    const double t_chosen = hearth_time_now(), from = f->t0 > e->t_chosen ? f->t0 : e->t_chosen;
     pthread_mutex_lock(&e->mu);
     e->stats.steps++;
-    e->stats.step_rows += n;
-    e->stats.step_s += hearth_time_now() - t0 - out_s;
-    e->stats.plan_s += plan_s;
+    e->stats.step_rows += f->n;
+    e->stats.step_s += t_chosen - from - (f->t0 >= e->t_chosen ? f->out_s : 0);
+    e->t_chosen = t_chosen;
+    e->stats.plan_s += f->plan_s;
     e->stats.rows_by_pick_op = e->chooser.rows_pick;
     e->stats.rows_by_host_sampler = e->chooser.rows_host;
     pthread_mutex_unlock(&e->mu);
     for (int i = 0; i < n_plp && st == HEARTH_OK; i++) { /* the prompt rows' logprobs, on the host */
         hearth_seq *s = e->plp_seq[i];
         const int p = e->plp_pos[i];
-        st = hearth_model_logits_row(e->m, n_rows + i, e->plp_logits, &err);
+        st = hearth_model_logits_row(e->m, n_rows + i, e->plp_logits, &f->err);
         if (st == HEARTH_OK)
             hearth_logprobs_fill(e->plp_logits, e->vocab, s->tokens[p + 1], s->req.sampling.top_logprobs,
                                  &s->prompt_lp[p + 1]);
     }
-    if (st == HEARTH_OK) /* full blocks computed this step join the prefix cache (with drafts: below) */
+    if (st == HEARTH_OK) /* full blocks computed with known tokens join the prefix cache (with drafts: below) */
         for (int i = 0; i < e->o.n_slots; i++) {
             hearth_seq *s = e->running[i];
             if (s && s->plan && !s->draft)
-                hearth_kv_prefix_commit(e->kv, s->slot, seq_root(s), s->tokens, s->n_computed);
+                hearth_kv_prefix_commit(e->kv, s->slot, seq_root(s), s->tokens, min_int(s->n_computed, s->n_tokens));
         }
     double now = hearth_time_now();
     for (int r = 0; r < n_rows;) {
-        hearth_seq *s = e->row_seq[r];
+        hearth_seq *s = f->row_seq[r];
         const int r0 = r;
         r += 1 + s->draft; /* its rows: the last known token's, then each draft's */
         if (s->slot < 0) continue;
         if (st != HEARTH_OK) {
-            finish(e, s, HEARTH_FINISH_ERROR, err.msg);
+            finish(e, s, HEARTH_FINISH_ERROR, f->err.msg);
             continue;
         }
         if (s->req.want_hidden && s->n_gen == 0) { /* the prompt's last position: its row of this forward */
@@ -674,6 +768,33 @@ static int step(hearth_engine *e, double t_turn) {
         for (int j = 0; j < kept; j++)
             if (take_token(e, s, r0 + j, now) != HEARTH_FINISH_NONE) break; /* an end drops the tokens after it */
     }
+    for (int r = 0; r < n_rows; r++) seq_unref(f->row_seq[r]);
+}
+
+/* Read the step in flight, if any, issuing nothing more (before the loop
+ * turn's other work touches the model, the cache or the sequences). */
+static void settle(hearth_engine *e) {
+    if (!e->ahead) return;
+    collect(e, &e->fl[e->cur]);
+    e->ahead = 0;
+}
+
+/* Build one batch, run it, choose its tokens; with a step in flight, issue
+ * the next where it can before reading the one in flight. Returns 1 if any
+ * work was done (the turn's time since t_turn then counted before the tokens
+ * go out, so that a consumer who sees its last token reads stats that hold
+ * its step). */
+static int step(hearth_engine *e, double t_turn) {
+    flight *f = &e->fl[e->cur];
+    if (!e->ahead && !issue(e, f)) {
+        hand_out(e);
+        return 0;
+    }
+    const int more = ahead_ok(e, f) && issue_ahead(e, f, &e->fl[e->cur ^ 1]);
+    if (e->ahead && !more) hand_out(e); /* issued last turn: the last tokens go out while it runs */
+    collect(e, f);
+    e->ahead = more;
+    if (more) e->cur ^= 1;
     double t_end = hearth_time_now();
     pthread_mutex_lock(&e->mu);
     e->stats.turn_s += t_end - t_turn;
@@ -783,17 +904,19 @@ static void *engine_main(void *arg) {
     hearth_engine *e = arg;
     for (;;) {
         pthread_mutex_lock(&e->mu);
-        int any = e->n_waiting > 0 || e->mail_head != NULL || e->n_pend > 0; /* step() hands the last out */
+        int any = e->n_waiting > 0 || e->mail_head != NULL || e->n_pend > 0 || e->ahead; /* step() reads the last */
         for (int i = 0; i < e->o.n_slots && !any; i++) any = e->running[i] != NULL;
         any = any || e->errands || e->n_draining;
         while (!any && !e->stop) {
             pthread_cond_wait(&e->cv, &e->mu);
             any = e->mail_head != NULL || e->errands || e->n_draining;
         }
-        int stop = e->stop, paused = e->paused;
+        int stop = e->stop, paused = e->paused, errands = e->errands != NULL || e->n_draining;
         pthread_mutex_unlock(&e->mu);
         const double t_turn = hearth_time_now();
         drain_mailbox(e);
+        /* errands and adapters' reaping touch the model and the cache; a pause or a stop reads what runs */
+        if (stop || paused || errands) settle(e);
         run_errands(e);
         if (stop) {
             hand_out(e);
@@ -913,22 +1036,26 @@ hearth_status hearth_engine_new(hearth_engine **out, hearth_model *m, hearth_kv 
     e->b_pos = malloc(T * 4);
     e->b_rows = malloc(T * 4);
     e->b_adapter = malloc(T * 4);
-    e->row_seq = malloc(T * sizeof *e->row_seq);
-    e->row_draft = malloc(T * sizeof *e->row_draft);
+    int fl_ok = 1;
+    for (int k = 0; k < 2; k++) {
+        flight *f = &e->fl[k];
+        f->row_seq = malloc(T * sizeof *f->row_seq);
+        f->row_draft = malloc(T * sizeof *f->row_draft);
+        f->row_smp = malloc(T * sizeof *f->row_smp);
+        f->row_lp = malloc(T);
+        fl_ok &= f->row_seq && f->row_draft && f->row_smp && f->row_lp;
+    }
     e->plp_seq = malloc(T * sizeof *e->plp_seq);
     e->plp_pos = malloc(T * sizeof *e->plp_pos);
     e->plp_row = malloc(T * sizeof *e->plp_row);
     e->plp_logits = malloc(sizeof *e->plp_logits * (size_t)e->vocab);
-    e->row_smp = malloc(T * sizeof *e->row_smp);
-    e->row_lp = malloc(T);
     e->row_id = malloc(T * sizeof *e->row_id);
     e->row_lps = malloc(T * sizeof *e->row_lps);
     e->pend_seq = malloc(T * sizeof *e->pend_seq);
     e->pend_ev = malloc(T * sizeof *e->pend_ev);
     e->pend_fin = malloc(T * sizeof *e->pend_fin);
     if (!e->running || !e->slots || !e->order || !e->b_tokens || !e->b_seq || !e->b_pos || !e->b_rows ||
-        !e->b_adapter || !e->row_seq || !e->row_draft || !e->plp_seq || !e->plp_pos || !e->plp_row || !e->plp_logits || !e->row_smp ||
-        !e->row_lp || !e->row_id || !e->row_lps || !e->pend_seq || !e->pend_ev || !e->pend_fin) {
+        !e->b_adapter || !fl_ok || !e->plp_seq || !e->plp_pos || !e->plp_row || !e->plp_logits || !e->row_id || !e->row_lps || !e->pend_seq || !e->pend_ev || !e->pend_fin) {
         hearth_engine_free(e);
         return hearth_err_set(err, HEARTH_ENOMEM, "engine: out of memory for step buffers");
     }
@@ -944,6 +1071,9 @@ hearth_status hearth_engine_new(hearth_engine **out, hearth_model *m, hearth_kv 
     /* unset: on device backends; 0: never (an A/B switch); else always (tests run it on the CPU) */
     const char *ov = getenv("HEARTH_ENGINE_OVERLAP");
     e->overlap = ov ? atoi(ov) != 0 : hearth_model_on_device(m);
+    /* unset: where the engine overlaps; 0: never; else always (with the overlap: tests run it on the CPU) */
+    const char *ah = getenv("HEARTH_ENGINE_AHEAD");
+    e->ahead_on = e->overlap && (ah ? atoi(ah) != 0 : 1);
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
     pthread_cond_init(&e->errand_cv, NULL);
@@ -985,14 +1115,16 @@ void hearth_engine_free(hearth_engine *e) {
     free(e->b_pos);
     free(e->b_rows);
     free(e->b_adapter);
-    free(e->row_seq);
-    free(e->row_draft);
+    for (int k = 0; k < 2; k++) {
+        free(e->fl[k].row_seq);
+        free(e->fl[k].row_draft);
+        free(e->fl[k].row_smp);
+        free(e->fl[k].row_lp);
+    }
     free(e->plp_seq);
     free(e->plp_pos);
     free(e->plp_row);
     free(e->plp_logits);
-    free(e->row_smp);
-    free(e->row_lp);
     free(e->row_id);
     free(e->row_lps);
     free(e->pend_seq);

@@ -78,6 +78,7 @@ typedef struct {
     int kv_blocks_total, kv_blocks_free, kv_blocks_cached;
     long prefix_lookups, prefix_hits;
     long steps, preemptions;
+    long steps_ahead;     /* of the steps, those issued before the last one's tokens were read (engine.c ahead) */
     long step_rows;       /* token rows run, over all steps */
     double step_s;        /* wall time in forward + token choice */
     /* the engine thread's wall time in the other work of the loop turns that ran a step: planning the

@@ -469,14 +469,19 @@ int32_t hearth_sampler_sample(hearth_sampler *s, float *logits, hearth_logprobs 
     return chosen;
 }
 
+int hearth_sampler_by_pick(const hearth_sampler *s, int truncates) {
+    const hearth_sampling *p = &s->p;
+    const int truncation = p->top_p < 1.0f || (p->top_k > 0 && p->top_k < s->vocab);
+    return !((!truncates && truncation) || p->repetition_penalty != 1.0f || p->presence_penalty != 0.0f ||
+             p->frequency_penalty != 0.0f || p->n_logit_bias > 0 || p->constraint.mask || p->dry.multiplier != 0.0f ||
+             p->top_n_sigma > 0.0f || p->typical_p < 1.0f || p->xtc_probability > 0.0f || s->allowed ||
+             p->bad_words.n || p->mirostat || p->dynatemp_range > 0.0f || p->infill ||
+             (s->n_out < p->min_tokens && p->n_min_ban > 0) || p->top_logprobs > HEARTH_PICK_TOP);
+}
+
 int hearth_sampler_pick_params(hearth_sampler *s, int want_logprobs, int truncates, hearth_pick_params *out) {
     const hearth_sampling *p = &s->p;
-    if ((!truncates && (p->top_p < 1.0f || (p->top_k > 0 && p->top_k < s->vocab))) || p->repetition_penalty != 1.0f || p->presence_penalty != 0.0f || p->frequency_penalty != 0.0f ||
-        p->n_logit_bias > 0 || p->constraint.mask || p->dry.multiplier != 0.0f || p->top_n_sigma > 0.0f || p->typical_p < 1.0f || p->xtc_probability > 0.0f ||
-        s->allowed || p->bad_words.n || p->mirostat || p->dynatemp_range > 0.0f || p->infill ||
-        (s->n_out < p->min_tokens && p->n_min_ban > 0) ||
-        p->top_logprobs > HEARTH_PICK_TOP)
-        return 0;
+    if (!hearth_sampler_by_pick(s, truncates)) return 0;
     *out = (hearth_pick_params){.temperature = p->temperature, .min_p = p->min_p, .logprobs = want_logprobs != 0,
                                 .n_top = want_logprobs ? p->top_logprobs : 0, .top_k = p->top_k > 0 ? p->top_k : 0,
                                 .top_p = p->top_p < 1.0f ? p->top_p : 0.0f};

@@ -172,6 +172,9 @@ void hearth_logprobs_fill(const float *logits, int vocab, int32_t chosen, int n_
  * fills *p (drawing the key from the sampler's stream) when it is; 0 when the
  * full logits must come to the host for hearth_sampler_sample. */
 int hearth_sampler_pick_params(hearth_sampler *s, int want_logprobs, int truncates, hearth_pick_params *p);
+/* What hearth_sampler_pick_params would return, drawing nothing. Once 1 it
+ * stays 1 whatever tokens the sampler accepts (min_tokens' ban only ends). */
+int hearth_sampler_by_pick(const hearth_sampler *s, int truncates);
 /* The token of a pick made with those params, and its logprobs into lp (if non-NULL). */
 int32_t hearth_sampler_from_pick(const hearth_sampler *s, const hearth_pick *pk, hearth_logprobs *lp);
 

@@ -79,8 +79,10 @@ hearth_status hearth_model_forward(hearth_model *m, hearth_kv *kv, const int32_t
     if (T <= 0 || T > m->max_tokens || n_logit_rows < 0 || n_logit_rows > T || n_logit_rows > m->max_logit_rows)
         return hearth_err_set(err, HEARTH_EINVAL, "forward: %d tokens (max %d), %d logit rows (max %d)", T,
                               m->max_tokens, n_logit_rows, m->max_logit_rows);
+    if (!tokens && T > m->n_next)
+        return hearth_err_set(err, HEARTH_EINVAL, "forward: %d tokens from the last pick, which chose %d", T, m->n_next);
     for (int t = 0; t < T; t++) {
-        if (tokens[t] < 0 || tokens[t] >= c->vocab_size)
+        if (tokens && (tokens[t] < 0 || tokens[t] >= c->vocab_size))
             return hearth_err_set(err, HEARTH_ERANGE, "token id %d out of range [0, %d)", tokens[t], c->vocab_size);
         if (pos[t] < 0 || pos[t] >= hearth_kv_max_ctx(kv))
             return hearth_err_set(err, HEARTH_ERANGE, "position %d outside the context (%d)", pos[t],
@@ -104,12 +106,15 @@ hearth_status hearth_model_forward(hearth_model *m, hearth_kv *kv, const int32_t
     const int window = c->sliding_window > 0 && vw.ctx_len > c->sliding_window ? c->sliding_window : 0;
 
     /* The rows' ids, sequences and positions in one upload (on a device,
-     * each upload is a copy the step waits on). */
-    int32_t *d_tokens = m->d_rows, *d_seq = m->d_rows + T, *d_pos = m->d_rows + 2 * (size_t)T;
-    memcpy(m->h_rows, tokens, sizeof(int32_t) * (size_t)T);
+     * each upload is a copy the step waits on); no ids where the last pick
+     * left them on the backend (row t's token: its row t). */
+    const int32_t *d_tokens = tokens ? m->d_rows : m->d_next;
+    int32_t *d_seq = m->d_rows + T, *d_pos = m->d_rows + 2 * (size_t)T;
+    if (tokens) memcpy(m->h_rows, tokens, sizeof(int32_t) * (size_t)T);
     memcpy(m->h_rows + T, seq, sizeof(int32_t) * (size_t)T);
     memcpy(m->h_rows + 2 * (size_t)T, pos, sizeof(int32_t) * (size_t)T);
-    o->upload(ctx, m->d_rows, m->h_rows, 3 * sizeof(int32_t) * (size_t)T);
+    const size_t skip = tokens ? 0 : (size_t)T;
+    o->upload(ctx, m->d_rows + skip, m->h_rows + skip, sizeof(int32_t) * (3 * (size_t)T - skip));
 
     /* ARCH SWITCH: gemma scales the embedding by sqrt(dim). */
     o->embed(ctx, m->x, &m->tok_embd, d_tokens, T);
@@ -172,12 +177,14 @@ hearth_status hearth_model_forward(hearth_model *m, hearth_kv *kv, const int32_t
     return HEARTH_OK;
 }
 
-hearth_status hearth_model_pick(hearth_model *m, int n_rows, const hearth_pick_params *params, hearth_pick *out,
-                                hearth_err *err) {
+hearth_status hearth_model_pick_begin(hearth_model *m, int n_rows, const hearth_pick_params *params, hearth_pick *out,
+                                      hearth_err *err) {
     const hearth_ops *o = m->ops;
     if (n_rows < 0 || n_rows > m->n_logit_rows)
         return hearth_err_set(err, HEARTH_EINVAL, "pick: %d rows, the last forward left %d", n_rows, m->n_logit_rows);
     if (!o->pick) return hearth_err_set(err, HEARTH_ENOTSUP, "pick: the %s backend has no pick op", o->name);
+    if (m->n_begun == 2) return hearth_err_set(err, HEARTH_EINVAL, "pick: two begun and not ended");
+    m->begun_dl[(m->first_begun + m->n_begun++) % 2] = n_rows > 0;
     if (n_rows == 0) return HEARTH_OK;
     /* the last pick's params (a greedy stream's every step) are on the device already: no copy the step waits on */
     const size_t bytes = sizeof *params * (size_t)n_rows;
@@ -186,9 +193,27 @@ hearth_status hearth_model_pick(hearth_model *m, int n_rows, const hearth_pick_p
         memcpy(m->h_pick_params, params, bytes);
         if (n_rows > m->n_pick_params) m->n_pick_params = n_rows;
     }
-    o->pick(m->ops_ctx, m->d_picks, m->logits, n_rows, m->cfg.vocab_size, m->d_pick_params);
-    o->download(m->ops_ctx, out, m->d_picks, sizeof *out * (size_t)n_rows);
+    o->pick(m->ops_ctx, m->d_picks, m->logits, n_rows, m->cfg.vocab_size, m->d_pick_params, m->d_next);
+    m->n_next = n_rows;
+    if (o->download_begin) o->download_begin(m->ops_ctx, out, m->d_picks, sizeof *out * (size_t)n_rows);
+    else o->download(m->ops_ctx, out, m->d_picks, sizeof *out * (size_t)n_rows);
     return HEARTH_OK;
+}
+
+void hearth_model_pick_end(hearth_model *m) {
+    HEARTH_ASSERT(m->n_begun > 0);
+    const int dl = m->begun_dl[m->first_begun];
+    m->first_begun ^= 1;
+    m->n_begun--;
+    if (dl && m->ops->download_end) m->ops->download_end(m->ops_ctx);
+}
+
+hearth_status hearth_model_pick(hearth_model *m, int n_rows, const hearth_pick_params *params, hearth_pick *out,
+                                hearth_err *err) {
+    if (m->n_begun) return hearth_err_set(err, HEARTH_EINVAL, "pick: an earlier pick is begun and not ended");
+    hearth_status st = hearth_model_pick_begin(m, n_rows, params, out, err);
+    if (st == HEARTH_OK) hearth_model_pick_end(m);
+    return st;
 }
 
 int hearth_model_pick_truncates(const hearth_model *m) { return m->ops->pick_truncates; }

@@ -341,6 +341,7 @@ static hearth_status alloc_activations(hearth_model *m, hearth_err *err) {
         {(void **)&m->d_rows, 3 * T * 4},
         {(void **)&m->d_pick_params, L * sizeof(hearth_pick_params)},
         {(void **)&m->d_picks, L * sizeof(hearth_pick)},
+        {(void **)&m->d_next, L * sizeof(int32_t)},
     };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         *bufs[i].p = hearth_model_alloc(m, bufs[i].bytes);

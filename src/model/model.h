@@ -57,7 +57,8 @@ int hearth_model_max_logit_rows(const hearth_model *m);
 int hearth_model_on_device(const hearth_model *m);
 
 /* Run T tokens through the model. Token t is tokens[t] at position pos[t] of
- * the sequence in KV slot seq[t] (positions must be reserved in kv). Computes
+ * the sequence in KV slot seq[t] (positions must be reserved in kv); tokens
+ * NULL: the ids the last pick begun chose, row t's for token t. Computes
  * the logits of the rows listed in logit_rows (n_logit_rows of them) and
  * keeps them in backend memory for hearth_model_pick / _logits_row; with
  * logits non-NULL also copies them there, host [n_logit_rows][vocab].
@@ -75,6 +76,14 @@ void hearth_model_submit(hearth_model *m);
  * cross to the host. */
 hearth_status hearth_model_pick(hearth_model *m, int n_rows, const hearth_pick_params *params, hearth_pick *out,
                                 hearth_err *err);
+/* The same in two halves, so that the host reads one step's picks while the
+ * device runs the next: _begin issues the pick, whose out is written by the
+ * time the _end that ends it returns (each ends the oldest begun; at most
+ * two begun). The ids picked stay on the backend too: a forward given no
+ * tokens takes row t's from row t of the last pick begun. */
+hearth_status hearth_model_pick_begin(hearth_model *m, int n_rows, const hearth_pick_params *params, hearth_pick *out,
+                                      hearth_err *err);
+void hearth_model_pick_end(hearth_model *m);
 /* 1 when hearth_model_pick applies top_k / top_p (the backend's ops->pick_truncates). */
 int hearth_model_pick_truncates(const hearth_model *m);
 /* Logit row `row` of the last forward into out[vocab] (host). */

@@ -72,6 +72,10 @@ struct hearth_model {
     hearth_pick_params *h_pick_params; /* [T], host: what d_pick_params holds, its first n_pick_params rows */
     int n_pick_params;
     hearth_pick *d_picks;              /* [T] */
+    int32_t *d_next;                   /* [T] the ids of the last pick begun: a forward's tokens when it is given none */
+    int n_next;                        /* rows of that pick (0: none since the model was made) */
+    int n_begun, first_begun;          /* picks begun and not ended (hearth_model_pick_begin / _end), the oldest's */
+    uint8_t begun_dl[2];               /* entry of those: 1 where it began a download (rows to pick) */
     int n_logit_rows;                  /* rows of logits the last forward left */
 
     /* Adapters (lora.c) and what applying them takes: the next forward's

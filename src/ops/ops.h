@@ -260,6 +260,12 @@ typedef struct hearth_ops {
     /* host -> backend; backend -> host (waits for the ops issued before it). */
     void (*upload)(void *ctx, void *dst, const void *src, size_t bytes);
     void (*download)(void *ctx, void *dst, const void *src, size_t bytes);
+    /* Optional (NULL: the model downloads at once). A download in two halves: download_begin issues the ops
+     * recorded so far and the copy, and returns without waiting; dst is written by the time the
+     * download_end that ends it returns (each ends the oldest begun). At most two are begun and not ended,
+     * so that the host reads one step's picks while the device runs the next (hearth_model_pick_begin). */
+    void (*download_begin)(void *ctx, void *dst, const void *src, size_t bytes);
+    void (*download_end)(void *ctx);
     /* backend -> backend */
     void (*copy)(void *ctx, void *dst, const void *src, size_t bytes);
     /* y[T][w->rows] = x[T][w->cols] @ W^T */
@@ -298,9 +304,10 @@ typedef struct hearth_ops {
     void (*attention)(void *ctx, float *out, const float *q, int T, const hearth_kv_view *kv, int layer,
                       const int32_t *seq, const int32_t *pos, int n_heads, int n_kv_heads, int head_dim,
                       float scale, int window);
-    /* out[r] for each row r of logits[n_rows][vocab], drawn by params[r] (both backend memory). */
+    /* out[r] for each row r of logits[n_rows][vocab], drawn by params[r] (both backend memory); ids non-NULL:
+     * ids[r] = out[r].id too (backend memory: a later forward's tokens, which the host need not see first). */
     void (*pick)(void *ctx, hearth_pick *out, const float *logits, int n_rows, int vocab,
-                 const hearth_pick_params *params);
+                 const hearth_pick_params *params, int32_t *ids);
     /* Optional (NULL: weights stay as uploaded). Called once after a weight
      * is uploaded, before an op reads it: the backend may re-lay its rows in
      * place for its kernels (setting w->layout), and reserve the scratch that

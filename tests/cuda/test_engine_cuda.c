@@ -140,6 +140,31 @@ TEST(cuda_engine_preemption_keeps_output) {
     hearth_cuda_ctx_free(c);
 }
 
+/* Steps issued before the last one's picks are read (the downloads begun
+ * into two slots of the pinned staging, the uploads alternating between two
+ * halves, so a step replays one of two graphs) give the tokens of steps read
+ * one at a time, at one row and at four; the graphs were replayed. */
+TEST(cuda_model_steps_ahead_same_tokens) {
+    rig r;
+    hearth_cuda_ctx *c;
+    CHECK_MSG(cuda_rig(&r, &c, "llama3-bf16", HEARTH_DT_F16, 64, 8), "cannot open the model on CUDA");
+    hearth_cuda_stats a, b;
+    hearth_cuda_ctx_stats(c, &a);
+    const int bad1 = rig_ahead_sequence(r.m, r.kv, 1, 40), bad4 = rig_ahead_sequence(r.m, r.kv, 4, 40);
+    hearth_cuda_ctx_stats(c, &b);
+    hearth_err err = {0};
+    const hearth_status st = hearth_cuda_ctx_error(c, &err);
+    const int avail = hearth_kv_n_available_blocks(r.kv);
+    rig_free(&r);
+    hearth_cuda_ctx_free(c);
+    CHECK_MSG(st == HEARTH_OK, "%s", err.msg);
+    CHECK_EQ(bad1, 0);
+    CHECK_EQ(bad4, 0);
+    CHECK_EQ(avail, 64);
+    printf("  %ld graph replays, %ld captures\n", b.graph_replays - a.graph_replays, b.graph_captures - a.graph_captures);
+    CHECK(b.graph_replays - a.graph_replays > 100);
+}
+
 /* The model's pick over rows of a real forward equals the host rule over the
  * same logits downloaded. */
 TEST(cuda_model_pick_matches_host_rule) {

@@ -2300,21 +2300,31 @@ static int pick_case(int rows, int vocab, int style0, int cfg0, int all_inf_row,
     float *xd = dup_host(x, sizeof(float) * n);
     hearth_pick_params *pd = dnew(sizeof *pp * (size_t)rows);
     hearth_pick *od = dnew(sizeof *got * (size_t)rows);
-    int ok = xd && pd && od;
+    int32_t *idd = dnew(sizeof(int32_t) * (size_t)rows), *ids = malloc(sizeof(int32_t) * (size_t)rows);
+    int ok = xd && pd && od && idd && ids;
     if (!ok) test_fail(__FILE__, __LINE__, "device alloc");
     for (int rep = 0; rep < reps && ok; rep++) {
         for (int r = 0; r < rows; r++) {
             pp[r] = pick_cfgs[(r + cfg0) % N_PICK_CFGS];
             pp[r].key = rnd();
         }
-        CPU->pick(g_cpu, want, x, rows, vocab, pp);
+        CPU->pick(g_cpu, want, x, rows, vocab, pp, NULL);
         poison(od, sizeof *got * (size_t)rows);
+        poison(idd, sizeof(int32_t) * (size_t)rows);
         CU->upload(g_cu, pd, pp, sizeof *pp * (size_t)rows);
-        CU->pick(g_cu, od, xd, rows, vocab, pd);
+        const int with_ids = rows % 2; /* the ids too, for odd row counts (a case's reps record one sequence) */
+        CU->pick(g_cu, od, xd, rows, vocab, pd, with_ids ? idd : NULL);
         down(got, od, sizeof *got * (size_t)rows);
+        if (with_ids) down(ids, idd, sizeof(int32_t) * (size_t)rows);
         ok = check_cuda_ok();
         for (int r = 0; r < rows && ok; r++) {
             const hearth_pick *w = &want[r], *g = &got[r];
+            if (with_ids && ids[r] != w->id) {
+                test_fail(__FILE__, __LINE__, "pick rows %d vocab %d row %d: ids[r] %d, cpu id %d", rows, vocab, r,
+                          ids[r], w->id);
+                ok = 0;
+                break;
+            }
             const hearth_pick_params *p = &pp[r];
             char what[200];
             snprintf(what, sizeof what,
@@ -2367,6 +2377,8 @@ static int pick_case(int rows, int vocab, int style0, int cfg0, int all_inf_row,
     dfree(xd);
     dfree(pd);
     dfree(od);
+    dfree(idd);
+    free(ids);
     free(x);
     free(pp);
     free(want);

@@ -28,6 +28,7 @@ typedef struct {
     int n_adapters; /* LoRA adapters loaded (rig_add_adapters): request i runs with adapter i % (n + 1) */
     int adapter_id; /* with one adapter: its id, when not 1 */
     int spec;       /* rig_batched's engines draft this many tokens a step (prompt lookup), 0 = none */
+    long steps_ahead; /* the last rig_batched engine's steps issued ahead (engine.c issue_ahead) */
 } rig;
 
 static inline int rig_adapter(const rig *r, int i) {
@@ -243,6 +244,7 @@ static void rig_batched_tie(rig *r, int n_req, int n_slots, int32_t want[][RIG_N
     hearth_engine_stats st;
     hearth_engine_stats_get(e, &st);
     *preempted = (int)st.preemptions;
+    r->steps_ahead = st.steps_ahead;
     hearth_engine_free(e);
     for (int i = 0; i < n_req; i++) {
         if (diff_at[i] == -1) continue;
@@ -361,6 +363,62 @@ static inline hearth_seq *rig_submit_lp(hearth_engine *e, const int32_t *ids, in
     hearth_seq *s = NULL;
     if (hearth_engine_submit(e, &q, &s, NULL) != HEARTH_OK) free(q.prompt);
     return s;
+}
+
+/* T sequences (slots 0 .. T - 1, T <= 8) decoded greedily for n <= 64 steps,
+ * each step's picks read before the next is issued (hearth_model_pick), then
+ * again with each step issued before the last one's picks are read, its
+ * tokens the ones the pick left on the backend (hearth_model_forward given
+ * none; hearth_model_pick_begin / _end): the tokens that differ, or -1 where a
+ * call failed or did not refuse what it must (a forward of more rows than the
+ * last pick chose; a pick while one is begun). */
+static inline int rig_ahead_sequence(hearth_model *m, hearth_kv *kv, int T, int n) {
+    enum { MAXT = 8, MAXN = 64 };
+    if (T < 1 || T > MAXT || n < 2 || n > MAXN) return -1;
+    int32_t want[MAXN][MAXT], got[MAXN][MAXT], tok[MAXT + 1], seq[MAXT + 1], pos[MAXT + 1], rows[MAXT];
+    hearth_pick_params pp[MAXT];
+    memset(pp, 0, sizeof pp); /* greedy */
+    hearth_pick pk[2][MAXT];
+    hearth_err err = {0};
+    for (int t = 0; t <= T; t++) seq[t] = t, pos[t] = 0;
+    for (int t = 0; t < T; t++) {
+        rows[t] = t;
+        if (hearth_kv_reserve(kv, t, n) != HEARTH_OK) return -1;
+    }
+    int fail = 0;
+    for (int pass = 0; pass < 2 && !fail; pass++) {
+        for (int t = 0; t < T; t++) tok[t] = 3 + 5 * t;
+        for (int i = 0; i < n && !fail; i++) {
+            for (int t = 0; t < T; t++) pos[t] = i;
+            fail = hearth_model_forward(m, kv, pass == 1 && i > 0 ? NULL : tok, seq, pos, T, rows, T, NULL, &err);
+            if (!fail && pass == 0) {
+                fail = hearth_model_pick(m, T, pp, pk[0], &err);
+                for (int t = 0; t < T; t++) want[i][t] = tok[t] = pk[0][t].id;
+                continue;
+            }
+            if (!fail) fail = hearth_model_pick_begin(m, T, pp, pk[i % 2], &err);
+            if (!fail && i > 0) {
+                hearth_model_pick_end(m);
+                for (int t = 0; t < T; t++) got[i - 1][t] = pk[(i - 1) % 2][t].id;
+            }
+            if (!fail && i == n - 1) {
+                /* begun and not ended: refused by name, nothing issued */
+                if (hearth_model_forward(m, kv, NULL, seq, pos, T + 1, rows, 1, NULL, &err) != HEARTH_EINVAL ||
+                    hearth_model_pick(m, T, pp, pk[0], &err) != HEARTH_EINVAL)
+                    fail = 1, printf("  not refused: %s\n", err.msg);
+                hearth_model_pick_end(m);
+                for (int t = 0; t < T; t++) got[i][t] = pk[i % 2][t].id;
+            }
+        }
+    }
+    if (fail) printf("  ahead sequence: %s\n", err.msg);
+    for (int t = 0; t < T; t++) hearth_kv_release_slot(kv, t);
+    int bad = 0;
+    for (int i = 0; i < n && !fail; i++)
+        for (int t = 0; t < T; t++)
+            if (got[i][t] != want[i][t] && bad++ == 0)
+                printf("  step %d row %d: %d issued ahead, %d read first\n", i, t, got[i][t], want[i][t]);
+    return fail ? -1 : bad;
 }
 
 /* hearth_model_pick copies a pick's params to the backend only where they

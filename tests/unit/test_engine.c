@@ -106,6 +106,16 @@ TEST(engine_model_pick_params_copied_when_changed) {
     CHECK_MSG(bad == 0, "%d picked rows differ from the host rule", bad);
 }
 
+/* Steps issued before the last one's picks are read give the tokens of
+ * steps read one at a time (the model's half of the engine's steps ahead). */
+TEST(engine_model_steps_ahead_same_tokens) {
+    rig r;
+    CHECK_MSG(rig_open(&r, 16, 4, 32), "cannot open the tiny model");
+    for (int T = 1; T <= 4; T += 3) CHECK_EQ(rig_ahead_sequence(r.m, r.kv, T, 24), 0);
+    CHECK_EQ(hearth_kv_n_available_blocks(r.kv), 16);
+    rig_close(&r);
+}
+
 typedef struct {
     int32_t *id;
     float *lp;
@@ -658,6 +668,8 @@ static hearth_seq *submit_sampled(hearth_engine *e, int i, int vocab, int host_p
     return s;
 }
 
+static long g_steps_ahead; /* the last sampled run's steps issued ahead */
+
 /* Tokens and logprobs of 6 sampled requests through an engine drafting spec tokens, 3 at once. */
 static long sampled_run_slots(rig *r, int n_slots, int spec, int host_path, int32_t ids[6][40],
                               float lps[6][40][4]) {
@@ -682,6 +694,7 @@ static long sampled_run_slots(rig *r, int n_slots, int spec, int host_path, int3
     hearth_engine_stats st;
     hearth_engine_stats_get(e, &st);
     hearth_engine_free(e);
+    g_steps_ahead = st.steps_ahead;
     return st.spec_accepted;
 }
 
@@ -707,6 +720,52 @@ TEST(engine_sampled_output_same_alone_and_batched) {
     }
     CHECK_EQ(hearth_kv_n_available_blocks(r.kv), 64);
     rig_close(&r);
+}
+
+/* Steps issued one ahead (engine.c issue_ahead: the next step's forward
+ * queued before this step's tokens are read, its tokens the ones the pick
+ * left on the backend; the device engines' default), which
+ * HEARTH_ENGINE_AHEAD=1 turns on here: every request's greedy tokens are its
+ * serial ones alone and 4 and 16 at once (f16 cache, arrivals while others
+ * run), under KV pressure (preemption) and with cancellations; sampled
+ * requests draw the same tokens and logprobs as without (temperature by the
+ * pick, a seed's stream). Each run issued steps ahead, or it checked
+ * nothing. */
+TEST(engine_steps_ahead_keep_output) {
+    setenv("HEARTH_ENGINE_OVERLAP", "1", 1);
+    rig r;
+    int ok = rig_open_spec(&r, HEARTH_DT_F16, 64, 16, 64, 2, 0);
+    CHECK_MSG(ok, "cannot open the tiny model");
+    int32_t want[N_REQ][N_NEW];
+    reference(&r, want);
+    setenv("HEARTH_ENGINE_AHEAD", "1", 1);
+    int pre;
+    for (int slots = 1; slots <= 16; slots *= 4) {
+        run_batched(&r, slots, want, &pre);
+        printf("  %d slots: %ld steps issued ahead\n", slots, r.steps_ahead);
+        CHECK(r.steps_ahead > 0);
+    }
+    rig_close(&r);
+    preemption_case();
+    rejects_and_cancels_case();
+    ok = rig_open_spec(&r, HEARTH_DT_F32, 64, 3, 64, 2, 0);
+    CHECK_MSG(ok, "cannot open the tiny model");
+    static int32_t a[6][40], b[6][40];
+    static float la[6][40][4], lb[6][40][4];
+    setenv("HEARTH_ENGINE_AHEAD", "0", 1);
+    CHECK_EQ(sampled_run_slots(&r, 3, 0, 0, a, la), 0);
+    CHECK_EQ(g_steps_ahead, 0);
+    setenv("HEARTH_ENGINE_AHEAD", "1", 1);
+    CHECK_EQ(sampled_run_slots(&r, 3, 0, 0, b, lb), 0);
+    printf("  sampled, 3 slots: %ld steps issued ahead\n", g_steps_ahead);
+    CHECK(g_steps_ahead > 0);
+    CHECK(memcmp(a, b, sizeof a) == 0);
+    CHECK(memcmp(la, lb, sizeof la) == 0);
+    CHECK(a[5][39] >= 0);
+    CHECK_EQ(hearth_kv_n_available_blocks(r.kv), 64);
+    rig_close(&r);
+    unsetenv("HEARTH_ENGINE_AHEAD");
+    unsetenv("HEARTH_ENGINE_OVERLAP");
 }
 
 /* Sampled requests draw the same tokens (a seed's) and report the same

@@ -349,7 +349,7 @@ TEST(pick_cpu_op_rows_match_row_reference) {
     for (int i = 0; i < R; i++)
         p[i] = (hearth_pick_params){.temperature = (float)(i % 3) * 0.6f, .key = lcg(&r), .logprobs = i % 2,
                                     .n_top = i};
-    hearth_cpu_ops.pick(c, out, x, R, V, p);
+    hearth_cpu_ops.pick(c, out, x, R, V, p, NULL);
     for (int i = 0; i < R; i++) {
         hearth_pick_row(&want, x + i * V, V, &p[i]);
         CHECK(memcmp(&want, &out[i], sizeof want) == 0);

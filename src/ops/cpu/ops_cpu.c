@@ -695,12 +695,13 @@ static void pick_task(void *ctx, int task, int n_tasks) {
 }
 
 static void cpu_pick(void *ctx, hearth_pick *out, const float *logits, int n_rows, int vocab,
-                     const hearth_pick_params *params) {
+                     const hearth_pick_params *params, int32_t *ids) {
     hearth_cpu_ctx *c = ctx;
     pick_job j = {out, logits, params, n_rows, vocab};
     int n_tasks = hearth_pool_size(c->pool);
     if (n_rows <= 0) return;
     hearth_pool_run(c->pool, pick_task, &j, n_rows < n_tasks ? n_rows : n_tasks);
+    for (int r = 0; ids && r < n_rows; r++) ids[r] = out[r].id;
 }
 
 const hearth_ops hearth_cpu_ops = {

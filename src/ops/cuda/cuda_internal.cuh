@@ -945,9 +945,10 @@ int cu_attention_cluster(int ctx_len, int cap);
  * row's chunks' bests in a wave of blocks (where scratch holds n_rows x
  * ceil(vocab / 4096) int2; the row's one block reads the row otherwise),
  * then one block per row, which writes its pick into out and, unless NULL,
- * into host (pinned host memory the device can write: a download fused in). */
+ * its id into ids and the pick into host (pinned host memory the device can
+ * write: a download fused in). */
 void cu_pick(const cu_launch *L, hearth_pick *out, const float *logits, int n_rows, int vocab,
-             const hearth_pick_params *params, void *scratch, size_t scratch_bytes, hearth_pick *host);
+             const hearth_pick_params *params, int32_t *ids, void *scratch, size_t scratch_bytes, hearth_pick *host);
 /* dst[k] = the Gumbel noise of ops.h for z >> 41 == k, k < n (tests). */
 void cu_pick_noise(const cu_launch *L, float *dst, int n);
 

@@ -97,10 +97,12 @@ static const kv_writer kvw_unknown = {1, NULL, NULL, 0};
 #define N_GRAPHS 48 /* the engine warm-up captures ~23 step shapes, a forward and its pick apart */
 #define N_SEEN 16
 #define PENDING_MIN_RECS 64 /* this many records issued is a forward: a waiting graph is instantiated behind it */
-#define STAGE_BYTES (8u << 20)
+#define STAGE_BYTES (8u << 20) /* two halves: a step begun ahead fills one while the other's copies may wait */
+#define STAGE_HALF (STAGE_BYTES / 2)
 #define STAGE_MAX_UPLOAD (1u << 20)
 #define ATT_CNT 4096 /* (row, kv head group) counters: 8 rows x 512 */
 #define DL_STAGE_BYTES (16u << 20)
+#define DL_ASYNC_BYTES (4u << 20) /* each of the two downloads begun (op_download_begin), after DL_STAGE_BYTES */
 #define PROF_EVENTS 256
 #define MAX_PROF 256 /* launch units a profile tells apart: a run of several streams makes one per row count */
 
@@ -141,7 +143,17 @@ struct hearth_cuda_ctx {
     rec *recs;
     int n_recs;
     uint8_t *stage; /* pinned */
-    size_t stage_off;
+    size_t stage_off; /* into its half stage_half */
+    int stage_half;
+    /* downloads begun and not ended (op_download_begin), the oldest first: each its slot of the pinned
+     * download staging, the event after its copy and the upload half its step filled */
+    struct {
+        cudaEvent_t ev;
+        void *dst;
+        size_t bytes;
+        int half, done;
+    } adl[2];
+    int adl_first, adl_n;
     uint8_t *dl_stage; /* pinned */
     void *dl_stage_dev; /* dl_stage as the device writes it (a fused pick + download), NULL where it cannot */
 
@@ -235,7 +247,8 @@ static int run_attn(hearth_cuda_ctx *c, const rec *r, int prep_kind, void *prep)
 /* An R_PICK record; host non-NULL: its picks written there too (a download fused in) */
 static void run_pick(hearth_cuda_ctx *c, const rec *r, hearth_pick *host) {
     cu_pick(&c->L, (hearth_pick *)r->p[0], (const float *)r->p[1], r->i[0], r->i[1],
-            (const hearth_pick_params *)r->p[2], c->pick_parts ? c->part : NULL, c->part_floats * 4, host);
+            (const hearth_pick_params *)r->p[2], (int32_t *)r->p[3], c->pick_parts ? c->part : NULL,
+            c->part_floats * 4, host);
 }
 
 static void run_one(hearth_cuda_ctx *c, const rec *r) {
@@ -721,9 +734,11 @@ static int run_unit(hearth_cuda_ctx *c, const rec *recs, int i, int n, char *lab
         /* a pick, then the download of its picks (hearth_model_pick): the pick writes them into the pinned
          * staging too, which the host reads once the stream is done, and no copy waits behind it (s59's trace
          * of a Q4_0 token: the copy ended 6 us after the pick) */
+        const uint8_t *dl = left >= 2 ? (const uint8_t *)r[1].p[0] : NULL;
         if (c->pick_dl && left >= 2 && r->kind == R_PICK && r[1].kind == R_DOWNLOAD && c->dl_stage_dev &&
-            r[1].p[0] == c->dl_stage && r[1].p[1] == r->p[0] && r[1].z[0] == sizeof(hearth_pick) * (size_t)r->i[0]) {
-            run_pick(c, r, (hearth_pick *)c->dl_stage_dev);
+            dl >= c->dl_stage && dl < c->dl_stage + DL_STAGE_BYTES + 2 * DL_ASYNC_BYTES && r[1].p[1] == r->p[0] &&
+            r[1].z[0] == sizeof(hearth_pick) * (size_t)r->i[0]) {
+            run_pick(c, r, (hearth_pick *)((uint8_t *)c->dl_stage_dev + (dl - c->dl_stage)));
             snprintf(label, lsz, "pick+download");
             return 2;
         }
@@ -928,6 +943,21 @@ static void instantiate_graph(hearth_cuda_ctx *c, pending_graph p) {
     c->stats.graph_captures++;
 }
 
+/* The host is about to wait with a forward's worth of work on the device:
+ * time to instantiate a graph captured before the last wait. Not one
+ * captured since: its step's tokens are still to be chosen and handed out
+ * (the engine hands a step's tokens out after the next forward is submitted,
+ * before it waits for that forward's pick). */
+static void host_waits(hearth_cuda_ctx *c) {
+    if (c->pending.graph && c->pending.syncs != c->syncs && c->issued_since_sync >= PENDING_MIN_RECS) {
+        const pending_graph p = c->pending;
+        memset(&c->pending, 0, sizeof c->pending);
+        instantiate_graph(c, p);
+    }
+    c->syncs++;
+    c->issued_since_sync = 0;
+}
+
 /* Issue the recorded ops; with sync, wait for the stream and recycle the
  * staging buffer. */
 static void flush(hearth_cuda_ctx *c, int sync) {
@@ -983,21 +1013,10 @@ static void flush(hearth_cuda_ctx *c, int sync) {
         c->issued_since_sync += c->n_recs;
         c->n_recs = 0;
     }
-    /* The host is about to wait with a forward's worth of work on the
-     * device: time to instantiate a graph captured before the last wait.
-     * Not one captured since: its step's tokens are still to be chosen and
-     * handed out (the engine hands a step's tokens out after the next
-     * forward is submitted, before it waits for that forward's pick). */
-    if (sync && c->pending.graph && c->pending.syncs != c->syncs && c->issued_since_sync >= PENDING_MIN_RECS) {
-        const pending_graph p = c->pending;
-        memset(&c->pending, 0, sizeof c->pending);
-        instantiate_graph(c, p);
-    }
+    if (sync) host_waits(c);
     double t1 = hearth_time_now();
     c->stats.issue_s += t1 - t0;
     if (sync) {
-        c->syncs++;
-        c->issued_since_sync = 0;
         note(c, cudaStreamSynchronize(c->stream), "stream sync (a kernel failed)");
         c->stage_off = 0;
         c->stats.wait_s += hearth_time_now() - t1;
@@ -1148,8 +1167,11 @@ extern "C" hearth_status hearth_cuda_ctx_new(hearth_cuda_ctx **out, int device, 
     if (!c->recs) return dev_fail(c, err, "record buffer (host)", sizeof(rec) * MAX_RECS, cudaErrorMemoryAllocation);
     if ((e = cudaMallocHost((void **)&c->stage, STAGE_BYTES)) != cudaSuccess)
         return dev_fail(c, err, "pinned upload staging", STAGE_BYTES, e);
-    if ((e = cudaMallocHost((void **)&c->dl_stage, DL_STAGE_BYTES)) != cudaSuccess)
-        return dev_fail(c, err, "pinned download staging", DL_STAGE_BYTES, e);
+    if ((e = cudaMallocHost((void **)&c->dl_stage, DL_STAGE_BYTES + 2 * DL_ASYNC_BYTES)) != cudaSuccess)
+        return dev_fail(c, err, "pinned download staging", DL_STAGE_BYTES + 2 * DL_ASYNC_BYTES, e);
+    for (int k = 0; k < 2; k++)
+        if ((e = cudaEventCreateWithFlags(&c->adl[k].ev, cudaEventDisableTiming)) != cudaSuccess)
+            return dev_fail(c, err, "download events", 0, e);
     if (cudaHostGetDevicePointer(&c->dl_stage_dev, c->dl_stage, 0) != cudaSuccess) {
         c->dl_stage_dev = NULL; /* not mapped: every download stays a copy */
         cudaGetLastError();
@@ -1182,6 +1204,8 @@ extern "C" void hearth_cuda_ctx_free(hearth_cuda_ctx *c) {
     free(c->dl.h_tab);
     if (c->stage) cudaFreeHost(c->stage);
     if (c->dl_stage) cudaFreeHost(c->dl_stage);
+    for (int k = 0; k < 2; k++)
+        if (c->adl[k].ev) cudaEventDestroy(c->adl[k].ev);
     if (c->stream) cudaStreamDestroy(c->stream);
     cu_sm_share_free(&c->share);
     cudaGetLastError();
@@ -1460,8 +1484,8 @@ static void op_upload(void *ctx, void *dst, const void *src, size_t bytes) {
     hearth_cuda_ctx *c = (hearth_cuda_ctx *)ctx;
     if (bytes == 0) return;
     if (bytes <= STAGE_MAX_UPLOAD) {
-        if (c->stage_off + bytes > STAGE_BYTES) flush(c, 1);
-        uint8_t *s = c->stage + c->stage_off;
+        if (c->stage_off + bytes > STAGE_HALF) flush(c, 1);
+        uint8_t *s = c->stage + (size_t)c->stage_half * STAGE_HALF + c->stage_off;
         memcpy(s, src, bytes);
         c->stage_off += (bytes + 15) & ~(size_t)15;
         rec *r = push(c, R_UPLOAD);
@@ -1540,6 +1564,55 @@ static void op_download(void *ctx, void *dst, const void *src, size_t bytes) {
     note(c, cudaStreamSynchronize(c->stream), "download (a kernel failed)");
     c->stats.wait_s += hearth_time_now() - t0;
     c->stage_off = 0;
+}
+
+/* Download i (of c->adl) complete: its copy waited for, its bytes in dst. */
+static void adl_complete(hearth_cuda_ctx *c, int i) {
+    if (c->adl[i].done) return;
+    host_waits(c);
+    const double t0 = hearth_time_now();
+    note(c, cudaEventSynchronize(c->adl[i].ev), "download (a kernel failed)");
+    c->stats.wait_s += hearth_time_now() - t0;
+    memcpy(c->adl[i].dst, c->dl_stage + DL_STAGE_BYTES + (size_t)i * DL_ASYNC_BYTES, c->adl[i].bytes);
+    c->adl[i].done = 1;
+}
+
+/* A download begun: recorded (a fused pick writes it), issued with what came
+ * before, an event behind it; the uploads that follow fill the other half of
+ * the staging, whose last step's copies are waited for first if still
+ * pending. Slot i of the two is its place in the pinned staging, so a step
+ * replays one of two graphs. */
+static void op_download_begin(void *ctx, void *dst, const void *src, size_t bytes) {
+    hearth_cuda_ctx *c = (hearth_cuda_ctx *)ctx;
+    HEARTH_ASSERT(c->adl_n < 2);
+    const int i = (c->adl_first + c->adl_n++) % 2;
+    c->adl[i].dst = dst;
+    c->adl[i].bytes = bytes;
+    c->adl[i].half = c->stage_half;
+    c->adl[i].done = 0;
+    if (bytes > DL_ASYNC_BYTES) { /* larger than a slot: at once */
+        op_download(ctx, dst, src, bytes);
+        c->adl[i].done = 1;
+        return;
+    }
+    rec *r = push(c, R_DOWNLOAD);
+    r->p[0] = c->dl_stage + DL_STAGE_BYTES + (size_t)i * DL_ASYNC_BYTES;
+    r->p[1] = src;
+    r->z[0] = bytes;
+    flush(c, 0);
+    note(c, cudaEventRecord(c->adl[i].ev, c->stream), "download event");
+    c->stage_half ^= 1;
+    c->stage_off = 0;
+    const int o = i ^ 1; /* the other download begun, whose step's uploads may sit in the half now filled */
+    if (c->adl_n == 2 && c->adl[o].half == c->stage_half) adl_complete(c, o);
+}
+
+static void op_download_end(void *ctx) {
+    hearth_cuda_ctx *c = (hearth_cuda_ctx *)ctx;
+    HEARTH_ASSERT(c->adl_n > 0);
+    adl_complete(c, c->adl_first);
+    c->adl_first ^= 1;
+    c->adl_n--;
 }
 
 static void op_copy(void *ctx, void *dst, const void *src, size_t bytes) {
@@ -1692,13 +1765,14 @@ static void op_attention(void *ctx, float *out, const float *q, int T, const hea
 }
 
 static void op_pick(void *ctx, hearth_pick *out, const float *logits, int n_rows, int vocab,
-                    const hearth_pick_params *params) {
+                    const hearth_pick_params *params, int32_t *ids) {
     HEARTH_ASSERT(n_rows >= 0 && vocab >= 1);
     if (n_rows == 0) return;
     rec *r = push((hearth_cuda_ctx *)ctx, R_PICK);
     r->p[0] = out;
     r->p[1] = logits;
     r->p[2] = params;
+    r->p[3] = ids;
     r->i[0] = n_rows;
     r->i[1] = vocab;
 }
@@ -1820,6 +1894,8 @@ extern "C" const hearth_ops hearth_cuda_ops = {
     /* .free = */ op_free,
     /* .upload = */ op_upload,
     /* .download = */ op_download,
+    /* .download_begin = */ op_download_begin,
+    /* .download_end = */ op_download_end,
     /* .copy = */ op_copy,
     /* .matmul = */ op_matmul,
     /* .matmul_n = */ NULL, /* the recorder joins the matmuls of one input itself */

@@ -327,7 +327,7 @@ __global__ void __launch_bounds__(PK_PART_THREADS)
 __global__ void __launch_bounds__(PK_THREADS, 1)
     pick_kernel(hearth_pick *__restrict__ out, const float *__restrict__ logits, int vocab,
                 const hearth_pick_params *__restrict__ params, const int2 *__restrict__ part, int n_part,
-                hearth_pick *__restrict__ host) {
+                int32_t *__restrict__ ids, hearth_pick *__restrict__ host) {
     __shared__ float sx[PK_WARPS];
     __shared__ int si[PK_WARPS];
     __shared__ double sd[PK_WARPS];
@@ -437,6 +437,7 @@ __global__ void __launch_bounds__(PK_THREADS, 1)
         else v = k < found ? __float_as_uint(tx[k]) : 0u;
         ((uint32_t *)(out + row))[tid] = v;
         if (host) ((uint32_t *)(host + row))[tid] = v;
+        if (tid == 0 && ids) ids[row] = id;
     }
 }
 
@@ -448,7 +449,7 @@ __global__ void pick_noise_kernel(float *dst, int n) {
 }
 
 void cu_pick(const cu_launch *L, hearth_pick *out, const float *logits, int n_rows, int vocab,
-             const hearth_pick_params *params, void *scratch, size_t scratch_bytes, hearth_pick *host) {
+             const hearth_pick_params *params, int32_t *ids, void *scratch, size_t scratch_bytes, hearth_pick *host) {
     /* chunks of PK_CHUNK, or more a chunk where the row has more than PK_THREADS of them */
     int chunk = PK_CHUNK;
     if (cu_div_up(vocab, chunk) > PK_THREADS) chunk = (int)cu_div_up(cu_div_up(vocab, PK_THREADS), 4) * 4;
@@ -461,7 +462,7 @@ void cu_pick(const cu_launch *L, hearth_pick *out, const float *logits, int n_ro
         part = NULL;
     }
     cu_launch_k(L, pick_kernel, dim3(n_rows), dim3(PK_THREADS), 0, out, logits, vocab, params, (const int2 *)part,
-                n_part, host);
+                n_part, ids, host);
 }
 
 void cu_pick_noise(const cu_launch *L, float *dst, int n) {
