@@ -653,15 +653,15 @@ static int issue(hearth_engine *e, flight *f) {
  * for the next forward (hearth_model_forward given no tokens). A token that
  * ends its sequence leaves that row's work unused; an end known now (the
  * length) and anything the host must see first (drafts, prompt logprobs, the
- * hidden state, adapters, requests waiting to be admitted) make the engine
+ * hidden state, adapters, a request waiting with a slot free) make the engine
  * read f first, as every step did before. */
 static int ahead_ok(hearth_engine *e, const flight *f) {
-    if (!e->ahead_on || f->st != HEARTH_OK || f->n_plp || f->any_draft || f->n_rows != f->n || e->wait_head ||
-        e->o.spec_tokens > 0)
+    if (!e->ahead_on || f->st != HEARTH_OK || f->n_plp || f->any_draft || f->n_rows != f->n || e->o.spec_tokens > 0)
         return 0;
     int n_run = 0;
     for (int i = 0; i < e->o.n_slots; i++) n_run += e->running[i] != NULL;
-    if (n_run != f->n_rows) return 0;
+    /* every running sequence in f; a request waits only where no slot is free (it is admitted when one ends) */
+    if (n_run != f->n_rows || (e->wait_head && n_run < e->o.n_slots)) return 0;
     for (int r = 0; r < f->n_rows; r++) {
         hearth_seq *s = f->row_seq[r];
         if (s->slot < 0 || atomic_load(&s->cancel) || s->req.adapter || (s->req.want_hidden && s->n_gen == 0) ||
