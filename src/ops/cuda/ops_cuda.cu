@@ -145,6 +145,7 @@ struct hearth_cuda_ctx {
     uint8_t *stage; /* pinned */
     size_t stage_off; /* into its half stage_half */
     int stage_half;
+    int stage_sealed; /* the half's uploads are those of a step whose download is begun (op_download_begin) */
     /* downloads begun and not ended (op_download_begin), the oldest first: each its slot of the pinned
      * download staging, the event after its copy and the upload half its step filled */
     struct {
@@ -1019,6 +1020,7 @@ static void flush(hearth_cuda_ctx *c, int sync) {
     if (sync) {
         note(c, cudaStreamSynchronize(c->stream), "stream sync (a kernel failed)");
         c->stage_off = 0;
+        c->stage_sealed = 0;
         c->stats.wait_s += hearth_time_now() - t1;
     }
 }
@@ -1480,10 +1482,32 @@ static void op_free(void *ctx, void *p) {
     note(c, cudaFree(p), "cudaFree");
 }
 
+static void adl_complete(hearth_cuda_ctx *c, int i);
+
+/* The first upload after a download was begun: the half the step before
+ * filled is reused where that step is done (a step read before the next is
+ * recorded: the same addresses every step, one graph), else the other half,
+ * once the step that filled it is done (steps issued ahead: two graphs). */
+static void stage_next(hearth_cuda_ctx *c) {
+    c->stage_sealed = 0;
+    c->stage_off = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int k = 0; k < c->adl_n; k++) {
+            const int i = (c->adl_first + k) % 2;
+            if (c->adl[i].done || c->adl[i].half != c->stage_half) continue;
+            if (pass == 0) { /* in flight: the other half */
+                c->stage_half ^= 1;
+                break;
+            }
+            adl_complete(c, i);
+        }
+}
+
 static void op_upload(void *ctx, void *dst, const void *src, size_t bytes) {
     hearth_cuda_ctx *c = (hearth_cuda_ctx *)ctx;
     if (bytes == 0) return;
     if (bytes <= STAGE_MAX_UPLOAD) {
+        if (c->stage_sealed) stage_next(c);
         if (c->stage_off + bytes > STAGE_HALF) flush(c, 1);
         uint8_t *s = c->stage + (size_t)c->stage_half * STAGE_HALF + c->stage_off;
         memcpy(s, src, bytes);
@@ -1578,13 +1602,14 @@ static void adl_complete(hearth_cuda_ctx *c, int i) {
 }
 
 /* A download begun: recorded (a fused pick writes it), issued with what came
- * before, an event behind it; the uploads that follow fill the other half of
- * the staging, whose last step's copies are waited for first if still
- * pending. Slot i of the two is its place in the pinned staging, so a step
- * replays one of two graphs. */
+ * before, an event behind it, into slot i of two in the pinned staging: the
+ * first where none is begun, so a step read before the next always takes the
+ * same (one graph), and steps issued ahead alternate. The uploads that follow
+ * go where stage_next says. */
 static void op_download_begin(void *ctx, void *dst, const void *src, size_t bytes) {
     hearth_cuda_ctx *c = (hearth_cuda_ctx *)ctx;
     HEARTH_ASSERT(c->adl_n < 2);
+    if (c->adl_n == 0) c->adl_first = 0;
     const int i = (c->adl_first + c->adl_n++) % 2;
     c->adl[i].dst = dst;
     c->adl[i].bytes = bytes;
@@ -1601,10 +1626,7 @@ static void op_download_begin(void *ctx, void *dst, const void *src, size_t byte
     r->z[0] = bytes;
     flush(c, 0);
     note(c, cudaEventRecord(c->adl[i].ev, c->stream), "download event");
-    c->stage_half ^= 1;
-    c->stage_off = 0;
-    const int o = i ^ 1; /* the other download begun, whose step's uploads may sit in the half now filled */
-    if (c->adl_n == 2 && c->adl[o].half == c->stage_half) adl_complete(c, o);
+    c->stage_sealed = 1;
 }
 
 static void op_download_end(void *ctx) {
