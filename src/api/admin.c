@@ -448,6 +448,9 @@ void api_metrics(hearth_api *a, hearth_http_response *r) {
     P("# HELP hearth_engine_steps_total Engine batch steps.\n# TYPE hearth_engine_steps_total counter\n"
       "hearth_engine_steps_total %ld\n",
       s.es.steps);
+    P("# HELP hearth_engine_steps_ahead_total Of those, steps issued before the last one's tokens were read.\n"
+      "# TYPE hearth_engine_steps_ahead_total counter\nhearth_engine_steps_ahead_total %ld\n",
+      s.es.steps_ahead);
     P("# HELP hearth_spec_draft_tokens_total Tokens drafted by prompt lookup and checked (speculative decoding).\n"
       "# TYPE hearth_spec_draft_tokens_total counter\nhearth_spec_draft_tokens_total %ld\n",
       s.es.spec_drafted);

@@ -451,4 +451,7 @@ def test_models_health_stats_metrics(server):
             samples[name] = float(value)
     assert samples['hearth_requests_total{outcome="ok"}'] >= 1
     assert samples["hearth_ready"] == 1
+    # a CPU engine reads each step's tokens before it issues the next (steps ahead are a device engine's)
+    assert samples["hearth_engine_steps_total"] >= 1 and samples["hearth_engine_steps_ahead_total"] == 0
+    assert st["engine"]["steps_ahead"] == 0
     assert "# TYPE hearth_requests_total counter" in text
