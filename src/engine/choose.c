@@ -104,26 +104,25 @@ hearth_status hearth_choose_begin(hearth_chooser *c, hearth_model *m, hearth_sam
                                   const uint8_t *want_lp, const int32_t *draft, int n_rows, hearth_err *err) {
     HEARTH_ASSERT(c->n_open < 2);
     hearth_choice *h = &c->set[(c->first + c->n_open++) % 2];
+    hearth_err e2 = {0}; /* a failure's message, kept in h for _end (err may be NULL) */
     h->n_pick = 0;
-    h->st = n_rows > c->cap ? hearth_err_set(err, HEARTH_EINVAL, "choose: %d rows (max %d)", n_rows, c->cap) : HEARTH_OK;
-    if (h->st != HEARTH_OK) {
-        snprintf(h->msg, sizeof h->msg, "%s", err->msg);
-        return h->st;
+    h->st = HEARTH_OK;
+    if (n_rows > c->cap) {
+        h->st = hearth_err_set(&e2, HEARTH_EINVAL, "choose: %d rows (max %d)", n_rows, c->cap);
+    } else {
+        const int tr = truncates(c, m);
+        for (int r = 0; r < n_rows; r++) {
+            h->by_pick[r] = (uint8_t)hearth_sampler_pick_params(smp[r], want_lp[r], tr, &h->params[r]);
+            if (h->by_pick[r]) h->n_pick++;
+            else h->params[r] = (hearth_pick_params){0}; /* an argmax nobody reads */
+            if (draft) memcpy(h->rng[r], smp[r]->rng, sizeof h->rng[r]);
+        }
+        if (h->n_pick > 0 && (h->st = hearth_model_pick_begin(m, n_rows, h->params, h->picks, &e2)) != HEARTH_OK)
+            h->n_pick = 0; /* nothing begun: nothing to end */
     }
-    const int tr = truncates(c, m);
-    for (int r = 0; r < n_rows; r++) {
-        h->by_pick[r] = (uint8_t)hearth_sampler_pick_params(smp[r], want_lp[r], tr, &h->params[r]);
-        if (h->by_pick[r]) h->n_pick++;
-        else h->params[r] = (hearth_pick_params){0}; /* an argmax nobody reads */
-        if (draft) memcpy(h->rng[r], smp[r]->rng, sizeof h->rng[r]);
-    }
-    if (h->n_pick == 0) return HEARTH_OK;
-    h->st = hearth_model_pick_begin(m, n_rows, h->params, h->picks, err);
-    if (h->st != HEARTH_OK) {
-        h->n_pick = 0; /* nothing begun: nothing to end */
-        snprintf(h->msg, sizeof h->msg, "%s", err->msg);
-    }
-    return h->st;
+    if (h->st == HEARTH_OK) return HEARTH_OK;
+    snprintf(h->msg, sizeof h->msg, "%s", e2.msg);
+    return hearth_err_set(err, h->st, "%s", e2.msg);
 }
 
 hearth_status hearth_choose_end(hearth_chooser *c, hearth_model *m, hearth_sampler *const *smp, const uint8_t *want_lp,

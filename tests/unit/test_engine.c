@@ -5,6 +5,7 @@
 #include "testhelp.h"
 
 #include "engine_rig.h"
+#include "engine/choose.h"
 #include "engine/draft.h"
 #include "core/clock.h"
 #include "ops/cpu/ops_cpu.h"
@@ -113,6 +114,41 @@ TEST(engine_model_steps_ahead_same_tokens) {
     CHECK_MSG(rig_open(&r, 16, 4, 32), "cannot open the tiny model");
     for (int T = 1; T <= 4; T += 3) CHECK_EQ(rig_ahead_sequence(r.m, r.kv, T, 24), 0);
     CHECK_EQ(hearth_kv_n_available_blocks(r.kv), 16);
+    rig_close(&r);
+}
+
+/* A choice the chooser refuses (more rows than it holds) is reported by
+ * status, with or without an error struct (hearth_generate's err may be
+ * NULL), and leaves the chooser as it was: the next choice is taken. */
+TEST(engine_choose_refusal_reported_without_an_error_struct) {
+    rig r;
+    CHECK_MSG(rig_open(&r, 8, 2, 32), "cannot open the tiny model");
+    const int vocab = hearth_model_config_get(r.m)->vocab_size;
+    hearth_chooser ch;
+    CHECK_EQ(hearth_chooser_init(&ch, 1, vocab, 1, NULL), HEARTH_OK);
+    hearth_sampling sp;
+    hearth_sampling_default(&sp);
+    sp.temperature = 0;
+    hearth_sampler s[2];
+    hearth_sampler_init(&s[0], &sp, vocab, NULL);
+    hearth_sampler_init(&s[1], &sp, vocab, NULL);
+    hearth_sampler *smp[2] = {&s[0], &s[1]};
+    uint8_t lp[2] = {0, 0};
+    int32_t ids[2];
+    hearth_logprobs lps[2];
+    hearth_err err = {0};
+    CHECK_EQ(hearth_choose(&ch, r.m, smp, lp, NULL, 2, ids, lps, NULL), HEARTH_EINVAL);
+    CHECK_EQ(hearth_choose(&ch, r.m, smp, lp, NULL, 2, ids, lps, &err), HEARTH_EINVAL);
+    CHECK_CONTAINS(err.msg, "2 rows (max 1)");
+    int32_t tok = 5, seq = 0, pos = 0, row = 0;
+    CHECK_EQ(hearth_kv_reserve(r.kv, 0, 1), HEARTH_OK);
+    CHECK_EQ(hearth_model_forward(r.m, r.kv, &tok, &seq, &pos, 1, &row, 1, NULL, &err), HEARTH_OK);
+    CHECK_EQ(hearth_choose(&ch, r.m, smp, lp, NULL, 1, ids, lps, NULL), HEARTH_OK);
+    CHECK(ids[0] >= 0 && ids[0] < vocab);
+    hearth_kv_release_slot(r.kv, 0);
+    hearth_sampler_deinit(&s[0]);
+    hearth_sampler_deinit(&s[1]);
+    hearth_chooser_deinit(&ch);
     rig_close(&r);
 }
 
@@ -723,9 +759,10 @@ TEST(engine_sampled_output_same_alone_and_batched) {
 }
 
 /* Four greedy requests decoding ahead, the engine paused once request 0 has
- * a few tokens (the step in flight is read first, engine.c settle: no step
- * runs while paused) and resumed: each request's tokens are its serial ones
- * (want, rig_reference's). The engine issued steps ahead. */
+ * a few tokens and resumed: no step runs while paused, and each request's
+ * tokens are its serial ones (want, rig_reference's). The engine issued
+ * steps ahead. (That the pause reads the step in flight first, engine.c
+ * settle, is not seen here: its tokens would come after the resume.) */
 static void ahead_pause_case(rig *r, int32_t want[N_REQ][N_NEW]) {
     hearth_engine *e;
     hearth_engine_opts o = {.n_slots = 4, .max_waiting = 8, .queue_cap = N_NEW + 1};
