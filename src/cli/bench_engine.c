@@ -2,7 +2,7 @@
  * streams through the continuous-batching engine (M requests in all, the
  * next ones always waiting for a slot, as trtllm-bench's and vLLM's
  * offline throughput runs queue theirs); aggregate output tok/s and TTFT
- * p50/p99 (from each request's submission). */
+ * p50/p99 (from each request's submission) and its parts. */
 #include "cli/bench_engine.h"
 
 #include "core/clock.h"
@@ -16,7 +16,7 @@
 typedef struct {
     hearth_seq *seq;
     double t_submit, t_first, t_end;
-    double admitted_s; /* admission to the first token (the engine's prefill_s) */
+    double queue_s, admitted_s; /* the engine's summary: submission to admission, admission to the first token chosen */
     int n_out, done;
 } stream;
 
@@ -85,6 +85,7 @@ static void *client(void *arg) {
         reader(st);
         hearth_seq_summary sum;
         hearth_seq_summary_get(st->seq, &sum);
+        st->queue_s = sum.queue_s;
         st->admitted_s = sum.prefill_s;
         hearth_seq_release(st->seq); /* its token queue goes now, not at the end of the run */
         st->seq = NULL;
@@ -104,14 +105,16 @@ int cli_bench_engine(hearth_session *s, int n_par, int n_req, int n_prompt, int 
              .adapter = hearth_model_n_lora(s->model) > 0, .sp = sp};
     r.st = calloc((size_t)n_req, sizeof *r.st);
     pthread_t *th = calloc((size_t)n_clients, sizeof *th);
+    /* each request's TTFT and its parts: waiting for admission, admission to the token chosen, then to the client */
     double *ttft = calloc((size_t)n_req, sizeof *ttft), *adm = calloc((size_t)n_req, sizeof *adm);
+    double *wait = calloc((size_t)n_req, sizeof *wait), *out = calloc((size_t)n_req, sizeof *out);
     pthread_mutex_init(&r.mu, NULL);
     int n_th = 0;
     double t0 = hearth_time_now();
-    for (; r.st && th && ttft && adm && n_th < n_clients; n_th++)
+    for (; r.st && th && ttft && adm && wait && out && n_th < n_clients; n_th++)
         if (pthread_create(&th[n_th], NULL, client, &r)) break;
     for (int i = 0; i < n_th; i++) pthread_join(th[i], NULL);
-    int rc = r.failed || n_th == 0 || !ttft || !adm;
+    int rc = r.failed || n_th == 0 || !ttft || !adm || !wait || !out;
     if (r.failed) *err = r.err;
     else if (rc) hearth_err_set(err, HEARTH_ENOMEM, "no memory or threads for %d clients", n_clients);
     long total = 0;
@@ -123,7 +126,10 @@ int cli_bench_engine(hearth_session *s, int n_par, int n_req, int n_prompt, int 
         total += st->n_out;
         if (st->t_end > t_end) t_end = st->t_end;
         adm[n_done] = st->admitted_s;
-        ttft[n_done++] = st->t_first - st->t_submit;
+        wait[n_done] = st->queue_s;
+        ttft[n_done] = st->t_first - st->t_submit;
+        out[n_done] = ttft[n_done] - st->queue_s - st->admitted_s;
+        n_done++;
         if (st->n_out > 1) dec += (st->n_out - 1) / (st->t_end - st->t_first);
     }
     hearth_engine_stats es;
@@ -137,11 +143,14 @@ int cli_bench_engine(hearth_session *s, int n_par, int n_req, int n_prompt, int 
         printf("engine | %s%d streams x (%d in, %d out) | output %.2f tok/s | TTFT p50 %.3f s, p99 %.3f s | "
                "wall %.2f s | %ld tokens\n",
                reqs, n_par, n_prompt, n_gen, total / (t_end - t0), p50, p99, t_end - t0, total);
-        if (n_req > n_par) { /* TTFT above includes the wait for a slot; this is without it */
-            qsort(adm, (size_t)n_done, sizeof *adm, cmp_double);
-            printf("engine | from admission to the first token: p50 %.3f s, p99 %.3f s\n", adm[(n_done - 1) / 2],
-                   adm[(int)((n_done - 1) * 0.99)]);
-        }
+        /* where the TTFT went: with every request submitted at once (n_req = n_par) the wait is the engine's
+         * first turns, with more requests than slots the wait for a slot */
+        double *parts[3] = {wait, adm, out};
+        for (int k = 0; k < 3; k++) qsort(parts[k], (size_t)n_done, sizeof *parts[k], cmp_double);
+        const int i50 = (n_done - 1) / 2, i99 = (int)((n_done - 1) * 0.99);
+        printf("engine | TTFT's parts, p50 / p99: submission to admission %.3f / %.3f s, admission to the token "
+               "chosen %.3f / %.3f s, chosen to the client %.4f / %.4f s\n",
+               wait[i50], wait[i99], adm[i50], adm[i99], out[i50], out[i99]);
         printf("engine | decode after the first token: %.2f tok/s per stream (mean)\n", dec / n_done);
         printf("engine | %ld steps (%ld issued ahead), %.1f rows a step, %.2f ms a step in forward + choice | tokens "
                "chosen by the pick op %ld, by the host sampler %ld\n",
@@ -158,6 +167,8 @@ int cli_bench_engine(hearth_session *s, int n_par, int n_req, int n_prompt, int 
     free(th);
     free(ttft);
     free(adm);
+    free(wait);
+    free(out);
     return rc;
 }
 

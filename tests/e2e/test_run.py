@@ -123,6 +123,12 @@ def test_bench_more_requests_than_streams_serves_them_all():
     assert r.returncode == 0, r.stderr
     assert re.search(r"engine \| 7 requests, 2 streams x \(16 in, 3 out\) \| output [\d.]+ tok/s .*\| 21 tokens$",
                      r.stdout, re.M)
+    # the TTFT's parts: 2 of the 4 clients' first requests wait for a slot; each part is a time, none negative
+    m = re.search(r"TTFT's parts, p50 / p99: submission to admission ([\d.]+) / ([\d.]+) s, admission to the token "
+                  r"chosen ([\d.]+) / ([\d.]+) s, chosen to the client ([\d.]+) / ([\d.]+) s", r.stdout)
+    assert m, r.stdout
+    wait50, wait99, adm50, adm99, out50, out99 = map(float, m.groups())
+    assert wait99 > 0 and adm50 > 0 and wait50 <= wait99 and adm50 <= adm99 and out50 <= out99, r.stdout
     r = run_hearth("bench", DEFAULT_MODEL, "--parallel", "3", "--requests", "2")
     assert r.returncode == 2 and "--requests 2 is fewer than --parallel 3" in r.stderr
     r = run_hearth("bench", DEFAULT_MODEL, "--requests", "2")
