@@ -136,18 +136,16 @@ int cli_bench_engine(hearth_session *s, int n_par, int n_req, int n_prompt, int 
     hearth_engine_stats_get(e, &es);
     hearth_engine_free(e);
     if (!rc && n_done > 0) {
-        qsort(ttft, (size_t)n_done, sizeof *ttft, cmp_double);
-        double p50 = ttft[(n_done - 1) / 2], p99 = ttft[(int)((n_done - 1) * 0.99)];
+        double *series[4] = {ttft, wait, adm, out}; /* the TTFT and its parts, each sorted for its percentiles */
+        for (int k = 0; k < 4; k++) qsort(series[k], (size_t)n_done, sizeof *series[k], cmp_double);
+        const int i50 = (n_done - 1) / 2, i99 = (int)((n_done - 1) * 0.99);
         char reqs[48] = "";
         if (n_req > n_par) snprintf(reqs, sizeof reqs, "%d requests, ", n_req);
         printf("engine | %s%d streams x (%d in, %d out) | output %.2f tok/s | TTFT p50 %.3f s, p99 %.3f s | "
                "wall %.2f s | %ld tokens\n",
-               reqs, n_par, n_prompt, n_gen, total / (t_end - t0), p50, p99, t_end - t0, total);
+               reqs, n_par, n_prompt, n_gen, total / (t_end - t0), ttft[i50], ttft[i99], t_end - t0, total);
         /* where the TTFT went: with every request submitted at once (n_req = n_par) the wait is the engine's
          * first turns, with more requests than slots the wait for a slot */
-        double *parts[3] = {wait, adm, out};
-        for (int k = 0; k < 3; k++) qsort(parts[k], (size_t)n_done, sizeof *parts[k], cmp_double);
-        const int i50 = (n_done - 1) / 2, i99 = (int)((n_done - 1) * 0.99);
         printf("engine | TTFT's parts, p50 / p99: submission to admission %.3f / %.3f s, admission to the token "
                "chosen %.3f / %.3f s, chosen to the client %.4f / %.4f s\n",
                wait[i50], wait[i99], adm[i50], adm[i99], out[i50], out[i99]);
